@@ -14,7 +14,10 @@ import (
 // Format is one storage format. Formats are block formats: BlockElems elements
 // occupy BlockBytes bytes; the plain float formats have blocks of one element.
 type Format struct {
-	Name       string
+	Name string
+	// Code is the ggml type id (f32 0, f16 1, bf16 30): a stable number for
+	// kernels that take the format as a specialization value.
+	Code       int
 	BlockElems int
 	BlockBytes int
 	// Decode turns len(dst) elements (a multiple of BlockElems) starting at src into float32.
@@ -28,8 +31,8 @@ func (f *Format) Bytes(n int) int { return n / f.BlockElems * f.BlockBytes }
 
 var registry = map[string]*Format{
 	"f32":  {Name: "f32", BlockElems: 1, BlockBytes: 4, Decode: decodeF32, Encode: encodeF32},
-	"f16":  {Name: "f16", BlockElems: 1, BlockBytes: 2, Decode: decodeF16, Encode: encodeF16},
-	"bf16": {Name: "bf16", BlockElems: 1, BlockBytes: 2, Decode: decodeBF16, Encode: encodeBF16},
+	"f16":  {Name: "f16", Code: 1, BlockElems: 1, BlockBytes: 2, Decode: decodeF16, Encode: encodeF16},
+	"bf16": {Name: "bf16", Code: 30, BlockElems: 1, BlockBytes: 2, Decode: decodeBF16, Encode: encodeBF16},
 }
 
 // Lookup returns the format called name, or an error listing the known ones.
@@ -38,6 +41,16 @@ func Lookup(name string) (*Format, error) {
 		return f, nil
 	}
 	return nil, fmt.Errorf("unknown quant format %q (expected one of %s)", name, strings.Join(Names(), ", "))
+}
+
+// ByCode returns the format with ggml type id code.
+func ByCode(code int) (*Format, error) {
+	for _, f := range registry {
+		if f.Code == code {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown quant format code %d", code)
 }
 
 // Names lists the registered formats, sorted.

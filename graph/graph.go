@@ -1,0 +1,271 @@
+// Package graph is the window-graph IR: for one model and one window shape (T
+// rows), the explicit list of GPU dispatches of a forward pass, with the byte
+// ranges each reads and writes in named buffers, the host points where the
+// runtime makes routed experts resident, and the barrier before each dispatch.
+// It has no Metal and no I/O; every backend executes the same Graph.
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Buffer kinds. A kind tells the runtime how to back a buffer.
+const (
+	KindWeights = "weights" // filled once from the checkpoint, read-only
+	KindExperts = "experts" // routed experts (later: the streaming arena)
+	KindState   = "state"   // persists across windows: KV cache, conv and recurrent state
+	KindScratch = "scratch" // activations of one window
+	KindParams  = "params"  // per-window values written by the host: rows, position, token ids
+)
+
+// Buffer is a named, flat byte buffer.
+type Buffer struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	Size int64  `json:"size"`
+}
+
+// Tensor places a weight role inside a buffer. Stacked tensors (routed experts)
+// have Stride > 0: slice i of the leading dimension starts at Offset + i*Stride.
+type Tensor struct {
+	Name   string `json:"name"`
+	Buffer string `json:"buffer"`
+	Offset int64  `json:"offset"`
+	Format string `json:"format"`
+	Shape  []int  `json:"shape"`
+	Stride int64  `json:"stride,omitempty"`
+}
+
+// Range is a half-open byte range [Offset, Offset+Size) of a buffer.
+type Range struct {
+	Buffer string `json:"buffer"`
+	Offset int64  `json:"offset"`
+	Size   int64  `json:"size"`
+}
+
+// End is the first byte past the range.
+func (r Range) End() int64 { return r.Offset + r.Size }
+
+// Overlaps reports whether two ranges share a byte.
+func (r Range) Overlaps(o Range) bool {
+	return r.Buffer == o.Buffer && r.Offset < o.End() && o.Offset < r.End()
+}
+
+// Access modes of a binding.
+const (
+	Read      = "r"
+	Write     = "w"
+	ReadWrite = "rw"
+)
+
+// Binding binds a byte range of a buffer to an argument slot of a kernel.
+type Binding struct {
+	Slot   int    `json:"slot"`
+	Name   string `json:"name"`
+	Access string `json:"access"`
+	Range
+}
+
+// Const is one specialization value (a function constant on Metal).
+type Const struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+// Scalar is a float argument of a kernel (eps, rope theta): floats stay out of
+// function constants and travel in the argument struct.
+type Scalar struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}
+
+// Dispatch is one kernel launch.
+type Dispatch struct {
+	Kernel      string    `json:"kernel"` // family + specialization, unique per pipeline
+	Family      string    `json:"family"`
+	Layer       int       `json:"layer"`             // -1 outside the layers
+	Consts      []Const   `json:"consts"`            // loop-shaping integers (function constants)
+	Scalars     []Scalar  `json:"scalars,omitempty"` // float arguments (argument struct)
+	Grid        [3]int    `json:"grid"`              // threadgroups per grid
+	Threadgroup [3]int    `json:"threadgroup"`       // threads per threadgroup
+	Args        []Binding `json:"args"`
+	Reads       []Range   `json:"reads"`
+	Writes      []Range   `json:"writes"`
+	Barrier     bool      `json:"barrier"` // a buffer barrier precedes this dispatch
+}
+
+// Const returns the specialization value called name.
+func (d *Dispatch) Const(name string) (int64, bool) {
+	for _, c := range d.Consts {
+		if c.Name == name {
+			return c.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Scalar returns the float argument called name.
+func (d *Dispatch) Scalar(name string) (float64, bool) {
+	for _, s := range d.Scalars {
+		if s.Name == name {
+			return s.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Arg returns the binding called name.
+func (d *Dispatch) Arg(name string) (Binding, bool) {
+	for _, b := range d.Args {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Binding{}, false
+}
+
+// HostPoint marks where the window signals the host and waits for it: after
+// dispatch After (an index into Dispatches) the host makes the experts that the
+// router of Layer chose resident before the GPU goes on.
+type HostPoint struct {
+	Layer int `json:"layer"`
+	After int `json:"after"`
+}
+
+// Param is a named field of the params buffer.
+type Param struct {
+	Name   string `json:"name"`
+	Offset int64  `json:"offset"`
+	Count  int    `json:"count"` // uint32 elements
+}
+
+// Graph is the window graph of one model at one window shape.
+type Graph struct {
+	Model      string      `json:"model"`
+	Rows       int         `json:"rows"`        // T: the most rows a window of this shape carries
+	LogitRows  int         `json:"logit_rows"`  // T, or 1 when only the last row's logits are computed
+	Buffers    []Buffer    `json:"buffers"`     // in a fixed order
+	Tensors    []Tensor    `json:"tensors"`     // weight placement
+	Params     []Param     `json:"params"`      // layout of the params buffer
+	Dispatches []Dispatch  `json:"dispatches"`  // in execution order
+	HostPoints []HostPoint `json:"host_points"` // ascending by After
+	Outputs    []Range     `json:"outputs"`     // logits, and anything else the host reads back
+}
+
+// Buffer returns the buffer called name.
+func (g *Graph) Buffer(name string) (Buffer, bool) {
+	for _, b := range g.Buffers {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Buffer{}, false
+}
+
+// Param returns the params field called name.
+func (g *Graph) Param(name string) (Param, bool) {
+	for _, p := range g.Params {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+// Output returns the output range at index i, or an error.
+func (g *Graph) Output(i int) (Range, error) {
+	if i < 0 || i >= len(g.Outputs) {
+		return Range{}, fmt.Errorf("graph %s/T=%d has %d outputs, asked for %d", g.Model, g.Rows, len(g.Outputs), i)
+	}
+	return g.Outputs[i], nil
+}
+
+// Groups splits the dispatches into barrier groups: each group starts at a
+// dispatch with Barrier set (or at the first dispatch). Dispatches of one group
+// may run in any order or concurrently.
+func (g *Graph) Groups() [][]int {
+	var out [][]int
+	for i := range g.Dispatches {
+		if i == 0 || g.Dispatches[i].Barrier {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], i)
+	}
+	return out
+}
+
+// JSON is the canonical, deterministic JSON form (indented, fields in
+// declaration order).
+func (g *Graph) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(g, "", " ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding window graph %s/T=%d: %w", g.Model, g.Rows, err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Decode parses a graph from its JSON form and checks it.
+func Decode(data []byte) (*Graph, error) {
+	var g Graph
+	if err := json.Unmarshal(data, &g); err != nil {
+		return nil, fmt.Errorf("decoding window graph: %w", err)
+	}
+	if err := g.Check(); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// Check verifies that every range lies inside a declared buffer and that host
+// points are in order.
+func (g *Graph) Check() error {
+	sizes := map[string]int64{}
+	for _, b := range g.Buffers {
+		if _, dup := sizes[b.Name]; dup {
+			return fmt.Errorf("graph %s/T=%d: buffer %q declared twice", g.Model, g.Rows, b.Name)
+		}
+		sizes[b.Name] = b.Size
+	}
+	inside := func(r Range, what string) error {
+		size, ok := sizes[r.Buffer]
+		if !ok {
+			return fmt.Errorf("graph %s/T=%d: %s uses undeclared buffer %q", g.Model, g.Rows, what, r.Buffer)
+		}
+		if r.Offset < 0 || r.Size < 0 || r.End() > size {
+			return fmt.Errorf("graph %s/T=%d: %s range [%d,%d) outside buffer %q of %d bytes", g.Model, g.Rows, what, r.Offset, r.End(), r.Buffer, size)
+		}
+		return nil
+	}
+	for i, d := range g.Dispatches {
+		what := fmt.Sprintf("dispatch %d (%s)", i, d.Kernel)
+		for _, lists := range [][]Range{d.Reads, d.Writes} {
+			for _, r := range lists {
+				if err := inside(r, what); err != nil {
+					return err
+				}
+			}
+		}
+		for _, b := range d.Args {
+			if err := inside(b.Range, what+" arg "+b.Name); err != nil {
+				return err
+			}
+		}
+	}
+	for _, t := range g.Tensors {
+		if _, ok := sizes[t.Buffer]; !ok {
+			return fmt.Errorf("graph %s/T=%d: tensor %s in undeclared buffer %q", g.Model, g.Rows, t.Name, t.Buffer)
+		}
+	}
+	for _, r := range g.Outputs {
+		if err := inside(r, "output"); err != nil {
+			return err
+		}
+	}
+	for i, h := range g.HostPoints {
+		if h.After < 0 || h.After >= len(g.Dispatches) || (i > 0 && h.After < g.HostPoints[i-1].After) {
+			return fmt.Errorf("graph %s/T=%d: host point %d after dispatch %d is out of order or range", g.Model, g.Rows, i, h.After)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+// Package buffers backs the named buffers of window graphs with host memory and
+// gives typed views of them.
+package buffers
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/strata-llm/strata/graph"
+)
+
+// Memory backs the named buffers of a model's window graphs. All window shapes
+// of one model share weights and state; scratch and params are sized for the
+// largest shape, since one window runs at a time.
+type Memory struct {
+	bufs map[string][]byte
+}
+
+// NewMemory allocates every buffer any of the graphs declares, at the largest
+// size asked. Buffers are 8-byte aligned and zeroed.
+func NewMemory(graphs ...*graph.Graph) (*Memory, error) {
+	sizes := map[string]int64{}
+	kinds := map[string]string{}
+	var order []string
+	for _, g := range graphs {
+		for _, b := range g.Buffers {
+			if k, ok := kinds[b.Name]; ok && k != b.Kind {
+				return nil, fmt.Errorf("buffer %s is %s in one graph and %s in another", b.Name, k, b.Kind)
+			}
+			if _, ok := sizes[b.Name]; !ok {
+				order = append(order, b.Name)
+			}
+			kinds[b.Name] = b.Kind
+			if b.Kind == graph.KindWeights || b.Kind == graph.KindExperts || b.Kind == graph.KindState {
+				if s, ok := sizes[b.Name]; ok && s != b.Size {
+					return nil, fmt.Errorf("%s buffer %s has %d bytes in one window graph and %d in another: the shapes do not share a layout", b.Kind, b.Name, s, b.Size)
+				}
+			}
+			sizes[b.Name] = max(sizes[b.Name], b.Size)
+		}
+	}
+	m := &Memory{bufs: map[string][]byte{}}
+	for _, name := range order {
+		m.bufs[name] = alignedBytes(sizes[name])
+	}
+	return m, nil
+}
+
+// alignedBytes returns n zeroed bytes backed by uint64s, so that float32 and
+// uint32 views of any 4-aligned offset are valid.
+func alignedBytes(n int64) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	words := make([]uint64, (n+7)/8)
+	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+}
+
+// Bytes returns the bytes of a range, with capacity clipped to the range so a
+// kernel cannot write past what its binding declares.
+func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
+	b, ok := m.bufs[r.Buffer]
+	if !ok {
+		return nil, fmt.Errorf("no buffer %q", r.Buffer)
+	}
+	if r.Offset < 0 || r.Size < 0 || r.End() > int64(len(b)) {
+		return nil, fmt.Errorf("range [%d,%d) outside buffer %q of %d bytes", r.Offset, r.End(), r.Buffer, len(b))
+	}
+	return b[r.Offset:r.End():r.End()], nil
+}
+
+// Buffer returns a whole buffer.
+func (m *Memory) Buffer(name string) []byte { return m.bufs[name] }
+
+// Float32s views bytes as float32s (the length must be a multiple of 4 and the
+// start 4-aligned, which every region of a window graph is).
+func Float32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+// Uint32s views bytes as uint32s.
+func Uint32s(b []byte) []uint32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), len(b)/4)
+}

@@ -1,0 +1,638 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/buffers"
+)
+
+// The math follows the specs (../shared/specs/qwen3_next.md): activations are
+// float32, every reduction accumulates in float64 and rounds once, so the cpu
+// backend sits as close to the float64 reference as float32 storage allows.
+
+// matrix is a weight matrix of rows × cols in a storage format.
+type matrix struct {
+	data       []byte
+	f          *quant.Format
+	rows, cols int
+	rowBytes   int
+}
+
+func (a *args) matrix(name string, format, rows, cols int) matrix {
+	f, err := quant.ByCode(format)
+	if err != nil {
+		a.fail(err)
+		return matrix{}
+	}
+	data := a.bytes(name)
+	m := matrix{data: data, f: f, rows: rows, cols: cols, rowBytes: f.Bytes(cols)}
+	if a.err == nil && len(data) < rows*m.rowBytes {
+		a.fail(fmt.Errorf("binding %q has %d bytes, a %d×%d %s matrix needs %d", name, len(data), rows, cols, f.Name, rows*m.rowBytes))
+	}
+	return m
+}
+
+// row returns row i as float32, decoding into scratch unless the data is f32.
+func (m matrix) row(i int, scratch []float32) []float32 {
+	b := m.data[i*m.rowBytes : (i+1)*m.rowBytes]
+	if m.f.Code == 0 {
+		return buffers.Float32s(b)
+	}
+	m.f.Decode(b, scratch[:m.cols])
+	return scratch[:m.cols]
+}
+
+// at returns a view of rows [i, i+n) starting at byte offset off of the data.
+func (m matrix) at(off, rows, cols int) matrix {
+	rb := m.f.Bytes(cols)
+	return matrix{data: m.data[off : off+rows*rb], f: m.f, rows: rows, cols: cols, rowBytes: rb}
+}
+
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += float64(a[i]) * float64(b[i])
+		s1 += float64(a[i+1]) * float64(b[i+1])
+		s2 += float64(a[i+2]) * float64(b[i+2])
+		s3 += float64(a[i+3]) * float64(b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += float64(a[i]) * float64(b[i])
+	}
+	return float32((s0 + s1) + (s2 + s3))
+}
+
+func silu(x float64) float64    { return x / (1 + math.Exp(-x)) }
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// rmsScale is 1/sqrt(mean(x²)+eps).
+func rmsScale(x []float32, eps float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return 1 / math.Sqrt(s/float64(len(x))+eps)
+}
+
+func embed(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	dim, vocab := a.int("dim"), a.int("vocab")
+	table := a.matrix("table", a.int("wfmt"), vocab, dim)
+	x := a.f32n("x", p.max*dim)
+	return func() {
+		for t := 0; t < p.rows(); t++ {
+			tok := p.token(t)
+			if tok >= vocab { // the runtime validates tokens; never read past the table
+				continue
+			}
+			copy(x[t*dim:(t+1)*dim], table.row(tok, x[t*dim:(t+1)*dim]))
+		}
+	}, a.err
+}
+
+// rmsnorm: y = x·rsqrt(mean(x²)+eps)·(1+w) (zero-centred) or ·w.
+func rmsnorm(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	dim := a.int("dim")
+	one := float64(a.int("zero_centred"))
+	eps := a.scalar("eps")
+	x, w, y := a.f32n("x", p.max*dim), a.f32n("w", dim), a.f32n("y", p.max*dim)
+	return func() {
+		for t := 0; t < p.rows(); t++ {
+			xr, yr := x[t*dim:(t+1)*dim], y[t*dim:(t+1)*dim]
+			s := rmsScale(xr, eps)
+			for i := range xr {
+				yr[i] = float32(float64(float32(float64(xr[i])*s)) * (one + float64(w[i])))
+			}
+		}
+	}, a.err
+}
+
+func matmul(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	n, k := a.int("n"), a.int("k")
+	w := a.matrix("w", a.int("wfmt"), n, k)
+	x, y := a.f32n("x", p.max*k), a.f32n("y", p.max*n)
+	return func() {
+		rows := p.rows()
+		parallel(n, k*rows, func(lo, hi int) {
+			scratch := make([]float32, k)
+			for i := lo; i < hi; i++ {
+				wr := w.row(i, scratch)
+				for t := 0; t < rows; t++ {
+					y[t*n+i] = dot(wr, x[t*k:(t+1)*k])
+				}
+			}
+		})
+	}, a.err
+}
+
+func residualAdd(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	dim := a.int("dim")
+	x, y := a.f32n("x", p.max*dim), a.f32n("y", p.max*dim)
+	return func() {
+		for i := 0; i < p.rows()*dim; i++ {
+			x[i] += y[i]
+		}
+	}, a.err
+}
+
+func swiglu(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	dim := a.int("dim")
+	g, u, y := a.f32n("gate", p.max*dim), a.f32n("up", p.max*dim), a.f32n("y", p.max*dim)
+	return func() {
+		for i := 0; i < p.rows()*dim; i++ {
+			y[i] = float32(silu(float64(g[i])) * float64(u[i]))
+		}
+	}, a.err
+}
+
+func copyLastRow(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	dim := a.int("dim")
+	x, y := a.f32("x"), a.f32n("y", dim)
+	return func() {
+		last := int(p.p[0]) - 1
+		copy(y[:dim], x[last*dim:(last+1)*dim])
+	}, a.err
+}
+
+// gdnDims are the Gated DeltaNet head counts and sizes of a dispatch.
+type gdnDims struct{ nk, nv, dk, dv, r, group, keyDim, valueDim int }
+
+func (a *args) gdnDims() gdnDims {
+	g := gdnDims{nk: a.int("nk"), nv: a.int("nv"), dk: a.int("dk"), dv: a.int("dv")}
+	if g.nk > 0 {
+		g.r = g.nv / g.nk
+	}
+	g.group = 2*g.dk + 2*g.r*g.dv // q, k, then v and z of the group's r value heads
+	g.keyDim, g.valueDim = g.nk*g.dk, g.nv*g.dv
+	return g
+}
+
+// qkvzIndex maps a conv channel (flat q | k | v order) to its place in a row
+// of the grouped in_proj_qkvz output.
+func (g gdnDims) qkvzIndex(c int) int {
+	switch {
+	case c < g.keyDim:
+		return c/g.dk*g.group + c%g.dk
+	case c < 2*g.keyDim:
+		c -= g.keyDim
+		return c/g.dk*g.group + g.dk + c%g.dk
+	default:
+		c -= 2 * g.keyDim
+		j := c / g.dv
+		return j/g.r*g.group + 2*g.dk + j%g.r*g.dv + c%g.dv
+	}
+}
+
+// zIndex is the place of z element i of value head j in a qkvz row.
+func (g gdnDims) zIndex(j, i int) int { return j/g.r*g.group + 2*g.dk + g.r*g.dv + j%g.r*g.dv + i }
+
+// gdnConv: the causal depthwise conv over [state ‖ rows] per channel, then
+// SiLU; the state keeps the last K-1 pre-activation inputs.
+func gdnConv(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	g := a.gdnDims()
+	K := a.int("kernel")
+	C := 2*g.keyDim + g.valueDim
+	width := g.group * g.nk
+	qkvz, w := a.f32n("qkvz", p.max*width), a.f32n("w", C*K)
+	state, y := a.f32n("state", (K-1)*C), a.f32n("y", p.max*C)
+	return func() {
+		n := p.rows()
+		parallel(C, n*K, func(lo, hi int) {
+			hist := make([]float32, K-1+n)
+			for c := lo; c < hi; c++ {
+				src := g.qkvzIndex(c)
+				for j := 0; j < K-1; j++ {
+					hist[j] = state[j*C+c]
+				}
+				for t := 0; t < n; t++ {
+					hist[K-1+t] = qkvz[t*width+src]
+				}
+				wc := w[c*K : (c+1)*K]
+				for t := 0; t < n; t++ {
+					var s float64
+					for i := 0; i < K; i++ {
+						s += float64(wc[i]) * float64(hist[t+i])
+					}
+					y[t*C+c] = float32(silu(float64(float32(s))))
+				}
+				for j := 0; j < K-1; j++ {
+					state[j*C+c] = hist[n+j]
+				}
+			}
+		})
+	}, a.err
+}
+
+// gdnGates: β = sigmoid(b), g = −exp(A_log)·softplus(a + dt_bias) per value head.
+func gdnGates(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	g := a.gdnDims()
+	ba := a.f32n("ba", p.max*2*g.nv)
+	aLog, dtBias := a.f32n("a_log", g.nv), a.f32n("dt_bias", g.nv)
+	beta, decay := a.f32n("beta", p.max*g.nv), a.f32n("g", p.max*g.nv)
+	return func() {
+		for t := 0; t < p.rows(); t++ {
+			row := ba[t*2*g.nv : (t+1)*2*g.nv]
+			for j := 0; j < g.nv; j++ {
+				grp := j / g.r * 2 * g.r
+				b := float64(row[grp+j%g.r])
+				av := float64(row[grp+g.r+j%g.r]) + float64(dtBias[j])
+				sp := av
+				if av <= 20 { // torch's softplus threshold
+					sp = math.Log1p(math.Exp(av))
+				}
+				beta[t*g.nv+j] = float32(sigmoid(b))
+				decay[t*g.nv+j] = float32(-float64(float32(math.Exp(float64(aLog[j])))) * sp)
+			}
+		}
+	}, a.err
+}
+
+// l2normalize scales v to unit length the way HF does: v·rsqrt(Σv² + 1e-6),
+// times extra.
+func l2normalize(v []float32, extra float64) {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	k := extra / math.Sqrt(s+1e-6)
+	for i := range v {
+		v[i] = float32(float64(v[i]) * k)
+	}
+}
+
+// gdnRule: the gated delta rule, token by token, per value head, on state
+// S[dk][dv] that persists across windows.
+func gdnRule(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	g := a.gdnDims()
+	C := 2*g.keyDim + g.valueDim
+	conv := a.f32n("conv", p.max*C)
+	beta, decay := a.f32n("beta", p.max*g.nv), a.f32n("g", p.max*g.nv)
+	state, o := a.f32n("state", g.nv*g.dk*g.dv), a.f32n("o", p.max*g.valueDim)
+	qScale := 1 / math.Sqrt(float64(g.dk))
+	return func() {
+		n := p.rows()
+		parallel(g.nv, n*g.dk*g.dv, func(lo, hi int) {
+			q, k := make([]float32, g.dk), make([]float32, g.dk)
+			u := make([]float64, g.dv)
+			delta := make([]float32, g.dv)
+			for j := lo; j < hi; j++ {
+				S := state[j*g.dk*g.dv : (j+1)*g.dk*g.dv]
+				kh := j / g.r
+				for t := 0; t < n; t++ {
+					row := conv[t*C : (t+1)*C]
+					copy(q, row[kh*g.dk:(kh+1)*g.dk])
+					copy(k, row[g.keyDim+kh*g.dk:g.keyDim+(kh+1)*g.dk])
+					v := row[2*g.keyDim+j*g.dv : 2*g.keyDim+(j+1)*g.dv]
+					l2normalize(q, qScale)
+					l2normalize(k, 1)
+					e := float32(math.Exp(float64(decay[t*g.nv+j])))
+					b := float64(beta[t*g.nv+j])
+					for c := range u {
+						u[c] = 0
+					}
+					for i := 0; i < g.dk; i++ {
+						Si := S[i*g.dv : (i+1)*g.dv]
+						for c := range Si {
+							Si[c] *= e
+							u[c] += float64(Si[c]) * float64(k[i])
+						}
+					}
+					for c := range delta {
+						delta[c] = float32(b * (float64(v[c]) - float64(float32(u[c]))))
+						u[c] = 0 // from here on u accumulates the output
+					}
+					for i := 0; i < g.dk; i++ {
+						Si := S[i*g.dv : (i+1)*g.dv]
+						for c := range Si {
+							Si[c] = float32(float64(Si[c]) + float64(k[i])*float64(delta[c]))
+							u[c] += float64(Si[c]) * float64(q[i])
+						}
+					}
+					out := o[t*g.valueDim+j*g.dv : t*g.valueDim+(j+1)*g.dv]
+					for c := range out {
+						out[c] = float32(u[c])
+					}
+				}
+			}
+		})
+	}, a.err
+}
+
+// gdnNormGate: per value head, y = w·(o·rsqrt(mean(o²)+eps)) · silu(z).
+func gdnNormGate(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	g := a.gdnDims()
+	eps := a.scalar("eps")
+	width := g.group * g.nk
+	o, qkvz := a.f32n("o", p.max*g.valueDim), a.f32n("qkvz", p.max*width)
+	w, y := a.f32n("w", g.dv), a.f32n("y", p.max*g.valueDim)
+	return func() {
+		for t := 0; t < p.rows(); t++ {
+			for j := 0; j < g.nv; j++ {
+				oh := o[t*g.valueDim+j*g.dv : t*g.valueDim+(j+1)*g.dv]
+				s := rmsScale(oh, eps)
+				for i := range oh {
+					z := float64(qkvz[t*width+g.zIndex(j, i)])
+					y[t*g.valueDim+j*g.dv+i] = float32(float64(float32(float64(w[i])*float64(float32(float64(oh[i])*s)))) * silu(z))
+				}
+			}
+		}
+	}, a.err
+}
+
+// attnDims are the attention shapes of a dispatch.
+type attnDims struct{ heads, kvHeads, headDim, rotDim, ctx, qStride int }
+
+func (a *args) attnDims() attnDims {
+	d := attnDims{heads: a.int("heads"), kvHeads: a.int("kv_heads"), headDim: a.int("head_dim"), rotDim: a.int("rot_dim"), ctx: a.int("ctx")}
+	d.qStride = d.headDim
+	if a.int("gate") != 0 {
+		d.qStride = 2 * d.headDim // per head: query then gate
+	}
+	return d
+}
+
+// attnPrep: q/k norms (1+w), partial NeoX RoPE at position pos+t, and the
+// row's k and v written into the KV cache.
+func attnPrep(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	ad := a.attnDims()
+	eps, theta := a.scalar("eps"), a.scalar("rope_theta")
+	hd, kvDim := ad.headDim, ad.kvHeads*ad.headDim
+	qfull, k, v := a.f32n("qfull", p.max*ad.heads*ad.qStride), a.f32n("k", p.max*kvDim), a.f32n("v", p.max*kvDim)
+	qn, kn := a.f32n("q_norm", hd), a.f32n("k_norm", hd)
+	q := a.f32n("q", p.max*ad.heads*hd)
+	kc, vc := a.f32n("kcache", ad.ctx*kvDim), a.f32n("vcache", ad.ctx*kvDim)
+	half := ad.rotDim / 2
+	// inv_freq in float32, as HF computes it.
+	invFreq := make([]float32, half)
+	for i := range invFreq {
+		invFreq[i] = float32(1 / math.Pow(theta, float64(float32(float64(2*i)/float64(ad.rotDim)))))
+	}
+	normRope := func(src, dst, w []float32, pos int) {
+		s := rmsScale(src, eps)
+		for i := range src {
+			dst[i] = float32(float64(float32(float64(src[i])*s)) * (1 + float64(w[i])))
+		}
+		for i := 0; i < half; i++ {
+			ang := float32(float32(pos) * invFreq[i])
+			c, sn := float64(float32(math.Cos(float64(ang)))), float64(float32(math.Sin(float64(ang))))
+			x0, x1 := float64(dst[i]), float64(dst[i+half])
+			dst[i] = float32(x0*c - x1*sn)
+			dst[i+half] = float32(x1*c + x0*sn)
+		}
+	}
+	return func() {
+		for t := 0; t < p.rows(); t++ {
+			pos := p.pos() + t
+			if pos >= ad.ctx { // the runtime refuses windows past the context
+				return
+			}
+			for h := 0; h < ad.heads; h++ {
+				src := qfull[t*ad.heads*ad.qStride+h*ad.qStride:][:hd]
+				normRope(src, q[(t*ad.heads+h)*hd:][:hd], qn, pos)
+			}
+			for h := 0; h < ad.kvHeads; h++ {
+				normRope(k[t*kvDim+h*hd:][:hd], kc[pos*kvDim+h*hd:][:hd], kn, pos)
+			}
+			copy(vc[pos*kvDim:(pos+1)*kvDim], v[t*kvDim:(t+1)*kvDim])
+		}
+	}, a.err
+}
+
+// attention: causal softmax attention over the cache, GQA, times
+// sigmoid(gate) when the model gates its output.
+func attention(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	ad := a.attnDims()
+	gated := a.int("gate") != 0
+	hd, kvDim := ad.headDim, ad.kvHeads*ad.headDim
+	q, qfull := a.f32n("q", p.max*ad.heads*hd), a.f32n("qfull", p.max*ad.heads*ad.qStride)
+	kc, vc := a.f32n("kcache", ad.ctx*kvDim), a.f32n("vcache", ad.ctx*kvDim)
+	y := a.f32n("y", p.max*ad.heads*hd)
+	scale := 1 / math.Sqrt(float64(hd))
+	group := ad.heads / ad.kvHeads
+	return func() {
+		n := p.rows()
+		parallel(n*ad.heads, (p.pos()+n)*hd, func(lo, hi int) {
+			scores := make([]float64, p.pos()+n)
+			acc := make([]float64, hd)
+			for th := lo; th < hi; th++ {
+				t, h := th/ad.heads, th%ad.heads
+				kvh := h / group
+				qh := q[(t*ad.heads+h)*hd:][:hd]
+				last := p.pos() + t
+				mx := math.Inf(-1)
+				for s := 0; s <= last; s++ {
+					var dsum float64
+					ks := kc[s*kvDim+kvh*hd:][:hd]
+					for i := range qh {
+						dsum += float64(qh[i]) * float64(ks[i])
+					}
+					scores[s] = dsum * scale
+					mx = math.Max(mx, scores[s])
+				}
+				var z float64
+				for s := 0; s <= last; s++ {
+					scores[s] = math.Exp(scores[s] - mx)
+					z += scores[s]
+				}
+				for i := range acc {
+					acc[i] = 0
+				}
+				for s := 0; s <= last; s++ {
+					vs := vc[s*kvDim+kvh*hd:][:hd]
+					w := scores[s] / z
+					for i := range acc {
+						acc[i] += w * float64(vs[i])
+					}
+				}
+				out := y[(t*ad.heads+h)*hd:][:hd]
+				for i := range out {
+					v := acc[i]
+					if gated {
+						v *= sigmoid(float64(qfull[t*ad.heads*ad.qStride+h*ad.qStride+hd+i]))
+					}
+					out[i] = float32(v)
+				}
+			}
+		})
+	}, a.err
+}
+
+// router: softmax over all experts, top-k by probability (lower index wins a
+// tie), renormalised when norm_topk is set. Ids are written as uint32.
+func router(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	E, K := a.int("experts"), a.int("top_k")
+	norm := a.int("norm_topk") != 0
+	logits := a.f32n("logits", p.max*E)
+	ids, weights := a.u32("ids"), a.f32n("weights", p.max*K)
+	if a.err == nil && len(ids) < p.max*K {
+		a.fail(fmt.Errorf("binding \"ids\" too small"))
+	}
+	return func() {
+		prob := make([]float64, E)
+		order := make([]int, E)
+		for t := 0; t < p.rows(); t++ {
+			l := logits[t*E : (t+1)*E]
+			mx := math.Inf(-1)
+			for _, v := range l {
+				mx = math.Max(mx, float64(v))
+			}
+			var z float64
+			for e, v := range l {
+				prob[e] = math.Exp(float64(v) - mx)
+				z += prob[e]
+			}
+			for e := range prob {
+				prob[e] /= z
+				order[e] = e
+			}
+			sort.SliceStable(order, func(i, j int) bool { return prob[order[i]] > prob[order[j]] })
+			var sum float64
+			for j := 0; j < K; j++ {
+				sum += prob[order[j]]
+			}
+			for j := 0; j < K; j++ {
+				w := prob[order[j]]
+				if norm {
+					w /= sum
+				}
+				ids[t*K+j] = uint32(order[j])
+				weights[t*K+j] = float32(w)
+			}
+		}
+	}, a.err
+}
+
+// expertBlock addresses one routed expert inside the layer's expert range.
+type expertBlock struct {
+	data                            []byte
+	f                               *quant.Format
+	experts, hidden, inter          int
+	stride, gateOff, upOff, downOff int
+}
+
+func (a *args) expertBlock() expertBlock {
+	f, err := quant.ByCode(a.int("wfmt"))
+	if err != nil {
+		a.fail(err)
+	}
+	eb := expertBlock{data: a.bytes("experts"), f: f, experts: a.int("experts"), hidden: a.int("hidden"), inter: a.int("inter"),
+		stride: a.int("stride"), gateOff: a.int("gate_off"), upOff: a.int("up_off"), downOff: a.int("down_off")}
+	if a.err == nil && len(eb.data) < eb.downOff+(eb.experts-1)*eb.stride+f.Bytes(eb.hidden*eb.inter) {
+		a.fail(fmt.Errorf("binding \"experts\" has %d bytes, too few for %d experts", len(eb.data), eb.experts))
+	}
+	return eb
+}
+
+func (eb expertBlock) matrix(e, off, rows, cols int) matrix {
+	m := matrix{data: eb.data, f: eb.f}
+	return m.at(e*eb.stride+off, rows, cols)
+}
+
+// moeGateUp: h[t, j] = silu(gate_e x[t]) ⊙ (up_e x[t]) for the j-th chosen expert e.
+func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	eb := a.expertBlock()
+	K := a.int("top_k")
+	H, I := eb.hidden, eb.inter
+	x, ids, h := a.f32n("x", p.max*H), a.u32("ids"), a.f32n("h", p.max*K*I)
+	return func() {
+		n := p.rows()
+		parallel(n*K, 2*I*H, func(lo, hi int) {
+			scratch := make([]float32, H)
+			for tj := lo; tj < hi; tj++ {
+				t, e := tj/K, int(ids[tj])
+				if e >= eb.experts {
+					continue
+				}
+				gate, up := eb.matrix(e, eb.gateOff, I, H), eb.matrix(e, eb.upOff, I, H)
+				xr := x[t*H : (t+1)*H]
+				for i := 0; i < I; i++ {
+					gv := dot(gate.row(i, scratch), xr)
+					uv := dot(up.row(i, scratch), xr)
+					h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
+				}
+			}
+		})
+	}, a.err
+}
+
+// moeDown: y[t] = Σ_j w[t, j] · down_e h[t, j].
+func moeDown(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	eb := a.expertBlock()
+	K := a.int("top_k")
+	H, I := eb.hidden, eb.inter
+	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*H)
+	return func() {
+		n := p.rows()
+		parallel(n, K*H*I, func(lo, hi int) {
+			scratch := make([]float32, I)
+			acc := make([]float64, H)
+			for t := lo; t < hi; t++ {
+				for i := range acc {
+					acc[i] = 0
+				}
+				for j := 0; j < K; j++ {
+					e := int(ids[t*K+j])
+					if e >= eb.experts {
+						continue
+					}
+					down := eb.matrix(e, eb.downOff, H, I)
+					hr := h[(t*K+j)*I : (t*K+j+1)*I]
+					wj := float64(w[t*K+j])
+					for o := 0; o < H; o++ {
+						acc[o] += wj * float64(dot(down.row(o, scratch), hr))
+					}
+				}
+				for o := range acc {
+					y[t*H+o] = float32(acc[o])
+				}
+			}
+		})
+	}, a.err
+}
+
+// moeCombine: x += routed + sigmoid(shared_gate)·shared.
+func moeCombine(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	dim := a.int("dim")
+	hasShared := a.int("shared") != 0
+	x, routed := a.f32n("x", p.max*dim), a.f32n("routed", p.max*dim)
+	var shared, sg []float32
+	if hasShared {
+		shared, sg = a.f32n("shared", p.max*dim), a.f32n("shared_gate", p.max)
+	}
+	return func() {
+		for t := 0; t < p.rows(); t++ {
+			gate := 0.0
+			if hasShared {
+				gate = sigmoid(float64(sg[t]))
+			}
+			for i := t * dim; i < (t+1)*dim; i++ {
+				mlp := float64(routed[i])
+				if hasShared {
+					mlp = float64(float32(mlp + float64(float32(gate*float64(shared[i])))))
+				}
+				x[i] = float32(float64(x[i]) + mlp)
+			}
+		}
+	}, a.err
+}

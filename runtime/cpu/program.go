@@ -1,0 +1,196 @@
+// Package cpu is the pure-Go backend: one Go function per kernel family,
+// executing a window graph over host buffers. It is the reference every other
+// backend is held to, so it favours clear, exact math over speed, but it still
+// uses every core: a kernel splits its work across goroutines, and the
+// dispatches of one barrier group may run concurrently (which turns a wrongly
+// pruned barrier into a data race that `go test -race` reports).
+package cpu
+
+import (
+	"fmt"
+	"math/rand"
+	"runtime"
+	"sync"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/buffers"
+)
+
+// Order says how the dispatches inside a barrier group run.
+type Order int
+
+const (
+	Serial     Order = iota // graph order
+	Concurrent              // every dispatch of a group in its own goroutine
+	Shuffled                // a random order per group (Program.Seed)
+)
+
+// Program is a window graph bound to memory: one prepared closure per dispatch.
+type Program struct {
+	Graph  *graph.Graph
+	Order  Order
+	Seed   int64
+	steps  []func()
+	groups [][]int
+	rng    *rand.Rand
+}
+
+// kernelFunc prepares a dispatch: it resolves bindings and constants once and
+// returns the closure that runs it.
+type kernelFunc func(d *graph.Dispatch, a *args) (func(), error)
+
+var families = map[string]kernelFunc{
+	"embed":         embed,
+	"rmsnorm":       rmsnorm,
+	"matmul":        matmul,
+	"residual_add":  residualAdd,
+	"gdn_conv":      gdnConv,
+	"gdn_gates":     gdnGates,
+	"gdn_rule":      gdnRule,
+	"gdn_norm_gate": gdnNormGate,
+	"attn_prep":     attnPrep,
+	"attention":     attention,
+	"router":        router,
+	"swiglu":        swiglu,
+	"moe_gate_up":   moeGateUp,
+	"moe_down":      moeDown,
+	"moe_combine":   moeCombine,
+	"copy_last_row": copyLastRow,
+}
+
+// Compile binds every dispatch of g to mem.
+func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
+	p := &Program{Graph: g, groups: g.Groups()}
+	for i := range g.Dispatches {
+		d := &g.Dispatches[i]
+		fam, ok := families[d.Family]
+		if !ok {
+			return nil, fmt.Errorf("dispatch %d: the cpu backend has no kernel family %q", i, d.Family)
+		}
+		step, err := fam(d, &args{d: d, mem: mem})
+		if err != nil {
+			return nil, fmt.Errorf("dispatch %d (%s, layer %d): %w", i, d.Kernel, d.Layer, err)
+		}
+		p.steps = append(p.steps, step)
+	}
+	return p, nil
+}
+
+// Run executes the window once.
+func (p *Program) Run() {
+	if p.Order == Shuffled && p.rng == nil {
+		p.rng = rand.New(rand.NewSource(p.Seed))
+	}
+	for _, grp := range p.groups {
+		switch {
+		case p.Order == Concurrent && len(grp) > 1:
+			var wg sync.WaitGroup
+			for _, i := range grp {
+				wg.Add(1)
+				go func() { defer wg.Done(); p.steps[i]() }()
+			}
+			wg.Wait()
+		case p.Order == Shuffled:
+			perm := p.rng.Perm(len(grp))
+			for _, j := range perm {
+				p.steps[grp[j]]()
+			}
+		default:
+			for _, i := range grp {
+				p.steps[i]()
+			}
+		}
+	}
+}
+
+// args resolves a dispatch's bindings and constants, collecting the first error.
+type args struct {
+	d   *graph.Dispatch
+	mem *buffers.Memory
+	err error
+}
+
+func (a *args) fail(err error) {
+	if a.err == nil {
+		a.err = err
+	}
+}
+
+func (a *args) bytes(name string) []byte {
+	b, ok := a.d.Arg(name)
+	if !ok {
+		a.fail(fmt.Errorf("missing binding %q", name))
+		return nil
+	}
+	out, err := a.mem.Bytes(b.Range)
+	if err != nil {
+		a.fail(fmt.Errorf("binding %q: %w", name, err))
+	}
+	return out
+}
+
+func (a *args) f32(name string) []float32 { return buffers.Float32s(a.bytes(name)) }
+func (a *args) u32(name string) []uint32  { return buffers.Uint32s(a.bytes(name)) }
+
+// f32n is a float32 binding that must hold at least n values.
+func (a *args) f32n(name string, n int) []float32 {
+	v := a.f32(name)
+	if a.err == nil && len(v) < n {
+		a.fail(fmt.Errorf("binding %q holds %d floats, the kernel needs %d", name, len(v), n))
+	}
+	return v
+}
+
+func (a *args) int(name string) int {
+	v, ok := a.d.Const(name)
+	if !ok {
+		a.fail(fmt.Errorf("missing constant %q", name))
+	}
+	return int(v)
+}
+
+func (a *args) scalar(name string) float64 {
+	v, ok := a.d.Scalar(name)
+	if !ok {
+		a.fail(fmt.Errorf("missing scalar %q", name))
+	}
+	return v
+}
+
+// params reads the live row count and the position of row 0; rows is capped by
+// the dispatch's own row count (1 for last-row-only tails).
+type params struct {
+	p   []uint32
+	max int
+}
+
+func (a *args) params() params {
+	return params{p: a.u32("params"), max: a.int("rows")}
+}
+
+func (p params) rows() int { return min(int(p.p[0]), p.max) }
+func (p params) pos() int  { return int(p.p[1]) }
+func (p params) token(t int) int {
+	return int(p.p[4+t])
+}
+
+// workers is how many goroutines a kernel splits its work into.
+var workers = runtime.GOMAXPROCS(0)
+
+// parallel runs body over [0, n) in contiguous chunks on every core when the
+// work (n × cost per item) is large enough to pay for goroutines.
+func parallel(n, cost int, body func(lo, hi int)) {
+	w := workers
+	if n*cost < 1<<15 || w < 2 || n < 2 {
+		body(0, n)
+		return
+	}
+	w = min(w, n)
+	var wg sync.WaitGroup
+	for k := 0; k < w; k++ {
+		lo, hi := n*k/w, n*(k+1)/w
+		wg.Add(1)
+		go func() { defer wg.Done(); body(lo, hi) }()
+	}
+	wg.Wait()
+}

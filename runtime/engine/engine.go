@@ -1,0 +1,118 @@
+// Package engine is the decode loop: it loads a model's window graphs and
+// weights into memory, runs prefill in windows of up to the configured rows and
+// then one-row decode windows, and samples greedily.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/buffers"
+	"github.com/strata-llm/strata/runtime/cpu"
+)
+
+// WeightSource fills weight tensors: the whole tensor (index −1) or slice index
+// of a stacked one, converted to format, into dst.
+type WeightSource interface {
+	Read(spec models.TensorSpec, index int, format string, dst []byte) error
+}
+
+// Model is a loaded model: its config, one program per window shape, and the
+// memory they share.
+type Model struct {
+	Config   *models.Config
+	mem      *buffers.Memory
+	shapes   []int // ascending window row counts
+	programs map[int]*cpu.Program
+}
+
+// Load allocates memory for graphs (one per window shape, of model c), fills
+// the weights from src and binds every graph to the cpu backend.
+func Load(c *models.Config, graphs []*graph.Graph, src WeightSource) (*Model, error) {
+	if len(graphs) == 0 {
+		return nil, errors.New("no window graphs to load")
+	}
+	mem, err := buffers.NewMemory(graphs...)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", c.Name, err)
+	}
+	m := &Model{Config: c, mem: mem, programs: map[int]*cpu.Program{}}
+	if err := m.fillWeights(graphs[0], src); err != nil {
+		return nil, err
+	}
+	for _, g := range graphs {
+		if g.Model != c.Name {
+			return nil, fmt.Errorf("window graph is for model %q, not %q", g.Model, c.Name)
+		}
+		if _, dup := m.programs[g.Rows]; dup {
+			return nil, fmt.Errorf("model %s: two window graphs with %d rows", c.Name, g.Rows)
+		}
+		p, err := cpu.Compile(g, mem)
+		if err != nil {
+			return nil, fmt.Errorf("model %s, window T=%d: %w", c.Name, g.Rows, err)
+		}
+		m.programs[g.Rows] = p
+		m.shapes = append(m.shapes, g.Rows)
+	}
+	sort.Ints(m.shapes)
+	return m, nil
+}
+
+func (m *Model) fillWeights(g *graph.Graph, src WeightSource) error {
+	specs := map[string]models.TensorSpec{}
+	for _, s := range m.Config.Tensors() {
+		specs[s.Name] = s
+	}
+	for _, t := range g.Tensors {
+		spec, ok := specs[t.Name]
+		if !ok {
+			return fmt.Errorf("window graph places tensor %s, which model %s does not have", t.Name, m.Config.Name)
+		}
+		if t.Stride == 0 {
+			dst, err := m.tensorBytes(t, t.Offset, spec.Elements())
+			if err != nil {
+				return err
+			}
+			if err := src.Read(spec, -1, t.Format, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		per := spec.Elements() / spec.Shape[0]
+		for e := 0; e < spec.Shape[0]; e++ {
+			dst, err := m.tensorBytes(t, t.Offset+int64(e)*t.Stride, per)
+			if err != nil {
+				return err
+			}
+			if err := src.Read(spec, e, t.Format, dst); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Model) tensorBytes(t graph.Tensor, off int64, elems int) ([]byte, error) {
+	f, err := quantFormat(t.Format)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	b, err := m.mem.Bytes(graph.Range{Buffer: t.Buffer, Offset: off, Size: int64(f.Bytes(elems))})
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	return b, nil
+}
+
+// SetOrder sets how the dispatches of a barrier group run, for every shape.
+func (m *Model) SetOrder(o cpu.Order, seed int64) {
+	for _, p := range m.programs {
+		p.Order, p.Seed = o, seed
+	}
+}
+
+// Shapes lists the window row counts the model can run, ascending.
+func (m *Model) Shapes() []int { return append([]int(nil), m.shapes...) }

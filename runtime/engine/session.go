@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/buffers"
+)
+
+func quantFormat(name string) (*quant.Format, error) { return quant.Lookup(name) }
+
+// Session is one sequence: its position and the model state (KV cache, conv
+// and recurrent state) that the windows advance. A model runs one session at
+// a time, since the state lives in the model's memory.
+type Session struct {
+	m   *Model
+	pos int
+}
+
+// NewSession starts a sequence at position 0, clearing the model state.
+func (m *Model) NewSession() *Session {
+	for _, name := range []string{"state"} {
+		clear(m.mem.Buffer(name))
+	}
+	return &Session{m: m}
+}
+
+// Pos is the number of tokens the session has consumed.
+func (s *Session) Pos() int { return s.pos }
+
+// Window runs one window over tokens (1 ≤ len ≤ the largest shape) and returns
+// the logits it computed: one row per token, or only the last row when the
+// chosen shape computes last-row logits.
+func (s *Session) Window(tokens []int) ([][]float32, error) {
+	m := s.m
+	c := m.Config
+	n := len(tokens)
+	if n == 0 {
+		return nil, fmt.Errorf("empty window")
+	}
+	shape := -1
+	for _, t := range m.shapes {
+		if t >= n {
+			shape = t
+			break
+		}
+	}
+	if shape < 0 {
+		return nil, fmt.Errorf("a window of %d rows is larger than the largest window shape of model %s (%d rows)", n, c.Name, m.shapes[len(m.shapes)-1])
+	}
+	for i, tok := range tokens {
+		if tok < 0 || tok >= c.Architecture.VocabSize {
+			return nil, fmt.Errorf("token %d (position %d) is out of range: model %s has a vocabulary of %d ids (0..%d)", tok, s.pos+i, c.Name, c.Architecture.VocabSize, c.Architecture.VocabSize-1)
+		}
+	}
+	if s.pos+n > c.Runtime.ContextLength {
+		return nil, fmt.Errorf("context length exceeded: %d tokens after this window, but model %s has runtime.context_length = %d", s.pos+n, c.Name, c.Runtime.ContextLength)
+	}
+	p := m.programs[shape]
+	if err := s.writeParams(p.Graph, tokens); err != nil {
+		return nil, err
+	}
+	p.Run()
+	s.pos += n
+	out, err := p.Graph.Output(0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := m.mem.Bytes(out)
+	if err != nil {
+		return nil, err
+	}
+	all := buffers.Float32s(b)
+	V := c.Architecture.VocabSize
+	rows := min(n, p.Graph.LogitRows)
+	logits := make([][]float32, rows)
+	for r := range logits {
+		logits[r] = append([]float32(nil), all[r*V:(r+1)*V]...)
+	}
+	return logits, nil
+}
+
+func (s *Session) writeParams(g *graph.Graph, tokens []int) error {
+	buf := s.m.mem.Buffer("params")
+	put := func(name string, i int, v uint32) error {
+		p, ok := g.Param(name)
+		if !ok || i >= p.Count {
+			return fmt.Errorf("window graph T=%d has no params field %s[%d]", g.Rows, name, i)
+		}
+		binary.LittleEndian.PutUint32(buf[p.Offset+4*int64(i):], v)
+		return nil
+	}
+	if err := put("rows", 0, uint32(len(tokens))); err != nil {
+		return err
+	}
+	if err := put("pos", 0, uint32(s.pos)); err != nil {
+		return err
+	}
+	for i, t := range tokens {
+		if err := put("tokens", i, uint32(t)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Argmax is greedy sampling: the first index of the largest logit.
+func Argmax(logits []float32) int {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// GenerateOptions control Generate.
+type GenerateOptions struct {
+	PrefillRows int                       // rows per prefill window (≤ the largest shape)
+	OnLogits    func(row []float32) error // called with the logits of every fed token, in order
+}
+
+// Generate feeds the prompt in windows of up to PrefillRows rows, then decodes
+// n tokens greedily one row at a time. It returns the generated tokens.
+func (s *Session) Generate(prompt []int, n int, opt GenerateOptions) ([]int, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("the prompt is empty: give at least one token")
+	}
+	rows := opt.PrefillRows
+	if rows < 1 {
+		return nil, fmt.Errorf("prefill rows must be ≥ 1, got %d", rows)
+	}
+	emit := func(logits [][]float32) error {
+		if opt.OnLogits == nil {
+			return nil
+		}
+		for _, r := range logits {
+			if err := opt.OnLogits(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var last []float32
+	for i := 0; i < len(prompt); i += rows {
+		logits, err := s.Window(prompt[i:min(i+rows, len(prompt))])
+		if err != nil {
+			return nil, err
+		}
+		if err := emit(logits); err != nil {
+			return nil, err
+		}
+		last = logits[len(logits)-1]
+	}
+	var out []int
+	for len(out) < n {
+		tok := Argmax(last)
+		out = append(out, tok)
+		if len(out) == n {
+			break
+		}
+		logits, err := s.Window([]int{tok})
+		if err != nil {
+			return out, err
+		}
+		if err := emit(logits); err != nil {
+			return out, err
+		}
+		last = logits[0]
+	}
+	return out, nil
+}
