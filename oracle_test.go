@@ -1,7 +1,6 @@
 package strata
 
 import (
-	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -12,8 +11,8 @@ import (
 
 // reference is an oracle's reference.safetensors.
 type reference struct {
-	tokens, greedy             []int
-	logits, greedyLogits       [][]float32
+	tokens, greedy       []int
+	logits, greedyLogits [][]float32
 }
 
 func loadReference(t *testing.T, dir string) reference {
@@ -82,19 +81,113 @@ func runLogits(t *testing.T, l *Loaded, tokens []int, rows int) [][]float32 {
 	return got
 }
 
-func TestScratchOracle(t *testing.T) {
-	for _, name := range []string{"tiny-a", "tiny-k512"} {
-		dir := filepath.Join("testdata/oracles", name)
-		ref := loadReference(t, dir)
-		l, err := OpenHF(dir, HFOptions{AllLogits: true, PrefillRows: 64})
-		if err != nil {
-			t.Fatal(err)
+// oracle is one vendored HF reference with its tolerance (per-position
+// relative L2 of the logits).
+type oracle struct {
+	name string
+	tol  float64
+}
+
+var qwen3NextOracles = []oracle{{"tiny-a", 1e-4}, {"tiny-k512", 1e-3}}
+
+func openOracle(t *testing.T, name string, opt HFOptions) (*Loaded, reference) {
+	t.Helper()
+	dir := filepath.Join("testdata/oracles", name)
+	l, err := OpenHF(dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, loadReference(t, dir)
+}
+
+func checkLogits(t *testing.T, what string, got, want [][]float32, tol float64) float64 {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d logit rows, want %d", what, len(got), len(want))
+	}
+	worst := 0.0
+	for i := range want {
+		e := relL2(got[i], want[i])
+		worst = math.Max(worst, e)
+		if e > tol {
+			t.Errorf("%s: position %d: relative L2 error %.3g > %.0e", what, i, e, tol)
 		}
-		got := runLogits(t, l, ref.tokens, 64)
-		worst := 0.0
-		for i := range got {
-			worst = math.Max(worst, relL2(got[i], ref.logits[i]))
+		if engine.Argmax(got[i]) != engine.Argmax(want[i]) {
+			t.Errorf("%s: position %d: argmax %d, reference %d", what, i, engine.Argmax(got[i]), engine.Argmax(want[i]))
 		}
-		fmt.Println(name, "worst rel L2", worst)
+	}
+	return worst
+}
+
+// TestOracleLogits: a full prefill of the reference tokens (one window) and of
+// the greedy path reproduces the float64 HF logits.
+func TestOracleLogits(t *testing.T) {
+	for _, o := range qwen3NextOracles {
+		t.Run(o.name, func(t *testing.T) {
+			ref := ref0(t, o.name)
+			l, _ := openOracle(t, o.name, HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)})
+			w1 := checkLogits(t, "tokens", runLogits(t, l, ref.tokens, len(ref.tokens)), ref.logits, o.tol)
+			w2 := checkLogits(t, "greedy_tokens", runLogits(t, l, ref.greedy, len(ref.greedy)), ref.greedyLogits, o.tol)
+			t.Logf("worst per-position relative L2: tokens %.3g, greedy %.3g", w1, w2)
+		})
+	}
+}
+
+func ref0(t *testing.T, name string) reference {
+	return loadReference(t, filepath.Join("testdata/oracles", name))
+}
+
+// TestOracleGreedy: prefill the 16-token prompt, then decode one row at a
+// time; the tokens equal HF's cached greedy decode exactly and every fed
+// token's logits match the full-forward reference.
+func TestOracleGreedy(t *testing.T) {
+	const prompt = 16
+	for _, o := range qwen3NextOracles {
+		t.Run(o.name, func(t *testing.T) {
+			l, ref := openOracle(t, o.name, HFOptions{AllLogits: true})
+			s := l.Model.NewSession()
+			var logits [][]float32
+			n := len(ref.greedy) - prompt
+			got, err := s.Generate(ref.greedy[:prompt], n, engine.GenerateOptions{PrefillRows: l.PrefillRows, OnLogits: func(r []float32) error {
+				logits = append(logits, r)
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ref.greedy[prompt:]
+			for i := range want {
+				if i >= len(got) || got[i] != want[i] {
+					t.Fatalf("greedy token %d: got %v, want %v", i, got, want)
+				}
+			}
+			// P + N − 1 rows were fed: the reference's first P + N − 1 rows.
+			checkLogits(t, "decode path", logits, ref.greedyLogits[:prompt+n-1], o.tol)
+		})
+	}
+}
+
+// TestPrefillWindowsAgree: the same tokens in one window, in windows of 5 rows
+// and one row at a time give the same logits.
+func TestPrefillWindowsAgree(t *testing.T) {
+	for _, o := range qwen3NextOracles {
+		t.Run(o.name, func(t *testing.T) {
+			ref := ref0(t, o.name)
+			var base [][]float32
+			for _, rows := range []int{len(ref.tokens), 5, 1} {
+				l, _ := openOracle(t, o.name, HFOptions{AllLogits: true, PrefillRows: rows})
+				got := runLogits(t, l, ref.tokens, rows)
+				if base == nil {
+					base = got
+					continue
+				}
+				for i := range base {
+					if e := relL2(got[i], base[i]); e > 1e-5 {
+						t.Errorf("windows of %d rows, position %d: %.3g from the one-window logits", rows, i, e)
+					}
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,356 @@
+// Package weights fills the engine's weight buffers from checkpoints. It maps
+// our tensor roles (models.TensorSpec names such as "layers.3.attn.q") to the
+// tensors of a checkpoint and converts them to the planned storage format.
+package weights
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/safetensors"
+)
+
+// HF reads weights from a Hugging Face safetensors checkpoint. It is not safe
+// for concurrent use.
+type HF struct {
+	ck  *safetensors.Checkpoint
+	cfg *models.Config
+	// resolved caches bindings: a stacked expert role is read once per expert,
+	// and resolving it looks up every expert's tensor.
+	resolved map[string]*binding
+}
+
+// NewHF returns a reader of ck for the model described by cfg. Nothing is
+// checked here; call Check before loading to see every problem at once.
+func NewHF(ck *safetensors.Checkpoint, cfg *models.Config) *HF {
+	return &HF{ck: ck, cfg: cfg, resolved: map[string]*binding{}}
+}
+
+// Per-layer roles that map one-to-one onto an HF tensor under model.layers.{l}.
+var qwen3NextLayer = map[string]string{
+	"attn_norm":       "input_layernorm.weight",
+	"ffn_norm":        "post_attention_layernorm.weight",
+	"gdn.qkvz":        "linear_attn.in_proj_qkvz.weight",
+	"gdn.ba":          "linear_attn.in_proj_ba.weight",
+	"gdn.conv":        "linear_attn.conv1d.weight",
+	"gdn.a_log":       "linear_attn.A_log",
+	"gdn.dt_bias":     "linear_attn.dt_bias",
+	"gdn.norm":        "linear_attn.norm.weight",
+	"gdn.out":         "linear_attn.out_proj.weight",
+	"attn.q":          "self_attn.q_proj.weight",
+	"attn.k":          "self_attn.k_proj.weight",
+	"attn.v":          "self_attn.v_proj.weight",
+	"attn.o":          "self_attn.o_proj.weight",
+	"attn.q_norm":     "self_attn.q_norm.weight",
+	"attn.k_norm":     "self_attn.k_norm.weight",
+	"moe.router":      "mlp.gate.weight",
+	"moe.shared.gate": "mlp.shared_expert.gate_proj.weight",
+	"moe.shared.up":   "mlp.shared_expert.up_proj.weight",
+	"moe.shared.down": "mlp.shared_expert.down_proj.weight",
+	"moe.shared_gate": "mlp.shared_expert_gate.weight",
+}
+
+// Routed-expert roles: the per-expert projection name, and where the role
+// sits in the fused tensors (gate_up_proj holds gate rows first, then up).
+var qwen3NextExperts = map[string]struct {
+	proj  string // mlp.experts.{e}.<proj>.weight
+	fused string // mlp.experts.<fused>[.weight]
+	half  int    // -1: the whole fused tensor; 0/1: gate/up half of each expert
+}{
+	"moe.experts.gate": {"gate_proj", "gate_up_proj", 0},
+	"moe.experts.up":   {"up_proj", "gate_up_proj", 1},
+	"moe.experts.down": {"down_proj", "down_proj", -1},
+}
+
+// binding is a role resolved against the checkpoint: the source tensors, and
+// how the role's elements are laid out in them.
+type binding struct {
+	role  string
+	names []string // HF names, one per source tensor
+	srcs  []safetensors.Tensor
+	shape []int // the role's shape (spec.Shape)
+	slab  int   // elements per index along the leading dimension
+	// Per-expert form: srcs[e] is expert e. Otherwise srcs[0] holds all, and
+	// slice i lies at i*stride+offset in it.
+	perExpert      bool
+	stride, offset int
+}
+
+// segment is a run of n elements of one source tensor, starting at element start.
+type segment struct {
+	name     string
+	t        safetensors.Tensor
+	start, n int
+}
+
+// segments lists, in output order, the source runs making up the whole role
+// (index -1) or its index-th leading slice.
+func (b *binding) segments(index int) ([]segment, int, error) {
+	lead := 1
+	if len(b.shape) > 0 {
+		lead = b.shape[0]
+	}
+	var idx []int
+	switch {
+	case index == -1:
+		for i := range lead {
+			idx = append(idx, i)
+		}
+	case index >= 0 && index < lead && len(b.shape) > 0:
+		idx = []int{index}
+	default:
+		return nil, 0, fmt.Errorf("role %s (tensor %s): index %d out of range [0,%d) of shape %v", b.role, b.names[0], index, lead, b.shape)
+	}
+	segs := make([]segment, 0, len(idx))
+	for _, i := range idx {
+		if b.perExpert {
+			segs = append(segs, segment{b.names[i], b.srcs[i], 0, b.slab})
+		} else {
+			segs = append(segs, segment{b.names[0], b.srcs[0], i*b.stride + b.offset, b.slab})
+		}
+	}
+	// Direct tensors read whole are one run; merging keeps the copy fast path wide.
+	if index == -1 && !b.perExpert && b.stride == b.slab && b.offset == 0 {
+		segs = []segment{{b.names[0], b.srcs[0], 0, lead * b.slab}}
+	}
+	return segs, len(idx) * b.slab, nil
+}
+
+// Read writes the tensor for spec.Name into dst in storage format format, in
+// row-major order of spec.Shape. index -1 asks for the whole tensor; index
+// ≥ 0 for the index-th slice along the leading dimension (one routed expert
+// of a stacked [E, rows, cols] role). len(dst) must be exactly the size asked.
+func (h *HF) Read(spec models.TensorSpec, index int, format string, dst []byte) error {
+	f, err := quant.Lookup(format)
+	if err != nil {
+		return fmt.Errorf("role %s: %w", spec.Name, err)
+	}
+	if f.Encode == nil {
+		return fmt.Errorf("role %s: format %s cannot be encoded from float32", spec.Name, format)
+	}
+	b, ok := h.resolved[spec.Name]
+	if !ok || !slices.Equal(b.shape, spec.Shape) {
+		if b, err = h.resolve(spec); err != nil {
+			return err
+		}
+		h.resolved[spec.Name] = b
+	}
+	segs, n, err := b.segments(index)
+	if err != nil {
+		return h.withFile(err, b.names[0])
+	}
+	if n%f.BlockElems != 0 {
+		return fmt.Errorf("role %s: %d elements are not a whole number of %s blocks of %d", spec.Name, n, format, f.BlockElems)
+	}
+	if want := f.Bytes(n); len(dst) != want {
+		return fmt.Errorf("role %s: destination has %d bytes, want %d for %d elements of %s", spec.Name, len(dst), want, n, format)
+	}
+	off := 0
+	for _, s := range segs {
+		if s.n%f.BlockElems != 0 {
+			return fmt.Errorf("role %s: a run of %d elements from %s is not a whole number of %s blocks of %d", spec.Name, s.n, s.name, format, f.BlockElems)
+		}
+		size := f.Bytes(s.n)
+		if err := convert(s, f, dst[off:off+size]); err != nil {
+			return h.withFile(fmt.Errorf("role %s: tensor %s: %w", spec.Name, s.name, err), s.name)
+		}
+		off += size
+	}
+	return nil
+}
+
+// sourceFormats maps the checkpoint dtypes we load to their quant formats.
+var sourceFormats = map[string]string{"F32": "f32", "F16": "f16", "BF16": "bf16"}
+
+// convChunk bounds the float32 scratch of a conversion (256 KiB).
+const convChunk = 1 << 16
+
+// convert decodes the segment's source elements and encodes them into dst.
+func convert(s segment, to *quant.Format, dst []byte) error {
+	from, err := quant.Lookup(sourceFormats[s.t.DType])
+	if err != nil {
+		return err
+	}
+	src := s.t.Data[from.Bytes(s.start):from.Bytes(s.start+s.n)]
+	if from.Name == to.Name {
+		copy(dst, src) // exact, and keeps NaN payloads
+		return nil
+	}
+	chunk := max(convChunk/to.BlockElems*to.BlockElems, to.BlockElems)
+	buf := make([]float32, min(chunk, s.n))
+	for done := 0; done < s.n; {
+		k := min(len(buf), s.n-done)
+		from.Decode(src[from.Bytes(done):], buf[:k])
+		to.Encode(buf[:k], dst[to.Bytes(done):])
+		done += k
+	}
+	return nil
+}
+
+// Check resolves every spec against the checkpoint (presence, shape, dtype)
+// and returns all problems joined, so a user sees every bad tensor at once.
+func (h *HF) Check(specs []models.TensorSpec) error {
+	var errs []error
+	for _, s := range specs {
+		if _, err := h.resolve(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resolve finds the checkpoint tensors behind a role and validates them.
+func (h *HF) resolve(spec models.TensorSpec) (*binding, error) {
+	if h.cfg == nil {
+		return nil, fmt.Errorf("role %s: no model config", spec.Name)
+	}
+	if mt := h.cfg.Architecture.ModelType; mt != models.TypeQwen3Next {
+		return nil, fmt.Errorf("role %s: no HF tensor mapping for model type %q", spec.Name, mt)
+	}
+	b := &binding{role: spec.Name, shape: spec.Shape, slab: spec.Elements()}
+	if len(spec.Shape) > 0 && spec.Shape[0] > 0 {
+		b.slab /= spec.Shape[0]
+	}
+	b.stride = b.slab
+
+	switch spec.Name {
+	case "embed":
+		return b, h.direct(b, "model.embed_tokens.weight", spec.Shape)
+	case "final_norm":
+		return b, h.direct(b, "model.norm.weight", spec.Shape)
+	case "head":
+		// Tied: HF points lm_head at the embeddings, whatever the file holds.
+		if h.cfg.Architecture.TieWordEmbeddings {
+			return b, h.direct(b, "model.embed_tokens.weight", spec.Shape)
+		}
+		return b, h.direct(b, "lm_head.weight", spec.Shape)
+	}
+
+	layer, role, ok := h.splitLayer(spec.Name)
+	if !ok {
+		return nil, fmt.Errorf("unknown tensor role %q for %s", spec.Name, models.TypeQwen3Next)
+	}
+	prefix := "model.layers." + strconv.Itoa(layer) + "."
+	if name, ok := qwen3NextLayer[role]; ok {
+		hfShape := spec.Shape
+		if role == "gdn.conv" && len(spec.Shape) == 2 {
+			// HF keeps Conv1d's in-channels-per-group axis (1); same bytes.
+			hfShape = []int{spec.Shape[0], 1, spec.Shape[1]}
+		}
+		return b, h.direct(b, prefix+name, hfShape)
+	}
+	if ex, ok := qwen3NextExperts[role]; ok {
+		return b, h.experts(b, prefix, ex.proj, ex.fused, ex.half)
+	}
+	return nil, fmt.Errorf("unknown tensor role %q for %s", spec.Name, models.TypeQwen3Next)
+}
+
+// splitLayer parses "layers.{l}.{role}" with l a layer of the config.
+func (h *HF) splitLayer(name string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(name, "layers.")
+	if !ok {
+		return 0, "", false
+	}
+	num, role, ok := strings.Cut(rest, ".")
+	if !ok {
+		return 0, "", false
+	}
+	l, err := strconv.Atoi(num)
+	if err != nil || l < 0 || l >= h.cfg.Architecture.NumLayers || strconv.Itoa(l) != num {
+		return 0, "", false
+	}
+	return l, role, true
+}
+
+// direct binds a role stored as one HF tensor of shape want.
+func (h *HF) direct(b *binding, name string, want []int) error {
+	t, err := h.lookup(b.role, name, want)
+	if err != nil {
+		return err
+	}
+	b.names, b.srcs = []string{name}, []safetensors.Tensor{t}
+	return nil
+}
+
+// experts binds a stacked [E, rows, cols] role, from per-expert tensors when
+// the checkpoint has them, else from the fused form.
+func (h *HF) experts(b *binding, prefix, proj, fused string, half int) error {
+	if len(b.shape) != 3 {
+		return fmt.Errorf("role %s: expected a stacked [experts, rows, cols] shape, got %v", b.role, b.shape)
+	}
+	E, rows, cols := b.shape[0], b.shape[1], b.shape[2]
+	expertName := func(e int) string { return fmt.Sprintf("%smlp.experts.%d.%s.weight", prefix, e, proj) }
+
+	if _, ok := h.ck.Tensor(expertName(0)); ok || E == 0 {
+		b.perExpert = true
+		var errs []error
+		missing := 0
+		for e := range E {
+			name := expertName(e)
+			t, err := h.lookup(b.role, name, b.shape[1:])
+			if err != nil {
+				if _, present := h.ck.Tensor(name); present {
+					errs = append(errs, err) // wrong shape or dtype
+				} else if missing++; missing == 1 {
+					errs = append(errs, err) // name the first missing expert, count the rest
+				}
+				continue
+			}
+			b.names = append(b.names, name)
+			b.srcs = append(b.srcs, t)
+		}
+		if missing > 1 {
+			errs = append(errs, fmt.Errorf("checkpoint %s lacks %d of %d experts for role %s", h.ck.Dir(), missing, E, b.role))
+		}
+		return errors.Join(errs...)
+	}
+
+	// Fused form, as transformers ≥ 5 saves it: with or without ".weight".
+	name := prefix + "mlp.experts." + fused
+	if _, ok := h.ck.Tensor(name); !ok {
+		if _, ok := h.ck.Tensor(name + ".weight"); ok {
+			name += ".weight"
+		} else {
+			return fmt.Errorf("checkpoint %s has no tensor %s (role %s), nor the fused %s", h.ck.Dir(), expertName(0), b.role, name)
+		}
+	}
+	want := b.shape
+	if half >= 0 {
+		want = []int{E, 2 * rows, cols}
+	}
+	t, err := h.lookup(b.role, name, want)
+	if err != nil {
+		return err
+	}
+	b.names, b.srcs = []string{name}, []safetensors.Tensor{t}
+	if half >= 0 {
+		b.stride = 2 * rows * cols
+		b.offset = half * rows * cols
+	}
+	return nil
+}
+
+// lookup fetches one HF tensor and checks its shape and dtype.
+func (h *HF) lookup(role, name string, want []int) (safetensors.Tensor, error) {
+	t, ok := h.ck.Tensor(name)
+	if !ok {
+		return t, fmt.Errorf("checkpoint %s has no tensor %s (role %s)", h.ck.Dir(), name, role)
+	}
+	if !slices.Equal(t.Shape, want) {
+		return t, fmt.Errorf("checkpoint %s: tensor %s in %s has shape %v, expected %v from model.toml/config (role %s)", h.ck.Dir(), name, h.ck.FileOf(name), t.Shape, want, role)
+	}
+	if _, ok := sourceFormats[t.DType]; !ok {
+		return t, fmt.Errorf("checkpoint %s: tensor %s in %s has dtype %s; only F32, F16 and BF16 weights load (role %s)", h.ck.Dir(), name, h.ck.FileOf(name), t.DType, role)
+	}
+	return t, nil
+}
+
+// withFile appends the file holding name to err, for errors raised after resolution.
+func (h *HF) withFile(err error, name string) error {
+	return fmt.Errorf("%w (in %s)", err, h.ck.FileOf(name))
+}
