@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/safetensors"
+)
+
+const runAbout = `
+Feeds a prompt of token ids to the model in prefill windows of up to
+--prefill-rows rows, then decodes -n tokens greedily one row at a time on the
+cpu backend, and prints the generated ids on one line, space-separated.
+
+With no --hf, it runs the embedded default model (the tiny-a oracle: Qwen3-Next
+math at hidden size 64) on its reference prompt, so a fresh clone has
+something to run. Timing goes to stderr.`
+
+func runCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", "[--hf DIR] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
+	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + model.safetensors or a sharded index)")
+	tokens := fs.String("tokens", "", "prompt token `ids`, comma-separated (default: the default model's reference prompt)")
+	n := fs.Int("n", 16, "number of tokens to generate (0: only run the prompt)")
+	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
+	dump := fs.String("dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
+	context := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *n < 0 {
+		return usagef("-n must be ≥ 0, got %d", *n)
+	}
+	if *prefill < 0 {
+		return usagef("--prefill-rows must be ≥ 1, got %d", *prefill)
+	}
+	if *context < 0 {
+		return usagef("--context must be ≥ 1, got %d", *context)
+	}
+	prompt := strata.DefaultPrompt
+	if *tokens != "" {
+		var err error
+		if prompt, err = parseTokens(*tokens); err != nil {
+			return err
+		}
+	} else if *hf != "" {
+		return usagef("--tokens is required with --hf (the checkpoint has no default prompt)")
+	}
+
+	start := time.Now()
+	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context}
+	var l *strata.Loaded
+	var err error
+	if *hf != "" {
+		l, err = strata.OpenHF(*hf, opt)
+	} else {
+		l, err = strata.OpenDefault(opt)
+	}
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	loaded := time.Since(start)
+
+	vocab := l.Config.Architecture.VocabSize
+	var logits []float32
+	rows := 0
+	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows}
+	if *dump != "" {
+		gopt.OnLogits = func(r []float32) error {
+			logits = append(logits, r...)
+			rows++
+			return nil
+		}
+	}
+	s := l.Model.NewSession()
+	start = time.Now()
+	out, err := s.Generate(prompt, *n, gopt)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	ids := make([]string, len(out))
+	for i, t := range out {
+		ids[i] = strconv.Itoa(t)
+	}
+	fmt.Fprintln(stdout, strings.Join(ids, " "))
+	if *dump != "" {
+		data := make([]byte, 4*len(logits))
+		for i, v := range logits {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+		}
+		t := safetensors.Tensor{Name: "logits", DType: "F32", Shape: []int{rows, vocab}, Data: data}
+		if err := safetensors.WriteFile(*dump, []safetensors.Tensor{t}, nil); err != nil {
+			return fmt.Errorf("--dump-logits: %w", err)
+		}
+	}
+	fmt.Fprintf(stderr, "strata: %s: loaded in %v; %d prompt + %d generated tokens in %v (%.1f tok/s)\n",
+		l.Config.Name, loaded.Round(time.Millisecond), len(prompt), len(out), elapsed.Round(time.Millisecond),
+		float64(len(prompt)+len(out))/elapsed.Seconds())
+	return nil
+}
+
+// parseTokens reads "1,2,3" (spaces allowed).
+func parseTokens(s string) ([]int, error) {
+	var out []int
+	for i, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 0 {
+			return nil, usagef("--tokens: item %d is %q, expected a non-negative integer token id", i+1, f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
