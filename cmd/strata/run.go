@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -120,4 +120,3 @@ func parseTokens(s string) ([]int, error) {
 	}
 	return out, nil
 }
-
