@@ -2,4 +2,4 @@ module github.com/strata-llm/strata
 
 go 1.26.8
 
-require github.com/BurntSushi/toml v1.6.0 // indirect
+require github.com/BurntSushi/toml v1.6.0

@@ -1,0 +1,141 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/strata-llm/strata/models/quant"
+)
+
+// Validate checks that c describes a model this engine implements. It
+// reports every problem, joined, each a *FieldError naming its model.toml
+// field and what was expected.
+func (c *Config) Validate() error {
+	v := &validator{}
+	v.name(c.Name)
+	v.architecture(&c.Architecture)
+	v.quant(&c.Quant)
+	v.atLeast("windows.max_decode_rows", c.Windows.MaxDecodeRows, 1)
+	v.atLeast("windows.prefill_rows", c.Windows.PrefillRows, 1)
+	v.atLeast("runtime.context_length", c.Runtime.ContextLength, 1)
+	v.atLeast("runtime.threads", c.Runtime.Threads, 0)
+	return errors.Join(v.errs...)
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(field, format string, args ...any) {
+	v.errs = append(v.errs, fieldErr(field, format, args...))
+}
+
+func (v *validator) atLeast(field string, got, lo int) {
+	if got < lo {
+		want := fmt.Sprintf("an integer ≥ %d", lo)
+		if lo == 1 {
+			want = "a positive integer"
+		}
+		v.add(field, "is %d (expected %s)", got, want)
+	}
+}
+
+func (v *validator) positive(field string, got int) { v.atLeast(field, got, 1) }
+
+func (v *validator) positiveFloat(field string, got float64) {
+	if !(got > 0) || math.IsInf(got, 0) {
+		v.add(field, "is %v (expected a positive finite number)", got)
+	}
+}
+
+// name must be usable as a folder name under models/ and generated/.
+func (v *validator) name(name string) {
+	if name == "" {
+		v.add("name", "is empty (expected the model folder name, e.g. \"tiny-a\")")
+		return
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '_' || (i > 0 && (r == '-' || r == '.'))
+		if !ok {
+			v.add("name", "is %q (expected letters, digits, '_', '-' or '.', not starting with '-' or '.'; it names folders)", name)
+			return
+		}
+	}
+}
+
+func (v *validator) architecture(a *Architecture) {
+	if a.ModelType != TypeQwen3Next {
+		v.add("architecture.model_type", "is %q (expected %q, the only implemented model type)", a.ModelType, TypeQwen3Next)
+	}
+	v.positive("architecture.hidden_size", a.HiddenSize)
+	v.positive("architecture.num_layers", a.NumLayers)
+	v.positive("architecture.vocab_size", a.VocabSize)
+	v.positiveFloat("architecture.rms_norm_eps", a.RMSNormEps)
+	if a.HiddenAct != "silu" {
+		v.add("architecture.hidden_act", "is %q (expected \"silu\", the only implemented activation)", a.HiddenAct)
+	}
+	if len(a.LayerTypes) != a.NumLayers {
+		v.add("architecture.layer_types", "has %d entries (expected one per layer: architecture.num_layers = %d)", len(a.LayerTypes), a.NumLayers)
+	}
+	for i, t := range a.LayerTypes {
+		if t != LayerLinearAttention && t != LayerFullAttention {
+			v.add(fmt.Sprintf("architecture.layer_types[%d]", i), "is %q (expected %q or %q)", t, LayerLinearAttention, LayerFullAttention)
+		}
+	}
+
+	at := &a.Attention
+	v.positive("architecture.attention.num_heads", at.NumHeads)
+	v.positive("architecture.attention.num_kv_heads", at.NumKVHeads)
+	v.positive("architecture.attention.head_dim", at.HeadDim)
+	v.positive("architecture.attention.max_position_embeddings", at.MaxPositions)
+	v.positiveFloat("architecture.attention.rope_theta", at.RopeTheta)
+	if at.NumHeads > 0 && at.NumKVHeads > 0 && at.NumHeads%at.NumKVHeads != 0 {
+		v.add("architecture.attention.num_heads", "is %d (expected a multiple of architecture.attention.num_kv_heads = %d)", at.NumHeads, at.NumKVHeads)
+	}
+	if f := at.PartialRotaryFactor; !(f > 0 && f <= 1) {
+		v.add("architecture.attention.partial_rotary_factor", "is %v (expected a number in (0, 1])", f)
+	} else if rd := at.RotaryDim(); at.HeadDim > 0 && (rd < 2 || rd%2 != 0) {
+		v.add("architecture.attention.partial_rotary_factor", "gives rotary dim %d = int(head_dim %d × %v) (expected an even number ≥ 2, since RoPE rotates pairs)", rd, at.HeadDim, f)
+	}
+
+	la := &a.LinearAttention
+	v.positive("architecture.linear_attention.num_key_heads", la.NumKeyHeads)
+	v.positive("architecture.linear_attention.num_value_heads", la.NumValueHeads)
+	v.positive("architecture.linear_attention.key_head_dim", la.KeyHeadDim)
+	v.positive("architecture.linear_attention.value_head_dim", la.ValueHeadDim)
+	v.positive("architecture.linear_attention.conv_kernel", la.ConvKernel)
+	if la.NumKeyHeads > 0 && la.NumValueHeads > 0 && la.NumValueHeads%la.NumKeyHeads != 0 {
+		v.add("architecture.linear_attention.num_value_heads", "is %d (expected a multiple of architecture.linear_attention.num_key_heads = %d)", la.NumValueHeads, la.NumKeyHeads)
+	}
+
+	m := &a.MoE
+	v.positive("architecture.moe.num_experts", m.NumExperts)
+	v.positive("architecture.moe.moe_intermediate_size", m.IntermediateSize)
+	v.positive("architecture.moe.shared_expert_intermediate_size", m.SharedExpertIntermediateSize)
+	v.atLeast("architecture.moe.dense_intermediate_size", m.DenseIntermediateSize, 0)
+	if m.ExpertsPerToken < 1 || m.ExpertsPerToken > max(m.NumExperts, 1) {
+		v.add("architecture.moe.experts_per_token", "is %d (expected 1 … architecture.moe.num_experts = %d)", m.ExpertsPerToken, m.NumExperts)
+	}
+	// Every layer must be MoE until the dense-MLP path exists.
+	if m.DecoderSparseStep != 1 {
+		v.add("architecture.moe.decoder_sparse_step", "is %d (expected 1: dense MLP layers are not supported yet)", m.DecoderSparseStep)
+	}
+	if len(m.MLPOnlyLayers) > 0 {
+		v.add("architecture.moe.mlp_only_layers", "is %v (expected []: dense MLP layers are not supported yet)", m.MLPOnlyLayers)
+	}
+
+	v.atLeast("architecture.mtp.num_layers", a.MTP.NumLayers, 0)
+}
+
+func (v *validator) quant(q *QuantPlan) {
+	names := quant.Names()
+	for _, f := range []struct{ class, name string }{
+		{ClassTrunk, q.Trunk}, {ClassExperts, q.Experts}, {ClassEmbeddings, q.Embeddings}, {ClassHead, q.Head},
+	} {
+		if !slices.Contains(names, f.name) {
+			v.add("quant."+f.class, "is %q (expected one of %s)", f.name, strings.Join(names, ", "))
+		}
+	}
+}
