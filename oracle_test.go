@@ -2,8 +2,14 @@ package strata
 
 import (
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/weights"
 
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
@@ -189,5 +195,45 @@ func TestPrefillWindowsAgree(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGeneratedGraphsRun: the checked-in JSON window graphs of tiny-a, decoded
+// and loaded as the runtime loads artifacts, decode the reference greedy path
+// (prefill in the 16-row last-row-logits shape, then 1-row windows).
+func TestGeneratedGraphsRun(t *testing.T) {
+	c, err := models.Load("models/tiny-a/model.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, _ := filepath.Glob("generated/tiny-a/window-T*.json")
+	var graphs []*graph.Graph
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := graph.Decode(data)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		graphs = append(graphs, g)
+	}
+	ck, err := safetensors.OpenDir("testdata/oracles/tiny-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	m, err := engine.Load(c, graphs, weights.NewHF(ck, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := ref0(t, "tiny-a")
+	got, err := m.NewSession().Generate(ref.greedy[:16], 48, engine.GenerateOptions{PrefillRows: c.Windows.PrefillRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, ref.greedy[16:]) {
+		t.Fatalf("greedy tokens %v, want %v", got, ref.greedy[16:])
 	}
 }

@@ -134,8 +134,7 @@ Example:
 `
 
 func runImportHF(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("import-hf", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // run prints errors and help itself
+	fs := newSilentFlagSet("import-hf")
 	name := fs.String("name", "", "")
 	context := fs.Int("context", 0, "")
 	decodeRows := fs.Int("decode-rows", 0, "")
@@ -188,6 +187,14 @@ func runImportHF(args []string, stdout io.Writer) error {
 		return err
 	}
 	return models.WriteAtomic(*out, text)
+}
+
+// newSilentFlagSet returns a flag set that returns errors instead of printing
+// them: run prints errors and help itself.
+func newSilentFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
 }
 
 // parseInterspersed lets flags follow the positional arguments too

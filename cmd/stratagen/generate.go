@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/models"
+)
+
+func init() {
+	commands["generate"] = command{
+		summary: "write a model's window graphs under generated/<model>/",
+		help:    generateHelp,
+		run:     runGenerate,
+	}
+}
+
+const generateHelp = `Usage: stratagen generate [--out DIR] path/to/model.toml
+
+Builds the window graph of every window shape the model config asks for
+(decode windows of 1 … windows.max_decode_rows rows, and the prefill chunk of
+windows.prefill_rows rows, which computes the last row's logits only) and
+writes each as deterministic JSON to DIR/<model>/window-T<rows>.json. Files
+are written atomically; files of shapes the config no longer asks for are
+removed. Run through go generate from the model's folder.
+
+Flags:
+  --out DIR   the generated/ folder (default: generated, beside models/)
+
+Example:
+  stratagen generate --out generated models/tiny-a/model.toml
+`
+
+func runGenerate(args []string, stdout io.Writer) error {
+	fs := newSilentFlagSet("generate")
+	out := fs.String("out", "", "")
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(positional) != 1 {
+		return usagef("expected exactly one model.toml path, got %d arguments", len(positional))
+	}
+	c, err := models.Load(positional[0])
+	if err != nil {
+		return err
+	}
+	if *out == "" { // models/<name>/model.toml → generated/
+		abs, err := filepath.Abs(positional[0])
+		if err != nil {
+			return fmt.Errorf("%s: %w", positional[0], err)
+		}
+		*out = filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(abs))), "generated")
+	}
+	files, err := GenerateFiles(c)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(*out, c.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := models.WriteAtomic(filepath.Join(dir, name), files[name]); err != nil {
+			return err
+		}
+	}
+	// Stale window files would be loaded as if current.
+	old, _ := filepath.Glob(filepath.Join(dir, "window-T*.json"))
+	for _, path := range old {
+		if _, keep := files[filepath.Base(path)]; !keep {
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("removing stale %s: %w", path, err)
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "stratagen: %s: %d window graphs in %s (%s)\n", c.Name, len(names), dir, strings.Join(names, ", "))
+	return nil
+}
+
+// GenerateFiles is every artifact of a model, by file name.
+func GenerateFiles(c *models.Config) (map[string][]byte, error) {
+	graphs, err := gen.Windows(c, false)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	for _, g := range graphs {
+		j, err := g.JSON()
+		if err != nil {
+			return nil, err
+		}
+		files[fmt.Sprintf("window-T%d.json", g.Rows)] = j
+	}
+	return files, nil
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/strata-llm/strata/models"
+)
+
+// The checked-in generated/ folder is what the generator makes now: a stale
+// artifact fails here (CI's diff check until go generate runs in CI).
+func TestGeneratedIsCurrent(t *testing.T) {
+	tomls, _ := filepath.Glob("../../models/*/model.toml")
+	if len(tomls) == 0 {
+		t.Fatal("no model folders found")
+	}
+	for _, path := range tomls {
+		c, err := models.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := GenerateFiles(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join("../../generated", c.Name)
+		onDisk, _ := filepath.Glob(filepath.Join(dir, "*"))
+		var names []string
+		for _, p := range onDisk {
+			names = append(names, filepath.Base(p))
+		}
+		var want []string
+		for n := range files {
+			want = append(want, n)
+		}
+		sort.Strings(want)
+		if !slices.Equal(names, want) {
+			t.Errorf("%s: generated files %v, generator makes %v: run go generate ./...", c.Name, names, want)
+			continue
+		}
+		for n, data := range files {
+			got, err := os.ReadFile(filepath.Join(dir, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Errorf("%s/%s is stale: run go generate ./...", c.Name, n)
+			}
+		}
+	}
+}
+
+func TestGenerateWritesAndPrunes(t *testing.T) {
+	out := t.TempDir()
+	stale := filepath.Join(out, "tiny-a", "window-T99.json")
+	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if status := run([]string{"generate", "--out", out, "../../models/tiny-a/model.toml"}, &stdout, &stderr); status != 0 {
+		t.Fatalf("status %d: %s", status, stderr.String())
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Error("a stale window graph survived")
+	}
+	got, _ := filepath.Glob(filepath.Join(out, "tiny-a", "window-T*.json"))
+	if len(got) != 5 {
+		t.Errorf("%d window graphs written, want 5 (T = 1..4 and 16)", len(got))
+	}
+	if status := run([]string{"generate", "--out", out, "no/such/model.toml"}, &stdout, &stderr); status != 1 {
+		t.Errorf("a missing model.toml gave status %d, want 1", status)
+	}
+}
