@@ -4,15 +4,19 @@
 // validated with errors that name the field, or imported from an HF config.json.
 package models
 
+import "github.com/strata-llm/strata/models/ngram"
+
 // Layer kinds, as HF spells them in config.json `layer_types`.
 const (
-	LayerLinearAttention = "linear_attention" // Gated DeltaNet
-	LayerFullAttention   = "full_attention"   // gated softmax attention
+	LayerLinearAttention = "linear_attention"      // Gated DeltaNet
+	LayerFullAttention   = "full_attention"        // gated softmax attention (qwen3_next)
+	LayerSparseAttention = "qwen_sparse_attention" // gated attention over indexer-selected blocks (qwen4_exp)
 )
 
 // Model types we implement.
 const (
 	TypeQwen3Next = "qwen3_next"
+	TypeQwen4Exp  = "qwen4_exp" // Qwen3.8-Flash-Next
 )
 
 // Config is the whole description of one model. Every field is required in a
@@ -35,11 +39,82 @@ type Architecture struct {
 	RMSNormEps        float64  `toml:"rms_norm_eps"`
 	HiddenAct         string   `toml:"hidden_act"`
 	TieWordEmbeddings bool     `toml:"tie_word_embeddings"`
+	EOSTokenIDs       []int    `toml:"eos_token_ids"` // optional; the first one resets n-gram context
 
-	Attention       Attention       `toml:"attention"`
-	LinearAttention LinearAttention `toml:"linear_attention"`
-	MoE             MoE             `toml:"moe"`
-	MTP             MTP             `toml:"mtp"`
+	Attention        Attention        `toml:"attention"`
+	LinearAttention  LinearAttention  `toml:"linear_attention"`
+	MoE              MoE              `toml:"moe"`
+	MTP              MTP              `toml:"mtp"`
+	HyperConnections HyperConnections `toml:"hyper_connections"` // optional table: qwen4_exp
+	Indexer          Indexer          `toml:"indexer"`           // optional table: qwen4_exp
+	PLE              PLE              `toml:"ple"`               // optional table: qwen4_exp
+}
+
+// HyperConnections describes the multi-stream residual of qwen4_exp: the
+// residual is Count streams of hidden_size, read and written through gated
+// residual blocks with a low-rank gate.
+type HyperConnections struct {
+	Count   int `toml:"count"`
+	LowRank int `toml:"lowrank"`
+}
+
+// Indexer describes the QSA block selector of the sparse-attention layers.
+type Indexer struct {
+	Heads         int `toml:"heads"`
+	KVHeads       int `toml:"kv_heads"`
+	HeadDim       int `toml:"head_dim"`
+	Budget        int `toml:"budget"`         // tokens attended beyond the forced tail
+	CompressRatio int `toml:"compress_ratio"` // tokens per pooled block
+}
+
+// BlockTopK is how many pooled blocks a query keeps.
+func (x Indexer) BlockTopK() int {
+	if x.CompressRatio == 0 {
+		return 0
+	}
+	return x.Budget / x.CompressRatio
+}
+
+// PLE describes the hashed n-gram store and the PLE layers that read it.
+type PLE struct {
+	LayerIDs         []int `toml:"layer_ids"` // 1-based, as HF's ple_layer_ids
+	EmbedDim         int   `toml:"embed_dim"`
+	ConvKernel       int   `toml:"conv_kernel"`
+	NgramSize        int   `toml:"ngram_size"`
+	HeadsPerNgram    int   `toml:"heads_per_ngram"`
+	VocabSizeBase    int   `toml:"ngram_vocab_size_base"`
+	VocabDivisibleBy int   `toml:"vocab_size_divisible_by"`
+	Seed             int   `toml:"seed"`
+	SplitParts       int   `toml:"split_parts"` // shards of the table in the checkpoint
+}
+
+// NgramHeads is the number of hashed heads: heads_per_ngram per order 2…ngram_size.
+func (p PLE) NgramHeads() int { return (p.NgramSize - 1) * p.HeadsPerNgram }
+
+// RowWidth is the width of one table row (one head's slice of the embedding).
+func (p PLE) RowWidth() int {
+	if p.NgramHeads() == 0 {
+		return 0
+	}
+	return p.EmbedDim / p.NgramHeads()
+}
+
+// NgramParams are the n-gram store parameters of PLE ordinal ℓ.
+func (a Architecture) NgramParams(ordinal int) ngram.Params {
+	p := a.PLE
+	return ngram.Params{VocabSize: a.VocabSize, NgramSize: p.NgramSize, HeadsPerNgram: p.HeadsPerNgram,
+		Base: p.VocabSizeBase, DivisibleBy: p.VocabDivisibleBy, Seed: p.Seed, Ordinal: ordinal}
+}
+
+// Ordinal returns the PLE ordinal ℓ of 0-based layer i, or -1 if the layer has
+// no PLE.
+func (p PLE) Ordinal(i int) int {
+	for k, id := range p.LayerIDs {
+		if id == i+1 {
+			return k
+		}
+	}
+	return -1
 }
 
 // Attention describes the full-attention (gated, partial-RoPE, GQA) layers.
@@ -58,11 +133,12 @@ func (a Attention) RotaryDim() int { return int(float64(a.HeadDim) * a.PartialRo
 
 // LinearAttention describes the Gated DeltaNet layers.
 type LinearAttention struct {
-	NumKeyHeads   int `toml:"num_key_heads"`
-	NumValueHeads int `toml:"num_value_heads"`
-	KeyHeadDim    int `toml:"key_head_dim"`
-	ValueHeadDim  int `toml:"value_head_dim"`
-	ConvKernel    int `toml:"conv_kernel"`
+	NumKeyHeads   int    `toml:"num_key_heads"`
+	NumValueHeads int    `toml:"num_value_heads"`
+	KeyHeadDim    int    `toml:"key_head_dim"`
+	ValueHeadDim  int    `toml:"value_head_dim"`
+	ConvKernel    int    `toml:"conv_kernel"`
+	GateAct       string `toml:"gate_act"` // the gated norm's activation: "silu" (qwen3_next) or "sigmoid"
 }
 
 // KeyDim is the width of q (and of k) summed over key heads.

@@ -27,7 +27,7 @@ const (
 )
 
 // supportedHFTypes are the HF model_type values ImportHF understands.
-var supportedHFTypes = []string{TypeQwen3Next}
+var supportedHFTypes = []string{TypeQwen3Next, TypeQwen4Exp, "qwen4_exp_text"}
 
 // ImportHF builds a validated Config from an HF config.json. Errors name the
 // HF key; problems found by Validate afterwards name the model.toml field.
@@ -62,6 +62,17 @@ func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
 	if !slices.Contains(supportedHFTypes, modelType) {
 		return nil, fieldErr("model_type", "%q is not supported (supported: %s)", modelType, strings.Join(supportedHFTypes, ", "))
 	}
+	if modelType == "qwen4_exp_text" {
+		modelType = TypeQwen4Exp
+	} else if modelType == TypeQwen4Exp && r.has("text_config") {
+		// The multimodal release nests the decoder's fields in text_config.
+		var tc map[string]json.RawMessage
+		if err := json.Unmarshal(r.m["text_config"], &tc); err != nil {
+			return nil, fieldErr("text_config", "expected an object: %v", err)
+		}
+		r = &hfReader{m: tc, prefix: "text_config."}
+	}
+	qwen4 := modelType == TypeQwen4Exp
 
 	var c Config
 	c.Name = opts.Name
@@ -73,11 +84,19 @@ func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
 	a.RMSNormEps = r.reqFloat("rms_norm_eps")
 	a.HiddenAct = r.reqStr("hidden_act")
 	a.TieWordEmbeddings = r.reqBool("tie_word_embeddings")
+	attention := LayerFullAttention
+	if qwen4 {
+		attention = LayerSparseAttention
+	}
 	if r.has("layer_types") {
 		a.LayerTypes = r.stringList("layer_types")
+		if qwen4 {
+			a.LayerTypes = qwen4LayerTypes(a.LayerTypes)
+		}
 	} else {
-		a.LayerTypes = deriveLayerTypes(r, a.NumLayers)
+		a.LayerTypes = deriveLayerTypes(r, a.NumLayers, attention)
 	}
+	a.EOSTokenIDs = eosIDs(r)
 
 	// Unsupported variants that would otherwise be dropped silently and change the math.
 	if b, ok := r.bool("attention_bias"); ok && b {
@@ -93,8 +112,12 @@ func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
 	} else if at.NumHeads > 0 {
 		at.HeadDim = a.HiddenSize / at.NumHeads // HF's fallback
 	}
-	at.RopeTheta, at.PartialRotaryFactor = ropeParams(r)
-	at.OutputGate = true // qwen3_next's attention always gates its output
+	defaultFactor := 0.25 // qwen3_next's config default
+	if qwen4 {
+		defaultFactor = 1.0 // 5.17.0's rotary code default
+	}
+	at.RopeTheta, at.PartialRotaryFactor = ropeParams(r, defaultFactor)
+	at.OutputGate = true // both families gate the attention output
 	at.MaxPositions = r.reqInt("max_position_embeddings")
 
 	la := &a.LinearAttention
@@ -103,14 +126,29 @@ func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
 	la.KeyHeadDim = r.reqInt("linear_key_head_dim")
 	la.ValueHeadDim = r.reqInt("linear_value_head_dim")
 	la.ConvKernel = r.reqInt("linear_conv_kernel_dim")
+	la.GateAct = "silu" // fixed in qwen3_next's RMSNormGated
+	if qwen4 {
+		la.GateAct = a.HiddenAct
+		if g, ok := r.str("output_gate_type"); ok {
+			la.GateAct = g
+		}
+	}
 
 	moe := &a.MoE
 	moe.NumExperts = r.reqInt("num_experts")
 	moe.ExpertsPerToken = r.reqInt("num_experts_per_tok")
 	moe.IntermediateSize = r.reqInt("moe_intermediate_size")
 	moe.SharedExpertIntermediateSize = r.reqInt("shared_expert_intermediate_size")
-	moe.NormTopKProb = r.reqBool("norm_topk_prob")
-	moe.DecoderSparseStep = r.reqInt("decoder_sparse_step")
+	if qwen4 { // every qwen4_exp layer is MoE; norm_topk_prob defaults to true
+		moe.NormTopKProb = true
+		if b, ok := r.bool("norm_topk_prob"); ok {
+			moe.NormTopKProb = b
+		}
+		moe.DecoderSparseStep = 1
+	} else {
+		moe.NormTopKProb = r.reqBool("norm_topk_prob")
+		moe.DecoderSparseStep = r.reqInt("decoder_sparse_step")
+	}
 	if r.has("mlp_only_layers") {
 		moe.MLPOnlyLayers = r.intList("mlp_only_layers")
 	}
@@ -118,6 +156,10 @@ func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
 
 	// vLLM reads the MTP depth from num_nextn_predict_layers; absent means none.
 	a.MTP.NumLayers, _ = r.int("num_nextn_predict_layers")
+	if qwen4 {
+		a.MTP.NumLayers, _ = r.int("mtp_num_hidden_layers")
+		importQwen4(r, a)
+	}
 
 	format := quantFromDType(r)
 	c.Quant = QuantPlan{Trunk: format, Experts: format, Embeddings: format, Head: format}
@@ -136,6 +178,70 @@ func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
 	return &c, nil
 }
 
+// importQwen4 reads the hyper-connection, QSA indexer and PLE fields, with
+// 5.17.0's defaults (configuration_qwen4_exp.py).
+func importQwen4(r *hfReader, a *Architecture) {
+	intOr := func(key string, def int) int {
+		if v, ok := r.int(key); ok {
+			return v
+		}
+		return def
+	}
+	a.HyperConnections = HyperConnections{Count: intOr("hc_count", 4), LowRank: intOr("hc_lowrank", 320)}
+	a.Indexer = Indexer{
+		Heads: r.reqInt("indexer_n_heads"), KVHeads: r.reqInt("indexer_kv_heads"), HeadDim: r.reqInt("indexer_head_dim"),
+		Budget: r.reqInt("indexer_budget"), CompressRatio: r.reqInt("indexer_compress_ratio"),
+	}
+	ids := r.intList("ple_layer_ids")
+	slices.Sort(ids)
+	ids = slices.Compact(ids) // HF sorts and de-duplicates in __post_init__
+	if len(ids) == 0 {
+		return
+	}
+	a.PLE = PLE{
+		LayerIDs:         ids,
+		EmbedDim:         intOr("ple_embed_dim", a.HiddenSize),
+		ConvKernel:       intOr("ple_conv_kernel_size", 4),
+		NgramSize:        intOr("ngram_size", 3),
+		HeadsPerNgram:    intOr("heads_per_ngram", 8),
+		VocabSizeBase:    intOr("ngram_vocab_size_base", 20_000_000),
+		VocabDivisibleBy: intOr("make_ngram_vocab_size_divisible_by", 128),
+		Seed:             intOr("seed", 1234),
+		SplitParts:       intOr("split_ngram_parts", 512),
+	}
+}
+
+// qwen4LayerTypes maps the names HF versions used for Qwen3.8-Flash-Next
+// layers onto ours: 5.17.0 rewrites full_attention to qwen_sparse_attention;
+// older configs said deepseek_sparse_attention, and hybrid_indexed for the
+// (linear-attention) PLE layer.
+func qwen4LayerTypes(in []string) []string {
+	out := make([]string, len(in))
+	for i, t := range in {
+		switch t {
+		case LayerFullAttention, "deepseek_sparse_attention":
+			out[i] = LayerSparseAttention
+		case "hybrid_indexed":
+			out[i] = LayerLinearAttention
+		default:
+			out[i] = t
+		}
+	}
+	return out
+}
+
+// eosIDs reads eos_token_id, an integer or a list.
+func eosIDs(r *hfReader) []int {
+	if !r.has("eos_token_id") {
+		return nil
+	}
+	var one int
+	if err := json.Unmarshal(r.m["eos_token_id"], &one); err == nil {
+		return []int{one}
+	}
+	return r.intList("eos_token_id")
+}
+
 func orDefault(v, def int) int {
 	if v == 0 {
 		return def
@@ -147,7 +253,7 @@ const maxDerivedLayers = 1 << 16
 
 // deriveLayerTypes follows HF's qwen3_next config: every interval-th layer is
 // full attention, the rest Gated DeltaNet.
-func deriveLayerTypes(r *hfReader, n int) []string {
+func deriveLayerTypes(r *hfReader, n int, attention string) []string {
 	interval, ok := r.int("full_attention_interval")
 	if !ok {
 		interval = 4
@@ -163,7 +269,7 @@ func deriveLayerTypes(r *hfReader, n int) []string {
 	out := make([]string, 0, max(n, 0))
 	for i := 0; i < n; i++ {
 		if (i+1)%interval == 0 {
-			out = append(out, LayerFullAttention)
+			out = append(out, attention)
 		} else {
 			out = append(out, LayerLinearAttention)
 		}
@@ -175,8 +281,8 @@ func deriveLayerTypes(r *hfReader, n int) []string {
 // rope_parameters; older configs put them at the top level. qwen3_next's
 // config defaults the factor to 0.25 (the generic rotary code's 1.0 never
 // applies to it).
-func ropeParams(r *hfReader) (theta, factor float64) {
-	theta, factor = 10000, 0.25
+func ropeParams(r *hfReader, defaultFactor float64) (theta, factor float64) {
+	theta, factor = 10000, defaultFactor
 	if f, ok := r.float("rope_theta"); ok {
 		theta = f
 	}

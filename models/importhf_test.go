@@ -139,8 +139,8 @@ func TestImportHFErrors(t *testing.T) {
 	}{
 		{"missing key", map[string]any{"hidden_size": nil}, "cfg.json: hidden_size: missing (expected an integer)"},
 		{"null key", map[string]any{"num_experts": json.RawMessage("null")}, "cfg.json: num_experts: is null (expected an integer)"},
-		{"missing model_type", map[string]any{"model_type": nil}, "cfg.json: model_type: missing (expected one of qwen3_next)"},
-		{"other model_type", map[string]any{"model_type": "llama"}, `cfg.json: model_type: "llama" is not supported (supported: qwen3_next)`},
+		{"missing model_type", map[string]any{"model_type": nil}, "cfg.json: model_type: missing (expected one of qwen3_next, qwen4_exp, qwen4_exp_text)"},
+		{"other model_type", map[string]any{"model_type": "llama"}, `cfg.json: model_type: "llama" is not supported (supported: qwen3_next, qwen4_exp, qwen4_exp_text)`},
 		{"wrong type", map[string]any{"vocab_size": "512"}, `cfg.json: vocab_size: is "512" (expected an integer)`},
 		{"fractional int", map[string]any{"vocab_size": 512.5}, "cfg.json: vocab_size: is 512.5 (expected an integer)"},
 		{"dtype", map[string]any{"dtype": "float8_e4m3fn"}, `cfg.json: dtype: is "float8_e4m3fn" (expected float32, bfloat16 or float16)`},

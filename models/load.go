@@ -18,20 +18,27 @@ var optionalFields = map[string]bool{
 	"architecture.moe.mlp_only_layers":         true,
 	"architecture.moe.dense_intermediate_size": true,
 	"architecture.mtp.num_layers":              true,
+	"architecture.eos_token_ids":               true,
+	// Tables of features one model type has and another lacks; Validate
+	// checks each model type has the ones it needs.
+	"architecture.hyper_connections": true,
+	"architecture.indexer":           true,
+	"architecture.ple":               true,
 }
 
 // expectations says what a field should hold where its Go type alone says too
 // little; used in "missing" messages.
 var expectations = map[string]string{
-	"name":                      "a string naming the model folder, e.g. \"tiny-a\"",
-	"architecture.model_type":   fmt.Sprintf("%q", TypeQwen3Next),
-	"architecture.layer_types":  fmt.Sprintf("an array of %q or %q, one per layer", LayerLinearAttention, LayerFullAttention),
-	"architecture.hidden_act":   `"silu"`,
-	"quant.trunk":               "a quant format name",
-	"quant.experts":             "a quant format name",
-	"quant.embeddings":          "a quant format name",
-	"quant.head":                "a quant format name",
-	"architecture.rms_norm_eps": "a positive number",
+	"name":                                   "a string naming the model folder, e.g. \"tiny-a\"",
+	"architecture.model_type":                fmt.Sprintf("%q or %q", TypeQwen3Next, TypeQwen4Exp),
+	"architecture.layer_types":               fmt.Sprintf("an array of %q, %q or %q, one per layer", LayerLinearAttention, LayerFullAttention, LayerSparseAttention),
+	"architecture.linear_attention.gate_act": `"silu" or "sigmoid"`,
+	"architecture.hidden_act":                `"silu"`,
+	"quant.trunk":                            "a quant format name",
+	"quant.experts":                          "a quant format name",
+	"quant.embeddings":                       "a quant format name",
+	"quant.head":                             "a quant format name",
+	"architecture.rms_norm_eps":              "a positive number",
 	"architecture.attention.partial_rotary_factor": "a number in (0, 1]",
 	"architecture.moe.decoder_sparse_step":         "1",
 }
@@ -88,6 +95,12 @@ func (c *Config) normalize() {
 	}
 	if len(c.Architecture.MoE.MLPOnlyLayers) == 0 {
 		c.Architecture.MoE.MLPOnlyLayers = nil
+	}
+	if len(c.Architecture.EOSTokenIDs) == 0 {
+		c.Architecture.EOSTokenIDs = nil
+	}
+	if len(c.Architecture.PLE.LayerIDs) == 0 {
+		c.Architecture.PLE.LayerIDs = nil
 	}
 }
 
@@ -220,7 +233,7 @@ func missingFields(md toml.MetaData, t reflect.Type, prefix []string) []error {
 		if f.Type.Kind() == reflect.Struct {
 			if defined {
 				errs = append(errs, missingFields(md, f.Type, key)...)
-			} else if hasRequired(f.Type, path) {
+			} else if hasRequired(f.Type, path) && !optionalFields[path] {
 				errs = append(errs, fieldErr(path, "missing table (expected a [%s] section)", path))
 			}
 			continue

@@ -114,7 +114,6 @@ func TestParseMissingTableAndManyFields(t *testing.T) {
 
 func TestParseOptionalFieldsMayBeOmitted(t *testing.T) {
 	text := readModelText(t, "tiny-a")
-	text = replaceOnce(t, text, "mlp_only_layers = []\n", "")
 	text = replaceOnce(t, text, "dense_intermediate_size = 128", "")
 	text = replaceOnce(t, text, "num_layers = 0\n", "")
 	text = replaceOnce(t, text, "threads = 0", "")

@@ -66,8 +66,29 @@ func (v *validator) name(name string) {
 }
 
 func (v *validator) architecture(a *Architecture) {
-	if a.ModelType != TypeQwen3Next {
-		v.add("architecture.model_type", "is %q (expected %q, the only implemented model type)", a.ModelType, TypeQwen3Next)
+	attentionType := LayerFullAttention
+	switch a.ModelType {
+	case TypeQwen3Next:
+		if a.LinearAttention.GateAct != "silu" {
+			v.add("architecture.linear_attention.gate_act", "is %q (expected \"silu\": qwen3_next's gated norm always uses SiLU)", a.LinearAttention.GateAct)
+		}
+		for _, f := range []struct {
+			path string
+			zero bool
+		}{
+			{"architecture.hyper_connections", a.HyperConnections == HyperConnections{}},
+			{"architecture.indexer", a.Indexer == Indexer{}},
+			{"architecture.ple", len(a.PLE.LayerIDs) == 0 && a.PLE.EmbedDim == 0},
+		} {
+			if !f.zero {
+				v.add(f.path, "is set (expected no [%s] table: qwen3_next has no such feature)", f.path)
+			}
+		}
+	case TypeQwen4Exp:
+		attentionType = LayerSparseAttention
+		v.qwen4Exp(a)
+	default:
+		v.add("architecture.model_type", "is %q (expected %q or %q, the implemented model types)", a.ModelType, TypeQwen3Next, TypeQwen4Exp)
 	}
 	v.positive("architecture.hidden_size", a.HiddenSize)
 	v.positive("architecture.num_layers", a.NumLayers)
@@ -80,8 +101,8 @@ func (v *validator) architecture(a *Architecture) {
 		v.add("architecture.layer_types", "has %d entries (expected one per layer: architecture.num_layers = %d)", len(a.LayerTypes), a.NumLayers)
 	}
 	for i, t := range a.LayerTypes {
-		if t != LayerLinearAttention && t != LayerFullAttention {
-			v.add(fmt.Sprintf("architecture.layer_types[%d]", i), "is %q (expected %q or %q)", t, LayerLinearAttention, LayerFullAttention)
+		if t != LayerLinearAttention && t != attentionType {
+			v.add(fmt.Sprintf("architecture.layer_types[%d]", i), "is %q (expected %q or %q for %s)", t, LayerLinearAttention, attentionType, a.ModelType)
 		}
 	}
 
@@ -127,6 +148,66 @@ func (v *validator) architecture(a *Architecture) {
 	}
 
 	v.atLeast("architecture.mtp.num_layers", a.MTP.NumLayers, 0)
+}
+
+// qwen4Exp checks the features only Qwen3.8-Flash-Next has, with HF 5.17.0's
+// rules (validate_architecture).
+func (v *validator) qwen4Exp(a *Architecture) {
+	if g := a.LinearAttention.GateAct; g != "sigmoid" && g != "silu" {
+		v.add("architecture.linear_attention.gate_act", "is %q (expected \"sigmoid\" or \"silu\")", g)
+	}
+	hc := a.HyperConnections
+	v.atLeast("architecture.hyper_connections.count", hc.Count, 2)
+	v.positive("architecture.hyper_connections.lowrank", hc.LowRank)
+
+	ix := a.Indexer
+	v.positive("architecture.indexer.heads", ix.Heads)
+	v.positive("architecture.indexer.head_dim", ix.HeadDim)
+	v.positive("architecture.indexer.budget", ix.Budget)
+	v.positive("architecture.indexer.compress_ratio", ix.CompressRatio)
+	if ix.KVHeads != 1 {
+		v.add("architecture.indexer.kv_heads", "is %d (expected 1: the indexer has one shared key head)", ix.KVHeads)
+	}
+	if ix.CompressRatio > 0 && ix.Budget%ix.CompressRatio != 0 {
+		v.add("architecture.indexer.budget", "is %d (expected a multiple of architecture.indexer.compress_ratio = %d)", ix.Budget, ix.CompressRatio)
+	}
+	if rd := a.Attention.RotaryDim(); ix.HeadDim > 0 && rd > ix.HeadDim {
+		v.add("architecture.indexer.head_dim", "is %d (expected ≥ the rotary dim %d, since indexer heads are rotated like attention heads)", ix.HeadDim, rd)
+	}
+
+	p := a.PLE
+	if len(p.LayerIDs) == 0 {
+		return
+	}
+	v.atLeast("architecture.ple.ngram_size", p.NgramSize, 2)
+	v.positive("architecture.ple.heads_per_ngram", p.HeadsPerNgram)
+	v.positive("architecture.ple.embed_dim", p.EmbedDim)
+	v.positive("architecture.ple.conv_kernel", p.ConvKernel)
+	v.atLeast("architecture.ple.ngram_vocab_size_base", p.VocabSizeBase, 2)
+	v.positive("architecture.ple.vocab_size_divisible_by", p.VocabDivisibleBy)
+	v.positive("architecture.ple.split_parts", p.SplitParts)
+	if n := p.NgramHeads(); n > 0 && p.EmbedDim%n != 0 {
+		v.add("architecture.ple.embed_dim", "is %d (expected a multiple of the n-gram head count (ngram_size-1)·heads_per_ngram = %d)", p.EmbedDim, n)
+	}
+	for i, id := range p.LayerIDs {
+		field := fmt.Sprintf("architecture.ple.layer_ids[%d]", i)
+		switch {
+		case id < 1 || id > a.NumLayers:
+			v.add(field, "is %d (expected a 1-based layer number in 1 … %d)", id, a.NumLayers)
+		case i > 0 && id <= p.LayerIDs[i-1]:
+			v.add(field, "is %d (expected ascending, distinct layer numbers)", id)
+		case id-1 < len(a.LayerTypes) && a.LayerTypes[id-1] != LayerLinearAttention:
+			v.add(field, "is %d, a %s layer (expected a linear_attention layer)", id, a.LayerTypes[id-1])
+		}
+	}
+	if len(a.EOSTokenIDs) == 0 {
+		v.add("architecture.eos_token_ids", "is empty (expected the EOS id: the n-gram store resets its context at EOS)")
+	}
+	for i, id := range a.EOSTokenIDs {
+		if id < 0 || id >= a.VocabSize {
+			v.add(fmt.Sprintf("architecture.eos_token_ids[%d]", i), "is %d (expected a token id in 0 … %d)", id, a.VocabSize-1)
+		}
+	}
 }
 
 func (v *validator) quant(q *QuantPlan) {

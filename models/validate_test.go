@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/strata-llm/strata/models/quant"
 )
 
 func loadTinyA(t *testing.T) *Config {
@@ -24,12 +26,12 @@ func TestValidateRejects(t *testing.T) {
 		{"empty name", func(c *Config) { c.Name = "" }, "name: is empty"},
 		{"name with slash", func(c *Config) { c.Name = "a/b" }, `name: is "a/b"`},
 		{"model type", func(c *Config) { c.Architecture.ModelType = "llama" },
-			`architecture.model_type: is "llama" (expected "qwen3_next", the only implemented model type)`},
+			`architecture.model_type: is "llama" (expected "qwen3_next" or "qwen4_exp", the implemented model types)`},
 		{"hidden size", func(c *Config) { c.Architecture.HiddenSize = -1 }, "architecture.hidden_size: is -1 (expected a positive integer)"},
 		{"layer_types length", func(c *Config) { c.Architecture.LayerTypes = c.Architecture.LayerTypes[:3] },
 			"architecture.layer_types: has 3 entries (expected one per layer: architecture.num_layers = 4)"},
 		{"layer type name", func(c *Config) { c.Architecture.LayerTypes[1] = "sliding_attention" },
-			`architecture.layer_types[1]: is "sliding_attention" (expected "linear_attention" or "full_attention")`},
+			`architecture.layer_types[1]: is "sliding_attention" (expected "linear_attention" or "full_attention" for qwen3_next)`},
 		{"head_dim 0", func(c *Config) { c.Architecture.Attention.HeadDim = 0 }, "architecture.attention.head_dim: is 0 (expected a positive integer)"},
 		{"gqa", func(c *Config) { c.Architecture.Attention.NumKVHeads = 3 },
 			"architecture.attention.num_heads: is 4 (expected a multiple of architecture.attention.num_kv_heads = 3)"},
@@ -45,7 +47,7 @@ func TestValidateRejects(t *testing.T) {
 		{"rope theta", func(c *Config) { c.Architecture.Attention.RopeTheta = 0 }, "architecture.attention.rope_theta: is 0 (expected a positive finite number)"},
 		{"eps", func(c *Config) { c.Architecture.RMSNormEps = 0 }, "architecture.rms_norm_eps: is 0"},
 		{"act", func(c *Config) { c.Architecture.HiddenAct = "gelu" }, `architecture.hidden_act: is "gelu" (expected "silu"`},
-		{"quant name", func(c *Config) { c.Quant.Experts = "q4_k" }, `quant.experts: is "q4_k" (expected one of bf16, f16, f32)`},
+		{"quant name", func(c *Config) { c.Quant.Experts = "q3_zz" }, `quant.experts: is "q3_zz" (expected one of `},
 		{"decode rows", func(c *Config) { c.Windows.MaxDecodeRows = 0 }, "windows.max_decode_rows: is 0 (expected a positive integer)"},
 		{"prefill rows", func(c *Config) { c.Windows.PrefillRows = 0 }, "windows.prefill_rows: is 0"},
 		{"context", func(c *Config) { c.Runtime.ContextLength = 0 }, "runtime.context_length: is 0"},
@@ -91,14 +93,14 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 
 func TestParseNamesFileOnEveryLine(t *testing.T) {
 	text := readModelText(t, "tiny-a")
-	text = replaceOnce(t, text, `experts = "f32"`, `experts = "q8_0"`)
+	text = replaceOnce(t, text, `experts = "f32"`, `experts = "q3_zz"`)
 	text = replaceOnce(t, text, "\"linear_attention\", \"full_attention\"]", "\"full_attention\"]")
 	_, err := Parse([]byte(text), "models/tiny-a/model.toml")
 	if err == nil {
 		t.Fatal("no error")
 	}
 	want := "models/tiny-a/model.toml: architecture.layer_types: has 3 entries (expected one per layer: architecture.num_layers = 4)\n" +
-		`models/tiny-a/model.toml: quant.experts: is "q8_0" (expected one of bf16, f16, f32)`
+		`models/tiny-a/model.toml: quant.experts: is "q3_zz" (expected one of ` + strings.Join(quant.Names(), ", ") + ")"
 	if err.Error() != want {
 		t.Errorf("err =\n%v\nwant\n%s", err, want)
 	}

@@ -17,14 +17,17 @@ import (
 // sectionDocs and fieldDocs become comments in a written model.toml, so the
 // file explains itself without a trip to config.go.
 var sectionDocs = map[string]string{
-	"architecture":                  "HF config fields that change the math",
-	"architecture.attention":        "full-attention layers: gated output, partial RoPE, grouped KV heads",
-	"architecture.linear_attention": "Gated DeltaNet layers",
-	"architecture.moe":              "sparse MLP: routed experts plus a shared expert",
-	"architecture.mtp":              "multi-token-prediction head (0 layers: none)",
-	"quant":                         "storage format per tensor class; norms, gates and other small vectors stay f32",
-	"windows":                       "window shapes to generate: decode rows 1 … max_decode_rows, and prefill chunks",
-	"runtime":                       "defaults the runtime starts from; flags override them",
+	"architecture":                   "HF config fields that change the math",
+	"architecture.attention":         "full-attention layers: gated output, partial RoPE, grouped KV heads",
+	"architecture.linear_attention":  "Gated DeltaNet layers",
+	"architecture.moe":               "sparse MLP: routed experts plus a shared expert",
+	"architecture.mtp":               "multi-token-prediction head (0 layers: none)",
+	"architecture.hyper_connections": "qwen4_exp: the residual is count streams, mixed through gated residual blocks",
+	"architecture.indexer":           "qwen4_exp: QSA block selection (pooled keys of compress_ratio tokens, top budget/ratio blocks)",
+	"architecture.ple":               "qwen4_exp: the hashed n-gram store and the PLE layers (1-based layer_ids) that read it",
+	"quant":                          "storage format per tensor class; norms, gates and other small vectors stay f32",
+	"windows":                        "window shapes to generate: decode rows 1 … max_decode_rows, and prefill chunks",
+	"runtime":                        "defaults the runtime starts from; flags override them",
 }
 
 var fieldDocs = map[string]string{
@@ -105,6 +108,9 @@ func writeTable(b *bytes.Buffer, prefix string, v reflect.Value) error {
 			continue
 		}
 		path := joinPath(prefix, name)
+		if optionalFields[path] && v.Field(i).Kind() == reflect.Slice && v.Field(i).Len() == 0 {
+			continue
+		}
 		val, err := formatValue(v.Field(i))
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -121,6 +127,9 @@ func writeTable(b *bytes.Buffer, prefix string, v reflect.Value) error {
 			continue
 		}
 		path := joinPath(prefix, name)
+		if optionalFields[path] && v.Field(i).IsZero() {
+			continue // a feature the model does not have
+		}
 		b.WriteString("\n[" + path + "]")
 		if doc := sectionDocs[path]; doc != "" {
 			b.WriteString(" # " + doc)

@@ -118,6 +118,29 @@ func (t Tensor) Int32s() ([]int32, error) {
 	return out, nil
 }
 
+// Int64s decodes I64 and I32 data to int64 (HF stores the n-gram hash
+// parameters as int64 and they exceed 32 bits).
+func (t Tensor) Int64s() ([]int64, error) {
+	n := t.Elements()
+	if err := t.checkLen(n); err != nil {
+		return nil, err
+	}
+	out := make([]int64, n)
+	switch t.DType {
+	case "I64":
+		for i := range out {
+			out[i] = int64(binary.LittleEndian.Uint64(t.Data[8*i:]))
+		}
+	case "I32":
+		for i := range out {
+			out[i] = int64(int32(binary.LittleEndian.Uint32(t.Data[4*i:])))
+		}
+	default:
+		return nil, fmt.Errorf("tensor %s: cannot decode dtype %s as int64", t.Name, t.DType)
+	}
+	return out, nil
+}
+
 // checkLen guards the decoders against a hand-built Tensor whose Data does
 // not match its shape (tensors from Open are validated already).
 func (t Tensor) checkLen(n int) error {

@@ -31,8 +31,52 @@ func NewHF(ck *safetensors.Checkpoint, cfg *models.Config) *HF {
 	return &HF{ck: ck, cfg: cfg, resolved: map[string]*binding{}}
 }
 
-// Per-layer roles that map one-to-one onto an HF tensor under model.layers.{l}.
-var qwen3NextLayer = map[string]string{
+// Roles outside the layers; {text} stands for the decoder's prefix.
+var topLevel = map[string]string{
+	"embed":                     "{text}embed_tokens.weight",
+	"final_norm":                "{text}norm.weight",
+	"head":                      "lm_head.weight",
+	"mixer.norm":                "{text}hyper_connection_mixer.hc_norm.weight",
+	"mixer.down":                "{text}hyper_connection_mixer.input_mix_weight_down.weight",
+	"mixer.up":                  "{text}hyper_connection_mixer.input_mix_weight_up.weight",
+	"mtp.fc":                    "mtp.fc.weight",
+	"mtp.norm":                  "mtp.norm.weight",
+	"mtp.fc_embedding":          "mtp.fc_embedding.weight",
+	"mtp.fc_hidden":             "mtp.fc_hidden.weight",
+	"mtp.pre_fc_norm_embedding": "mtp.pre_fc_norm_embedding.weight",
+	"mtp.pre_fc_norm_hidden":    "mtp.pre_fc_norm_hidden.weight",
+	"mtp.mixer.norm":            "mtp.hyper_connection_mixer.hc_norm.weight",
+	"mtp.mixer.down":            "mtp.hyper_connection_mixer.input_mix_weight_down.weight",
+	"mtp.mixer.up":              "mtp.hyper_connection_mixer.input_mix_weight_up.weight",
+}
+
+// Per-layer roles that map one-to-one onto an HF tensor under a layer's
+// prefix (model.layers.{l}. or mtp.layers.{l}.), for both model types.
+var layerRoles = map[string]string{
+	// qwen4_exp: hyper-connections, separate GDN projections, the QSA indexer, PLE.
+	"attn_hc.norm":      "attn_hyper_connection.hc_norm.weight",
+	"attn_hc.down":      "attn_hyper_connection.input_mix_weight_down.weight",
+	"attn_hc.up":        "attn_hyper_connection.input_mix_weight_up.weight",
+	"attn_hc.inject":    "attn_hyper_connection.block_inject_weight.weight",
+	"mlp_hc.norm":       "mlp_hyper_connection.hc_norm.weight",
+	"mlp_hc.down":       "mlp_hyper_connection.input_mix_weight_down.weight",
+	"mlp_hc.up":         "mlp_hyper_connection.input_mix_weight_up.weight",
+	"mlp_hc.inject":     "mlp_hyper_connection.block_inject_weight.weight",
+	"gdn.qkv":           "linear_attn.in_proj_qkv.weight",
+	"gdn.z":             "linear_attn.in_proj_z.weight",
+	"gdn.b":             "linear_attn.in_proj_b.weight",
+	"gdn.a":             "linear_attn.in_proj_a.weight",
+	"attn.index_qk":     "self_attn.indexer.index_qk_proj.weight",
+	"attn.index_q_norm": "self_attn.indexer.q_layernorm.weight",
+	"attn.index_k_norm": "self_attn.indexer.k_layernorm.weight",
+	"ple.key":           "ple.key_proj.weight",
+	"ple.value":         "ple.value_proj.weight",
+	"ple.norm_key":      "ple.norm_key.weight",
+	"ple.norm_query":    "ple.norm_query.weight",
+	"ple.norm_conv":     "ple.norm_conv.weight",
+	"ple.conv":          "ple.conv1d.weight",
+	// both
+
 	"attn_norm":       "input_layernorm.weight",
 	"ffn_norm":        "post_attention_layernorm.weight",
 	"gdn.qkvz":        "linear_attn.in_proj_qkvz.weight",
@@ -197,6 +241,12 @@ func convert(s segment, to *quant.Format, dst []byte) error {
 func (h *HF) Check(specs []models.TensorSpec) error {
 	var errs []error
 	for _, s := range specs {
+		if s.Host() {
+			if _, err := h.NgramTable(s); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if _, err := h.resolve(s); err != nil {
 			errs = append(errs, err)
 		}
@@ -209,7 +259,8 @@ func (h *HF) resolve(spec models.TensorSpec) (*binding, error) {
 	if h.cfg == nil {
 		return nil, fmt.Errorf("role %s: no model config", spec.Name)
 	}
-	if mt := h.cfg.Architecture.ModelType; mt != models.TypeQwen3Next {
+	mt := h.cfg.Architecture.ModelType
+	if mt != models.TypeQwen3Next && mt != models.TypeQwen4Exp {
 		return nil, fmt.Errorf("role %s: no HF tensor mapping for model type %q", spec.Name, mt)
 	}
 	b := &binding{role: spec.Name, shape: spec.Shape, slab: spec.Elements()}
@@ -217,28 +268,27 @@ func (h *HF) resolve(spec models.TensorSpec) (*binding, error) {
 		b.slab /= spec.Shape[0]
 	}
 	b.stride = b.slab
+	text := h.textPrefix()
 
-	switch spec.Name {
-	case "embed":
-		return b, h.direct(b, "model.embed_tokens.weight", spec.Shape)
-	case "final_norm":
-		return b, h.direct(b, "model.norm.weight", spec.Shape)
-	case "head":
+	if name, ok := topLevel[spec.Name]; ok {
+		name = strings.Replace(name, "{text}", text, 1)
 		// Tied: HF points lm_head at the embeddings, whatever the file holds.
-		if h.cfg.Architecture.TieWordEmbeddings {
-			return b, h.direct(b, "model.embed_tokens.weight", spec.Shape)
+		if spec.Name == "head" && h.cfg.Architecture.TieWordEmbeddings {
+			name = text + "embed_tokens.weight"
 		}
-		return b, h.direct(b, "lm_head.weight", spec.Shape)
+		return b, h.direct(b, name, spec.Shape)
 	}
 
-	layer, role, ok := h.splitLayer(spec.Name)
+	prefix, role, ok := h.splitLayer(spec.Name)
 	if !ok {
-		return nil, fmt.Errorf("unknown tensor role %q for %s", spec.Name, models.TypeQwen3Next)
+		return nil, fmt.Errorf("unknown tensor role %q for %s", spec.Name, mt)
 	}
-	prefix := "model.layers." + strconv.Itoa(layer) + "."
-	if name, ok := qwen3NextLayer[role]; ok {
+	if !strings.HasPrefix(prefix, "mtp.") {
+		prefix = text + prefix
+	}
+	if name, ok := layerRoles[role]; ok {
 		hfShape := spec.Shape
-		if role == "gdn.conv" && len(spec.Shape) == 2 {
+		if (role == "gdn.conv" || role == "ple.conv") && len(spec.Shape) == 2 {
 			// HF keeps Conv1d's in-channels-per-group axis (1); same bytes.
 			hfShape = []int{spec.Shape[0], 1, spec.Shape[1]}
 		}
@@ -247,24 +297,39 @@ func (h *HF) resolve(spec models.TensorSpec) (*binding, error) {
 	if ex, ok := qwen3NextExperts[role]; ok {
 		return b, h.experts(b, prefix, ex.proj, ex.fused, ex.half)
 	}
-	return nil, fmt.Errorf("unknown tensor role %q for %s", spec.Name, models.TypeQwen3Next)
+	return nil, fmt.Errorf("unknown tensor role %q for %s", spec.Name, mt)
 }
 
-// splitLayer parses "layers.{l}.{role}" with l a layer of the config.
-func (h *HF) splitLayer(name string) (int, string, bool) {
+// textPrefix is where the decoder's tensors live: "model." for text-only
+// checkpoints (the oracles), "model.language_model." for the multimodal
+// Qwen3.8 release.
+func (h *HF) textPrefix() string {
+	if _, ok := h.ck.Tensor("model.language_model.embed_tokens.weight"); ok {
+		return "model.language_model."
+	}
+	return "model."
+}
+
+// splitLayer parses "layers.{l}.{role}" (l a layer of the config) or
+// "mtp.layers.{l}.{role}" (l an MTP layer) into the layer's prefix and role.
+func (h *HF) splitLayer(name string) (string, string, bool) {
+	group, count := "layers.", h.cfg.Architecture.NumLayers
 	rest, ok := strings.CutPrefix(name, "layers.")
 	if !ok {
-		return 0, "", false
+		if rest, ok = strings.CutPrefix(name, "mtp.layers."); !ok {
+			return "", "", false
+		}
+		group, count = "mtp.layers.", h.cfg.Architecture.MTP.NumLayers
 	}
 	num, role, ok := strings.Cut(rest, ".")
 	if !ok {
-		return 0, "", false
+		return "", "", false
 	}
 	l, err := strconv.Atoi(num)
-	if err != nil || l < 0 || l >= h.cfg.Architecture.NumLayers || strconv.Itoa(l) != num {
-		return 0, "", false
+	if err != nil || l < 0 || l >= count || strconv.Itoa(l) != num {
+		return "", "", false
 	}
-	return l, role, true
+	return group + num + ".", role, true
 }
 
 // direct binds a role stored as one HF tensor of shape want.
