@@ -17,14 +17,6 @@ const (
 	BufParams  = "params"
 )
 
-// Params fields. Every window writes rows (how many of the T rows are live),
-// pos (the position of row 0) and the token ids of the live rows.
-const (
-	ParamRows   = "rows"
-	ParamPos    = "pos"
-	ParamTokens = "tokens"
-)
-
 // align is the alignment of every region: enough for any vector load and a
 // multiple of every element size.
 const align = 256
@@ -63,6 +55,9 @@ func layoutWeights(c *models.Config) (*weightLayout, error) {
 	specs := c.Tensors()
 	for i := 0; i < len(specs); i++ {
 		s := specs[i]
+		if s.Host() {
+			continue // gathered by the host, never in a device buffer
+		}
 		f, err := quant.Lookup(s.Format(c.Quant))
 		if err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", s.Name, err)

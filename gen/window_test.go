@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/strata-llm/strata/graph"
@@ -46,11 +47,14 @@ func TestWindowDeterministic(t *testing.T) {
 }
 
 // The real model's weights add up to the published size of Qwen3-Next-80B-A3B
-// (80B total, 3B active per token; our list leaves out the MTP layer).
+// (80B total, 3B active per token, not counting the MTP layer).
 func TestRealModelParameterCount(t *testing.T) {
 	c := loadModel(t, "qwen3-next-80b-a3b")
 	var total, experts float64
 	for _, s := range c.Tensors() {
+		if strings.HasPrefix(s.Name, "mtp.") {
+			continue
+		}
 		n := float64(s.Elements())
 		total += n
 		if s.Class == models.ClassExperts {
@@ -90,7 +94,8 @@ func TestWindowStructure(t *testing.T) {
 		}
 	}
 	ex, _ := g.Buffer(BufExperts)
-	want := int64(a.NumLayers) * int64(a.MoE.NumExperts) * 3 * int64(a.MoE.IntermediateSize) * int64(a.HiddenSize) * 2 // bf16
+	// Every trunk layer and the MTP layer hold 512 bf16 experts.
+	want := int64(a.NumLayers+a.MTP.NumLayers) * int64(a.MoE.NumExperts) * 3 * int64(a.MoE.IntermediateSize) * int64(a.HiddenSize) * 2
 	if ex.Size != want {
 		t.Errorf("experts buffer %d bytes, want %d", ex.Size, want)
 	}

@@ -82,33 +82,44 @@ func rmsScale(x []float32, eps float64) float64 {
 
 func embed(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim, vocab := a.int("dim"), a.int("vocab")
+	dim, vocab, copies := a.int("dim"), a.int("vocab"), a.int("copies")
 	table := a.matrix("table", a.int("wfmt"), vocab, dim)
-	x := a.f32n("x", p.max*dim)
+	W := dim * copies // hyper-connection streams start as copies of the embedding
+	x := a.f32n("x", p.max*W)
 	return func() {
 		for t := 0; t < p.rows(); t++ {
 			tok := p.token(t)
 			if tok >= vocab { // the runtime validates tokens; never read past the table
 				continue
 			}
-			copy(x[t*dim:(t+1)*dim], table.row(tok, x[t*dim:(t+1)*dim]))
+			row := x[t*W : t*W+dim]
+			copy(row, table.row(tok, row))
+			for s := 1; s < copies; s++ {
+				copy(x[t*W+s*dim:t*W+(s+1)*dim], row)
+			}
 		}
 	}, a.err
 }
 
-// rmsnorm: y = x·rsqrt(mean(x²)+eps)·(1+w) (zero-centred) or ·w.
+// rmsnorm: y = x·rsqrt(mean(x²)+eps)·(1+w) (zero-centred) or ·w, with the
+// statistics taken per group of values (hyper-connection streams).
 func rmsnorm(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim := a.int("dim")
+	dim, group := a.int("dim"), a.int("group")
 	one := float64(a.int("zero_centred"))
 	eps := a.scalar("eps")
 	x, w, y := a.f32n("x", p.max*dim), a.f32n("w", dim), a.f32n("y", p.max*dim)
+	if a.err == nil && (group <= 0 || dim%group != 0) {
+		a.fail(fmt.Errorf("group %d does not divide dim %d", group, dim))
+	}
 	return func() {
 		for t := 0; t < p.rows(); t++ {
-			xr, yr := x[t*dim:(t+1)*dim], y[t*dim:(t+1)*dim]
-			s := rmsScale(xr, eps)
-			for i := range xr {
-				yr[i] = float32(float64(float32(float64(xr[i])*s)) * (one + float64(w[i])))
+			for g := t * dim; g < (t+1)*dim; g += group {
+				xr, yr, wr := x[g:g+group], y[g:g+group], w[g-t*dim:g-t*dim+group]
+				s := rmsScale(xr, eps)
+				for i := range xr {
+					yr[i] = float32(float64(float32(float64(xr[i])*s)) * (one + float64(wr[i])))
+				}
 			}
 		}
 	}, a.err
@@ -166,16 +177,36 @@ func copyLastRow(d *graph.Dispatch, a *args) (func(), error) {
 }
 
 // gdnDims are the Gated DeltaNet head counts and sizes of a dispatch.
-type gdnDims struct{ nk, nv, dk, dv, r, group, keyDim, valueDim int }
+type gdnDims struct {
+	nk, nv, dk, dv, r, group, keyDim, valueDim, convDim int
+	grouped                                             bool // Qwen3-Next's interleaved qkvz / ba rows
+}
 
 func (a *args) gdnDims() gdnDims {
-	g := gdnDims{nk: a.int("nk"), nv: a.int("nv"), dk: a.int("dk"), dv: a.int("dv")}
+	g := gdnDims{nk: a.int("nk"), nv: a.int("nv"), dk: a.int("dk"), dv: a.int("dv"), grouped: a.int("grouped") != 0}
 	if g.nk > 0 {
 		g.r = g.nv / g.nk
 	}
 	g.group = 2*g.dk + 2*g.r*g.dv // q, k, then v and z of the group's r value heads
 	g.keyDim, g.valueDim = g.nk*g.dk, g.nv*g.dv
+	g.convDim = 2*g.keyDim + g.valueDim
 	return g
+}
+
+// inWidth is the row width of the conv's input: qkvz (grouped) or qkv.
+func (g gdnDims) inWidth() int {
+	if g.grouped {
+		return g.group * g.nk
+	}
+	return g.convDim
+}
+
+// inIndex maps a conv channel to its place in an input row.
+func (g gdnDims) inIndex(c int) int {
+	if g.grouped {
+		return g.qkvzIndex(c)
+	}
+	return c
 }
 
 // qkvzIndex maps a conv channel (flat q | k | v order) to its place in a row
@@ -203,16 +234,20 @@ func gdnConv(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	g := a.gdnDims()
 	K := a.int("kernel")
-	C := 2*g.keyDim + g.valueDim
-	width := g.group * g.nk
-	qkvz, w := a.f32n("qkvz", p.max*width), a.f32n("w", C*K)
+	C := g.convDim
+	width := g.inWidth()
+	inName := "qkv"
+	if g.grouped {
+		inName = "qkvz"
+	}
+	qkvz, w := a.f32n(inName, p.max*width), a.f32n("w", C*K)
 	state, y := a.f32n("state", (K-1)*C), a.f32n("y", p.max*C)
 	return func() {
 		n := p.rows()
 		parallel(C, n*K, func(lo, hi int) {
 			hist := make([]float32, K-1+n)
 			for c := lo; c < hi; c++ {
-				src := g.qkvzIndex(c)
+				src := g.inIndex(c)
 				for j := 0; j < K-1; j++ {
 					hist[j] = state[j*C+c]
 				}
@@ -239,16 +274,27 @@ func gdnConv(d *graph.Dispatch, a *args) (func(), error) {
 func gdnGates(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	g := a.gdnDims()
-	ba := a.f32n("ba", p.max*2*g.nv)
+	// Grouped: per key head, b of its r value heads then a. Flat: b and a apart.
+	var bIn, aIn []float32
+	bStride, aStride := g.nv, g.nv
+	if g.grouped {
+		bIn = a.f32n("ba", p.max*2*g.nv)
+		aIn, bStride, aStride = bIn, 2*g.nv, 2*g.nv
+	} else {
+		bIn, aIn = a.f32n("b", p.max*g.nv), a.f32n("a", p.max*g.nv)
+	}
 	aLog, dtBias := a.f32n("a_log", g.nv), a.f32n("dt_bias", g.nv)
 	beta, decay := a.f32n("beta", p.max*g.nv), a.f32n("g", p.max*g.nv)
 	return func() {
 		for t := 0; t < p.rows(); t++ {
-			row := ba[t*2*g.nv : (t+1)*2*g.nv]
 			for j := 0; j < g.nv; j++ {
-				grp := j / g.r * 2 * g.r
-				b := float64(row[grp+j%g.r])
-				av := float64(row[grp+g.r+j%g.r]) + float64(dtBias[j])
+				bi, ai := j, j
+				if g.grouped {
+					grp := j / g.r * 2 * g.r
+					bi, ai = grp+j%g.r, grp+g.r+j%g.r
+				}
+				b := float64(bIn[t*bStride+bi])
+				av := float64(aIn[t*aStride+ai]) + float64(dtBias[j])
 				sp := av
 				if av <= 20 { // torch's softplus threshold
 					sp = math.Log1p(math.Exp(av))
@@ -278,7 +324,7 @@ func l2normalize(v []float32, extra float64) {
 func gdnRule(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	g := a.gdnDims()
-	C := 2*g.keyDim + g.valueDim
+	C := g.convDim
 	conv := a.f32n("conv", p.max*C)
 	beta, decay := a.f32n("beta", p.max*g.nv), a.f32n("g", p.max*g.nv)
 	state, o := a.f32n("state", g.nv*g.dk*g.dv), a.f32n("o", p.max*g.valueDim)
@@ -332,13 +378,21 @@ func gdnRule(d *graph.Dispatch, a *args) (func(), error) {
 	}, a.err
 }
 
-// gdnNormGate: per value head, y = w·(o·rsqrt(mean(o²)+eps)) · silu(z).
+// gdnNormGate: per value head, y = w·(o·rsqrt(mean(o²)+eps)) · act(z), act
+// SiLU (Qwen3-Next) or sigmoid (Qwen3.8's output_gate_type).
 func gdnNormGate(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	g := a.gdnDims()
 	eps := a.scalar("eps")
-	width := g.group * g.nk
-	o, qkvz := a.f32n("o", p.max*g.valueDim), a.f32n("qkvz", p.max*width)
+	act := silu
+	if a.int("gate_sigmoid") != 0 {
+		act = sigmoid
+	}
+	zName, width, zIndex := "z", g.valueDim, func(j, i int) int { return j*g.dv + i }
+	if g.grouped {
+		zName, width, zIndex = "qkvz", g.inWidth(), g.zIndex
+	}
+	o, zIn := a.f32n("o", p.max*g.valueDim), a.f32n(zName, p.max*width)
 	w, y := a.f32n("w", g.dv), a.f32n("y", p.max*g.valueDim)
 	return func() {
 		for t := 0; t < p.rows(); t++ {
@@ -346,8 +400,8 @@ func gdnNormGate(d *graph.Dispatch, a *args) (func(), error) {
 				oh := o[t*g.valueDim+j*g.dv : t*g.valueDim+(j+1)*g.dv]
 				s := rmsScale(oh, eps)
 				for i := range oh {
-					z := float64(qkvz[t*width+g.zIndex(j, i)])
-					y[t*g.valueDim+j*g.dv+i] = float32(float64(float32(float64(w[i])*float64(float32(float64(oh[i])*s)))) * silu(z))
+					z := float64(zIn[t*width+zIndex(j, i)])
+					y[t*g.valueDim+j*g.dv+i] = float32(float64(float32(float64(w[i])*float64(float32(float64(oh[i])*s)))) * act(z))
 				}
 			}
 		}
@@ -377,24 +431,10 @@ func attnPrep(d *graph.Dispatch, a *args) (func(), error) {
 	qn, kn := a.f32n("q_norm", hd), a.f32n("k_norm", hd)
 	q := a.f32n("q", p.max*ad.heads*hd)
 	kc, vc := a.f32n("kcache", ad.ctx*kvDim), a.f32n("vcache", ad.ctx*kvDim)
-	half := ad.rotDim / 2
-	// inv_freq in float32, as HF computes it.
-	invFreq := make([]float32, half)
-	for i := range invFreq {
-		invFreq[i] = float32(1 / math.Pow(theta, float64(float32(float64(2*i)/float64(ad.rotDim)))))
-	}
+	rot := newRope(theta, ad.rotDim)
 	normRope := func(src, dst, w []float32, pos int) {
-		s := rmsScale(src, eps)
-		for i := range src {
-			dst[i] = float32(float64(float32(float64(src[i])*s)) * (1 + float64(w[i])))
-		}
-		for i := 0; i < half; i++ {
-			ang := float32(float32(pos) * invFreq[i])
-			c, sn := float64(float32(math.Cos(float64(ang)))), float64(float32(math.Sin(float64(ang))))
-			x0, x1 := float64(dst[i]), float64(dst[i+half])
-			dst[i] = float32(x0*c - x1*sn)
-			dst[i+half] = float32(x1*c + x0*sn)
-		}
+		normalize1p(src, dst, w, eps)
+		rot.apply(dst, pos)
 	}
 	return func() {
 		for t := 0; t < p.rows(); t++ {
@@ -426,9 +466,19 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 	y := a.f32n("y", p.max*ad.heads*hd)
 	scale := 1 / math.Sqrt(float64(hd))
 	group := ad.heads / ad.kvHeads
+	sparse := a.int("sparse") != 0
+	var sel, count []uint32
+	ratio, topK := a.int("ratio"), a.int("top_k")
+	if sparse {
+		sel, count = a.u32("sel"), a.u32("count")
+		if a.err == nil && (len(sel) < p.max*topK || len(count) < p.max) {
+			a.fail(fmt.Errorf("selection bindings too small"))
+		}
+	}
 	return func() {
 		n := p.rows()
 		parallel(n*ad.heads, (p.pos()+n)*hd, func(lo, hi int) {
+			keys := make([]int, 0, p.pos()+n)
 			scores := make([]float64, p.pos()+n)
 			acc := make([]float64, hd)
 			for th := lo; th < hi; th++ {
@@ -436,27 +486,43 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 				kvh := h / group
 				qh := q[(t*ad.heads+h)*hd:][:hd]
 				last := p.pos() + t
+				keys = keys[:0]
+				if sparse && count[t] != denseSelection {
+					// Selected blocks (ascending), then the forced tail.
+					for _, j := range sel[t*topK : t*topK+int(count[t])] {
+						for s := int(j) * ratio; s < int(j+1)*ratio; s++ {
+							keys = append(keys, s)
+						}
+					}
+					for s := (last + 1) / ratio * ratio; s <= last; s++ {
+						keys = append(keys, s)
+					}
+				} else {
+					for s := 0; s <= last; s++ {
+						keys = append(keys, s)
+					}
+				}
 				mx := math.Inf(-1)
-				for s := 0; s <= last; s++ {
+				for k, s := range keys {
 					var dsum float64
 					ks := kc[s*kvDim+kvh*hd:][:hd]
 					for i := range qh {
 						dsum += float64(qh[i]) * float64(ks[i])
 					}
-					scores[s] = dsum * scale
-					mx = math.Max(mx, scores[s])
+					scores[k] = dsum * scale
+					mx = math.Max(mx, scores[k])
 				}
 				var z float64
-				for s := 0; s <= last; s++ {
-					scores[s] = math.Exp(scores[s] - mx)
-					z += scores[s]
+				for k := range keys {
+					scores[k] = math.Exp(scores[k] - mx)
+					z += scores[k]
 				}
 				for i := range acc {
 					acc[i] = 0
 				}
-				for s := 0; s <= last; s++ {
+				for k, s := range keys {
 					vs := vc[s*kvDim+kvh*hd:][:hd]
-					w := scores[s] / z
+					w := scores[k] / z
 					for i := range acc {
 						acc[i] += w * float64(vs[i])
 					}
@@ -610,11 +676,13 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	}, a.err
 }
 
-// moeCombine: x += routed + sigmoid(shared_gate)·shared.
+// moeCombine: x (+)= routed + sigmoid(shared_gate)·shared; added to x for a
+// plain residual, written for a hyper-connection inject.
 func moeCombine(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	dim := a.int("dim")
 	hasShared := a.int("shared") != 0
+	add := a.int("add") != 0
 	x, routed := a.f32n("x", p.max*dim), a.f32n("routed", p.max*dim)
 	var shared, sg []float32
 	if hasShared {
@@ -631,7 +699,11 @@ func moeCombine(d *graph.Dispatch, a *args) (func(), error) {
 				if hasShared {
 					mlp = float64(float32(mlp + float64(float32(gate*float64(shared[i])))))
 				}
-				x[i] = float32(float64(x[i]) + mlp)
+				if add {
+					x[i] = float32(float64(x[i]) + mlp)
+				} else {
+					x[i] = float32(mlp)
+				}
 			}
 		}
 	}, a.err

@@ -56,6 +56,14 @@ var families = map[string]kernelFunc{
 	"moe_down":      moeDown,
 	"moe_combine":   moeCombine,
 	"copy_last_row": copyLastRow,
+	"hc_act":        hcAct,
+	"hc_mix":        hcMix,
+	"hc_inject":     hcInject,
+	"ple_gate":      pleGate,
+	"ple_conv":      pleConv,
+	"index_prep":    indexPrep,
+	"index_pool":    indexPool,
+	"index_select":  indexSelect,
 }
 
 // Compile binds every dispatch of g to mem.

@@ -10,14 +10,33 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/weights"
 )
 
 // WeightSource fills weight tensors: the whole tensor (index −1) or slice index
 // of a stacked one, converted to format, into dst.
 type WeightSource interface {
 	Read(spec models.TensorSpec, index int, format string, dst []byte) error
+}
+
+// NgramSource is a WeightSource that also serves the PLE layers' n-gram
+// tables, row by row (they stay on disk).
+type NgramSource interface {
+	NgramTable(spec models.TensorSpec) (*weights.NgramTable, error)
+	// CheckNgram compares stored hash parameters, when the checkpoint has
+	// them, with the computed ones.
+	CheckNgram(layer int, multipliers, primes, offsets []int64) error
+}
+
+// pleLayer is what the host does for one PLE layer before each window: hash
+// the tokens to table rows and gather them into the params buffer.
+type pleLayer struct {
+	layer int
+	hash  *ngram.Table
+	table *weights.NgramTable
 }
 
 // Model is a loaded model: its config, one program per window shape, and the
@@ -27,6 +46,8 @@ type Model struct {
 	mem      *buffers.Memory
 	shapes   []int // ascending window row counts
 	programs map[int]*cpu.Program
+	ple      []pleLayer
+	eos      int // resets n-gram context; -1 without PLE
 }
 
 // Load allocates memory for graphs (one per window shape, of model c), fills
@@ -39,8 +60,11 @@ func Load(c *models.Config, graphs []*graph.Graph, src WeightSource) (*Model, er
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	m := &Model{Config: c, mem: mem, programs: map[int]*cpu.Program{}}
+	m := &Model{Config: c, mem: mem, programs: map[int]*cpu.Program{}, eos: -1}
 	if err := m.fillWeights(graphs[0], src); err != nil {
+		return nil, err
+	}
+	if err := m.openNgram(src); err != nil {
 		return nil, err
 	}
 	for _, g := range graphs {
@@ -91,6 +115,42 @@ func (m *Model) fillWeights(g *graph.Graph, src WeightSource) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// openNgram prepares the host side of every PLE layer.
+func (m *Model) openNgram(src WeightSource) error {
+	a := &m.Config.Architecture
+	if len(a.PLE.LayerIDs) == 0 {
+		return nil
+	}
+	ns, ok := src.(NgramSource)
+	if !ok {
+		return fmt.Errorf("model %s has PLE layers, but its weight source cannot serve n-gram tables", m.Config.Name)
+	}
+	m.eos = a.EOSTokenIDs[0]
+	specs := map[string]models.TensorSpec{}
+	for _, s := range m.Config.Tensors() {
+		specs[s.Name] = s
+	}
+	for l := 0; l < a.NumLayers; l++ {
+		ord := a.PLE.Ordinal(l)
+		if ord < 0 {
+			continue
+		}
+		hash, err := ngram.New(a.NgramParams(ord))
+		if err != nil {
+			return fmt.Errorf("model %s, layer %d: %w", m.Config.Name, l, err)
+		}
+		if err := ns.CheckNgram(l, hash.Multipliers, hash.Primes, hash.Offsets); err != nil {
+			return err
+		}
+		table, err := ns.NgramTable(specs[models.LayerTensor(l, "ple.table")])
+		if err != nil {
+			return err
+		}
+		m.ple = append(m.ple, pleLayer{layer: l, hash: hash, table: table})
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/buffers"
 )
@@ -17,14 +18,19 @@ func quantFormat(name string) (*quant.Format, error) { return quant.Lookup(name)
 type Session struct {
 	m   *Model
 	pos int
+	// history holds each PLE layer's n-gram context (the last tokens), which
+	// lives on the host because the host hashes the tokens.
+	history []ngram.History
 }
 
 // NewSession starts a sequence at position 0, clearing the model state.
 func (m *Model) NewSession() *Session {
-	for _, name := range []string{"state"} {
-		clear(m.mem.Buffer(name))
+	clear(m.mem.Buffer("state"))
+	s := &Session{m: m}
+	for _, p := range m.ple {
+		s.history = append(s.history, p.hash.Fresh(m.eos))
 	}
-	return &Session{m: m}
+	return s
 }
 
 // Pos is the number of tokens the session has consumed.
@@ -62,8 +68,13 @@ func (s *Session) Window(tokens []int) ([][]float32, error) {
 	if err := s.writeParams(p.Graph, tokens); err != nil {
 		return nil, err
 	}
+	next, err := s.gatherNgrams(p.Graph, tokens)
+	if err != nil {
+		return nil, err
+	}
 	p.Run()
 	s.pos += n
+	s.history = next
 	out, err := p.Graph.Output(0)
 	if err != nil {
 		return nil, err
@@ -92,18 +103,39 @@ func (s *Session) writeParams(g *graph.Graph, tokens []int) error {
 		binary.LittleEndian.PutUint32(buf[p.Offset+4*int64(i):], v)
 		return nil
 	}
-	if err := put("rows", 0, uint32(len(tokens))); err != nil {
+	if err := put(graph.ParamRows, 0, uint32(len(tokens))); err != nil {
 		return err
 	}
-	if err := put("pos", 0, uint32(s.pos)); err != nil {
+	if err := put(graph.ParamPos, 0, uint32(s.pos)); err != nil {
 		return err
 	}
 	for i, t := range tokens {
-		if err := put("tokens", i, uint32(t)); err != nil {
+		if err := put(graph.ParamTokens, i, uint32(t)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// gatherNgrams hashes the window's tokens to n-gram table rows for every PLE
+// layer and gathers the rows into the params buffer. The row ids are a pure
+// function of the tokens, so this happens before the window runs. It returns
+// the histories after the window.
+func (s *Session) gatherNgrams(g *graph.Graph, tokens []int) ([]ngram.History, error) {
+	var next []ngram.History
+	for i, p := range s.m.ple {
+		ids, h := p.hash.RowIDs(s.history[i], tokens, s.m.eos)
+		field, ok := g.Param(graph.ParamPLE(p.layer))
+		if !ok {
+			return nil, fmt.Errorf("window graph T=%d has no params field for PLE layer %d", g.Rows, p.layer)
+		}
+		dst := buffers.Float32s(s.m.mem.Buffer("params")[field.Offset : field.Offset+4*int64(field.Count)])
+		if err := p.table.Gather(ids, dst); err != nil {
+			return nil, err
+		}
+		next = append(next, h)
+	}
+	return next, nil
 }
 
 // Argmax is greedy sampling: the first index of the largest logit.

@@ -1,0 +1,376 @@
+package gen
+
+import (
+	"fmt"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+)
+
+// build emits the whole window: embedding, every layer, the final norm (or
+// mixer) and the head.
+func (b *builder) build(opt Options) {
+	a := b.a
+	H := a.HiddenSize
+	b.paramList = []graph.Param{
+		{Name: graph.ParamRows, Offset: 0, Count: 1},
+		{Name: graph.ParamPos, Offset: 4, Count: 1},
+		{Name: graph.ParamTokens, Offset: 16, Count: b.T},
+	}
+	header := b.params.alloc(16 + 4*int64(b.T))
+	params := in("params", header)
+	// The host writes each PLE layer's gathered n-gram rows into params too.
+	b.pleRows = map[int]graph.Range{}
+	for l := 0; l < a.NumLayers; l++ {
+		if a.PLE.Ordinal(l) >= 0 {
+			r := b.params.alloc(int64(b.T * a.PLE.EmbedDim * f32))
+			b.pleRows[l] = r
+			b.paramList = append(b.paramList, graph.Param{Name: graph.ParamPLE(l), Offset: r.Offset, Count: b.T * a.PLE.EmbedDim})
+		}
+	}
+
+	streams := max(a.HyperConnections.Count, 1)
+	W := streams * H // residual width: hyper-connection streams side by side
+	x := b.rowsScratch("x", W)
+	embed := b.w.tensor("embed")
+	b.emit("embed_"+embed.Format, "embed", -1, cs("rows", b.T, "dim", H, "vocab", a.VocabSize, "copies", streams, "wfmt", formatCode(embed)), nil,
+		[3]int{b.T, 1, 1}, rowGroup(H), params, in("table", b.w.whole("embed")), out("x", x))
+
+	for l := 0; l < a.NumLayers; l++ {
+		if a.ModelType == models.TypeQwen4Exp {
+			b.qwen4Layer(l, params, x)
+		} else {
+			b.qwen3Layer(l, params, x)
+		}
+	}
+
+	fin := x
+	b.logitRows = b.T
+	if opt.LastRowLogits {
+		b.logitRows = 1
+		fin = b.scratch("x_last", 1, W)
+		b.emit("copy_last_row", "copy_last_row", -1, cs("rows", b.T, "dim", W), nil, [3]int{1, 1, 1}, rowGroup(W),
+			params, in("x", x), out("y", fin))
+	}
+	var fn graph.Range
+	if a.HyperConnections.Count > 0 {
+		fn, _ = b.hcRead(-1, "mixer.", params, fin, b.logitRows, false)
+	} else {
+		fn = b.scratch("final_normed", b.logitRows, H)
+		b.rmsnormRows(-1, params, fin, "final_norm", fn, H, H, b.logitRows)
+	}
+	b.logits = b.scratch("logits", b.logitRows, a.VocabSize)
+	b.matmulRows(-1, params, "head", fn, b.logits, b.logitRows)
+}
+
+// qwen3Layer: pre-norm mixer and MoE, each with a plain residual add.
+func (b *builder) qwen3Layer(l int, params graph.Binding, x graph.Range) {
+	H := b.a.HiddenSize
+	xn := b.rowsScratch("xn", H)
+	b.rmsnorm(l, params, x, models.LayerTensor(l, "attn_norm"), xn, H, H)
+	mix := b.rowsScratch("mix", H)
+	b.mixer(l, params, xn, mix)
+	b.emit("residual_add", "residual_add", l, cs("rows", b.T, "dim", H), nil, [3]int{b.T, 1, 1}, rowGroup(H),
+		params, inout("x", x), in("y", mix))
+	b.rmsnorm(l, params, x, models.LayerTensor(l, "ffn_norm"), xn, H, H)
+	b.moe(l, params, xn, x, true)
+}
+
+// qwen4Layer: PLE (on its layers), then the mixer and the MoE, each read from
+// and injected into the hyper-connection streams by a gated residual.
+func (b *builder) qwen4Layer(l int, params graph.Binding, x graph.Range) {
+	H := b.a.HiddenSize
+	if ord := b.a.PLE.Ordinal(l); ord >= 0 {
+		b.ple(l, params, x)
+	}
+	p := fmt.Sprintf("layers.%d.", l)
+	mix := b.rowsScratch("mix", H)
+	yin, c := b.hcRead(l, p+"attn_hc.", params, x, b.T, true)
+	b.mixer(l, params, yin, mix)
+	b.hcInject(l, params, x, mix, c)
+	yin, c = b.hcRead(l, p+"mlp_hc.", params, x, b.T, true)
+	b.moe(l, params, yin, mix, false)
+	b.hcInject(l, params, x, mix, c)
+}
+
+func (b *builder) mixer(l int, params graph.Binding, in, out graph.Range) {
+	if b.a.LayerTypes[l] == models.LayerLinearAttention {
+		b.gatedDeltaNet(l, params, in, out)
+	} else {
+		b.attention(l, params, in, out)
+	}
+}
+
+func (b *builder) rmsnorm(layer int, params graph.Binding, x graph.Range, weight string, y graph.Range, dim, group int) {
+	b.rmsnormRows(layer, params, x, weight, y, dim, group, b.T)
+}
+
+// rmsnormRows emits the zero-centred norm y = x·rsqrt(mean(x²)+eps)·(1+w),
+// with statistics per group of values (group = dim: one group).
+func (b *builder) rmsnormRows(layer int, params graph.Binding, x graph.Range, weight string, y graph.Range, dim, group, rows int) {
+	b.emit("rmsnorm", "rmsnorm", layer, cs("rows", rows, "dim", dim, "group", group, "zero_centred", true),
+		[]graph.Scalar{{Name: "eps", Value: b.a.RMSNormEps}}, [3]int{rows, dim / group, 1}, rowGroup(group),
+		params, in("x", x), in("w", b.w.whole(weight)), out("y", y))
+}
+
+// matmul emits y[t] = W x[t] for the live rows: W is [n, k] in its format.
+func (b *builder) matmul(layer int, params graph.Binding, weight string, x, y graph.Range) {
+	b.matmulRows(layer, params, weight, x, y, b.T)
+}
+
+func (b *builder) matmulRows(layer int, params graph.Binding, weight string, x, y graph.Range, rows int) {
+	t := b.w.tensor(weight)
+	n, k := t.Shape[0], t.Shape[1]
+	const rowsPerGroup = 4 // one output row per simdgroup
+	b.emit("matmul_"+t.Format, "matmul", layer, cs("rows", rows, "n", n, "k", k, "wfmt", formatCode(t)), nil,
+		[3]int{ceilDiv(n, rowsPerGroup), rows, 1}, [3]int{32 * rowsPerGroup, 1, 1},
+		params, in("w", b.w.whole(weight)), in("x", x), out("y", y))
+}
+
+// hcRead emits a gated-residual read of the hyper-connection streams x: the
+// per-stream norm, the low-rank gate, and the gated mean that is the block
+// input. With inject it also emits the per-stream inject logits.
+func (b *builder) hcRead(layer int, prefix string, params graph.Binding, x graph.Range, rows int, inject bool) (yin, c graph.Range) {
+	a := b.a
+	H, C, R := a.HiddenSize, a.HyperConnections.Count, a.HyperConnections.LowRank
+	S := C * H
+	xn := b.rowsScratch("hc_xn", S)
+	b.rmsnormRows(layer, params, x, prefix+"norm", xn, S, H, rows)
+	aPre := b.rowsScratch("hc_a_pre", R)
+	b.matmulRows(layer, params, prefix+"down", xn, aPre, rows)
+	if inject {
+		c = b.rowsScratch("hc_c", C)
+		b.matmulRows(layer, params, prefix+"inject", xn, c, rows)
+	}
+	act := b.rowsScratch("hc_a", R)
+	b.emit("hc_act", "hc_act", layer, cs("rows", rows, "dim", R, "streams", C), nil, [3]int{rows, 1, 1}, rowGroup(R),
+		params, in("x", aPre), out("y", act))
+	g := b.rowsScratch("hc_g", S)
+	b.matmulRows(layer, params, prefix+"up", act, g, rows)
+	yin = b.rowsScratch("y_in", H)
+	b.emit("hc_mix", "hc_mix", layer, cs("rows", rows, "hidden", H, "streams", C), nil, [3]int{rows, 1, 1}, rowGroup(H),
+		params, in("xn", xn), in("g", g), out("y", yin))
+	return yin, c
+}
+
+// hcInject emits x_s += 2·sigmoid(c_s / streams) · y for every stream s.
+func (b *builder) hcInject(layer int, params graph.Binding, x, y, c graph.Range) {
+	H, C := b.a.HiddenSize, b.a.HyperConnections.Count
+	b.emit("hc_inject", "hc_inject", layer, cs("rows", b.T, "hidden", H, "streams", C), nil, [3]int{b.T, C, 1}, rowGroup(H),
+		params, inout("x", x), in("y", y), in("c", c))
+}
+
+// ple emits a PLE layer: the gathered n-gram embedding ε (from params) gives
+// per-stream keys and a value; each stream's key/query agreement gates the
+// value (signed sqrt, sigmoid); a dilated causal conv of the normalised gated
+// value is added with it to the streams.
+func (b *builder) ple(l int, params graph.Binding, x graph.Range) {
+	a := b.a
+	H, C := a.HiddenSize, a.HyperConnections.Count
+	S := C * H
+	lt := func(r string) string { return models.LayerTensor(l, r) }
+	eps := in("ple_rows", b.pleRows[l]) // the host's gather
+	kPre := b.rowsScratch("ple_kpre", S)
+	b.matmul(l, params, lt("ple.key"), eps.Range, kPre)
+	v := b.rowsScratch("ple_v", H)
+	b.matmul(l, params, lt("ple.value"), eps.Range, v)
+	k := b.rowsScratch("ple_k", S)
+	b.rmsnorm(l, params, kPre, lt("ple.norm_key"), k, S, H)
+	q := b.rowsScratch("ple_q", S)
+	b.rmsnorm(l, params, x, lt("ple.norm_query"), q, S, H)
+	z := b.rowsScratch("ple_z", S)
+	b.emit("ple_gate", "ple_gate", l, cs("rows", b.T, "hidden", H, "streams", C), nil, [3]int{b.T, C, 1}, rowGroup(H),
+		params, in("k", k), in("q", q), in("v", v), out("z", z))
+	zn := b.rowsScratch("ple_zn", S)
+	b.rmsnorm(l, params, z, lt("ple.norm_conv"), zn, S, H)
+	K, d := a.PLE.ConvKernel, a.PLE.NgramSize
+	state := b.state.alloc(int64((K - 1) * d * S * f32))
+	b.emit("ple_conv", "ple_conv", l, cs("rows", b.T, "dim", S, "kernel", K, "dilation", d), nil,
+		[3]int{ceilDiv(S, 256), 1, 1}, [3]int{256, 1, 1},
+		params, in("z", z), in("zn", zn), in("w", b.w.whole(lt("ple.conv"))), inout("state", state), inout("x", x))
+}
+
+func (b *builder) gatedDeltaNet(l int, params graph.Binding, xn, mix graph.Range) {
+	g := b.a.LinearAttention
+	lt := func(r string) string { return models.LayerTensor(l, r) }
+	grouped := b.a.ModelType == models.TypeQwen3Next // Qwen3-Next interleaves q|k|v|z and b|a per key head
+	dims := func(extra ...any) []graph.Const {
+		return cs(append([]any{"rows", b.T, "nk", g.NumKeyHeads, "nv", g.NumValueHeads, "dk", g.KeyHeadDim, "dv", g.ValueHeadDim, "grouped", grouped}, extra...)...)
+	}
+	// qkv: the conv's input; z: the output gate; b, a: the gates.
+	var qkv, z, beta, alpha graph.Binding
+	if grouped {
+		qkvz := b.rowsScratch("gdn_qkvz", 2*g.KeyDim()+2*g.ValueDim())
+		ba := b.rowsScratch("gdn_ba", 2*g.NumValueHeads)
+		b.matmul(l, params, lt("gdn.qkvz"), xn, qkvz)
+		b.matmul(l, params, lt("gdn.ba"), xn, ba)
+		qkv, z, beta, alpha = in("qkvz", qkvz), in("qkvz", qkvz), in("ba", ba), in("ba", ba)
+	} else {
+		r := map[string]graph.Range{
+			"qkv": b.rowsScratch("gdn_qkv", g.ConvDim()), "z": b.rowsScratch("gdn_z", g.ValueDim()),
+			"b": b.rowsScratch("gdn_b", g.NumValueHeads), "a": b.rowsScratch("gdn_a", g.NumValueHeads),
+		}
+		for _, name := range []string{"qkv", "z", "b", "a"} {
+			b.matmul(l, params, lt("gdn."+name), xn, r[name])
+		}
+		qkv, z, beta, alpha = in("qkv", r["qkv"]), in("z", r["z"]), in("b", r["b"]), in("a", r["a"])
+	}
+
+	conv := b.rowsScratch("gdn_conv", g.ConvDim())
+	convState := b.state.alloc(int64((g.ConvKernel - 1) * g.ConvDim() * f32))
+	b.emit("gdn_conv", "gdn_conv", l, dims("kernel", g.ConvKernel), nil, [3]int{ceilDiv(g.ConvDim(), 256), 1, 1}, [3]int{256, 1, 1},
+		params, qkv, in("w", b.w.whole(lt("gdn.conv"))), inout("state", convState), out("y", conv))
+
+	betaOut := b.rowsScratch("gdn_beta", g.NumValueHeads)
+	decay := b.rowsScratch("gdn_g", g.NumValueHeads)
+	gateArgs := []graph.Binding{params, beta}
+	if !grouped {
+		gateArgs = append(gateArgs, alpha)
+	}
+	gateArgs = append(gateArgs, in("a_log", b.w.whole(lt("gdn.a_log"))), in("dt_bias", b.w.whole(lt("gdn.dt_bias"))), out("beta", betaOut), out("g", decay))
+	b.emit("gdn_gates", "gdn_gates", l, dims(), nil, [3]int{b.T, 1, 1}, rowGroup(g.NumValueHeads), gateArgs...)
+
+	o := b.rowsScratch("gdn_o", g.ValueDim())
+	rec := b.state.alloc(int64(g.NumValueHeads * g.KeyHeadDim * g.ValueHeadDim * f32))
+	b.emit("gdn_rule", "gdn_rule", l, dims(), nil, [3]int{g.NumValueHeads, ceilDiv(g.ValueHeadDim, 32), 1}, [3]int{32, 1, 1},
+		params, in("conv", conv), in("beta", betaOut), in("g", decay), inout("state", rec), out("o", o))
+
+	y := b.rowsScratch("gdn_y", g.ValueDim())
+	b.emit("gdn_norm_gate", "gdn_norm_gate", l, dims("gate_sigmoid", g.GateAct == "sigmoid"), []graph.Scalar{{Name: "eps", Value: b.a.RMSNormEps}},
+		[3]int{b.T, g.NumValueHeads, 1}, rowGroup(g.ValueHeadDim),
+		params, in("o", o), z, in("w", b.w.whole(lt("gdn.norm"))), out("y", y))
+	b.matmul(l, params, lt("gdn.out"), y, mix)
+}
+
+func (b *builder) attention(l int, params graph.Binding, xn, mix graph.Range) {
+	at := b.a.Attention
+	lt := func(r string) string { return models.LayerTensor(l, r) }
+	qRows := b.w.tensor(lt("attn.q")).Shape[0]
+	kvDim := at.NumKVHeads * at.HeadDim
+	qFull := b.rowsScratch("attn_qfull", qRows)
+	k := b.rowsScratch("attn_k", kvDim)
+	v := b.rowsScratch("attn_v", kvDim)
+	b.matmul(l, params, lt("attn.q"), xn, qFull)
+	b.matmul(l, params, lt("attn.k"), xn, k)
+	b.matmul(l, params, lt("attn.v"), xn, v)
+	sparse := b.a.LayerTypes[l] == models.LayerSparseAttention
+	var sel []graph.Binding
+	if sparse {
+		sel = b.indexer(l, params, xn)
+	}
+
+	ctx := b.c.Runtime.ContextLength
+	kc := b.state.alloc(int64(ctx * kvDim * f32))
+	vc := b.state.alloc(int64(ctx * kvDim * f32))
+	consts := func(extra ...any) []graph.Const {
+		return cs(append([]any{"rows", b.T, "heads", at.NumHeads, "kv_heads", at.NumKVHeads, "head_dim", at.HeadDim,
+			"rot_dim", at.RotaryDim(), "gate", at.OutputGate, "ctx", ctx}, extra...)...)
+	}
+	q := b.rowsScratch("attn_q", at.NumHeads*at.HeadDim)
+	// The KV cache rows written depend on params.pos, so the whole cache is the
+	// declared range: conservative, and what keeps the graph static per shape.
+	b.emit("attn_prep", "attn_prep", l, consts(), []graph.Scalar{{Name: "eps", Value: b.a.RMSNormEps}, {Name: "rope_theta", Value: at.RopeTheta}},
+		[3]int{b.T, at.NumHeads + at.NumKVHeads, 1}, rowGroup(at.HeadDim),
+		params, in("qfull", qFull), in("k", k), in("v", v), in("q_norm", b.w.whole(lt("attn.q_norm"))), in("k_norm", b.w.whole(lt("attn.k_norm"))),
+		out("q", q), inout("kcache", kc), inout("vcache", vc))
+	att := b.rowsScratch("attn_out", at.NumHeads*at.HeadDim)
+	args := append([]graph.Binding{params, in("q", q), in("qfull", qFull), in("kcache", kc), in("vcache", vc)}, sel...)
+	ix := b.a.Indexer
+	b.emit("attention", "attention", l, consts("sparse", sparse, "ratio", ix.CompressRatio, "top_k", ix.BlockTopK()), nil,
+		[3]int{b.T, at.NumHeads, 1}, [3]int{32, 1, 1}, append(args, out("y", att))...)
+	b.matmul(l, params, lt("attn.o"), att, mix)
+}
+
+// indexer emits QSA block selection: the indexer queries, the raw-key cache,
+// pooled keys of blocks completed in this window (kept in the cache, never
+// recomputed), and the per-row top-k blocks. It returns the bindings the
+// attention kernel reads the selection from.
+func (b *builder) indexer(l int, params graph.Binding, xn graph.Range) []graph.Binding {
+	a := b.a
+	ix, at := a.Indexer, a.Attention
+	lt := func(r string) string { return models.LayerTensor(l, r) }
+	ctx := b.c.Runtime.ContextLength
+	qk := b.rowsScratch("idx_qk", (ix.Heads+ix.KVHeads)*ix.HeadDim)
+	b.matmul(l, params, lt("attn.index_qk"), xn, qk)
+	raw := b.state.alloc(int64(ctx * ix.HeadDim * f32))
+	pooled := b.state.alloc(int64(ceilDiv(ctx, ix.CompressRatio) * ix.HeadDim * f32))
+	consts := func() []graph.Const {
+		return cs("rows", b.T, "heads", ix.Heads, "head_dim", ix.HeadDim, "rot_dim", at.RotaryDim(), "ratio", ix.CompressRatio,
+			"top_k", ix.BlockTopK(), "ctx", ctx)
+	}
+	rope := []graph.Scalar{{Name: "eps", Value: a.RMSNormEps}, {Name: "rope_theta", Value: at.RopeTheta}}
+	q := b.rowsScratch("idx_q", ix.Heads*ix.HeadDim)
+	b.emit("index_prep", "index_prep", l, consts(), rope, [3]int{b.T, ix.Heads + 1, 1}, rowGroup(ix.HeadDim),
+		params, in("qk", qk), in("q_norm", b.w.whole(lt("attn.index_q_norm"))), out("q", q), inout("raw", raw))
+	b.emit("index_pool", "index_pool", l, consts(), rope, [3]int{ceilDiv(b.T, ix.CompressRatio) + 1, 1, 1}, rowGroup(ix.HeadDim),
+		params, in("raw", raw), in("k_norm", b.w.whole(lt("attn.index_k_norm"))), inout("pooled", pooled))
+	sel := b.rowsScratch("idx_sel", max(ix.BlockTopK(), 1))
+	cnt := b.rowsScratch("idx_count", 1)
+	b.emit("index_select", "index_select", l, consts(), nil, [3]int{b.T, 1, 1}, [3]int{256, 1, 1},
+		params, in("q", q), in("pooled", pooled), out("sel", sel), out("count", cnt))
+	return []graph.Binding{in("sel", sel), in("count", cnt)}
+}
+
+// moe emits the sparse MLP on in: router, host point, shared expert, routed
+// experts, and the combine into dst (added to it when add is set).
+func (b *builder) moe(l int, params graph.Binding, xn, dst graph.Range, add bool) {
+	a := b.a
+	m := a.MoE
+	H := a.HiddenSize
+	lt := func(r string) string { return models.LayerTensor(l, r) }
+
+	logits := b.rowsScratch("router_logits", m.NumExperts)
+	b.matmul(l, params, lt("moe.router"), xn, logits)
+	ids := b.rowsScratch("route_ids", m.ExpertsPerToken)
+	weights := b.rowsScratch("route_w", m.ExpertsPerToken)
+	b.emit("router", "router", l, cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "norm_topk", m.NormTopKProb), nil,
+		[3]int{b.T, 1, 1}, [3]int{32, 1, 1}, params, in("logits", logits), out("ids", ids), out("weights", weights))
+	// The host makes the chosen experts resident here; the shared expert does
+	// not depend on them, so it runs between the signal and the wait.
+	b.hps = append(b.hps, graph.HostPoint{Layer: l, After: len(b.ds) - 1})
+
+	var shared, sharedGate graph.Range
+	if m.SharedExpertIntermediateSize > 0 {
+		I := m.SharedExpertIntermediateSize
+		sg := b.rowsScratch("shared_g", I)
+		su := b.rowsScratch("shared_u", I)
+		sh := b.rowsScratch("shared_h", I)
+		shared = b.rowsScratch("shared_out", H)
+		sharedGate = b.rowsScratch("shared_gate", 1)
+		b.matmul(l, params, lt("moe.shared.gate"), xn, sg)
+		b.matmul(l, params, lt("moe.shared.up"), xn, su)
+		b.matmul(l, params, lt("moe.shared_gate"), xn, sharedGate)
+		b.emit("swiglu", "swiglu", l, cs("rows", b.T, "dim", I), nil, [3]int{b.T, 1, 1}, rowGroup(I),
+			params, in("gate", sg), in("up", su), out("y", sh))
+		b.matmul(l, params, lt("moe.shared.down"), sh, shared)
+	}
+
+	gate, up, down := b.w.tensor(lt("moe.experts.gate")), b.w.tensor(lt("moe.experts.up")), b.w.tensor(lt("moe.experts.down"))
+	experts := b.w.whole(lt("moe.experts.gate")) // gate, up and down interleave: the union is the gate range widened
+	experts.Size = b.w.whole(lt("moe.experts.down")).End() - experts.Offset
+	I := m.IntermediateSize
+	hidden := b.rowsScratch("moe_h", m.ExpertsPerToken*I)
+	expertConsts := func() []graph.Const {
+		return cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "hidden", H, "inter", I,
+			"wfmt", formatCode(gate), "stride", gate.Stride, "gate_off", gate.Offset-experts.Offset,
+			"up_off", up.Offset-experts.Offset, "down_off", down.Offset-experts.Offset)
+	}
+	b.emit("moe_gate_up_"+gate.Format, "moe_gate_up", l, expertConsts(), nil,
+		[3]int{ceilDiv(I, 4), m.ExpertsPerToken, b.T}, [3]int{128, 1, 1},
+		params, in("x", xn), in("ids", ids), in("experts", experts), out("h", hidden))
+	routed := b.rowsScratch("moe_out", H)
+	b.emit("moe_down_"+gate.Format, "moe_down", l, expertConsts(), nil,
+		[3]int{ceilDiv(H, 4), b.T, 1}, [3]int{128, 1, 1},
+		params, in("h", hidden), in("ids", ids), in("weights", weights), in("experts", experts), out("y", routed))
+
+	target := out("x", dst)
+	if add {
+		target = inout("x", dst)
+	}
+	args := []graph.Binding{params, target, in("routed", routed)}
+	if m.SharedExpertIntermediateSize > 0 {
+		args = append(args, in("shared", shared), in("shared_gate", sharedGate))
+	}
+	b.emit("moe_combine", "moe_combine", l, cs("rows", b.T, "dim", H, "shared", m.SharedExpertIntermediateSize > 0, "add", add), nil,
+		[3]int{b.T, 1, 1}, rowGroup(H), args...)
+}
