@@ -94,7 +94,7 @@ type oracle struct {
 	tol  float64
 }
 
-var qwen3NextOracles = []oracle{{"tiny-a", 1e-4}, {"tiny-k512", 1e-3}}
+var oracles = []oracle{{"tiny-a", 1e-4}, {"tiny-k512", 1e-3}, {"q4-a", 1e-4}}
 
 func openOracle(t *testing.T, name string, opt HFOptions) (*Loaded, reference) {
 	t.Helper()
@@ -129,7 +129,7 @@ func checkLogits(t *testing.T, what string, got, want [][]float32, tol float64) 
 // TestOracleLogits: a full prefill of the reference tokens (one window) and of
 // the greedy path reproduces the float64 HF logits.
 func TestOracleLogits(t *testing.T) {
-	for _, o := range qwen3NextOracles {
+	for _, o := range oracles {
 		t.Run(o.name, func(t *testing.T) {
 			ref := ref0(t, o.name)
 			l, _ := openOracle(t, o.name, HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)})
@@ -149,7 +149,7 @@ func ref0(t *testing.T, name string) reference {
 // token's logits match the full-forward reference.
 func TestOracleGreedy(t *testing.T) {
 	const prompt = 16
-	for _, o := range qwen3NextOracles {
+	for _, o := range oracles {
 		t.Run(o.name, func(t *testing.T) {
 			l, ref := openOracle(t, o.name, HFOptions{AllLogits: true})
 			s := l.Model.NewSession()
@@ -177,7 +177,7 @@ func TestOracleGreedy(t *testing.T) {
 // TestPrefillWindowsAgree: the same tokens in one window, in windows of 5 rows
 // and one row at a time give the same logits.
 func TestPrefillWindowsAgree(t *testing.T) {
-	for _, o := range qwen3NextOracles {
+	for _, o := range oracles {
 		t.Run(o.name, func(t *testing.T) {
 			ref := ref0(t, o.name)
 			var base [][]float32

@@ -21,7 +21,7 @@ func loadModel(t *testing.T, name string) *models.Config {
 // The generator's output is byte-identical run to run, and the JSON form
 // round-trips.
 func TestWindowDeterministic(t *testing.T) {
-	for _, name := range []string{"tiny-a", "tiny-k512", "qwen3-next-80b-a3b"} {
+	for _, name := range []string{"tiny-a", "tiny-k512", "q4-a", "qwen3-next-80b-a3b", "qwen38-flash-next"} {
 		c := loadModel(t, name)
 		for _, rows := range []int{1, 4} {
 			g1, err := Window(c, rows, Options{})
@@ -117,4 +117,46 @@ func mustTensor(t *testing.T, g *graph.Graph, name string) graph.Tensor {
 	}
 	t.Fatalf("no tensor %s", name)
 	return graph.Tensor{}
+}
+
+// Qwen3.8-Flash-Next at its real dimensions: the decode state the window
+// graphs allocate equals the sum of the spec's per-layer state shapes
+// (qwen4_exp.md §7), for every decode shape T = 1…4.
+func TestFlashNextStateSizes(t *testing.T) {
+	c := loadModel(t, "qwen38-flash-next")
+	const (
+		ctx     = 32768 // runtime.context_length
+		gdn     = 36
+		qsa     = 12
+		hidden  = 2560
+		streams = 4
+	)
+	perGDN := 48*128*128*4 + // recurrent state [48, 128, 128] f32: 3 MiB
+		3*10240*4 // conv state: the last 3 of 4 pre-conv inputs of 10240 channels
+	perQSA := 2*ctx*2*256*4 + // K and V cache [2 kv heads, ctx, 256]
+		ctx*128*4 + // raw index-key cache [ctx, 128]
+		ctx/4*128*4 // pooled block keys [ctx/4, 128]
+	ple := 9 * streams * hidden * 4 // PLE conv state: the last 9 norm_conv outputs of 10240 channels
+	want := int64(gdn*perGDN + qsa*perQSA + ple)
+	for rows := 1; rows <= 4; rows++ {
+		g, err := Window(c, rows, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := g.Buffer(BufState)
+		if st.Size != want {
+			t.Errorf("T=%d: state buffer %d bytes, want %d from the spec's shapes", rows, st.Size, want)
+		}
+		ex, _ := g.Buffer(BufExperts)
+		// 48 trunk + 1 MTP layer of 512 experts, gate/up [640, 2560] and down [2560, 640] in bf16.
+		if want := int64(49 * 512 * 3 * 640 * 2560 * 2); ex.Size != want {
+			t.Errorf("T=%d: experts buffer %d bytes, want %d", rows, ex.Size, want)
+		}
+		if len(g.HostPoints) != 48 {
+			t.Errorf("T=%d: %d host points, want 48", rows, len(g.HostPoints))
+		}
+		if p, ok := g.Param(graph.ParamPLE(1)); !ok || p.Count != rows*2560 {
+			t.Errorf("T=%d: PLE params field %+v, want %d floats for layer 1", rows, p, rows*2560)
+		}
+	}
 }
