@@ -12,13 +12,7 @@ import (
 func (b *builder) build(opt Options) {
 	a := b.a
 	H := a.HiddenSize
-	b.paramList = []graph.Param{
-		{Name: graph.ParamRows, Offset: 0, Count: 1},
-		{Name: graph.ParamPos, Offset: 4, Count: 1},
-		{Name: graph.ParamTokens, Offset: 16, Count: b.T},
-	}
-	header := b.params.alloc(16 + 4*int64(b.T))
-	params := in("params", header)
+	params := b.header()
 	// The host writes each PLE layer's gathered n-gram rows into params too.
 	b.pleRows = map[int]graph.Range{}
 	for l := 0; l < a.NumLayers; l++ {
@@ -37,11 +31,14 @@ func (b *builder) build(opt Options) {
 		[3]int{b.T, 1, 1}, rowGroup(H), params, in("table", b.w.whole("embed")), out("x", x))
 
 	for l := 0; l < a.NumLayers; l++ {
-		if a.ModelType == models.TypeQwen4Exp {
-			b.qwen4Layer(l, params, x)
-		} else {
-			b.qwen3Layer(l, params, x)
-		}
+		b.layer(trunkLayer(a, l), params, x)
+	}
+
+	if a.MTP.NumLayers > 0 {
+		// Leave the final hidden rows (pre final norm or mixer) for the MTP head.
+		hidden := b.carry.alloc(int64(b.T * W * f32))
+		b.emit("copy_rows", "copy_rows", -1, cs("rows", b.T, "dim", W), nil, [3]int{b.T, 1, 1}, rowGroup(W),
+			params, in("x", x), out("y", hidden))
 	}
 
 	fin := x
@@ -63,41 +60,135 @@ func (b *builder) build(opt Options) {
 	b.matmulRows(-1, params, "head", fn, b.logits, b.logitRows)
 }
 
+// header emits the params fields every window has and returns the binding
+// of the header.
+func (b *builder) header() graph.Binding {
+	b.paramList = []graph.Param{
+		{Name: graph.ParamRows, Offset: 0, Count: 1},
+		{Name: graph.ParamPos, Offset: 4, Count: 1},
+		{Name: graph.ParamTokens, Offset: 16, Count: b.T},
+	}
+	return in("params", b.params.alloc(16+4*int64(b.T)))
+}
+
+// buildMTP emits the MTP draft head over T rows: row t combines the trunk's
+// hidden row t (left in mtp_hidden) with the embedding of token t (the token
+// after it), runs the MTP decoder layer (with its own caches) and the shared
+// head. The math is vLLM's (qwen3_next.md §7, qwen4_exp.md §5); no HF
+// reference exists for it.
+func (b *builder) buildMTP() {
+	a := b.a
+	H := a.HiddenSize
+	params := b.header()
+	streams := max(a.HyperConnections.Count, 1)
+	W := streams * H
+	hidden := b.carry.alloc(int64(b.T * W * f32))
+	embed := b.w.tensor("embed")
+	e := b.rowsScratch("mtp_e", H)
+	b.emit("embed_"+embed.Format, "embed", -1, cs("rows", b.T, "dim", H, "vocab", a.VocabSize, "copies", 1, "wfmt", formatCode(embed)), nil,
+		[3]int{b.T, 1, 1}, rowGroup(H), params, in("table", b.w.whole("embed")), out("x", e))
+	en := b.rowsScratch("mtp_en", H)
+	b.rmsnorm(-1, params, e, "mtp.pre_fc_norm_embedding", en, H, H)
+	// The hidden norm takes its statistics over all streams at once.
+	hn := b.rowsScratch("mtp_hn", W)
+	b.rmsnorm(-1, params, hidden, "mtp.pre_fc_norm_hidden", hn, W, W)
+	x := b.rowsScratch("x", W)
+	if a.ModelType == models.TypeQwen4Exp {
+		ep := b.rowsScratch("mtp_ep", H)
+		b.matmul(-1, params, "mtp.fc_embedding", en, ep)
+		// fc_hidden applies to each stream: every row holds `streams` sub-rows.
+		t := b.w.tensor("mtp.fc_hidden")
+		b.emit("matmul_"+t.Format, "matmul", -1, cs("rows", b.T, "n", H, "k", H, "fold", streams, "wfmt", formatCode(t)), nil,
+			[3]int{ceilDiv(H, 4), b.T * streams, 1}, [3]int{128, 1, 1},
+			params, in("w", b.w.whole("mtp.fc_hidden")), in("x", hn), out("y", x))
+		b.emit("stream_add", "stream_add", -1, cs("rows", b.T, "hidden", H, "streams", streams), nil, [3]int{b.T, streams, 1}, rowGroup(H),
+			params, inout("x", x), in("y", ep))
+	} else {
+		cat := b.rowsScratch("mtp_cat", 2*H)
+		b.emit("concat", "concat", -1, cs("rows", b.T, "a", H, "b", H), nil, [3]int{b.T, 1, 1}, rowGroup(2*H),
+			params, in("x", en), in("y", hn), out("z", cat))
+		b.matmul(-1, params, "mtp.fc", cat, x)
+	}
+	kind := models.LayerFullAttention
+	if a.ModelType == models.TypeQwen4Exp {
+		kind = models.LayerSparseAttention
+	}
+	for i := 0; i < a.MTP.NumLayers; i++ {
+		b.layer(layerSpec{n: a.NumLayers + i, prefix: models.MTPLayerPrefix(i), kind: kind}, params, x)
+	}
+	b.logitRows = b.T
+	var fn graph.Range
+	if a.HyperConnections.Count > 0 {
+		fn, _ = b.hcRead(-1, "mtp.mixer.", params, x, b.T, false)
+	} else {
+		fn = b.rowsScratch("final_normed", H)
+		b.rmsnorm(-1, params, x, "mtp.norm", fn, H, H)
+	}
+	b.logits = b.rowsScratch("logits", a.VocabSize)
+	b.matmul(-1, params, "head", fn, b.logits)
+}
+
+// layerSpec is one decoder layer being emitted: its number in the dispatches
+// (trunk layers 0…L−1, MTP layers after them), the prefix of its weight
+// roles, and its kind.
+type layerSpec struct {
+	n      int
+	prefix string
+	kind   string
+}
+
+func trunkLayer(a *models.Architecture, l int) layerSpec {
+	return layerSpec{n: l, prefix: fmt.Sprintf("layers.%d.", l), kind: a.LayerTypes[l]}
+}
+
+// t names one of the layer's weight roles.
+func (ly layerSpec) t(role string) string { return ly.prefix + role }
+
 // qwen3Layer: pre-norm mixer and MoE, each with a plain residual add.
-func (b *builder) qwen3Layer(l int, params graph.Binding, x graph.Range) {
+func (b *builder) qwen3Layer(ly layerSpec, params graph.Binding, x graph.Range) {
 	H := b.a.HiddenSize
+	l := ly.n
 	xn := b.rowsScratch("xn", H)
-	b.rmsnorm(l, params, x, models.LayerTensor(l, "attn_norm"), xn, H, H)
+	b.rmsnorm(l, params, x, ly.t("attn_norm"), xn, H, H)
 	mix := b.rowsScratch("mix", H)
-	b.mixer(l, params, xn, mix)
+	b.mixer(ly, params, xn, mix)
 	b.emit("residual_add", "residual_add", l, cs("rows", b.T, "dim", H), nil, [3]int{b.T, 1, 1}, rowGroup(H),
 		params, inout("x", x), in("y", mix))
-	b.rmsnorm(l, params, x, models.LayerTensor(l, "ffn_norm"), xn, H, H)
-	b.moe(l, params, xn, x, true)
+	b.rmsnorm(l, params, x, ly.t("ffn_norm"), xn, H, H)
+	b.moe(ly, params, xn, x, true)
 }
 
 // qwen4Layer: PLE (on its layers), then the mixer and the MoE, each read from
 // and injected into the hyper-connection streams by a gated residual.
-func (b *builder) qwen4Layer(l int, params graph.Binding, x graph.Range) {
+func (b *builder) qwen4Layer(ly layerSpec, params graph.Binding, x graph.Range) {
 	H := b.a.HiddenSize
-	if ord := b.a.PLE.Ordinal(l); ord >= 0 {
-		b.ple(l, params, x)
+	l := ly.n
+	if _, ok := b.pleRows[l]; ok {
+		b.ple(ly, params, x)
 	}
-	p := fmt.Sprintf("layers.%d.", l)
 	mix := b.rowsScratch("mix", H)
-	yin, c := b.hcRead(l, p+"attn_hc.", params, x, b.T, true)
-	b.mixer(l, params, yin, mix)
+	yin, c := b.hcRead(l, ly.t("attn_hc."), params, x, b.T, true)
+	b.mixer(ly, params, yin, mix)
 	b.hcInject(l, params, x, mix, c)
-	yin, c = b.hcRead(l, p+"mlp_hc.", params, x, b.T, true)
-	b.moe(l, params, yin, mix, false)
+	yin, c = b.hcRead(l, ly.t("mlp_hc."), params, x, b.T, true)
+	b.moe(ly, params, yin, mix, false)
 	b.hcInject(l, params, x, mix, c)
 }
 
-func (b *builder) mixer(l int, params graph.Binding, in, out graph.Range) {
-	if b.a.LayerTypes[l] == models.LayerLinearAttention {
-		b.gatedDeltaNet(l, params, in, out)
+// layer emits one decoder layer of the model's family.
+func (b *builder) layer(ly layerSpec, params graph.Binding, x graph.Range) {
+	if b.a.ModelType == models.TypeQwen4Exp {
+		b.qwen4Layer(ly, params, x)
 	} else {
-		b.attention(l, params, in, out)
+		b.qwen3Layer(ly, params, x)
+	}
+}
+
+func (b *builder) mixer(ly layerSpec, params graph.Binding, in, out graph.Range) {
+	if ly.kind == models.LayerLinearAttention {
+		b.gatedDeltaNet(ly, params, in, out)
+	} else {
+		b.attention(ly, params, in, out)
 	}
 }
 
@@ -164,11 +255,11 @@ func (b *builder) hcInject(layer int, params graph.Binding, x, y, c graph.Range)
 // per-stream keys and a value; each stream's key/query agreement gates the
 // value (signed sqrt, sigmoid); a dilated causal conv of the normalised gated
 // value is added with it to the streams.
-func (b *builder) ple(l int, params graph.Binding, x graph.Range) {
+func (b *builder) ple(ly layerSpec, params graph.Binding, x graph.Range) {
 	a := b.a
 	H, C := a.HiddenSize, a.HyperConnections.Count
 	S := C * H
-	lt := func(r string) string { return models.LayerTensor(l, r) }
+	l, lt := ly.n, ly.t
 	eps := in("ple_rows", b.pleRows[l]) // the host's gather
 	kPre := b.rowsScratch("ple_kpre", S)
 	b.matmul(l, params, lt("ple.key"), eps.Range, kPre)
@@ -190,9 +281,9 @@ func (b *builder) ple(l int, params graph.Binding, x graph.Range) {
 		params, in("z", z), in("zn", zn), in("w", b.w.whole(lt("ple.conv"))), inout("state", state), inout("x", x))
 }
 
-func (b *builder) gatedDeltaNet(l int, params graph.Binding, xn, mix graph.Range) {
+func (b *builder) gatedDeltaNet(ly layerSpec, params graph.Binding, xn, mix graph.Range) {
 	g := b.a.LinearAttention
-	lt := func(r string) string { return models.LayerTensor(l, r) }
+	l, lt := ly.n, ly.t
 	grouped := b.a.ModelType == models.TypeQwen3Next // Qwen3-Next interleaves q|k|v|z and b|a per key head
 	dims := func(extra ...any) []graph.Const {
 		return cs(append([]any{"rows", b.T, "nk", g.NumKeyHeads, "nv", g.NumValueHeads, "dk", g.KeyHeadDim, "dv", g.ValueHeadDim, "grouped", grouped}, extra...)...)
@@ -242,9 +333,9 @@ func (b *builder) gatedDeltaNet(l int, params graph.Binding, xn, mix graph.Range
 	b.matmul(l, params, lt("gdn.out"), y, mix)
 }
 
-func (b *builder) attention(l int, params graph.Binding, xn, mix graph.Range) {
+func (b *builder) attention(ly layerSpec, params graph.Binding, xn, mix graph.Range) {
 	at := b.a.Attention
-	lt := func(r string) string { return models.LayerTensor(l, r) }
+	l, lt := ly.n, ly.t
 	qRows := b.w.tensor(lt("attn.q")).Shape[0]
 	kvDim := at.NumKVHeads * at.HeadDim
 	qFull := b.rowsScratch("attn_qfull", qRows)
@@ -253,10 +344,10 @@ func (b *builder) attention(l int, params graph.Binding, xn, mix graph.Range) {
 	b.matmul(l, params, lt("attn.q"), xn, qFull)
 	b.matmul(l, params, lt("attn.k"), xn, k)
 	b.matmul(l, params, lt("attn.v"), xn, v)
-	sparse := b.a.LayerTypes[l] == models.LayerSparseAttention
+	sparse := ly.kind == models.LayerSparseAttention
 	var sel []graph.Binding
 	if sparse {
-		sel = b.indexer(l, params, xn)
+		sel = b.indexer(ly, params, xn)
 	}
 
 	ctx := b.c.Runtime.ContextLength
@@ -285,10 +376,10 @@ func (b *builder) attention(l int, params graph.Binding, xn, mix graph.Range) {
 // pooled keys of blocks completed in this window (kept in the cache, never
 // recomputed), and the per-row top-k blocks. It returns the bindings the
 // attention kernel reads the selection from.
-func (b *builder) indexer(l int, params graph.Binding, xn graph.Range) []graph.Binding {
+func (b *builder) indexer(ly layerSpec, params graph.Binding, xn graph.Range) []graph.Binding {
 	a := b.a
 	ix, at := a.Indexer, a.Attention
-	lt := func(r string) string { return models.LayerTensor(l, r) }
+	l, lt := ly.n, ly.t
 	ctx := b.c.Runtime.ContextLength
 	qk := b.rowsScratch("idx_qk", (ix.Heads+ix.KVHeads)*ix.HeadDim)
 	b.matmul(l, params, lt("attn.index_qk"), xn, qk)
@@ -313,11 +404,11 @@ func (b *builder) indexer(l int, params graph.Binding, xn graph.Range) []graph.B
 
 // moe emits the sparse MLP on in: router, host point, shared expert, routed
 // experts, and the combine into dst (added to it when add is set).
-func (b *builder) moe(l int, params graph.Binding, xn, dst graph.Range, add bool) {
+func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, add bool) {
 	a := b.a
 	m := a.MoE
 	H := a.HiddenSize
-	lt := func(r string) string { return models.LayerTensor(l, r) }
+	l, lt := ly.n, ly.t
 
 	logits := b.rowsScratch("router_logits", m.NumExperts)
 	b.matmul(l, params, lt("moe.router"), xn, logits)

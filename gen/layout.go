@@ -15,6 +15,10 @@ const (
 	BufState   = "state"
 	BufAct     = "act"
 	BufParams  = "params"
+	// BufMTPHidden carries the trunk's final hidden rows to the MTP head's
+	// window; BufMTPState holds the MTP layer's own KV and index caches.
+	BufMTPHidden = "mtp_hidden"
+	BufMTPState  = "mtp_state"
 )
 
 // align is the alignment of every region: enough for any vector load and a

@@ -15,6 +15,9 @@ type Options struct {
 	// LastRowLogits computes the head for the last live row only, as a prefill
 	// chunk needs; otherwise every row gets logits (decode and verify windows).
 	LastRowLogits bool
+	// MTP builds the window of the MTP draft head instead of the trunk: it
+	// reads the hidden rows the trunk window left in the mtp_hidden buffer.
+	MTP bool
 }
 
 const f32 = 4 // bytes per activation element
@@ -36,21 +39,39 @@ func Window(c *models.Config, rows int, opt Options) (*graph.Graph, error) {
 		act:    arena{name: BufAct},
 		state:  arena{name: BufState},
 		params: arena{name: BufParams},
+		carry:  arena{name: BufMTPHidden},
 		region: map[string]graph.Range{},
 	}
-	b.build(opt)
+	kind := graph.KindTrunk
+	if opt.MTP {
+		if c.Architecture.MTP.NumLayers == 0 {
+			return nil, fmt.Errorf("model %s has no MTP layer (architecture.mtp.num_layers = 0)", c.Name)
+		}
+		kind = graph.KindMTP
+		b.state.name = BufMTPState // the draft head's own caches
+		b.buildMTP()
+	} else {
+		b.build(opt)
+	}
+	buffers := []graph.Buffer{wl.weights.buffer(graph.KindWeights), wl.experts.buffer(graph.KindExperts), b.state.buffer(graph.KindState), b.act.buffer(graph.KindScratch), b.params.buffer(graph.KindParams)}
+	if b.carry.size > 0 {
+		buffers = append(buffers, b.carry.buffer(graph.KindCarry))
+	}
 	g := &graph.Graph{
 		Model:      c.Name,
+		Kind:       kind,
 		Rows:       rows,
 		LogitRows:  b.logitRows,
-		Buffers:    []graph.Buffer{wl.weights.buffer(graph.KindWeights), wl.experts.buffer(graph.KindExperts), b.state.buffer(graph.KindState), b.act.buffer(graph.KindScratch), b.params.buffer(graph.KindParams)},
+		Buffers:    buffers,
 		Tensors:    wl.tensors,
 		Params:     b.paramList,
 		Dispatches: b.ds,
 		HostPoints: b.hps,
 		Outputs:    []graph.Range{b.logits},
 	}
-	graph.PlaceBarriers(g.Dispatches)
+	if err := graph.Optimize(g); err != nil {
+		return nil, fmt.Errorf("optimizing the window graph: %w", err)
+	}
 	if err := g.Check(); err != nil {
 		return nil, fmt.Errorf("generator produced an inconsistent graph: %w", err)
 	}
@@ -65,6 +86,7 @@ type builder struct {
 	act    arena
 	state  arena
 	params arena
+	carry  arena                  // the trunk's last hidden rows, for the MTP head
 	region map[string]graph.Range // scratch activations, shared by every layer
 	// pleRows is where the host writes each PLE layer's gathered n-gram rows.
 	pleRows map[int]graph.Range
@@ -146,7 +168,8 @@ func rowGroup(n int) [3]int { return [3]int{min(256, 32*ceilDiv(n, 32)), 1, 1} }
 // plus extra row counts (e.g. a prefill chunk chosen on the command line).
 // Prefill shapes (larger than max_decode_rows) compute last-row logits unless
 // allLogits is set; decode shapes always compute every row's logits, since
-// verification windows need them.
+// verification windows need them. A model with an MTP head also gets its
+// draft windows, one per shape.
 func Windows(c *models.Config, allLogits bool, extra ...int) ([]*graph.Graph, error) {
 	seen := map[int]bool{}
 	var out []*graph.Graph
@@ -160,6 +183,13 @@ func Windows(c *models.Config, allLogits bool, extra ...int) ([]*graph.Graph, er
 			return nil, err
 		}
 		out = append(out, g)
+		if c.Architecture.MTP.NumLayers > 0 {
+			m, err := Window(c, t, Options{MTP: true})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
 	}
 	return out, nil
 }

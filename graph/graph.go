@@ -17,6 +17,13 @@ const (
 	KindState   = "state"   // persists across windows: KV cache, conv and recurrent state
 	KindScratch = "scratch" // activations of one window
 	KindParams  = "params"  // per-window values written by the host: rows, position, token ids
+	KindCarry   = "carry"   // rows one window leaves for the next (the trunk's hidden state for the MTP head)
+)
+
+// Graph kinds: the model's forward window, or its MTP draft head.
+const (
+	KindTrunk = "trunk"
+	KindMTP   = "mtp"
 )
 
 // Buffer is a named, flat byte buffer.
@@ -126,11 +133,17 @@ func (d *Dispatch) Arg(name string) (Binding, bool) {
 }
 
 // HostPoint marks where the window signals the host and waits for it: after
-// dispatch After (an index into Dispatches) the host makes the experts that the
-// router of Layer chose resident before the GPU goes on.
+// dispatch After (an index into Dispatches, the router of Layer) the window
+// signals the host, which makes the experts that router chose resident; the
+// GPU runs the dispatches before Wait meanwhile (work that does not need the
+// host, such as the shared expert) and waits for the host before dispatch
+// Wait. Wait is in (After, next host point's After], or len(Dispatches) when
+// nothing after the last host point needs the host; 0 means not placed yet
+// (Reorder places it).
 type HostPoint struct {
 	Layer int `json:"layer"`
 	After int `json:"after"`
+	Wait  int `json:"wait"`
 }
 
 // Param is a named field of the params buffer.
@@ -143,14 +156,16 @@ type Param struct {
 // Graph is the window graph of one model at one window shape.
 type Graph struct {
 	Model      string      `json:"model"`
-	Rows       int         `json:"rows"`        // T: the most rows a window of this shape carries
-	LogitRows  int         `json:"logit_rows"`  // T, or 1 when only the last row's logits are computed
-	Buffers    []Buffer    `json:"buffers"`     // in a fixed order
-	Tensors    []Tensor    `json:"tensors"`     // weight placement
-	Params     []Param     `json:"params"`      // layout of the params buffer
-	Dispatches []Dispatch  `json:"dispatches"`  // in execution order
-	HostPoints []HostPoint `json:"host_points"` // ascending by After
-	Outputs    []Range     `json:"outputs"`     // logits, and anything else the host reads back
+	Kind       string      `json:"kind"`          // KindTrunk or KindMTP
+	Rows       int         `json:"rows"`          // T: the most rows a window of this shape carries
+	LogitRows  int         `json:"logit_rows"`    // T, or 1 when only the last row's logits are computed
+	Buffers    []Buffer    `json:"buffers"`       // in a fixed order
+	Tensors    []Tensor    `json:"tensors"`       // weight placement
+	Params     []Param     `json:"params"`        // layout of the params buffer
+	Dispatches []Dispatch  `json:"dispatches"`    // in execution order
+	HostPoints []HostPoint `json:"host_points"`   // ascending by After
+	Outputs    []Range     `json:"outputs"`       // logits, and anything else the host reads back
+	ICB        *ICBPlan    `json:"icb,omitempty"` // replay plan, filled by Optimize
 }
 
 // Buffer returns the buffer called name.
@@ -266,6 +281,16 @@ func (g *Graph) Check() error {
 		if h.After < 0 || h.After >= len(g.Dispatches) || (i > 0 && h.After < g.HostPoints[i-1].After) {
 			return fmt.Errorf("graph %s/T=%d: host point %d after dispatch %d is out of order or range", g.Model, g.Rows, i, h.After)
 		}
+		limit := len(g.Dispatches)
+		if i+1 < len(g.HostPoints) {
+			limit = g.HostPoints[i+1].After
+		}
+		if h.Wait != 0 && (h.Wait <= h.After || h.Wait > limit) {
+			return fmt.Errorf("graph %s/T=%d: host point %d waits before dispatch %d, outside (%d, %d]", g.Model, g.Rows, i, h.Wait, h.After, limit)
+		}
+	}
+	if g.ICB != nil && len(g.ICB.Commands) != len(g.Dispatches) {
+		return fmt.Errorf("graph %s/T=%d: ICB plan has %d commands for %d dispatches", g.Model, g.Rows, len(g.ICB.Commands), len(g.Dispatches))
 	}
 	return nil
 }

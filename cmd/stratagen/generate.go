@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 )
 
@@ -25,9 +27,11 @@ const generateHelp = `Usage: stratagen generate [--out DIR] path/to/model.toml
 Builds the window graph of every window shape the model config asks for
 (decode windows of 1 … windows.max_decode_rows rows, and the prefill chunk of
 windows.prefill_rows rows, which computes the last row's logits only) and
-writes each as deterministic JSON to DIR/<model>/window-T<rows>.json. Files
-are written atomically; files of shapes the config no longer asks for are
-removed. Run through go generate from the model's folder.
+writes each as deterministic JSON to DIR/<model>/window-T<rows>.json, with
+the barrier audit of every graph in DIR/<model>/audit.txt and audit.json (see
+strata graph audit). Files are written atomically; files of shapes the config
+no longer asks for are removed. Run through go generate from the model's
+folder.
 
 Flags:
   --out DIR   the generated/ folder (default: generated, beside models/)
@@ -76,7 +80,7 @@ func runGenerate(args []string, stdout io.Writer) error {
 		}
 	}
 	// Stale window files would be loaded as if current.
-	old, _ := filepath.Glob(filepath.Join(dir, "window-T*.json"))
+	old, _ := filepath.Glob(filepath.Join(dir, "*-T*.json"))
 	for _, path := range old {
 		if _, keep := files[filepath.Base(path)]; !keep {
 			if err := os.Remove(path); err != nil {
@@ -84,8 +88,18 @@ func runGenerate(args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "stratagen: %s: %d window graphs in %s (%s)\n", c.Name, len(names), dir, strings.Join(names, ", "))
+	fmt.Fprintf(stdout, "stratagen: %s: %d files in %s (%s)\n", c.Name, len(names), dir, strings.Join(names, ", "))
 	return nil
+}
+
+// graphFile names a graph's artifact: window-T<rows>.json for the trunk,
+// mtp-T<rows>.json for the MTP draft head.
+func graphFile(g *graph.Graph) string {
+	prefix := "window"
+	if g.Kind == graph.KindMTP {
+		prefix = "mtp"
+	}
+	return fmt.Sprintf("%s-T%d.json", prefix, g.Rows)
 }
 
 // GenerateFiles is every artifact of a model, by file name.
@@ -100,7 +114,12 @@ func GenerateFiles(c *models.Config) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		files[fmt.Sprintf("window-T%d.json", g.Rows)] = j
+		files[graphFile(g)] = j
 	}
+	audits, err := auditFiles(graphs)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(files, audits)
 	return files, nil
 }

@@ -118,7 +118,7 @@ func TestImportHFFailures(t *testing.T) {
 		want string
 	}{
 		{[]string{"import-hf", filepath.Join(dir, "missing.json")}, "stratagen: reading HF config: open "},
-		{[]string{"import-hf", llama}, `stratagen: ` + llama + `: model_type: "llama" is not supported (supported: qwen3_next)`},
+		{[]string{"import-hf", llama}, `stratagen: ` + llama + `: model_type: "llama" is not supported (supported: qwen3_next, qwen4_exp, qwen4_exp_text)`},
 		{[]string{"import-hf", broken}, "stratagen: " + broken + ": not a JSON object"},
 		{[]string{"import-hf", "--out", outFile, noHidden}, "stratagen: " + noHidden + ": hidden_size: missing (expected an integer)"},
 		{[]string{"import-hf", "--name", "bad/name", tinyAConfig}, `name: is "bad/name"`},

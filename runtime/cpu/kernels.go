@@ -125,13 +125,16 @@ func rmsnorm(d *graph.Dispatch, a *args) (func(), error) {
 	}, a.err
 }
 
+// matmul: y[r] = W x[r] for every live row; with fold f each row holds f
+// sub-rows (one per hyper-connection stream) that all go through W.
 func matmul(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	n, k := a.int("n"), a.int("k")
+	fold := a.optInt("fold", 1)
 	w := a.matrix("w", a.int("wfmt"), n, k)
-	x, y := a.f32n("x", p.max*k), a.f32n("y", p.max*n)
+	x, y := a.f32n("x", p.max*fold*k), a.f32n("y", p.max*fold*n)
 	return func() {
-		rows := p.rows()
+		rows := p.rows() * fold
 		parallel(n, k*rows, func(lo, hi int) {
 			scratch := make([]float32, k)
 			for i := lo; i < hi; i++ {
@@ -162,6 +165,43 @@ func swiglu(d *graph.Dispatch, a *args) (func(), error) {
 	return func() {
 		for i := 0; i < p.rows()*dim; i++ {
 			y[i] = float32(silu(float64(g[i])) * float64(u[i]))
+		}
+	}, a.err
+}
+
+// copyRows copies the live rows of x into y.
+func copyRows(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	dim := a.int("dim")
+	x, y := a.f32n("x", p.max*dim), a.f32n("y", p.max*dim)
+	return func() { copy(y[:p.rows()*dim], x[:p.rows()*dim]) }, a.err
+}
+
+// concat writes [x[t] ‖ y[t]] for every live row.
+func concat(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	na, nb := a.int("a"), a.int("b")
+	x, y, z := a.f32n("x", p.max*na), a.f32n("y", p.max*nb), a.f32n("z", p.max*(na+nb))
+	return func() {
+		for t := 0; t < p.rows(); t++ {
+			copy(z[t*(na+nb):], x[t*na:(t+1)*na])
+			copy(z[t*(na+nb)+na:], y[t*nb:(t+1)*nb])
+		}
+	}, a.err
+}
+
+// streamAdd adds y[t] to every hyper-connection stream of x[t].
+func streamAdd(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	H, C := a.int("hidden"), a.int("streams")
+	x, y := a.f32n("x", p.max*C*H), a.f32n("y", p.max*H)
+	return func() {
+		for t := 0; t < p.rows(); t++ {
+			for s := 0; s < C; s++ {
+				for i := 0; i < H; i++ {
+					x[(t*C+s)*H+i] += y[t*H+i]
+				}
+			}
 		}
 	}, a.err
 }

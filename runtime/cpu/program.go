@@ -64,6 +64,9 @@ var families = map[string]kernelFunc{
 	"index_prep":    indexPrep,
 	"index_pool":    indexPool,
 	"index_select":  indexSelect,
+	"copy_rows":     copyRows,
+	"concat":        concat,
+	"stream_add":    streamAdd,
 }
 
 // Compile binds every dispatch of g to mem.
@@ -71,6 +74,12 @@ func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
 	p := &Program{Graph: g, groups: g.Groups()}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
+		if off, chunked := d.GridOffset(); chunked && off != [3]int{} {
+			// The Go kernels ignore the grid: the chunk at offset zero does
+			// the whole dispatch, the other chunks nothing.
+			p.steps = append(p.steps, func() {})
+			continue
+		}
 		fam, ok := families[d.Family]
 		if !ok {
 			return nil, fmt.Errorf("dispatch %d: the cpu backend has no kernel family %q", i, d.Family)
@@ -155,6 +164,14 @@ func (a *args) int(name string) int {
 		a.fail(fmt.Errorf("missing constant %q", name))
 	}
 	return int(v)
+}
+
+// optInt is a constant that only some dispatches of a family carry.
+func (a *args) optInt(name string, def int) int {
+	if v, ok := a.d.Const(name); ok {
+		return int(v)
+	}
+	return def
 }
 
 func (a *args) scalar(name string) float64 {

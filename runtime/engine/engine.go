@@ -46,6 +46,7 @@ type Model struct {
 	mem      *buffers.Memory
 	shapes   []int // ascending window row counts
 	programs map[int]*cpu.Program
+	mtp      map[int]*cpu.Program // the MTP draft head's windows, by rows
 	ple      []pleLayer
 	eos      int // resets n-gram context; -1 without PLE
 }
@@ -60,7 +61,7 @@ func Load(c *models.Config, graphs []*graph.Graph, src WeightSource) (*Model, er
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	m := &Model{Config: c, mem: mem, programs: map[int]*cpu.Program{}, eos: -1}
+	m := &Model{Config: c, mem: mem, programs: map[int]*cpu.Program{}, mtp: map[int]*cpu.Program{}, eos: -1}
 	if err := m.fillWeights(graphs[0], src); err != nil {
 		return nil, err
 	}
@@ -71,15 +72,25 @@ func Load(c *models.Config, graphs []*graph.Graph, src WeightSource) (*Model, er
 		if g.Model != c.Name {
 			return nil, fmt.Errorf("window graph is for model %q, not %q", g.Model, c.Name)
 		}
-		if _, dup := m.programs[g.Rows]; dup {
-			return nil, fmt.Errorf("model %s: two window graphs with %d rows", c.Name, g.Rows)
+		set := m.programs
+		switch g.Kind {
+		case graph.KindTrunk:
+		case graph.KindMTP:
+			set = m.mtp
+		default:
+			return nil, fmt.Errorf("model %s: window graph T=%d has unknown kind %q", c.Name, g.Rows, g.Kind)
+		}
+		if _, dup := set[g.Rows]; dup {
+			return nil, fmt.Errorf("model %s: two %s window graphs with %d rows", c.Name, g.Kind, g.Rows)
 		}
 		p, err := cpu.Compile(g, mem)
 		if err != nil {
-			return nil, fmt.Errorf("model %s, window T=%d: %w", c.Name, g.Rows, err)
+			return nil, fmt.Errorf("model %s, %s window T=%d: %w", c.Name, g.Kind, g.Rows, err)
 		}
-		m.programs[g.Rows] = p
-		m.shapes = append(m.shapes, g.Rows)
+		set[g.Rows] = p
+		if g.Kind == graph.KindTrunk {
+			m.shapes = append(m.shapes, g.Rows)
+		}
 	}
 	sort.Ints(m.shapes)
 	return m, nil
@@ -169,10 +180,15 @@ func (m *Model) tensorBytes(t graph.Tensor, off int64, elems int) ([]byte, error
 
 // SetOrder sets how the dispatches of a barrier group run, for every shape.
 func (m *Model) SetOrder(o cpu.Order, seed int64) {
-	for _, p := range m.programs {
-		p.Order, p.Seed = o, seed
+	for _, set := range []map[int]*cpu.Program{m.programs, m.mtp} {
+		for _, p := range set {
+			p.Order, p.Seed = o, seed
+		}
 	}
 }
+
+// HasMTP reports whether the model's MTP draft head is loaded.
+func (m *Model) HasMTP() bool { return len(m.mtp) > 0 }
 
 // Shapes lists the window row counts the model can run, ascending.
 func (m *Model) Shapes() []int { return append([]int(nil), m.shapes...) }

@@ -8,6 +8,7 @@ import (
 	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/buffers"
+	"github.com/strata-llm/strata/runtime/cpu"
 )
 
 func quantFormat(name string) (*quant.Format, error) { return quant.Lookup(name) }
@@ -26,6 +27,7 @@ type Session struct {
 // NewSession starts a sequence at position 0, clearing the model state.
 func (m *Model) NewSession() *Session {
 	clear(m.mem.Buffer("state"))
+	clear(m.mem.Buffer("mtp_state"))
 	s := &Session{m: m}
 	for _, p := range m.ple {
 		s.history = append(s.history, p.hash.Fresh(m.eos))
@@ -40,32 +42,12 @@ func (s *Session) Pos() int { return s.pos }
 // the logits it computed: one row per token, or only the last row when the
 // chosen shape computes last-row logits.
 func (s *Session) Window(tokens []int) ([][]float32, error) {
-	m := s.m
-	c := m.Config
 	n := len(tokens)
-	if n == 0 {
-		return nil, fmt.Errorf("empty window")
+	p, err := s.program(s.m.programs, tokens, s.pos)
+	if err != nil {
+		return nil, err
 	}
-	shape := -1
-	for _, t := range m.shapes {
-		if t >= n {
-			shape = t
-			break
-		}
-	}
-	if shape < 0 {
-		return nil, fmt.Errorf("a window of %d rows is larger than the largest window shape of model %s (%d rows)", n, c.Name, m.shapes[len(m.shapes)-1])
-	}
-	for i, tok := range tokens {
-		if tok < 0 || tok >= c.Architecture.VocabSize {
-			return nil, fmt.Errorf("token %d (position %d) is out of range: model %s has a vocabulary of %d ids (0..%d)", tok, s.pos+i, c.Name, c.Architecture.VocabSize, c.Architecture.VocabSize-1)
-		}
-	}
-	if s.pos+n > c.Runtime.ContextLength {
-		return nil, fmt.Errorf("context length exceeded: %d tokens after this window, but model %s has runtime.context_length = %d", s.pos+n, c.Name, c.Runtime.ContextLength)
-	}
-	p := m.programs[shape]
-	if err := s.writeParams(p.Graph, tokens); err != nil {
+	if err := s.writeParams(p.Graph, tokens, s.pos); err != nil {
 		return nil, err
 	}
 	next, err := s.gatherNgrams(p.Graph, tokens)
@@ -75,6 +57,60 @@ func (s *Session) Window(tokens []int) ([][]float32, error) {
 	p.Run()
 	s.pos += n
 	s.history = next
+	return s.logits(p, n)
+}
+
+// program picks the smallest window shape of set that holds the tokens, after
+// checking them and the context.
+func (s *Session) program(set map[int]*cpu.Program, tokens []int, pos int) (*cpu.Program, error) {
+	c, n := s.m.Config, len(tokens)
+	if n == 0 {
+		return nil, fmt.Errorf("empty window")
+	}
+	shape, largest := -1, 0
+	for t := range set {
+		largest = max(largest, t)
+		if t >= n && (shape < 0 || t < shape) {
+			shape = t
+		}
+	}
+	if shape < 0 {
+		return nil, fmt.Errorf("a window of %d rows is larger than the largest window shape of model %s (%d rows)", n, c.Name, largest)
+	}
+	for i, tok := range tokens {
+		if tok < 0 || tok >= c.Architecture.VocabSize {
+			return nil, fmt.Errorf("token %d (position %d) is out of range: model %s has a vocabulary of %d ids (0..%d)", tok, pos+i, c.Name, c.Architecture.VocabSize, c.Architecture.VocabSize-1)
+		}
+	}
+	if pos+n > c.Runtime.ContextLength {
+		return nil, fmt.Errorf("context length exceeded: %d tokens after this window, but model %s has runtime.context_length = %d", pos+n, c.Name, c.Runtime.ContextLength)
+	}
+	return set[shape], nil
+}
+
+// MTPWindow runs the MTP draft head over the hidden rows the last trunk
+// window left: row t pairs the trunk's row t with tokens[t] (the token that
+// follows it) at position pos+t, and yields logits for the token after that.
+// The head keeps its own KV and index caches, advanced by these rows.
+func (s *Session) MTPWindow(tokens []int, pos int) ([][]float32, error) {
+	if !s.m.HasMTP() {
+		return nil, fmt.Errorf("model %s has no MTP head loaded", s.m.Config.Name)
+	}
+	p, err := s.program(s.m.mtp, tokens, pos)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeParams(p.Graph, tokens, pos); err != nil {
+		return nil, err
+	}
+	p.Run()
+	return s.logits(p, len(tokens))
+}
+
+// logits copies the logits a window computed: one row per token, or only
+// the last row when the shape computes last-row logits.
+func (s *Session) logits(p *cpu.Program, n int) ([][]float32, error) {
+	m, c := s.m, s.m.Config
 	out, err := p.Graph.Output(0)
 	if err != nil {
 		return nil, err
@@ -93,7 +129,7 @@ func (s *Session) Window(tokens []int) ([][]float32, error) {
 	return logits, nil
 }
 
-func (s *Session) writeParams(g *graph.Graph, tokens []int) error {
+func (s *Session) writeParams(g *graph.Graph, tokens []int, pos int) error {
 	buf := s.m.mem.Buffer("params")
 	put := func(name string, i int, v uint32) error {
 		p, ok := g.Param(name)
@@ -106,7 +142,7 @@ func (s *Session) writeParams(g *graph.Graph, tokens []int) error {
 	if err := put(graph.ParamRows, 0, uint32(len(tokens))); err != nil {
 		return err
 	}
-	if err := put(graph.ParamPos, 0, uint32(s.pos)); err != nil {
+	if err := put(graph.ParamPos, 0, uint32(pos)); err != nil {
 		return err
 	}
 	for i, t := range tokens {
