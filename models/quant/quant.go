@@ -1,6 +1,12 @@
 // Package quant is the registry of storage formats: how many bytes a run of
-// elements takes and how to turn it into float32 and back. The generator uses
-// it to size buffers; the runtime and the weight loaders use it to decode.
+// elements takes, how to turn it into float32 and back, and how to take a dot
+// product with it in place. The generator uses it to size buffers; the
+// runtime and the weight loaders use it to decode and multiply.
+//
+// The quantized formats (q8_0, q4_k, q6_k, iq2_xs, iq4_nl, iq4_xs) are ggml's
+// blocks byte for byte (../shared/specs/ggml_formats.md §9), so GGUF files
+// carry them unchanged; their lookup tables are read from the embedded
+// ggml_tables.json. Rows that are not whole blocks: see ForRow.
 package quant
 
 import (
@@ -9,35 +15,66 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Format is one storage format. Formats are block formats: BlockElems elements
 // occupy BlockBytes bytes; the plain float formats have blocks of one element.
+// Every block layout is byte-compatible with ggml's type of the same Code.
 type Format struct {
 	Name string
-	// Code is the ggml type id (f32 0, f16 1, bf16 30): a stable number for
-	// kernels that take the format as a specialization value.
+	// Code is the ggml type id (f32 0, f16 1, q8_0 8, q4_K 12, …): a stable
+	// number for kernels that take the format as a specialization value, and
+	// the type id a GGUF file records.
 	Code       int
 	BlockElems int
 	BlockBytes int
 	// Decode turns len(dst) elements (a multiple of BlockElems) starting at src into float32.
 	Decode func(src []byte, dst []float32)
-	// Encode writes len(src) elements into dst, rounding to nearest even.
+	// Encode writes len(src) elements (a multiple of BlockElems) into dst. The
+	// float formats round to nearest even; the quantized formats search their
+	// scales for the least (weighted) squared error, as ggml's reference
+	// quantizers do.
 	Encode func(src []float32, dst []byte)
+	// Dot returns Σ Decode(block)[i]·x[i] over len(x) elements (a multiple of
+	// BlockElems) without materialising the decoded row. It accumulates in
+	// float64: per block (or sub-block) Σ q·x with the small integer levels,
+	// then times the scale, so the result differs from a float64 dot of the
+	// decoded float32 values by the decoder's float32 rounding only.
+	Dot func(block []byte, x []float32) float64
 }
 
 // Bytes is the storage size of n elements; n must be a multiple of BlockElems.
 func (f *Format) Bytes(n int) int { return n / f.BlockElems * f.BlockBytes }
 
 var registry = map[string]*Format{
-	"f32":  {Name: "f32", BlockElems: 1, BlockBytes: 4, Decode: decodeF32, Encode: encodeF32},
-	"f16":  {Name: "f16", Code: 1, BlockElems: 1, BlockBytes: 2, Decode: decodeF16, Encode: encodeF16},
-	"bf16": {Name: "bf16", Code: 30, BlockElems: 1, BlockBytes: 2, Decode: decodeBF16, Encode: encodeBF16},
+	"f32":    {Name: "f32", BlockElems: 1, BlockBytes: 4, Decode: decodeF32, Encode: encodeF32, Dot: dotF32},
+	"f16":    {Name: "f16", Code: 1, BlockElems: 1, BlockBytes: 2, Decode: decodeF16, Encode: encodeF16, Dot: dotF16},
+	"bf16":   {Name: "bf16", Code: 30, BlockElems: 1, BlockBytes: 2, Decode: decodeBF16, Encode: encodeBF16, Dot: dotBF16},
+	"q8_0":   blockFormat("q8_0", 8, "block_q8_0", decodeQ8_0, encodeQ8_0, dotQ8_0),
+	"q4_k":   blockFormat("q4_k", 12, "block_q4_K", decodeQ4K, encodeQ4K, dotQ4K),
+	"q6_k":   blockFormat("q6_k", 14, "block_q6_K", decodeQ6K, encodeQ6K, dotQ6K),
+	"iq2_xs": blockFormat("iq2_xs", 17, "block_iq2_xs", decodeIQ2XS, encodeIQ2XS, dotIQ2XS),
+	"iq4_nl": blockFormat("iq4_nl", 20, "block_iq4_nl", decodeIQ4NL, encodeIQ4NL, dotIQ4NL),
+	"iq4_xs": blockFormat("iq4_xs", 23, "block_iq4_xs", decodeIQ4XS, encodeIQ4XS, dotIQ4XS),
 }
 
-// Lookup returns the format called name, or an error listing the known ones.
+// blockFormat builds a quantized format whose block geometry is read from
+// the ggml tables (so it cannot drift from ggml's static_asserts) and checked
+// against the ggml type id.
+func blockFormat(name string, code int, cstruct string, dec func([]byte, []float32), enc func([]float32, []byte), dot func([]byte, []float32) float64) *Format {
+	elems, bytes := blockOf(cstruct)
+	t, err := GGMLTypeByCode(code)
+	if err != nil || t.BlockElems != elems || t.BlockBytes != bytes {
+		panic(fmt.Sprintf("quant: %s: ggml type %d does not match %s (%d elements, %d bytes)", name, code, cstruct, elems, bytes))
+	}
+	return &Format{Name: name, Code: code, BlockElems: elems, BlockBytes: bytes, Decode: dec, Encode: enc, Dot: dot}
+}
+
+// Lookup returns the format called name (case-insensitive, so ggml's "q4_K"
+// works too), or an error listing the known ones.
 func Lookup(name string) (*Format, error) {
-	if f, ok := registry[name]; ok {
+	if f, ok := registry[strings.ToLower(name)]; ok {
 		return f, nil
 	}
 	return nil, fmt.Errorf("unknown quant format %q (expected one of %s)", name, strings.Join(Names(), ", "))
@@ -50,7 +87,7 @@ func ByCode(code int) (*Format, error) {
 			return f, nil
 		}
 	}
-	return nil, fmt.Errorf("unknown quant format code %d", code)
+	return nil, fmt.Errorf("unknown quant format code %d (no codec for ggml type %d)", code, code)
 }
 
 // Names lists the registered formats, sorted.
@@ -152,9 +189,20 @@ func F16(v float32) uint16 {
 	return sign | uint16(out)
 }
 
+// f16Table maps every half-precision bit pattern to its float32 value: a
+// 256 KiB table read beats F16ToF32's branches about fourfold in bulk decodes.
+var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	for i := range t {
+		t[i] = F16ToF32(uint16(i))
+	}
+	return t
+})
+
 func decodeF16(src []byte, dst []float32) {
+	t := f16Table()
 	for i := range dst {
-		dst[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		dst[i] = t[binary.LittleEndian.Uint16(src[2*i:])]
 	}
 }
 
@@ -162,4 +210,59 @@ func encodeF16(src []float32, dst []byte) {
 	for i, v := range src {
 		binary.LittleEndian.PutUint16(dst[2*i:], F16(v))
 	}
+}
+
+func dotF32(src []byte, x []float32) float64 {
+	var s float64
+	for i, v := range x {
+		s += float64(math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))) * float64(v)
+	}
+	return s
+}
+
+func dotF16(src []byte, x []float32) float64 {
+	t := f16Table()
+	var s float64
+	for i, v := range x {
+		s += float64(t[binary.LittleEndian.Uint16(src[2*i:])]) * float64(v)
+	}
+	return s
+}
+
+func dotBF16(src []byte, x []float32) float64 {
+	var s float64
+	for i, v := range x {
+		s += float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:]))<<16)) * float64(v)
+	}
+	return s
+}
+
+// f16At reads the ggml_half at the start of b.
+func f16At(b []byte) float32 { return F16ToF32(binary.LittleEndian.Uint16(b)) }
+
+// putF16 stores v as a ggml_half and returns the value actually stored, so
+// encoders can quantize against the scale the decoder will see.
+func putF16(b []byte, v float32) float32 {
+	h := F16(v)
+	binary.LittleEndian.PutUint16(b, h)
+	return F16ToF32(h)
+}
+
+// nearestInt rounds to the nearest integer, ties to even, saturating far
+// outside the ranges the quantizers use (and mapping NaN to 0) so table
+// indexes stay bounded whatever the input.
+func nearestInt(x float32) int {
+	switch {
+	case x != x:
+		return 0
+	case x > 1<<22:
+		return 1 << 22
+	case x < -(1 << 22):
+		return -(1 << 22)
+	}
+	return int(math.RoundToEven(float64(x)))
+}
+
+func clampInt(v, lo, hi int) int {
+	return min(max(v, lo), hi)
 }

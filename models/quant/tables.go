@@ -1,0 +1,190 @@
+package quant
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"math/bits"
+	"strconv"
+)
+
+// ggmlTablesJSON is a verbatim copy of ../shared/specs/ggml_tables.json: the
+// lookup tables of ggml-common.h, kept as data so nobody hand-types a grid.
+//
+//go:embed ggml_tables.json
+var ggmlTablesJSON []byte
+
+// ggmlTables holds the parsed tables. They are parsed and checked once, at
+// package init: the file is part of the build, so a bad copy is a build bug.
+type ggmlTables struct {
+	iq2xsGrid  [512]uint64 // 8 magnitudes per entry, byte j little-endian
+	ksigns     [128]uint8  // 7-bit sign index → 8 sign bits (even parity)
+	kmask      [8]uint8
+	kvaluesIQ4 [16]int8
+	qkK        int
+	qk80       int
+	qk4NL      int
+	kScaleSize int
+	blockSizes map[string]blockSize
+}
+
+type blockSize struct{ bytes, elements int }
+
+var tables = mustParseTables(ggmlTablesJSON)
+
+func mustParseTables(raw []byte) *ggmlTables {
+	t, err := parseTables(raw)
+	if err != nil {
+		panic("quant: embedded ggml_tables.json: " + err.Error())
+	}
+	return t
+}
+
+func parseTables(raw []byte) (*ggmlTables, error) {
+	var doc struct {
+		Tables map[string]struct {
+			Type   string            `json:"type"`
+			Values []json.RawMessage `json:"values"`
+		} `json:"tables"`
+		Declared   map[string]int `json:"declared_sizes"`
+		Constants  map[string]int `json:"constants"`
+		BlockSizes map[string]struct {
+			Bytes    int `json:"bytes"`
+			Elements int `json:"elements"`
+		} `json:"block_sizes"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	t := &ggmlTables{blockSizes: map[string]blockSize{}}
+	// values decodes table name into dst (len(dst) entries), checking the
+	// declared size, the element type and each value's range.
+	values := func(name, typ string, n int, put func(i int, v uint64, neg bool) error) error {
+		tb, ok := doc.Tables[name]
+		if !ok {
+			return fmt.Errorf("table %s missing", name)
+		}
+		if tb.Type != typ {
+			return fmt.Errorf("table %s: type %q, want %q", name, tb.Type, typ)
+		}
+		if len(tb.Values) != n || doc.Declared[name] != n {
+			return fmt.Errorf("table %s: %d values (declared %d), want %d", name, len(tb.Values), doc.Declared[name], n)
+		}
+		for i, rv := range tb.Values {
+			var v uint64
+			neg := false
+			var s string
+			if json.Unmarshal(rv, &s) == nil { // uint64 tables are "0x…" strings
+				u, err := strconv.ParseUint(s, 0, 64)
+				if err != nil {
+					return fmt.Errorf("table %s[%d]: %w", name, i, err)
+				}
+				v = u
+			} else {
+				var x int64
+				if err := json.Unmarshal(rv, &x); err != nil {
+					return fmt.Errorf("table %s[%d]: %w", name, i, err)
+				}
+				if x < 0 {
+					neg, v = true, uint64(-x)
+				} else {
+					v = uint64(x)
+				}
+			}
+			if err := put(i, v, neg); err != nil {
+				return fmt.Errorf("table %s[%d]: %w", name, i, err)
+			}
+		}
+		return nil
+	}
+	u8 := func(dst []uint8) func(int, uint64, bool) error {
+		return func(i int, v uint64, neg bool) error {
+			if neg || v > 255 {
+				return fmt.Errorf("value out of uint8 range")
+			}
+			dst[i] = uint8(v)
+			return nil
+		}
+	}
+	if err := values("iq2xs_grid", "uint64", 512, func(i int, v uint64, _ bool) error {
+		t.iq2xsGrid[i] = v
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := values("ksigns_iq2xs", "uint8", 128, u8(t.ksigns[:])); err != nil {
+		return nil, err
+	}
+	if err := values("kmask_iq2xs", "uint8", 8, u8(t.kmask[:])); err != nil {
+		return nil, err
+	}
+	if err := values("kvalues_iq4nl", "int8", 16, func(i int, v uint64, neg bool) error {
+		switch {
+		case neg && v <= 128:
+			t.kvaluesIQ4[i] = int8(-int64(v))
+		case !neg && v <= 127:
+			t.kvaluesIQ4[i] = int8(v)
+		default:
+			return fmt.Errorf("value out of int8 range")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for name, bs := range doc.BlockSizes {
+		t.blockSizes[name] = blockSize{bs.Bytes, bs.Elements}
+	}
+	t.qkK, t.qk80, t.qk4NL, t.kScaleSize = doc.Constants["QK_K"], doc.Constants["QK8_0"], doc.Constants["QK4_NL"], doc.Constants["K_SCALE_SIZE"]
+	return t, t.check()
+}
+
+// check asserts the properties the codecs rely on, so a wrong table fails
+// loudly instead of quantizing garbage.
+func (t *ggmlTables) check() error {
+	if t.qkK != 256 || t.qk80 != 32 || t.qk4NL != 32 || t.kScaleSize != 12 {
+		return fmt.Errorf("constants QK_K=%d QK8_0=%d QK4_NL=%d K_SCALE_SIZE=%d, want 256, 32, 32, 12", t.qkK, t.qk80, t.qk4NL, t.kScaleSize)
+	}
+	seen := map[uint64]bool{}
+	for i, g := range t.iq2xsGrid {
+		for j := 0; j < 8; j++ {
+			if b := uint8(g >> (8 * j)); b != 8 && b != 25 && b != 43 {
+				return fmt.Errorf("iq2xs_grid[%d] byte %d is %d, not one of 8, 25, 43", i, j, b)
+			}
+		}
+		if seen[g] {
+			return fmt.Errorf("iq2xs_grid[%d] repeats an earlier entry", i)
+		}
+		seen[g] = true
+	}
+	for i, m := range t.kmask {
+		if m != 1<<i {
+			return fmt.Errorf("kmask_iq2xs[%d] = %d, want %d", i, m, 1<<i)
+		}
+	}
+	// The encoder inverts ksigns; that needs distinct, even-parity patterns.
+	var used [256]bool
+	for i, s := range t.ksigns {
+		if bits.OnesCount8(s)%2 != 0 || used[s] {
+			return fmt.Errorf("ksigns_iq2xs[%d] = %#x: not a distinct even-parity sign pattern", i, s)
+		}
+		used[s] = true
+	}
+	for i := 1; i < 16; i++ {
+		if t.kvaluesIQ4[i] <= t.kvaluesIQ4[i-1] {
+			return fmt.Errorf("kvalues_iq4nl is not increasing at %d", i)
+		}
+	}
+	for _, need := range []string{"block_q8_0", "block_q4_K", "block_q6_K", "block_iq2_xs", "block_iq4_nl", "block_iq4_xs"} {
+		if _, ok := t.blockSizes[need]; !ok {
+			return fmt.Errorf("block_sizes has no %s", need)
+		}
+	}
+	return nil
+}
+
+// blockOf returns the (elements, bytes) of a ggml block struct from the data
+// file; the registry takes its block layouts from here.
+func blockOf(name string) (elems, bytes int) {
+	b := tables.blockSizes[name]
+	return b.elements, b.bytes
+}
