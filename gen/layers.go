@@ -116,6 +116,9 @@ func (b *builder) buildMTP() {
 	for i := 0; i < a.MTP.NumLayers; i++ {
 		b.layer(layerSpec{n: a.NumLayers + i, prefix: models.MTPLayerPrefix(i), kind: kind}, params, x)
 	}
+	// A chained draft step feeds the head its own last hidden row.
+	b.emit("copy_last_row", "copy_last_row", -1, cs("rows", b.T, "dim", W), nil, [3]int{1, 1, 1}, rowGroup(W),
+		params, in("x", x), out("y", graph.Range{Buffer: hidden.Buffer, Offset: hidden.Offset, Size: int64(W * f32)}))
 	b.logitRows = b.T
 	var fn graph.Range
 	if a.HyperConnections.Count > 0 {
@@ -351,8 +354,8 @@ func (b *builder) attention(ly layerSpec, params graph.Binding, xn, mix graph.Ra
 	}
 
 	ctx := b.c.Runtime.ContextLength
-	kc := b.state.alloc(int64(ctx * kvDim * f32))
-	vc := b.state.alloc(int64(ctx * kvDim * f32))
+	kc := b.kv.alloc(int64(ctx * kvDim * f32))
+	vc := b.kv.alloc(int64(ctx * kvDim * f32))
 	consts := func(extra ...any) []graph.Const {
 		return cs(append([]any{"rows", b.T, "heads", at.NumHeads, "kv_heads", at.NumKVHeads, "head_dim", at.HeadDim,
 			"rot_dim", at.RotaryDim(), "gate", at.OutputGate, "ctx", ctx}, extra...)...)
@@ -383,8 +386,8 @@ func (b *builder) indexer(ly layerSpec, params graph.Binding, xn graph.Range) []
 	ctx := b.c.Runtime.ContextLength
 	qk := b.rowsScratch("idx_qk", (ix.Heads+ix.KVHeads)*ix.HeadDim)
 	b.matmul(l, params, lt("attn.index_qk"), xn, qk)
-	raw := b.state.alloc(int64(ctx * ix.HeadDim * f32))
-	pooled := b.state.alloc(int64(ceilDiv(ctx, ix.CompressRatio) * ix.HeadDim * f32))
+	raw := b.kv.alloc(int64(ctx * ix.HeadDim * f32))
+	pooled := b.kv.alloc(int64(ceilDiv(ctx, ix.CompressRatio) * ix.HeadDim * f32))
 	consts := func() []graph.Const {
 		return cs("rows", b.T, "heads", ix.Heads, "head_dim", ix.HeadDim, "rot_dim", at.RotaryDim(), "ratio", ix.CompressRatio,
 			"top_k", ix.BlockTopK(), "ctx", ctx)

@@ -15,10 +15,16 @@ const (
 	BufState   = "state"
 	BufAct     = "act"
 	BufParams  = "params"
+	// BufState holds the rolling state a window advances in place (conv
+	// windows, GDN recurrent state); BufKV the caches indexed by position (KV,
+	// indexer keys), which a rejected draft row never needs undone: its rows
+	// are overwritten before anything reads them.
+	BufKV = "kv"
 	// BufMTPHidden carries the trunk's final hidden rows to the MTP head's
 	// window; BufMTPState holds the MTP layer's own KV and index caches.
 	BufMTPHidden = "mtp_hidden"
 	BufMTPState  = "mtp_state"
+	BufMTPKV     = "mtp_kv"
 )
 
 // align is the alignment of every region: enough for any vector load and a

@@ -38,6 +38,7 @@ func Window(c *models.Config, rows int, opt Options) (*graph.Graph, error) {
 		c: c, a: &c.Architecture, T: rows, w: wl,
 		act:    arena{name: BufAct},
 		state:  arena{name: BufState},
+		kv:     arena{name: BufKV},
 		params: arena{name: BufParams},
 		carry:  arena{name: BufMTPHidden},
 		region: map[string]graph.Range{},
@@ -48,14 +49,19 @@ func Window(c *models.Config, rows int, opt Options) (*graph.Graph, error) {
 			return nil, fmt.Errorf("model %s has no MTP layer (architecture.mtp.num_layers = 0)", c.Name)
 		}
 		kind = graph.KindMTP
-		b.state.name = BufMTPState // the draft head's own caches
+		b.state.name, b.kv.name = BufMTPState, BufMTPKV // the draft head's own caches
 		b.buildMTP()
 	} else {
 		b.build(opt)
 	}
-	buffers := []graph.Buffer{wl.weights.buffer(graph.KindWeights), wl.experts.buffer(graph.KindExperts), b.state.buffer(graph.KindState), b.act.buffer(graph.KindScratch), b.params.buffer(graph.KindParams)}
-	if b.carry.size > 0 {
-		buffers = append(buffers, b.carry.buffer(graph.KindCarry))
+	buffers := []graph.Buffer{wl.weights.buffer(graph.KindWeights), wl.experts.buffer(graph.KindExperts)}
+	for _, o := range []struct {
+		a    *arena
+		kind string
+	}{{&b.state, graph.KindState}, {&b.kv, graph.KindCache}, {&b.act, graph.KindScratch}, {&b.params, graph.KindParams}, {&b.carry, graph.KindCarry}} {
+		if o.a.size > 0 {
+			buffers = append(buffers, o.a.buffer(o.kind))
+		}
 	}
 	g := &graph.Graph{
 		Model:      c.Name,
@@ -86,6 +92,7 @@ type builder struct {
 	act    arena
 	state  arena
 	params arena
+	kv     arena                  // position-indexed caches: KV, raw index keys, pooled block keys
 	carry  arena                  // the trunk's last hidden rows, for the MTP head
 	region map[string]graph.Range // scratch activations, shared by every layer
 	// pleRows is where the host writes each PLE layer's gathered n-gram rows.

@@ -137,15 +137,16 @@ func TestFlashNextStateSizes(t *testing.T) {
 		ctx*128*4 + // raw index-key cache [ctx, 128]
 		ctx/4*128*4 // pooled block keys [ctx/4, 128]
 	ple := 9 * streams * hidden * 4 // PLE conv state: the last 9 norm_conv outputs of 10240 channels
-	want := int64(gdn*perGDN + qsa*perQSA + ple)
+	wantState, wantKV := int64(gdn*perGDN+ple), int64(qsa*perQSA)
 	for rows := 1; rows <= 4; rows++ {
 		g, err := Window(c, rows, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		st, _ := g.Buffer(BufState)
-		if st.Size != want {
-			t.Errorf("T=%d: state buffer %d bytes, want %d from the spec's shapes", rows, st.Size, want)
+		kv, _ := g.Buffer(BufKV)
+		if st.Size != wantState || kv.Size != wantKV {
+			t.Errorf("T=%d: rolling state %d and KV caches %d bytes, want %d and %d from the spec's shapes", rows, st.Size, kv.Size, wantState, wantKV)
 		}
 		ex, _ := g.Buffer(BufExperts)
 		// 48 trunk + 1 MTP layer of 512 experts, gate/up [640, 2560] and down [2560, 640] in bf16.

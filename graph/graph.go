@@ -14,9 +14,10 @@ import (
 const (
 	KindWeights = "weights" // filled once from the checkpoint, read-only
 	KindExperts = "experts" // routed experts (later: the streaming arena)
-	KindState   = "state"   // persists across windows: KV cache, conv and recurrent state
+	KindState   = "state"   // persists across windows, advanced in place: conv windows, recurrent state
 	KindScratch = "scratch" // activations of one window
 	KindParams  = "params"  // per-window values written by the host: rows, position, token ids
+	KindCache   = "cache"   // persists across windows, indexed by position: KV and indexer caches
 	KindCarry   = "carry"   // rows one window leaves for the next (the trunk's hidden state for the MTP head)
 )
 

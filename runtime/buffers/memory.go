@@ -13,7 +13,8 @@ import (
 // of one model share weights and state; scratch and params are sized for the
 // largest shape, since one window runs at a time.
 type Memory struct {
-	bufs map[string][]byte
+	bufs  map[string][]byte
+	kinds map[string]string
 }
 
 // NewMemory allocates every buffer any of the graphs declares, at the largest
@@ -31,7 +32,7 @@ func NewMemory(graphs ...*graph.Graph) (*Memory, error) {
 				order = append(order, b.Name)
 			}
 			kinds[b.Name] = b.Kind
-			if b.Kind == graph.KindWeights || b.Kind == graph.KindExperts || b.Kind == graph.KindState {
+			if b.Kind == graph.KindWeights || b.Kind == graph.KindExperts || b.Kind == graph.KindState || b.Kind == graph.KindCache {
 				if s, ok := sizes[b.Name]; ok && s != b.Size {
 					return nil, fmt.Errorf("%s buffer %s has %d bytes in one window graph and %d in another: the shapes do not share a layout", b.Kind, b.Name, s, b.Size)
 				}
@@ -39,7 +40,7 @@ func NewMemory(graphs ...*graph.Graph) (*Memory, error) {
 			sizes[b.Name] = max(sizes[b.Name], b.Size)
 		}
 	}
-	m := &Memory{bufs: map[string][]byte{}}
+	m := &Memory{bufs: map[string][]byte{}, kinds: kinds}
 	for _, name := range order {
 		m.bufs[name] = alignedBytes(sizes[name])
 	}
@@ -67,6 +68,38 @@ func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
 		return nil, fmt.Errorf("range [%d,%d) outside buffer %q of %d bytes", r.Offset, r.End(), r.Buffer, len(b))
 	}
 	return b[r.Offset:r.End():r.End()], nil
+}
+
+// Clear zeroes every buffer of a kind (graph.KindState: a new sequence).
+func (m *Memory) Clear(kind string) {
+	for name, k := range m.kinds {
+		if k == kind {
+			clear(m.bufs[name])
+		}
+	}
+}
+
+// Snapshot copies every buffer of a kind into dst (reused when large
+// enough) and returns it; Restore puts such a copy back. Speculative decoding
+// snapshots the rolling state before a verify window and restores it when
+// drafts are rejected.
+func (m *Memory) Snapshot(kind string, dst map[string][]byte) map[string][]byte {
+	if dst == nil {
+		dst = map[string][]byte{}
+	}
+	for name, k := range m.kinds {
+		if k == kind {
+			dst[name] = append(dst[name][:0], m.bufs[name]...)
+		}
+	}
+	return dst
+}
+
+// Restore copies a snapshot back.
+func (m *Memory) Restore(snap map[string][]byte) {
+	for name, b := range snap {
+		copy(m.bufs[name], b)
+	}
 }
 
 // Buffer returns a whole buffer.

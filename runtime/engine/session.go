@@ -26,8 +26,8 @@ type Session struct {
 
 // NewSession starts a sequence at position 0, clearing the model state.
 func (m *Model) NewSession() *Session {
-	clear(m.mem.Buffer("state"))
-	clear(m.mem.Buffer("mtp_state"))
+	m.mem.Clear(graph.KindState)
+	m.mem.Clear(graph.KindCache)
 	s := &Session{m: m}
 	for _, p := range m.ple {
 		s.history = append(s.history, p.hash.Fresh(m.eos))
@@ -183,61 +183,4 @@ func Argmax(logits []float32) int {
 		}
 	}
 	return best
-}
-
-// GenerateOptions control Generate.
-type GenerateOptions struct {
-	PrefillRows int                       // rows per prefill window (≤ the largest shape)
-	OnLogits    func(row []float32) error // called with the logits of every fed token, in order
-}
-
-// Generate feeds the prompt in windows of up to PrefillRows rows, then decodes
-// n tokens greedily one row at a time. It returns the generated tokens.
-func (s *Session) Generate(prompt []int, n int, opt GenerateOptions) ([]int, error) {
-	if len(prompt) == 0 {
-		return nil, fmt.Errorf("the prompt is empty: give at least one token")
-	}
-	rows := opt.PrefillRows
-	if rows < 1 {
-		return nil, fmt.Errorf("prefill rows must be ≥ 1, got %d", rows)
-	}
-	emit := func(logits [][]float32) error {
-		if opt.OnLogits == nil {
-			return nil
-		}
-		for _, r := range logits {
-			if err := opt.OnLogits(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var last []float32
-	for i := 0; i < len(prompt); i += rows {
-		logits, err := s.Window(prompt[i:min(i+rows, len(prompt))])
-		if err != nil {
-			return nil, err
-		}
-		if err := emit(logits); err != nil {
-			return nil, err
-		}
-		last = logits[len(logits)-1]
-	}
-	var out []int
-	for len(out) < n {
-		tok := Argmax(last)
-		out = append(out, tok)
-		if len(out) == n {
-			break
-		}
-		logits, err := s.Window([]int{tok})
-		if err != nil {
-			return out, err
-		}
-		if err := emit(logits); err != nil {
-			return out, err
-		}
-		last = logits[0]
-	}
-	return out, nil
 }

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand"
+	"time"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/spec"
+)
+
+// GenerateOptions control Generate.
+type GenerateOptions struct {
+	PrefillRows int                       // rows per prefill window (≤ the largest shape)
+	OnLogits    func(row []float32) error // called with the logits of every fed token, in order
+	Temperature float64                   // 0: greedy
+	Seed        int64                     // sampling seed (temperature > 0)
+	Spec        SpecOptions
+}
+
+// SpecOptions control speculative decoding. The output is the same with it
+// on or off (greedy: token for token; sampled: in distribution).
+type SpecOptions struct {
+	// Depth: 0 off; k > 0 a fixed number of drafts per window; Auto lets the
+	// spec gate choose each step.
+	Depth int
+	// SuffixDraft is the most suffix (prompt-lookup) drafts per window; 0
+	// turns the suffix drafter off.
+	SuffixDraft int
+	// Drafter replaces the suffix drafter (an external drafter); nil: the
+	// suffix drafter, spec.DefaultSuffix.
+	Drafter spec.Drafter
+	// MTP drafts with the model's MTP head when it has one.
+	MTP bool
+	// Gate is the spec gate Auto uses; nil makes a fresh one. Pass one in to
+	// read its report afterwards.
+	Gate *spec.Gate
+	// Stats, when set, counts what speculation did.
+	Stats *SpecStats
+}
+
+// SpecStats counts decode windows, drafts fed and drafts accepted.
+type SpecStats struct {
+	Windows, Drafted, Accepted, Rerun int
+}
+
+// Auto is SpecOptions.Depth for "let the gate decide".
+const Auto = -1
+
+// Generate feeds the prompt in windows of up to PrefillRows rows, then decodes
+// n tokens: greedily at temperature 0, else by sampling. With speculation on,
+// a window carries the last token plus drafts; the kept prefix is committed
+// and a rejected row leaves no trace in the state. It returns the tokens.
+func (s *Session) Generate(prompt []int, n int, opt GenerateOptions) ([]int, error) {
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("the prompt is empty: give at least one token")
+	}
+	if opt.PrefillRows < 1 {
+		return nil, fmt.Errorf("prefill rows must be ≥ 1, got %d", opt.PrefillRows)
+	}
+	d := &decoder{s: s, opt: opt, rng: rand.New(rand.NewSource(opt.Seed))}
+	if err := d.setup(); err != nil {
+		return nil, err
+	}
+	return d.run(prompt, n)
+}
+
+// decoder is the state of one Generate call.
+type decoder struct {
+	s        *Session
+	opt      GenerateOptions
+	rng      *rand.Rand
+	gate     *spec.Gate
+	maxDraft int
+	useMTP   bool
+	hist     []int // prompt and output, for the suffix drafter
+	mtpDraft []int // the MTP head's drafts for the next window
+	mtpProb  []float64
+	snap     map[string][]byte
+}
+
+func (d *decoder) setup() error {
+	sp := d.opt.Spec
+	m := d.s.m
+	d.maxDraft = m.shapes[0] - 1
+	for _, t := range m.shapes {
+		if t <= m.Config.Windows.MaxDecodeRows {
+			d.maxDraft = max(d.maxDraft, t-1)
+		}
+	}
+	switch {
+	case sp.Depth == Auto:
+	case sp.Depth < 0:
+		return fmt.Errorf("speculation depth %d: expected 0 (off), a positive number of drafts, or auto", sp.Depth)
+	case sp.Depth > d.maxDraft:
+		return fmt.Errorf("speculation depth %d: model %s verifies at most %d drafts per window (windows.max_decode_rows = %d)", sp.Depth, m.Config.Name, d.maxDraft, m.Config.Windows.MaxDecodeRows)
+	}
+	d.useMTP = sp.MTP && m.HasMTP() && sp.Depth != 0
+	if sp.Depth == Auto {
+		d.gate = sp.Gate
+		if d.gate == nil {
+			d.gate = spec.NewGate(d.maxDraft)
+		}
+	}
+	return nil
+}
+
+func (d *decoder) emit(logits [][]float32) error {
+	if d.opt.OnLogits == nil {
+		return nil
+	}
+	for _, r := range logits {
+		if err := d.opt.OnLogits(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pick samples a token from a row of logits.
+func (d *decoder) pick(logits []float32) int {
+	if d.opt.Temperature <= 0 {
+		return Argmax(logits)
+	}
+	return spec.Sample(spec.Softmax(logits, d.opt.Temperature), d.rng)
+}
+
+func (d *decoder) run(prompt []int, n int) ([]int, error) {
+	s := d.s
+	rows := d.opt.PrefillRows
+	var last []float32
+	for i := 0; i < len(prompt); i += rows {
+		chunk := prompt[i:min(i+rows, len(prompt))]
+		start := time.Now()
+		logits, err := s.Window(chunk)
+		if err != nil {
+			return nil, err
+		}
+		d.observeWindow(len(chunk), start)
+		if err := d.emit(logits); err != nil {
+			return nil, err
+		}
+		last = logits[len(logits)-1]
+		if d.useMTP && i+rows < len(prompt) {
+			// The head needs every position in its caches; the last chunk's
+			// next token is only known once sampled, below.
+			if err := d.runMTP(prompt[i+1:i+1+len(chunk)], i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	d.hist = append(d.hist, prompt...)
+	if n == 0 {
+		return nil, nil
+	}
+	cur := d.pick(last)
+	out := []int{cur}
+	if d.useMTP {
+		lastChunk := (len(prompt) - 1) / rows * rows
+		next := append(append([]int(nil), prompt[lastChunk+1:]...), cur)
+		if err := d.runMTP(next, lastChunk); err != nil {
+			return nil, err
+		}
+	}
+	for len(out) < n {
+		d.hist = append(d.hist, cur)
+		got, err := d.step(cur, n-len(out))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, got...)
+		cur = got[len(got)-1]
+	}
+	return out[:n], nil
+}
+
+// drafts chooses this step's draft source and drafts.
+func (d *decoder) drafts(want int) ([]int, []float64, int) {
+	sp := d.opt.Spec
+	var sufD []int
+	var sufP []float64
+	if sp.SuffixDraft > 0 {
+		var drafter spec.Drafter = spec.DefaultSuffix
+		if sp.Drafter != nil {
+			drafter = sp.Drafter
+		}
+		sufD, sufP = drafter.Draft(d.hist, min(sp.SuffixDraft, d.maxDraft))
+	}
+	mtpD, mtpP := d.mtpDraft, d.mtpProb
+	if d.gate == nil {
+		// Fixed depth: the MTP head when it drafts, else the suffix drafter.
+		if len(mtpD) > 0 {
+			return mtpD, mtpP, spec.SourceMTP
+		}
+		return sufD, sufP, spec.SourceSuffix
+	}
+	// Auto: the source whose best window is worth more.
+	best := func(src int, probs []float64, avail int) float64 {
+		v := 0.0
+		for k := 1; k <= min(avail, want); k++ {
+			v = max(v, d.gate.Value(src, k, probs))
+		}
+		return v
+	}
+	if len(mtpD) > 0 && best(spec.SourceMTP, mtpP, len(mtpD)) >= best(spec.SourceSuffix, sufP, len(sufD)) {
+		return mtpD, mtpP, spec.SourceMTP
+	}
+	return sufD, sufP, spec.SourceSuffix
+}
+
+// step feeds cur plus drafts in one window and returns the tokens it
+// commits (1 + accepted drafts).
+func (d *decoder) step(cur, remaining int) ([]int, error) {
+	s := d.s
+	drafts, probs, source := d.drafts(remaining - 1)
+	k := 0
+	switch {
+	case d.gate != nil:
+		k = d.gate.Pick(source, min(len(drafts), remaining-1), probs)
+	case d.opt.Spec.Depth > 0:
+		k = min(d.opt.Spec.Depth, len(drafts), remaining-1)
+	}
+	rows := append([]int{cur}, drafts[:k]...)
+	pos, history := s.pos, s.history
+	if k > 0 {
+		d.snap = s.m.mem.Snapshot(graph.KindState, d.snap)
+	}
+	start := time.Now()
+	logits, err := s.Window(rows)
+	if err != nil {
+		return nil, err
+	}
+	d.observeWindow(len(rows), start)
+
+	// Verify: row i's token is the target's choice after rows[:i+1]; draft i
+	// stands iff it is that choice (greedy) or survives speculative sampling.
+	var got []int
+	for i := range rows {
+		var tok int
+		ok := false
+		if d.opt.Temperature <= 0 {
+			tok = Argmax(logits[i])
+			ok = i < k && drafts[i] == tok
+		} else if i < k {
+			tok, ok = spec.Verify(spec.Softmax(logits[i], d.opt.Temperature), nil, drafts[i], d.rng)
+		} else {
+			tok = d.pick(logits[i])
+		}
+		got = append(got, tok)
+		if !ok {
+			break
+		}
+	}
+	kept := len(got) // rows whose tokens stand: the accepted drafts and cur
+	if st := d.opt.Spec.Stats; st != nil {
+		st.Windows++
+		st.Drafted += k
+		st.Accepted += kept - 1
+		if kept < len(rows) {
+			st.Rerun++
+		}
+	}
+	if d.gate != nil && k > 0 {
+		d.gate.ObserveVerify(source, k, kept-1, probs)
+	}
+	if kept < len(rows) {
+		// Rejected rows must leave no trace: put the rolling state back and
+		// feed only the kept rows (their logits are the same, row by row).
+		s.m.mem.Restore(d.snap)
+		s.pos, s.history = pos, history
+		if logits, err = s.Window(rows[:kept]); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.emit(logits[:kept]); err != nil {
+		return nil, err
+	}
+	d.hist = append(d.hist, got[:len(got)-1]...)
+	if d.useMTP {
+		if err := d.runMTP(got, pos); err != nil {
+			return nil, err
+		}
+	}
+	return got, nil
+}
+
+// runMTP feeds the head the rows the trunk just committed (row t with the
+// token after it) and, from its last row, chains drafts for the next window.
+func (d *decoder) runMTP(next []int, pos int) error {
+	start := time.Now()
+	logits, err := d.s.MTPWindow(next, pos)
+	if err != nil {
+		return fmt.Errorf("MTP head: %w", err)
+	}
+	d.mtpDraft, d.mtpProb = d.mtpDraft[:0], d.mtpProb[:0]
+	row := logits[len(logits)-1]
+	p := pos + len(next)
+	for {
+		tok := Argmax(row)
+		d.mtpDraft = append(d.mtpDraft, tok)
+		d.mtpProb = append(d.mtpProb, spec.Softmax(row, 1)[tok])
+		if len(d.mtpDraft) >= d.maxDraft || p >= d.s.m.Config.Runtime.ContextLength {
+			break
+		}
+		// Chain: the head's own last hidden row with the token it drafted.
+		chained, err := d.s.MTPWindow([]int{tok}, p)
+		if err != nil {
+			return fmt.Errorf("MTP head: %w", err)
+		}
+		row, p = chained[0], p+1
+	}
+	if d.gate != nil {
+		d.gate.ObserveDrafting(spec.SourceMTP, len(d.mtpDraft), time.Since(start).Seconds())
+	}
+	return nil
+}
+
+func (d *decoder) observeWindow(rows int, start time.Time) {
+	if d.gate != nil {
+		d.gate.ObserveWindow(rows, time.Since(start).Seconds())
+	}
+}
