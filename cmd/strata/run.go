@@ -12,12 +12,19 @@ import (
 	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/spec"
 )
 
 const runAbout = `
 Feeds a prompt of token ids to the model in prefill windows of up to
 --prefill-rows rows, then decodes -n tokens greedily one row at a time on the
 cpu backend, and prints the generated ids on one line, space-separated.
+
+With --spec, a decode window also carries drafts (from the model's MTP head
+when it has one, and from a suffix matcher over the prompt and output); only
+the drafts the model agrees with are kept, so the tokens are the same as
+without it. --spec auto lets the spec gate size every window from measured
+acceptance and measured window times.
 
 With no --hf, it runs the embedded default model (the tiny-a oracle: Qwen3-Next
 math at hidden size 64) on its reference prompt, so a fresh clone has
@@ -31,9 +38,30 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
 	dump := fs.String("dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
 	context := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
+	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
+	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
+	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
+	seed := fs.Int64("seed", 1, "sampling seed (with --temperature)")
+	stats := fs.Bool("stats", false, "print a one-line report of what speculation did (and the spec gate's view) to stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	sp, err := parseSpec(*specFlag)
+	if err != nil {
+		return err
+	}
+	if *suffix < 0 {
+		return usagef("--suffix-draft must be ≥ 0, got %d", *suffix)
+	}
+	if *temperature < 0 {
+		return usagef("--temperature must be ≥ 0, got %v", *temperature)
+	}
+	sp.SuffixDraft, sp.MTP = *suffix, true
+	var gate *spec.Gate
+	if sp.Depth == engine.Auto {
+		gate = spec.NewGate(1) // resized below once the model's window shapes are known
+	}
+	sp.Stats = &engine.SpecStats{}
 	if *n < 0 {
 		return usagef("-n must be ≥ 0, got %d", *n)
 	}
@@ -45,7 +73,6 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	prompt := strata.DefaultPrompt
 	if *tokens != "" {
-		var err error
 		if prompt, err = parseTokens(*tokens); err != nil {
 			return err
 		}
@@ -56,7 +83,6 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context}
 	var l *strata.Loaded
-	var err error
 	if *hf != "" {
 		l, err = strata.OpenHF(*hf, opt)
 	} else {
@@ -71,7 +97,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	vocab := l.Config.Architecture.VocabSize
 	var logits []float32
 	rows := 0
-	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows}
+	if gate != nil {
+		gate = spec.NewGate(l.Config.Windows.MaxDecodeRows - 1)
+		sp.Gate = gate
+	}
+	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Temperature: *temperature, Seed: *seed}
 	if *dump != "" {
 		gopt.OnLogits = func(r []float32) error {
 			logits = append(logits, r...)
@@ -104,7 +134,27 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "strata: %s: loaded in %v; %d prompt + %d generated tokens in %v (%.1f tok/s)\n",
 		l.Config.Name, loaded.Round(time.Millisecond), len(prompt), len(out), elapsed.Round(time.Millisecond),
 		float64(len(prompt)+len(out))/elapsed.Seconds())
+	if *stats {
+		st := sp.Stats
+		fmt.Fprintf(stderr, "strata: speculation: %d decode windows, %d drafts fed, %d accepted, %d windows re-run after a rejection\n",
+			st.Windows, st.Drafted, st.Accepted, st.Rerun)
+		if gate != nil {
+			fmt.Fprintf(stderr, "strata: %s\n", gate.Report())
+		}
+	}
 	return nil
+}
+
+// parseSpec reads --spec: auto, or a number of drafts (0: off).
+func parseSpec(v string) (engine.SpecOptions, error) {
+	if v == "auto" {
+		return engine.SpecOptions{Depth: engine.Auto}, nil
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 0 {
+		return engine.SpecOptions{}, usagef("--spec is %q, expected auto or a number of drafts ≥ 0", v)
+	}
+	return engine.SpecOptions{Depth: k}, nil
 }
 
 // parseTokens reads "1,2,3" (spaces allowed).
