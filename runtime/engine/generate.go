@@ -230,7 +230,6 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.observeWindow(len(rows), start)
 
 	// Verify: row i's token is the target's choice after rows[:i+1]; draft i
 	// stands iff it is that choice (greedy) or survives speculative sampling.
@@ -272,6 +271,9 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 			return nil, err
 		}
 	}
+	// The gate prices a window of this size by what the step cost, re-run
+	// included: that is what drafting k rows costs on this text.
+	d.observeWindow(len(rows), start)
 	if err := d.emit(logits[:kept]); err != nil {
 		return nil, err
 	}
