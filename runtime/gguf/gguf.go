@@ -14,6 +14,7 @@ import (
 	"math"
 
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/mmap"
 )
 
 // Magic is "GGUF" read as a little-endian uint32.
@@ -352,7 +353,7 @@ func (f *File) Array(key string) (Array, error) {
 func (f *File) Close() error {
 	m := f.mapping
 	f.mapping, f.data, f.closed = nil, nil, true
-	if err := unmapFile(m); err != nil {
+	if err := mmap.Unmap(m); err != nil {
 		return fmt.Errorf("gguf %s: munmap: %w", f.Path, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/mmap"
 )
 
 // maxArrayDepth bounds nested arrays: real files nest at most once, and a
@@ -32,13 +33,13 @@ func Open(path string) (*File, error) {
 	if st.Size() > math.MaxInt {
 		return nil, fmt.Errorf("gguf %s: file of %d bytes is too large to map", path, st.Size())
 	}
-	m, err := mapFile(fd, int(st.Size()))
+	m, err := mmap.Map(fd, int(st.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("gguf %s: mmap: %w", path, err)
 	}
 	f, err := Parse(path, m)
 	if err != nil {
-		unmapFile(m)
+		mmap.Unmap(m)
 		return nil, err
 	}
 	f.mapping = m

@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/mmap"
 )
 
 // maxHeader bounds the JSON header: real headers are a few MiB at most, and a
@@ -196,13 +197,13 @@ func Open(path string) (*File, error) {
 	if size < 8 {
 		return nil, fmt.Errorf("safetensors %s: %d bytes, shorter than the 8-byte header length: truncated or not a safetensors file", path, size)
 	}
-	m, err := mapFile(f, size)
+	m, err := mmap.Map(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors %s: mmap: %w", path, err)
 	}
 	file := &File{path: path, mapping: m}
 	if err := file.parse(); err != nil {
-		unmapFile(m)
+		mmap.Unmap(m)
 		return nil, err
 	}
 	return file, nil
@@ -336,7 +337,7 @@ func (f *File) Tensor(name string) (Tensor, bool) {
 func (f *File) Close() error {
 	m := f.mapping
 	f.mapping, f.tensors = nil, nil
-	if err := unmapFile(m); err != nil {
+	if err := mmap.Unmap(m); err != nil {
 		return fmt.Errorf("safetensors %s: munmap: %w", f.path, err)
 	}
 	return nil
