@@ -14,11 +14,18 @@ import (
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
-// loadWithGraphs loads the tiny-a oracle over graphs edited by edit.
+// loadWithGraphs loads the tiny-a oracle over graphs edited by edit, with an
+// extra 7-row prefill shape.
 func loadWithGraphs(t *testing.T, edit func(*graph.Graph)) *engine.Model {
+	return loadEdited(t, "tiny-a", 7, edit)
+}
+
+// loadEdited loads an oracle with its config's window shapes plus one of
+// extraRows rows, every graph edited by edit before it is bound.
+func loadEdited(t *testing.T, name string, extraRows int, edit func(*graph.Graph)) *engine.Model {
 	t.Helper()
-	dir := filepath.Join("testdata/oracles", "tiny-a")
-	c, err := models.Load("models/tiny-a/model.toml")
+	dir := filepath.Join("testdata/oracles", name)
+	c, err := models.Load(filepath.Join("models", name, "model.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +34,7 @@ func loadWithGraphs(t *testing.T, edit func(*graph.Graph)) *engine.Model {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ck.Close() })
-	graphs, err := gen.Windows(c, true, 7)
+	graphs, err := gen.Windows(c, true, extraRows)
 	if err != nil {
 		t.Fatal(err)
 	}

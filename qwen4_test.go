@@ -9,39 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
-	"github.com/strata-llm/strata/runtime/weights"
 )
 
 // loadQ4 loads the q4-a oracle over graphs edited by edit, prefill in
 // windows of up to 80 rows.
 func loadQ4(t *testing.T, edit func(*graph.Graph)) *engine.Model {
-	t.Helper()
-	c, err := models.Load("models/q4-a/model.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck, err := safetensors.OpenDir(filepath.Join("testdata/oracles", "q4-a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ck.Close() })
-	graphs, err := gen.Windows(c, true, 80)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range graphs {
-		edit(g)
-	}
-	m, err := engine.Load(c, graphs, weights.NewHF(ck, c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return loadEdited(t, "q4-a", 80, edit)
 }
 
 func feed(t *testing.T, m *engine.Model, tokens []int, rows int) [][]float32 {
