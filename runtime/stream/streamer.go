@@ -1,0 +1,388 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Reader reads experts from the pack. ReadExpert fills dst with bytes
+// [off, off+len(dst)) of expert (layer, expert)'s block; it is called from
+// several goroutines at once.
+type Reader interface {
+	ReadExpert(layer, expert, off int, dst []byte) error
+}
+
+// Options tune the I/O pool.
+type Options struct {
+	Threads int // reader goroutines (default 8)
+	Urgent  int // of them, reserved for urgent misses (default 2)
+	// SplitBytes: a miss at least this large is read in parts by several
+	// threads at once (default 256 KiB; 0 keeps the default, <0 never splits).
+	SplitBytes int
+	Retries    int // attempts after a failed read before giving up (default 2)
+	// Verify, when set, checks an expert's bytes after a read; a failure
+	// counts as a failed read, so nothing corrupt is ever published.
+	Verify func(layer, expert int, data []byte) error
+}
+
+// Stats is the streamer's telemetry since it started.
+type Stats struct {
+	Hits, Misses     int           // experts found resident / read urgently when a layer needed them
+	Late             int           // needed while their read-ahead was still in flight
+	Prefetched, Used int           // read-aheads issued, and those a layer then needed
+	BytesRead        int64         // bytes read from the pack
+	Stall            time.Duration // time layers waited for experts
+}
+
+// request is one expert read, possibly split into parts.
+type request struct {
+	key, slot int
+	left      int // parts outstanding
+	err       error
+	done      chan struct{}
+	urgent    bool
+	parts     []part
+}
+
+type part struct {
+	req      *request
+	off, len int
+	taken    *bool // set by the reader that takes it: a promoted part sits in both queues
+}
+
+// Streamer makes the experts each layer needs resident. Routing never
+// depends on I/O timing: which experts are resident as far as routing can
+// see (Visible) changes only at BeginWindow, after every read-ahead issued
+// in the previous window has landed; evictions follow the LRU order of
+// accesses, and reads in flight stay pinned until a deterministic point.
+type Streamer struct {
+	a    *Arena
+	r    Reader
+	opt  Options
+	mu   sync.Mutex
+	urg  chan part
+	bg   chan part
+	quit chan struct{}
+	wg   sync.WaitGroup
+
+	inflight map[int]*request
+	limbo    []*request // read-aheads of this window, retired at the next BeginWindow
+	layerPin []int      // slots the current layer uses
+	visible  []bool
+	usage    *Usage
+	stats    Stats
+}
+
+// NewStreamer starts the reader pool over arena a.
+func NewStreamer(a *Arena, r Reader, opt Options) *Streamer {
+	if opt.Threads <= 0 {
+		opt.Threads = 8
+	}
+	if opt.Urgent <= 0 {
+		opt.Urgent = min(2, opt.Threads)
+	}
+	// At least one reader must serve read-aheads.
+	opt.Urgent = min(opt.Urgent, opt.Threads-1)
+	if opt.SplitBytes == 0 {
+		opt.SplitBytes = 256 << 10
+	}
+	if opt.Retries == 0 {
+		opt.Retries = 2
+	}
+	s := &Streamer{a: a, r: r, opt: opt, urg: make(chan part, 1024), bg: make(chan part, 1<<16), quit: make(chan struct{}),
+		inflight: map[int]*request{}, visible: make([]bool, a.Layers*a.Experts), usage: NewUsage(a.Layers, a.Experts)}
+	for i := 0; i < opt.Threads; i++ {
+		s.wg.Add(1)
+		go s.reader(i < opt.Urgent)
+	}
+	return s
+}
+
+// Close stops the reader pool.
+func (s *Streamer) Close() {
+	close(s.quit)
+	s.wg.Wait()
+}
+
+// reader serves the urgent queue first; reserved readers serve only it. It
+// blocks on the queues, never spins.
+func (s *Streamer) reader(reserved bool) {
+	defer s.wg.Done()
+	for {
+		var p part
+		select {
+		case p = <-s.urg:
+		default:
+			if reserved {
+				select {
+				case p = <-s.urg:
+				case <-s.quit:
+					return
+				}
+			} else {
+				select {
+				case p = <-s.urg:
+				case p = <-s.bg:
+				case <-s.quit:
+					return
+				}
+			}
+		}
+		s.read(p)
+	}
+}
+
+func (s *Streamer) read(p part) {
+	r := p.req
+	layer, expert := r.key/s.a.Experts, r.key%s.a.Experts
+	s.mu.Lock()
+	if *p.taken {
+		s.mu.Unlock()
+		return
+	}
+	*p.taken = true
+	dst := s.a.Bytes(layer, expert)[p.off : p.off+p.len]
+	s.mu.Unlock()
+	var err error
+	for try := 0; try <= s.opt.Retries; try++ {
+		if err = s.r.ReadExpert(layer, expert, p.off, dst); err == nil {
+			break
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("reading expert %d of layer %d (bytes %d–%d): %w", expert, layer, p.off, p.off+p.len, err)
+	}
+	s.stats.BytesRead += int64(p.len)
+	if r.left--; r.left > 0 {
+		return
+	}
+	if r.err == nil && s.opt.Verify != nil {
+		if err := s.opt.Verify(layer, expert, s.a.Bytes(layer, expert)); err != nil {
+			r.err = fmt.Errorf("expert %d of layer %d failed its check: %w", expert, layer, err)
+		}
+	}
+	if r.err != nil {
+		s.a.drop(r.slot)
+	} else {
+		s.a.publish(r.slot)
+	}
+	delete(s.inflight, r.key)
+	close(r.done)
+}
+
+// issue claims a slot for key and queues its read; the caller holds mu. It
+// returns nil when every slot is pinned.
+func (s *Streamer) issue(key int, urgent bool) *request {
+	sl := s.a.claim(key)
+	if sl < 0 {
+		return nil
+	}
+	s.a.slots[sl].pins++ // released at a deterministic point, not on completion
+	r := &request{key: key, slot: sl, done: make(chan struct{}), urgent: urgent}
+	s.inflight[key] = r
+	n := 1
+	if s.opt.SplitBytes > 0 && urgent && s.a.SlotBytes >= 2*s.opt.SplitBytes {
+		n = min(s.opt.Threads, s.a.SlotBytes/s.opt.SplitBytes)
+	}
+	q := s.bg
+	if urgent {
+		q = s.urg
+	}
+	step := (s.a.SlotBytes/n + PageSize - 1) / PageSize * PageSize
+	r.left = (s.a.SlotBytes + step - 1) / step
+	// Readers take mu before touching the request, so they cannot finish a
+	// part before r.left is set. The queues are sized for a window's reads.
+	for off := 0; off < s.a.SlotBytes; off += step {
+		p := part{req: r, off: off, len: min(step, s.a.SlotBytes-off), taken: new(bool)}
+		r.parts = append(r.parts, p)
+		q <- p
+	}
+	return r
+}
+
+// Ensure makes a layer's experts resident before the layer's experts run.
+// It releases the previous layer's experts for eviction.
+func (s *Streamer) Ensure(layer int, experts []int) error {
+	start := time.Now()
+	defer func() {
+		s.mu.Lock()
+		s.stats.Stall += time.Since(start)
+		s.mu.Unlock()
+	}()
+	s.mu.Lock()
+	s.unpinLayer()
+	var wait []*request
+	seen := map[int]bool{}
+	for _, e := range experts {
+		key := layer*s.a.Experts + e
+		if seen[key] || e < 0 || e >= s.a.Experts {
+			continue
+		}
+		seen[key] = true
+		s.usage.hit(key)
+		if sl := s.a.where[key]; sl >= 0 {
+			s.a.touch(sl)
+			if r, ok := s.inflight[key]; ok {
+				s.stats.Late++
+				wait = append(wait, r)
+				// A layer waits on it now: promote its unread parts.
+				for _, p := range r.parts {
+					if !*p.taken {
+						s.urg <- p
+					}
+				}
+			} else {
+				s.stats.Hits++
+			}
+			if r, ok := s.inflight[key]; !ok || !r.urgent {
+				s.stats.Used += boolInt(s.wasPrefetched(sl))
+			}
+			s.pinForLayer(sl)
+			continue
+		}
+		s.stats.Misses++
+		r := s.issue(key, true)
+		if r == nil {
+			s.mu.Unlock()
+			return fmt.Errorf("the expert arena (%d slots) cannot hold layer %d's experts: every slot is in use; give it more memory", s.a.Capacity(), layer)
+		}
+		s.pinForLayer(r.slot)
+		wait = append(wait, r)
+	}
+	s.mu.Unlock()
+	return s.await(layer, wait, true)
+}
+
+// await waits for reads a layer needs. A failed read-ahead gets one urgent
+// retry; a failed urgent read is an error (its slot is already dropped).
+func (s *Streamer) await(layer int, wait []*request, retry bool) error {
+	var errs []error
+	var again []*request
+	for _, r := range wait {
+		<-r.done
+		s.mu.Lock()
+		switch {
+		case r.err == nil && r.urgent:
+			s.a.slots[r.slot].pins-- // the read's own pin; the layer's stays
+		case r.err != nil:
+			s.forgetLayerPin(r.slot)
+			if !r.urgent && retry {
+				if u := s.issue(r.key, true); u != nil {
+					s.pinForLayer(u.slot)
+					again = append(again, u)
+					s.mu.Unlock()
+					continue
+				}
+			}
+			errs = append(errs, r.err)
+		}
+		s.mu.Unlock()
+	}
+	if len(again) > 0 {
+		if err := s.await(layer, again, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Streamer) pinForLayer(sl int) {
+	s.a.slots[sl].pins++
+	s.layerPin = append(s.layerPin, sl)
+}
+
+// forgetLayerPin removes a dropped slot from the layer's pins (drop reset
+// its count).
+func (s *Streamer) forgetLayerPin(sl int) {
+	for i, x := range s.layerPin {
+		if x == sl {
+			s.layerPin = append(s.layerPin[:i], s.layerPin[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *Streamer) unpinLayer() {
+	for _, sl := range s.layerPin {
+		s.a.slots[sl].pins--
+	}
+	s.layerPin = s.layerPin[:0]
+}
+
+// wasPrefetched reports (once) that a slot's content came from a read-ahead.
+func (s *Streamer) wasPrefetched(sl int) bool {
+	if s.a.slots[sl].prefetched {
+		s.a.slots[sl].prefetched = false
+		return true
+	}
+	return false
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Prefetch queues read-aheads for experts a later layer is predicted to
+// need. Slots are claimed now (deterministically); the reads land whenever
+// the disk delivers and retire at the next BeginWindow.
+func (s *Streamer) Prefetch(layer int, experts []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range experts {
+		key := layer*s.a.Experts + e
+		if e < 0 || e >= s.a.Experts || s.a.where[key] >= 0 {
+			continue
+		}
+		if r := s.issue(key, false); r != nil {
+			s.a.slots[r.slot].prefetched = true
+			s.stats.Prefetched++
+			s.limbo = append(s.limbo, r)
+		}
+	}
+}
+
+// BeginWindow is the deterministic retirement point: it waits for every
+// read-ahead still in flight, unpins them, and refreshes the residency
+// routing may see. A failed read-ahead is dropped silently (the layer that
+// needs the expert reads it again).
+func (s *Streamer) BeginWindow() {
+	for _, r := range s.limbo {
+		<-r.done
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.limbo {
+		if r.err == nil {
+			s.a.slots[r.slot].pins--
+		}
+	}
+	s.limbo = s.limbo[:0]
+	s.unpinLayer()
+	for k := range s.visible {
+		s.visible[k] = s.a.where[k] >= 0
+	}
+	s.usage.tick()
+}
+
+// Visible is the residency of a layer's experts as routing may see it
+// (cache-aware routing reads this, never the live arena).
+func (s *Streamer) Visible(layer int) []bool {
+	return s.visible[layer*s.a.Experts : (layer+1)*s.a.Experts]
+}
+
+// Stats returns the telemetry so far.
+func (s *Streamer) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Usage is the decayed usage history the streamer keeps.
+func (s *Streamer) Usage() *Usage { return s.usage }
