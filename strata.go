@@ -45,8 +45,13 @@ type Loaded struct {
 	checkpoint  *safetensors.Checkpoint
 }
 
-// Close releases the checkpoint mapping.
-func (l *Loaded) Close() error { return l.checkpoint.Close() }
+// Close releases the checkpoint mapping (a GGUF model holds none).
+func (l *Loaded) Close() error {
+	if l.checkpoint == nil {
+		return nil
+	}
+	return l.checkpoint.Close()
+}
 
 // OpenHF opens an HF checkpoint directory (config.json + safetensors): imports
 // the config, checks every tensor, builds the window graphs and loads weights.

@@ -1,8 +1,6 @@
 package gen
 
 import (
-	"fmt"
-
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
@@ -68,36 +66,47 @@ func layoutWeights(c *models.Config) (*weightLayout, error) {
 		if s.Host() {
 			continue // gathered by the host, never in a device buffer
 		}
-		f, err := quant.Lookup(s.Format(c.Quant))
+		// The row policy sizes rows that are not whole blocks: padded, or in
+		// a fallback format (Flash-Next's 640-wide expert down rows).
+		rl, err := s.Layout(c.Quant)
 		if err != nil {
-			return nil, fmt.Errorf("tensor %s: %w", s.Name, err)
+			return nil, err
 		}
 		if s.Class != models.ClassExperts {
-			if s.Shape[len(s.Shape)-1]%f.BlockElems != 0 {
-				return nil, fmt.Errorf("tensor %s: row length %d is not a multiple of the %s block size %d", s.Name, s.Shape[len(s.Shape)-1], f.Name, f.BlockElems)
-			}
-			r := w.weights.alloc(int64(f.Bytes(s.Elements())))
-			w.add(graph.Tensor{Name: s.Name, Buffer: BufWeights, Offset: r.Offset, Format: f.Name, Shape: s.Shape})
+			r := w.weights.alloc(int64(s.Rows()) * int64(rl.RowBytes()))
+			w.add(placed(s, rl, BufWeights, r.Offset, 0))
 			continue
 		}
 		// gate, up and down of one layer come in a row: interleave them per expert.
 		group := specs[i : i+3]
 		i += 2
 		var sizes [3]int64
+		var layouts [3]quant.RowLayout
 		var block int64
 		for j, gs := range group {
-			per := gs.Elements() / gs.Shape[0]
-			sizes[j] = roundUp(int64(f.Bytes(per)), align)
+			if layouts[j], err = gs.Layout(c.Quant); err != nil {
+				return nil, err
+			}
+			sizes[j] = roundUp(int64(gs.Rows()/gs.Shape[0])*int64(layouts[j].RowBytes()), align)
 			block += sizes[j]
 		}
 		base := w.experts.alloc(block * int64(group[0].Shape[0])).Offset
 		off := base
 		for j, gs := range group {
-			w.add(graph.Tensor{Name: gs.Name, Buffer: BufExperts, Offset: off, Format: f.Name, Shape: gs.Shape, Stride: block})
+			w.add(placed(gs, layouts[j], BufExperts, off, block))
 			off += sizes[j]
 		}
 	}
 	return w, nil
+}
+
+// placed is the graph record of a tensor stored with row layout rl.
+func placed(s models.TensorSpec, rl quant.RowLayout, buf string, off, stride int64) graph.Tensor {
+	t := graph.Tensor{Name: s.Name, Buffer: buf, Offset: off, Format: rl.Format.Name, Shape: s.Shape, Stride: stride}
+	if rl.Padded() {
+		t.Stored = rl.Stored
+	}
+	return t
 }
 
 func (w *weightLayout) add(t graph.Tensor) {
@@ -118,15 +127,16 @@ func (w *weightLayout) tensor(name string) graph.Tensor {
 func (w *weightLayout) whole(name string) graph.Range {
 	t := w.tensor(name)
 	f, _ := quant.Lookup(t.Format)
-	n := 1
-	for _, d := range t.Shape {
-		n *= d
+	rows := 1
+	for _, d := range t.Shape[:len(t.Shape)-1] {
+		rows *= d
 	}
+	rowBytes := int64(f.Bytes(t.RowStored()))
 	if t.Stride > 0 {
-		per := f.Bytes(n / t.Shape[0])
-		return graph.Range{Buffer: t.Buffer, Offset: t.Offset, Size: t.Stride*int64(t.Shape[0]-1) + int64(per)}
+		per := int64(rows/t.Shape[0]) * rowBytes
+		return graph.Range{Buffer: t.Buffer, Offset: t.Offset, Size: t.Stride*int64(t.Shape[0]-1) + per}
 	}
-	return graph.Range{Buffer: t.Buffer, Offset: t.Offset, Size: int64(f.Bytes(n))}
+	return graph.Range{Buffer: t.Buffer, Offset: t.Offset, Size: int64(rows) * rowBytes}
 }
 
 func formatCode(t graph.Tensor) int64 {

@@ -36,6 +36,9 @@ type Buffer struct {
 
 // Tensor places a weight role inside a buffer. Stacked tensors (routed experts)
 // have Stride > 0: slice i of the leading dimension starts at Offset + i*Stride.
+// Format is the storage format actually used (a row policy may have picked a
+// fallback for the planned one). Stored > 0 means each row of Shape's last
+// dimension is zero-padded to Stored elements, whole blocks of Format.
 type Tensor struct {
 	Name   string `json:"name"`
 	Buffer string `json:"buffer"`
@@ -43,6 +46,16 @@ type Tensor struct {
 	Format string `json:"format"`
 	Shape  []int  `json:"shape"`
 	Stride int64  `json:"stride,omitempty"`
+	Stored int    `json:"stored,omitempty"`
+}
+
+// RowStored is the number of elements stored per row: Stored, or the last
+// dimension when rows are not padded.
+func (t Tensor) RowStored() int {
+	if t.Stored > 0 || len(t.Shape) == 0 {
+		return t.Stored
+	}
+	return t.Shape[len(t.Shape)-1]
 }
 
 // Range is a half-open byte range [Offset, Offset+Size) of a buffer.

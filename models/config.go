@@ -4,7 +4,10 @@
 // validated with errors that name the field, or imported from an HF config.json.
 package models
 
-import "github.com/strata-llm/strata/models/ngram"
+import (
+	"github.com/strata-llm/strata/models/ngram"
+	"github.com/strata-llm/strata/models/quant"
+)
 
 // Layer kinds, as HF spells them in config.json `layer_types`.
 const (
@@ -182,6 +185,18 @@ type QuantPlan struct {
 	Experts    string `toml:"experts"`
 	Embeddings string `toml:"embeddings"`
 	Head       string `toml:"head"`
+	// Rows is the policy for rows that are not whole blocks of their format
+	// (quant.ParseRowPolicy: "smallest", "pad", "fallback"); optional, empty
+	// means "smallest".
+	Rows string `toml:"rows"`
+}
+
+// RowPolicy returns the plan's policy for rows that are not whole blocks.
+func (q QuantPlan) RowPolicy() (quant.RowPolicy, error) {
+	if q.Rows == "" {
+		return quant.Smallest, nil
+	}
+	return quant.ParseRowPolicy(q.Rows)
 }
 
 // ForClass returns the format planned for a tensor class.

@@ -19,6 +19,7 @@ var optionalFields = map[string]bool{
 	"architecture.moe.dense_intermediate_size": true,
 	"architecture.mtp.num_layers":              true,
 	"architecture.eos_token_ids":               true,
+	"quant.rows":                               true,
 	// Tables of features one model type has and another lacks; Validate
 	// checks each model type has the ones it needs.
 	"architecture.hyper_connections": true,
@@ -38,6 +39,7 @@ var expectations = map[string]string{
 	"quant.experts":                          "a quant format name",
 	"quant.embeddings":                       "a quant format name",
 	"quant.head":                             "a quant format name",
+	"quant.rows":                             `"smallest", "pad" or "fallback"`,
 	"architecture.rms_norm_eps":              "a positive number",
 	"architecture.attention.partial_rotary_factor": "a number in (0, 1]",
 	"architecture.moe.decoder_sparse_step":         "1",

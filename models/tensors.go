@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/strata-llm/strata/models/ngram"
+	"github.com/strata-llm/strata/models/quant"
 )
 
 // ClassNgram is the hashed n-gram table of the PLE layers. It is gathered row
@@ -40,6 +41,34 @@ func (t TensorSpec) Format(q QuantPlan) string {
 		return "f32"
 	}
 	return q.ForClass(t.Class)
+}
+
+// Layout is how the tensor's rows (its last dimension) are stored under a
+// quant plan: the planned format, or its fallback, with the plan's row policy
+// deciding rows that are not whole blocks (quant.ForRow). The generator, the
+// weight loaders and the converters all take a tensor's layout from here, so
+// they agree byte for byte.
+func (t TensorSpec) Layout(q QuantPlan) (quant.RowLayout, error) {
+	p, err := q.RowPolicy()
+	if err != nil {
+		return quant.RowLayout{}, fmt.Errorf("tensor %s: quant.rows: %w", t.Name, err)
+	}
+	if len(t.Shape) == 0 {
+		return quant.RowLayout{}, fmt.Errorf("tensor %s has no shape", t.Name)
+	}
+	l, err := quant.ForRow(t.Format(q), t.Shape[len(t.Shape)-1], p)
+	if err != nil {
+		return quant.RowLayout{}, fmt.Errorf("tensor %s: %w", t.Name, err)
+	}
+	return l, nil
+}
+
+// Rows is the number of rows of the tensor: every dimension but the last.
+func (t TensorSpec) Rows() int {
+	if len(t.Shape) == 0 {
+		return 0
+	}
+	return t.Elements() / max(t.Shape[len(t.Shape)-1], 1)
 }
 
 // LayerTensor names a per-layer role, e.g. LayerTensor(3, "attn.q").

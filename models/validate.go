@@ -219,4 +219,7 @@ func (v *validator) quant(q *QuantPlan) {
 			v.add("quant."+f.class, "is %q (expected one of %s)", f.name, strings.Join(names, ", "))
 		}
 	}
+	if _, err := q.RowPolicy(); err != nil {
+		v.add("quant.rows", "is %q (expected \"smallest\", \"pad\" or \"fallback\"; empty means smallest)", q.Rows)
+	}
 }

@@ -36,6 +36,7 @@ var fieldDocs = map[string]string{
 	"architecture.moe.dense_intermediate_size": "HF intermediate_size; used only by mlp_only_layers",
 	"runtime.context_length":                   "KV cache rows per attention layer",
 	"runtime.threads":                          "0: one per core",
+	"quant.rows":                               "rows that are not whole blocks: smallest, pad or fallback (quant.ForRow)",
 }
 
 // MarshalTOML renders c as a model.toml: sections in struct order, every
@@ -108,7 +109,7 @@ func writeTable(b *bytes.Buffer, prefix string, v reflect.Value) error {
 			continue
 		}
 		path := joinPath(prefix, name)
-		if optionalFields[path] && v.Field(i).Kind() == reflect.Slice && v.Field(i).Len() == 0 {
+		if k := v.Field(i).Kind(); optionalFields[path] && (k == reflect.Slice || k == reflect.String) && v.Field(i).Len() == 0 {
 			continue
 		}
 		val, err := formatValue(v.Field(i))

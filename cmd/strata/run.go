@@ -26,13 +26,18 @@ the drafts the model agrees with are kept, so the tokens are the same as
 without it. --spec auto lets the spec gate size every window from measured
 acceptance and measured window times.
 
-With no --hf, it runs the embedded default model (the tiny-a oracle: Qwen3-Next
+With --gguf, it runs a GGUF file written by strata convert or strata synth
+(its config is inside), reading the routed experts through FILE.experts
+when "strata pack FILE" wrote one (a pack of another file is refused).
+
+With neither, it runs the embedded default model (the tiny-a oracle: Qwen3-Next
 math at hidden size 64) on its reference prompt, so a fresh clone has
 something to run. Timing goes to stderr.`
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "[--hf DIR] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
+	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + model.safetensors or a sharded index)")
+	ggufPath := fs.String("gguf", "", "GGUF model `file` from strata convert or synth (experts through FILE.experts when present)")
 	tokens := fs.String("tokens", "", "prompt token `ids`, comma-separated (default: the default model's reference prompt)")
 	n := fs.Int("n", 16, "number of tokens to generate (0: only run the prompt)")
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
@@ -76,16 +81,22 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		if prompt, err = parseTokens(*tokens); err != nil {
 			return err
 		}
-	} else if *hf != "" {
-		return usagef("--tokens is required with --hf (the checkpoint has no default prompt)")
+	} else if *hf != "" || *ggufPath != "" {
+		return usagef("--tokens is required with --hf or --gguf (a model file has no default prompt)")
+	}
+	if *hf != "" && *ggufPath != "" {
+		return usagef("--hf and --gguf are two models; give one")
 	}
 
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context}
 	var l *strata.Loaded
-	if *hf != "" {
+	switch {
+	case *hf != "":
 		l, err = strata.OpenHF(*hf, opt)
-	} else {
+	case *ggufPath != "":
+		l, err = strata.OpenGGUF(*ggufPath, strata.GGUFOptions{HFOptions: opt})
+	default:
 		l, err = strata.OpenDefault(opt)
 	}
 	if err != nil {

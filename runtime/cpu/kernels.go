@@ -14,42 +14,80 @@ import (
 // float32, every reduction accumulates in float64 and rounds once, so the cpu
 // backend sits as close to the float64 reference as float32 storage allows.
 
-// matrix is a weight matrix of rows × cols in a storage format.
+// matrix is a weight matrix of rows × cols in a storage format; each row is
+// stored as rl says (zero-padded to whole blocks when cols is not).
 type matrix struct {
 	data       []byte
-	f          *quant.Format
+	rl         quant.RowLayout
 	rows, cols int
 	rowBytes   int
 }
 
 func (a *args) matrix(name string, format, rows, cols int) matrix {
-	f, err := quant.ByCode(format)
-	if err != nil {
-		a.fail(err)
+	rl := a.rowLayout(name, 0, format, cols)
+	data := a.bytes(name)
+	if rl.Format == nil {
 		return matrix{}
 	}
-	data := a.bytes(name)
-	m := matrix{data: data, f: f, rows: rows, cols: cols, rowBytes: f.Bytes(cols)}
+	m := matrix{data: data, rl: rl, rows: rows, cols: cols, rowBytes: rl.RowBytes()}
 	if a.err == nil && len(data) < rows*m.rowBytes {
-		a.fail(fmt.Errorf("binding %q has %d bytes, a %d×%d %s matrix needs %d", name, len(data), rows, cols, f.Name, rows*m.rowBytes))
+		a.fail(fmt.Errorf("binding %q has %d bytes, a %d×%d %s matrix needs %d", name, len(data), rows, cols, rl.Format.Name, rows*m.rowBytes))
 	}
 	return m
+}
+
+// rowLayout is how rows of cols elements are stored in the weight tensor
+// placed at byte off of binding name: its format (which must be the one the
+// dispatch names) and padding come from the graph's tensor record; without
+// one, rows that are not whole blocks can only be padded ones.
+func (a *args) rowLayout(name string, off, format, cols int) quant.RowLayout {
+	f, err := quant.ByCode(format)
+	if err != nil {
+		a.fail(fmt.Errorf("binding %q: %w", name, err))
+		return quant.RowLayout{}
+	}
+	rl := quant.RowLayout{Format: f, Len: cols, Stored: (cols + f.BlockElems - 1) / f.BlockElems * f.BlockElems}
+	b, ok := a.d.Arg(name)
+	if !ok {
+		return rl
+	}
+	t, ok := a.tensors[tensorKey{b.Buffer, b.Offset + int64(off)}]
+	if !ok {
+		return rl
+	}
+	if t.Format != f.Name || t.Shape[len(t.Shape)-1] != cols || t.RowStored()%f.BlockElems != 0 || t.RowStored() < cols {
+		a.fail(fmt.Errorf("binding %q: tensor %s (%s, rows of %d stored as %d) does not fit a %s kernel over rows of %d", name, t.Name, t.Format, t.Shape[len(t.Shape)-1], t.RowStored(), f.Name, cols))
+		return quant.RowLayout{}
+	}
+	rl.Stored = t.RowStored()
+	return rl
 }
 
 // row returns row i as float32, decoding into scratch unless the data is f32.
 func (m matrix) row(i int, scratch []float32) []float32 {
 	b := m.data[i*m.rowBytes : (i+1)*m.rowBytes]
-	if m.f.Code == 0 {
-		return buffers.Float32s(b)
+	if m.rl.Format.Code == 0 {
+		return buffers.Float32s(b)[:m.cols]
 	}
-	m.f.Decode(b, scratch[:m.cols])
+	m.rl.DecodeRow(b, scratch[:m.cols])
 	return scratch[:m.cols]
 }
 
-// at returns a view of rows [i, i+n) starting at byte offset off of the data.
-func (m matrix) at(off, rows, cols int) matrix {
-	rb := m.f.Bytes(cols)
-	return matrix{data: m.data[off : off+rows*rb], f: m.f, rows: rows, cols: cols, rowBytes: rb}
+// dotRow is row i · x: f32 rows take the unrolled float path, every other
+// format multiplies its blocks in place (Format.Dot), never decoding the row.
+func (m matrix) dotRow(i int, x []float32) float32 {
+	b := m.data[i*m.rowBytes : (i+1)*m.rowBytes]
+	if m.rl.Format.Code == 0 {
+		return dot(buffers.Float32s(b)[:m.cols], x)
+	}
+	return float32(m.rl.Dot(b, x))
+}
+
+// at returns a view of rows [i, i+n) starting at byte offset off of the data,
+// stored as rl.
+func (m matrix) at(off int, rl quant.RowLayout, rows int) matrix {
+	rb := rl.RowBytes()
+	return matrix{data: m.data[off : off+rows*rb], rl: rl, rows: rows, cols: rl.Len, rowBytes: rb}
 }
 
 func dot(a, b []float32) float32 {
@@ -136,11 +174,9 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 	return func() {
 		rows := p.rows() * fold
 		parallel(n, k*rows, func(lo, hi int) {
-			scratch := make([]float32, k)
 			for i := lo; i < hi; i++ {
-				wr := w.row(i, scratch)
 				for t := 0; t < rows; t++ {
-					y[t*n+i] = dot(wr, x[t*k:(t+1)*k])
+					y[t*n+i] = w.dotRow(i, x[t*k:(t+1)*k])
 				}
 			}
 		})
@@ -626,30 +662,41 @@ func router(d *graph.Dispatch, a *args) (func(), error) {
 	}, a.err
 }
 
-// expertBlock addresses one routed expert inside the layer's expert range.
+// expertBlock addresses one routed expert inside the layer's expert range:
+// gate and up (rows of hidden) and down (rows of inter), each in its own
+// layout, since a row policy may pad or re-format one and not the others.
 type expertBlock struct {
 	data                            []byte
-	f                               *quant.Format
+	gate, up, down                  quant.RowLayout
 	experts, hidden, inter          int
 	stride, gateOff, upOff, downOff int
 }
 
 func (a *args) expertBlock() expertBlock {
-	f, err := quant.ByCode(a.int("wfmt"))
-	if err != nil {
-		a.fail(err)
-	}
-	eb := expertBlock{data: a.bytes("experts"), f: f, experts: a.int("experts"), hidden: a.int("hidden"), inter: a.int("inter"),
+	eb := expertBlock{data: a.bytes("experts"), experts: a.int("experts"), hidden: a.int("hidden"), inter: a.int("inter"),
 		stride: a.int("stride"), gateOff: a.int("gate_off"), upOff: a.int("up_off"), downOff: a.int("down_off")}
-	if a.err == nil && len(eb.data) < eb.downOff+(eb.experts-1)*eb.stride+f.Bytes(eb.hidden*eb.inter) {
+	wfmt := a.int("wfmt")
+	eb.gate = a.rowLayout("experts", eb.gateOff, wfmt, eb.hidden)
+	eb.up = a.rowLayout("experts", eb.upOff, wfmt, eb.hidden)
+	// down's format may differ from gate's (a fallback); its tensor record says.
+	downFmt := wfmt
+	if b, ok := a.d.Arg("experts"); ok {
+		if t, ok := a.tensors[tensorKey{b.Buffer, b.Offset + int64(eb.downOff)}]; ok {
+			if f, err := quant.Lookup(t.Format); err == nil {
+				downFmt = f.Code
+			}
+		}
+	}
+	eb.down = a.rowLayout("experts", eb.downOff, downFmt, eb.inter)
+	if a.err == nil && len(eb.data) < eb.downOff+(eb.experts-1)*eb.stride+eb.hidden*eb.down.RowBytes() {
 		a.fail(fmt.Errorf("binding \"experts\" has %d bytes, too few for %d experts", len(eb.data), eb.experts))
 	}
 	return eb
 }
 
-func (eb expertBlock) matrix(e, off, rows, cols int) matrix {
-	m := matrix{data: eb.data, f: eb.f}
-	return m.at(e*eb.stride+off, rows, cols)
+func (eb expertBlock) matrix(e, off int, rl quant.RowLayout, rows int) matrix {
+	m := matrix{data: eb.data}
+	return m.at(e*eb.stride+off, rl, rows)
 }
 
 // moeGateUp: h[t, j] = silu(gate_e x[t]) ⊙ (up_e x[t]) for the j-th chosen expert e.
@@ -662,17 +709,16 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 	return func() {
 		n := p.rows()
 		parallel(n*K, 2*I*H, func(lo, hi int) {
-			scratch := make([]float32, H)
 			for tj := lo; tj < hi; tj++ {
 				t, e := tj/K, int(ids[tj])
 				if e >= eb.experts {
 					continue
 				}
-				gate, up := eb.matrix(e, eb.gateOff, I, H), eb.matrix(e, eb.upOff, I, H)
+				gate, up := eb.matrix(e, eb.gateOff, eb.gate, I), eb.matrix(e, eb.upOff, eb.up, I)
 				xr := x[t*H : (t+1)*H]
 				for i := 0; i < I; i++ {
-					gv := dot(gate.row(i, scratch), xr)
-					uv := dot(up.row(i, scratch), xr)
+					gv := gate.dotRow(i, xr)
+					uv := up.dotRow(i, xr)
 					h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
 				}
 			}
@@ -690,7 +736,6 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	return func() {
 		n := p.rows()
 		parallel(n, K*H*I, func(lo, hi int) {
-			scratch := make([]float32, I)
 			acc := make([]float64, H)
 			for t := lo; t < hi; t++ {
 				for i := range acc {
@@ -701,11 +746,11 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 					if e >= eb.experts {
 						continue
 					}
-					down := eb.matrix(e, eb.downOff, H, I)
+					down := eb.matrix(e, eb.downOff, eb.down, H)
 					hr := h[(t*K+j)*I : (t*K+j+1)*I]
 					wj := float64(w[t*K+j])
 					for o := 0; o < H; o++ {
-						acc[o] += wj * float64(dot(down.row(o, scratch), hr))
+						acc[o] += wj * float64(down.dotRow(o, hr))
 					}
 				}
 				for o := range acc {

@@ -72,6 +72,10 @@ var families = map[string]kernelFunc{
 // Compile binds every dispatch of g to mem.
 func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
 	p := &Program{Graph: g, groups: g.Groups()}
+	tensors := map[tensorKey]graph.Tensor{}
+	for _, t := range g.Tensors {
+		tensors[tensorKey{t.Buffer, t.Offset}] = t
+	}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
 		if off, chunked := d.GridOffset(); chunked && off != [3]int{} {
@@ -84,7 +88,7 @@ func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
 		if !ok {
 			return nil, fmt.Errorf("dispatch %d: the cpu backend has no kernel family %q", i, d.Family)
 		}
-		step, err := fam(d, &args{d: d, mem: mem})
+		step, err := fam(d, &args{d: d, mem: mem, tensors: tensors})
 		if err != nil {
 			return nil, fmt.Errorf("dispatch %d (%s, layer %d): %w", i, d.Kernel, d.Layer, err)
 		}
@@ -122,9 +126,18 @@ func (p *Program) Run() {
 
 // args resolves a dispatch's bindings and constants, collecting the first error.
 type args struct {
-	d   *graph.Dispatch
-	mem *buffers.Memory
-	err error
+	d       *graph.Dispatch
+	mem     *buffers.Memory
+	tensors map[tensorKey]graph.Tensor // weight placements by where they start
+	err     error
+}
+
+// tensorKey is where a weight tensor starts: a weight binding's offset (plus,
+// for an expert block, a part's offset) finds the tensor it reads, and so its
+// storage format and row padding.
+type tensorKey struct {
+	buffer string
+	offset int64
 }
 
 func (a *args) fail(err error) {

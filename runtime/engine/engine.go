@@ -166,12 +166,18 @@ func (m *Model) openNgram(src WeightSource) error {
 	return nil
 }
 
+// tensorBytes is the region of elems elements of t starting at off: whole
+// rows, each t.RowStored() elements of t.Format (padded rows included).
 func (m *Model) tensorBytes(t graph.Tensor, off int64, elems int) ([]byte, error) {
 	f, err := quantFormat(t.Format)
 	if err != nil {
 		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
 	}
-	b, err := m.mem.Bytes(graph.Range{Buffer: t.Buffer, Offset: off, Size: int64(f.Bytes(elems))})
+	cols, stored := t.Shape[len(t.Shape)-1], t.RowStored()
+	if stored%f.BlockElems != 0 || stored < cols {
+		return nil, fmt.Errorf("tensor %s: rows of %d stored as %d elements, not whole %s blocks of %d", t.Name, cols, stored, f.Name, f.BlockElems)
+	}
+	b, err := m.mem.Bytes(graph.Range{Buffer: t.Buffer, Offset: off, Size: int64(elems/cols) * int64(f.Bytes(stored))})
 	if err != nil {
 		return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
 	}

@@ -6,9 +6,12 @@ package weights
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
@@ -188,19 +191,20 @@ func (h *HF) Read(spec models.TensorSpec, index int, format string, dst []byte) 
 	if err != nil {
 		return h.withFile(err, b.names[0])
 	}
-	if n%f.BlockElems != 0 {
-		return fmt.Errorf("role %s: %d elements are not a whole number of %s blocks of %d", spec.Name, n, format, f.BlockElems)
+	rl, err := rowLayout(spec, f)
+	if err != nil {
+		return err
 	}
-	if want := f.Bytes(n); len(dst) != want {
-		return fmt.Errorf("role %s: destination has %d bytes, want %d for %d elements of %s", spec.Name, len(dst), want, n, format)
+	if want := n / rl.Len * rl.RowBytes(); len(dst) != want {
+		return fmt.Errorf("role %s: destination has %d bytes, want %d for %d rows of %d stored as %s", spec.Name, len(dst), want, n/rl.Len, rl.Len, describe(rl))
 	}
 	off := 0
 	for _, s := range segs {
-		if s.n%f.BlockElems != 0 {
-			return fmt.Errorf("role %s: a run of %d elements from %s is not a whole number of %s blocks of %d", spec.Name, s.n, s.name, format, f.BlockElems)
+		if s.n%rl.Len != 0 {
+			return fmt.Errorf("role %s: a run of %d elements from %s is not whole rows of %d", spec.Name, s.n, s.name, rl.Len)
 		}
-		size := f.Bytes(s.n)
-		if err := convert(s, f, dst[off:off+size]); err != nil {
+		size := s.n / rl.Len * rl.RowBytes()
+		if err := convert(s, rl, dst[off:off+size]); err != nil {
 			return h.withFile(fmt.Errorf("role %s: tensor %s: %w", spec.Name, s.name, err), s.name)
 		}
 		off += size
@@ -208,32 +212,113 @@ func (h *HF) Read(spec models.TensorSpec, index int, format string, dst []byte) 
 	return nil
 }
 
+// rowLayout is how the rows of spec are stored in format f: as they are when
+// they are whole blocks, else zero-padded to whole blocks (the planner has
+// already chosen between padding and a fallback format; given the format,
+// padding is the only way left).
+func rowLayout(spec models.TensorSpec, f *quant.Format) (quant.RowLayout, error) {
+	if len(spec.Shape) == 0 || spec.Shape[len(spec.Shape)-1] <= 0 {
+		return quant.RowLayout{}, fmt.Errorf("role %s: shape %v has no rows", spec.Name, spec.Shape)
+	}
+	rl, err := quant.ForRow(f.Name, spec.Shape[len(spec.Shape)-1], quant.Pad)
+	if err != nil {
+		return rl, fmt.Errorf("role %s: %w", spec.Name, err)
+	}
+	return rl, nil
+}
+
+// describe names a row layout for messages: "q8_0" or "iq2_xs padded to 768".
+func describe(rl quant.RowLayout) string {
+	if rl.Padded() {
+		return fmt.Sprintf("%s padded to %d", rl.Format.Name, rl.Stored)
+	}
+	return rl.Format.Name
+}
+
 // sourceFormats maps the checkpoint dtypes we load to their quant formats.
 var sourceFormats = map[string]string{"F32": "f32", "F16": "f16", "BF16": "bf16"}
 
-// convChunk bounds the float32 scratch of a conversion (256 KiB).
+// convChunk bounds the float32 scratch of a conversion (256 KiB per worker).
 const convChunk = 1 << 16
 
-// convert decodes the segment's source elements and encodes them into dst.
-func convert(s segment, to *quant.Format, dst []byte) error {
+// convert decodes the segment's source elements and encodes them into dst in
+// layout to. Quantizing is slow (tens of µs per block for the IQ formats), so
+// chunks are encoded on every core.
+func convert(s segment, to quant.RowLayout, dst []byte) error {
 	from, err := quant.Lookup(sourceFormats[s.t.DType])
 	if err != nil {
 		return err
 	}
 	src := s.t.Data[from.Bytes(s.start):from.Bytes(s.start+s.n)]
-	if from.Name == to.Name {
+	if from.Name == to.Format.Name && !to.Padded() {
 		copy(dst, src) // exact, and keeps NaN payloads
 		return nil
 	}
-	chunk := max(convChunk/to.BlockElems*to.BlockElems, to.BlockElems)
-	buf := make([]float32, min(chunk, s.n))
-	for done := 0; done < s.n; {
-		k := min(len(buf), s.n-done)
-		from.Decode(src[from.Bytes(done):], buf[:k])
-		to.Encode(buf[:k], dst[to.Bytes(done):])
-		done += k
+	return TranscodeRows(src, quant.RowLayout{Format: from, Len: to.Len, Stored: to.Len}, dst, to, s.n/to.Len, nil)
+}
+
+// TranscodeRows converts rows stored as from (src) into rows stored as to
+// (dst) through float32, applying fn (when not nil) to each decoded row.
+// Work is split across cores in chunks of whole rows.
+func TranscodeRows(src []byte, from quant.RowLayout, dst []byte, to quant.RowLayout, rows int, fn func([]float32)) error {
+	if from.Len != to.Len {
+		return fmt.Errorf("rows of %d elements cannot become rows of %d", from.Len, to.Len)
 	}
+	if len(src) < rows*from.RowBytes() || len(dst) < rows*to.RowBytes() {
+		return fmt.Errorf("%d rows need %d source and %d destination bytes, have %d and %d", rows, rows*from.RowBytes(), rows*to.RowBytes(), len(src), len(dst))
+	}
+	if to.Format.Encode == nil || from.Format.Decode == nil {
+		return fmt.Errorf("no codec from %s to %s", from.Format.Name, to.Format.Name)
+	}
+	fb, tb := from.RowBytes(), to.RowBytes()
+	// Unpadded rows of block formats can be converted many rows per call.
+	perChunk := max(1, convChunk/max(to.Stored, 1))
+	parallelRows(rows, perChunk, func(lo, hi int) {
+		if !from.Padded() && !to.Padded() && fn == nil {
+			buf := make([]float32, (hi-lo)*to.Len)
+			from.Format.Decode(src[lo*fb:hi*fb], buf)
+			to.Format.Encode(buf, dst[lo*tb:hi*tb])
+			return
+		}
+		buf := make([]float32, to.Len)
+		for r := lo; r < hi; r++ {
+			from.DecodeRow(src[r*fb:(r+1)*fb], buf)
+			if fn != nil {
+				fn(buf)
+			}
+			to.EncodeRow(buf, dst[r*tb:(r+1)*tb])
+		}
+	})
 	return nil
+}
+
+// parallelRows runs body over [0, rows) in chunks of up to per rows, on every
+// core when there is more than one chunk.
+func parallelRows(rows, per int, body func(lo, hi int)) {
+	chunks := (rows + per - 1) / per
+	workers := min(runtime.GOMAXPROCS(0), chunks)
+	if workers <= 1 {
+		for lo := 0; lo < rows; lo += per {
+			body(lo, min(lo+per, rows))
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				c := int(next.Add(1)) - 1
+				if c >= chunks {
+					return
+				}
+				body(c*per, min((c+1)*per, rows))
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Check resolves every spec against the checkpoint (presence, shape, dtype)

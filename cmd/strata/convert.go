@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/convert"
+	"github.com/strata-llm/strata/runtime/pack"
+	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/weights"
+)
+
+func init() {
+	commands["convert"] = command{"convert an HF checkpoint to a quantized GGUF file", convertCmd}
+}
+
+const convertAbout = `
+Converts an HF safetensors checkpoint (config.json + model.safetensors, or a
+sharded index) into one GGUF file, quantizing each tensor class as --quant
+says. The file uses llama.cpp's qwen3next tensor names, metadata keys and
+value transforms (norms +1, ssm_a = -exp(A_log)), and embeds the whole model
+config (metadata strata.config), so "strata run --gguf FILE" needs nothing
+else. Tensors are converted and written one at a time (routed experts one
+expert at a time), so memory stays near the size of the largest tensor; the
+output appears only when complete.
+
+--quant takes class=format items, comma-separated; classes not named keep the
+checkpoint's precision (its dtype):
+  trunk     attention, DeltaNet, router and shared-expert matrices
+  experts   the routed experts (the bytes that stream from SSD)
+  embed     the token embeddings        head   the output projection
+  all       every class at once         rows   the row policy (below)
+Formats: ` + "%s" + `. Norms, gates and other small vectors stay f32.
+
+Rows that are not a whole number of blocks (Qwen3.8-Flash-Next's 640-wide
+expert down rows under a 256-block format) follow the row policy:
+  smallest  (default) whichever of pad and fallback takes fewer bytes
+  pad       keep the format, zero-pad rows to whole blocks (exact; strata only)
+  fallback  llama.cpp's fallback format (iq2_xs, iq4_xs, q4_k -> iq4_nl;
+            q6_k -> q8_0); files llama.cpp can load
+For llama.cpp, also pass --no-mtp: llama.cpp has no Qwen3-Next MTP and refuses
+tensors it does not load.
+
+Only qwen3_next checkpoints convert today; qwen4_exp (Qwen3.8-Flash-Next) is
+refused with an error. Then run "strata pack FILE" to write FILE.experts, the
+routed experts laid out for one read per expert.`
+
+func convertCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("convert", "--hf DIR --quant PLAN -o FILE.gguf [--rows POLICY] [--no-mtp]", fmt.Sprintf(convertAbout, strings.Join(quant.Names(), ", ")), stderr)
+	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + safetensors)")
+	plan := fs.String("quant", "", "quant `plan`, e.g. experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k (default: the checkpoint's dtype for every class)")
+	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: smallest, pad or fallback (default smallest; same as rows= in --quant)")
+	out := fs.String("o", "", "output GGUF `file`")
+	name := fs.String("name", "", "model `name` recorded in the file (default: the checkpoint directory's name)")
+	noMTP := fs.Bool("no-mtp", false, "leave the MTP head out (llama.cpp refuses tensors it does not load)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *hf == "" || *out == "" {
+		return usagef("--hf and -o are required")
+	}
+	cfgPath := filepath.Join(*hf, "config.json")
+	data, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return fmt.Errorf("--hf: reading the HF config: %w", err)
+	}
+	if *name == "" {
+		*name = filepath.Base(filepath.Clean(*hf))
+	}
+	c, err := models.ImportHF(data, models.ImportOptions{Name: *name, Source: cfgPath})
+	if err != nil {
+		return err
+	}
+	if err := applyPlan(c, *plan, *rows); err != nil {
+		return err
+	}
+	ck, err := safetensors.OpenDir(*hf)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	src := weights.NewHF(ck, c)
+	if err := src.Check(c.Tensors()); err != nil {
+		return err
+	}
+	return writeGGUF(*out, c, src, convert.Options{DropMTP: *noMTP}, "convert", stdout, stderr)
+}
+
+// applyPlan applies --quant and --rows to c's quant plan.
+func applyPlan(c *models.Config, plan, rows string) error {
+	q, err := convert.ParsePlan(c.Quant, plan)
+	if err != nil {
+		return usagef("--quant: %v", err)
+	}
+	if rows != "" {
+		p, err := quant.ParseRowPolicy(rows)
+		if err != nil {
+			return usagef("--rows: %v", err)
+		}
+		q.Rows = p.String()
+	}
+	c.Quant = q
+	return nil
+}
+
+// writeGGUF runs a conversion with a progress bar and reports what it wrote.
+func writeGGUF(out string, c *models.Config, src convert.Source, opt convert.Options, label string, stdout, stderr io.Writer) error {
+	bar := newProgress(stderr, label)
+	opt.Progress = bar.update
+	rep, err := convert.Write(out, c, src, opt)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	var parts []string
+	for f, n := range rep.ByFormat {
+		parts = append(parts, fmt.Sprintf("%s %s", f, sizeOf(n)))
+	}
+	sort.Strings(parts)
+	fmt.Fprintf(stdout, "wrote %s: %s, %d tensors, %s of tensor data (%s); plan %s\n", out, rep.Config.Name, rep.Tensors, sizeOf(rep.Bytes), strings.Join(parts, ", "), convert.String(rep.Config.Quant))
+	if rep.ExpertBytes > 0 {
+		fmt.Fprintf(stdout, "one routed expert (gate+up+down): %d bytes\n", rep.ExpertBytes)
+	}
+	if _, err := os.Stat(pack.Path(out)); err == nil {
+		fmt.Fprintf(stderr, "note: %s belongs to the file this one replaced; run strata pack %s\n", pack.Path(out), out)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

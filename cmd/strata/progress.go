@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// progress draws a one-line bar on stderr for long work (conversion, packing),
+// redrawn in place at most every 100 ms, with throughput and time left.
+type progress struct {
+	w     io.Writer
+	label string
+	start time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newProgress(w io.Writer, label string) *progress {
+	return &progress{w: w, label: label, start: time.Now()}
+}
+
+// update redraws the bar for done of total bytes.
+func (p *progress) update(done, total int64) {
+	now := time.Now()
+	if done < total && now.Sub(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last, p.drawn = now, true
+	frac := 1.0
+	if total > 0 {
+		frac = float64(done) / float64(total)
+	}
+	const width = 30
+	fill := int(frac * width)
+	bar := strings.Repeat("=", fill) + strings.Repeat(" ", width-fill)
+	elapsed := now.Sub(p.start).Seconds()
+	rate := float64(done) / max(elapsed, 1e-9)
+	eta := ""
+	if done < total && rate > 0 {
+		eta = fmt.Sprintf("  %s left", time.Duration(float64(total-done)/rate*float64(time.Second)).Round(time.Second))
+	}
+	fmt.Fprintf(p.w, "\r%s [%s] %3.0f%%  %s / %s  %s/s%s   ", p.label, bar, 100*frac, sizeOf(done), sizeOf(total), sizeOf(int64(rate)), eta)
+}
+
+// finish ends the bar's line.
+func (p *progress) finish() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// sizeOf renders a byte count in decimal units.
+func sizeOf(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// parseFlagsAnd parses args, flags and positional arguments in any order,
+// turning flag errors into usage errors, and returns the positional ones.
+func parseFlagsAnd(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				helps[fs]()
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

@@ -1,0 +1,89 @@
+package strata
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/pack"
+	"github.com/strata-llm/strata/runtime/weights"
+)
+
+// GGUFOptions tune how a GGUF model is opened.
+type GGUFOptions struct {
+	HFOptions // Context 0: the embedded config's runtime.context_length
+	// Config is the model config; nil takes the one strata embeds in the
+	// file (strata.config), which every file strata writes has.
+	Config *models.Config
+	// Pack is the .experts file to read routed experts from: "" takes
+	// PATH.experts when it exists, "-" never uses one.
+	Pack string
+}
+
+// OpenGGUF opens a GGUF model (written by strata convert or strata synth, or a
+// llama.cpp qwen3next file given its config), builds its window graphs and
+// loads its weights, the routed experts through the .experts pack when there
+// is one. A pack that does not belong to the file is refused.
+func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	// Every weight is copied into the engine's buffers at load, so the
+	// mapping is not needed afterwards.
+	defer f.Close()
+	c := opt.Config
+	if c == nil {
+		if c, err = weights.ConfigOf(f); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Context > 0 {
+		cc := *c
+		cc.Runtime.ContextLength = opt.Context
+		c = &cc
+	}
+	src, err := weights.NewGGUF(f, c)
+	if err != nil {
+		return nil, err
+	}
+	packPath := opt.Pack
+	if packPath == "" {
+		packPath = pack.Path(path)
+		if _, err := os.Stat(packPath); errors.Is(err, fs.ErrNotExist) {
+			packPath = "-"
+		}
+	}
+	if packPath != "-" {
+		p, err := pack.Open(packPath, f)
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		src.UsePack(p)
+	}
+	if err := src.Check(c.Tensors()); err != nil {
+		return nil, err
+	}
+	rows := opt.PrefillRows
+	if rows == 0 {
+		rows = c.Windows.PrefillRows
+	}
+	if rows < 1 {
+		return nil, fmt.Errorf("--prefill-rows must be ≥ 1, got %d", rows)
+	}
+	graphs, err := gen.Windows(c, opt.AllLogits, rows)
+	if err != nil {
+		return nil, err
+	}
+	m, err := engine.Load(c, graphs, src)
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Config: c, Model: m, PrefillRows: rows}, nil
+}
