@@ -11,7 +11,6 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/ngram"
-	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/weights"
 )
@@ -43,10 +42,10 @@ type pleLayer struct {
 // memory they share.
 type Model struct {
 	Config   *models.Config
-	mem      *buffers.Memory
+	mem      Memory
 	shapes   []int // ascending window row counts
-	programs map[int]*cpu.Program
-	mtp      map[int]*cpu.Program // the MTP draft head's windows, by rows
+	programs map[int]window
+	mtp      map[int]window // the MTP draft head's windows, by rows
 	ple      []pleLayer
 	eos      int // resets n-gram context; -1 without PLE
 }
@@ -54,14 +53,19 @@ type Model struct {
 // Load allocates memory for graphs (one per window shape, of model c), fills
 // the weights from src and binds every graph to the cpu backend.
 func Load(c *models.Config, graphs []*graph.Graph, src WeightSource) (*Model, error) {
+	return LoadWith(c, graphs, src, CPU)
+}
+
+// LoadWith is Load on a chosen backend.
+func LoadWith(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Backend) (*Model, error) {
 	if len(graphs) == 0 {
 		return nil, errors.New("no window graphs to load")
 	}
-	mem, err := buffers.NewMemory(graphs...)
+	mem, err := backend.NewMemory(graphs...)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	m := &Model{Config: c, mem: mem, programs: map[int]*cpu.Program{}, mtp: map[int]*cpu.Program{}, eos: -1}
+	m := &Model{Config: c, mem: mem, programs: map[int]window{}, mtp: map[int]window{}, eos: -1}
 	if err := m.fillWeights(graphs[0], src); err != nil {
 		return nil, err
 	}
@@ -83,11 +87,11 @@ func Load(c *models.Config, graphs []*graph.Graph, src WeightSource) (*Model, er
 		if _, dup := set[g.Rows]; dup {
 			return nil, fmt.Errorf("model %s: two %s window graphs with %d rows", c.Name, g.Kind, g.Rows)
 		}
-		p, err := cpu.Compile(g, mem)
+		p, err := backend.Compile(g, mem)
 		if err != nil {
 			return nil, fmt.Errorf("model %s, %s window T=%d: %w", c.Name, g.Kind, g.Rows, err)
 		}
-		set[g.Rows] = p
+		set[g.Rows] = window{g: g, p: p}
 		if g.Kind == graph.KindTrunk {
 			m.shapes = append(m.shapes, g.Rows)
 		}
@@ -185,10 +189,13 @@ func (m *Model) tensorBytes(t graph.Tensor, off int64, elems int) ([]byte, error
 }
 
 // SetOrder sets how the dispatches of a barrier group run, for every shape.
+// It only applies to the cpu backend.
 func (m *Model) SetOrder(o cpu.Order, seed int64) {
-	for _, set := range []map[int]*cpu.Program{m.programs, m.mtp} {
-		for _, p := range set {
-			p.Order, p.Seed = o, seed
+	for _, set := range []map[int]window{m.programs, m.mtp} {
+		for _, w := range set {
+			if p, ok := w.p.(cpuProgram); ok {
+				p.Order, p.Seed = o, seed
+			}
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/cpu"
 )
 
 func quantFormat(name string) (*quant.Format, error) { return quant.Lookup(name) }
@@ -47,14 +46,16 @@ func (s *Session) Window(tokens []int) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.writeParams(p.Graph, tokens, s.pos); err != nil {
+	if err := s.writeParams(p.g, tokens, s.pos); err != nil {
 		return nil, err
 	}
-	next, err := s.gatherNgrams(p.Graph, tokens)
+	next, err := s.gatherNgrams(p.g, tokens)
 	if err != nil {
 		return nil, err
 	}
-	p.Run()
+	if err := p.p.Run(); err != nil {
+		return nil, fmt.Errorf("model %s, window of %d rows at position %d: %w", s.m.Config.Name, n, s.pos, err)
+	}
 	s.pos += n
 	s.history = next
 	return s.logits(p, n)
@@ -62,10 +63,10 @@ func (s *Session) Window(tokens []int) ([][]float32, error) {
 
 // program picks the smallest window shape of set that holds the tokens, after
 // checking them and the context.
-func (s *Session) program(set map[int]*cpu.Program, tokens []int, pos int) (*cpu.Program, error) {
+func (s *Session) program(set map[int]window, tokens []int, pos int) (window, error) {
 	c, n := s.m.Config, len(tokens)
 	if n == 0 {
-		return nil, fmt.Errorf("empty window")
+		return window{}, fmt.Errorf("empty window")
 	}
 	shape, largest := -1, 0
 	for t := range set {
@@ -75,15 +76,15 @@ func (s *Session) program(set map[int]*cpu.Program, tokens []int, pos int) (*cpu
 		}
 	}
 	if shape < 0 {
-		return nil, fmt.Errorf("a window of %d rows is larger than the largest window shape of model %s (%d rows)", n, c.Name, largest)
+		return window{}, fmt.Errorf("a window of %d rows is larger than the largest window shape of model %s (%d rows)", n, c.Name, largest)
 	}
 	for i, tok := range tokens {
 		if tok < 0 || tok >= c.Architecture.VocabSize {
-			return nil, fmt.Errorf("token %d (position %d) is out of range: model %s has a vocabulary of %d ids (0..%d)", tok, pos+i, c.Name, c.Architecture.VocabSize, c.Architecture.VocabSize-1)
+			return window{}, fmt.Errorf("token %d (position %d) is out of range: model %s has a vocabulary of %d ids (0..%d)", tok, pos+i, c.Name, c.Architecture.VocabSize, c.Architecture.VocabSize-1)
 		}
 	}
 	if pos+n > c.Runtime.ContextLength {
-		return nil, fmt.Errorf("context length exceeded: %d tokens after this window, but model %s has runtime.context_length = %d", pos+n, c.Name, c.Runtime.ContextLength)
+		return window{}, fmt.Errorf("context length exceeded: %d tokens after this window, but model %s has runtime.context_length = %d", pos+n, c.Name, c.Runtime.ContextLength)
 	}
 	return set[shape], nil
 }
@@ -100,18 +101,20 @@ func (s *Session) MTPWindow(tokens []int, pos int) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.writeParams(p.Graph, tokens, pos); err != nil {
+	if err := s.writeParams(p.g, tokens, pos); err != nil {
 		return nil, err
 	}
-	p.Run()
+	if err := p.p.Run(); err != nil {
+		return nil, fmt.Errorf("model %s, MTP window at position %d: %w", s.m.Config.Name, pos, err)
+	}
 	return s.logits(p, len(tokens))
 }
 
 // logits copies the logits a window computed: one row per token, or only
 // the last row when the shape computes last-row logits.
-func (s *Session) logits(p *cpu.Program, n int) ([][]float32, error) {
+func (s *Session) logits(p window, n int) ([][]float32, error) {
 	m, c := s.m, s.m.Config
-	out, err := p.Graph.Output(0)
+	out, err := p.g.Output(0)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ func (s *Session) logits(p *cpu.Program, n int) ([][]float32, error) {
 	}
 	all := buffers.Float32s(b)
 	V := c.Architecture.VocabSize
-	rows := min(n, p.Graph.LogitRows)
+	rows := min(n, p.g.LogitRows)
 	logits := make([][]float32, rows)
 	for r := range logits {
 		logits[r] = append([]float32(nil), all[r*V:(r+1)*V]...)
