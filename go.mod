@@ -2,4 +2,14 @@ module github.com/strata-llm/strata
 
 go 1.26.8
 
-require github.com/BurntSushi/toml v1.6.0
+require (
+	github.com/BurntSushi/toml v1.6.0
+	github.com/dave/jennifer v1.7.1
+	github.com/ebitengine/purego v0.11.3
+	golang.org/x/tools v0.52.0
+)
+
+require (
+	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)

@@ -99,7 +99,7 @@ func (b *builder) buildMTP() {
 		// fc_hidden applies to each stream: every row holds `streams` sub-rows.
 		t := b.w.tensor("mtp.fc_hidden")
 		b.emit("matmul_"+t.Format, "matmul", -1, cs("rows", b.T, "n", H, "k", H, "fold", streams, "wfmt", formatCode(t)), nil,
-			[3]int{ceilDiv(H, 4), b.T * streams, 1}, [3]int{128, 1, 1},
+			matmulGrid(H, b.T*streams), matmulThreadgroup,
 			params, in("w", b.w.whole("mtp.fc_hidden")), in("x", hn), out("y", x))
 		b.emit("stream_add", "stream_add", -1, cs("rows", b.T, "hidden", H, "streams", streams), nil, [3]int{b.T, streams, 1}, rowGroup(H),
 			params, inout("x", x), in("y", ep))
@@ -215,9 +215,8 @@ func (b *builder) matmul(layer int, params graph.Binding, weight string, x, y gr
 func (b *builder) matmulRows(layer int, params graph.Binding, weight string, x, y graph.Range, rows int) {
 	t := b.w.tensor(weight)
 	n, k := t.Shape[0], t.Shape[1]
-	const rowsPerGroup = 4 // one output row per simdgroup
 	b.emit("matmul_"+t.Format, "matmul", layer, cs("rows", rows, "n", n, "k", k, "wfmt", formatCode(t)), nil,
-		[3]int{ceilDiv(n, rowsPerGroup), rows, 1}, [3]int{32 * rowsPerGroup, 1, 1},
+		matmulGrid(n, rows), matmulThreadgroup,
 		params, in("w", b.w.whole(weight)), in("x", x), out("y", y))
 }
 
@@ -280,7 +279,7 @@ func (b *builder) ple(ly layerSpec, params graph.Binding, x graph.Range) {
 	K, d := a.PLE.ConvKernel, a.PLE.NgramSize
 	state := b.state.alloc(int64((K - 1) * d * S * f32))
 	b.emit("ple_conv", "ple_conv", l, cs("rows", b.T, "dim", S, "kernel", K, "dilation", d), nil,
-		[3]int{ceilDiv(S, 256), 1, 1}, [3]int{256, 1, 1},
+		[3]int{ceilDiv(S, channelThreads), 1, 1}, [3]int{channelThreads, 1, 1},
 		params, in("z", z), in("zn", zn), in("w", b.w.whole(lt("ple.conv"))), inout("state", state), inout("x", x))
 }
 
@@ -312,7 +311,7 @@ func (b *builder) gatedDeltaNet(ly layerSpec, params graph.Binding, xn, mix grap
 
 	conv := b.rowsScratch("gdn_conv", g.ConvDim())
 	convState := b.state.alloc(int64((g.ConvKernel - 1) * g.ConvDim() * f32))
-	b.emit("gdn_conv", "gdn_conv", l, dims("kernel", g.ConvKernel), nil, [3]int{ceilDiv(g.ConvDim(), 256), 1, 1}, [3]int{256, 1, 1},
+	b.emit("gdn_conv", "gdn_conv", l, dims("kernel", g.ConvKernel), nil, [3]int{ceilDiv(g.ConvDim(), channelThreads), 1, 1}, [3]int{channelThreads, 1, 1},
 		params, qkv, in("w", b.w.whole(lt("gdn.conv"))), inout("state", convState), out("y", conv))
 
 	betaOut := b.rowsScratch("gdn_beta", g.NumValueHeads)
@@ -326,7 +325,7 @@ func (b *builder) gatedDeltaNet(ly layerSpec, params graph.Binding, xn, mix grap
 
 	o := b.rowsScratch("gdn_o", g.ValueDim())
 	rec := b.state.alloc(int64(g.NumValueHeads * g.KeyHeadDim * g.ValueHeadDim * f32))
-	b.emit("gdn_rule", "gdn_rule", l, dims(), nil, [3]int{g.NumValueHeads, ceilDiv(g.ValueHeadDim, 32), 1}, [3]int{32, 1, 1},
+	b.emit("gdn_rule", "gdn_rule", l, dims(), nil, [3]int{g.NumValueHeads, ceilDiv(g.ValueHeadDim, ruleSimdgroups*ruleColumns), 1}, [3]int{simdWidth * ruleSimdgroups, 1, 1},
 		params, in("conv", conv), in("beta", betaOut), in("g", decay), inout("state", rec), out("o", o))
 
 	y := b.rowsScratch("gdn_y", g.ValueDim())
@@ -371,7 +370,7 @@ func (b *builder) attention(ly layerSpec, params graph.Binding, xn, mix graph.Ra
 	args := append([]graph.Binding{params, in("q", q), in("qfull", qFull), in("kcache", kc), in("vcache", vc)}, sel...)
 	ix := b.a.Indexer
 	b.emit("attention", "attention", l, consts("sparse", sparse, "ratio", ix.CompressRatio, "top_k", ix.BlockTopK()), nil,
-		[3]int{b.T, at.NumHeads, 1}, [3]int{32, 1, 1}, append(args, out("y", att))...)
+		[3]int{b.T, at.NumHeads, 1}, [3]int{simdWidth * attnSimdgroups, 1, 1}, append(args, out("y", att))...)
 	b.matmul(l, params, lt("attn.o"), att, mix)
 }
 
@@ -400,7 +399,7 @@ func (b *builder) indexer(ly layerSpec, params graph.Binding, xn graph.Range) []
 		params, in("raw", raw), in("k_norm", b.w.whole(lt("attn.index_k_norm"))), inout("pooled", pooled))
 	sel := b.rowsScratch("idx_sel", max(ix.BlockTopK(), 1))
 	cnt := b.rowsScratch("idx_count", 1)
-	b.emit("index_select", "index_select", l, consts(), nil, [3]int{b.T, 1, 1}, [3]int{256, 1, 1},
+	b.emit("index_select", "index_select", l, consts(), nil, [3]int{b.T, 1, 1}, [3]int{selectThreads, 1, 1},
 		params, in("q", q), in("pooled", pooled), out("sel", sel), out("count", cnt))
 	return []graph.Binding{in("sel", sel), in("count", cnt)}
 }
@@ -418,7 +417,7 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 	ids := b.rowsScratch("route_ids", m.ExpertsPerToken)
 	weights := b.rowsScratch("route_w", m.ExpertsPerToken)
 	b.emit("router", "router", l, cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "norm_topk", m.NormTopKProb), nil,
-		[3]int{b.T, 1, 1}, [3]int{32, 1, 1}, params, in("logits", logits), out("ids", ids), out("weights", weights))
+		[3]int{b.T, 1, 1}, [3]int{simdWidth, 1, 1}, params, in("logits", logits), out("ids", ids), out("weights", weights))
 	// The host makes the chosen experts resident here; the shared expert does
 	// not depend on them, so it runs between the signal and the wait.
 	b.hps = append(b.hps, graph.HostPoint{Layer: l, After: len(b.ds) - 1})
@@ -450,11 +449,11 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 			"up_off", up.Offset-experts.Offset, "down_off", down.Offset-experts.Offset)
 	}
 	b.emit("moe_gate_up_"+gate.Format, "moe_gate_up", l, expertConsts(), nil,
-		[3]int{ceilDiv(I, 4), m.ExpertsPerToken, b.T}, [3]int{128, 1, 1},
+		[3]int{ceilDiv(I, expertSimdgroups), m.ExpertsPerToken, b.T}, expertThreadgroup,
 		params, in("x", xn), in("ids", ids), in("experts", experts), out("h", hidden))
 	routed := b.rowsScratch("moe_out", H)
 	b.emit("moe_down_"+gate.Format, "moe_down", l, expertConsts(), nil,
-		[3]int{ceilDiv(H, 4), b.T, 1}, [3]int{128, 1, 1},
+		[3]int{ceilDiv(H, expertSimdgroups), b.T, 1}, expertThreadgroup,
 		params, in("h", hidden), in("ids", ids), in("weights", weights), in("experts", experts), out("y", routed))
 
 	target := out("x", dst)

@@ -16,7 +16,7 @@ import (
 
 func init() {
 	commands["generate"] = command{
-		summary: "write a model's window graphs under generated/<model>/",
+		summary: "write a model's window graphs, MSL kernels and Go bindings under generated/<model>/",
 		help:    generateHelp,
 		run:     runGenerate,
 	}
@@ -29,7 +29,9 @@ Builds the window graph of every window shape the model config asks for
 windows.prefill_rows rows, which computes the last row's logits only) and
 writes each as deterministic JSON to DIR/<model>/window-T<rows>.json, with
 the barrier audit of every graph in DIR/<model>/audit.txt and audit.json (see
-strata graph audit). Files are written atomically; files of shapes the config
+strata graph audit), the MSL of every kernel the graphs dispatch in
+DIR/<model>/kernels.metal, and DIR/<model>/bindings.go, the Go package that
+embeds them and registers the model with runtime/artifact. Files are written atomically; files of shapes the config
 no longer asks for are removed. Run through go generate from the model's
 folder.
 
@@ -121,5 +123,25 @@ func GenerateFiles(c *models.Config) (map[string][]byte, error) {
 		return nil, err
 	}
 	maps.Copy(files, audits)
+	// The kernels every graph dispatches, and the Go package that embeds
+	// them with the graphs.
+	lib, err := gen.BuildLibrary(c, graphs)
+	if err != nil {
+		return nil, err
+	}
+	src, err := lib.MSL()
+	if err != nil {
+		return nil, err
+	}
+	files["kernels.metal"] = src
+	var graphNames []string
+	for _, g := range graphs {
+		graphNames = append(graphNames, graphFile(g))
+	}
+	bindings, err := lib.Bindings(c, graphs, graphNames)
+	if err != nil {
+		return nil, err
+	}
+	files["bindings.go"] = bindings
 	return files, nil
 }

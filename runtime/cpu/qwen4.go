@@ -110,9 +110,8 @@ func pleGate(d *graph.Dispatch, a *args) (func(), error) {
 			for s := 0; s < C; s++ {
 				off := t*C*H + s*H
 				r := float64(dot(k[off:off+H], q[off:off+H])) * scale
-				r = math.Copysign(math.Sqrt(math.Max(math.Abs(r), 1e-6)), r)
-				if r == 0 || math.IsNaN(r) {
-					r = 0 // torch.sign(0) = 0
+				if r != 0 { // torch.sign(0) = 0 keeps r′ = 0
+					r = math.Copysign(math.Sqrt(math.Max(math.Abs(r), 1e-6)), r)
 				}
 				gate := sigmoid(r)
 				for i := 0; i < H; i++ {

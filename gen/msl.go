@@ -1,0 +1,912 @@
+package gen
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/templates/msl"
+)
+
+// Library is the MSL of one model: every kernel its window graphs dispatch,
+// specialized for the model, and what a runtime needs to build the
+// pipelines (kernel name + function-constant tuple) and bind the buffers.
+type Library struct {
+	Model     string
+	ModelType string
+	// Baked are the tier-1 constants: model dimensions and tile sizes
+	// compiled into the source.
+	Baked []BakedConst
+	// Formats are the storage formats whose decoders the library holds.
+	Formats  []string
+	Families []*Family // the families used, in block order
+	Kernels  []*Kernel // sorted by name
+	// Pipelines are the distinct (kernel, function constants) pairs the
+	// graphs dispatch, sorted.
+	Pipelines []Pipeline
+	// Missing are kernels the graphs dispatch that the library cannot hold
+	// yet (no MSL decoder for their storage format), with the reason. A
+	// runtime refuses such a model on the GPU backends.
+	Missing []MissingKernel
+
+	templates fs.FS
+}
+
+// BakedConst is a tier-1 constant: `constexpr constant uint Name = Value;`.
+type BakedConst struct {
+	Name    string
+	Value   int
+	Comment string
+}
+
+// KernelBuffer is one buffer argument of a kernel.
+type KernelBuffer struct {
+	Slot  int
+	Name  string
+	Type  string // MSL element type
+	Space string // "device" or "constant"
+	Write bool   // written (not const)
+}
+
+// Kernel is one MSL kernel function.
+type Kernel struct {
+	Name    string
+	Family  *Family
+	Format  string         // storage format of its weight bindings, "" if none
+	Buffers []KernelBuffer // in slot order
+	// ArgsSlot is the slot of the argument struct (after the last buffer),
+	// -1 when the family has none.
+	ArgsSlot   int
+	Dispatches int // how many dispatches of all the model's graphs use it
+	// Consts are the indices of the function constants the kernel's code
+	// reads (the grid offsets, and those of its family its template uses),
+	// ascending: what Metal's reflection of the function declares. A
+	// dispatch may carry more (the storage format code the kernel name
+	// already fixes; the sparse shape a dense kernel ignores). Filled when
+	// the kernel is emitted.
+	Consts []int
+}
+
+// PipelineConst is one function-constant value of a pipeline.
+type PipelineConst struct {
+	Index int
+	Name  string
+	Type  string
+	Value int64
+}
+
+// Pipeline is a kernel specialized with function-constant values.
+type Pipeline struct {
+	Kernel string
+	Consts []PipelineConst // ascending index
+}
+
+// Key is the pipeline's cache key: kernel name and constants.
+func (p Pipeline) Key() string {
+	var b strings.Builder
+	b.WriteString(p.Kernel)
+	for _, c := range p.Consts {
+		fmt.Fprintf(&b, " %s=%d", c.Name, c.Value)
+	}
+	return b.String()
+}
+
+// less orders pipelines by kernel, then by constant values, numerically.
+func (p Pipeline) less(o Pipeline) bool {
+	if p.Kernel != o.Kernel {
+		return p.Kernel < o.Kernel
+	}
+	for i := 0; i < len(p.Consts) && i < len(o.Consts); i++ {
+		a, b := p.Consts[i], o.Consts[i]
+		if a.Index != b.Index {
+			return a.Index < b.Index
+		}
+		if a.Value != b.Value {
+			return a.Value < b.Value
+		}
+	}
+	return len(p.Consts) < len(o.Consts)
+}
+
+// MissingKernel is a kernel the library does not hold.
+type MissingKernel struct {
+	Kernel string
+	Reason string
+}
+
+// Kernel returns the kernel called name.
+func (l *Library) Kernel(name string) (*Kernel, bool) {
+	i, ok := slices.BinarySearchFunc(l.Kernels, name, func(k *Kernel, n string) int { return strings.Compare(k.Name, n) })
+	if !ok {
+		return nil, false
+	}
+	return l.Kernels[i], true
+}
+
+// reservedNames are the identifiers every kernel body uses besides its
+// bindings; a binding may not take them.
+var reservedNames = map[string]bool{"tgpig": true, "tg": true, "tid": true, "ntg": true, "lane": true, "sg": true, "nsg": true, "args": true}
+
+// BuildLibrary collects every kernel that graphs (all window graphs of model
+// c) dispatch, and checks each dispatch against the catalog: its family, its
+// function constants and their values, its scalars against the argument
+// struct, its binding slots (contiguous, params first, argument struct after
+// the last), one binding layout per kernel, and the formats of the weights
+// it binds.
+func BuildLibrary(c *models.Config, graphs []*graph.Graph) (*Library, error) {
+	return buildLibraryWith(c, graphs, msl.FS)
+}
+
+// buildLibraryWith builds the library against the templates in fsys.
+func buildLibraryWith(c *models.Config, graphs []*graph.Graph, fsys fs.FS) (*Library, error) {
+	lib := &Library{Model: c.Name, ModelType: c.Architecture.ModelType, templates: fsys}
+	baked, err := bakedConsts(c)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", c.Name, err)
+	}
+	lib.Baked = baked
+	chunks, err := formatChunks(lib.templates)
+	if err != nil {
+		return nil, err
+	}
+	kernels := map[string]*Kernel{}
+	missing := map[string]string{}
+	pipelines := map[string]Pipeline{}
+	for _, g := range graphs {
+		tensors := map[graph.Range]graph.Tensor{}
+		for _, t := range g.Tensors {
+			tensors[graph.Range{Buffer: t.Buffer, Offset: t.Offset}] = t
+		}
+		for i := range g.Dispatches {
+			d := &g.Dispatches[i]
+			where := fmt.Sprintf("graph %s/%s T=%d dispatch %d (%s, layer %d)", g.Model, g.Kind, g.Rows, i, d.Kernel, d.Layer)
+			f, err := FamilyByName(d.Family)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			p, err := pipelineOf(f, d)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			k, err := kernelOf(f, d, g, i)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			if err := checkWeightFormats(k, d, g, tensors); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			if k.Format != "" {
+				if _, ok := chunks[k.Format]; !ok {
+					missing[k.Name] = fmt.Sprintf("no MSL decoder for format %s (templates/msl/formats/%s.metal.tmpl)", k.Format, k.Format)
+					continue
+				}
+				if err := checkChunks(f, d, k.Format, chunks[k.Format]); err != nil {
+					missing[k.Name] = err.Error()
+					continue
+				}
+			}
+			if err := checkFits(f, d, baked); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			if prev, ok := kernels[k.Name]; ok {
+				if err := prev.merge(k); err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+			} else {
+				kernels[k.Name] = k
+			}
+			kernels[k.Name].Dispatches++
+			pipelines[p.Key()] = p
+		}
+	}
+	for name, k := range kernels {
+		if _, gone := missing[name]; gone {
+			delete(kernels, name)
+			continue
+		}
+		lib.Kernels = append(lib.Kernels, k)
+	}
+	sort.Slice(lib.Kernels, func(i, j int) bool { return lib.Kernels[i].Name < lib.Kernels[j].Name })
+	for name, why := range missing {
+		lib.Missing = append(lib.Missing, MissingKernel{Kernel: name, Reason: why})
+	}
+	sort.Slice(lib.Missing, func(i, j int) bool { return lib.Missing[i].Kernel < lib.Missing[j].Kernel })
+	families, formats := map[string]bool{}, map[string]bool{}
+	for _, k := range lib.Kernels {
+		families[k.Family.Name] = true
+		if k.Format != "" {
+			formats[k.Format] = true
+		}
+	}
+	for _, f := range catalog {
+		if families[f.Name] {
+			lib.Families = append(lib.Families, f)
+		}
+	}
+	for name := range formats {
+		lib.Formats = append(lib.Formats, name)
+	}
+	sort.Strings(lib.Formats)
+	// Rendering records which function constants each kernel reads.
+	if _, err := lib.emit(fsys); err != nil {
+		return nil, err
+	}
+	for _, p := range pipelines {
+		if _, ok := lib.Kernel(p.Kernel); ok {
+			lib.Pipelines = append(lib.Pipelines, p)
+		}
+	}
+	sort.Slice(lib.Pipelines, func(i, j int) bool { return lib.Pipelines[i].less(lib.Pipelines[j]) })
+	return lib, nil
+}
+
+// PipelineOf is the pipeline of a dispatch of the library: its kernel with
+// the dispatch's function constants.
+func (l *Library) PipelineOf(d *graph.Dispatch) (Pipeline, error) {
+	k, ok := l.Kernel(d.Kernel)
+	if !ok {
+		return Pipeline{}, fmt.Errorf("library %s has no kernel %s", l.Model, d.Kernel)
+	}
+	return pipelineOf(k.Family, d)
+}
+
+// pipelineOf checks a dispatch's constants against its family and returns
+// its pipeline.
+func pipelineOf(f *Family, d *graph.Dispatch) (Pipeline, error) {
+	p := Pipeline{Kernel: d.Kernel}
+	seen := map[string]bool{}
+	for _, c := range d.Consts {
+		if seen[c.Name] {
+			return Pipeline{}, fmt.Errorf("function constant %s given twice", c.Name)
+		}
+		seen[c.Name] = true
+		decl, idx, ok := lookupConst(f, c.Name)
+		if !ok {
+			return Pipeline{}, fmt.Errorf("constant %s is not a function constant of family %s (gen/catalog.go)", c.Name, f.Name)
+		}
+		switch decl.Type {
+		case ConstBool:
+			if c.Value != 0 && c.Value != 1 {
+				return Pipeline{}, fmt.Errorf("bool function constant %s = %d", c.Name, c.Value)
+			}
+		case ConstUInt:
+			if c.Value < 0 || c.Value > 1<<32-1 {
+				return Pipeline{}, fmt.Errorf("uint function constant %s = %d does not fit 32 bits", c.Name, c.Value)
+			}
+		}
+		p.Consts = append(p.Consts, PipelineConst{Index: idx, Name: c.Name, Type: decl.Type, Value: c.Value})
+	}
+	for _, decl := range f.Consts {
+		if !decl.Optional && !seen[decl.Name] {
+			return Pipeline{}, fmt.Errorf("function constant %s of family %s is missing", decl.Name, f.Name)
+		}
+	}
+	sort.Slice(p.Consts, func(i, j int) bool { return p.Consts[i].Index < p.Consts[j].Index })
+	if f.Args != nil {
+		if err := f.Args.checkScalars(d.Scalars); err != nil {
+			return Pipeline{}, err
+		}
+	} else if len(d.Scalars) > 0 {
+		return Pipeline{}, fmt.Errorf("family %s has no argument struct, the dispatch has scalars %v", f.Name, scalarNames(d.Scalars))
+	}
+	return p, nil
+}
+
+// lookupConst finds a function constant of f or a shared grid offset.
+func lookupConst(f *Family, name string) (FamilyConst, int, bool) {
+	if idx, ok := f.ConstIndex(name); ok {
+		decl, _ := f.Const(name)
+		return decl, idx, true
+	}
+	for i, c := range GridOffsetConsts {
+		if c.Name == name {
+			return c, GridOffsetBlock + i, true
+		}
+	}
+	return FamilyConst{}, 0, false
+}
+
+// kernelOf derives the kernel (name, format, buffer layout) of a dispatch.
+func kernelOf(f *Family, d *graph.Dispatch, g *graph.Graph, index int) (*Kernel, error) {
+	k := &Kernel{Name: d.Kernel, Family: f, ArgsSlot: -1}
+	if len(f.Formatted) > 0 {
+		code, ok := d.Const("wfmt")
+		if !ok {
+			return nil, fmt.Errorf("family %s binds weights but the dispatch has no wfmt", f.Name)
+		}
+		qf, err := quant.ByCode(int(code))
+		if err != nil {
+			return nil, err
+		}
+		k.Format = qf.Name
+	}
+	want := f.Name
+	if k.Format != "" {
+		want += "_" + k.Format
+	}
+	if d.Kernel != want {
+		return nil, fmt.Errorf("kernel name %q, the catalog names it %q (family, then storage format)", d.Kernel, want)
+	}
+	for i, a := range d.Args {
+		if a.Slot != i {
+			return nil, fmt.Errorf("binding %s at slot %d, expected %d: slots follow the binding order", a.Name, a.Slot, i)
+		}
+		if !isIdent(a.Name) || reservedNames[a.Name] || (a.Name == "params") != (i == 0) {
+			return nil, fmt.Errorf("binding %q at slot %d: bindings are identifiers, params is slot 0, and %v are taken", a.Name, i, sortedKeys(reservedNames))
+		}
+		kb := KernelBuffer{Slot: i, Name: a.Name, Type: f.elemType(a.Name), Space: "device", Write: a.Access != graph.Read}
+		if a.Name == "params" {
+			if a.Access != graph.Read || a.Buffer != BufParams {
+				return nil, fmt.Errorf("params binding must read the params buffer")
+			}
+			kb.Space = "constant"
+		}
+		k.Buffers = append(k.Buffers, kb)
+	}
+	if len(d.Scalars) > 0 {
+		k.ArgsSlot = len(d.Args)
+		if g.ICB != nil && index < len(g.ICB.Commands) {
+			if a := g.ICB.Commands[index].Args; a == nil || a.Slot != k.ArgsSlot {
+				return nil, fmt.Errorf("the ICB plan puts the argument struct elsewhere than slot %d", k.ArgsSlot)
+			}
+		}
+	}
+	return k, nil
+}
+
+// merge folds another dispatch's view of the same kernel into k: one MSL
+// function has one signature, so names and slots must agree; a buffer is
+// writable if any dispatch writes it.
+func (k *Kernel) merge(o *Kernel) error {
+	if len(k.Buffers) != len(o.Buffers) || k.ArgsSlot != o.ArgsSlot || k.Format != o.Format {
+		return fmt.Errorf("kernel %s is dispatched with two different binding layouts (%s and %s)", k.Name, k.layout(), o.layout())
+	}
+	for i := range k.Buffers {
+		if k.Buffers[i].Name != o.Buffers[i].Name {
+			return fmt.Errorf("kernel %s is dispatched with two different binding layouts (%s and %s)", k.Name, k.layout(), o.layout())
+		}
+		k.Buffers[i].Write = k.Buffers[i].Write || o.Buffers[i].Write
+	}
+	return nil
+}
+
+func (k *Kernel) layout() string {
+	var names []string
+	for _, b := range k.Buffers {
+		names = append(names, b.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// checkWeightFormats verifies that float bindings of weight buffers bind f32
+// tensors and formatted bindings bind tensors of the kernel's format.
+func checkWeightFormats(k *Kernel, d *graph.Dispatch, g *graph.Graph, tensors map[graph.Range]graph.Tensor) error {
+	for _, a := range d.Args {
+		buf, _ := g.Buffer(a.Buffer)
+		if buf.Kind != graph.KindWeights && buf.Kind != graph.KindExperts {
+			continue
+		}
+		want := "f32"
+		if k.Family.formatted(a.Name) {
+			want = k.Format
+		}
+		// Every tensor inside the bound range (experts bind gate, up and down).
+		found := false
+		for _, t := range g.Tensors {
+			if t.Buffer != a.Buffer || t.Offset < a.Offset || t.Offset >= a.End() {
+				continue
+			}
+			found = true
+			if t.Format != want {
+				return fmt.Errorf("binding %s reads tensor %s stored as %s, kernel %s reads %s", a.Name, t.Name, t.Format, k.Name, want)
+			}
+		}
+		if !found {
+			if _, ok := tensors[graph.Range{Buffer: a.Buffer, Offset: a.Offset}]; !ok {
+				return fmt.Errorf("binding %s at %s+%d starts at no tensor", a.Name, a.Buffer, a.Offset)
+			}
+		}
+	}
+	return nil
+}
+
+// checkChunks verifies that the rows a formatted kernel decodes are whole
+// decoder chunks (the kernels have no tail path yet).
+func checkChunks(f *Family, d *graph.Dispatch, format string, chunk int) error {
+	var lens []string
+	switch f.Name {
+	case "embed":
+		lens = []string{"dim"}
+	case "matmul":
+		lens = []string{"k"}
+	case "moe_gate_up":
+		lens = []string{"hidden"}
+	case "moe_down":
+		lens = []string{"inter"}
+	}
+	for _, name := range lens {
+		v, _ := d.Const(name)
+		if v%int64(chunk) != 0 {
+			return fmt.Errorf("%s rows of %d elements are not whole %s decoder chunks of %d (a tail path is needed)", f.Name, v, format, chunk)
+		}
+	}
+	return nil
+}
+
+// checkFits verifies that a dispatch's sizes fit the arrays the kernels size
+// with baked constants.
+func checkFits(f *Family, d *graph.Dispatch, baked []BakedConst) error {
+	bv := func(name string) int64 {
+		for _, b := range baked {
+			if b.Name == name {
+				return int64(b.Value)
+			}
+		}
+		panic("gen: no baked constant " + name)
+	}
+	c := func(name string) int64 { v, _ := d.Const(name); return v }
+	type limit struct {
+		what       string
+		have, most int64
+	}
+	var limits []limit
+	switch f.Name {
+	case "gdn_conv":
+		limits = append(limits, limit{"conv kernel", c("kernel"), bv("gdn_conv_window")})
+	case "gdn_rule":
+		limits = append(limits, limit{"key head dim", c("dk"), simdWidth * bv("gdn_rule_rows_per_lane")})
+	case "attention":
+		limits = append(limits, limit{"head dim", c("head_dim"), simdWidth * bv("attn_dims_per_lane")})
+	case "router":
+		limits = append(limits, limit{"experts", c("experts"), simdWidth * bv("router_experts_per_lane")})
+	case "ple_conv":
+		limits = append(limits, limit{"conv window", (c("kernel")-1)*c("dilation") + 1, bv("ple_conv_window")})
+	case "index_pool":
+		limits = append(limits, limit{"head dim", c("head_dim"), bv("index_head_dim_max")})
+	case "index_select":
+		limits = append(limits, limit{"query size", c("heads") * c("head_dim"), bv("index_query_max")},
+			limit{"top-k", c("top_k"), 1<<32 - 2})
+	}
+	for _, l := range limits {
+		if l.have > l.most || l.have < 0 {
+			return fmt.Errorf("%s %d is more than the %d the kernel was generated for", l.what, l.have, l.most)
+		}
+	}
+	return nil
+}
+
+// bakedConsts are the tier-1 constants of model c: tile sizes and the model
+// dimensions that size per-thread and threadgroup arrays.
+func bakedConsts(c *models.Config) ([]BakedConst, error) {
+	a := &c.Architecture
+	perLane := func(n int) int { return max(1, ceilDiv(n, simdWidth)) }
+	selectCache := selectCacheMax
+	indexQuery := max(1, a.Indexer.Heads*a.Indexer.HeadDim)
+	if a.Indexer.CompressRatio > 0 {
+		selectCache = min(selectCacheMax, max(1, ceilDiv(c.Runtime.ContextLength, a.Indexer.CompressRatio)))
+	}
+	// index_select's threadgroup memory: query, score cache, 2048-bin
+	// histogram, scan partials and the broadcast pair.
+	if tgBytes := 4 * (indexQuery + selectCache + 2048 + rowSimdgroups + 2); tgBytes > threadgroupMemoryLimit {
+		return nil, fmt.Errorf("index_select needs %d bytes of threadgroup memory, more than %d: the indexer query (%d floats) is too large", tgBytes, threadgroupMemoryLimit, indexQuery)
+	}
+	if ceilDiv(a.MoE.NumExperts, simdWidth) > 32 {
+		return nil, fmt.Errorf("router keeps its experts in registers with one taken-bit per entry: %d experts is more than 1024", a.MoE.NumExperts)
+	}
+	return []BakedConst{
+		{"simd_width", simdWidth, "lanes of a simdgroup on Apple GPUs"},
+		{"row_simdgroups", rowSimdgroups, "most simdgroups of a row kernel's threadgroup"},
+		{"matmul_simdgroups", matmulSimdgroups, "matmul: simdgroups per threadgroup"},
+		{"matmul_rows_per_simdgroup", matmulRowsPerSimdgroup, "matmul: output rows per simdgroup"},
+		{"matmul_batch_rows", matmulBatchRows, "matmul: window rows per threadgroup, each weight read once for all"},
+		{"expert_simdgroups", expertSimdgroups, "moe_gate_up, moe_down: one expert row per simdgroup"},
+		{"gdn_rule_columns", ruleColumns, "gdn_rule: state columns per simdgroup"},
+		{"gdn_rule_simdgroups", ruleSimdgroups, "gdn_rule: simdgroups per threadgroup"},
+		{"attn_simdgroups", attnSimdgroups, "attention: simdgroups splitting the keys of one (row, head)"},
+		{"select_threads", selectThreads, "index_select: threads per threadgroup"},
+		{"hidden_size", a.HiddenSize, "model: hidden size"},
+		{"vocab_size", a.VocabSize, "model: vocabulary"},
+		{"gdn_rule_rows_per_lane", perLane(a.LinearAttention.KeyHeadDim), "gdn_rule: key rows of the state per lane (key head dim / 32)"},
+		{"gdn_conv_window", max(1, a.LinearAttention.ConvKernel), "gdn_conv: taps of the causal conv"},
+		{"attn_dims_per_lane", perLane(a.Attention.HeadDim), "attention: head dims per lane (head dim / 32)"},
+		{"router_experts_per_lane", perLane(a.MoE.NumExperts), "router: logits per lane (experts / 32)"},
+		{"ple_conv_window", max(1, (a.PLE.ConvKernel-1)*a.PLE.NgramSize+1), "ple_conv: taps of the dilated conv window"},
+		{"index_head_dim_max", max(1, a.Indexer.HeadDim), "index_pool: pooled key size"},
+		{"index_query_max", indexQuery, "index_select: indexer query floats per row (heads × head dim)"},
+		{"select_cache", selectCache, "index_select: block scores kept in threadgroup memory"},
+	}, nil
+}
+
+// formatChunks reads the decoder chunk of every format template: the
+// elements one decode call yields (a multiple of 4: float4 output).
+func formatChunks(fsys fs.FS) (map[string]int, error) {
+	paths, err := fs.Glob(fsys, "formats/*.metal.tmpl")
+	if err != nil {
+		return nil, fmt.Errorf("listing MSL format templates: %w", err)
+	}
+	out := map[string]int{}
+	for _, p := range paths {
+		name := strings.TrimSuffix(strings.TrimPrefix(p, "formats/"), ".metal.tmpl")
+		f, err := quant.Lookup(name)
+		if err != nil {
+			return nil, fmt.Errorf("MSL decoder %s: %w", p, err)
+		}
+		if f.Name != name {
+			return nil, fmt.Errorf("MSL decoder %s: models/quant spells the format %q", p, f.Name)
+		}
+		t, err := template.ParseFS(fsys, p)
+		if err != nil {
+			return nil, fmt.Errorf("MSL decoder %s: %w", p, err)
+		}
+		var b bytes.Buffer
+		if err := t.ExecuteTemplate(&b, name+".chunk", nil); err != nil {
+			return nil, fmt.Errorf("MSL decoder %s: its %s.chunk template: %w", p, name, err)
+		}
+		chunk, err := strconv.Atoi(strings.TrimSpace(b.String()))
+		if err != nil || chunk <= 0 || chunk%4 != 0 || (chunk%f.BlockElems != 0 && f.BlockElems%chunk != 0) {
+			return nil, fmt.Errorf("MSL decoder %s: chunk %q must be a positive multiple of 4 that divides or is divided by the block size %d", p, b.String(), f.BlockElems)
+		}
+		out[name] = chunk
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MSL emits the library's kernels.metal.
+func (l *Library) MSL() ([]byte, error) {
+	src, err := l.emit(l.templates)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.CheckSource(src); err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+// only is the part of the library that holds the kernels of one family
+// (the broken-template tests type-check families one at a time).
+func (l *Library) only(family string) *Library {
+	sub := *l
+	sub.Kernels, sub.Families, sub.Formats, sub.Pipelines, sub.Missing = nil, nil, nil, nil, nil
+	formats := map[string]bool{}
+	for _, k := range l.Kernels {
+		if k.Family.Name == family {
+			sub.Kernels = append(sub.Kernels, k)
+			if k.Format != "" {
+				formats[k.Format] = true
+			}
+		}
+	}
+	for _, f := range l.Families {
+		if f.Name == family {
+			sub.Families = append(sub.Families, f)
+		}
+	}
+	for _, name := range l.Formats {
+		if formats[name] {
+			sub.Formats = append(sub.Formats, name)
+		}
+	}
+	for _, p := range l.Pipelines {
+		if k, ok := l.Kernel(p.Kernel); ok && k.Family.Name == family {
+			sub.Pipelines = append(sub.Pipelines, p)
+		}
+	}
+	return &sub
+}
+
+// kernelData is what a family template sees for one kernel.
+type kernelData struct {
+	*Kernel
+	Lib *Library
+}
+
+// Fmt is the storage format whose decoder the kernel calls.
+func (k kernelData) Fmt() string { return k.Format }
+
+// Has reports whether the kernel has a binding called name.
+func (k kernelData) Has(name string) bool {
+	for _, b := range k.Buffers {
+		if b.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// FC names the MSL constant holding the family's function constant name
+// (with its default applied when it is optional); an undeclared name fails
+// generation.
+func (k kernelData) FC(name string) (string, error) {
+	c, ok := k.Family.Const(name)
+	if !ok {
+		return "", fmt.Errorf("template %s: %s is not a function constant of the family", k.Family.Name, name)
+	}
+	if c.Optional {
+		return k.Family.Name + "_" + name, nil
+	}
+	return fcIdent(k.Family.Name, name), nil
+}
+
+func fcIdent(family, name string) string { return "fc_" + family + "_" + name }
+
+// preludeData is what the prelude template sees.
+type preludeData struct {
+	*Library
+	Baked   []BakedConst // those the kernels use
+	Structs []string     // MSL argument struct definitions
+	FCs     []fcDecl
+}
+
+type fcDecl struct {
+	Comment  string // set on the first constant of a block
+	Type     string
+	Ident    string
+	Index    int
+	Optional bool
+	Default  int64
+	Name     string // derived constant with the default applied (optional ones)
+}
+
+// emit renders kernels.metal from the templates in fsys.
+func (l *Library) emit(fsys fs.FS) ([]byte, error) {
+	t, err := template.New("msl").Option("missingkey=error").ParseFS(fsys, "*.metal.tmpl", "formats/*.metal.tmpl")
+	if err != nil {
+		return nil, fmt.Errorf("parsing MSL templates: %w", err)
+	}
+	pd := preludeData{Library: l}
+	decl := func(family string, consts []FamilyConst, block int, what string) {
+		for i, c := range consts {
+			d := fcDecl{Type: c.Type, Ident: fcIdent(family, c.Name), Index: block + i, Optional: c.Optional, Default: c.Default}
+			if family == "" {
+				d.Ident = "fc_" + c.Name
+				d.Name = c.Name
+			} else if c.Optional {
+				d.Name = family + "_" + c.Name
+			}
+			if i == 0 {
+				d.Comment = fmt.Sprintf("%s: %d–%d", what, block, block+len(consts)-1)
+			}
+			pd.FCs = append(pd.FCs, d)
+		}
+	}
+	decl("", GridOffsetConsts, GridOffsetBlock, "grid offsets of a chunked dispatch (graph.ConstGridOffset*)")
+	for _, f := range l.Families {
+		decl(f.Name, f.Consts, f.Block, f.Name)
+		if f.Args != nil {
+			s, err := f.Args.MSL()
+			if err != nil {
+				return nil, err
+			}
+			pd.Structs = append(pd.Structs, s)
+		}
+	}
+	var out bytes.Buffer
+	for _, name := range l.Formats {
+		f, _ := quant.Lookup(name)
+		fmt.Fprintf(&out, "\n// ---- Storage format %s: %d elements in %d-byte blocks ----\n", name, f.BlockElems, f.BlockBytes)
+		fmt.Fprintf(&out, "constexpr constant uint %s_block_elems = %d;\nconstexpr constant uint %s_block_bytes = %d;\n", name, f.BlockElems, name, f.BlockBytes)
+		fmt.Fprintf(&out, "constexpr constant uint %s_chunk = ", name)
+		if err := t.ExecuteTemplate(&out, name+".chunk", nil); err != nil {
+			return nil, fmt.Errorf("MSL decoder %s: %w", name, err)
+		}
+		fmt.Fprintf(&out, "; // elements per decode call\n")
+		fmt.Fprintf(&out, "// Bytes of a row of n elements, padded to whole blocks.\ninline ulong %s_row_bytes(uint n) { return ulong((n + %s_block_elems - 1) / %s_block_elems) * %s_block_bytes; }\n", name, name, name, name)
+		if err := t.ExecuteTemplate(&out, name+".decode", nil); err != nil {
+			return nil, fmt.Errorf("MSL decoder %s: %w", name, err)
+		}
+	}
+	for _, f := range l.Families {
+		fmt.Fprintf(&out, "\n// ==== %s ====\n", f.Name)
+		if h := t.Lookup(f.Name + ".helpers"); h != nil {
+			var hb bytes.Buffer
+			if err := h.Execute(&hb, l); err != nil {
+				return nil, fmt.Errorf("MSL template %s.helpers: %w", f.Name, err)
+			}
+			// Helpers are shared by the family's kernels: constants reach
+			// them as arguments, so each kernel's reads stay visible.
+			if regexp.MustCompile(`\bfc_\w+`).MatchString(hb.String()) {
+				return nil, fmt.Errorf("MSL template %s.helpers reads a function constant", f.Name)
+			}
+			out.Write(hb.Bytes())
+		}
+		body := t.Lookup(f.Name)
+		if body == nil {
+			return nil, fmt.Errorf("no MSL template for kernel family %s (templates/msl/%s.metal.tmpl)", f.Name, f.Name)
+		}
+		for _, k := range l.Kernels {
+			if k.Family != f {
+				continue
+			}
+			var b bytes.Buffer
+			kd := kernelData{Kernel: k, Lib: l}
+			if err := body.Execute(&b, kd); err != nil {
+				return nil, fmt.Errorf("MSL template %s for kernel %s: %w", f.Name, k.Name, err)
+			}
+			k.Consts = nil
+			for i := range GridOffsetConsts { // chunk_origin reads them
+				k.Consts = append(k.Consts, GridOffsetBlock+i)
+			}
+			// What the code reads, not just what the template asked for.
+			for i, c := range f.Consts {
+				ident, _ := kd.FC(c.Name)
+				if regexp.MustCompile(`\b` + ident + `\b`).MatchString(b.String()) {
+					k.Consts = append(k.Consts, f.Block+i)
+				}
+			}
+			if strings.Contains(b.String(), "tgpig") {
+				return nil, fmt.Errorf("MSL template %s reads tgpig: use tg, which adds the grid offset of a chunked dispatch", f.Name)
+			}
+			out.WriteString("\n")
+			out.WriteString(l.signature(k))
+			out.WriteString("{\n    const uint3 tg = chunk_origin(tgpig);\n")
+			out.WriteString(strings.TrimLeft(b.String(), "\n"))
+			out.WriteString("}\n")
+		}
+	}
+	// The prelude declares the baked constants the rest uses (MSL warns of
+	// unused ones).
+	used := regexp.MustCompile(`\b\w+\b`).FindAllString(out.String(), -1)
+	usedSet := map[string]bool{}
+	for _, w := range used {
+		usedSet[w] = true
+	}
+	var prelude bytes.Buffer
+	var baked []BakedConst
+	for _, b := range l.Baked {
+		if usedSet[b.Name] || b.Name == "simd_width" {
+			baked = append(baked, b)
+		}
+	}
+	pd.Baked = baked
+	if err := t.ExecuteTemplate(&prelude, "prelude", pd); err != nil {
+		return nil, fmt.Errorf("MSL prelude: %w", err)
+	}
+	prelude.Write(out.Bytes())
+	return tidy(prelude.Bytes()), nil
+}
+
+// tidy drops trailing blanks and runs of blank lines, so templates may be
+// laid out for reading.
+func tidy(src []byte) []byte {
+	var out bytes.Buffer
+	blank := 0
+	for _, line := range strings.Split(string(src), "\n") {
+		line = strings.TrimRight(line, " \t")
+		if line == "" {
+			blank++
+			if blank > 1 {
+				continue
+			}
+		} else {
+			blank = 0
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	return append(bytes.TrimRight(out.Bytes(), "\n"), '\n')
+}
+
+// threadAttrs are the built-in inputs every kernel takes.
+var threadAttrs = []struct{ typ, name, attr string }{
+	{"uint3", "tgpig", "threadgroup_position_in_grid"},
+	{"uint", "tid", "thread_index_in_threadgroup"},
+	{"uint", "ntg", "threads_per_threadgroup"},
+	{"uint", "lane", "thread_index_in_simdgroup"},
+	{"uint", "sg", "simdgroup_index_in_threadgroup"},
+	{"uint", "nsg", "simdgroups_per_threadgroup"},
+}
+
+// signature is the kernel's MSL declaration, from its metadata.
+func (l *Library) signature(k *Kernel) string {
+	var params []string
+	for _, b := range k.Buffers {
+		cnst := "const "
+		if b.Write || b.Space == "constant" { // constant memory is read-only already
+			cnst = ""
+		}
+		params = append(params, fmt.Sprintf("%s %s%s *%s [[buffer(%d)]]", b.Space, cnst, b.Type, b.Name, b.Slot))
+	}
+	if k.ArgsSlot >= 0 {
+		params = append(params, fmt.Sprintf("constant %s &args [[buffer(%d)]]", k.Family.Args.Name, k.ArgsSlot))
+	}
+	for _, a := range threadAttrs {
+		params = append(params, fmt.Sprintf("%s %s [[%s]]", a.typ, a.name, a.attr))
+	}
+	return fmt.Sprintf("kernel void %s(\n    %s)\n", k.Name, strings.Join(params, ",\n    "))
+}
+
+var (
+	kernelRE = regexp.MustCompile(`(?m)^kernel void (\w+)\(([^)]*(?:\)\]\][^)]*)*)\)\s*\{`)
+	bufferRE = regexp.MustCompile(`\*?&?\s*(\w+)\s*\[\[buffer\((\d+)\)\]\]`)
+	fcRE     = regexp.MustCompile(`(?m)^constant (\w+) (\w+) \[\[function_constant\((\d+)\)\]\];`)
+)
+
+// CheckSource checks emitted MSL against the library's metadata, since
+// clang ignores Metal's attributes: every kernel is declared once, with
+// exactly its buffers at their slots ([[buffer(n)]] distinct, the argument
+// struct after the last binding, 31 slots at most), and every function
+// constant is declared once, at its catalog index, with indices unique.
+func (l *Library) CheckSource(src []byte) error {
+	text := string(src)
+	seen := map[string]bool{}
+	for _, m := range kernelRE.FindAllStringSubmatch(text, -1) {
+		name := m[1]
+		k, ok := l.Kernel(name)
+		if !ok || seen[name] {
+			return fmt.Errorf("kernels.metal: kernel %s is not in the library metadata or declared twice", name)
+		}
+		seen[name] = true
+		want := map[int]string{}
+		for _, b := range k.Buffers {
+			want[b.Slot] = b.Name
+		}
+		if k.ArgsSlot >= 0 {
+			want[k.ArgsSlot] = "args"
+		}
+		got := map[int]string{}
+		for _, b := range bufferRE.FindAllStringSubmatch(m[2], -1) {
+			slot, _ := strconv.Atoi(b[2])
+			if other, dup := got[slot]; dup {
+				return fmt.Errorf("kernels.metal: kernel %s binds %s and %s to [[buffer(%d)]]", name, other, b[1], slot)
+			}
+			if slot >= graph.DefaultLimits.MaxBufferBindings {
+				return fmt.Errorf("kernels.metal: kernel %s binds %s to [[buffer(%d)]], past the %d slots", name, b[1], slot, graph.DefaultLimits.MaxBufferBindings)
+			}
+			got[slot] = b[1]
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("kernels.metal: kernel %s binds %v, its metadata says %v", name, got, want)
+		}
+	}
+	for _, k := range l.Kernels {
+		if !seen[k.Name] {
+			return fmt.Errorf("kernels.metal: kernel %s is missing", k.Name)
+		}
+	}
+	wantFC := map[int]string{}
+	for i, c := range GridOffsetConsts {
+		wantFC[GridOffsetBlock+i] = "fc_" + c.Name
+	}
+	for _, f := range l.Families {
+		if f.Block%blockSize != 0 || len(f.Consts) >= blockSize {
+			return fmt.Errorf("family %s: block %d must be a multiple of %d holding fewer than %d constants", f.Name, f.Block, blockSize, blockSize)
+		}
+		for i, c := range f.Consts {
+			wantFC[f.Block+i] = fcIdent(f.Name, c.Name)
+		}
+	}
+	gotFC := map[int]string{}
+	for _, m := range fcRE.FindAllStringSubmatch(text, -1) {
+		idx, _ := strconv.Atoi(m[3])
+		if other, dup := gotFC[idx]; dup {
+			return fmt.Errorf("kernels.metal: function constants %s and %s share index %d", other, m[2], idx)
+		}
+		gotFC[idx] = m[2]
+	}
+	if fmt.Sprint(gotFC) != fmt.Sprint(wantFC) {
+		return fmt.Errorf("kernels.metal declares function constants %v, the catalog says %v", gotFC, wantFC)
+	}
+	return nil
+}
+
+// Lines counts the lines of an emitted file.
+func Lines(src []byte) int { return bytes.Count(src, []byte("\n")) }

@@ -1,0 +1,118 @@
+package metal
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/artifact"
+)
+
+// KernelsFrom builds the backend's Kernels from a generated model
+// (generated/<model>/bindings.go registers it with runtime/artifact):
+// kernels.metal; dispatches resolved through the model's function-constant
+// table (a block per family, the grid offsets shared), each checked against
+// its kernel's buffer table (the slot of every binding, the argument
+// struct's slot and size); argument structs from the generated encoders. A
+// model whose graphs dispatch kernels that kernels.metal lacks is refused.
+func KernelsFrom(m *artifact.Model) (Kernels, error) {
+	if len(m.Missing) > 0 {
+		return Kernels{}, fmt.Errorf("model %s: kernels.metal lacks kernels its graphs dispatch: %s", m.Name, strings.Join(m.Missing, "; "))
+	}
+	src, err := m.Source()
+	if err != nil {
+		return Kernels{}, err
+	}
+	if m.EncodeArgs == nil {
+		return Kernels{}, fmt.Errorf("model %s: the bindings have no argument-struct encoder", m.Name)
+	}
+	families := map[string][]ConstantSlot{}
+	var shared []ConstantSlot
+	for _, c := range m.Constants {
+		t, err := constType(c.Type)
+		if err != nil {
+			return Kernels{}, fmt.Errorf("model %s: function constant %s (index %d): %w", m.Name, c.Name, c.Index, err)
+		}
+		s := ConstantSlot{Name: c.Name, Index: c.Index, Type: t, Optional: c.Optional}
+		if c.Family == "" {
+			shared = append(shared, s)
+		} else {
+			families[c.Family] = append(families[c.Family], s)
+		}
+	}
+	for _, k := range m.Kernels {
+		if _, ok := families[k.Family]; !ok {
+			families[k.Family] = nil // a family without constants of its own
+		}
+	}
+	for f := range families {
+		families[f] = append(families[f], shared...)
+	}
+	table := TableResolver(families)
+	resolve := func(d *graph.Dispatch) (Function, error) {
+		k, ok := m.Kernel(d.Kernel)
+		if !ok {
+			return Function{}, fmt.Errorf("kernels.metal of %s has no kernel %s", m.Name, d.Kernel)
+		}
+		if k.Family != d.Family {
+			return Function{}, fmt.Errorf("kernel %s is of family %s in kernels.metal, %s in the graph", d.Kernel, k.Family, d.Family)
+		}
+		if err := checkSlots(k, d); err != nil {
+			return Function{}, err
+		}
+		return table(d)
+	}
+	args := func(d *graph.Dispatch) ([]byte, error) {
+		b, err := m.EncodeArgs(d.Family, d.Scalars)
+		if err != nil {
+			return nil, err
+		}
+		want := 0
+		if k, ok := m.Kernel(d.Kernel); ok && k.ArgsSlot >= 0 {
+			want = k.ArgsSize
+		}
+		if len(b) != want {
+			return nil, fmt.Errorf("kernel %s: argument struct of %d bytes, kernels.metal declares %d", d.Kernel, len(b), want)
+		}
+		return b, nil
+	}
+	return Kernels{Source: string(src), Resolve: resolve, Args: args}, nil
+}
+
+func constType(t string) (DataType, error) {
+	switch t {
+	case artifact.UInt:
+		return TypeUInt, nil
+	case artifact.Bool:
+		return TypeBool, nil
+	}
+	return 0, fmt.Errorf("unknown type %q", t)
+}
+
+// checkSlots holds a dispatch's bindings to the kernel's buffer arguments:
+// the same names at the same slots, and the argument struct where the kernel
+// reads it.
+func checkSlots(k *artifact.Kernel, d *graph.Dispatch) error {
+	slots := map[string]int{}
+	for _, b := range k.Buffers {
+		slots[b.Name] = b.Slot
+	}
+	next := 0
+	for _, a := range d.Args {
+		s, ok := slots[a.Name]
+		if !ok {
+			return fmt.Errorf("kernel %s has no buffer argument %s", k.Name, a.Name)
+		}
+		if s != a.Slot {
+			return fmt.Errorf("kernel %s reads %s at slot %d, the graph binds it at %d", k.Name, a.Name, s, a.Slot)
+		}
+		next = max(next, a.Slot+1)
+	}
+	if len(d.Args) != len(k.Buffers) {
+		return fmt.Errorf("kernel %s takes %d buffers, the graph binds %d", k.Name, len(k.Buffers), len(d.Args))
+	}
+	if k.ArgsSlot >= 0 && k.ArgsSlot != next {
+		return fmt.Errorf("kernel %s reads its argument struct at slot %d, the backend binds it at %d", k.Name, k.ArgsSlot, next)
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package msl
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// ErrNoClang means no clang was found to type-check MSL with.
+var ErrNoClang = errors.New("no clang on PATH (apt-get install clang; or set STRATA_CLANG)")
+
+// Clang finds the clang that type-checks MSL: $STRATA_CLANG, else clang,
+// clang-19 or clang-14 on PATH.
+func Clang() (string, error) {
+	if p := os.Getenv("STRATA_CLANG"); p != "" {
+		return exec.LookPath(p)
+	}
+	for _, name := range []string{"clang", "clang-19", "clang-14"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", ErrNoClang
+}
+
+// CheckFlags are the clang flags of the type check: C++ for OpenCL (so
+// device, threadgroup and constant are distinct, enforced address spaces),
+// none of OpenCL's own headers or built-ins, no double precision, and every
+// warning an error.
+var CheckFlags = []string{
+	"--target=spir", "-x", "cl", "-cl-std=clc++2021", "-cl-no-stdinc", "-nostdinc",
+	"-Xclang", "-cl-ext=-cl_khr_fp64,-__opencl_c_fp64",
+	"-fsyntax-only", "-Werror", "-Wall", "-ferror-limit=50", "-fno-color-diagnostics",
+}
+
+// TypeCheck runs clang -fsyntax-only over MSL source src (reported as name)
+// against the metal_stdlib stand-in. It returns ErrNoClang when clang is
+// missing, and clang's diagnostics when the source does not pass.
+func TypeCheck(name string, src []byte) error {
+	clang, err := Clang()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "strata-msl-check-")
+	if err != nil {
+		return fmt.Errorf("type-checking %s: %w", name, err)
+	}
+	defer os.RemoveAll(dir)
+	header, err := fs.ReadFile(FS, "check/metal_stdlib")
+	if err != nil {
+		return fmt.Errorf("type-checking %s: %w", name, err)
+	}
+	inc := filepath.Join(dir, "include")
+	if err := os.Mkdir(inc, 0o755); err != nil {
+		return fmt.Errorf("type-checking %s: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(inc, "metal_stdlib"), header, 0o644); err != nil {
+		return fmt.Errorf("type-checking %s: %w", name, err)
+	}
+	file := filepath.Join(dir, filepath.Base(name))
+	if err := os.WriteFile(file, src, 0o644); err != nil {
+		return fmt.Errorf("type-checking %s: %w", name, err)
+	}
+	args := append(append([]string{}, CheckFlags...), "-isystem", inc, file)
+	cmd := exec.Command(clang, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("clang rejects %s: %w\n%s", name, err, bytes.ReplaceAll(out.Bytes(), []byte(dir+"/"), nil))
+	}
+	return nil
+}
