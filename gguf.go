@@ -8,9 +8,9 @@ import (
 
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/pack"
+	"github.com/strata-llm/strata/runtime/stream"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -35,8 +35,13 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 		return nil, err
 	}
 	// Every weight is copied into the engine's buffers at load, so the
-	// mapping is not needed afterwards.
-	defer f.Close()
+	// mapping is not needed afterwards, unless experts stream from it.
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+		}
+	}()
 	c := opt.Config
 	if c == nil {
 		if c, err = weights.ConfigOf(f); err != nil {
@@ -59,12 +64,22 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 			packPath = "-"
 		}
 	}
+	var reader stream.Reader
+	var closers []func() error
 	if packPath != "-" {
 		p, err := pack.Open(packPath, f)
 		if err != nil {
 			return nil, err
 		}
-		defer p.Close()
+		if opt.ArenaExperts > 0 {
+			reader = p
+			closers = append(closers, p.Close)
+			if opt.Stream.Verify == nil {
+				opt.Stream.Verify = p.Verify // a corrupt read is never published
+			}
+		} else {
+			defer p.Close()
+		}
 		src.UsePack(p)
 	}
 	if err := src.Check(c.Tensors()); err != nil {
@@ -81,9 +96,16 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := engine.Load(c, graphs, src)
+	m, err := loadEngine(c, graphs, src, opt.HFOptions, reader)
 	if err != nil {
+		for _, cl := range closers {
+			cl()
+		}
 		return nil, err
 	}
-	return &Loaded{Config: c, Model: m, PrefillRows: rows}, nil
+	if opt.ArenaExperts > 0 {
+		keep = true
+		closers = append(closers, f.Close)
+	}
+	return &Loaded{Config: c, Model: m, PrefillRows: rows, closers: closers}, nil
 }

@@ -427,17 +427,19 @@ func weightErrors(t *testing.T, path, oracle string) map[string]string {
 
 // TestExpertBytesRealModels: the experts buffer of the real models' window
 // graphs under IQ2_XS experts, per row policy: one expert's gate, up and down
-// (the unit that streams) and where Flash-Next's 640-wide down rows went.
+// (the unit that streams, rounded up to 16 KiB pages: an arena slot and a
+// pack entry) and where Flash-Next's 640-wide down rows went. The payloads
+// are 1,515,520 / 1,868,800 / 909,312 bytes.
 func TestExpertBytesRealModels(t *testing.T) {
 	for _, c := range []struct {
 		model, rows string
 		stride      int64
 		down        string
 	}{
-		{"qwen38-flash-next", "", 1515520, "iq2_xs padded to 768"}, // smallest: padding beats iq4_nl
-		{"qwen38-flash-next", "pad", 1515520, "iq2_xs padded to 768"},
-		{"qwen38-flash-next", "fallback", 1868800, "iq4_nl"},
-		{"qwen3-next-80b-a3b", "", 909312, "iq2_xs"},
+		{"qwen38-flash-next", "", 1523712, "iq2_xs padded to 768"}, // smallest: padding beats iq4_nl
+		{"qwen38-flash-next", "pad", 1523712, "iq2_xs padded to 768"},
+		{"qwen38-flash-next", "fallback", 1884160, "iq4_nl"},
+		{"qwen3-next-80b-a3b", "", 917504, "iq2_xs"},
 	} {
 		cfg, err := models.Embedded(c.model)
 		if err != nil {

@@ -6,15 +6,18 @@ package strata
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/stream"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -35,6 +38,11 @@ type HFOptions struct {
 	PrefillRows int  // 0: the model config's windows.prefill_rows
 	AllLogits   bool // compute every row's logits in prefill windows too (for --dump-logits)
 	Context     int  // 0: the imported default
+	// ArenaExperts > 0 streams the routed experts through an arena of that
+	// many experts instead of loading them all (the tokens do not change).
+	ArenaExperts int
+	// Stream tunes the streamer's reader pool (with ArenaExperts).
+	Stream stream.Options
 }
 
 // Loaded is a model ready to run, with what it was built from.
@@ -43,14 +51,30 @@ type Loaded struct {
 	Model       *engine.Model
 	PrefillRows int
 	checkpoint  *safetensors.Checkpoint
+	closers     []func() error // files a streaming model keeps reading
 }
 
-// Close releases the checkpoint mapping (a GGUF model holds none).
+// Close stops streaming and releases the checkpoint mapping and files.
 func (l *Loaded) Close() error {
-	if l.checkpoint == nil {
-		return nil
+	l.Model.Close()
+	var errs []error
+	for _, c := range l.closers {
+		errs = append(errs, c())
 	}
-	return l.checkpoint.Close()
+	if l.checkpoint != nil {
+		errs = append(errs, l.checkpoint.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// loadEngine loads graphs into the engine: every expert resident, or streamed
+// through an arena when opt asks for one (reading through reader, or the
+// weight source when reader is nil).
+func loadEngine(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, opt HFOptions, reader stream.Reader) (*engine.Model, error) {
+	if opt.ArenaExperts <= 0 {
+		return engine.Load(c, graphs, src)
+	}
+	return engine.LoadStreaming(c, graphs, src, engine.CPU, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream})
 }
 
 // OpenHF opens an HF checkpoint directory (config.json + safetensors): imports
@@ -97,7 +121,7 @@ func load(c *models.Config, ck *safetensors.Checkpoint, opt HFOptions) (*Loaded,
 	if err != nil {
 		return nil, err
 	}
-	m, err := engine.Load(c, graphs, src)
+	m, err := loadEngine(c, graphs, src, opt, nil)
 	if err != nil {
 		return nil, err
 	}

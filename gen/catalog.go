@@ -118,6 +118,7 @@ var (
 	indexConsts = uintConsts("rows", "heads", "head_dim", "rot_dim", "ratio", "top_k", "ctx")
 	moeConsts   = uintConsts("rows", "experts", "top_k", "hidden", "inter", "wfmt", "stride", "gate_off", "up_off", "down_off")
 	idTypes     = map[string]string{"ids": "uint"}
+	smapTypes   = map[string]string{"ids": "uint", "smap": "uint"}
 )
 
 // catalog lists the families in block order. Append new families at the end
@@ -141,8 +142,8 @@ var catalog = []*Family{
 	{Name: "attention", Block: 1500, Consts: joinConsts(attnConsts, boolConsts("sparse"), uintConsts("ratio", "top_k")),
 		Types: map[string]string{"sel": "uint", "count": "uint"}},
 	{Name: "router", Block: 1600, Consts: joinConsts(uintConsts("rows", "experts", "top_k"), boolConsts("norm_topk")), Types: idTypes},
-	{Name: "moe_gate_up", Block: 1700, Consts: moeConsts, Types: idTypes, Formatted: []string{"experts"}},
-	{Name: "moe_down", Block: 1800, Consts: moeConsts, Types: idTypes, Formatted: []string{"experts"}},
+	{Name: "moe_gate_up", Block: 1700, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
+	{Name: "moe_down", Block: 1800, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
 	{Name: "moe_combine", Block: 1900, Consts: joinConsts(uintConsts("rows", "dim"), boolConsts("shared", "add"))},
 	{Name: "hc_act", Block: 2000, Consts: uintConsts("rows", "dim", "streams")},
 	{Name: "hc_mix", Block: 2100, Consts: uintConsts("rows", "hidden", "streams")},

@@ -439,22 +439,25 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 	}
 
 	gate, up, down := b.w.tensor(lt("moe.experts.gate")), b.w.tensor(lt("moe.experts.up")), b.w.tensor(lt("moe.experts.down"))
-	experts := b.w.whole(lt("moe.experts.gate")) // gate, up and down interleave: the union is the gate range widened
-	experts.Size = b.w.whole(lt("moe.experts.down")).End() - experts.Offset
+	// Kernels find an expert only through smap: its page in the experts
+	// arena. The arena's size is the runtime's (all experts, or a streaming
+	// budget), so the binding is the whole buffer (size 0: sized at run time).
+	experts := graph.Range{Buffer: BufExperts}
+	smap := graph.Range{Buffer: BufSmap, Offset: int64(l * m.NumExperts * 4), Size: int64(m.NumExperts * 4)}
 	I := m.IntermediateSize
 	hidden := b.rowsScratch("moe_h", m.ExpertsPerToken*I)
 	expertConsts := func() []graph.Const {
 		return cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "hidden", H, "inter", I,
-			"wfmt", formatCode(gate), "stride", gate.Stride, "gate_off", gate.Offset-experts.Offset,
-			"up_off", up.Offset-experts.Offset, "down_off", down.Offset-experts.Offset)
+			"wfmt", formatCode(gate), "stride", gate.Stride, "gate_off", 0,
+			"up_off", up.Offset-gate.Offset, "down_off", down.Offset-gate.Offset)
 	}
 	b.emit("moe_gate_up_"+gate.Format, "moe_gate_up", l, expertConsts(), nil,
 		[3]int{ceilDiv(I, expertSimdgroups), m.ExpertsPerToken, b.T}, expertThreadgroup,
-		params, in("x", xn), in("ids", ids), in("experts", experts), out("h", hidden))
+		params, in("x", xn), in("ids", ids), in("smap", smap), in("experts", experts), out("h", hidden))
 	routed := b.rowsScratch("moe_out", H)
 	b.emit("moe_down_"+gate.Format, "moe_down", l, expertConsts(), nil,
 		[3]int{ceilDiv(H, expertSimdgroups), b.T, 1}, expertThreadgroup,
-		params, in("h", hidden), in("ids", ids), in("weights", weights), in("experts", experts), out("y", routed))
+		params, in("h", hidden), in("ids", ids), in("weights", weights), in("smap", smap), in("experts", experts), out("y", routed))
 
 	target := out("x", dst)
 	if add {

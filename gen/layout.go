@@ -10,6 +10,7 @@ import (
 const (
 	BufWeights = "weights"
 	BufExperts = "experts"
+	BufSmap    = "smap"
 	BufState   = "state"
 	BufAct     = "act"
 	BufParams  = "params"
@@ -90,6 +91,10 @@ func layoutWeights(c *models.Config) (*weightLayout, error) {
 			sizes[j] = roundUp(int64(gs.Rows()/gs.Shape[0])*int64(layouts[j].RowBytes()), align)
 			block += sizes[j]
 		}
+		// One expert is one page-aligned block: a slot of the streaming
+		// arena, an entry of the .experts pack, one smap page address.
+		block = roundUp(block, graph.ExpertPage)
+		w.experts.size = roundUp(w.experts.size, graph.ExpertPage)
 		base := w.experts.alloc(block * int64(group[0].Shape[0])).Offset
 		off := base
 		for j, gs := range group {

@@ -54,7 +54,8 @@ func Window(c *models.Config, rows int, opt Options) (*graph.Graph, error) {
 	} else {
 		b.build(opt)
 	}
-	buffers := []graph.Buffer{wl.weights.buffer(graph.KindWeights), wl.experts.buffer(graph.KindExperts)}
+	buffers := []graph.Buffer{wl.weights.buffer(graph.KindWeights), wl.experts.buffer(graph.KindExperts),
+		{Name: BufSmap, Kind: graph.KindSmap, Size: int64(smapEntries(c) * 4)}}
 	for _, o := range []struct {
 		a    *arena
 		kind string
@@ -170,6 +171,13 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // rowGroup is the threadgroup of a row-wise kernel over n values: one
 // simdgroup per 32 values, at most 8.
 func rowGroup(n int) [3]int { return [3]int{min(256, 32*ceilDiv(n, 32)), 1, 1} }
+
+// smapEntries is one smap entry per routed expert of every MoE layer, the
+// MTP layers after the trunk's.
+func smapEntries(c *models.Config) int {
+	a := &c.Architecture
+	return (a.NumLayers + a.MTP.NumLayers) * a.MoE.NumExperts
+}
 
 // Windows builds the graph of every window shape the model config asks for,
 // plus extra row counts (e.g. a prefill chunk chosen on the command line).

@@ -18,6 +18,7 @@ const (
 	KindScratch = "scratch" // activations of one window
 	KindParams  = "params"  // per-window values written by the host: rows, position, token ids
 	KindCache   = "cache"   // persists across windows, indexed by position: KV and indexer caches
+	KindSmap    = "smap"    // smap[layer·E + expert]: where each routed expert sits in the experts arena
 	KindCarry   = "carry"   // rows one window leaves for the next (the trunk's hidden state for the MTP head)
 )
 

@@ -13,3 +13,11 @@ const (
 // ParamPLE names the field holding PLE layer l's gathered n-gram rows (f32,
 // T × ple embed dim).
 func ParamPLE(layer int) string { return fmt.Sprintf("ple.%d", layer) }
+
+// ExpertPage is the granularity of routed-expert addresses: an smap entry is
+// chunk << 28 | page, and an expert's block starts on a page (16 KiB, as the
+// .experts pack aligns its entries).
+const ExpertPage = 16 << 10
+
+// SmapMiss is the smap entry of an expert that is not resident.
+const SmapMiss = ^uint32(0)

@@ -7,13 +7,15 @@ import (
 
 // hostAccess is what a host point does, seen as a pseudo-dispatch: it reads
 // what the router wrote (the chosen experts) and rewrites every experts buffer
-// (with a streaming arena, any slot may be refilled). So a dispatch that reads
-// experts after the host point depends on it, and one that reads experts
-// before it must finish before the signal.
+// and smap (with a streaming arena, any slot may be refilled and remapped). So
+// a dispatch that reads experts after the host point depends on it, and one
+// that reads experts before it must finish before the signal. (Kernels bind
+// the arena as a whole buffer sized at run time; the smap range they read is
+// what carries the dependency.)
 func hostAccess(g *Graph, router int) access {
 	a := access{reads: g.Dispatches[router].Writes}
 	for _, b := range g.Buffers {
-		if b.Kind == KindExperts && b.Size > 0 {
+		if (b.Kind == KindExperts || b.Kind == KindSmap) && b.Size > 0 {
 			a.writes = append(a.writes, Range{Buffer: b.Name, Offset: 0, Size: b.Size})
 		}
 	}

@@ -35,12 +35,13 @@ const (
 const (
 	BufferWeights   = 0
 	BufferExperts   = 1
-	BufferState     = 2
-	BufferKv        = 3
-	BufferAct       = 4
-	BufferParams    = 5
-	BufferMtpHidden = 6
-	BufferMtpKv     = 7
+	BufferSmap      = 2
+	BufferState     = 3
+	BufferKv        = 4
+	BufferAct       = 5
+	BufferParams    = 6
+	BufferMtpHidden = 7
+	BufferMtpKv     = 8
 )
 
 // Kernel names: the functions of kernels.metal.
@@ -241,7 +242,7 @@ func init() {
 	artifact.Register(&artifact.Model{
 		Name:       Name,
 		Files:      files,
-		Buffers:    []string{"weights", "experts", "state", "kv", "act", "params", "mtp_hidden", "mtp_kv"},
+		Buffers:    []string{"weights", "experts", "smap", "state", "kv", "act", "params", "mtp_hidden", "mtp_kv"},
 		Constants:  constants,
 		Kernels:    kernels,
 		Pipelines:  pipelines,
@@ -444,20 +445,22 @@ var kernels = []artifact.Kernel{
 		{Slot: 3, Name: "shared", Type: "float", Space: "device", Write: false},
 		{Slot: 4, Name: "shared_gate", Type: "float", Space: "device", Write: false},
 	}},
-	{Name: KernelMoeDownBf16, Family: "moe_down", Format: "bf16", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeDownRows, FCMoeDownExperts, FCMoeDownTopK, FCMoeDownHidden, FCMoeDownInter, FCMoeDownStride, FCMoeDownDownOff}, Buffers: []artifact.Buffer{
+	{Name: KernelMoeDownBf16, Family: "moe_down", Format: "bf16", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeDownRows, FCMoeDownExperts, FCMoeDownTopK, FCMoeDownHidden, FCMoeDownInter, FCMoeDownDownOff}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},
 		{Slot: 1, Name: "h", Type: "float", Space: "device", Write: false},
 		{Slot: 2, Name: "ids", Type: "uint", Space: "device", Write: false},
 		{Slot: 3, Name: "weights", Type: "float", Space: "device", Write: false},
-		{Slot: 4, Name: "experts", Type: "uchar", Space: "device", Write: false},
-		{Slot: 5, Name: "y", Type: "float", Space: "device", Write: true},
+		{Slot: 4, Name: "smap", Type: "uint", Space: "device", Write: false},
+		{Slot: 5, Name: "experts", Type: "uchar", Space: "device", Write: false},
+		{Slot: 6, Name: "y", Type: "float", Space: "device", Write: true},
 	}},
-	{Name: KernelMoeGateUpBf16, Family: "moe_gate_up", Format: "bf16", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeGateUpRows, FCMoeGateUpExperts, FCMoeGateUpTopK, FCMoeGateUpHidden, FCMoeGateUpInter, FCMoeGateUpStride, FCMoeGateUpGateOff, FCMoeGateUpUpOff}, Buffers: []artifact.Buffer{
+	{Name: KernelMoeGateUpBf16, Family: "moe_gate_up", Format: "bf16", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeGateUpRows, FCMoeGateUpExperts, FCMoeGateUpTopK, FCMoeGateUpHidden, FCMoeGateUpInter, FCMoeGateUpGateOff, FCMoeGateUpUpOff}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},
 		{Slot: 1, Name: "x", Type: "float", Space: "device", Write: false},
 		{Slot: 2, Name: "ids", Type: "uint", Space: "device", Write: false},
-		{Slot: 3, Name: "experts", Type: "uchar", Space: "device", Write: false},
-		{Slot: 4, Name: "h", Type: "float", Space: "device", Write: true},
+		{Slot: 3, Name: "smap", Type: "uint", Space: "device", Write: false},
+		{Slot: 4, Name: "experts", Type: "uchar", Space: "device", Write: false},
+		{Slot: 5, Name: "h", Type: "float", Space: "device", Write: true},
 	}},
 	{Name: KernelResidualAdd, Family: "residual_add", Format: "", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCResidualAddRows, FCResidualAddDim}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},

@@ -35,10 +35,11 @@ const (
 const (
 	BufferWeights = 0
 	BufferExperts = 1
-	BufferState   = 2
-	BufferKv      = 3
-	BufferAct     = 4
-	BufferParams  = 5
+	BufferSmap    = 2
+	BufferState   = 3
+	BufferKv      = 4
+	BufferAct     = 5
+	BufferParams  = 6
 )
 
 // Kernel names: the functions of kernels.metal.
@@ -231,7 +232,7 @@ func init() {
 	artifact.Register(&artifact.Model{
 		Name:       Name,
 		Files:      files,
-		Buffers:    []string{"weights", "experts", "state", "kv", "act", "params"},
+		Buffers:    []string{"weights", "experts", "smap", "state", "kv", "act", "params"},
 		Constants:  constants,
 		Kernels:    kernels,
 		Pipelines:  pipelines,
@@ -412,20 +413,22 @@ var kernels = []artifact.Kernel{
 		{Slot: 3, Name: "shared", Type: "float", Space: "device", Write: false},
 		{Slot: 4, Name: "shared_gate", Type: "float", Space: "device", Write: false},
 	}},
-	{Name: KernelMoeDownF32, Family: "moe_down", Format: "f32", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeDownRows, FCMoeDownExperts, FCMoeDownTopK, FCMoeDownHidden, FCMoeDownInter, FCMoeDownStride, FCMoeDownDownOff}, Buffers: []artifact.Buffer{
+	{Name: KernelMoeDownF32, Family: "moe_down", Format: "f32", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeDownRows, FCMoeDownExperts, FCMoeDownTopK, FCMoeDownHidden, FCMoeDownInter, FCMoeDownDownOff}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},
 		{Slot: 1, Name: "h", Type: "float", Space: "device", Write: false},
 		{Slot: 2, Name: "ids", Type: "uint", Space: "device", Write: false},
 		{Slot: 3, Name: "weights", Type: "float", Space: "device", Write: false},
-		{Slot: 4, Name: "experts", Type: "uchar", Space: "device", Write: false},
-		{Slot: 5, Name: "y", Type: "float", Space: "device", Write: true},
+		{Slot: 4, Name: "smap", Type: "uint", Space: "device", Write: false},
+		{Slot: 5, Name: "experts", Type: "uchar", Space: "device", Write: false},
+		{Slot: 6, Name: "y", Type: "float", Space: "device", Write: true},
 	}},
-	{Name: KernelMoeGateUpF32, Family: "moe_gate_up", Format: "f32", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeGateUpRows, FCMoeGateUpExperts, FCMoeGateUpTopK, FCMoeGateUpHidden, FCMoeGateUpInter, FCMoeGateUpStride, FCMoeGateUpGateOff, FCMoeGateUpUpOff}, Buffers: []artifact.Buffer{
+	{Name: KernelMoeGateUpF32, Family: "moe_gate_up", Format: "f32", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeGateUpRows, FCMoeGateUpExperts, FCMoeGateUpTopK, FCMoeGateUpHidden, FCMoeGateUpInter, FCMoeGateUpGateOff, FCMoeGateUpUpOff}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},
 		{Slot: 1, Name: "x", Type: "float", Space: "device", Write: false},
 		{Slot: 2, Name: "ids", Type: "uint", Space: "device", Write: false},
-		{Slot: 3, Name: "experts", Type: "uchar", Space: "device", Write: false},
-		{Slot: 4, Name: "h", Type: "float", Space: "device", Write: true},
+		{Slot: 3, Name: "smap", Type: "uint", Space: "device", Write: false},
+		{Slot: 4, Name: "experts", Type: "uchar", Space: "device", Write: false},
+		{Slot: 5, Name: "h", Type: "float", Space: "device", Write: true},
 	}},
 	{Name: KernelResidualAdd, Family: "residual_add", Format: "", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCResidualAddRows, FCResidualAddDim}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},
@@ -544,16 +547,16 @@ var pipelines = []artifact.Pipeline{
 	{Kernel: KernelMoeCombine, Values: []artifact.ConstValue{{Index: 1900, Value: 3}, {Index: 1901, Value: 64}, {Index: 1902, Value: 1}, {Index: 1903, Value: 1}}},
 	{Kernel: KernelMoeCombine, Values: []artifact.ConstValue{{Index: 1900, Value: 4}, {Index: 1901, Value: 64}, {Index: 1902, Value: 1}, {Index: 1903, Value: 1}}},
 	{Kernel: KernelMoeCombine, Values: []artifact.ConstValue{{Index: 1900, Value: 16}, {Index: 1901, Value: 64}, {Index: 1902, Value: 1}, {Index: 1903, Value: 1}}},
-	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 1}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 24576}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
-	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 2}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 24576}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
-	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 3}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 24576}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
-	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 4}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 24576}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
-	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 16}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 24576}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
-	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 1}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 24576}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
-	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 2}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 24576}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
-	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 3}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 24576}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
-	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 4}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 24576}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
-	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 16}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 24576}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
+	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 1}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 32768}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
+	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 2}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 32768}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
+	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 3}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 32768}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
+	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 4}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 32768}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
+	{Kernel: KernelMoeDownF32, Values: []artifact.ConstValue{{Index: 1800, Value: 16}, {Index: 1801, Value: 16}, {Index: 1802, Value: 4}, {Index: 1803, Value: 64}, {Index: 1804, Value: 32}, {Index: 1805, Value: 0}, {Index: 1806, Value: 32768}, {Index: 1807, Value: 0}, {Index: 1808, Value: 8192}, {Index: 1809, Value: 16384}}},
+	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 1}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 32768}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
+	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 2}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 32768}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
+	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 3}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 32768}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
+	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 4}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 32768}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
+	{Kernel: KernelMoeGateUpF32, Values: []artifact.ConstValue{{Index: 1700, Value: 16}, {Index: 1701, Value: 16}, {Index: 1702, Value: 4}, {Index: 1703, Value: 64}, {Index: 1704, Value: 32}, {Index: 1705, Value: 0}, {Index: 1706, Value: 32768}, {Index: 1707, Value: 0}, {Index: 1708, Value: 8192}, {Index: 1709, Value: 16384}}},
 	{Kernel: KernelResidualAdd, Values: []artifact.ConstValue{{Index: 400, Value: 1}, {Index: 401, Value: 64}}},
 	{Kernel: KernelResidualAdd, Values: []artifact.ConstValue{{Index: 400, Value: 2}, {Index: 401, Value: 64}}},
 	{Kernel: KernelResidualAdd, Values: []artifact.ConstValue{{Index: 400, Value: 3}, {Index: 401, Value: 64}}},

@@ -963,8 +963,9 @@ kernel void moe_gate_up_f32(
     constant uint *params [[buffer(0)]],
     device const float *x [[buffer(1)]],
     device const uint *ids [[buffer(2)]],
-    device const uchar *experts [[buffer(3)]],
-    device float *h [[buffer(4)]],
+    device const uint *smap [[buffer(3)]],
+    device const uchar *experts [[buffer(4)]],
+    device float *h [[buffer(5)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
     uint ntg [[threads_per_threadgroup]],
@@ -988,7 +989,8 @@ kernel void moe_gate_up_f32(
     if (e >= n_experts) {
         return;
     }
-    device const uchar *block = experts + ulong(e) * fc_moe_gate_up_stride;
+    const uint slot = smap[e]; // chunk << 28 | page; one arena chunk for now
+    device const uchar *block = experts + ulong(slot & 0x0FFFFFFFu) * 16384ul;
     const ulong row_bytes = f32_row_bytes(hidden);
     device const uchar *gate_row = block + fc_moe_gate_up_gate_off + ulong(i) * row_bytes;
     device const uchar *up_row = block + fc_moe_gate_up_up_off + ulong(i) * row_bytes;
@@ -1020,8 +1022,9 @@ kernel void moe_down_f32(
     device const float *h [[buffer(1)]],
     device const uint *ids [[buffer(2)]],
     device const float *weights [[buffer(3)]],
-    device const uchar *experts [[buffer(4)]],
-    device float *y [[buffer(5)]],
+    device const uint *smap [[buffer(4)]],
+    device const uchar *experts [[buffer(5)]],
+    device float *y [[buffer(6)]],
     uint3 tgpig [[threadgroup_position_in_grid]],
     uint tid [[thread_index_in_threadgroup]],
     uint ntg [[threads_per_threadgroup]],
@@ -1047,7 +1050,7 @@ kernel void moe_down_f32(
         if (e >= n_experts) {
             continue; // uniform: every lane reads the same id
         }
-        device const uchar *row = experts + ulong(e) * fc_moe_down_stride + fc_moe_down_down_off + ulong(o) * row_bytes;
+        device const uchar *row = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul + fc_moe_down_down_off + ulong(o) * row_bytes;
         device const float4 *hr = (device const float4 *)(h + (t * top_k + jj) * inter);
         float part = 0.0f;
         for (uint c = lane; c < inter / f32_chunk; c += simd_width) {

@@ -35,10 +35,11 @@ const (
 const (
 	BufferWeights = 0
 	BufferExperts = 1
-	BufferState   = 2
-	BufferKv      = 3
-	BufferAct     = 4
-	BufferParams  = 5
+	BufferSmap    = 2
+	BufferState   = 3
+	BufferKv      = 4
+	BufferAct     = 5
+	BufferParams  = 6
 )
 
 // Kernel names: the functions of kernels.metal.
@@ -232,7 +233,7 @@ func init() {
 	artifact.Register(&artifact.Model{
 		Name:       Name,
 		Files:      files,
-		Buffers:    []string{"weights", "experts", "state", "kv", "act", "params"},
+		Buffers:    []string{"weights", "experts", "smap", "state", "kv", "act", "params"},
 		Constants:  constants,
 		Kernels:    kernels,
 		Pipelines:  pipelines,
@@ -419,20 +420,22 @@ var kernels = []artifact.Kernel{
 		{Slot: 3, Name: "shared", Type: "float", Space: "device", Write: false},
 		{Slot: 4, Name: "shared_gate", Type: "float", Space: "device", Write: false},
 	}},
-	{Name: KernelMoeDownBf16, Family: "moe_down", Format: "bf16", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeDownRows, FCMoeDownExperts, FCMoeDownTopK, FCMoeDownHidden, FCMoeDownInter, FCMoeDownStride, FCMoeDownDownOff}, Buffers: []artifact.Buffer{
+	{Name: KernelMoeDownBf16, Family: "moe_down", Format: "bf16", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeDownRows, FCMoeDownExperts, FCMoeDownTopK, FCMoeDownHidden, FCMoeDownInter, FCMoeDownDownOff}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},
 		{Slot: 1, Name: "h", Type: "float", Space: "device", Write: false},
 		{Slot: 2, Name: "ids", Type: "uint", Space: "device", Write: false},
 		{Slot: 3, Name: "weights", Type: "float", Space: "device", Write: false},
-		{Slot: 4, Name: "experts", Type: "uchar", Space: "device", Write: false},
-		{Slot: 5, Name: "y", Type: "float", Space: "device", Write: true},
+		{Slot: 4, Name: "smap", Type: "uint", Space: "device", Write: false},
+		{Slot: 5, Name: "experts", Type: "uchar", Space: "device", Write: false},
+		{Slot: 6, Name: "y", Type: "float", Space: "device", Write: true},
 	}},
-	{Name: KernelMoeGateUpBf16, Family: "moe_gate_up", Format: "bf16", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeGateUpRows, FCMoeGateUpExperts, FCMoeGateUpTopK, FCMoeGateUpHidden, FCMoeGateUpInter, FCMoeGateUpStride, FCMoeGateUpGateOff, FCMoeGateUpUpOff}, Buffers: []artifact.Buffer{
+	{Name: KernelMoeGateUpBf16, Family: "moe_gate_up", Format: "bf16", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCMoeGateUpRows, FCMoeGateUpExperts, FCMoeGateUpTopK, FCMoeGateUpHidden, FCMoeGateUpInter, FCMoeGateUpGateOff, FCMoeGateUpUpOff}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},
 		{Slot: 1, Name: "x", Type: "float", Space: "device", Write: false},
 		{Slot: 2, Name: "ids", Type: "uint", Space: "device", Write: false},
-		{Slot: 3, Name: "experts", Type: "uchar", Space: "device", Write: false},
-		{Slot: 4, Name: "h", Type: "float", Space: "device", Write: true},
+		{Slot: 3, Name: "smap", Type: "uint", Space: "device", Write: false},
+		{Slot: 4, Name: "experts", Type: "uchar", Space: "device", Write: false},
+		{Slot: 5, Name: "h", Type: "float", Space: "device", Write: true},
 	}},
 	{Name: KernelResidualAdd, Family: "residual_add", Format: "", ArgsSlot: -1, ArgsSize: 0, Constants: []int{FCGridOffsetX, FCGridOffsetY, FCGridOffsetZ, FCResidualAddRows, FCResidualAddDim}, Buffers: []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant", Write: false},
@@ -551,16 +554,16 @@ var pipelines = []artifact.Pipeline{
 	{Kernel: KernelMoeCombine, Values: []artifact.ConstValue{{Index: 1900, Value: 3}, {Index: 1901, Value: 64}, {Index: 1902, Value: 1}, {Index: 1903, Value: 1}}},
 	{Kernel: KernelMoeCombine, Values: []artifact.ConstValue{{Index: 1900, Value: 4}, {Index: 1901, Value: 64}, {Index: 1902, Value: 1}, {Index: 1903, Value: 1}}},
 	{Kernel: KernelMoeCombine, Values: []artifact.ConstValue{{Index: 1900, Value: 16}, {Index: 1901, Value: 64}, {Index: 1902, Value: 1}, {Index: 1903, Value: 1}}},
-	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 1}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 6144}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
-	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 2}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 6144}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
-	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 3}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 6144}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
-	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 4}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 6144}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
-	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 16}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 6144}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
-	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 1}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 6144}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
-	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 2}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 6144}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
-	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 3}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 6144}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
-	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 4}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 6144}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
-	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 16}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 6144}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
+	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 1}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 16384}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
+	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 2}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 16384}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
+	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 3}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 16384}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
+	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 4}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 16384}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
+	{Kernel: KernelMoeDownBf16, Values: []artifact.ConstValue{{Index: 1800, Value: 16}, {Index: 1801, Value: 512}, {Index: 1802, Value: 10}, {Index: 1803, Value: 64}, {Index: 1804, Value: 16}, {Index: 1805, Value: 30}, {Index: 1806, Value: 16384}, {Index: 1807, Value: 0}, {Index: 1808, Value: 2048}, {Index: 1809, Value: 4096}}},
+	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 1}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 16384}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
+	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 2}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 16384}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
+	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 3}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 16384}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
+	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 4}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 16384}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
+	{Kernel: KernelMoeGateUpBf16, Values: []artifact.ConstValue{{Index: 1700, Value: 16}, {Index: 1701, Value: 512}, {Index: 1702, Value: 10}, {Index: 1703, Value: 64}, {Index: 1704, Value: 16}, {Index: 1705, Value: 30}, {Index: 1706, Value: 16384}, {Index: 1707, Value: 0}, {Index: 1708, Value: 2048}, {Index: 1709, Value: 4096}}},
 	{Kernel: KernelResidualAdd, Values: []artifact.ConstValue{{Index: 400, Value: 1}, {Index: 401, Value: 64}}},
 	{Kernel: KernelResidualAdd, Values: []artifact.ConstValue{{Index: 400, Value: 2}, {Index: 401, Value: 64}}},
 	{Kernel: KernelResidualAdd, Values: []artifact.ConstValue{{Index: 400, Value: 3}, {Index: 401, Value: 64}}},

@@ -64,6 +64,9 @@ func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("no buffer %q", r.Buffer)
 	}
+	if r.Size == 0 && r.Offset == 0 {
+		return b, nil // a binding of a buffer sized at run time (the expert arena)
+	}
 	if r.Offset < 0 || r.Size < 0 || r.End() > int64(len(b)) {
 		return nil, fmt.Errorf("range [%d,%d) outside buffer %q of %d bytes", r.Offset, r.End(), r.Buffer, len(b))
 	}

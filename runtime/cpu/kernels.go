@@ -662,41 +662,54 @@ func router(d *graph.Dispatch, a *args) (func(), error) {
 	}, a.err
 }
 
-// expertBlock addresses one routed expert inside the layer's expert range:
-// gate and up (rows of hidden) and down (rows of inter), each in its own
-// layout, since a row policy may pad or re-format one and not the others.
+// expertBlock addresses routed experts through smap: expert e of the layer
+// sits at page smap[e] of the experts arena (gate, up and down at their
+// offsets), wherever the streamer or the loader put it. gate and up (rows of
+// hidden) and down (rows of inter) each have their own layout, since a row
+// policy may pad or re-format one and not the others.
 type expertBlock struct {
-	data                            []byte
-	gate, up, down                  quant.RowLayout
-	experts, hidden, inter          int
-	stride, gateOff, upOff, downOff int
+	data                    []byte
+	smap                    []uint32
+	gate, up, down          quant.RowLayout
+	experts, hidden, inter  int
+	stride                  int // bytes per expert block
+	gateOff, upOff, downOff int
 }
 
 func (a *args) expertBlock() expertBlock {
-	eb := expertBlock{data: a.bytes("experts"), experts: a.int("experts"), hidden: a.int("hidden"), inter: a.int("inter"),
+	eb := expertBlock{data: a.bytes("experts"), smap: a.u32("smap"), experts: a.int("experts"), hidden: a.int("hidden"), inter: a.int("inter"),
 		stride: a.int("stride"), gateOff: a.int("gate_off"), upOff: a.int("up_off"), downOff: a.int("down_off")}
 	wfmt := a.int("wfmt")
-	eb.gate = a.rowLayout("experts", eb.gateOff, wfmt, eb.hidden)
-	eb.up = a.rowLayout("experts", eb.upOff, wfmt, eb.hidden)
-	// down's format may differ from gate's (a fallback); its tensor record says.
+	// The layer's tensor records (at its base in the experts buffer) give the
+	// row layouts; down's format may differ from gate's (a fallback).
+	base := int(a.expertBase[a.d.Layer])
+	eb.gate = a.rowLayout("experts", base+eb.gateOff, wfmt, eb.hidden)
+	eb.up = a.rowLayout("experts", base+eb.upOff, wfmt, eb.hidden)
 	downFmt := wfmt
-	if b, ok := a.d.Arg("experts"); ok {
-		if t, ok := a.tensors[tensorKey{b.Buffer, b.Offset + int64(eb.downOff)}]; ok {
-			if f, err := quant.Lookup(t.Format); err == nil {
-				downFmt = f.Code
-			}
+	if t, ok := a.tensors[tensorKey{"experts", int64(base + eb.downOff)}]; ok {
+		if f, err := quant.Lookup(t.Format); err == nil {
+			downFmt = f.Code
 		}
 	}
-	eb.down = a.rowLayout("experts", eb.downOff, downFmt, eb.inter)
-	if a.err == nil && len(eb.data) < eb.downOff+(eb.experts-1)*eb.stride+eb.hidden*eb.down.RowBytes() {
-		a.fail(fmt.Errorf("binding \"experts\" has %d bytes, too few for %d experts", len(eb.data), eb.experts))
+	eb.down = a.rowLayout("experts", base+eb.downOff, downFmt, eb.inter)
+	if a.err == nil && len(eb.smap) < eb.experts {
+		a.fail(fmt.Errorf("binding \"smap\" has %d entries, the layer has %d experts", len(eb.smap), eb.experts))
 	}
 	return eb
 }
 
-func (eb expertBlock) matrix(e, off int, rl quant.RowLayout, rows int) matrix {
+// matrix is one part of expert e, or ok = false when smap says it is not
+// resident (the host makes every routed expert resident before its layer
+// runs, so this is a guard, never a path).
+func (eb expertBlock) matrix(e, off int, rl quant.RowLayout, rows int) (matrix, bool) {
+	code := eb.smap[e]
+	page := int(code & (1<<28 - 1))
+	start := page*graph.ExpertPage + off
+	if code == graph.SmapMiss || start+rows*rl.RowBytes() > len(eb.data) {
+		return matrix{}, false
+	}
 	m := matrix{data: eb.data}
-	return m.at(e*eb.stride+off, rl, rows)
+	return m.at(start, rl, rows), true
 }
 
 // moeGateUp: h[t, j] = silu(gate_e x[t]) ⊙ (up_e x[t]) for the j-th chosen expert e.
@@ -714,7 +727,11 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 				if e >= eb.experts {
 					continue
 				}
-				gate, up := eb.matrix(e, eb.gateOff, eb.gate, I), eb.matrix(e, eb.upOff, eb.up, I)
+				gate, ok1 := eb.matrix(e, eb.gateOff, eb.gate, I)
+				up, ok2 := eb.matrix(e, eb.upOff, eb.up, I)
+				if !ok1 || !ok2 {
+					continue
+				}
 				xr := x[t*H : (t+1)*H]
 				for i := 0; i < I; i++ {
 					gv := gate.dotRow(i, xr)
@@ -746,7 +763,10 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 					if e >= eb.experts {
 						continue
 					}
-					down := eb.matrix(e, eb.downOff, eb.down, H)
+					down, ok := eb.matrix(e, eb.downOff, eb.down, H)
+					if !ok {
+						continue
+					}
 					hr := h[(t*K+j)*I : (t*K+j+1)*I]
 					wj := float64(w[t*K+j])
 					for o := 0; o < H; o++ {

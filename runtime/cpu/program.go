@@ -72,6 +72,7 @@ var families = map[string]kernelFunc{
 // Compile binds every dispatch of g to mem.
 func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
 	p := &Program{Graph: g, groups: g.Groups()}
+	expertBase := expertBases(g.Tensors)
 	tensors := map[tensorKey]graph.Tensor{}
 	for _, t := range g.Tensors {
 		tensors[tensorKey{t.Buffer, t.Offset}] = t
@@ -88,7 +89,7 @@ func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
 		if !ok {
 			return nil, fmt.Errorf("dispatch %d: the cpu backend has no kernel family %q", i, d.Family)
 		}
-		step, err := fam(d, &args{d: d, mem: mem, tensors: tensors})
+		step, err := fam(d, &args{d: d, mem: mem, tensors: tensors, expertBase: expertBase})
 		if err != nil {
 			return nil, fmt.Errorf("dispatch %d (%s, layer %d): %w", i, d.Kernel, d.Layer, err)
 		}
@@ -99,6 +100,15 @@ func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
 
 // Run executes the window once.
 func (p *Program) Run() {
+	_ = p.RunHost(nil)
+}
+
+// RunHost executes the window, calling host at every host point once the
+// group holding its router has run (the host makes the routed experts
+// resident there); a host error stops the window.
+func (p *Program) RunHost(host func(graph.HostPoint) error) error {
+	next := 0 // the next host point
+	hps := p.Graph.HostPoints
 	if p.Order == Shuffled && p.rng == nil {
 		p.rng = rand.New(rand.NewSource(p.Seed))
 	}
@@ -121,7 +131,20 @@ func (p *Program) Run() {
 				p.steps[i]()
 			}
 		}
+		last := grp[len(grp)-1]
+		for ; next < len(hps) && hps[next].After <= last; next++ {
+			if host == nil {
+				continue
+			}
+			if hps[next].Wait > 0 && hps[next].Wait <= last {
+				return fmt.Errorf("host point of layer %d: dispatch %d needs the host but ran in the router's barrier group", hps[next].Layer, hps[next].Wait)
+			}
+			if err := host(hps[next]); err != nil {
+				return err
+			}
+		}
 	}
+	return nil
 }
 
 // args resolves a dispatch's bindings and constants, collecting the first error.
@@ -129,7 +152,32 @@ type args struct {
 	d       *graph.Dispatch
 	mem     *buffers.Memory
 	tensors map[tensorKey]graph.Tensor // weight placements by where they start
-	err     error
+	// expertBase is where each MoE layer's expert tensors start in the
+	// experts buffer (their records give the row layouts), by dispatch layer.
+	expertBase map[int]int64
+	err        error
+}
+
+// expertBases maps dispatch layers to the offset of their routed-expert gate
+// tensor: trunk layer l is "layers.l.", MTP layer i is numbered after the
+// trunk's layers, as the generator numbers its dispatches.
+func expertBases(ts []graph.Tensor) map[int]int64 {
+	out := map[int]int64{}
+	trunk := 0
+	for _, t := range ts {
+		var l int
+		if n, err := fmt.Sscanf(t.Name, "layers.%d.moe.experts.gate", &l); err == nil && n == 1 {
+			out[l] = t.Offset
+			trunk = max(trunk, l+1)
+		}
+	}
+	for _, t := range ts {
+		var i int
+		if n, err := fmt.Sscanf(t.Name, "mtp.layers.%d.moe.experts.gate", &i); err == nil && n == 1 {
+			out[trunk+i] = t.Offset
+		}
+	}
+	return out
 }
 
 // tensorKey is where a weight tensor starts: a weight binding's offset (plus,

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/ngram"
+	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/weights"
 )
@@ -46,6 +48,7 @@ type Model struct {
 	shapes   []int // ascending window row counts
 	programs map[int]window
 	mtp      map[int]window // the MTP draft head's windows, by rows
+	stream   *streamer      // nil: every routed expert resident
 	ple      []pleLayer
 	eos      int // resets n-gram context; -1 without PLE
 }
@@ -61,12 +64,21 @@ func LoadWith(c *models.Config, graphs []*graph.Graph, src WeightSource, backend
 	if len(graphs) == 0 {
 		return nil, errors.New("no window graphs to load")
 	}
+	return load(c, graphs, src, backend, false)
+}
+
+// load allocates memory and binds the graphs; with streamed experts it
+// leaves the experts to the streamer.
+func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Backend, streamed bool) (*Model, error) {
+	if len(graphs) == 0 {
+		return nil, errors.New("no window graphs to load")
+	}
 	mem, err := backend.NewMemory(graphs...)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
 	m := &Model{Config: c, mem: mem, programs: map[int]window{}, mtp: map[int]window{}, eos: -1}
-	if err := m.fillWeights(graphs[0], src); err != nil {
+	if err := m.fillWeights(graphs[0], src, streamed); err != nil {
 		return nil, err
 	}
 	if err := m.openNgram(src); err != nil {
@@ -100,7 +112,7 @@ func LoadWith(c *models.Config, graphs []*graph.Graph, src WeightSource, backend
 	return m, nil
 }
 
-func (m *Model) fillWeights(g *graph.Graph, src WeightSource) error {
+func (m *Model) fillWeights(g *graph.Graph, src WeightSource, streamed bool) error {
 	specs := map[string]models.TensorSpec{}
 	for _, s := range m.Config.Tensors() {
 		specs[s.Name] = s
@@ -120,7 +132,11 @@ func (m *Model) fillWeights(g *graph.Graph, src WeightSource) error {
 			}
 			continue
 		}
+		if streamed {
+			continue // the streamer reads experts into the arena when a layer needs them
+		}
 		per := spec.Elements() / spec.Shape[0]
+		m.mapExperts(t)
 		for e := 0; e < spec.Shape[0]; e++ {
 			dst, err := m.tensorBytes(t, t.Offset+int64(e)*t.Stride, per)
 			if err != nil {
@@ -172,6 +188,25 @@ func (m *Model) openNgram(src WeightSource) error {
 
 // tensorBytes is the region of elems elements of t starting at off: whole
 // rows, each t.RowStored() elements of t.Format (padded rows included).
+// mapExperts points smap at the experts of a fully resident layer: expert e
+// of the layer whose gate tensor is t sits at page (t.Offset + e·stride) /
+// ExpertPage of the experts buffer.
+func (m *Model) mapExperts(t graph.Tensor) {
+	if !strings.HasSuffix(t.Name, "moe.experts.gate") {
+		return
+	}
+	a := &m.Config.Architecture
+	l := 0
+	if _, err := fmt.Sscanf(t.Name, "layers.%d.", &l); err != nil {
+		fmt.Sscanf(t.Name, "mtp.layers.%d.", &l)
+		l += a.NumLayers
+	}
+	smap := buffers.Uint32s(m.mem.Buffer("smap"))
+	for e := 0; e < a.MoE.NumExperts; e++ {
+		smap[l*a.MoE.NumExperts+e] = uint32((t.Offset + int64(e)*t.Stride) / graph.ExpertPage)
+	}
+}
+
 func (m *Model) tensorBytes(t graph.Tensor, off int64, elems int) ([]byte, error) {
 	f, err := quantFormat(t.Format)
 	if err != nil {

@@ -53,12 +53,27 @@ func (s *Session) Window(tokens []int) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.p.Run(); err != nil {
+	if err := s.m.run(p); err != nil {
 		return nil, fmt.Errorf("model %s, window of %d rows at position %d: %w", s.m.Config.Name, n, s.pos, err)
 	}
 	s.pos += n
 	s.history = next
 	return s.logits(p, n)
+}
+
+// run executes one window; with streamed experts, the residency the router
+// may see is refreshed first and every host point makes the chosen experts
+// resident.
+func (m *Model) run(w window) error {
+	if m.stream == nil {
+		return w.p.Run()
+	}
+	cp, ok := w.p.(cpuProgram)
+	if !ok {
+		return fmt.Errorf("expert streaming runs on the cpu backend only for now")
+	}
+	m.stream.BeginWindow()
+	return cp.RunHost(func(hp graph.HostPoint) error { return m.hostPoint(w.g, hp) })
 }
 
 // program picks the smallest window shape of set that holds the tokens, after
@@ -104,7 +119,7 @@ func (s *Session) MTPWindow(tokens []int, pos int) ([][]float32, error) {
 	if err := s.writeParams(p.g, tokens, pos); err != nil {
 		return nil, err
 	}
-	if err := p.p.Run(); err != nil {
+	if err := s.m.run(p); err != nil {
 		return nil, fmt.Errorf("model %s, MTP window at position %d: %w", s.m.Config.Name, pos, err)
 	}
 	return s.logits(p, len(tokens))

@@ -78,6 +78,42 @@ func NewArena(layers, experts, slotBytes, capacity int) (*Arena, error) {
 	return a, nil
 }
 
+// NewArenaIn builds an arena over memory the caller owns: chunks (each a
+// whole number of slots; at most 4) and smap (layers × experts entries, set
+// to Miss here) — e.g. a backend's experts and smap buffers.
+func NewArenaIn(layers, experts, slotBytes int, chunks [][]byte, smap []uint32) (*Arena, error) {
+	if slotBytes <= 0 || slotBytes%PageSize != 0 {
+		return nil, fmt.Errorf("arena slot of %d bytes: expected a positive multiple of %d", slotBytes, PageSize)
+	}
+	if len(chunks) == 0 || len(chunks) > maxChunks {
+		return nil, fmt.Errorf("arena of %d chunks: expected 1 to %d", len(chunks), maxChunks)
+	}
+	if len(smap) < layers*experts {
+		return nil, fmt.Errorf("smap of %d entries for %d layers × %d experts", len(smap), layers, experts)
+	}
+	a := &Arena{Layers: layers, Experts: experts, SlotBytes: slotBytes, Chunks: chunks, Smap: smap[:layers*experts], head: -1, tail: -1}
+	for c, ch := range chunks {
+		n := len(ch) / slotBytes
+		if n*slotBytes/PageSize >= 1<<28 {
+			return nil, fmt.Errorf("arena chunk %d of %d bytes passes 2^28 pages", c, len(ch))
+		}
+		for i := 0; i < n; i++ {
+			a.slots = append(a.slots, slot{chunk: c, page: i * slotBytes / PageSize, key: -1, prev: -1, next: -1})
+		}
+	}
+	if len(a.slots) == 0 {
+		return nil, fmt.Errorf("arena chunks of %d bytes hold no slot of %d bytes", len(chunks[0]), slotBytes)
+	}
+	for i := len(a.slots) - 1; i >= 0; i-- {
+		a.free = append(a.free, i)
+	}
+	a.where = make([]int, layers*experts)
+	for i := range a.Smap {
+		a.Smap[i], a.where[i] = Miss, -1
+	}
+	return a, nil
+}
+
 // pageAligned returns zeroed memory whose start is page-aligned (needed for
 // O_DIRECT reads and zero-copy GPU buffers).
 func pageAligned(n int) []byte {

@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/buffers"
+	"github.com/strata-llm/strata/runtime/stream"
+)
+
+// Streaming keeps only Slots routed experts resident, reading the others from
+// Reader (the .experts pack) at each layer's host point. Without MoCE the
+// tokens are exactly those of a fully resident model.
+type Streaming struct {
+	Slots   int           // arena capacity, in experts
+	Reader  stream.Reader // nil: read experts through the weight source
+	Options stream.Options
+}
+
+// streamer is a model's streaming state.
+type streamer struct {
+	*stream.Streamer
+	arena *stream.Arena
+}
+
+// LoadStreaming is LoadWith with the routed experts streamed through an arena
+// of st.Slots experts instead of all loaded.
+func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Backend, st Streaming) (*Model, error) {
+	layout, err := expertLayout(c, graphs[0])
+	if err != nil {
+		return nil, err
+	}
+	if st.Slots < 1 {
+		return nil, fmt.Errorf("expert arena of %d slots: expected at least 1", st.Slots)
+	}
+	// The arena replaces the full experts buffer: size it to the slots.
+	for _, g := range graphs {
+		for i := range g.Buffers {
+			if g.Buffers[i].Kind == graph.KindExperts {
+				g.Buffers[i].Size = int64(st.Slots) * layout.slotBytes
+			}
+		}
+	}
+	m, err := load(c, graphs, src, backend, true)
+	if err != nil {
+		return nil, err
+	}
+	reader := st.Reader
+	if reader == nil {
+		reader = &sourceReader{src: src, layout: layout}
+	}
+	arena, err := stream.NewArenaIn(layout.layers, c.Architecture.MoE.NumExperts, int(layout.slotBytes),
+		[][]byte{m.mem.Buffer("experts")}, buffers.Uint32s(m.mem.Buffer("smap")))
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", c.Name, err)
+	}
+	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena}
+	return m, nil
+}
+
+// Close stops the model's expert streaming, if any.
+func (m *Model) Close() {
+	if m.stream != nil {
+		m.stream.Streamer.Close()
+	}
+}
+
+// StreamStats is the streaming telemetry (zero without streaming).
+func (m *Model) StreamStats() stream.Stats {
+	if m.stream == nil {
+		return stream.Stats{}
+	}
+	return m.stream.Stats()
+}
+
+// hostPoint makes the experts a layer's router chose resident.
+func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
+	router := &g.Dispatches[hp.After]
+	ids, ok := router.Arg("ids")
+	if !ok {
+		return fmt.Errorf("host point of layer %d follows %s, which binds no ids", hp.Layer, router.Kernel)
+	}
+	b, err := m.mem.Bytes(ids.Range)
+	if err != nil {
+		return err
+	}
+	rows, _ := router.Const("rows")
+	topK, _ := router.Const("top_k")
+	live := min(int(binary.LittleEndian.Uint32(m.mem.Buffer("params"))), int(rows))
+	chosen := make([]int, 0, live*int(topK))
+	for i := 0; i < live*int(topK); i++ {
+		chosen = append(chosen, int(binary.LittleEndian.Uint32(b[4*i:])))
+	}
+	return m.stream.Ensure(hp.Layer, chosen)
+}
+
+// expertParts is where one MoE layer's gate, up and down sit inside an
+// expert's block, and the specs to read them.
+type expertParts struct {
+	specs   [3]models.TensorSpec
+	formats [3]string
+	offsets [3]int64
+	sizes   [3]int64
+}
+
+// expertLayouts describes every MoE layer's expert block.
+type expertLayouts struct {
+	layers    int
+	slotBytes int64
+	parts     []expertParts // by smap layer
+}
+
+func expertLayout(c *models.Config, g *graph.Graph) (*expertLayouts, error) {
+	specs := map[string]models.TensorSpec{}
+	for _, s := range c.Tensors() {
+		specs[s.Name] = s
+	}
+	byName := map[string]graph.Tensor{}
+	for _, t := range g.Tensors {
+		byName[t.Name] = t
+	}
+	a := &c.Architecture
+	out := &expertLayouts{layers: a.NumLayers + a.MTP.NumLayers}
+	for l := 0; l < out.layers; l++ {
+		prefix := fmt.Sprintf("layers.%d.", l)
+		if l >= a.NumLayers {
+			prefix = models.MTPLayerPrefix(l - a.NumLayers)
+		}
+		var p expertParts
+		for j, part := range []string{"gate", "up", "down"} {
+			t, ok := byName[prefix+"moe.experts."+part]
+			if !ok {
+				return nil, fmt.Errorf("window graph has no placement for %smoe.experts.%s", prefix, part)
+			}
+			if j == 0 {
+				if out.slotBytes == 0 {
+					out.slotBytes = t.Stride
+				} else if t.Stride != out.slotBytes {
+					return nil, fmt.Errorf("expert blocks of %d and %d bytes: one arena needs one slot size", out.slotBytes, t.Stride)
+				}
+			}
+			p.specs[j], p.formats[j] = specs[t.Name], t.Format
+			p.offsets[j] = t.Offset - byName[prefix+"moe.experts.gate"].Offset
+			f, err := quantFormat(t.Format)
+			if err != nil {
+				return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+			}
+			spec := specs[t.Name]
+			p.sizes[j] = int64(spec.Elements()/spec.Shape[0]/t.Shape[len(t.Shape)-1]) * int64(f.Bytes(t.RowStored()))
+		}
+		out.parts = append(out.parts, p)
+	}
+	if out.slotBytes%graph.ExpertPage != 0 {
+		return nil, fmt.Errorf("expert blocks of %d bytes are not whole %d-byte pages", out.slotBytes, graph.ExpertPage)
+	}
+	return out, nil
+}
+
+// sourceReader reads experts through a WeightSource (an HF checkpoint or a
+// GGUF without a pack): it assembles the block the pack would hold.
+type sourceReader struct {
+	src    WeightSource
+	layout *expertLayouts
+}
+
+func (r *sourceReader) ReadExpert(layer, expert, off int, dst []byte) error {
+	block := make([]byte, r.layout.slotBytes)
+	p := r.layout.parts[layer]
+	for j := range p.specs {
+		if err := r.src.Read(p.specs[j], expert, p.formats[j], block[p.offsets[j]:p.offsets[j]+p.sizes[j]]); err != nil {
+			return err
+		}
+	}
+	copy(dst, block[off:])
+	return nil
+}
