@@ -13,6 +13,7 @@ import (
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/spec"
+	"github.com/strata-llm/strata/runtime/stream"
 )
 
 const runAbout = `
@@ -47,7 +48,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
 	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
 	seed := fs.Int64("seed", 1, "sampling seed (with --temperature)")
-	stats := fs.Bool("stats", false, "print a one-line report of what speculation did (and the spec gate's view) to stderr")
+	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
+	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
+	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -57,6 +60,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *suffix < 0 {
 		return usagef("--suffix-draft must be ≥ 0, got %d", *suffix)
+	}
+	if *arena < 0 || *ioThreads < 1 {
+		return usagef("--arena-experts must be ≥ 0 and --io-threads ≥ 1, got %d and %d", *arena, *ioThreads)
 	}
 	if *temperature < 0 {
 		return usagef("--temperature must be ≥ 0, got %v", *temperature)
@@ -89,7 +95,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context}
+	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
+		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads}}
 	var l *strata.Loaded
 	switch {
 	case *hf != "":
@@ -151,6 +158,12 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			st.Windows, st.Drafted, st.Accepted, st.Rerun)
 		if gate != nil {
 			fmt.Fprintf(stderr, "strata: %s\n", gate.Report())
+		}
+		if *arena > 0 {
+			ss := l.Model.StreamStats()
+			fmt.Fprintf(stderr, "strata: streaming: arena of %d experts; %d hits, %d misses (%.1f%% hit), %d read-aheads (%d used), %.1f MB read, %v stalled\n",
+				*arena, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
+				float64(ss.BytesRead)/1e6, ss.Stall.Round(time.Millisecond))
 		}
 	}
 	return nil
