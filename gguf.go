@@ -92,6 +92,7 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	if rows < 1 {
 		return nil, fmt.Errorf("--prefill-rows must be ≥ 1, got %d", rows)
 	}
+	c = withRouting(c, opt.HFOptions)
 	graphs, err := gen.Windows(c, opt.AllLogits, rows)
 	if err != nil {
 		return nil, err

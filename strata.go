@@ -43,6 +43,11 @@ type HFOptions struct {
 	ArenaExperts int
 	// Stream tunes the streamer's reader pool (with ArenaExperts).
 	Stream stream.Options
+	// WrapReader wraps the expert reader (delay or fault injection).
+	WrapReader func(stream.Reader) stream.Reader
+	// MoCE turns on cache-aware routing (with the config's knobs, or the
+	// defaults) and ReadAhead the next-layer expert prediction.
+	MoCE, ReadAhead bool
 }
 
 // Loaded is a model ready to run, with what it was built from.
@@ -67,6 +72,20 @@ func (l *Loaded) Close() error {
 	return errors.Join(errs...)
 }
 
+// withRouting applies the MoCE and read-ahead switches to a copy of c.
+func withRouting(c *models.Config, opt HFOptions) *models.Config {
+	if !opt.MoCE && !opt.ReadAhead {
+		return c
+	}
+	cc := *c
+	cc.Runtime.MoCE = cc.Runtime.MoCE || opt.MoCE
+	cc.Runtime.ReadAhead = cc.Runtime.ReadAhead || opt.ReadAhead
+	if cc.Runtime.MoCE {
+		cc.Runtime.MoCEDefaults()
+	}
+	return &cc
+}
+
 // loadEngine loads graphs into the engine: every expert resident, or streamed
 // through an arena when opt asks for one (reading through reader, or the
 // weight source when reader is nil).
@@ -74,7 +93,7 @@ func loadEngine(c *models.Config, graphs []*graph.Graph, src engine.WeightSource
 	if opt.ArenaExperts <= 0 {
 		return engine.Load(c, graphs, src)
 	}
-	return engine.LoadStreaming(c, graphs, src, engine.CPU, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream})
+	return engine.LoadStreaming(c, graphs, src, engine.CPU, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader})
 }
 
 // OpenHF opens an HF checkpoint directory (config.json + safetensors): imports
@@ -117,6 +136,7 @@ func load(c *models.Config, ck *safetensors.Checkpoint, opt HFOptions) (*Loaded,
 	if err := src.Check(c.Tensors()); err != nil {
 		return nil, err
 	}
+	c = withRouting(c, opt)
 	graphs, err := gen.Windows(c, opt.AllLogits, rows)
 	if err != nil {
 		return nil, err

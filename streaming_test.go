@@ -1,8 +1,10 @@
 package strata
 
 import (
+	"math/rand"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,3 +78,53 @@ func TestStreamingIsExact(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// delayed delays every read by a pseudo-random 0–maxDelay.
+type delayed struct {
+	inner    stream.Reader
+	mu       sync.Mutex
+	rng      *rand.Rand
+	maxDelay time.Duration
+}
+
+func (d *delayed) ReadExpert(layer, expert, off int, dst []byte) error {
+	d.mu.Lock()
+	wait := time.Duration(d.rng.Int63n(int64(d.maxDelay) + 1))
+	d.mu.Unlock()
+	time.Sleep(wait)
+	return d.inner.ReadExpert(layer, expert, off, dst)
+}
+
+// With MoCE on, routing depends on residency; residency that routing sees
+// changes only at deterministic points, so runs with random read delays and
+// different thread counts give the same tokens. Read-ahead is on too.
+func TestMoCEIsDeterministic(t *testing.T) {
+	ref := ref0(t, "tiny-k512")
+	prompt := ref.tokens[:8]
+	const n = 8
+	small := 4 * 512 * 5 / 100
+	var first []int
+	for run, threads := range []int{8, 1, 3, 8, 2} {
+		l, _ := openOracle(t, "tiny-k512", HFOptions{PrefillRows: 4, ArenaExperts: small, MoCE: true, ReadAhead: true,
+			Stream: stream.Options{Threads: threads},
+			WrapReader: func(r stream.Reader) stream.Reader {
+				return &delayed{inner: r, rng: rand.New(rand.NewSource(int64(run))), maxDelay: 3 * time.Millisecond}
+			}})
+		got, _ := decodeAll(t, l, prompt, n)
+		st := l.Model.StreamStats()
+		t.Logf("run %d, %d threads: %v; %d hits, %d misses, %d read-aheads (%d used)", run, threads, got, st.Hits, st.Misses, st.Prefetched, st.Used)
+		if run == 0 {
+			first = got
+			if st.Prefetched == 0 {
+				t.Error("read-ahead never issued a read")
+			}
+			continue
+		}
+		if !slices.Equal(got, first) {
+			t.Fatalf("run %d (%d threads) gave %v, run 0 gave %v: routing depended on I/O timing", run, threads, got, first)
+		}
+	}
+	plain, _ := openOracle(t, "tiny-k512", HFOptions{PrefillRows: 4})
+	exact, _ := decodeAll(t, plain, prompt, n)
+	t.Logf("without MoCE: %v", exact)
+}

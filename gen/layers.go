@@ -404,6 +404,23 @@ func (b *builder) indexer(ly layerSpec, params graph.Binding, xn graph.Range) []
 	return []graph.Binding{in("sel", sel), in("count", cnt)}
 }
 
+// router emits top-k routing of logits for smap layer target: softmax, top-k,
+// renormalisation, and with MoCE on the cache-aware substitution that reads
+// the target layer's routing-visible residency.
+func (b *builder) router(l, target int, params graph.Binding, logits, ids, weights graph.Range) {
+	m, rt := b.a.MoE, b.c.Runtime
+	consts := cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "norm_topk", m.NormTopKProb)
+	args := []graph.Binding{params, in("logits", logits)}
+	var scalars []graph.Scalar
+	if rt.MoCE {
+		consts = append(consts, cs("moce", true, "protect", rt.MoCEProtect, "max_rank", rt.MoCEMaxRank)...)
+		scalars = []graph.Scalar{{Name: "lambda", Value: rt.MoCELambda}}
+		args = append(args, in("resident", graph.Range{Buffer: BufResidency, Offset: int64(target * m.NumExperts * 4), Size: int64(m.NumExperts * 4)}))
+	}
+	args = append(args, out("ids", ids), out("weights", weights))
+	b.emit("router", "router", l, consts, scalars, [3]int{b.T, 1, 1}, [3]int{simdWidth, 1, 1}, args...)
+}
+
 // moe emits the sparse MLP on in: router, host point, shared expert, routed
 // experts, and the combine into dst (added to it when add is set).
 func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, add bool) {
@@ -414,13 +431,22 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 
 	logits := b.rowsScratch("router_logits", m.NumExperts)
 	b.matmul(l, params, lt("moe.router"), xn, logits)
+	var hostReads []graph.Range
+	if rt := b.c.Runtime; rt.ReadAhead && l+1 < a.NumLayers {
+		// Predict the next layer's experts: its router on this layer's input.
+		pred := b.rowsScratch("pred_logits", m.NumExperts)
+		b.matmul(l, params, trunkLayer(a, l+1).t("moe.router"), xn, pred)
+		predIDs := b.rowsScratch("pred_ids", m.ExpertsPerToken)
+		b.router(l, l+1, params, pred, predIDs, b.rowsScratch("pred_w", m.ExpertsPerToken))
+		hostReads = []graph.Range{predIDs}
+	}
 	ids := b.rowsScratch("route_ids", m.ExpertsPerToken)
 	weights := b.rowsScratch("route_w", m.ExpertsPerToken)
-	b.emit("router", "router", l, cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "norm_topk", m.NormTopKProb), nil,
-		[3]int{b.T, 1, 1}, [3]int{simdWidth, 1, 1}, params, in("logits", logits), out("ids", ids), out("weights", weights))
-	// The host makes the chosen experts resident here; the shared expert does
-	// not depend on them, so it runs between the signal and the wait.
-	b.hps = append(b.hps, graph.HostPoint{Layer: l, After: len(b.ds) - 1})
+	b.router(l, l, params, logits, ids, weights)
+	// The host makes the chosen experts resident here (and reads ahead the
+	// predicted ones); the shared expert does not depend on them, so it runs
+	// between the signal and the wait.
+	b.hps = append(b.hps, graph.HostPoint{Layer: l, After: len(b.ds) - 1, Reads: hostReads})
 
 	var shared, sharedGate graph.Range
 	if m.SharedExpertIntermediateSize > 0 {

@@ -11,9 +11,12 @@ const (
 	BufWeights = "weights"
 	BufExperts = "experts"
 	BufSmap    = "smap"
-	BufState   = "state"
-	BufAct     = "act"
-	BufParams  = "params"
+	// BufResidency is the routing-visible residency MoCE reads: one uint32
+	// (0 or 1) per (layer, expert), written by the host between windows.
+	BufResidency = "residency"
+	BufState     = "state"
+	BufAct       = "act"
+	BufParams    = "params"
 	// BufState holds the rolling state a window advances in place (conv
 	// windows, GDN recurrent state); BufKV the caches indexed by position (KV,
 	// indexer keys), which a rejected draft row never needs undone: its rows

@@ -56,6 +56,9 @@ func Window(c *models.Config, rows int, opt Options) (*graph.Graph, error) {
 	}
 	buffers := []graph.Buffer{wl.weights.buffer(graph.KindWeights), wl.experts.buffer(graph.KindExperts),
 		{Name: BufSmap, Kind: graph.KindSmap, Size: int64(smapEntries(c) * 4)}}
+	if c.Runtime.MoCE {
+		buffers = append(buffers, graph.Buffer{Name: BufResidency, Kind: graph.KindResidency, Size: int64(smapEntries(c) * 4)})
+	}
 	for _, o := range []struct {
 		a    *arena
 		kind string

@@ -12,14 +12,15 @@ import (
 
 // Buffer kinds. A kind tells the runtime how to back a buffer.
 const (
-	KindWeights = "weights" // filled once from the checkpoint, read-only
-	KindExperts = "experts" // routed experts (later: the streaming arena)
-	KindState   = "state"   // persists across windows, advanced in place: conv windows, recurrent state
-	KindScratch = "scratch" // activations of one window
-	KindParams  = "params"  // per-window values written by the host: rows, position, token ids
-	KindCache   = "cache"   // persists across windows, indexed by position: KV and indexer caches
-	KindSmap    = "smap"    // smap[layer·E + expert]: where each routed expert sits in the experts arena
-	KindCarry   = "carry"   // rows one window leaves for the next (the trunk's hidden state for the MTP head)
+	KindWeights   = "weights"   // filled once from the checkpoint, read-only
+	KindExperts   = "experts"   // routed experts (later: the streaming arena)
+	KindState     = "state"     // persists across windows, advanced in place: conv windows, recurrent state
+	KindScratch   = "scratch"   // activations of one window
+	KindParams    = "params"    // per-window values written by the host: rows, position, token ids
+	KindCache     = "cache"     // persists across windows, indexed by position: KV and indexer caches
+	KindSmap      = "smap"      // smap[layer·E + expert]: where each routed expert sits in the experts arena
+	KindResidency = "residency" // the expert residency routing may see (MoCE), written between windows
+	KindCarry     = "carry"     // rows one window leaves for the next (the trunk's hidden state for the MTP head)
 )
 
 // Graph kinds: the model's forward window, or its MTP draft head.
@@ -159,6 +160,9 @@ type HostPoint struct {
 	Layer int `json:"layer"`
 	After int `json:"after"`
 	Wait  int `json:"wait"`
+	// Reads are what the host reads besides the router's output (the
+	// read-ahead prediction for the next layer).
+	Reads []Range `json:"reads,omitempty"`
 }
 
 // Param is a named field of the params buffer.

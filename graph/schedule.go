@@ -12,8 +12,8 @@ import (
 // that reads experts before it must finish before the signal. (Kernels bind
 // the arena as a whole buffer sized at run time; the smap range they read is
 // what carries the dependency.)
-func hostAccess(g *Graph, router int) access {
-	a := access{reads: g.Dispatches[router].Writes}
+func hostAccess(g *Graph, router int, extra []Range) access {
+	a := access{reads: append(append([]Range(nil), g.Dispatches[router].Writes...), extra...)}
 	for _, b := range g.Buffers {
 		if (b.Kind == KindExperts || b.Kind == KindSmap) && b.Size > 0 {
 			a.writes = append(a.writes, Range{Buffer: b.Name, Offset: 0, Size: b.Size})
@@ -35,7 +35,7 @@ func windowDeps(g *Graph) [][]int32 {
 		acc[i] = access{reads: g.Dispatches[i].Reads, writes: g.Dispatches[i].Writes}
 		seq = append(seq, i)
 		for k < len(g.HostPoints) && g.HostPoints[k].After == i {
-			acc[n+k] = hostAccess(g, i)
+			acc[n+k] = hostAccess(g, i, g.HostPoints[k].Reads)
 			seq = append(seq, n+k)
 			k++
 		}

@@ -236,6 +236,32 @@ func (w Windows) Shapes() []int {
 type Runtime struct {
 	ContextLength int `toml:"context_length"` // KV cache rows per attention layer
 	Threads       int `toml:"threads"`        // 0: one per core
+	// MoCE (cache-aware routing; off by default, since it changes which
+	// experts run): from rank moce_protect on, a routed expert that is not
+	// resident has its probability scaled by moce_lambda, so a resident one
+	// inside the true top moce_max_rank may take its place.
+	MoCE        bool    `toml:"moce"`
+	MoCELambda  float64 `toml:"moce_lambda"`
+	MoCEProtect int     `toml:"moce_protect"`
+	MoCEMaxRank int     `toml:"moce_max_rank"` // 0: uncapped
+	// ReadAhead predicts layer l+1's experts (its router applied to layer
+	// l's MoE input) so the streamer reads them ahead.
+	ReadAhead bool `toml:"read_ahead"`
+}
+
+// MoCEDefaults fills the MoCE knobs a config leaves at zero: λ 0.85, 3
+// protected ranks, the top 16 as the cap (colibri's and strata's measured
+// settings).
+func (r *Runtime) MoCEDefaults() {
+	if r.MoCELambda == 0 {
+		r.MoCELambda = 0.85
+	}
+	if r.MoCEProtect == 0 {
+		r.MoCEProtect = 3
+	}
+	if r.MoCEMaxRank == 0 {
+		r.MoCEMaxRank = 16
+	}
 }
 
 // IsSparseLayer reports whether layer i uses the MoE block (HF's rule).

@@ -15,6 +15,11 @@ import (
 // other field is required so that a forgotten key never silently becomes 0.
 var optionalFields = map[string]bool{
 	"runtime.threads":                          true,
+	"runtime.moce":                             true,
+	"runtime.moce_lambda":                      true,
+	"runtime.moce_protect":                     true,
+	"runtime.moce_max_rank":                    true,
+	"runtime.read_ahead":                       true,
 	"architecture.moe.mlp_only_layers":         true,
 	"architecture.moe.dense_intermediate_size": true,
 	"architecture.mtp.num_layers":              true,

@@ -22,6 +22,17 @@ func (c *Config) Validate() error {
 	v.atLeast("windows.prefill_rows", c.Windows.PrefillRows, 1)
 	v.atLeast("runtime.context_length", c.Runtime.ContextLength, 1)
 	v.atLeast("runtime.threads", c.Runtime.Threads, 0)
+	if r := c.Runtime; r.MoCE {
+		if !(r.MoCELambda > 0 && r.MoCELambda <= 1) {
+			v.add("runtime.moce_lambda", "is %v (expected a factor in (0, 1] applied to non-resident experts)", r.MoCELambda)
+		}
+		if r.MoCEProtect < 0 || r.MoCEProtect > c.Architecture.MoE.ExpertsPerToken {
+			v.add("runtime.moce_protect", "is %d (expected 0 … architecture.moe.experts_per_token = %d)", r.MoCEProtect, c.Architecture.MoE.ExpertsPerToken)
+		}
+		if r.MoCEMaxRank != 0 && r.MoCEMaxRank < c.Architecture.MoE.ExpertsPerToken {
+			v.add("runtime.moce_max_rank", "is %d (expected 0 (uncapped) or ≥ architecture.moe.experts_per_token = %d)", r.MoCEMaxRank, c.Architecture.MoE.ExpertsPerToken)
+		}
+	}
 	return errors.Join(v.errs...)
 }
 

@@ -134,6 +134,9 @@ const (
 	FCRouterExperts          = 1601 // uint
 	FCRouterTopK             = 1602 // uint
 	FCRouterNormTopk         = 1603 // bool
+	FCRouterMoce             = 1604 // bool
+	FCRouterProtect          = 1605 // uint
+	FCRouterMaxRank          = 1606 // uint
 	FCMoeGateUpRows          = 1700 // uint
 	FCMoeGateUpExperts       = 1701 // uint
 	FCMoeGateUpTopK          = 1702 // uint
@@ -313,6 +316,9 @@ var constants = []artifact.FunctionConstant{
 	{Index: FCRouterExperts, Family: "router", Name: "experts", Type: artifact.UInt},
 	{Index: FCRouterTopK, Family: "router", Name: "top_k", Type: artifact.UInt},
 	{Index: FCRouterNormTopk, Family: "router", Name: "norm_topk", Type: artifact.Bool},
+	{Index: FCRouterMoce, Family: "router", Name: "moce", Type: artifact.Bool, Optional: true, Default: 0},
+	{Index: FCRouterProtect, Family: "router", Name: "protect", Type: artifact.UInt, Optional: true, Default: 0},
+	{Index: FCRouterMaxRank, Family: "router", Name: "max_rank", Type: artifact.UInt, Optional: true, Default: 0},
 	{Index: FCMoeGateUpRows, Family: "moe_gate_up", Name: "rows", Type: artifact.UInt},
 	{Index: FCMoeGateUpExperts, Family: "moe_gate_up", Name: "experts", Type: artifact.UInt},
 	{Index: FCMoeGateUpTopK, Family: "moe_gate_up", Name: "top_k", Type: artifact.UInt},

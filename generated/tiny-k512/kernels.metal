@@ -111,11 +111,17 @@ constant uint fc_attention_ctx [[function_constant(1506)]];
 constant bool fc_attention_sparse [[function_constant(1507)]];
 constant uint fc_attention_ratio [[function_constant(1508)]];
 constant uint fc_attention_top_k [[function_constant(1509)]];
-// router: 1600–1603
+// router: 1600–1606
 constant uint fc_router_rows [[function_constant(1600)]];
 constant uint fc_router_experts [[function_constant(1601)]];
 constant uint fc_router_top_k [[function_constant(1602)]];
 constant bool fc_router_norm_topk [[function_constant(1603)]];
+constant bool fc_router_moce [[function_constant(1604)]];
+constant bool router_moce = is_function_constant_defined(fc_router_moce) ? fc_router_moce : false;
+constant uint fc_router_protect [[function_constant(1605)]];
+constant uint router_protect = is_function_constant_defined(fc_router_protect) ? fc_router_protect : 0u;
+constant uint fc_router_max_rank [[function_constant(1606)]];
+constant uint router_max_rank = is_function_constant_defined(fc_router_max_rank) ? fc_router_max_rank : 0u;
 // moe_gate_up: 1700–1709
 constant uint fc_moe_gate_up_rows [[function_constant(1700)]];
 constant uint fc_moe_gate_up_experts [[function_constant(1701)]];

@@ -618,6 +618,12 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 
 // router: softmax over all experts, top-k by probability (lower index wins a
 // tie), renormalised when norm_topk is set. Ids are written as uint32.
+//
+// With moce set (cache-aware routing), ranks below protect keep their
+// experts; the remaining slots go to the best of ranks protect … max_rank−1
+// (the true top max_rank; 0: all) by probability × (1 if resident else λ),
+// where resident is the routing-visible residency the host wrote between
+// windows. The weights stay the true probabilities of the chosen experts.
 func router(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	E, K := a.int("experts"), a.int("top_k")
@@ -627,9 +633,25 @@ func router(d *graph.Dispatch, a *args) (func(), error) {
 	if a.err == nil && len(ids) < p.max*K {
 		a.fail(fmt.Errorf("binding \"ids\" too small"))
 	}
+	moce := a.optInt("moce", 0) != 0
+	var resident []uint32
+	var lambda float64
+	protect, maxRank := 0, E
+	if moce {
+		resident = a.u32("resident")
+		lambda = a.scalar("lambda")
+		protect = a.int("protect")
+		if r := a.int("max_rank"); r > 0 {
+			maxRank = min(r, E)
+		}
+		if a.err == nil && len(resident) < E {
+			a.fail(fmt.Errorf("binding \"resident\" has %d entries, want %d", len(resident), E))
+		}
+	}
 	return func() {
 		prob := make([]float64, E)
 		order := make([]int, E)
+		score := make([]float64, E)
 		for t := 0; t < p.rows(); t++ {
 			l := logits[t*E : (t+1)*E]
 			mx := math.Inf(-1)
@@ -646,6 +668,18 @@ func router(d *graph.Dispatch, a *args) (func(), error) {
 				order[e] = e
 			}
 			sort.SliceStable(order, func(i, j int) bool { return prob[order[i]] > prob[order[j]] })
+			if moce && protect < K {
+				// Re-rank the unprotected part of the true top max_rank by
+				// the residency-weighted score; stable, so ties keep rank.
+				cand := order[protect:maxRank]
+				for _, e := range cand {
+					score[e] = prob[e]
+					if resident[e] == 0 {
+						score[e] *= lambda
+					}
+				}
+				sort.SliceStable(cand, func(i, j int) bool { return score[cand[i]] > score[cand[j]] })
+			}
 			var sum float64
 			for j := 0; j < K; j++ {
 				sum += prob[order[j]]

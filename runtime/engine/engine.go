@@ -81,6 +81,11 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Bac
 	if err := m.fillWeights(graphs[0], src, streamed); err != nil {
 		return nil, err
 	}
+	if res := mem.Buffer("residency"); res != nil && !streamed {
+		for i := range buffers.Uint32s(res) {
+			buffers.Uint32s(res)[i] = 1 // every expert resident: MoCE changes nothing
+		}
+	}
 	if err := m.openNgram(src); err != nil {
 		return nil, err
 	}

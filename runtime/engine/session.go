@@ -73,6 +73,7 @@ func (m *Model) run(w window) error {
 		return fmt.Errorf("expert streaming runs on the cpu backend only for now")
 	}
 	m.stream.BeginWindow()
+	m.publishResidency()
 	return cp.RunHost(func(hp graph.HostPoint) error { return m.hostPoint(w.g, hp) })
 }
 

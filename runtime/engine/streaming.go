@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
@@ -17,6 +18,9 @@ type Streaming struct {
 	Slots   int           // arena capacity, in experts
 	Reader  stream.Reader // nil: read experts through the weight source
 	Options stream.Options
+	// Wrap, when set, wraps the reader (fault or delay injection in tests
+	// and diagnostics).
+	Wrap func(stream.Reader) stream.Reader
 }
 
 // streamer is a model's streaming state.
@@ -50,6 +54,9 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 	reader := st.Reader
 	if reader == nil {
 		reader = &sourceReader{src: src, layout: layout}
+	}
+	if st.Wrap != nil {
+		reader = st.Wrap(reader)
 	}
 	arena, err := stream.NewArenaIn(layout.layers, c.Architecture.MoE.NumExperts, int(layout.slotBytes),
 		[][]byte{m.mem.Buffer("experts")}, buffers.Uint32s(m.mem.Buffer("smap")))
@@ -89,11 +96,47 @@ func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
 	rows, _ := router.Const("rows")
 	topK, _ := router.Const("top_k")
 	live := min(int(binary.LittleEndian.Uint32(m.mem.Buffer("params"))), int(rows))
-	chosen := make([]int, 0, live*int(topK))
-	for i := 0; i < live*int(topK); i++ {
-		chosen = append(chosen, int(binary.LittleEndian.Uint32(b[4*i:])))
+	read := func(b []byte) []int {
+		out := make([]int, 0, live*int(topK))
+		for i := 0; i < live*int(topK); i++ {
+			out = append(out, int(binary.LittleEndian.Uint32(b[4*i:])))
+		}
+		return out
 	}
-	return m.stream.Ensure(hp.Layer, chosen)
+	if err := m.stream.Ensure(hp.Layer, read(b)); err != nil {
+		return err
+	}
+	// The next layer's predicted experts, read ahead while this one runs.
+	for _, r := range hp.Reads {
+		pb, err := m.mem.Bytes(r)
+		if err != nil {
+			return err
+		}
+		m.stream.Prefetch(hp.Layer+1, read(pb))
+	}
+	return nil
+}
+
+// publishResidency writes the routing-visible residency (what MoCE may see)
+// into the residency buffer; it changes only between windows.
+func (m *Model) publishResidency() {
+	buf := m.mem.Buffer("residency")
+	if buf == nil {
+		return
+	}
+	res := buffers.Uint32s(buf)
+	for l := 0; l < m.stream.arena.Layers; l++ {
+		for e, v := range m.stream.Visible(l) {
+			res[l*m.stream.arena.Experts+e] = uint32(boolToInt(v))
+		}
+	}
+}
+
+func boolToInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // expertParts is where one MoE layer's gate, up and down sit inside an
@@ -160,12 +203,17 @@ func expertLayout(c *models.Config, g *graph.Graph) (*expertLayouts, error) {
 
 // sourceReader reads experts through a WeightSource (an HF checkpoint or a
 // GGUF without a pack): it assembles the block the pack would hold.
+// Weight sources are not safe for concurrent use, so reads are serialized:
+// this path serves checkpoints without a pack, where speed is not the point.
 type sourceReader struct {
+	mu     sync.Mutex
 	src    WeightSource
 	layout *expertLayouts
 }
 
 func (r *sourceReader) ReadExpert(layer, expert, off int, dst []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	block := make([]byte, r.layout.slotBytes)
 	p := r.layout.parts[layer]
 	for j := range p.specs {

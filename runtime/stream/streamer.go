@@ -68,8 +68,8 @@ type Streamer struct {
 	wg   sync.WaitGroup
 
 	inflight map[int]*request
-	limbo    []*request // read-aheads of this window, retired at the next BeginWindow
-	layerPin []int      // slots the current layer uses
+	limbo    map[int][]*request // read-aheads in flight, by the layer they are for
+	layerPin []int              // slots the current layer uses
 	visible  []bool
 	usage    *Usage
 	stats    Stats
@@ -92,7 +92,7 @@ func NewStreamer(a *Arena, r Reader, opt Options) *Streamer {
 		opt.Retries = 2
 	}
 	s := &Streamer{a: a, r: r, opt: opt, urg: make(chan part, 1024), bg: make(chan part, 1<<16), quit: make(chan struct{}),
-		inflight: map[int]*request{}, visible: make([]bool, a.Layers*a.Experts), usage: NewUsage(a.Layers, a.Experts)}
+		inflight: map[int]*request{}, limbo: map[int][]*request{}, visible: make([]bool, a.Layers*a.Experts), usage: NewUsage(a.Layers, a.Experts)}
 	for i := 0; i < opt.Threads; i++ {
 		s.wg.Add(1)
 		go s.reader(i < opt.Urgent)
@@ -254,7 +254,9 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 		wait = append(wait, r)
 	}
 	s.mu.Unlock()
-	return s.await(layer, wait, true)
+	err := s.await(layer, wait, true)
+	s.retire(layer) // this layer's unneeded read-aheads stop holding slots
+	return err
 }
 
 // await waits for reads a layer needs. A failed read-ahead gets one urgent
@@ -343,7 +345,7 @@ func (s *Streamer) Prefetch(layer int, experts []int) {
 		if r := s.issue(key, false); r != nil {
 			s.a.slots[r.slot].prefetched = true
 			s.stats.Prefetched++
-			s.limbo = append(s.limbo, r)
+			s.limbo[layer] = append(s.limbo[layer], r)
 		}
 	}
 }
@@ -353,22 +355,42 @@ func (s *Streamer) Prefetch(layer int, experts []int) {
 // routing may see. A failed read-ahead is dropped silently (the layer that
 // needs the expert reads it again).
 func (s *Streamer) BeginWindow() {
-	for _, r := range s.limbo {
-		<-r.done
+	s.mu.Lock()
+	var layers []int
+	for l := range s.limbo {
+		layers = append(layers, l)
+	}
+	s.mu.Unlock()
+	for _, l := range layers {
+		s.retire(l)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range s.limbo {
-		if r.err == nil {
-			s.a.slots[r.slot].pins--
-		}
-	}
-	s.limbo = s.limbo[:0]
 	s.unpinLayer()
 	for k := range s.visible {
 		s.visible[k] = s.a.where[k] >= 0
 	}
 	s.usage.tick()
+}
+
+// retire waits for a layer's read-aheads and unpins them: at that layer's
+// Ensure (or the window's end), a point that does not depend on timing, so
+// which slots are evictable never does either.
+func (s *Streamer) retire(layer int) {
+	s.mu.Lock()
+	reqs := s.limbo[layer]
+	delete(s.limbo, layer)
+	s.mu.Unlock()
+	for _, r := range reqs {
+		<-r.done
+	}
+	s.mu.Lock()
+	for _, r := range reqs {
+		if r.err == nil {
+			s.a.slots[r.slot].pins--
+		}
+	}
+	s.mu.Unlock()
 }
 
 // Visible is the residency of a layer's experts as routing may see it
