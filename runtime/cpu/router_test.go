@@ -14,7 +14,9 @@ import (
 func runRouter(t *testing.T, logits []float32, resident []uint32, k, protect, maxRank int, lambda float64) ([]uint32, []float32) {
 	t.Helper()
 	E := len(logits)
-	r := func(buf string, off, size int64) graph.Range { return graph.Range{Buffer: buf, Offset: off, Size: size} }
+	r := func(buf string, off, size int64) graph.Range {
+		return graph.Range{Buffer: buf, Offset: off, Size: size}
+	}
 	g := &graph.Graph{Model: "router-test", Kind: graph.KindTrunk, Rows: 1, Buffers: []graph.Buffer{
 		{Name: "params", Kind: graph.KindParams, Size: 64}, {Name: "act", Kind: graph.KindScratch, Size: 1024},
 		{Name: "residency", Kind: graph.KindResidency, Size: int64(4 * E)},
