@@ -73,6 +73,9 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 		}
 		if opt.ArenaExperts > 0 {
 			reader = p
+			if opt.History == "" {
+				opt.History = packPath + ".usage" // learns across restarts
+			}
 			closers = append(closers, p.Close)
 			if opt.Stream.Verify == nil {
 				opt.Stream.Verify = p.Verify // a corrupt read is never published

@@ -45,6 +45,11 @@ type HFOptions struct {
 	Stream stream.Options
 	// WrapReader wraps the expert reader (delay or fault injection).
 	WrapReader func(stream.Reader) stream.Reader
+	// History is the expert usage-history file ("" none; GGUF models with a
+	// pack default to PACK.usage).
+	History string
+	// Warn reports problems that do not stop the run (an unusable history).
+	Warn func(error)
 	// MoCE turns on cache-aware routing (with the config's knobs, or the
 	// defaults) and ReadAhead the next-layer expert prediction.
 	MoCE, ReadAhead bool
@@ -61,8 +66,7 @@ type Loaded struct {
 
 // Close stops streaming and releases the checkpoint mapping and files.
 func (l *Loaded) Close() error {
-	l.Model.Close()
-	var errs []error
+	errs := []error{l.Model.Close()}
 	for _, c := range l.closers {
 		errs = append(errs, c())
 	}
@@ -93,7 +97,8 @@ func loadEngine(c *models.Config, graphs []*graph.Graph, src engine.WeightSource
 	if opt.ArenaExperts <= 0 {
 		return engine.Load(c, graphs, src)
 	}
-	return engine.LoadStreaming(c, graphs, src, engine.CPU, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader})
+	return engine.LoadStreaming(c, graphs, src, engine.CPU, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader,
+		History: opt.History, Warn: opt.Warn})
 }
 
 // OpenHF opens an HF checkpoint directory (config.json + safetensors): imports

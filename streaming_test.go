@@ -2,8 +2,10 @@ package strata
 
 import (
 	"math/rand"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,4 +129,77 @@ func TestMoCEIsDeterministic(t *testing.T) {
 	plain, _ := openOracle(t, "tiny-k512", HFOptions{PrefillRows: 4})
 	exact, _ := decodeAll(t, plain, prompt, n)
 	t.Logf("without MoCE: %v", exact)
+}
+
+// A restart with the saved usage history starts with the arena filled from
+// it: more hits than a cold start on the same prompt. A damaged history is
+// ignored with a warning.
+func TestUsageHistoryAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := convertOracle(t, "tiny-k512", "", dir)
+	if err := packFile(path); err != nil {
+		t.Fatal(err)
+	}
+	ref := ref0(t, "tiny-k512")
+	prompt := ref.tokens[:8]
+	run := func(warn func(error)) stream.Stats {
+		l, err := OpenGGUF(path, GGUFOptions{HFOptions: HFOptions{PrefillRows: 4, ArenaExperts: 400, Warn: warn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decodeAll(t, l, prompt, 8)
+		st := l.Model.StreamStats()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	cold := run(nil)
+	warm := run(nil)
+	t.Logf("cold start: %d hits, %d misses; with the saved history: %d hits, %d misses", cold.Hits, cold.Misses, warm.Hits, warm.Misses)
+	if warm.Misses >= cold.Misses {
+		t.Errorf("the saved history did not help: %d misses warm, %d cold", warm.Misses, cold.Misses)
+	}
+	hist := path + ".experts.usage"
+	if err := os.WriteFile(hist, []byte("not a history"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var warned error
+	again := run(func(err error) { warned = err })
+	if warned == nil || again.Misses != cold.Misses {
+		t.Errorf("a damaged history: warning %v, %d misses (cold %d)", warned, again.Misses, cold.Misses)
+	}
+}
+
+// A pack whose expert bytes were altered under their checksums fails with a
+// clear error when the expert is read; nothing corrupt is used.
+func TestStreamingCorruptPack(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := convertOracle(t, "tiny-k512", "", dir)
+	if err := packFile(path); err != nil {
+		t.Fatal(err)
+	}
+	pk := path + ".experts"
+	data, err := os.ReadFile(pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 64 << 10; i < len(data)-(64<<10); i += 4096 { // flip bytes across the entries, not the header or index
+		data[i] ^= 0x5a
+	}
+	if err := os.WriteFile(pk, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenGGUF(path, GGUFOptions{HFOptions: HFOptions{PrefillRows: 4, ArenaExperts: 100, History: "-"}})
+	if err != nil {
+		if strings.Contains(err.Error(), "checksum") || strings.Contains(err.Error(), "stale") {
+			return // refused at open: fine too
+		}
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = l.Model.NewSession().Generate(ref0(t, "tiny-k512").tokens[:4], 2, engine.GenerateOptions{PrefillRows: 4})
+	if err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("a corrupt pack decoded: err = %v", err)
+	}
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 
 	"github.com/strata-llm/strata/graph"
@@ -21,12 +23,18 @@ type Streaming struct {
 	// Wrap, when set, wraps the reader (fault or delay injection in tests
 	// and diagnostics).
 	Wrap func(stream.Reader) stream.Reader
+	// History is the usage-history file (next to the pack): read at load to
+	// seed the arena, written back at Close. "" or "-" keeps no history.
+	History string
+	// Warn reports a history that could not be used (it is then ignored).
+	Warn func(error)
 }
 
 // streamer is a model's streaming state.
 type streamer struct {
 	*stream.Streamer
-	arena *stream.Arena
+	arena   *stream.Arena
+	history string
 }
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena
@@ -63,15 +71,34 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena}
+	if st.History == "-" {
+		st.History = ""
+	}
+	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena, history: st.History}
+	if st.History != "" {
+		u, err := stream.LoadUsage(st.History, layout.layers, c.Architecture.MoE.NumExperts)
+		switch {
+		case err == nil:
+			// Blend: the history once it covers 1k windows, else what it has.
+			m.stream.Fill(u, stream.FillOrder(u, nil, 0.7, 1000))
+		case !errors.Is(err, fs.ErrNotExist) && st.Warn != nil:
+			st.Warn(fmt.Errorf("ignoring the expert usage history: %w", err))
+		}
+	}
 	return m, nil
 }
 
-// Close stops the model's expert streaming, if any.
-func (m *Model) Close() {
-	if m.stream != nil {
-		m.stream.Streamer.Close()
+// Close stops the model's expert streaming, if any, saving its usage history.
+func (m *Model) Close() error {
+	if m.stream == nil {
+		return nil
 	}
+	var err error
+	if m.stream.history != "" {
+		err = m.stream.Save(m.stream.history)
+	}
+	m.stream.Streamer.Close()
+	return err
 }
 
 // StreamStats is the streaming telemetry (zero without streaming).

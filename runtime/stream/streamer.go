@@ -408,3 +408,37 @@ func (s *Streamer) Stats() Stats {
 
 // Usage is the decayed usage history the streamer keeps.
 func (s *Streamer) Usage() *Usage { return s.usage }
+
+// Fill seeds the arena at startup: it reads the first experts of order (keys
+// layer·E + expert, most wanted first) until the arena is full, and waits
+// for them. The history keeps counting from u when it is not nil.
+func (s *Streamer) Fill(u *Usage, order []int) {
+	if u != nil && u.Layers == s.a.Layers && u.Experts == s.a.Experts {
+		s.usage = u
+		if u.decay == 0 {
+			u.decay = NewUsage(1, 1).decay
+		}
+	}
+	n := min(len(order), s.a.Capacity())
+	byLayer := map[int][]int{}
+	var layers []int
+	for _, k := range order[:n] {
+		l := k / s.a.Experts
+		if _, ok := byLayer[l]; !ok {
+			layers = append(layers, l)
+		}
+		byLayer[l] = append(byLayer[l], k%s.a.Experts)
+	}
+	for _, l := range layers {
+		s.Prefetch(l, byLayer[l])
+	}
+	s.BeginWindow()
+}
+
+// Save writes the usage history and the arena's LRU order to path.
+func (s *Streamer) Save(path string) error {
+	s.mu.Lock()
+	order := s.a.Order()
+	s.mu.Unlock()
+	return s.usage.Save(path, order)
+}
