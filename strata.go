@@ -53,6 +53,8 @@ type HFOptions struct {
 	// MoCE turns on cache-aware routing (with the config's knobs, or the
 	// defaults) and ReadAhead the next-layer expert prediction.
 	MoCE, ReadAhead bool
+	// MoCEMaxRank overrides the max-rank cap (> 0), or lifts it (< 0).
+	MoCEMaxRank int
 }
 
 // Loaded is a model ready to run, with what it was built from.
@@ -85,6 +87,12 @@ func withRouting(c *models.Config, opt HFOptions) *models.Config {
 	cc.Runtime.MoCE = cc.Runtime.MoCE || opt.MoCE
 	cc.Runtime.ReadAhead = cc.Runtime.ReadAhead || opt.ReadAhead
 	if cc.Runtime.MoCE {
+		switch {
+		case opt.MoCEMaxRank > 0:
+			cc.Runtime.MoCEMaxRank = opt.MoCEMaxRank
+		case opt.MoCEMaxRank < 0:
+			cc.Runtime.MoCEMaxRank = cc.Architecture.MoE.NumExperts // every rank may be substituted
+		}
 		cc.Runtime.MoCEDefaults()
 	}
 	return &cc

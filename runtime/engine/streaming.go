@@ -101,6 +101,14 @@ func (m *Model) Close() error {
 	return err
 }
 
+// StreamTrace is the order experts were needed in (with Options.Trace).
+func (m *Model) StreamTrace() []int {
+	if m.stream == nil {
+		return nil
+	}
+	return m.stream.Trace()
+}
+
 // StreamStats is the streaming telemetry (zero without streaming).
 func (m *Model) StreamStats() stream.Stats {
 	if m.stream == nil {

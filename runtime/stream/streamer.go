@@ -25,6 +25,9 @@ type Options struct {
 	// Verify, when set, checks an expert's bytes after a read; a failure
 	// counts as a failed read, so nothing corrupt is ever published.
 	Verify func(layer, expert int, data []byte) error
+	// Trace records every expert a layer needed, in order (for judging the
+	// cache policy against Belady's optimum on the same accesses).
+	Trace bool
 }
 
 // Stats is the streamer's telemetry since it started.
@@ -73,6 +76,7 @@ type Streamer struct {
 	visible  []bool
 	usage    *Usage
 	stats    Stats
+	trace    []int
 }
 
 // NewStreamer starts the reader pool over arena a.
@@ -224,6 +228,9 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 		}
 		seen[key] = true
 		s.usage.hit(key)
+		if s.opt.Trace {
+			s.trace = append(s.trace, key)
+		}
 		if sl := s.a.where[key]; sl >= 0 {
 			s.a.touch(sl)
 			if r, ok := s.inflight[key]; ok {
@@ -404,6 +411,14 @@ func (s *Streamer) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stats
+}
+
+// Trace returns the keys (layer·E + expert) layers needed, in order, when
+// Options.Trace is set.
+func (s *Streamer) Trace() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.trace...)
 }
 
 // Usage is the decayed usage history the streamer keeps.
