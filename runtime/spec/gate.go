@@ -40,6 +40,9 @@ type Gate struct {
 	// ProbeEvery/4 while that size has fewer than 3 timings). PlainEvery:
 	// force a plain step after so many drafted windows, so T(1) stays fresh.
 	ProbeEvery, PlainEvery int
+	// ProbeMargin: a probe's estimated value must reach this share of the
+	// pick's value.
+	ProbeMargin float64
 
 	acc       [numSources][]ema // P(draft j accepted | drafts before it accepted)
 	prob      [numSources][]ema // the drafter's own probability for accepted-or-judged drafts j
@@ -54,7 +57,7 @@ type Gate struct {
 
 // NewGate returns a gate for up to maxDepth drafts with colibri's memories.
 func NewGate(maxDepth int) *Gate {
-	g := &Gate{MaxDepth: maxDepth, AcceptMemory: 16, TimeMemory: 8, ProbeEvery: 16, PlainEvery: 64, rowTime: map[int]*ema{}}
+	g := &Gate{MaxDepth: maxDepth, AcceptMemory: 16, TimeMemory: 8, ProbeEvery: 16, PlainEvery: 64, ProbeMargin: 0.75, rowTime: map[int]*ema{}}
 	for s := range g.acc {
 		g.acc[s] = make([]ema, maxDepth)
 		g.prob[s] = make([]ema, maxDepth)
@@ -182,13 +185,16 @@ func (g *Gate) Pick(source, available int, probs []float64) int {
 		g.declines++
 	}
 	// Probe one deeper now and then, more often while that size is barely
-	// measured, so a stale estimate can recover.
+	// measured, so a stale estimate can recover — but only when the deeper
+	// window is estimated within ProbeMargin of the best: a probe that is
+	// known to be a loss (drafts that keep failing, rows that cost what they
+	// do) is not worth its window.
 	if best < maxK {
 		every := g.ProbeEvery
 		if e, ok := g.rowTime[best+2]; !ok || e.n < 3 {
 			every = max(g.ProbeEvery/4, 1)
 		}
-		if g.picks%every == 0 {
+		if g.picks%every == 0 && g.Value(source, best+1, probs) >= g.ProbeMargin*bestV {
 			best++
 			g.probes++
 		}
