@@ -26,16 +26,17 @@ type GGUFOptions struct {
 }
 
 // OpenGGUF opens a GGUF model (written by strata convert or strata synth, or a
-// llama.cpp qwen3next file given its config), builds its window graphs and
-// loads its weights, the routed experts through the .experts pack when there
-// is one. A pack that does not belong to the file is refused.
+// llama.cpp qwen3next or qwen4exp file given its config), builds its window
+// graphs and loads its weights, the routed experts through the .experts pack
+// when there is one. A pack that does not belong to the file is refused.
 func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	// Every weight is copied into the engine's buffers at load, so the
-	// mapping is not needed afterwards, unless experts stream from it.
+	// mapping is not needed afterwards, unless experts stream from it or the
+	// host gathers n-gram table rows from it.
 	keep := false
 	defer func() {
 		if !keep {
@@ -107,7 +108,7 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 		}
 		return nil, err
 	}
-	if opt.ArenaExperts > 0 {
+	if opt.ArenaExperts > 0 || len(c.Architecture.PLE.LayerIDs) > 0 {
 		keep = true
 		closers = append(closers, f.Close)
 	}

@@ -105,6 +105,14 @@ var ggufCases = []ggufCase{
 	{"tiny-k512", "experts=iq2_xs", 0.55},
 	{"tiny-a", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", 1.2},
 	{"tiny-a", "trunk=q4_k,embed=iq4_xs,head=q6_k,rows=pad", 1.6}, // the 256-block formats, padded
+	// q4-a (qwen4exp): its ssm_out columns move in value heads of 16, which
+	// straddle q8_0 blocks, so a q8_0 trunk is quantized again on load.
+	{"q4-a", "", 0},
+	{"q4-a", "trunk=q8_0", 0.5},
+	{"q4-a", "experts=iq2_xs", 0.85}, // iq4_nl: rows of 64 and 32
+	{"q4-a", "embed=q8_0", 0.7},      // the n-gram table too
+	{"q4-a", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", 0.5},
+	{"q4-a", "experts=iq2_xs,trunk=q8_0,rows=pad", 1.2},
 }
 
 // TestGGUFOracles converts the oracles with several quant plans and runs the
@@ -176,10 +184,9 @@ func TestGGUFOracles(t *testing.T) {
 				t.Errorf("greedy path error %.3g < half the margin %.3g, yet the greedy decode leaves the reference at token %d", worstAbs, margin, same)
 			}
 			werr := weightErrors(t, path, c.oracle)
-			// The same weights decoded to f32 run through the f32 kernels.
-			cfg := *l.Config
-			cfg.Quant = models.QuantPlan{Trunk: "f32", Experts: "f32", Embeddings: "f32", Head: "f32"}
-			dec := openGGUF(t, path, GGUFOptions{HFOptions: opt, Config: &cfg})
+			// The weights the quantized run got, decoded to f32, run through
+			// the f32 kernels.
+			dec := decodedRun(t, path, l.Config, opt)
 			var kernelErr float64
 			for i, r := range runLogits(t, dec, ref.tokens, len(ref.tokens)) {
 				kernelErr = math.Max(kernelErr, relL2(got[i], r))
@@ -191,6 +198,71 @@ func TestGGUFOracles(t *testing.T) {
 				c.oracle, c.plan, sizeOf(rep.Bytes), rep.ExpertBytes, werr, worst, sum/float64(len(ref.logits)), agree, len(ref.logits), checked, same, len(out), worstAbs, margin, kernelErr, time.Since(start).Round(time.Millisecond))
 		})
 	}
+}
+
+// asPlanned serves the weights exactly as a GGUF source hands them to the
+// engine under plan (quantized again where the file's blocks cannot be
+// moved as they are), decoded to whatever format is asked.
+type asPlanned struct {
+	*weights.GGUF
+	plan models.QuantPlan
+}
+
+func (s asPlanned) Read(spec models.TensorSpec, index int, format string, dst []byte) error {
+	rl, err := spec.Layout(s.plan)
+	if err != nil {
+		return err
+	}
+	to, err := spec.Layout(models.QuantPlan{Trunk: format, Experts: format, Embeddings: format, Head: format})
+	if err != nil {
+		return err
+	}
+	rows := len(dst) / to.RowBytes()
+	b := make([]byte, rows*rl.RowBytes())
+	if err := s.GGUF.Read(spec, index, rl.Format.Name, b); err != nil {
+		return err
+	}
+	return weights.TranscodeRows(b, rl, dst, to, rows, nil)
+}
+
+// decodedRun loads the GGUF at path as the quantized model cfg received its
+// weights, decoded to f32 and run through the f32 kernels.
+func decodedRun(t *testing.T, path string, cfg *models.Config, opt HFOptions) *Loaded {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	g, err := weights.NewGGUF(f, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pack.Path(path); fileExists(p) {
+		r, err := pack.Open(p, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		g.UsePack(r)
+	}
+	dc := *cfg
+	dc.Quant = models.QuantPlan{Trunk: "f32", Experts: "f32", Embeddings: "f32", Head: "f32"}
+	graphs, err := gen.Windows(&dc, opt.AllLogits, opt.PrefillRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Load(&dc, graphs, asPlanned{g, cfg.Quant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return &Loaded{Config: &dc, Model: m, PrefillRows: opt.PrefillRows}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // referenceMargin is reference.json's min_greedy_margin: the least gap
@@ -400,13 +472,38 @@ func weightErrors(t *testing.T, path, oracle string) map[string]string {
 		}
 		return v
 	}
-	num, den := map[string]float64{}, map[string]float64{}
-	for _, s := range cfg.Tensors() {
-		rl, err := s.Layout(cfg.Quant)
+	// The n-gram table is gathered row by row, never read whole.
+	gather := func(src engine.NgramSource, s models.TensorSpec) []float32 {
+		tab, err := src.NgramTable(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, b := read(g, s), read(hf, s)
+		ids := make([]int64, tab.Rows())
+		for i := range ids {
+			ids[i] = int64(i)
+		}
+		v := make([]float32, len(ids)*tab.Width())
+		if err := tab.Gather(ids, v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	num, den := map[string]float64{}, map[string]float64{}
+	for _, s := range cfg.Tensors() {
+		ls := s
+		if s.Host() {
+			ls.Class = models.ClassEmbeddings // as convert plans it
+		}
+		rl, err := ls.Layout(cfg.Quant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b []float32
+		if s.Host() {
+			a, b = gather(g, s), gather(hf, s)
+		} else {
+			a, b = read(g, s), read(hf, s)
+		}
 		var d, n float64
 		for i := range b {
 			d += (float64(a[i]) - float64(b[i])) * (float64(a[i]) - float64(b[i]))
@@ -462,6 +559,189 @@ func TestExpertBytesRealModels(t *testing.T) {
 				t.Errorf("%s rows=%q: %d B per expert, down %s; want %d B, down %s", c.model, c.rows, tt.Stride, down, c.stride, c.down)
 			}
 			t.Logf("%s, experts=iq2_xs, rows=%q: %d B per expert (down %s)", c.model, c.rows, tt.Stride, down)
+		}
+	}
+}
+
+// f32Tensor reads a float32 tensor of a GGUF file.
+func f32Tensor(t *testing.T, f *gguf.File, name string) []float32 {
+	t.Helper()
+	tt, ok := f.Tensor(name)
+	if !ok || tt.Type.Name != "f32" {
+		t.Fatalf("gguf has no f32 tensor %s", name)
+	}
+	v := make([]float32, len(tt.Data)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(tt.Data[4*i:]))
+	}
+	return v
+}
+
+// TestQwen4ExpLayout checks the bytes of a passthrough q4-a GGUF against the
+// checkpoint's tensors, with the layout written out by hand from llama.cpp's
+// qwen4exp conventions (not from our name map): value heads tiled (GGUF head
+// r·nk + k is HF head k·rep + r; q4-a has nk = 2, rep = 3, so the file holds
+// HF heads 0,3,1,4,2,5), zero-centred norms +1, ssm_a = −exp(A_log), the
+// indexer split into q_proj and k_proj, the n-gram shards as one table and
+// the hash parameters as int64 metadata.
+func TestQwen4ExpLayout(t *testing.T) {
+	path, _ := convertOracle(t, "q4-a", "", t.TempDir())
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ck, err := safetensors.OpenDir("testdata/oracles/q4-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	hf := func(name string) []float32 {
+		tt, ok := ck.Tensor(name)
+		if !ok {
+			t.Fatalf("checkpoint has no %s", name)
+		}
+		v, err := tt.Float32s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if arch, _ := f.String("general.architecture"); arch != "qwen4exp" {
+		t.Errorf("general.architecture %q", arch)
+	}
+	heads := []int{0, 3, 1, 4, 2, 5} // HF head at each GGUF position
+	const dv, qk, H = 16, 64, 64     // value head dim, q+k rows of in_proj_qkv, hidden
+	for _, l := range []int{0, 1, 2} {
+		hp, gp := fmt.Sprintf("model.layers.%d.linear_attn.", l), fmt.Sprintf("blk.%d.", l)
+		aLog, ssmA := hf(hp+"A_log"), f32Tensor(t, f, gp+"ssm_a")
+		dt, ssmDt := hf(hp+"dt_bias"), f32Tensor(t, f, gp+"ssm_dt.bias")
+		beta, ssmBeta := hf(hp+"in_proj_b.weight"), f32Tensor(t, f, gp+"ssm_beta.weight")
+		qkv, attnQKV := hf(hp+"in_proj_qkv.weight"), f32Tensor(t, f, gp+"attn_qkv.weight")
+		z, gate := hf(hp+"in_proj_z.weight"), f32Tensor(t, f, gp+"attn_gate.weight")
+		out, ssmOut := hf(hp+"out_proj.weight"), f32Tensor(t, f, gp+"ssm_out.weight")
+		if !slices.Equal(attnQKV[:qk*H], qkv[:qk*H]) {
+			t.Errorf("layer %d: attn_qkv q and k rows differ from in_proj_qkv's", l)
+		}
+		for g, h := range heads {
+			if ssmA[g] != float32(-math.Exp(float64(aLog[h]))) || ssmDt[g] != dt[h] {
+				t.Errorf("layer %d: ssm_a/ssm_dt.bias[%d] = %v/%v, want −exp(A_log[%d])/dt_bias[%d]", l, g, ssmA[g], ssmDt[g], h, h)
+			}
+			if !slices.Equal(ssmBeta[g*H:(g+1)*H], beta[h*H:(h+1)*H]) {
+				t.Errorf("layer %d: ssm_beta row %d is not in_proj_b row %d", l, g, h)
+			}
+			v := func(m []float32, base, head int) []float32 { return m[(base+head*dv)*H : (base+(head+1)*dv)*H] }
+			if !slices.Equal(v(attnQKV, qk, g), v(qkv, qk, h)) || !slices.Equal(v(gate, 0, g), v(z, 0, h)) {
+				t.Errorf("layer %d: attn_qkv/attn_gate value head %d is not HF head %d", l, g, h)
+			}
+			for row := 0; row < H; row++ {
+				if !slices.Equal(ssmOut[row*96+g*dv:row*96+(g+1)*dv], out[row*96+h*dv:row*96+(h+1)*dv]) {
+					t.Fatalf("layer %d: ssm_out row %d, columns of head %d are not out_proj's of head %d", l, row, g, h)
+				}
+			}
+		}
+		norm, hcNorm := hf(fmt.Sprintf("model.layers.%d.attn_hyper_connection.hc_norm.weight", l)), f32Tensor(t, f, gp+"hc_attn_norm.weight")
+		for i := range norm {
+			if hcNorm[i] != 1+norm[i] {
+				t.Fatalf("layer %d: hc_attn_norm[%d] = %v, want 1 + %v", l, i, hcNorm[i], norm[i])
+			}
+		}
+	}
+	ix := hf("model.layers.3.self_attn.indexer.index_qk_proj.weight")
+	if q, k := f32Tensor(t, f, "blk.3.indexer.q_proj.weight"), f32Tensor(t, f, "blk.3.indexer.k_proj.weight"); !slices.Equal(q, ix[:64*H]) || !slices.Equal(k, ix[64*H:]) {
+		t.Errorf("indexer.q_proj/k_proj are not index_qk_proj's rows 0–63 and 64–79")
+	}
+	table := append(hf("model.layers.1.ple.ple_embedding.ngram_embedding.shard_0.weight"), hf("model.layers.1.ple.ple_embedding.ngram_embedding.shard_1.weight")...)
+	if got := f32Tensor(t, f, "per_layer_token_embd.weight"); !slices.Equal(got, table) {
+		t.Errorf("per_layer_token_embd is not the two shards concatenated")
+	}
+	for key, want := range map[string][]int64{
+		"qwen4exp.ple.layer_multipliers":     {4295158889763781, 17440218147737327, 1270917961434445}, // qwen4_exp.md §1
+		"qwen4exp.ple.head_vocab_sizes":      {1009, 1013, 1019, 1021},
+		"qwen4exp.ple.head_offsets":          {0, 1009, 2022, 3041},
+		"qwen4exp.ple.layers":                {1},
+		"qwen4exp.attention.compress_ratios": {0, 0, 0, 4},
+	} {
+		if got, err := f.Ints(key); err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s = %v (%v), want %v", key, got, err, want)
+		}
+	}
+}
+
+// TestQwen4ExpGGUFCorrupt: a qwen4exp file without its n-gram table, with
+// other hash parameters than the config's, without them, or from a newer
+// name map is refused, saying what is wrong.
+func TestQwen4ExpGGUFCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	good, _ := convertOracle(t, "q4-a", "", dir)
+	orig, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := int(f.DataOffset)
+	f.Close()
+	// replace edits the header: old must occur exactly once there.
+	replace := func(b []byte, old, new []byte) []byte {
+		t.Helper()
+		if bytes.Count(b[:header], old) != 1 {
+			t.Fatalf("%q occurs %d times in the header", old, bytes.Count(b[:header], old))
+		}
+		b = slices.Clone(b)
+		copy(b[bytes.Index(b[:header], old):], new)
+		return b
+	}
+	i64 := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
+	names := []byte(gguf.KeyQwen4ExpNames)
+	namesAt := bytes.Index(orig[:header], names) + len(names) + 4 // after the key and the type tag
+	for _, c := range []struct {
+		name, want string
+		data       []byte
+	}{
+		{"no-table", "has no tensor per_layer_token_embd.weight (role layers.1.ple.table)",
+			replace(orig, []byte("per_layer_token_embd.weight"), []byte("per_layer_token_embX.weight"))},
+		{"other-multiplier", "layer 1's stored qwen4exp.ple.layer_multipliers [4295158889763783 17440218147737327 1270917961434445] differ from the ones computed from the config",
+			replace(orig, i64(4295158889763781), i64(4295158889763783))},
+		{"other-offset", "stored qwen4exp.ple.head_offsets [0 1009 2023 3041] differ",
+			replace(orig, i64(2022), i64(2023))},
+		{"no-multipliers", "metadata key qwen4exp.ple.layer_multipliers missing",
+			replace(orig, []byte("qwen4exp.ple.layer_multipliers"), []byte("qwen4exp.ple.layer_multipliery"))},
+		{"newer-names", "strata.qwen4exp_names = 2", func() []byte {
+			b := slices.Clone(orig)
+			binary.LittleEndian.PutUint32(b[namesAt:], 2)
+			return b
+		}()},
+	} {
+		p := filepath.Join(dir, c.name+".gguf")
+		if err := os.WriteFile(p, c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenGGUF(p, GGUFOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+	// A config that disagrees with the file's hyperparameters.
+	g, err := gguf.Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := weights.ConfigOf(g)
+	g.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Architecture.EOSTokenIDs = []int{5}
+	cfg.Architecture.HyperConnections.LowRank = 8
+	_, err = OpenGGUF(good, GGUFOptions{Config: cfg})
+	for _, want := range []string{"qwen4exp.ple.eos_token_id = 3, but the model config says 5", "qwen4exp.hyper_connection.low_rank = 16, but the model config says 8"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("other config: error %v, want one saying %q", err, want)
 		}
 	}
 }

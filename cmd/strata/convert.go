@@ -25,19 +25,24 @@ func init() {
 const convertAbout = `
 Converts an HF safetensors checkpoint (config.json + model.safetensors, or a
 sharded index) into one GGUF file, quantizing each tensor class as --quant
-says. The file uses llama.cpp's qwen3next tensor names, metadata keys and
-value transforms (norms +1, ssm_a = -exp(A_log)), and embeds the whole model
-config (metadata strata.config), so "strata run --gguf FILE" needs nothing
-else. Tensors are converted and written one at a time (routed experts one
-expert at a time), so memory stays near the size of the largest tensor; the
-output appears only when complete.
+says. The file uses llama.cpp's tensor names, metadata keys and value
+transforms (norms +1, ssm_a = -exp(A_log)) of architecture qwen3next
+(Qwen3-Next) or qwen4exp (Qwen3.8-Flash-Next: value heads in llama.cpp's
+tiled order, the n-gram table as one tensor, per_layer_token_embd, with its
+hash parameters in the metadata), and embeds the whole model config
+(metadata strata.config), so "strata run --gguf FILE" needs nothing else.
+Tensors are converted and written one at a time (routed experts one expert
+at a time, the n-gram table in chunks of rows), so memory stays near the
+size of the largest other tensor; the output appears only when complete.
 
 --quant takes class=format items, comma-separated; classes not named keep the
 checkpoint's precision (its dtype):
   trunk     attention, DeltaNet, router and shared-expert matrices
   experts   the routed experts (the bytes that stream from SSD)
-  embed     the token embeddings        head   the output projection
-  all       every class at once         rows   the row policy (below)
+  embed     the token embeddings and the n-gram table
+  head      the output projection
+  all       every class at once
+  rows      the row policy (below)
 Formats: ` + "%s" + `. Norms, gates and other small vectors stay f32.
 
 Rows that are not a whole number of blocks (Qwen3.8-Flash-Next's 640-wide
@@ -46,12 +51,11 @@ expert down rows under a 256-block format) follow the row policy:
   pad       keep the format, zero-pad rows to whole blocks (exact; strata only)
   fallback  llama.cpp's fallback format (iq2_xs, iq4_xs, q4_k -> iq4_nl;
             q6_k -> q8_0); files llama.cpp can load
-For llama.cpp, also pass --no-mtp: llama.cpp has no Qwen3-Next MTP and refuses
-tensors it does not load.
+For llama.cpp, also pass --no-mtp: llama.cpp has no Qwen3-Next or qwen4exp MTP
+and refuses tensors it does not load.
 
-Only qwen3_next checkpoints convert today; qwen4_exp (Qwen3.8-Flash-Next) is
-refused with an error. Then run "strata pack FILE" to write FILE.experts, the
-routed experts laid out for one read per expert.`
+Then run "strata pack FILE" to write FILE.experts, the routed experts laid
+out for one read per expert.`
 
 func convertCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("convert", "--hf DIR --quant PLAN -o FILE.gguf [--rows POLICY] [--no-mtp]", fmt.Sprintf(convertAbout, strings.Join(quant.Names(), ", ")), stderr)

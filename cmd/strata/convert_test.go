@@ -46,6 +46,35 @@ func TestConvertPackRun(t *testing.T) {
 	}
 }
 
+const q4A = "../../testdata/oracles/q4-a"
+
+// Qwen3.8-Flash-Next math (q4-a): convert → pack → run decodes the reference
+// greedy continuation (n-gram table rows gathered from the GGUF), and synth
+// writes a random model with a random n-gram table that runs.
+func TestConvertSynthQwen4(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "q4.gguf")
+	if _, stderr, status := runStrata(t, "convert", "--hf", q4A, "-o", out); status != 0 {
+		t.Fatalf("convert: status %d: %s", status, stderr)
+	}
+	if _, stderr, status := runStrata(t, "pack", out); status != 0 {
+		t.Fatalf("pack: status %d: %s", status, stderr)
+	}
+	greedy := refInts(t, q4A, "greedy_tokens")
+	stdout, stderr, status := runStrata(t, "run", "--gguf", out, "--tokens", joinInts(greedy[:16], ","), "-n", "32")
+	if status != 0 || strings.TrimSpace(stdout) != joinInts(greedy[16:48], " ") {
+		t.Fatalf("run --gguf: status %d: %q, want %q (%s)", status, stdout, joinInts(greedy[16:48], " "), stderr)
+	}
+	synth := filepath.Join(dir, "synth.gguf")
+	stdout, stderr, status = runStrata(t, "synth", "--model", "q4-a", "--quant", "embed=q8_0", "--ngram-base", "100", "-o", synth)
+	if status != 0 || !strings.Contains(stdout, "q8_0") {
+		t.Fatalf("synth: status %d: %q %s", status, stdout, stderr)
+	}
+	if stdout, stderr, status = runStrata(t, "run", "--gguf", synth, "--tokens", "1,2,3", "-n", "4"); status != 0 || len(strings.Fields(stdout)) != 4 {
+		t.Fatalf("run synth: status %d: %q %s", status, stdout, stderr)
+	}
+}
+
 func TestConvertSynthErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -57,11 +86,11 @@ func TestConvertSynthErrors(t *testing.T) {
 		{[]string{"convert", "--hf", tinyA, "-o", filepath.Join(dir, "x.gguf"), "--quant", "experts=iq3_xs"}, 2, `unknown quant format "iq3_xs"`},
 		{[]string{"convert", "--hf", tinyA, "-o", filepath.Join(dir, "x.gguf"), "--quant", "ffn=q8_0"}, 2, `unknown class "ffn"`},
 		{[]string{"convert", "--hf", tinyA, "-o", filepath.Join(dir, "x.gguf"), "--rows", "squeeze"}, 2, "unknown row policy"},
-		{[]string{"convert", "--hf", "../../testdata/oracles/q4-a", "-o", filepath.Join(dir, "x.gguf")}, 1, `model type "qwen4_exp" is not supported yet`},
 		{[]string{"convert", "--hf", dir, "-o", filepath.Join(dir, "x.gguf")}, 1, "config.json"},
 		{[]string{"synth", "--model", "tiny-a"}, 2, "--model and -o are required"},
 		{[]string{"synth", "--model", "nope", "-o", filepath.Join(dir, "x.gguf")}, 2, `no model "nope"`},
 		{[]string{"synth", "--model", "tiny-a", "--layers", "9", "-o", filepath.Join(dir, "x.gguf")}, 2, "has 4 layers"},
+		{[]string{"synth", "--model", "q4-a", "--ngram-base", "-1", "-o", filepath.Join(dir, "x.gguf")}, 2, "must be ≥ 0"},
 		{[]string{"pack"}, 2, "expected one GGUF file"},
 		{[]string{"pack", filepath.Join(dir, "missing.gguf")}, 1, "no such file"},
 		{[]string{"run", "--gguf", filepath.Join(dir, "x.gguf")}, 2, "--tokens is required"},

@@ -28,6 +28,13 @@ speed.
 --layers, --experts and --top-k shrink the model (the first N layers of its
 layer pattern, the first N experts) to fit a benchmark's disk and time.
 
+A model with PLE layers (Qwen3.8-Flash-Next) gets a random n-gram table too,
+generated row by row while it is written (each row from its own seed, in the
+embed class's format). The real table has 320M rows (51B parameters), so
+--ngram-base shrinks it by default: the per-head primes start above 4096
+instead of 20,000,000 (~65K rows); the embedded config says so, and the
+hashing follows it. --ngram-base 0 keeps the model's own table size.
+
 Example: 2 layers of Qwen3-Next-80B at 512 experts top-10 with IQ2_XS experts
 (a ~0.9 GB pack):
   strata synth --model qwen3-next-80b-a3b --layers 2 \
@@ -35,7 +42,7 @@ Example: 2 layers of Qwen3-Next-80B at 512 experts top-10 with IQ2_XS experts
   strata pack synth.gguf`
 
 func synthCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("synth", "--model NAME -o FILE.gguf [--quant PLAN] [--layers N] [--experts N] [--top-k K] [--seed S]", fmt.Sprintf("%s\n\nModels: %s. Formats: %s.", synthAbout, strings.Join(models.EmbeddedNames(), ", "), strings.Join(quant.Names(), ", ")), stderr)
+	fs := newFlagSet("synth", "--model NAME -o FILE.gguf [--quant PLAN] [--layers N] [--experts N] [--top-k K] [--ngram-base B] [--seed S]", fmt.Sprintf("%s\n\nModels: %s. Formats: %s.", synthAbout, strings.Join(models.EmbeddedNames(), ", "), strings.Join(quant.Names(), ", ")), stderr)
 	model := fs.String("model", "", "model `name` (a folder under models/) or a model.toml path")
 	out := fs.String("o", "", "output GGUF `file`")
 	plan := fs.String("quant", "", "quant `plan` as in strata convert (default: the model config's [quant])")
@@ -45,14 +52,15 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	topK := fs.Int("top-k", 0, "experts per token (0: the model's, capped at --experts)")
 	seed := fs.Uint64("seed", 1, "random `seed`")
 	noMTP := fs.Bool("no-mtp", false, "leave the MTP head out")
+	ngramBase := fs.Int("ngram-base", 4096, "n-gram table size: per-head primes start above `B` (at most the model's ngram_vocab_size_base; 0: the model's)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *model == "" || *out == "" {
 		return usagef("--model and -o are required")
 	}
-	if *layers < 0 || *experts < 0 || *topK < 0 {
-		return usagef("--layers, --experts and --top-k must be ≥ 0")
+	if *layers < 0 || *experts < 0 || *topK < 0 || *ngramBase < 0 {
+		return usagef("--layers, --experts, --top-k and --ngram-base must be ≥ 0")
 	}
 	c, err := loadModel(*model)
 	if err != nil {
@@ -60,6 +68,9 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := shrink(c, *layers, *experts, *topK); err != nil {
 		return err
+	}
+	if p := &c.Architecture.PLE; *ngramBase > 0 && len(p.LayerIDs) > 0 && p.VocabSizeBase > *ngramBase {
+		p.VocabSizeBase = *ngramBase
 	}
 	if err := applyPlan(c, *plan, *rows); err != nil {
 		return err

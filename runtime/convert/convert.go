@@ -1,23 +1,28 @@
 // Package convert writes a model's weights into a GGUF file: the tensor names,
-// metadata keys and value transforms of llama.cpp's qwen3next architecture
-// (runtime/gguf), every tensor in the format the quant plan gives its class
-// (rows that are not whole blocks laid out by the plan's row policy), and the
-// whole model config under strata.config, so `strata run --gguf` needs nothing
-// else. The weights come from any Source: an HF checkpoint (weights.HF) or
-// random weights for benchmarks (weights.Random). Files are written tensor by
-// tensor (routed experts expert by expert) through gguf.Writer, so memory is
-// bounded by the largest non-expert tensor, and atomically.
+// metadata keys and value transforms of llama.cpp's qwen3next and qwen4exp
+// architectures (runtime/gguf), every tensor in the format the quant plan
+// gives its class (rows that are not whole blocks laid out by the plan's row
+// policy), and the whole model config under strata.config, so `strata run
+// --gguf` needs nothing else. The weights come from any Source: an HF
+// checkpoint (weights.HF) or random weights for benchmarks (weights.Random).
+// Files are written tensor by tensor (routed experts expert by expert, the
+// n-gram table in chunks of rows) through gguf.Writer, so memory is bounded
+// by the largest other tensor, and atomically.
 package convert
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/weights"
 )
 
 // Source fills one role (index −1) or one slice of a stacked role in the given
@@ -25,6 +30,16 @@ import (
 // engine.WeightSource.
 type Source interface {
 	Read(spec models.TensorSpec, index int, format string, dst []byte) error
+}
+
+// NgramSource is a Source that also serves the PLE layers' n-gram tables row
+// by row and checks their stored hash parameters (engine.NgramSource):
+// weights.HF, weights.GGUF and weights.Random are. Models with PLE layers
+// convert only from one.
+type NgramSource interface {
+	Source
+	NgramTable(spec models.TensorSpec) (*weights.NgramTable, error)
+	CheckNgram(layer int, multipliers, primes, offsets []int64) error
 }
 
 // Options tune a conversion.
@@ -43,11 +58,13 @@ var ErrUnsupported = errors.New("not supported yet")
 
 // tensor is one GGUF tensor and where its data come from.
 type tensor struct {
-	info gguf.TensorInfo
-	spec models.TensorSpec
-	rl   quant.RowLayout
-	tr   gguf.Transform
-	runs []gguf.RowRun // rows gathered from the role; nil: the whole role
+	info  gguf.TensorInfo
+	spec  models.TensorSpec
+	rl    quant.RowLayout
+	tr    gguf.Transform
+	runs  []gguf.RowRun // rows gathered from the role; nil: the whole role
+	cols  []gguf.ColRun // each row's columns reordered (qwen4exp value heads)
+	table bool          // an n-gram table, written in chunks of rows
 }
 
 // Report says what a conversion wrote.
@@ -68,6 +85,9 @@ func Write(path string, c *models.Config, src Source, opt Options) (*Report, err
 		return nil, err
 	}
 	rep := &Report{Config: cfg, Tensors: len(tensors), ByFormat: map[string]int64{}}
+	if err := checkNgram(cfg, src, tensors); err != nil {
+		return nil, err
+	}
 	// Transformed roles (norms, A_log) are small: read them first, since
 	// their exact values go into the header.
 	exact := map[string][]float32{}
@@ -121,6 +141,34 @@ func Write(path string, c *models.Config, src Source, opt Options) (*Report, err
 	return rep, nil
 }
 
+// checkNgram refuses a source that cannot serve the model's n-gram tables,
+// or whose stored hash parameters differ from the config's (the file records
+// the computed ones; a mismatch would make it read the wrong rows).
+func checkNgram(c *models.Config, src Source, tensors []tensor) error {
+	a := &c.Architecture
+	for _, t := range tensors {
+		if !t.table {
+			continue
+		}
+		ns, ok := src.(NgramSource)
+		if !ok {
+			return fmt.Errorf("model %s has PLE layers, but its weight source (%T) cannot serve n-gram tables", c.Name, src)
+		}
+		for l := 0; l < a.NumLayers; l++ {
+			if ord := a.PLE.Ordinal(l); ord >= 0 {
+				h, err := ngram.New(a.NgramParams(ord))
+				if err != nil {
+					return fmt.Errorf("model %s, layer %d: %w", c.Name, l, err)
+				}
+				if err := ns.CheckNgram(l, h.Multipliers, h.Primes, h.Offsets); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // writeTensor produces one tensor's data and streams it to w.
 func writeTensor(w *gguf.Writer, src Source, t tensor, exact map[string][]float32, cachedRole *string, cached *[]byte, progress func(int)) error {
 	rowBytes := t.rl.RowBytes()
@@ -130,7 +178,28 @@ func writeTensor(w *gguf.Writer, src Source, t tensor, exact map[string][]float3
 		for i, x := range v {
 			g[i] = t.tr.ToGGUF(x)
 		}
-		t.rl.Format.Encode(g, out)
+		t.rl.Format.Encode(toTensorOrder(t.cols, g, t.rl.Len), out)
+		progress(len(out))
+		return w.WriteTensor(t.info.Name, out)
+	}
+	if t.table {
+		return writeTable(w, src.(NgramSource), t, progress)
+	}
+	if t.cols != nil {
+		// Reordered columns (whole value heads): permute the float32 values,
+		// then encode, so blocks are formed in the tensor's order.
+		v, err := readF32Any(src, t.spec)
+		if err != nil {
+			return err
+		}
+		v = toTensorOrder(t.cols, v, t.rl.Len)
+		f32 := quant.RowLayout{Format: f32Format, Len: t.rl.Len, Stored: t.rl.Len}
+		b := make([]byte, 4*len(v))
+		f32Format.Encode(v, b)
+		out := make([]byte, t.spec.Rows()*rowBytes)
+		if err := weights.TranscodeRows(b, f32, out, t.rl, t.spec.Rows(), nil); err != nil {
+			return err
+		}
 		progress(len(out))
 		return w.WriteTensor(t.info.Name, out)
 	}
@@ -174,28 +243,78 @@ func writeTensor(w *gguf.Writer, src Source, t tensor, exact map[string][]float3
 	return w.WriteTensor(t.info.Name, out)
 }
 
+// f32Format is the float32 format.
+var f32Format, _ = quant.Lookup("f32")
+
 // readF32 reads a whole role as float32 values.
 func readF32(src Source, spec models.TensorSpec, rl quant.RowLayout) ([]float32, error) {
 	if rl.Format.Name != "f32" || rl.Padded() {
 		return nil, fmt.Errorf("role %s is transformed for GGUF (+1 or −exp) and must be stored as f32, not %s", spec.Name, rl.Format.Name)
 	}
+	return readF32Any(src, spec)
+}
+
+// readF32Any reads a whole role as float32 values, whatever it is stored as.
+func readF32Any(src Source, spec models.TensorSpec) ([]float32, error) {
 	b := make([]byte, 4*spec.Elements())
 	if err := src.Read(spec, -1, "f32", b); err != nil {
 		return nil, err
 	}
 	v := make([]float32, spec.Elements())
-	rl.Format.Decode(b, v)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
 	return v, nil
+}
+
+// toTensorOrder moves the columns of each row of n values from the role's
+// order to the tensor's (nil cols: v itself).
+func toTensorOrder(cols []gguf.ColRun, v []float32, n int) []float32 {
+	if cols == nil {
+		return v
+	}
+	out := make([]float32, len(v))
+	for row := 0; row+n <= len(v); row += n {
+		for _, c := range cols {
+			copy(out[row+c.TensorCol:row+c.TensorCol+c.Cols], v[row+c.RoleCol:row+c.RoleCol+c.Cols])
+		}
+	}
+	return out
+}
+
+// tableChunk bounds the bytes of n-gram table rows held at once.
+const tableChunk = 16 << 20
+
+// writeTable streams an n-gram table in chunks of rows: copied when the
+// source stores them as planned, else converted (on every core).
+func writeTable(w *gguf.Writer, src NgramSource, t tensor, progress func(int)) error {
+	tab, err := src.NgramTable(t.spec)
+	if err != nil {
+		return err
+	}
+	rows, rb := t.spec.Shape[0], t.rl.RowBytes()
+	if tab.Rows() != rows || tab.Width() != t.rl.Len {
+		return fmt.Errorf("the source's n-gram table has %d rows of %d, the model config %d rows of %d", tab.Rows(), tab.Width(), rows, t.rl.Len)
+	}
+	per := max(1, tableChunk/rb)
+	buf := make([]byte, min(per, rows)*rb)
+	for first := 0; first < rows; first += per {
+		b := buf[:min(per, rows-first)*rb]
+		if err := tab.ReadRows(first, t.rl, b); err != nil {
+			return err
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		progress(len(b))
+	}
+	return nil
 }
 
 // plan lays out the GGUF file of model c: the config as written (MTP dropped
 // when asked), the tensors in file order with their sources, and the
 // metadata (without the strata.exact values, which need the weights).
 func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, error) {
-	if c.Architecture.ModelType != models.TypeQwen3Next {
-		return nil, nil, nil, fmt.Errorf("model %s: GGUF conversion of model type %q is %w (only %q: llama.cpp's qwen4exp tensor names are not known to us, see docs/decisions.md)",
-			c.Name, c.Architecture.ModelType, ErrUnsupported, models.TypeQwen3Next)
-	}
 	cfg := *c
 	if opt.DropMTP {
 		cfg.Architecture.MTP.NumLayers = 0
@@ -204,18 +323,46 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 		return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
 	a := &cfg.Architecture
-	params, err := QwenNextParams(&cfg)
-	if err != nil {
-		return nil, nil, nil, err
+	var kv []gguf.KV
+	var names func(role string) (gguf.RoleMap, error)
+	switch a.ModelType {
+	case models.TypeQwen3Next:
+		params, err := QwenNextParams(&cfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		kv = params.Metadata()
+		if a.MTP.NumLayers > 0 {
+			kv = append(kv, gguf.KV{Key: gguf.ArchQwenNext + "." + gguf.KeyNextNLayers, Value: uint32(a.MTP.NumLayers)})
+		}
+		// We write llama.cpp's current form: attn_qkv + attn_gate for the
+		// GDN input, gate and up experts apart, q/k/v apart.
+		dims := QwenNextDims(&cfg)
+		names = func(role string) (gguf.RoleMap, error) {
+			return gguf.QwenNextModelRole(dims, gguf.QwenNextForm{}, a.NumLayers, role)
+		}
+	case models.TypeQwen4Exp:
+		params, err := Qwen4ExpParams(&cfg)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		kv = append(params.Metadata(), gguf.KV{Key: gguf.KeyQwen4ExpNames, Value: uint32(gguf.Qwen4ExpNamesVersion)})
+		dims := weights.Qwen4ExpDims(&cfg)
+		names = func(role string) (gguf.RoleMap, error) { return gguf.Qwen4ExpRole(dims, role) }
+	default:
+		return nil, nil, nil, fmt.Errorf("model %s: GGUF conversion of model type %q is %w (only %q and %q)",
+			c.Name, a.ModelType, ErrUnsupported, models.TypeQwen3Next, models.TypeQwen4Exp)
 	}
-	dims := QwenNextDims(&cfg)
 	var tensors []tensor
 	quantized := false
 	for _, s := range cfg.Tensors() {
+		ls := s
 		if s.Host() {
-			return nil, nil, nil, fmt.Errorf("model %s: role %s is host-side (n-gram table): %w", c.Name, s.Name, ErrUnsupported)
+			// The n-gram table is an embedding table: it follows the embed
+			// class (llama.cpp's files quantize it like one).
+			ls.Class = models.ClassEmbeddings
 		}
-		rl, err := s.Layout(cfg.Quant)
+		rl, err := ls.Layout(cfg.Quant)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
 		}
@@ -224,14 +371,13 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("model %s: role %s: %w", c.Name, s.Name, err)
 		}
-		// We write llama.cpp's current form: attn_qkv + attn_gate for the
-		// GDN input, gate and up experts apart, q/k/v apart.
-		m, err := gguf.QwenNextModelRole(dims, gguf.QwenNextForm{}, a.NumLayers, s.Name)
+		m, err := names(s.Name)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
 		}
 		if m.Tensor != "" {
-			tensors = append(tensors, tensor{info: gguf.TensorInfo{Name: m.Tensor, Dims: ggufDims(s.Shape, rl.Stored), Type: typ}, spec: s, rl: rl, tr: m.Transform})
+			tensors = append(tensors, tensor{info: gguf.TensorInfo{Name: m.Tensor, Dims: ggufDims(s.Shape, rl.Stored), Type: typ},
+				spec: s, rl: rl, tr: m.Transform, cols: m.Cols, table: s.Host()})
 			continue
 		}
 		if len(s.Shape) != 2 {
@@ -257,13 +403,9 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	kv := params.Metadata()
 	kv = slices.Insert(kv, 1, gguf.KV{Key: "general.name", Value: cfg.Name})
 	if quantized {
 		kv = append(kv, gguf.KV{Key: "general.quantization_version", Value: uint32(2)})
-	}
-	if a.MTP.NumLayers > 0 {
-		kv = append(kv, gguf.KV{Key: gguf.ArchQwenNext + "." + gguf.KeyNextNLayers, Value: uint32(a.MTP.NumLayers)})
 	}
 	kv = append(kv, gguf.KV{Key: gguf.KeyConfig, Value: string(toml)})
 	for _, t := range tensors {
@@ -311,7 +453,7 @@ func QwenNextParams(c *models.Config) (gguf.QwenNextParams, error) {
 	if la.GateAct != "" && la.GateAct != "silu" {
 		errs = append(errs, fmt.Errorf("linear_attention.gate_act is %q (qwen3next uses silu)", la.GateAct))
 	}
-	interval, err := fullAttentionInterval(a.LayerTypes)
+	interval, err := fullAttentionInterval(a.LayerTypes, models.LayerFullAttention)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -329,16 +471,76 @@ func QwenNextParams(c *models.Config) (gguf.QwenNextParams, error) {
 	}, nil
 }
 
-// fullAttentionInterval is n such that layer i is full attention exactly when
-// (i+1) % n == 0, as llama.cpp's qwen3next.full_attention_interval says.
-func fullAttentionInterval(types []string) (int, error) {
-	n := len(types) + 1 // no full-attention layer at all
-	if i := slices.Index(types, models.LayerFullAttention); i >= 0 {
+// Qwen4ExpParams are the qwen4exp hyperparameters of a config, with the
+// n-gram table's hash parameters computed from it, or an error naming what
+// llama.cpp's keys cannot express.
+func Qwen4ExpParams(c *models.Config) (gguf.Qwen4ExpParams, error) {
+	a := &c.Architecture
+	la, ix, pl := a.LinearAttention, a.Indexer, a.PLE
+	var errs []error
+	if la.KeyHeadDim != la.ValueHeadDim {
+		errs = append(errs, fmt.Errorf("linear_attention key_head_dim %d ≠ value_head_dim %d (qwen4exp GGUF has one ssm.state_size for both)", la.KeyHeadDim, la.ValueHeadDim))
+	}
+	if !a.Attention.OutputGate {
+		errs = append(errs, errors.New("attention.output_gate is false (qwen4exp GGUF assumes gated attention)"))
+	}
+	if la.GateAct != "sigmoid" {
+		errs = append(errs, fmt.Errorf("linear_attention.gate_act is %q (qwen4exp GGUF has no key for it; llama.cpp uses sigmoid)", la.GateAct))
+	}
+	if len(pl.LayerIDs) > 1 {
+		errs = append(errs, fmt.Errorf("ple.layer_ids %v: qwen4exp GGUF holds one PLE layer's n-gram table (%s) and hash parameters: %w", pl.LayerIDs, gguf.NameNgramTable, ErrUnsupported))
+	}
+	interval, err := fullAttentionInterval(a.LayerTypes, models.LayerSparseAttention)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return gguf.Qwen4ExpParams{}, fmt.Errorf("model %s cannot be written as qwen4exp GGUF: %w", c.Name, err)
+	}
+	p := gguf.Qwen4ExpParams{
+		Layers: a.NumLayers, ContextLength: a.Attention.MaxPositions, Hidden: a.HiddenSize,
+		Heads: a.Attention.NumHeads, KVHeads: a.Attention.NumKVHeads, HeadDim: a.Attention.HeadDim,
+		RMSEps: a.RMSNormEps, RopeTheta: a.Attention.RopeTheta, RopeDim: a.Attention.RotaryDim(),
+		// HF's default mrope_section: for text every section sees the same
+		// position, so it changes nothing; llama.cpp's loader wants the key.
+		RopeSections: []int{11, 11, 10, 0},
+		Experts:      a.MoE.NumExperts, ExpertsUsed: a.MoE.ExpertsPerToken,
+		ExpertFFN: a.MoE.IntermediateSize, SharedFFN: a.MoE.SharedExpertIntermediateSize,
+		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim,
+		FullAttentionInterval: interval,
+		HCCount:               a.HyperConnections.Count, HCLowRank: a.HyperConnections.LowRank,
+		IndexerHeads: ix.Heads, IndexerHeadDim: ix.HeadDim, IndexerTopK: ix.Budget,
+		CompressRatios: make([]int, a.NumLayers),
+		MTPLayers:      a.MTP.NumLayers,
+	}
+	for i, t := range a.LayerTypes {
+		if t == models.LayerSparseAttention {
+			p.CompressRatios[i] = ix.CompressRatio
+		}
+	}
+	if len(pl.LayerIDs) == 1 {
+		h, err := ngram.New(a.NgramParams(0))
+		if err != nil {
+			return p, fmt.Errorf("model %s: %w", c.Name, err)
+		}
+		p.PLELayers = []int{pl.LayerIDs[0] - 1}
+		p.NgramSize, p.HeadsPerNgram, p.PLEConvKernel, p.PLERowWidth = pl.NgramSize, pl.HeadsPerNgram, pl.ConvKernel, pl.RowWidth()
+		p.EOS = a.EOSTokenIDs[0]
+		p.Multipliers, p.HeadVocabSizes, p.HeadOffsets = h.Multipliers, h.Primes, h.Offsets
+	}
+	return p, nil
+}
+
+// fullAttentionInterval is n such that layer i is of kind attention exactly
+// when (i+1) % n == 0, as llama.cpp's full_attention_interval says.
+func fullAttentionInterval(types []string, attention string) (int, error) {
+	n := len(types) + 1 // no attention layer at all
+	if i := slices.Index(types, attention); i >= 0 {
 		n = i + 1
 	}
 	for i, t := range types {
-		if (t == models.LayerFullAttention) != ((i+1)%n == 0) {
-			return 0, fmt.Errorf("layer_types %s do not repeat every %d layers (qwen3next GGUF records full attention as a fixed interval)", strings.Join(types, ","), n)
+		if (t == attention) != ((i+1)%n == 0) {
+			return 0, fmt.Errorf("layer_types %s do not repeat every %d layers (the GGUF records attention layers as a fixed interval)", strings.Join(types, ","), n)
 		}
 	}
 	return n, nil

@@ -165,11 +165,14 @@ type RowRun struct {
 
 // RoleMap says where one role lives in a GGUF file: either a whole tensor
 // (Tensor, with Runs nil) or rows gathered from slices of tensors (Runs, in
-// role row order, covering the role exactly), with the value transform.
+// role row order, covering the role exactly), with the value transform. A
+// whole tensor may hold each row's columns in another order (Cols, in role
+// column order, covering the row exactly; nil: the same order).
 type RoleMap struct {
 	Role      string
 	Tensor    string
 	Runs      []RowRun
+	Cols      []ColRun
 	Transform Transform
 }
 

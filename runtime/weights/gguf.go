@@ -14,19 +14,21 @@ import (
 	"github.com/strata-llm/strata/runtime/pack"
 )
 
-// GGUF reads our roles back from a qwen3next GGUF file: through the name map
-// of runtime/gguf (both GDN forms, fused or split experts and attention), the
-// inverse value transforms (exact, from strata.exact metadata, when strata
-// wrote the file), rows as the file stores them (zero-padded rows included).
-// A tensor stored in the format asked for is copied; any other decodable
-// format is converted through float32. With a pack (UsePack), routed experts
-// come from the .experts file, one positioned read per expert. It is not safe
-// for concurrent use.
+// GGUF reads our roles back from a qwen3next or qwen4exp GGUF file: through
+// the name maps of runtime/gguf (qwen3next: both GDN forms, fused or split
+// experts and attention; qwen4exp: value heads in llama.cpp's tiled order),
+// the inverse value transforms (exact, from strata.exact metadata, when
+// strata wrote the file), rows as the file stores them (zero-padded rows
+// included). A tensor stored in the format asked for is copied; any other
+// decodable format is converted through float32. With a pack (UsePack),
+// routed experts come from the .experts file, one positioned read per
+// expert. It serves the n-gram table of a qwen4exp file row by row from the
+// mapping (NgramTable), so the file must stay open while the model runs. It
+// is not safe for concurrent use.
 type GGUF struct {
 	f        *gguf.File
 	cfg      *models.Config
-	dims     gguf.QwenNextDims
-	form     gguf.QwenNextForm
+	roles    func(role string) (gguf.RoleMap, error) // the architecture's name map
 	pack     *pack.Reader
 	resolved map[string]*ggufRole
 	// the last pack entry read, since gate, up and down share one
@@ -44,7 +46,8 @@ type ggufRole struct {
 	slices  int    // leading slices (experts) of a stacked role, else 1
 	rowsPer int    // role rows per slice
 	segs    []ggufSegment
-	exact   []float32 // the role's values from strata.exact metadata
+	cols    []gguf.ColRun // each row's columns in the tensor's order (nil: the role's)
+	exact   []float32     // the role's values from strata.exact metadata
 }
 
 // ggufSegment moves rows [trow, trow+rows) of each slice of tensor ti to role
@@ -84,13 +87,30 @@ func ConfigOf(f *gguf.File) (*models.Config, error) {
 // architecture and hyperparameters against cfg. Call Check before loading to
 // see every problem with the tensors at once.
 func NewGGUF(f *gguf.File, cfg *models.Config) (*GGUF, error) {
-	a := &cfg.Architecture
-	if a.ModelType != models.TypeQwen3Next {
-		return nil, fmt.Errorf("gguf %s: model type %q cannot be read from GGUF yet (only %q)", f.Path, a.ModelType, models.TypeQwen3Next)
+	g := &GGUF{f: f, cfg: cfg, resolved: map[string]*ggufRole{}}
+	g.entry.block = -1
+	var err error
+	switch t := cfg.Architecture.ModelType; t {
+	case models.TypeQwen3Next:
+		err = g.qwenNext()
+	case models.TypeQwen4Exp:
+		err = g.qwen4Exp()
+	default:
+		err = fmt.Errorf("gguf %s: model type %q cannot be read from GGUF (only %q and %q)", f.Path, t, models.TypeQwen3Next, models.TypeQwen4Exp)
 	}
-	p, err := gguf.QwenNextParamsOf(f)
 	if err != nil {
 		return nil, err
+	}
+	return g, nil
+}
+
+// qwenNext checks a qwen3next file against the config and picks its form.
+func (g *GGUF) qwenNext() error {
+	f, cfg := g.f, g.cfg
+	a := &cfg.Architecture
+	p, err := gguf.QwenNextParamsOf(f)
+	if err != nil {
+		return err
 	}
 	la := a.LinearAttention
 	var errs []error
@@ -111,7 +131,7 @@ func NewGGUF(f *gguf.File, cfg *models.Config) (*GGUF, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return err
 	}
 	gdn, attn := -1, -1
 	for l, t := range a.LayerTypes {
@@ -122,10 +142,95 @@ func NewGGUF(f *gguf.File, cfg *models.Config) (*GGUF, error) {
 			attn = l
 		}
 	}
-	g := &GGUF{f: f, cfg: cfg, dims: QwenNextDims(cfg), resolved: map[string]*ggufRole{}}
-	g.form = gguf.DetectQwenNextForm(f.Has, gdn, attn)
-	g.entry.block = -1
-	return g, nil
+	dims, form := QwenNextDims(cfg), gguf.DetectQwenNextForm(f.Has, gdn, attn)
+	g.roles = func(role string) (gguf.RoleMap, error) {
+		return gguf.QwenNextModelRole(dims, form, a.NumLayers, role)
+	}
+	return nil
+}
+
+// Qwen4ExpDims are the sizes the qwen4exp name map needs, from a config.
+func Qwen4ExpDims(c *models.Config) gguf.Qwen4ExpDims {
+	a := &c.Architecture
+	la := a.LinearAttention
+	d := gguf.Qwen4ExpDims{Layers: a.NumLayers, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads,
+		KeyHeadDim: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim, IndexerHeads: a.Indexer.Heads, IndexerHeadDim: a.Indexer.HeadDim}
+	for _, id := range a.PLE.LayerIDs {
+		d.PLELayers = append(d.PLELayers, id-1)
+	}
+	return d
+}
+
+// qwen4Exp checks a qwen4exp file against the config.
+func (g *GGUF) qwen4Exp() error {
+	f, a := g.f, &g.cfg.Architecture
+	p, err := gguf.Qwen4ExpParamsOf(f)
+	if err != nil {
+		return err
+	}
+	la, ix := a.LinearAttention, a.Indexer
+	var errs []error
+	bad := func(key string, file, cfg any) {
+		errs = append(errs, fmt.Errorf("gguf %s: %s.%s = %v, but the model config says %v", f.Path, gguf.ArchQwen4Exp, key, file, cfg))
+	}
+	for _, c := range []struct {
+		key       string
+		file, cfg int
+	}{
+		{gguf.KeyBlockCount, p.Layers, a.NumLayers}, {gguf.KeyEmbeddingLength, p.Hidden, a.HiddenSize},
+		{gguf.KeyHeadCount, p.Heads, a.Attention.NumHeads}, {gguf.KeyHeadCountKV, p.KVHeads, a.Attention.NumKVHeads},
+		{gguf.KeyKeyLength, p.HeadDim, a.Attention.HeadDim}, {gguf.KeyExpertCount, p.Experts, a.MoE.NumExperts},
+		{gguf.KeyExpertUsedCount, p.ExpertsUsed, a.MoE.ExpertsPerToken}, {gguf.KeyExpertFFNLength, p.ExpertFFN, a.MoE.IntermediateSize},
+		{gguf.KeyExpertSharedFFNLength, p.SharedFFN, a.MoE.SharedExpertIntermediateSize}, {gguf.KeySSMConvKernel, p.ConvKernel, la.ConvKernel},
+		{gguf.KeySSMGroupCount, p.KeyHeads, la.NumKeyHeads}, {gguf.KeySSMTimeStepRank, p.ValueHeads, la.NumValueHeads},
+		{gguf.KeySSMStateSize, p.StateSize, la.KeyHeadDim}, {gguf.KeyHCCount, p.HCCount, a.HyperConnections.Count},
+		{gguf.KeyHCLowRank, p.HCLowRank, a.HyperConnections.LowRank}, {gguf.KeyIndexerHeadCount, p.IndexerHeads, ix.Heads},
+		{gguf.KeyIndexerKeyLength, p.IndexerHeadDim, ix.HeadDim}, {gguf.KeyIndexerTopK, p.IndexerTopK, ix.Budget},
+	} {
+		if c.file != c.cfg {
+			bad(c.key, c.file, c.cfg)
+		}
+	}
+	if la.KeyHeadDim != la.ValueHeadDim {
+		errs = append(errs, fmt.Errorf("gguf %s: the model config's key_head_dim %d ≠ value_head_dim %d, which %s.%s cannot express", f.Path, la.KeyHeadDim, la.ValueHeadDim, gguf.ArchQwen4Exp, gguf.KeySSMStateSize))
+	}
+	ratios := make([]int, a.NumLayers)
+	for i, t := range a.LayerTypes {
+		if t != models.LayerLinearAttention {
+			ratios[i] = ix.CompressRatio
+		}
+	}
+	if !slices.Equal(p.CompressRatios, ratios) {
+		bad(gguf.KeyCompressRatios, p.CompressRatios, fmt.Sprintf("%v (compress_ratio on the sparse-attention layers)", ratios))
+	}
+	d := Qwen4ExpDims(g.cfg)
+	if !slices.Equal(p.PLELayers, d.PLELayers) {
+		bad(gguf.KeyPLELayers, p.PLELayers, fmt.Sprintf("%v (0-based ple.layer_ids)", d.PLELayers))
+	}
+	if len(d.PLELayers) > 0 {
+		pl := a.PLE
+		eos := -1
+		if len(a.EOSTokenIDs) > 0 {
+			eos = a.EOSTokenIDs[0]
+		}
+		for _, c := range []struct {
+			key       string
+			file, cfg int
+		}{
+			{gguf.KeyPLENgramSize, p.NgramSize, pl.NgramSize}, {gguf.KeyPLEHeadsPerNgram, p.HeadsPerNgram, pl.HeadsPerNgram},
+			{gguf.KeyPLEConvKernel, p.PLEConvKernel, pl.ConvKernel}, {gguf.KeyPLEEOS, p.EOS, eos},
+			{gguf.KeyPLERowWidth, p.PLERowWidth, pl.RowWidth()},
+		} {
+			if c.file != c.cfg {
+				bad(c.key, c.file, c.cfg)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	g.roles = func(role string) (gguf.RoleMap, error) { return gguf.Qwen4ExpRole(d, role) }
+	return nil
 }
 
 // UsePack reads routed experts from p instead of the GGUF's tensors. p must
@@ -138,7 +243,9 @@ func (g *GGUF) Check(specs []models.TensorSpec) error {
 	var errs []error
 	for _, s := range specs {
 		if s.Host() {
-			errs = append(errs, fmt.Errorf("gguf %s: role %s (n-gram table) cannot be read from GGUF yet", g.f.Path, s.Name))
+			if _, err := g.NgramTable(s); err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		if _, err := g.resolve(s); err != nil {
@@ -153,7 +260,7 @@ func (g *GGUF) resolve(spec models.TensorSpec) (*ggufRole, error) {
 	if r, ok := g.resolved[spec.Name]; ok && slices.Equal(r.spec.Shape, spec.Shape) {
 		return r, nil
 	}
-	m, err := gguf.QwenNextModelRole(g.dims, g.form, g.cfg.Architecture.NumLayers, spec.Name)
+	m, err := g.roles(spec.Name)
 	if err != nil {
 		return nil, fmt.Errorf("gguf %s: %w", g.f.Path, err)
 	}
@@ -176,6 +283,12 @@ func (g *GGUF) resolve(spec models.TensorSpec) (*ggufRole, error) {
 			return nil, err
 		}
 		r.segs = append(r.segs, seg)
+	}
+	if m.Cols != nil {
+		if err := checkCols(m.Cols, cols, len(spec.Shape) == 3 || m.Tensor == ""); err != nil {
+			return nil, fmt.Errorf("gguf %s: tensor %s (role %s): %w", g.f.Path, m.Tensor, spec.Name, err)
+		}
+		r.cols = m.Cols
 	}
 	if m.Transform != gguf.Same {
 		if err := g.transformed(r); err != nil {
@@ -275,6 +388,7 @@ func (g *GGUF) transformed(r *ggufRole) error {
 	for i, x := range v {
 		want[i] = r.tr.ToGGUF(x)
 	}
+	want = permuteRows(r.cols, want, r.spec.Shape[len(r.spec.Shape)-1], false)
 	b := make([]byte, seg.src.Format.Bytes(len(want)))
 	seg.src.Format.Encode(want, b)
 	if !bytes.Equal(b, t.Data) {
@@ -318,6 +432,9 @@ func (g *GGUF) Read(spec models.TensorSpec, index int, format string, dst []byte
 	}
 	if r.tr != gguf.Same {
 		return g.readTransformed(r, rl, dst)
+	}
+	if r.cols != nil {
+		return g.readCols(r, rl, dst)
 	}
 	for k := 0; k < n; k++ {
 		s := first + k
@@ -399,6 +516,7 @@ func (g *GGUF) readTransformed(r *ggufRole, rl quant.RowLayout, dst []byte) erro
 		t, _ := g.f.Tensor(seg.ti.Name)
 		v = make([]float32, r.spec.Elements())
 		seg.src.Format.Decode(t.Data, v)
+		v = permuteRows(r.cols, v, r.spec.Shape[len(r.spec.Shape)-1], true)
 		for i, x := range v {
 			v[i] = r.tr.FromGGUF(x)
 		}
@@ -411,6 +529,131 @@ func (g *GGUF) readTransformed(r *ggufRole, rl quant.RowLayout, dst []byte) erro
 	b := make([]byte, 4*len(v))
 	f32.Format.Encode(v, b)
 	return TranscodeRows(b, f32, dst, rl, len(v)/rl.Len, nil)
+}
+
+// readCols reads a role whose tensor holds each row's columns in another
+// order (qwen4exp's tiled value heads): block by block when the runs are
+// whole blocks of a tensor already stored as asked, else through float32 (a
+// quantized row whose blocks straddle runs is quantized again).
+func (g *GGUF) readCols(r *ggufRole, rl quant.RowLayout, dst []byte) error {
+	seg := r.segs[0]
+	t, ok := g.f.Tensor(seg.ti.Name)
+	if !ok {
+		return fmt.Errorf("gguf %s: tensor %s is gone (file closed?)", g.f.Path, seg.ti.Name)
+	}
+	rows, srb, rb := r.rowsPer, seg.src.RowBytes(), rl.RowBytes()
+	f := rl.Format
+	aligned := seg.src == rl && !rl.Padded()
+	for _, c := range r.cols {
+		aligned = aligned && c.TensorCol%f.BlockElems == 0 && c.RoleCol%f.BlockElems == 0 && c.Cols%f.BlockElems == 0
+	}
+	if aligned {
+		for row := 0; row < rows; row++ {
+			src, out := t.Data[row*srb:(row+1)*srb], dst[row*rb:(row+1)*rb]
+			for _, c := range r.cols {
+				copy(out[f.Bytes(c.RoleCol):f.Bytes(c.RoleCol+c.Cols)], src[f.Bytes(c.TensorCol):f.Bytes(c.TensorCol+c.Cols)])
+			}
+		}
+		return nil
+	}
+	parallelRows(rows, max(1, convChunk/max(rl.Stored, 1)), func(lo, hi int) {
+		a, b := make([]float32, rl.Len), make([]float32, rl.Len)
+		for row := lo; row < hi; row++ {
+			seg.src.DecodeRow(t.Data[row*srb:(row+1)*srb], a)
+			for _, c := range r.cols {
+				copy(b[c.RoleCol:c.RoleCol+c.Cols], a[c.TensorCol:c.TensorCol+c.Cols])
+			}
+			rl.EncodeRow(b, dst[row*rb:(row+1)*rb])
+		}
+	})
+	return nil
+}
+
+// checkCols checks that column runs cover rows of n columns exactly, both in
+// the tensor and in the role, on a whole-tensor 1-D or 2-D role.
+func checkCols(cols []gguf.ColRun, n int, unsupported bool) error {
+	if unsupported {
+		return errors.New("column runs apply only to a whole 1-D or 2-D tensor")
+	}
+	seenT, seenR := make([]bool, n), make([]bool, n)
+	for _, c := range cols {
+		if c.Cols <= 0 || c.TensorCol < 0 || c.RoleCol < 0 || c.TensorCol+c.Cols > n || c.RoleCol+c.Cols > n {
+			return fmt.Errorf("column run %+v lies outside rows of %d", c, n)
+		}
+		for i := 0; i < c.Cols; i++ {
+			if seenT[c.TensorCol+i] || seenR[c.RoleCol+i] {
+				return fmt.Errorf("column run %+v overlaps another", c)
+			}
+			seenT[c.TensorCol+i], seenR[c.RoleCol+i] = true, true
+		}
+	}
+	if slices.Contains(seenR, false) {
+		return fmt.Errorf("column runs do not cover rows of %d", n)
+	}
+	return nil
+}
+
+// permuteRows moves the columns of each row of n values in v: from the
+// tensor's order to the role's (toRole), or back. nil cols: v itself.
+func permuteRows(cols []gguf.ColRun, v []float32, n int, toRole bool) []float32 {
+	if cols == nil {
+		return v
+	}
+	out := make([]float32, len(v))
+	for row := 0; row+n <= len(v); row += n {
+		for _, c := range cols {
+			t, r := row+c.TensorCol, row+c.RoleCol
+			if toRole {
+				copy(out[r:r+c.Cols], v[t:t+c.Cols])
+			} else {
+				copy(out[t:t+c.Cols], v[r:r+c.Cols])
+			}
+		}
+	}
+	return out
+}
+
+// NgramTable serves the n-gram table of a PLE role row by row from the
+// mapping (per_layer_token_embd.weight, in any decodable format, rows padded
+// when the file records their real length).
+func (g *GGUF) NgramTable(spec models.TensorSpec) (*NgramTable, error) {
+	if len(spec.Shape) != 2 || spec.Shape[0] <= 0 || spec.Shape[1] <= 0 {
+		return nil, fmt.Errorf("gguf %s: role %s of shape %v is not an n-gram table", g.f.Path, spec.Name, spec.Shape)
+	}
+	m, err := g.roles(spec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("gguf %s: %w", g.f.Path, err)
+	}
+	if m.Tensor == "" || m.Cols != nil || m.Transform != gguf.Same {
+		return nil, fmt.Errorf("gguf %s: role %s is not stored as one plain tensor", g.f.Path, spec.Name)
+	}
+	seg, err := g.segment(spec, 1, spec.Shape[1], gguf.RowRun{Tensor: m.Tensor, Rows: spec.Shape[0]}, true)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := g.f.Tensor(m.Tensor)
+	if !ok {
+		return nil, fmt.Errorf("gguf %s: tensor %s is gone (file closed?)", g.f.Path, m.Tensor)
+	}
+	return NewNgramTable(spec.Name, spec.Shape[1], seg.src, [][]byte{t.Data}, []string{g.f.Path + ": tensor " + m.Tensor})
+}
+
+// CheckNgram compares the hash parameters the file records for its n-gram
+// table (qwen4exp.ple.layer_multipliers, head_vocab_sizes, head_offsets) with
+// the ones computed from the config. Every qwen4exp file with a table records
+// them, so their absence is an error too.
+func (g *GGUF) CheckNgram(layer int, multipliers, primes, offsets []int64) error {
+	names := [3]string{gguf.KeyPLEMultipliers, gguf.KeyPLEHeadVocabSizes, gguf.KeyPLEHeadOffsets}
+	var got [3][]int64
+	for i, n := range names {
+		names[i] = gguf.ArchQwen4Exp + "." + n
+		v, err := g.f.Ints(names[i])
+		if err != nil {
+			return fmt.Errorf("%w (the n-gram table's hash parameters, layer %d)", err, layer)
+		}
+		got[i] = v
+	}
+	return compareNgram("gguf "+g.f.Path, layer, names, got, [3][]int64{multipliers, primes, offsets})
 }
 
 func mustFormat(name string) *quant.Format {

@@ -77,7 +77,13 @@ func (r *Random) Read(spec models.TensorSpec, index int, format string, dst []by
 		}
 		return nil
 	}
-	rng := r.rng(spec.Name, index)
+	r.fill(rl, rows, r.rng(spec.Name, index), dst)
+	return nil
+}
+
+// fill writes rows of noise stored as rl into dst.
+func (r *Random) fill(rl quant.RowLayout, rows int, rng *rand.Rand, dst []byte) {
+	f := rl.Format
 	if f.BlockElems == 1 {
 		v := make([]float32, min(rows*rl.Len, convChunk))
 		for done := 0; done < rows*rl.Len; done += len(v) {
@@ -87,7 +93,7 @@ func (r *Random) Read(spec models.TensorSpec, index int, format string, dst []by
 			}
 			f.Encode(v, dst[f.Bytes(done):])
 		}
-		return nil
+		return
 	}
 	p := r.pool(rl)
 	rb, bb := rl.RowBytes(), f.BlockBytes
@@ -101,8 +107,32 @@ func (r *Random) Read(spec models.TensorSpec, index int, format string, dst []by
 			copy(out[whole*bb:], p.tail[rng.IntN(poolBlocks)])
 		}
 	}
-	return nil
 }
+
+// NgramTable serves the n-gram table of a PLE role as noise generated row by
+// row (each row from its own seed), so a table of any size costs no memory
+// and any row can be gathered at once.
+func (r *Random) NgramTable(spec models.TensorSpec) (*NgramTable, error) {
+	if len(spec.Shape) != 2 || spec.Shape[0] <= 0 || spec.Shape[1] <= 0 {
+		return nil, fmt.Errorf("role %s of shape %v is not an n-gram table", spec.Name, spec.Shape)
+	}
+	h := fnv.New64a()
+	fmt.Fprint(h, spec.Name)
+	stream := h.Sum64()
+	width := spec.Shape[1]
+	return &NgramTable{role: spec.Name, width: width, rows: spec.Shape[0],
+		layout: quant.RowLayout{Format: mustFormat("f32"), Len: width, Stored: width},
+		fill: func(first int, to quant.RowLayout, dst []byte) {
+			rb := to.RowBytes()
+			for i := 0; i < len(dst)/rb; i++ {
+				rng := rand.New(rand.NewPCG(r.Seed^stream, uint64(first+i)))
+				r.fill(to, 1, rng, dst[i*rb:(i+1)*rb])
+			}
+		}}, nil
+}
+
+// CheckNgram accepts any hash parameters: random weights have none stored.
+func (r *Random) CheckNgram(int, []int64, []int64, []int64) error { return nil }
 
 // pool returns (building once) the noise blocks of a row layout.
 func (r *Random) pool(rl quant.RowLayout) *blockPool {

@@ -1,0 +1,532 @@
+package gguf
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The qwen4exp name map: how a GGUF file of architecture "qwen4exp" holds the
+// roles of a qwen4_exp model (Qwen3.8-Flash-Next).
+//
+// Provenance. llama.cpp's converter (conversion/qwen4exp.py, PR #27742) could
+// not be read here; the names, metadata keys and value rewrites below are
+// those that several independent third-party readers of llama.cpp's qwen4exp
+// files agree on (docs/decisions.md lists them). What none of them shows is
+// marked as ours: the MTP names (llama.cpp exports no qwen4exp MTP head) and
+// everything under "strata.".
+//
+// As in qwen3next, GGUF ne is the torch shape reversed, every zero-centred
+// RMSNorm weight is stored as 1 + w (all norms but the GDN's gated ssm_norm)
+// and ssm_a = −exp(A_log). New here:
+//
+//   - the GDN's value heads are in llama.cpp's tiled order: GGUF value head
+//     r·nk + k is HF value head k·rep + r (rep = nv/nk), on every axis that
+//     indexes value heads: the v rows of attn_qkv, attn_gate (z), ssm_beta,
+//     ssm_alpha, the v channels of ssm_conv1d, ssm_a, ssm_dt.bias, and the
+//     columns of ssm_out. Rows move as RowRuns; columns as ColRuns;
+//   - the indexer's fused q|k projection is two tensors, indexer.q_proj and
+//     indexer.k_proj;
+//   - the n-gram table is one tensor, per_layer_token_embd.weight (one PLE
+//     layer per file), and its hash parameters are int64 metadata arrays.
+
+// ArchQwen4Exp is general.architecture for Qwen3.8-Flash-Next.
+const ArchQwen4Exp = "qwen4exp"
+
+// NameNgramTable is the n-gram table of the (single) PLE layer.
+const NameNgramTable = "per_layer_token_embd.weight"
+
+// KeyQwen4ExpNames records which revision of this name map wrote a file (it
+// follows readings of llama.cpp's converter, not the converter itself, so a
+// correction bumps it and older files stay recognisable).
+const (
+	KeyQwen4ExpNames     = "strata.qwen4exp_names"
+	Qwen4ExpNamesVersion = 1
+)
+
+// ColRun moves Cols columns of every row: columns [TensorCol, TensorCol+Cols)
+// of the GGUF tensor are columns [RoleCol, RoleCol+Cols) of the role. A 1-D
+// tensor is one row.
+type ColRun struct {
+	TensorCol, RoleCol, Cols int
+}
+
+type nameTr struct {
+	name string
+	tr   Transform
+}
+
+var qwen4ExpGlobal = map[string]nameTr{
+	"embed":      {"token_embd.weight", Same},
+	"head":       {"output.weight", Same},
+	"mixer.norm": {"output_hc_norm.weight", PlusOne},
+	"mixer.down": {"output_hc_down.weight", Same},
+	"mixer.up":   {"output_hc_up.weight", Same},
+}
+
+// qwen4ExpLayer maps the per-layer roles stored whole and in HF order; the
+// name goes after "blk.{l}.".
+var qwen4ExpLayer = map[string]nameTr{
+	"attn_hc.norm":      {"hc_attn_norm.weight", PlusOne},
+	"attn_hc.down":      {"hc_attn_down.weight", Same},
+	"attn_hc.up":        {"hc_attn_up.weight", Same},
+	"attn_hc.inject":    {"hc_attn_inject.weight", Same},
+	"mlp_hc.norm":       {"hc_ffn_norm.weight", PlusOne},
+	"mlp_hc.down":       {"hc_ffn_down.weight", Same},
+	"mlp_hc.up":         {"hc_ffn_up.weight", Same},
+	"mlp_hc.inject":     {"hc_ffn_inject.weight", Same},
+	"gdn.norm":          {"ssm_norm.weight", Same}, // shared by all value heads: not reordered
+	"attn.q":            {"attn_q.weight", Same},
+	"attn.k":            {"attn_k.weight", Same},
+	"attn.v":            {"attn_v.weight", Same},
+	"attn.o":            {"attn_output.weight", Same},
+	"attn.q_norm":       {"attn_q_norm.weight", PlusOne},
+	"attn.k_norm":       {"attn_k_norm.weight", PlusOne},
+	"attn.index_q_norm": {"indexer.q_norm.weight", PlusOne},
+	"attn.index_k_norm": {"indexer.k_norm.weight", PlusOne},
+	"ple.key":           {"ple_key.weight", Same},
+	"ple.value":         {"ple_value.weight", Same},
+	"ple.norm_key":      {"ple_norm_key.weight", PlusOne},
+	"ple.norm_query":    {"ple_norm_query.weight", PlusOne},
+	"ple.norm_conv":     {"ple_norm_conv.weight", PlusOne},
+	"ple.conv":          {"ple_conv1d.weight", Same},
+	"moe.router":        {"ffn_gate_inp.weight", Same},
+	"moe.experts.gate":  {"ffn_gate_exps.weight", Same},
+	"moe.experts.up":    {"ffn_up_exps.weight", Same},
+	"moe.experts.down":  {"ffn_down_exps.weight", Same},
+	"moe.shared.gate":   {"ffn_gate_shexp.weight", Same},
+	"moe.shared.up":     {"ffn_up_shexp.weight", Same},
+	"moe.shared.down":   {"ffn_down_shexp.weight", Same},
+	"moe.shared_gate":   {"ffn_gate_inp_shexp.weight", Same},
+}
+
+// qwen4ExpMTP are the MTP head's own tensors, on block num_layers (the
+// decoder layer's tensors follow on the same block). Ours: llama.cpp has no
+// qwen4exp MTP; the hc_head names are those of its MTP sidecar files, the fc
+// pair is split where those files fuse an eh_proj of undocumented half order.
+var qwen4ExpMTP = map[string]nameTr{
+	"mtp.fc_embedding":          {"nextn.fc_embd.weight", Same},
+	"mtp.fc_hidden":             {"nextn.fc_hidden.weight", Same},
+	"mtp.pre_fc_norm_embedding": {"nextn.enorm.weight", PlusOne},
+	"mtp.pre_fc_norm_hidden":    {"nextn.hnorm.weight", PlusOne},
+	"mtp.mixer.norm":            {"nextn.hc_head_norm.weight", PlusOne},
+	"mtp.mixer.down":            {"nextn.hc_head_down.weight", Same},
+	"mtp.mixer.up":              {"nextn.hc_head_up.weight", Same},
+}
+
+// Qwen4ExpDims are the sizes the qwen4exp name map needs.
+type Qwen4ExpDims struct {
+	Layers                                         int // trunk layers; MTP layer i is block Layers+i
+	KeyHeads, ValueHeads, KeyHeadDim, ValueHeadDim int // Gated DeltaNet
+	IndexerHeads, IndexerHeadDim                   int
+	PLELayers                                      []int // 0-based layers with an n-gram table
+}
+
+// Qwen4ExpRole maps one role (a models.TensorSpec name) to GGUF tensors.
+func Qwen4ExpRole(d Qwen4ExpDims, role string) (RoleMap, error) {
+	if g, ok := qwen4ExpGlobal[role]; ok {
+		return RoleMap{Role: role, Tensor: g.name, Transform: g.tr}, nil
+	}
+	if m, ok := qwen4ExpMTP[role]; ok {
+		return RoleMap{Role: role, Tensor: fmt.Sprintf("blk.%d.%s", d.Layers, m.name), Transform: m.tr}, nil
+	}
+	if rest, ok := strings.CutPrefix(role, "mtp."); ok {
+		l, sub, ok := splitLayerRole(rest)
+		if !ok {
+			return RoleMap{}, fmt.Errorf("qwen4exp: no GGUF tensor for role %q", role)
+		}
+		m, err := qwen4ExpLayerRole(d, d.Layers+l, sub)
+		if err != nil {
+			return RoleMap{}, fmt.Errorf("qwen4exp: role %s: %w", role, err)
+		}
+		m.Role = role
+		return m, nil
+	}
+	l, sub, ok := splitLayerRole(role)
+	if !ok {
+		return RoleMap{}, fmt.Errorf("qwen4exp: no GGUF tensor for role %q", role)
+	}
+	m, err := qwen4ExpLayerRole(d, l, sub)
+	if err != nil {
+		return RoleMap{}, fmt.Errorf("qwen4exp: role %s: %w", role, err)
+	}
+	m.Role = role
+	return m, nil
+}
+
+// qwen4ExpLayerRole maps the role sub of block l.
+func qwen4ExpLayerRole(d Qwen4ExpDims, l int, sub string) (RoleMap, error) {
+	blk := "blk." + strconv.Itoa(l) + "."
+	nk, nv, dk, dv := d.KeyHeads, d.ValueHeads, d.KeyHeadDim, d.ValueHeadDim
+	gdn := strings.HasPrefix(sub, "gdn.") && sub != "gdn.norm"
+	if gdn && (nk <= 0 || nv <= 0 || nv%nk != 0 || dk <= 0 || dv <= 0) {
+		return RoleMap{}, fmt.Errorf("GDN dims %d key heads × %d, %d value heads × %d cannot be reordered", nk, dk, nv, dv)
+	}
+	rows := func(tensor string, base, w int) []RowRun {
+		var runs []RowRun
+		if base > 0 {
+			runs = append(runs, RowRun{tensor, 0, 0, base})
+		}
+		for _, p := range tiled(nk, nv) {
+			runs = append(runs, RowRun{tensor, base + p.gguf*w, base + p.hf*w, w})
+		}
+		return mergeRows(runs)
+	}
+	cols := func(w int) []ColRun {
+		var runs []ColRun
+		for _, p := range tiled(nk, nv) {
+			runs = append(runs, ColRun{p.gguf * w, p.hf * w, w})
+		}
+		return mergeCols(runs)
+	}
+	switch sub {
+	case "gdn.qkv":
+		return RoleMap{Runs: rows(blk+"attn_qkv.weight", 2*nk*dk, dv)}, nil
+	case "gdn.z":
+		return RoleMap{Runs: rows(blk+"attn_gate.weight", 0, dv)}, nil
+	case "gdn.b":
+		return RoleMap{Runs: rows(blk+"ssm_beta.weight", 0, 1)}, nil
+	case "gdn.a":
+		return RoleMap{Runs: rows(blk+"ssm_alpha.weight", 0, 1)}, nil
+	case "gdn.conv":
+		return RoleMap{Runs: rows(blk+"ssm_conv1d.weight", 2*nk*dk, dv)}, nil
+	case "gdn.a_log":
+		return RoleMap{Tensor: blk + "ssm_a", Cols: cols(1), Transform: NegExp}, nil
+	case "gdn.dt_bias":
+		return RoleMap{Tensor: blk + "ssm_dt.bias", Cols: cols(1)}, nil
+	case "gdn.out":
+		return RoleMap{Tensor: blk + "ssm_out.weight", Cols: cols(dv)}, nil
+	case "attn.index_qk":
+		q := d.IndexerHeads * d.IndexerHeadDim
+		if q <= 0 || d.IndexerHeadDim <= 0 {
+			return RoleMap{}, fmt.Errorf("indexer dims %d heads × %d cannot split index_qk", d.IndexerHeads, d.IndexerHeadDim)
+		}
+		return RoleMap{Runs: []RowRun{{blk + "indexer.q_proj.weight", 0, 0, q}, {blk + "indexer.k_proj.weight", 0, q, d.IndexerHeadDim}}}, nil
+	case "ple.table":
+		if len(d.PLELayers) == 0 || d.PLELayers[0] != l {
+			return RoleMap{}, fmt.Errorf("only the first PLE layer's n-gram table has a GGUF tensor (%s); PLE layers %v", NameNgramTable, d.PLELayers)
+		}
+		return RoleMap{Tensor: NameNgramTable}, nil
+	}
+	if m, ok := qwen4ExpLayer[sub]; ok {
+		return RoleMap{Tensor: blk + m.name, Transform: m.tr}, nil
+	}
+	return RoleMap{}, errors.New("no GGUF tensor for it")
+}
+
+// headPair says that value head hf (HF's grouped order: key head k's heads
+// are k·rep … k·rep+rep−1) sits at position gguf in llama.cpp's tiled order
+// (r·nk + k), the order ggml's broadcast of the key heads needs.
+type headPair struct{ hf, gguf int }
+
+func tiled(nk, nv int) []headPair {
+	rep := nv / nk
+	out := make([]headPair, 0, nv)
+	for h := 0; h < nv; h++ {
+		k, r := h/rep, h%rep
+		out = append(out, headPair{h, r*nk + k})
+	}
+	return out
+}
+
+// mergeRows joins runs that continue each other in both the tensor and the
+// role (whole blocks when rep = 1), keeping role order.
+func mergeRows(runs []RowRun) []RowRun {
+	var out []RowRun
+	for _, r := range runs {
+		if n := len(out); n > 0 && out[n-1].Tensor == r.Tensor && out[n-1].TensorRow+out[n-1].Rows == r.TensorRow && out[n-1].RoleRow+out[n-1].Rows == r.RoleRow {
+			out[n-1].Rows += r.Rows
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func mergeCols(runs []ColRun) []ColRun {
+	slices.SortFunc(runs, func(a, b ColRun) int { return a.RoleCol - b.RoleCol })
+	var out []ColRun
+	for _, c := range runs {
+		if n := len(out); n > 0 && out[n-1].TensorCol+out[n-1].Cols == c.TensorCol && out[n-1].RoleCol+out[n-1].Cols == c.RoleCol {
+			out[n-1].Cols += c.Cols
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(out) == 1 && out[0].TensorCol == 0 {
+		return nil // the identity
+	}
+	return out
+}
+
+// Metadata keys of qwen4exp beyond the qwen3next ones, after "qwen4exp.".
+const (
+	KeyRopeDimensionSections = "rope.dimension_sections"
+	KeyHCCount               = "hyper_connection.count"
+	KeyHCLowRank             = "hyper_connection.low_rank"
+	KeyIndexerHeadCount      = "attention.indexer.head_count"
+	KeyIndexerKeyLength      = "attention.indexer.key_length"
+	KeyIndexerTopK           = "attention.indexer.top_k" // the budget in tokens
+	KeyCompressRatios        = "attention.compress_ratios"
+	KeyPLELayers             = "ple.layers" // 0-based
+	KeyPLENgramSize          = "ple.ngram_size"
+	KeyPLEHeadsPerNgram      = "ple.heads_per_ngram"
+	KeyPLEConvKernel         = "ple.conv_kernel"
+	KeyPLEEOS                = "ple.eos_token_id"
+	KeyPLERowWidth           = "embedding_length_per_layer_input" // one head's row of the table
+	KeyPLEMultipliers        = "ple.layer_multipliers"
+	KeyPLEHeadVocabSizes     = "ple.head_vocab_sizes"
+	KeyPLEHeadOffsets        = "ple.head_offsets"
+)
+
+// Qwen4ExpParams are the hyperparameters a qwen4exp GGUF records.
+type Qwen4ExpParams struct {
+	Layers, ContextLength, Hidden   int
+	Heads, KVHeads, HeadDim         int
+	RMSEps, RopeTheta               float64
+	RopeDim                         int
+	RopeSections                    []int // M-RoPE sections (text: every section sees the same position)
+	Experts, ExpertsUsed            int
+	ExpertFFN, SharedFFN            int
+	ConvKernel                      int
+	KeyHeads, ValueHeads, StateSize int
+	FullAttentionInterval           int
+	HCCount, HCLowRank              int
+	IndexerHeads, IndexerHeadDim    int
+	IndexerTopK                     int   // budget in tokens
+	CompressRatios                  []int // per trunk layer: tokens per pooled block, 0 on GDN layers
+	PLELayers                       []int // 0-based; at most one
+	NgramSize, HeadsPerNgram        int
+	PLEConvKernel, PLERowWidth, EOS int
+	// The hash parameters of the PLE layer's table, as HF stores them.
+	Multipliers, HeadVocabSizes, HeadOffsets []int64
+	MTPLayers                                int
+}
+
+// Metadata returns general.architecture and the qwen4exp keys.
+func (p Qwen4ExpParams) Metadata() []KV {
+	k := func(name string) string { return ArchQwen4Exp + "." + name }
+	u := func(v int) uint32 { return uint32(v) }
+	i32s := func(v []int) Array {
+		out := make([]int32, len(v))
+		for i, x := range v {
+			out[i] = int32(x)
+		}
+		return Array{Elem: TypeInt32, Values: out}
+	}
+	kv := []KV{
+		{"general.architecture", ArchQwen4Exp},
+		{k(KeyBlockCount), u(p.Layers)},
+		{k(KeyContextLength), u(p.ContextLength)},
+		{k(KeyEmbeddingLength), u(p.Hidden)},
+		{k(KeyHeadCount), u(p.Heads)},
+		{k(KeyHeadCountKV), u(p.KVHeads)},
+		{k(KeyKeyLength), u(p.HeadDim)},
+		{k(KeyValueLength), u(p.HeadDim)},
+		{k(KeyRMSEps), float32(p.RMSEps)},
+		{k(KeyRopeFreqBase), float32(p.RopeTheta)},
+		{k(KeyRopeDimensionCount), u(p.RopeDim)},
+		{k(KeyRopeDimensionSections), i32s(p.RopeSections)},
+		{k(KeyExpertCount), u(p.Experts)},
+		{k(KeyExpertUsedCount), u(p.ExpertsUsed)},
+		{k(KeyExpertFFNLength), u(p.ExpertFFN)},
+		{k(KeyExpertSharedFFNLength), u(p.SharedFFN)},
+		{k(KeySSMConvKernel), u(p.ConvKernel)},
+		{k(KeySSMInnerSize), u(p.ValueHeads * p.StateSize)},
+		{k(KeySSMStateSize), u(p.StateSize)},
+		{k(KeySSMTimeStepRank), u(p.ValueHeads)},
+		{k(KeySSMGroupCount), u(p.KeyHeads)},
+		{k(KeyFullAttentionInterval), u(p.FullAttentionInterval)},
+		{k(KeyHCCount), u(p.HCCount)},
+		{k(KeyHCLowRank), u(p.HCLowRank)},
+		{k(KeyIndexerHeadCount), u(p.IndexerHeads)},
+		{k(KeyIndexerKeyLength), u(p.IndexerHeadDim)},
+		{k(KeyIndexerTopK), u(p.IndexerTopK)},
+		{k(KeyCompressRatios), i32s(p.CompressRatios)},
+		{k(KeyPLELayers), i32s(p.PLELayers)},
+	}
+	if len(p.PLELayers) > 0 {
+		i64s := func(v []int64) Array { return Array{Elem: TypeInt64, Values: slices.Clone(v)} }
+		kv = append(kv,
+			KV{k(KeyPLENgramSize), u(p.NgramSize)},
+			KV{k(KeyPLEHeadsPerNgram), u(p.HeadsPerNgram)},
+			KV{k(KeyPLEConvKernel), u(p.PLEConvKernel)},
+			KV{k(KeyPLEEOS), u(p.EOS)},
+			KV{k(KeyPLERowWidth), u(p.PLERowWidth)},
+			KV{k(KeyPLEMultipliers), i64s(p.Multipliers)},
+			KV{k(KeyPLEHeadVocabSizes), i64s(p.HeadVocabSizes)},
+			KV{k(KeyPLEHeadOffsets), i64s(p.HeadOffsets)},
+		)
+	}
+	if p.MTPLayers > 0 {
+		kv = append(kv, KV{k(KeyNextNLayers), u(p.MTPLayers)})
+	}
+	return kv
+}
+
+// Qwen4ExpParamsOf reads the hyperparameters of a qwen4exp file. Errors name
+// the file and the key.
+func Qwen4ExpParamsOf(f *File) (Qwen4ExpParams, error) {
+	var p Qwen4ExpParams
+	arch, err := f.String("general.architecture")
+	if err != nil {
+		return p, err
+	}
+	if arch != ArchQwen4Exp {
+		return p, fmt.Errorf("gguf %s: general.architecture is %q, want %q", f.Path, arch, ArchQwen4Exp)
+	}
+	if v, err := f.Uint(KeyQwen4ExpNames); err == nil && v != Qwen4ExpNamesVersion {
+		return p, fmt.Errorf("gguf %s: %s = %d, but this strata reads revision %d of its qwen4exp names (a newer strata wrote it?)", f.Path, KeyQwen4ExpNames, v, Qwen4ExpNamesVersion)
+	}
+	key := func(name string) string { return ArchQwen4Exp + "." + name }
+	ints := []struct {
+		key string
+		dst *int
+	}{
+		{KeyBlockCount, &p.Layers}, {KeyContextLength, &p.ContextLength}, {KeyEmbeddingLength, &p.Hidden},
+		{KeyHeadCount, &p.Heads}, {KeyHeadCountKV, &p.KVHeads}, {KeyKeyLength, &p.HeadDim},
+		{KeyRopeDimensionCount, &p.RopeDim}, {KeyExpertCount, &p.Experts}, {KeyExpertUsedCount, &p.ExpertsUsed},
+		{KeyExpertFFNLength, &p.ExpertFFN}, {KeyExpertSharedFFNLength, &p.SharedFFN}, {KeySSMConvKernel, &p.ConvKernel},
+		{KeySSMStateSize, &p.StateSize}, {KeySSMTimeStepRank, &p.ValueHeads}, {KeySSMGroupCount, &p.KeyHeads},
+		{KeyFullAttentionInterval, &p.FullAttentionInterval}, {KeyHCCount, &p.HCCount}, {KeyHCLowRank, &p.HCLowRank},
+		{KeyIndexerHeadCount, &p.IndexerHeads}, {KeyIndexerKeyLength, &p.IndexerHeadDim}, {KeyIndexerTopK, &p.IndexerTopK},
+	}
+	readInt := func(name string, dst *int) error {
+		v, err := f.Uint(key(name))
+		if err != nil {
+			return err
+		}
+		if v > math.MaxInt32 {
+			return fmt.Errorf("gguf %s: %s = %d is out of range", f.Path, key(name), v)
+		}
+		*dst = int(v)
+		return nil
+	}
+	for _, c := range ints {
+		if err := readInt(c.key, c.dst); err != nil {
+			return p, err
+		}
+	}
+	if p.RMSEps, err = f.Float(key(KeyRMSEps)); err != nil {
+		return p, err
+	}
+	if p.RopeTheta, err = f.Float(key(KeyRopeFreqBase)); err != nil {
+		return p, err
+	}
+	inner, err := f.Uint(key(KeySSMInnerSize))
+	if err != nil {
+		return p, err
+	}
+	if inner != uint64(p.ValueHeads)*uint64(p.StateSize) {
+		return p, fmt.Errorf("gguf %s: %s = %d, but time_step_rank × state_size = %d × %d", f.Path, key(KeySSMInnerSize), inner, p.ValueHeads, p.StateSize)
+	}
+	smallInts := func(name string) ([]int, error) {
+		v, err := f.Ints(key(name))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]int, len(v))
+		for i, x := range v {
+			if x < 0 || x > math.MaxInt32 {
+				return nil, fmt.Errorf("gguf %s: %s[%d] = %d is out of range", f.Path, key(name), i, x)
+			}
+			out[i] = int(x)
+		}
+		return out, nil
+	}
+	if f.has(key(KeyRopeDimensionSections)) {
+		if p.RopeSections, err = smallInts(KeyRopeDimensionSections); err != nil {
+			return p, err
+		}
+	}
+	if p.CompressRatios, err = smallInts(KeyCompressRatios); err != nil {
+		return p, err
+	}
+	if len(p.CompressRatios) != p.Layers {
+		return p, fmt.Errorf("gguf %s: %s has %d entries, want one per block (%s = %d)", f.Path, key(KeyCompressRatios), len(p.CompressRatios), key(KeyBlockCount), p.Layers)
+	}
+	if p.PLELayers, err = smallInts(KeyPLELayers); err != nil {
+		return p, err
+	}
+	if len(p.PLELayers) > 0 {
+		for _, c := range []struct {
+			key string
+			dst *int
+		}{{KeyPLENgramSize, &p.NgramSize}, {KeyPLEHeadsPerNgram, &p.HeadsPerNgram}, {KeyPLEConvKernel, &p.PLEConvKernel},
+			{KeyPLEEOS, &p.EOS}, {KeyPLERowWidth, &p.PLERowWidth}} {
+			if err := readInt(c.key, c.dst); err != nil {
+				return p, err
+			}
+		}
+		for _, c := range []struct {
+			key string
+			dst *[]int64
+		}{{KeyPLEMultipliers, &p.Multipliers}, {KeyPLEHeadVocabSizes, &p.HeadVocabSizes}, {KeyPLEHeadOffsets, &p.HeadOffsets}} {
+			if *c.dst, err = f.Ints(key(c.key)); err != nil {
+				return p, err
+			}
+		}
+	}
+	if f.has(key(KeyNextNLayers)) {
+		if err := readInt(KeyNextNLayers, &p.MTPLayers); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+func (f *File) has(key string) bool {
+	_, ok := f.kvIndex[key]
+	return ok
+}
+
+// Ints returns an array of any integer element type as int64 values (a
+// uint64 above MaxInt64 is an error): writers differ in the width they use.
+func (f *File) Ints(key string) ([]int64, error) {
+	a, err := f.Array(key)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := int64s(a.Values)
+	if !ok {
+		return nil, fmt.Errorf("gguf %s: metadata key %s is an array of %s, want integers that fit int64", f.Path, key, a.Elem)
+	}
+	return out, nil
+}
+
+func int64s(vs any) ([]int64, bool) {
+	conv := func(n int, at func(i int) int64) []int64 {
+		out := make([]int64, n)
+		for i := range out {
+			out[i] = at(i)
+		}
+		return out
+	}
+	switch s := vs.(type) {
+	case []uint8:
+		return conv(len(s), func(i int) int64 { return int64(s[i]) }), true
+	case []int8:
+		return conv(len(s), func(i int) int64 { return int64(s[i]) }), true
+	case []uint16:
+		return conv(len(s), func(i int) int64 { return int64(s[i]) }), true
+	case []int16:
+		return conv(len(s), func(i int) int64 { return int64(s[i]) }), true
+	case []uint32:
+		return conv(len(s), func(i int) int64 { return int64(s[i]) }), true
+	case []int32:
+		return conv(len(s), func(i int) int64 { return int64(s[i]) }), true
+	case []int64:
+		return slices.Clone(s), true
+	case []uint64:
+		for _, v := range s {
+			if v > math.MaxInt64 {
+				return nil, false
+			}
+		}
+		return conv(len(s), func(i int) int64 { return int64(s[i]) }), true
+	}
+	return nil, false
+}
