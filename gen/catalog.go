@@ -117,7 +117,6 @@ var (
 	attnConsts  = joinConsts(uintConsts("rows", "heads", "kv_heads", "head_dim", "rot_dim"), boolConsts("gate"), uintConsts("ctx"))
 	indexConsts = uintConsts("rows", "heads", "head_dim", "rot_dim", "ratio", "top_k", "ctx")
 	moeConsts   = uintConsts("rows", "experts", "top_k", "hidden", "inter", "wfmt", "stride", "gate_off", "up_off", "down_off")
-	idTypes     = map[string]string{"ids": "uint"}
 	smapTypes   = map[string]string{"ids": "uint", "smap": "uint"}
 )
 
