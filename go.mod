@@ -6,6 +6,7 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/dave/jennifer v1.7.1
 	github.com/ebitengine/purego v0.11.3
+	golang.org/x/sys v0.49.0
 	golang.org/x/tools v0.52.0
 )
 

@@ -42,19 +42,29 @@ func NewMemory(graphs ...*graph.Graph) (*Memory, error) {
 	}
 	m := &Memory{bufs: map[string][]byte{}, kinds: kinds}
 	for _, name := range order {
-		m.bufs[name] = alignedBytes(sizes[name])
+		align := 8
+		if kinds[name] == graph.KindExperts {
+			align = graph.ExpertPage
+		}
+		m.bufs[name] = AlignedBytes(sizes[name], align)
 	}
 	return m, nil
 }
 
-// alignedBytes returns n zeroed bytes backed by uint64s, so that float32 and
-// uint32 views of any 4-aligned offset are valid.
-func alignedBytes(n int64) []byte {
+// AlignedBytes returns n zeroed bytes whose start is a multiple of align (a
+// power of two ≥ 8). They are backed by uint64s, so float32 and uint32 views
+// of any 4-aligned offset are valid.
+func AlignedBytes(n int64, align int) []byte {
 	if n == 0 {
 		return []byte{}
 	}
-	words := make([]uint64, (n+7)/8)
-	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), n)
+	if align < 8 || align&(align-1) != 0 {
+		panic(fmt.Sprintf("buffers: alignment %d is not a power of two ≥ 8", align))
+	}
+	words := make([]uint64, (n+int64(align)+7)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
+	skip := int(-uintptr(unsafe.Pointer(&words[0])) & uintptr(align-1))
+	return b[skip : int64(skip)+n : int64(skip)+n]
 }
 
 // Bytes returns the bytes of a range, with capacity clipped to the range so a

@@ -2,6 +2,7 @@ package pack
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -16,6 +17,8 @@ import (
 type Reader struct {
 	path    string
 	f       *os.File
+	file    preader // f, through the page cache (tests inject faults here)
+	direct  *direct // the page-cache-bypassing descriptor for expert reads
 	experts int
 	layers  []layout
 	byBlock map[int]int // GGUF block → index into layers
@@ -36,6 +39,7 @@ func Open(path string, g *gguf.File) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("pack %s: %w", path, err)
 	}
+	r.direct = newDirect(path)
 	return r, nil
 }
 
@@ -70,7 +74,7 @@ func open(path string, f *os.File, g *gguf.File) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{path: path, f: f, experts: int(h.experts), layers: lays, byBlock: map[int]int{}, entries: entries}
+	r := &Reader{path: path, f: f, file: f, experts: int(h.experts), layers: lays, byBlock: map[int]int{}, entries: entries}
 	for i, l := range lays {
 		if _, dup := r.byBlock[l.block]; dup {
 			return nil, fmt.Errorf("index lists block %d twice", l.block)
@@ -170,7 +174,10 @@ func (r *Reader) Entry(block, expert int) (Entry, error) {
 }
 
 // ReadExpert fills dst with bytes [off, off+len(dst)) of expert (block,
-// expert)'s entry: one positioned read (the stream package's Reader).
+// expert)'s entry (the stream package's Reader): one positioned read,
+// bypassing the page cache when dst, off and the length are aligned (arena
+// slots and whole pages are; see IOPath), continued after short reads and
+// EINTR.
 func (r *Reader) ReadExpert(block, expert, off int, dst []byte) error {
 	e, err := r.Entry(block, expert)
 	if err != nil {
@@ -179,11 +186,13 @@ func (r *Reader) ReadExpert(block, expert, off int, dst []byte) error {
 	if off < 0 || off+len(dst) > alignUp(e.Length, PageSize) {
 		return fmt.Errorf("pack %s: bytes [%d, %d) outside expert %d of block %d (%d bytes)", r.path, off, off+len(dst), expert, block, e.Length)
 	}
-	if _, err := r.f.ReadAt(dst, e.Offset+int64(off)); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	if err := r.readAt(dst, e.Offset+int64(off)); err != nil {
+		hint := ""
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			hint = " (truncated pack?)"
 		}
-		return fmt.Errorf("pack %s: expert %d of block %d: %w (truncated pack?)", r.path, expert, block, err)
+		return fmt.Errorf("pack %s: block %d, expert %d, bytes [%d, %d) of its entry (file offset %d): %w%s",
+			r.path, block, expert, off, off+len(dst), e.Offset+int64(off), err, hint)
 	}
 	return nil
 }
@@ -209,10 +218,10 @@ func (r *Reader) Check(g *gguf.File, progress func(done, total int64)) error {
 	for _, e := range r.entries {
 		total += int64(e.Length)
 	}
-	buf := make([]byte, r.SlotBytes())
+	buf := alignedBuf(r.SlotBytes()) // whole pages into a page: the arena's read path
 	for i, e := range r.entries {
 		l, x := r.layers[i/r.experts], i%r.experts
-		if err := r.ReadExpert(l.block, x, 0, buf[:e.Length]); err != nil {
+		if err := r.ReadExpert(l.block, x, 0, buf[:alignUp(e.Length, PageSize)]); err != nil {
 			return err
 		}
 		if err := r.Verify(l.block, x, buf); err != nil {
@@ -237,7 +246,11 @@ func (r *Reader) Check(g *gguf.File, progress func(done, total int64)) error {
 
 // Close closes the pack file.
 func (r *Reader) Close() error {
-	if err := r.f.Close(); err != nil {
+	err := r.f.Close()
+	if r.direct.close != nil {
+		err = errors.Join(err, r.direct.close())
+	}
+	if err != nil {
 		return fmt.Errorf("pack %s: %w", r.path, err)
 	}
 	return nil

@@ -259,3 +259,33 @@ func TestSimulations(t *testing.T) {
 		t.Errorf("MIN hits %d, want 5", got)
 	}
 }
+
+// sleepyPack takes a fixed time per read.
+type sleepyPack struct{ d time.Duration }
+
+func (p sleepyPack) ReadExpert(layer, expert, off int, dst []byte) error {
+	time.Sleep(p.d)
+	return nil
+}
+
+// ReadTime sums the time every read took; ReadBusy counts the time reads
+// overlap once, so parallel readers make it shorter.
+func TestReadTime(t *testing.T) {
+	const d = 10 * time.Millisecond
+	a, _ := NewArena(1, 8, PageSize, 8)
+	s := NewStreamer(a, sleepyPack{d}, Options{Threads: 4})
+	defer s.Close()
+	if err := s.Ensure(0, []int{0, 1, 2, 3, 4, 5, 6, 7}); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.ReadTime < 8*d {
+		t.Errorf("ReadTime %v for 8 reads of %v each", st.ReadTime, d)
+	}
+	if st.ReadBusy < 2*d || st.ReadBusy > st.ReadTime/2 {
+		t.Errorf("ReadBusy %v for 8 reads of %v on 4 threads (ReadTime %v): want overlapping reads counted once", st.ReadBusy, d, st.ReadTime)
+	}
+	if st.ReadBusy > st.Stall {
+		t.Errorf("ReadBusy %v > Stall %v: the layer waited for all of them", st.ReadBusy, st.Stall)
+	}
+}

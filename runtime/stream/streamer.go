@@ -37,6 +37,11 @@ type Stats struct {
 	Prefetched, Used int           // read-aheads issued, and those a layer then needed
 	BytesRead        int64         // bytes read from the pack
 	Stall            time.Duration // time layers waited for experts
+	// ReadTime is the time reader threads spent in reads, summed over
+	// threads (BytesRead/ReadTime: the rate one thread sees); ReadBusy is
+	// the wall time at least one read was in flight (BytesRead/ReadBusy: the
+	// pool's rate while reading).
+	ReadTime, ReadBusy time.Duration
 }
 
 // request is one expert read, possibly split into parts.
@@ -77,6 +82,8 @@ type Streamer struct {
 	usage    *Usage
 	stats    Stats
 	trace    []int
+	reading  int       // reads in flight, for Stats.ReadBusy
+	busy     time.Time // when reading last became nonzero
 }
 
 // NewStreamer starts the reader pool over arena a.
@@ -148,6 +155,10 @@ func (s *Streamer) read(p part) {
 	}
 	*p.taken = true
 	dst := s.a.Bytes(layer, expert)[p.off : p.off+p.len]
+	start := time.Now()
+	if s.reading++; s.reading == 1 {
+		s.busy = start
+	}
 	s.mu.Unlock()
 	var err error
 	for try := 0; try <= s.opt.Retries; try++ {
@@ -155,8 +166,13 @@ func (s *Streamer) read(p part) {
 			break
 		}
 	}
+	end := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stats.ReadTime += end.Sub(start)
+	if s.reading--; s.reading == 0 {
+		s.stats.ReadBusy += end.Sub(s.busy)
+	}
 	if err != nil && r.err == nil {
 		r.err = fmt.Errorf("reading expert %d of layer %d (bytes %d–%d): %w", expert, layer, p.off, p.off+p.len, err)
 	}
