@@ -16,6 +16,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/stream"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -55,6 +56,10 @@ type HFOptions struct {
 	MoCE, ReadAhead bool
 	// MoCEMaxRank overrides the max-rank cap (> 0), or lifts it (< 0).
 	MoCEMaxRank int
+	// Backend runs the window graphs: BackendCPU ("" too) or BackendMSLEmu
+	// (the generated MSL on the CPU, tuned by MSLEmu; see mslemu.go).
+	Backend string
+	MSLEmu  mslemu.Options
 }
 
 // Loaded is a model ready to run, with what it was built from.
@@ -102,10 +107,14 @@ func withRouting(c *models.Config, opt HFOptions) *models.Config {
 // through an arena when opt asks for one (reading through reader, or the
 // weight source when reader is nil).
 func loadEngine(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, opt HFOptions, reader stream.Reader) (*engine.Model, error) {
-	if opt.ArenaExperts <= 0 {
-		return engine.Load(c, graphs, src)
+	backend, err := opt.backend(c, graphs)
+	if err != nil {
+		return nil, err
 	}
-	return engine.LoadStreaming(c, graphs, src, engine.CPU, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader,
+	if opt.ArenaExperts <= 0 {
+		return engine.LoadWith(c, graphs, src, backend)
+	}
+	return engine.LoadStreaming(c, graphs, src, backend, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader,
 		History: opt.History, Warn: opt.Warn})
 }
 

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/spec"
 	"github.com/strata-llm/strata/runtime/stream"
@@ -19,7 +21,9 @@ import (
 const runAbout = `
 Feeds a prompt of token ids to the model in prefill windows of up to
 --prefill-rows rows, then decodes -n tokens greedily one row at a time on the
-cpu backend, and prints the generated ids on one line, space-separated.
+cpu backend (or, with --backend mslemu, the generated MSL kernels compiled by
+clang and run on the CPU by a lane emulator), and prints the generated ids on
+one line, space-separated.
 
 With --spec, a decode window also carries drafts (from the model's MTP head
 when it has one, and from a suffix matcher over the prompt and output); only
@@ -51,6 +55,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
 	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
+	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels) or mslemu (the generated MSL, compiled with clang and run on the CPU)")
+	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -66,6 +72,12 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *temperature < 0 {
 		return usagef("--temperature must be ≥ 0, got %v", *temperature)
+	}
+	if !slices.Contains(strata.Backends, *backend) {
+		return usagef("--backend is %q, expected one of %s", *backend, strings.Join(strata.Backends, ", "))
+	}
+	if *sanitize != "" && (*backend != strata.BackendMSLEmu || *sanitize != mslemu.Thread && *sanitize != mslemu.Address) {
+		return usagef("--sanitize is %q: expected thread or address, with --backend mslemu", *sanitize)
 	}
 	sp.SuffixDraft, sp.MTP = *suffix, true
 	var gate *spec.Gate
@@ -96,7 +108,13 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
-		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads}}
+		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}}
+	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
+	opt.WrapReader = func(r stream.Reader) stream.Reader {
+		packIO, _ = r.(interface{ IOPath() string })
+		return r
+	}
 	var l *strata.Loaded
 	switch {
 	case *hf != "":
@@ -161,9 +179,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		if *arena > 0 {
 			ss := l.Model.StreamStats()
-			fmt.Fprintf(stderr, "strata: streaming: arena of %d experts; %d hits, %d misses (%.1f%% hit), %d read-aheads (%d used), %.1f MB read, %v stalled\n",
+			ioPath := "through the weight source (no pack)"
+			if packIO != nil {
+				ioPath = packIO.IOPath()
+			}
+			fmt.Fprintf(stderr, "strata: streaming: arena of %d experts; %d hits, %d misses (%.1f%% hit), %d read-aheads (%d used), %.1f MB read, %v stalled; reads %s, %.0f MB/s per thread, %.0f MB/s while reading\n",
 				*arena, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
-				float64(ss.BytesRead)/1e6, ss.Stall.Round(time.Millisecond))
+				float64(ss.BytesRead)/1e6, ss.Stall.Round(time.Millisecond), ioPath,
+				float64(ss.BytesRead)/1e6/max(ss.ReadTime.Seconds(), 1e-9), float64(ss.BytesRead)/1e6/max(ss.ReadBusy.Seconds(), 1e-9))
 		}
 	}
 	return nil

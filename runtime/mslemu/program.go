@@ -1,0 +1,229 @@
+package mslemu
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/runtime/engine"
+)
+
+// Program is a window graph bound to a Memory: one prepared dispatch per
+// graph dispatch, run in graph order (one at a time, so barrier groups need
+// no more than order).
+type Program struct {
+	e     *Emulator
+	mem   *Memory
+	g     *graph.Graph
+	steps []step
+}
+
+type step struct {
+	index int
+	d     *graph.Dispatch
+	c     cDispatch
+	args  []byte // the argument struct, 16-byte aligned; kept alive for c.Bufs
+	// For the sanitizer process: buffer slots as (buffer + 1) << 48 | offset,
+	// and every range the dispatch declares.
+	remote [maxSlots]uint64
+	ranges []remoteRange
+}
+
+type remoteRange struct {
+	buf       uint32
+	off, size uint64
+}
+
+var _ engine.Program = (*Program)(nil)
+
+// argsRef marks the argument-struct slot for the sanitizer process.
+const argsRef = ^uint64(0)
+
+// Compile binds every dispatch of g to mem (a Memory of this emulator),
+// checking each against the model's kernel metadata: the kernel exists and is
+// of the dispatch's family, every binding sits at its slot under its name,
+// every function constant the kernel reads is given (or optional), the
+// argument struct has the kernel's size, and the threadgroup fits.
+func (e *Emulator) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, error) {
+	m, ok := mem.(*Memory)
+	if !ok {
+		return nil, fmt.Errorf("mslemu: memory of type %T, not from this backend", mem)
+	}
+	fcs := map[int]artifact.FunctionConstant{}
+	for _, c := range e.model.Constants {
+		fcs[c.Index] = c
+	}
+	tgmem := e.built.tgmem
+	p := &Program{e: e, mem: m, g: g}
+	for i := range g.Dispatches {
+		d := &g.Dispatches[i]
+		s, err := e.prepare(d, m, fcs, tgmem)
+		if err != nil {
+			return nil, fmt.Errorf("mslemu: dispatch %d (%s, layer %d): %w", i, d.Kernel, d.Layer, err)
+		}
+		s.index = i
+		p.steps = append(p.steps, s)
+	}
+	return p, nil
+}
+
+func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.FunctionConstant, tgmem [][][2]uint64) (step, error) {
+	s := step{d: d}
+	ki, ok := e.kernels[d.Kernel]
+	if !ok {
+		return s, fmt.Errorf("kernels.metal of %s has no kernel %s", e.model.Name, d.Kernel)
+	}
+	k := &e.model.Kernels[ki]
+	if k.Family != d.Family {
+		return s, fmt.Errorf("kernel %s is of family %s in kernels.metal, %s in the graph", k.Name, k.Family, d.Family)
+	}
+	c := &s.c
+	c.Kernel = int32(ki)
+
+	// Function constants: the ones the kernel's code reads.
+	pl, err := e.model.Pipeline(d)
+	if err != nil {
+		return s, err
+	}
+	values := map[int]int64{}
+	for _, v := range pl.Values {
+		values[v.Index] = v.Value
+	}
+	for _, idx := range k.Constants {
+		fc, ok := fcs[idx]
+		if !ok {
+			return s, fmt.Errorf("kernel %s reads function constant %d, which kernels.metal does not declare", k.Name, idx)
+		}
+		v, given := values[idx]
+		if !given {
+			if !fc.Optional {
+				return s, fmt.Errorf("kernel %s reads function constant %s (%d), which the dispatch does not set", k.Name, fc.Name, idx)
+			}
+			continue
+		}
+		if v < 0 || v > 1<<32-1 || fc.Type == artifact.Bool && v > 1 {
+			return s, fmt.Errorf("function constant %s = %d does not fit a %s", fc.Name, v, fc.Type)
+		}
+		if c.NConst == maxConsts {
+			return s, fmt.Errorf("kernel %s reads more than %d function constants", k.Name, maxConsts)
+		}
+		c.ConstIndex[c.NConst] = int32(idx)
+		c.ConstValue[c.NConst] = uint32(v)
+		c.NConst++
+	}
+
+	// Buffers at their slots.
+	if len(d.Args) != len(k.Buffers) {
+		return s, fmt.Errorf("%d bindings, kernel %s takes %d buffers", len(d.Args), k.Name, len(k.Buffers))
+	}
+	for i, a := range d.Args {
+		kb := k.Buffers[i]
+		if a.Slot != kb.Slot || a.Name != kb.Name {
+			return s, fmt.Errorf("binding %s at slot %d, kernel %s takes %s there", a.Name, a.Slot, k.Name, kb.Name)
+		}
+		if a.Access != graph.Read && !kb.Write {
+			return s, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
+		}
+		bi, ok := m.index[a.Buffer]
+		if !ok {
+			return s, fmt.Errorf("binding %s: no buffer %q", a.Name, a.Buffer)
+		}
+		buf := m.bufs[bi]
+		whole := a.Offset == 0 && a.Size == 0
+		if !whole && (a.Offset < 0 || a.Size < 0 || a.End() > int64(len(buf))) {
+			return s, fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, len(buf))
+		}
+		if a.Offset >= 1<<48 {
+			return s, fmt.Errorf("binding %s: offset %d past 2^48", a.Name, a.Offset)
+		}
+		if a.Offset < int64(len(buf)) {
+			c.Bufs[i] = uint64(uintptr(unsafe.Pointer(&buf[a.Offset])))
+		}
+		s.remote[i] = uint64(bi+1)<<48 | uint64(a.Offset)
+		s.ranges = append(s.ranges, remoteRangeOf(m, bi, a.Range))
+	}
+	for _, r := range append(append([]graph.Range{}, d.Reads...), d.Writes...) {
+		if bi, ok := m.index[r.Buffer]; ok {
+			s.ranges = append(s.ranges, remoteRangeOf(m, bi, r))
+		}
+	}
+
+	// The argument struct, at the slot after the last buffer.
+	args, err := e.model.EncodeArgs(d.Family, d.Scalars)
+	if err != nil {
+		return s, err
+	}
+	want := 0
+	if k.ArgsSlot >= 0 {
+		want = k.ArgsSize
+	}
+	if len(args) != want {
+		return s, fmt.Errorf("argument struct of %d bytes, kernel %s takes %d", len(args), k.Name, want)
+	}
+	if k.ArgsSlot >= 0 {
+		if k.ArgsSlot >= maxSlots {
+			return s, fmt.Errorf("argument struct at slot %d", k.ArgsSlot)
+		}
+		words := make([]uint64, (len(args)+7)/8+2)
+		base := uintptr(unsafe.Pointer(&words[0]))
+		skip := int(-base & 15)
+		s.args = unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)[skip : skip+len(args)]
+		copy(s.args, args)
+		c.Bufs[k.ArgsSlot] = uint64(uintptr(unsafe.Pointer(&s.args[0])))
+		s.remote[k.ArgsSlot] = argsRef
+	}
+
+	// Grid and threadgroup.
+	threads := 1
+	for a := 0; a < 3; a++ {
+		if d.Grid[a] < 1 || d.Threadgroup[a] < 1 || d.Grid[a] > 1<<31 {
+			return s, fmt.Errorf("grid %v of threadgroups %v", d.Grid, d.Threadgroup)
+		}
+		c.Grid[a] = uint32(d.Grid[a])
+		c.TG[a] = uint32(d.Threadgroup[a])
+		threads *= d.Threadgroup[a]
+	}
+	if threads > 1024 {
+		return s, fmt.Errorf("threadgroup %v of %d threads, more than 1024", d.Threadgroup, threads)
+	}
+	c.NTGMem = int32(copy(c.TGMem[:], tgmem[ki]))
+	return s, nil
+}
+
+func remoteRangeOf(m *Memory, bi int, r graph.Range) remoteRange {
+	if r.Offset == 0 && r.Size == 0 {
+		return remoteRange{buf: uint32(bi), size: uint64(len(m.bufs[bi]))}
+	}
+	return remoteRange{buf: uint32(bi), off: uint64(r.Offset), size: uint64(r.Size)}
+}
+
+// Run executes the window once: every dispatch in graph order. The host
+// points pass by (every expert is resident).
+func (p *Program) Run() error {
+	if p.mem.bufs == nil {
+		return fmt.Errorf("mslemu: the memory of this program was closed")
+	}
+	if p.mem.child != nil {
+		for i := range p.steps {
+			if err := p.mem.child.run(&p.steps[i]); err != nil {
+				return p.fail(&p.steps[i], err.Error())
+			}
+		}
+		return nil
+	}
+	lib := p.e.lib
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	for i := range p.steps {
+		s := &p.steps[i]
+		if lib.dispatch(&s.c) != 0 {
+			return p.fail(s, s.c.err())
+		}
+	}
+	return nil
+}
+
+func (p *Program) fail(s *step, why string) error {
+	return fmt.Errorf("mslemu: %s window T=%d, dispatch %d (%s, layer %d): %s", p.g.Kind, p.g.Rows, s.index, s.d.Kernel, s.d.Layer, why)
+}
