@@ -72,7 +72,10 @@ var families = map[string]kernelFunc{
 // Compile binds every dispatch of g to mem.
 func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
 	p := &Program{Graph: g, groups: g.Groups()}
-	expertBase := expertBases(g.Tensors)
+	expertBase := map[int]int64{}
+	for l, t := range graph.ExpertGates(g.Tensors) {
+		expertBase[l] = t.Offset
+	}
 	tensors := map[tensorKey]graph.Tensor{}
 	for _, t := range g.Tensors {
 		tensors[tensorKey{t.Buffer, t.Offset}] = t
@@ -156,28 +159,6 @@ type args struct {
 	// experts buffer (their records give the row layouts), by dispatch layer.
 	expertBase map[int]int64
 	err        error
-}
-
-// expertBases maps dispatch layers to the offset of their routed-expert gate
-// tensor: trunk layer l is "layers.l.", MTP layer i is numbered after the
-// trunk's layers, as the generator numbers its dispatches.
-func expertBases(ts []graph.Tensor) map[int]int64 {
-	out := map[int]int64{}
-	trunk := 0
-	for _, t := range ts {
-		var l int
-		if n, err := fmt.Sscanf(t.Name, "layers.%d.moe.experts.gate", &l); err == nil && n == 1 {
-			out[l] = t.Offset
-			trunk = max(trunk, l+1)
-		}
-	}
-	for _, t := range ts {
-		var i int
-		if n, err := fmt.Sscanf(t.Name, "mtp.layers.%d.moe.experts.gate", &i); err == nil && n == 1 {
-			out[trunk+i] = t.Offset
-		}
-	}
-	return out
 }
 
 // tensorKey is where a weight tensor starts: a weight binding's offset (plus,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
@@ -141,7 +140,6 @@ func (m *Model) fillWeights(g *graph.Graph, src WeightSource, streamed bool) err
 			continue // the streamer reads experts into the arena when a layer needs them
 		}
 		per := spec.Elements() / spec.Shape[0]
-		m.mapExperts(t)
 		for e := 0; e < spec.Shape[0]; e++ {
 			dst, err := m.tensorBytes(t, t.Offset+int64(e)*t.Stride, per)
 			if err != nil {
@@ -151,6 +149,9 @@ func (m *Model) fillWeights(g *graph.Graph, src WeightSource, streamed bool) err
 				return err
 			}
 		}
+	}
+	if !streamed {
+		m.mapExperts(g)
 	}
 	return nil
 }
@@ -193,22 +194,16 @@ func (m *Model) openNgram(src WeightSource) error {
 
 // tensorBytes is the region of elems elements of t starting at off: whole
 // rows, each t.RowStored() elements of t.Format (padded rows included).
-// mapExperts points smap at the experts of a fully resident layer: expert e
-// of the layer whose gate tensor is t sits at page (t.Offset + e·stride) /
-// ExpertPage of the experts buffer.
-func (m *Model) mapExperts(t graph.Tensor) {
-	if !strings.HasSuffix(t.Name, "moe.experts.gate") {
-		return
-	}
-	a := &m.Config.Architecture
-	l := 0
-	if _, err := fmt.Sscanf(t.Name, "layers.%d.", &l); err != nil {
-		fmt.Sscanf(t.Name, "mtp.layers.%d.", &l)
-		l += a.NumLayers
-	}
+// mapExperts points smap at the experts of fully resident layers: expert e
+// of a layer sits at page (gate offset + e·stride) / ExpertPage of the
+// experts buffer.
+func (m *Model) mapExperts(g *graph.Graph) {
+	E := m.Config.Architecture.MoE.NumExperts
 	smap := buffers.Uint32s(m.mem.Buffer("smap"))
-	for e := 0; e < a.MoE.NumExperts; e++ {
-		smap[l*a.MoE.NumExperts+e] = uint32((t.Offset + int64(e)*t.Stride) / graph.ExpertPage)
+	for l, t := range graph.ExpertGates(g.Tensors) {
+		for e := 0; e < E; e++ {
+			smap[l*E+e] = uint32((t.Offset + int64(e)*t.Stride) / graph.ExpertPage)
+		}
 	}
 }
 
