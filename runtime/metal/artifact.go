@@ -2,6 +2,7 @@ package metal
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/strata-llm/strata/graph"
@@ -60,7 +61,11 @@ func KernelsFrom(m *artifact.Model) (Kernels, error) {
 		if err := checkSlots(k, d); err != nil {
 			return Function{}, err
 		}
-		return table(d)
+		f, err := table(d)
+		if err != nil {
+			return Function{}, err
+		}
+		return readOnly(f, k.Constants), nil
 	}
 	args := func(d *graph.Dispatch) ([]byte, error) {
 		b, err := m.EncodeArgs(d.Family, d.Scalars)
@@ -77,6 +82,23 @@ func KernelsFrom(m *artifact.Model) (Kernels, error) {
 		return b, nil
 	}
 	return Kernels{Source: string(src), Resolve: resolve, Args: args}, nil
+}
+
+// readOnly keeps the constants the kernel's code reads (what Metal's
+// reflection declares for it): a dispatch also carries constants its kernel
+// ignores (the storage format its name already fixes, the sparse shape of a
+// dense attention), and the load-time check against the reflection refuses a
+// value at an index the function does not declare. Dropping them also lets
+// dispatches that differ only there share a pipeline.
+func readOnly(f Function, reads []int) Function {
+	kept := f.Constants[:0:0]
+	for _, c := range f.Constants {
+		if slices.Contains(reads, c.Index) {
+			kept = append(kept, c)
+		}
+	}
+	f.Constants = kept
+	return f
 }
 
 func constType(t string) (DataType, error) {

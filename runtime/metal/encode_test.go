@@ -88,13 +88,14 @@ func flashNextModel(t testing.TB) *artifact.Model {
 	return m
 }
 
-// declared is what the compiled library would declare per kernel: the
-// family's block and the shared grid offsets (optional ones not required).
+// declared is what the compiled library would declare per kernel, as
+// Metal's reflection does: only the constants its code reads (optional
+// ones not required).
 func declared(m *artifact.Model) map[string][]metal.DeclaredConstant {
 	out := map[string][]metal.DeclaredConstant{}
 	for _, k := range m.Kernels {
 		for _, c := range m.Constants {
-			if c.Family != k.Family && c.Family != "" {
+			if c.Family != k.Family && c.Family != "" || !slices.Contains(k.Constants, c.Index) {
 				continue
 			}
 			typ := metal.TypeUInt
@@ -204,6 +205,10 @@ func (c *checker) wantKey(i int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The generator's tuple, less the constants the kernel's code does not
+	// read (Metal's reflection would not declare them).
+	k, _ := c.m.Kernel(p.Kernel)
+	p.Values = slices.DeleteFunc(p.Values, func(v artifact.ConstValue) bool { return !slices.Contains(k.Constants, v.Index) })
 	return p.Key(), nil
 }
 

@@ -1,6 +1,7 @@
 package metal_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,9 +71,21 @@ func TestKernelsFromArtifact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The generator lists full tuples; a pipeline sets only the constants
+	// its kernel reads.
 	listed := map[string]bool{}
 	for _, p := range m.Pipelines {
-		listed[p.Key()] = true
+		kern, ok := m.Kernel(p.Kernel)
+		if !ok {
+			t.Fatalf("pipeline of unknown kernel %s", p.Kernel)
+		}
+		read := artifact.Pipeline{Kernel: p.Kernel}
+		for _, v := range p.Values {
+			if slices.Contains(kern.Constants, v.Index) {
+				read.Values = append(read.Values, v)
+			}
+		}
+		listed[read.Key()] = true
 	}
 	for _, rows := range []int{1, 4} {
 		g := flashNextGraph(t, rows)
@@ -88,6 +101,12 @@ func TestKernelsFromArtifact(t *testing.T) {
 			}
 			if !listed[p.Key()] {
 				t.Fatalf("T=%d dispatch %d resolves to %s, which the generator did not list", rows, i, p.Key())
+			}
+			kern, _ := m.Kernel(f.Name)
+			for _, c := range f.Constants {
+				if !slices.Contains(kern.Constants, c.Index) {
+					t.Fatalf("T=%d dispatch %d sets constant %d, which kernel %s does not read", rows, i, c.Index, f.Name)
+				}
 			}
 			if _, err := k.Args(d); err != nil {
 				t.Fatalf("T=%d dispatch %d: %v", rows, i, err)
