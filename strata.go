@@ -16,6 +16,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/stream"
@@ -56,10 +57,14 @@ type HFOptions struct {
 	MoCE, ReadAhead bool
 	// MoCEMaxRank overrides the max-rank cap (> 0), or lifts it (< 0).
 	MoCEMaxRank int
-	// Backend runs the window graphs: BackendCPU ("" too) or BackendMSLEmu
-	// (the generated MSL on the CPU, tuned by MSLEmu; see mslemu.go).
+	// Backend runs the window graphs: BackendCPU ("" too), BackendMSLEmu
+	// (the generated MSL on the CPU, tuned by MSLEmu), BackendMetal (the
+	// GPU) or BackendMetalEmu (the Metal backend's encoding run by the
+	// emulator); see mslemu.go.
 	Backend string
 	MSLEmu  mslemu.Options
+	// Metal tunes the metal backends (ICB replay, keep-alive, guards).
+	Metal metal.Options
 }
 
 // Loaded is a model ready to run, with what it was built from.

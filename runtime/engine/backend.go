@@ -21,7 +21,16 @@ type Program interface {
 	Run() error
 }
 
-// Backend executes window graphs: the pure-Go cpu backend, or the GPU.
+// HostProgram is a Program that can stop at the graph's host points and
+// call the host there (after the layer's router, before its routed experts
+// run): what expert streaming needs from a backend.
+type HostProgram interface {
+	Program
+	RunHost(host func(graph.HostPoint) error) error
+}
+
+// Backend executes window graphs: the pure-Go cpu backend, or the GPU. A
+// backend that is an io.Closer is closed with the model it loaded.
 type Backend interface {
 	NewMemory(graphs ...*graph.Graph) (Memory, error)
 	Compile(g *graph.Graph, mem Memory) (Program, error)
@@ -50,6 +59,8 @@ func (cpuBackend) Compile(g *graph.Graph, mem Memory) (Program, error) {
 
 // cpuProgram adapts cpu.Program (whose Run cannot fail).
 type cpuProgram struct{ *cpu.Program }
+
+var _ HostProgram = cpuProgram{}
 
 func (p cpuProgram) Run() error {
 	p.Program.Run()

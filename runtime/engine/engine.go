@@ -44,6 +44,7 @@ type pleLayer struct {
 type Model struct {
 	Config   *models.Config
 	mem      Memory
+	backend  Backend
 	shapes   []int // ascending window row counts
 	programs map[int]window
 	mtp      map[int]window // the MTP draft head's windows, by rows
@@ -76,7 +77,7 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Bac
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	m := &Model{Config: c, mem: mem, programs: map[int]window{}, mtp: map[int]window{}, eos: -1}
+	m := &Model{Config: c, mem: mem, backend: backend, programs: map[int]window{}, mtp: map[int]window{}, eos: -1}
 	if err := m.fillWeights(graphs[0], src, streamed); err != nil {
 		return nil, err
 	}

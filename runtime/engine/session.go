@@ -68,13 +68,13 @@ func (m *Model) run(w window) error {
 	if m.stream == nil {
 		return w.p.Run()
 	}
-	cp, ok := w.p.(cpuProgram)
+	hp, ok := w.p.(HostProgram)
 	if !ok {
-		return fmt.Errorf("expert streaming runs on the cpu backend only for now")
+		return fmt.Errorf("expert streaming needs a backend that stops at host points; %T does not", w.p)
 	}
 	m.stream.BeginWindow()
 	m.publishResidency()
-	return cp.RunHost(func(hp graph.HostPoint) error { return m.hostPoint(w.g, hp) })
+	return hp.RunHost(func(p graph.HostPoint) error { return m.hostPoint(w.g, p) })
 }
 
 // program picks the smallest window shape of set that holds the tokens, after

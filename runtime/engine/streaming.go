@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"sync"
 
@@ -88,17 +89,21 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 	return m, nil
 }
 
-// Close stops the model's expert streaming, if any, saving its usage history.
+// Close stops the model's expert streaming, if any, saving its usage
+// history, and closes its backend when that is an io.Closer.
 func (m *Model) Close() error {
-	if m.stream == nil {
-		return nil
+	var errs []error
+	if m.stream != nil {
+		if m.stream.history != "" {
+			errs = append(errs, m.stream.Save(m.stream.history))
+		}
+		m.stream.Streamer.Close()
 	}
-	var err error
-	if m.stream.history != "" {
-		err = m.stream.Save(m.stream.history)
+	if c, ok := m.backend.(io.Closer); ok {
+		errs = append(errs, c.Close())
+		m.backend = nil
 	}
-	m.stream.Streamer.Close()
-	return err
+	return errors.Join(errs...)
 }
 
 // StreamTrace is the order experts were needed in (with Options.Trace).

@@ -101,6 +101,28 @@ func readOnly(f Function, reads []int) Function {
 	return f
 }
 
+// DeclaredFrom is what Metal's reflection (functionConstantsDictionary)
+// reports for each kernel of a generated model, from the generator's
+// metadata: the constants its code reads, optional ones not required. A
+// Recorder given it makes the backend's load-time check run as on a Mac.
+func DeclaredFrom(m *artifact.Model) map[string][]DeclaredConstant {
+	out := map[string][]DeclaredConstant{}
+	for _, k := range m.Kernels {
+		out[k.Name] = []DeclaredConstant{}
+		for _, c := range m.Constants {
+			if c.Family != k.Family && c.Family != "" || !slices.Contains(k.Constants, c.Index) {
+				continue
+			}
+			typ, err := constType(c.Type)
+			if err != nil {
+				continue // KernelsFrom refuses the model
+			}
+			out[k.Name] = append(out[k.Name], DeclaredConstant{Name: c.Name, Index: c.Index, Type: typ, Required: !c.Optional})
+		}
+	}
+	return out
+}
+
 func constType(t string) (DataType, error) {
 	switch t {
 	case artifact.UInt:

@@ -88,25 +88,8 @@ func flashNextModel(t testing.TB) *artifact.Model {
 	return m
 }
 
-// declared is what the compiled library would declare per kernel, as
-// Metal's reflection does: only the constants its code reads (optional
-// ones not required).
-func declared(m *artifact.Model) map[string][]metal.DeclaredConstant {
-	out := map[string][]metal.DeclaredConstant{}
-	for _, k := range m.Kernels {
-		for _, c := range m.Constants {
-			if c.Family != k.Family && c.Family != "" || !slices.Contains(k.Constants, c.Index) {
-				continue
-			}
-			typ := metal.TypeUInt
-			if c.Type == artifact.Bool {
-				typ = metal.TypeBool
-			}
-			out[k.Name] = append(out[k.Name], metal.DeclaredConstant{Name: c.Name, Index: c.Index, Type: typ, Required: !c.Optional})
-		}
-	}
-	return out
-}
+// declared is what the compiled library would declare per kernel.
+func declared(m *artifact.Model) map[string][]metal.DeclaredConstant { return metal.DeclaredFrom(m) }
 
 type rig struct {
 	rec   *metal.Recorder

@@ -96,6 +96,10 @@ type Recorder struct {
 	// Declared lists each function's constants, as a library would; nil:
 	// unknown (no check).
 	Declared map[string][]DeclaredConstant
+	// Execute, when set, runs every dispatch the simulated GPU reaches, with
+	// what the encoder has bound at that point (a GPU stand-in such as the
+	// MSL emulator); an error fails the command buffer.
+	Execute func(Launch) error
 
 	next      uintptr
 	ops       []Op
@@ -115,6 +119,24 @@ type Recorder struct {
 	events    map[Event]uint64
 	executed  int
 	failNow   error
+	bound     encoderState // what the pass being run has bound
+}
+
+// Launch is one dispatch as the simulated GPU runs it: the specialized
+// function and the host memory bound at each slot (a buffer from its
+// binding offset to its end, or setBytes data).
+type Launch struct {
+	Function    Function
+	Slots       map[int][]byte
+	Grid        [3]int
+	Threadgroup [3]int
+}
+
+// encoderState is a compute encoder's bindings: they last for its pass.
+type encoderState struct {
+	pipeline Pipeline
+	slots    map[int][]byte
+	errs     map[int]string // slots bound to something without host memory
 }
 
 // NewRecorder returns a Recorder describing an Apple9 GPU with 16 KiB pages.
@@ -255,11 +277,12 @@ func (r *Recorder) NewBuffer(label string, size int64) (Buffer, []byte, error) {
 }
 
 // WrapBuffer implements Device.
-func (r *Recorder) WrapBuffer(label string, _ []byte) (Buffer, error) {
+func (r *Recorder) WrapBuffer(label string, host []byte) (Buffer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := Buffer(r.object("buffer"))
 	r.labels[b] = label
+	r.hosts[b] = host
 	return b, nil
 }
 
@@ -377,7 +400,7 @@ func (r *Recorder) advance() {
 	if !r.committed {
 		return
 	}
-	for ; r.pc < r.end; r.pc++ {
+	for ; r.pc < r.end && r.failNow == nil; r.pc++ {
 		o := r.ops[r.pc]
 		switch o.Kind {
 		case OpSignal:
@@ -386,13 +409,68 @@ func (r *Recorder) advance() {
 			if r.events[o.Event] < o.Value {
 				return
 			}
+		case OpBeginPass:
+			r.bound = encoderState{slots: map[int][]byte{}, errs: map[int]string{}}
+		case OpSetPipeline:
+			r.bound.pipeline = o.Pipeline
+		case OpSetBuffer:
+			r.bind(o.Slot, o.Buffer, o.Offset)
+		case OpSetBytes:
+			r.bound.slots[o.Slot], r.bound.errs[o.Slot] = o.Bytes, ""
 		case OpDispatch:
 			if o.Grid != [3]int{} {
 				r.executed++
+				r.launch(r.bound, o.Grid, o.Threadgroup)
 			}
 		case OpExecuteICB:
-			r.executed += o.Count
+			for _, c := range r.icbs[o.ICB][o.First : o.First+o.Count] {
+				st := encoderState{pipeline: c.Pipeline, slots: map[int][]byte{}, errs: map[int]string{}}
+				saved := r.bound
+				r.bound = st
+				for _, b := range c.Buffers {
+					r.bind(b.Slot, b.Buffer, b.Offset)
+				}
+				r.bound = saved
+				r.executed++
+				r.launch(st, c.Grid, c.Threadgroup)
+			}
 		}
+	}
+}
+
+// bind records a buffer binding of the pass being run.
+func (r *Recorder) bind(slot int, b Buffer, off int64) {
+	host, ok := r.hosts[b]
+	switch {
+	case !ok:
+		r.bound.slots[slot], r.bound.errs[slot] = nil, fmt.Sprintf("buffer %s has no host memory in the recording", r.labels[b])
+	case off < 0 || off > int64(len(host)):
+		r.bound.slots[slot], r.bound.errs[slot] = nil, fmt.Sprintf("offset %d past buffer %s of %d bytes", off, r.labels[b], len(host))
+	default:
+		r.bound.slots[slot], r.bound.errs[slot] = host[off:], ""
+	}
+}
+
+// launch hands one dispatch to Execute.
+func (r *Recorder) launch(st encoderState, grid, tg [3]int) {
+	if r.Execute == nil {
+		return
+	}
+	f, ok := r.functions[st.pipeline]
+	if !ok {
+		r.failNow = fmt.Errorf("dispatch %d with no pipeline set", r.executed)
+		return
+	}
+	l := Launch{Function: f, Slots: map[int][]byte{}, Grid: grid, Threadgroup: tg}
+	for slot, b := range st.slots {
+		if why := st.errs[slot]; why != "" {
+			r.failNow = fmt.Errorf("%s, slot %d: %s", f.Name, slot, why)
+			return
+		}
+		l.Slots[slot] = b
+	}
+	if err := r.Execute(l); err != nil {
+		r.failNow = fmt.Errorf("%s: %w", f.Name, err)
 	}
 }
 
@@ -422,6 +500,9 @@ func (r *Recorder) Status() (bool, error) {
 		return true, r.failNow
 	}
 	r.advance()
+	if r.failNow != nil {
+		return true, r.failNow
+	}
 	return r.pc >= r.end, nil
 }
 

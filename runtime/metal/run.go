@@ -3,6 +3,8 @@ package metal
 import (
 	"fmt"
 	"time"
+
+	"github.com/strata-llm/strata/graph"
 )
 
 // WindowStats is the telemetry of one window, or a sum of windows.
@@ -62,10 +64,24 @@ func (b *Backend) Stats() Stats {
 // buffer, commits it, and then spins on the shared event, calling the
 // residency hook at every host point and releasing the GPU after it.
 func (p *Program) Run() error {
-	return p.b.do(p.run)
+	return p.b.do(func() error { return p.run(p.b.opt.Residency) })
 }
 
-func (p *Program) run() error {
+// RunHost is Run with host called at every host point instead of the
+// backend's Residency hook (the engine's expert streaming, per window).
+func (p *Program) RunHost(host func(graph.HostPoint) error) error {
+	if host == nil {
+		return p.Run()
+	}
+	return p.b.do(func() error { return p.run(hostFunc(host)) })
+}
+
+// hostFunc adapts a per-window host function to Residency.
+type hostFunc func(graph.HostPoint) error
+
+func (f hostFunc) MakeResident(_ *graph.Graph, hp graph.HostPoint) error { return f(hp) }
+
+func (p *Program) run(res Residency) error {
 	b, dev := p.b, p.b.dev
 	if b.broken != nil {
 		return fmt.Errorf("metal: an earlier window never finished: %w", b.broken)
@@ -100,7 +116,7 @@ func (p *Program) run() error {
 		}
 		if hookErr == nil {
 			t := time.Now()
-			if err := b.opt.Residency.MakeResident(p.Graph, h.hp); err != nil {
+			if err := res.MakeResident(p.Graph, h.hp); err != nil {
 				hookErr = fmt.Errorf("metal: host point %d (layer %d): %w", k, h.hp.Layer, err)
 			}
 			st.Host += time.Since(t)

@@ -17,6 +17,7 @@ type Program struct {
 	mem   *Memory
 	g     *graph.Graph
 	steps []step
+	after map[int][]graph.HostPoint // host points by the dispatch they follow
 }
 
 type step struct {
@@ -35,7 +36,7 @@ type remoteRange struct {
 	off, size uint64
 }
 
-var _ engine.Program = (*Program)(nil)
+var _ engine.HostProgram = (*Program)(nil)
 
 // argsRef marks the argument-struct slot for the sanitizer process.
 const argsRef = ^uint64(0)
@@ -55,7 +56,10 @@ func (e *Emulator) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, e
 		fcs[c.Index] = c
 	}
 	tgmem := e.built.tgmem
-	p := &Program{e: e, mem: m, g: g}
+	p := &Program{e: e, mem: m, g: g, after: map[int][]graph.HostPoint{}}
+	for _, hp := range g.HostPoints {
+		p.after[hp.After] = append(p.after[hp.After], hp)
+	}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
 		s, err := e.prepare(d, m, fcs, tgmem)
@@ -200,25 +204,38 @@ func remoteRangeOf(m *Memory, bi int, r graph.Range) remoteRange {
 
 // Run executes the window once: every dispatch in graph order. The host
 // points pass by (every expert is resident).
-func (p *Program) Run() error {
+func (p *Program) Run() error { return p.RunHost(nil) }
+
+// RunHost is Run calling host at every host point, right after the
+// dispatch it follows (its layer's router): dispatches run in graph order,
+// so everything the routed experts read is written by then.
+func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 	if p.mem.bufs == nil {
 		return fmt.Errorf("mslemu: the memory of this program was closed")
 	}
-	if p.mem.child != nil {
-		for i := range p.steps {
-			if err := p.mem.child.run(&p.steps[i]); err != nil {
-				return p.fail(&p.steps[i], err.Error())
-			}
-		}
-		return nil
-	}
 	lib := p.e.lib
-	lib.mu.Lock()
-	defer lib.mu.Unlock()
+	if p.mem.child == nil {
+		// Host calls happen between dispatches, with the library held: the
+		// host only reads ids and writes the arena.
+		lib.mu.Lock()
+		defer lib.mu.Unlock()
+	}
 	for i := range p.steps {
 		s := &p.steps[i]
-		if lib.dispatch(&s.c) != 0 {
+		if p.mem.child != nil {
+			if err := p.mem.child.run(s); err != nil {
+				return p.fail(s, err.Error())
+			}
+		} else if lib.dispatch(&s.c) != 0 {
 			return p.fail(s, s.c.err())
+		}
+		if host == nil {
+			continue
+		}
+		for _, hp := range p.after[i] {
+			if err := host(hp); err != nil {
+				return fmt.Errorf("mslemu: host point of layer %d: %w", hp.Layer, err)
+			}
 		}
 	}
 	return nil
