@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/spec"
@@ -22,8 +23,11 @@ const runAbout = `
 Feeds a prompt of token ids to the model in prefill windows of up to
 --prefill-rows rows, then decodes -n tokens greedily one row at a time on the
 cpu backend (or, with --backend mslemu, the generated MSL kernels compiled by
-clang and run on the CPU by a lane emulator), and prints the generated ids on
-one line, space-separated.
+clang and run on the CPU by a lane emulator; with --backend metal, on the GPU
+of an Apple-silicon Mac), and prints the generated ids on one line,
+space-separated. --backend metal-emu runs the metal backend itself (command
+buffers, pipelines, bindings, ICB replay, host points) against a recording
+device whose "GPU" is the lane emulator: the Mac's code path, checked here.
 
 With --spec, a decode window also carries drafts (from the model's MTP head
 when it has one, and from a suffix matcher over the prompt and output); only
@@ -55,7 +59,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
 	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
-	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels) or mslemu (the generated MSL, compiled with clang and run on the CPU)")
+	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon) or metal-emu (the metal backend's command stream, run by the MSL emulator)")
+	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them")
+	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -78,6 +84,13 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *sanitize != "" && (*backend != strata.BackendMSLEmu || *sanitize != mslemu.Thread && *sanitize != mslemu.Address) {
 		return usagef("--sanitize is %q: expected thread or address, with --backend mslemu", *sanitize)
+	}
+	onMetal := *backend == strata.BackendMetal || *backend == strata.BackendMetalEmu
+	if (*icb || *keepAlive != 0) && !onMetal {
+		return usagef("--icb and --keepalive apply to --backend metal (or metal-emu), not %s", *backend)
+	}
+	if *keepAlive < 0 {
+		return usagef("--keepalive must be ≥ 0, got %v", *keepAlive)
 	}
 	sp.SuffixDraft, sp.MTP = *suffix, true
 	var gate *spec.Gate
@@ -109,7 +122,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}}
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}}
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
@@ -176,6 +189,15 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			st.Windows, st.Drafted, st.Accepted, st.Rerun)
 		if gate != nil {
 			fmt.Fprintf(stderr, "strata: %s\n", gate.Report())
+		}
+		if mb, ok := l.Model.Backend().(interface{ Stats() metal.Stats }); ok {
+			ms := mb.Stats()
+			per := func(d time.Duration) time.Duration {
+				return (d / time.Duration(max(ms.Windows, 1))).Round(time.Microsecond)
+			}
+			fmt.Fprintf(stderr, "strata: metal: %d windows; per window: host before %v, encode %v, host points %v (%d), GPU %v, wall %v; %d commands replayed from ICBs, %d encoded directly\n",
+				ms.Windows, per(ms.Total.HostBefore), per(ms.Total.Encode), per(ms.Total.Host), ms.Total.HostPoints/max(ms.Windows, 1),
+				per(ms.Total.GPU), per(ms.Total.Wall), ms.Total.Replayed, ms.Total.Direct)
 		}
 		if *arena > 0 {
 			ss := l.Model.StreamStats()

@@ -19,6 +19,8 @@ func TestRunMSLEmu(t *testing.T) {
 		{[]string{"run", "--backend", "gpu"}, `--backend is "gpu"`},
 		{[]string{"run", "--sanitize", "thread"}, "with --backend mslemu"},
 		{[]string{"run", "--backend", "mslemu", "--sanitize", "memory"}, `--sanitize is "memory"`},
+		{[]string{"run", "--icb"}, "apply to --backend metal"},
+		{[]string{"run", "--backend", "metal", "--keepalive", "-1s"}, "--keepalive must be ≥ 0"},
 	} {
 		if _, errText, status := runStrata(t, c.args...); status != 2 || !strings.Contains(errText, c.want) {
 			t.Errorf("%v: status %d, stderr %q; want status 2 and %q", c.args, status, errText, c.want)
@@ -30,12 +32,17 @@ func TestRunMSLEmu(t *testing.T) {
 		}
 		t.Skip("skipping mslemu: " + err.Error())
 	}
-	out, errText, status := runStrata(t, "run", "--backend", "mslemu")
-	if status != 0 {
-		t.Fatalf("status %d: %s", status, errText)
-	}
 	want := refInts(t, tinyA, "greedy_tokens")[16:32]
-	if strings.TrimSpace(out) != joinInts(want, " ") {
-		t.Fatalf("stdout %q, want %q", out, joinInts(want, " "))
+	for _, args := range [][]string{{"--backend", "mslemu"}, {"--backend", "metal-emu", "--icb", "--stats"}} {
+		out, errText, status := runStrata(t, append([]string{"run"}, args...)...)
+		if status != 0 {
+			t.Fatalf("%v: status %d: %s", args, status, errText)
+		}
+		if strings.TrimSpace(out) != joinInts(want, " ") {
+			t.Fatalf("%v: stdout %q, want %q", args, out, joinInts(want, " "))
+		}
+		if args[1] == "metal-emu" && !strings.Contains(errText, "commands replayed from ICBs") {
+			t.Errorf("%v: no metal telemetry in %q", args, errText)
+		}
 	}
 }

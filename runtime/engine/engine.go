@@ -236,6 +236,9 @@ func (m *Model) SetOrder(o cpu.Order, seed int64) {
 	}
 }
 
+// Backend is the backend the model's windows run on.
+func (m *Model) Backend() Backend { return m.backend }
+
 // HasMTP reports whether the model's MTP draft head is loaded.
 func (m *Model) HasMTP() bool { return len(m.mtp) > 0 }
 

@@ -40,6 +40,9 @@ func (e engineBackend) Compile(g *graph.Graph, mem engine.Memory) (engine.Progra
 	return p, nil
 }
 
+// Stats is the telemetry of every window the backend ran.
+func (e engineBackend) Stats() Stats { return e.b.Stats() }
+
 // Close releases the device's objects.
 func (e engineBackend) Close() error {
 	e.b.Close()

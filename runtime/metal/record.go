@@ -119,7 +119,8 @@ type Recorder struct {
 	events    map[Event]uint64
 	executed  int
 	failNow   error
-	bound     encoderState // what the pass being run has bound
+	bound     encoderState  // what the pass being run has bound
+	busy      time.Duration // in Execute, this window
 }
 
 // Launch is one dispatch as the simulated GPU runs it: the specialized
@@ -328,7 +329,7 @@ func (r *Recorder) BeginWindow() error {
 		r.mu.Unlock()
 		return errors.New("a window is already open")
 	}
-	r.inWindow, r.committed, r.executed = true, false, 0
+	r.inWindow, r.committed, r.executed, r.busy = true, false, 0, 0
 	r.mu.Unlock()
 	r.record(Op{Kind: OpBeginWindow})
 	return nil
@@ -469,9 +470,11 @@ func (r *Recorder) launch(st encoderState, grid, tg [3]int) {
 		}
 		l.Slots[slot] = b
 	}
+	start := time.Now()
 	if err := r.Execute(l); err != nil {
 		r.failNow = fmt.Errorf("%s: %w", f.Name, err)
 	}
+	r.busy += time.Since(start)
 }
 
 // SignaledValue implements Commands.
@@ -506,10 +509,14 @@ func (r *Recorder) Status() (bool, error) {
 	return r.pc >= r.end, nil
 }
 
-// GPUTime implements Commands: a microsecond per command run.
+// GPUTime implements Commands: the time Execute took, or without it a
+// microsecond per command run.
 func (r *Recorder) GPUTime() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.Execute != nil {
+		return r.busy
+	}
 	return time.Duration(r.executed) * time.Microsecond
 }
 
