@@ -34,9 +34,9 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Every weight is copied into the engine's buffers at load, so the
-	// mapping is not needed afterwards, unless experts stream from it or the
-	// host gathers n-gram table rows from it.
+	// The mapping is needed after the load only when the backend uses
+	// weights in place from it, experts stream from it, or the host gathers
+	// n-gram table rows from it.
 	keep := false
 	defer func() {
 		if !keep {
@@ -108,7 +108,7 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 		}
 		return nil, err
 	}
-	if opt.ArenaExperts > 0 || len(c.Architecture.PLE.LayerIDs) > 0 {
+	if opt.ArenaExperts > 0 || len(c.Architecture.PLE.LayerIDs) > 0 || m.Weights().InPlace > 0 {
 		keep = true
 		closers = append(closers, f.Close)
 	}

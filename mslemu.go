@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"time"
 
 	"github.com/strata-llm/strata/gen"
@@ -87,6 +88,9 @@ func emulatedMetalDevice(m *artifact.Model, opt mslemu.Options) (*metal.Recorder
 	}
 	rec := metal.NewRecorder()
 	rec.HostLimit = math.MaxInt64
+	info := rec.Info()
+	info.PageSize = int64(os.Getpagesize()) // the emulator's pages are the host's
+	rec.SetInfo(info)
 	rec.Declared = metal.DeclaredFrom(m)
 	rec.Execute = func(l metal.Launch) error {
 		consts := make(map[int]int64, len(l.Function.Constants))

@@ -63,6 +63,9 @@ type HFOptions struct {
 	// emulator); see mslemu.go.
 	Backend string
 	MSLEmu  mslemu.Options
+	// CopyWeights copies every weight into the engine's buffers even where
+	// the backend could use a GGUF's mapped tensors in place.
+	CopyWeights bool
 	// Metal tunes the metal backends (ICB replay, keep-alive, guards).
 	Metal metal.Options
 }
@@ -115,6 +118,9 @@ func loadEngine(c *models.Config, graphs []*graph.Graph, src engine.WeightSource
 	backend, err := opt.backend(c, graphs)
 	if err != nil {
 		return nil, err
+	}
+	if opt.CopyWeights {
+		src = engine.Copying(src)
 	}
 	if opt.ArenaExperts <= 0 {
 		return engine.LoadWith(c, graphs, src, backend)

@@ -21,6 +21,10 @@ const (
 	KindSmap      = "smap"      // smap[layer·E + expert]: where each routed expert sits in the experts arena
 	KindResidency = "residency" // the expert residency routing may see (MoCE), written between windows
 	KindCarry     = "carry"     // rows one window leaves for the next (the trunk's hidden state for the MTP head)
+	// KindMapped is read-only memory the loader provides (a stretch of a
+	// memory-mapped model file whose tensors are used in place): backends
+	// allocate nothing for it and must have it wrapped before running.
+	KindMapped = "mapped"
 )
 
 // Graph kinds: the model's forward window, or its MTP draft head.

@@ -15,6 +15,7 @@ import (
 type Memory struct {
 	bufs  map[string][]byte
 	kinds map[string]string
+	sizes map[string]int64
 }
 
 // NewMemory allocates every buffer any of the graphs declares, at the largest
@@ -32,7 +33,7 @@ func NewMemory(graphs ...*graph.Graph) (*Memory, error) {
 				order = append(order, b.Name)
 			}
 			kinds[b.Name] = b.Kind
-			if b.Kind == graph.KindWeights || b.Kind == graph.KindExperts || b.Kind == graph.KindState || b.Kind == graph.KindCache {
+			if b.Kind == graph.KindWeights || b.Kind == graph.KindExperts || b.Kind == graph.KindState || b.Kind == graph.KindCache || b.Kind == graph.KindMapped {
 				if s, ok := sizes[b.Name]; ok && s != b.Size {
 					return nil, fmt.Errorf("%s buffer %s has %d bytes in one window graph and %d in another: the shapes do not share a layout", b.Kind, b.Name, s, b.Size)
 				}
@@ -40,8 +41,11 @@ func NewMemory(graphs ...*graph.Graph) (*Memory, error) {
 			sizes[b.Name] = max(sizes[b.Name], b.Size)
 		}
 	}
-	m := &Memory{bufs: map[string][]byte{}, kinds: kinds}
+	m := &Memory{bufs: map[string][]byte{}, kinds: kinds, sizes: sizes}
 	for _, name := range order {
+		if kinds[name] == graph.KindMapped {
+			continue // the loader wraps file memory there
+		}
 		align := 8
 		if kinds[name] == graph.KindExperts {
 			align = graph.ExpertPage
@@ -81,6 +85,22 @@ func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
 		return nil, fmt.Errorf("range [%d,%d) outside buffer %q of %d bytes", r.Offset, r.End(), r.Buffer, len(b))
 	}
 	return b[r.Offset:r.End():r.End()], nil
+}
+
+// Wrap backs a graph.KindMapped buffer with host memory the caller owns and
+// keeps alive (a stretch of a mapped model file), used in place.
+func (m *Memory) Wrap(name string, host []byte) error {
+	size, ok := m.sizes[name]
+	switch {
+	case !ok:
+		return fmt.Errorf("no buffer %q to wrap", name)
+	case m.kinds[name] != graph.KindMapped:
+		return fmt.Errorf("buffer %s is %s, not %s: only mapped buffers are wrapped", name, m.kinds[name], graph.KindMapped)
+	case int64(len(host)) < size:
+		return fmt.Errorf("buffer %s: %d bytes of host memory for a %d-byte buffer", name, len(host), size)
+	}
+	m.bufs[name] = host[:size:size]
+	return nil
 }
 
 // Clear zeroes every buffer of a kind (graph.KindState: a new sequence).

@@ -49,6 +49,9 @@ func (cpuBackend) NewMemory(graphs ...*graph.Graph) (Memory, error) {
 	return m, nil
 }
 
+// InPlaceWeights: the cpu kernels read weights from any host memory.
+func (cpuBackend) InPlaceWeights() bool { return true }
+
 func (cpuBackend) Compile(g *graph.Graph, mem Memory) (Program, error) {
 	p, err := cpu.Compile(g, mem.(*buffers.Memory))
 	if err != nil {

@@ -45,7 +45,9 @@ type Model struct {
 	Config   *models.Config
 	mem      Memory
 	backend  Backend
-	shapes   []int // ascending window row counts
+	weights  WeightStats
+	inPlace  map[string]bool // tensors used where they lie in the mapped file
+	shapes   []int           // ascending window row counts
 	programs map[int]window
 	mtp      map[int]window // the MTP draft head's windows, by rows
 	stream   *streamer      // nil: every routed expert resident
@@ -73,11 +75,32 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Bac
 	if len(graphs) == 0 {
 		return nil, errors.New("no window graphs to load")
 	}
+	var ip *inPlace
+	var why string
+	if b, ok := backend.(InPlaceBackend); ok && b.InPlaceWeights() {
+		if ms, ok := src.(MappedSource); ok {
+			var err error
+			if ip, why, err = planInPlace(c, graphs, ms); err != nil {
+				return nil, fmt.Errorf("model %s: %w", c.Name, err)
+			}
+		} else {
+			why = "the weight source is not a mapped file"
+		}
+	} else {
+		why = "the backend copies every weight"
+	}
 	mem, err := backend.NewMemory(graphs...)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
 	m := &Model{Config: c, mem: mem, backend: backend, programs: map[int]window{}, mtp: map[int]window{}, eos: -1}
+	m.weights.Why = why
+	if ip != nil {
+		if err := ip.wrap(mem, &m.weights); err != nil {
+			return nil, fmt.Errorf("model %s: %w", c.Name, err)
+		}
+		m.inPlace = ip.mapped
+	}
 	if err := m.fillWeights(graphs[0], src, streamed); err != nil {
 		return nil, err
 	}
@@ -128,10 +151,14 @@ func (m *Model) fillWeights(g *graph.Graph, src WeightSource, streamed bool) err
 			return fmt.Errorf("window graph places tensor %s, which model %s does not have", t.Name, m.Config.Name)
 		}
 		if t.Stride == 0 {
+			if m.inPlace[t.Name] {
+				continue // read where it lies in the mapped file
+			}
 			dst, err := m.tensorBytes(t, t.Offset, spec.Elements())
 			if err != nil {
 				return err
 			}
+			m.weights.Copied += int64(len(dst))
 			if err := src.Read(spec, -1, t.Format, dst); err != nil {
 				return err
 			}
@@ -235,6 +262,10 @@ func (m *Model) SetOrder(o cpu.Order, seed int64) {
 		}
 	}
 }
+
+// Weights says how much of the trunk's weights is used in place from the
+// mapped model file and how much was copied.
+func (m *Model) Weights() WeightStats { return m.weights }
 
 // Backend is the backend the model's windows run on.
 func (m *Model) Backend() Backend { return m.backend }

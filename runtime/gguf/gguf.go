@@ -349,6 +349,11 @@ func (f *File) Array(key string) (Array, error) {
 	return a, nil
 }
 
+// Mapping is the whole file as mapped (page-aligned, read-only), nil when
+// the file was parsed from memory or is closed. A tensor's bytes start at
+// DataOffset + its Offset.
+func (f *File) Mapping() []byte { return f.mapping }
+
 // Close unmaps the file; Data of its tensors must not be used afterwards.
 func (f *File) Close() error {
 	m := f.mapping

@@ -16,8 +16,9 @@ func (b *Backend) Engine() engine.Backend { return engineBackend{b} }
 type engineBackend struct{ b *Backend }
 
 var (
-	_ engine.Memory      = (*Memory)(nil)
-	_ engine.HostProgram = (*Program)(nil)
+	_ engine.InPlaceBackend = engineBackend{}
+	_ engine.Memory         = (*Memory)(nil)
+	_ engine.HostProgram    = (*Program)(nil)
 )
 
 func (e engineBackend) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
@@ -39,6 +40,10 @@ func (e engineBackend) Compile(g *graph.Graph, mem engine.Memory) (engine.Progra
 	}
 	return p, nil
 }
+
+// InPlaceWeights: a mapped file's pages are wrapped as shared MTLBuffers
+// (newBufferWithBytesNoCopy) when they sit on device pages.
+func (e engineBackend) InPlaceWeights() bool { return true }
 
 // Stats is the telemetry of every window the backend ran.
 func (e engineBackend) Stats() Stats { return e.b.Stats() }

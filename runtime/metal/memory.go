@@ -52,6 +52,9 @@ func (b *Backend) NewMemory(graphs ...*graph.Graph) (*Memory, error) {
 	err := b.do(func() error {
 		for _, name := range m.order {
 			mb := m.bufs[name]
+			if mb.kind == graph.KindMapped {
+				continue // Wrap gives it the loader's memory
+			}
 			if info.MaxBufferLength > 0 && mb.size > info.MaxBufferLength {
 				return fmt.Errorf("%s buffer %s needs %d bytes, more than the device's largest buffer (%d bytes)", mb.kind, name, mb.size, info.MaxBufferLength)
 			}
@@ -75,7 +78,7 @@ func (b *Backend) NewMemory(graphs ...*graph.Graph) (*Memory, error) {
 }
 
 func fixedLayout(kind string) bool {
-	return kind == graph.KindWeights || kind == graph.KindExperts || kind == graph.KindState || kind == graph.KindCache
+	return kind == graph.KindWeights || kind == graph.KindExperts || kind == graph.KindState || kind == graph.KindCache || kind == graph.KindMapped
 }
 
 // Wrap replaces buffer name with host memory the caller owns and keeps
@@ -104,7 +107,9 @@ func (m *Memory) Wrap(name string, host []byte) error {
 		if err != nil {
 			return fmt.Errorf("wrapping buffer %s: %w", name, err)
 		}
-		m.b.dev.Release(uintptr(mb.handle))
+		if mb.handle != 0 {
+			m.b.dev.Release(uintptr(mb.handle))
+		}
 		return nil
 	})
 	if err != nil {

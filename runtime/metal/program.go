@@ -186,6 +186,9 @@ func (p *Program) bind(i int, d *graph.Dispatch) error {
 		if a.End() > mb.size {
 			return fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, mb.size)
 		}
+		if mb.handle == 0 {
+			return fmt.Errorf("binding %s: %s buffer %s was never wrapped", a.Name, mb.kind, a.Buffer)
+		}
 		s.binds = append(s.binds, BufferBinding{Buffer: mb.handle, Offset: a.Offset, Slot: a.Slot})
 		s.argsSlot = max(s.argsSlot, a.Slot+1)
 	}

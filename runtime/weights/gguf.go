@@ -299,6 +299,37 @@ func (g *GGUF) resolve(spec models.TensorSpec) (*ggufRole, error) {
 	return r, nil
 }
 
+// Mapping is the mapped file (see gguf.File.Mapping).
+func (g *GGUF) Mapping() []byte { return g.f.Mapping() }
+
+// Mapped reports where in Mapping a whole (unstacked) role lies when the
+// file's bytes are exactly what Read would write for format: one tensor,
+// no value transform or column reordering, stored in format with the same
+// row layout. The engine then uses it in place instead of copying it.
+func (g *GGUF) Mapped(spec models.TensorSpec, format string) (offset, size int64, ok bool) {
+	if g.f.Mapping() == nil || len(spec.Shape) == 3 || spec.Host() {
+		return 0, 0, false
+	}
+	f, err := quant.Lookup(format)
+	if err != nil {
+		return 0, 0, false
+	}
+	r, err := g.resolve(spec)
+	if err != nil || r.tr != gguf.Same || r.cols != nil || len(r.segs) != 1 {
+		return 0, 0, false
+	}
+	rl, err := rowLayout(spec, f)
+	if err != nil {
+		return 0, 0, false
+	}
+	seg := r.segs[0]
+	size = int64(r.rowsPer) * int64(rl.RowBytes())
+	if seg.src != rl || seg.trow != 0 || seg.rrow != 0 || seg.rows != r.rowsPer || seg.ti.Size != size {
+		return 0, 0, false
+	}
+	return g.f.DataOffset + seg.ti.Offset, size, true
+}
+
 // segment checks one source tensor of a role.
 func (g *GGUF) segment(spec models.TensorSpec, nSlices, cols int, run gguf.RowRun, whole bool) (ggufSegment, error) {
 	ti, ok := g.tensorInfo(run.Tensor)
