@@ -60,6 +60,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
 	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon) or metal-emu (the metal backend's command stream, run by the MSL emulator)")
+	copyWeights := fs.Bool("copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
 	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them")
 	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
@@ -122,7 +123,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}}
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights}
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
@@ -184,6 +185,16 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		l.Config.Name, loaded.Round(time.Millisecond), len(prompt), len(out), elapsed.Round(time.Millisecond),
 		float64(len(prompt)+len(out))/elapsed.Seconds())
 	if *stats {
+		ws := l.Model.Weights()
+		how := fmt.Sprintf("%.1f MB used in place from the mapped file (%d stretches wrapped", float64(ws.InPlace)/1e6, ws.Wrapped)
+		if ws.Staged > 0 {
+			how += fmt.Sprintf(", %d staged through aligned copies", ws.Staged)
+		}
+		how += ")"
+		if ws.InPlace == 0 && ws.Staged == 0 {
+			how = "none in place: " + ws.Why
+		}
+		fmt.Fprintf(stderr, "strata: weights: %.1f MB copied; %s\n", float64(ws.Copied)/1e6, how)
 		st := sp.Stats
 		fmt.Fprintf(stderr, "strata: speculation: %d decode windows, %d drafts fed, %d accepted, %d windows re-run after a rejection\n",
 			st.Windows, st.Drafted, st.Accepted, st.Rerun)

@@ -83,6 +83,8 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Bac
 			if ip, why, err = planInPlace(c, graphs, ms); err != nil {
 				return nil, fmt.Errorf("model %s: %w", c.Name, err)
 			}
+		} else if _, asked := src.(interface{ copying() }); asked {
+			why = "copying every weight was asked for"
 		} else {
 			why = "the weight source is not a mapped file"
 		}

@@ -219,7 +219,11 @@ func Copying(src WeightSource) WeightSource {
 
 type copyingSource struct{ WeightSource }
 
+func (copyingSource) copying() {}
+
 type copyingNgram struct {
 	WeightSource
 	NgramSource
 }
+
+func (copyingNgram) copying() {}
