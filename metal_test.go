@@ -1,6 +1,7 @@
 package strata
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -78,15 +79,18 @@ func TestMetalBackendStreaming(t *testing.T) {
 	base, _ := openOracle(t, "tiny-k512", opt)
 	wantT, wantL := decodeAll(t, base, prompt, n)
 
-	opt.ArenaExperts = 4 * 512 * 5 / 100
-	l, _ := openOracle(t, "tiny-k512", opt)
-	gotT, gotL := decodeAll(t, l, prompt, n)
-	sameRun(t, "metal, 5% arena", gotT, wantT, gotL, wantL)
-	st := l.Model.StreamStats()
-	if st.Misses <= opt.ArenaExperts {
-		t.Errorf("a %d-slot arena missed only %d times: the host points never evicted", opt.ArenaExperts, st.Misses)
+	for _, icb := range []bool{false, true} {
+		opt := metalEmuOptions(t, icb)
+		opt.AllLogits, opt.PrefillRows, opt.ArenaExperts = true, 4, 4*512*5/100
+		l, _ := openOracle(t, "tiny-k512", opt)
+		gotT, gotL := decodeAll(t, l, prompt, n)
+		sameRun(t, fmt.Sprintf("metal (ICB %v), 5%% arena", icb), gotT, wantT, gotL, wantL)
+		st := l.Model.StreamStats()
+		if st.Misses <= opt.ArenaExperts {
+			t.Errorf("a %d-slot arena missed only %d times: the host points never evicted", opt.ArenaExperts, st.Misses)
+		}
+		t.Logf("ICB %v: %d hits, %d misses, %.1f MB read", icb, st.Hits, st.Misses, float64(st.BytesRead)/1e6)
 	}
-	t.Logf("%d hits, %d misses, %.1f MB read", st.Hits, st.Misses, float64(st.BytesRead)/1e6)
 }
 
 // The real Metal device exists only on darwin/arm64; elsewhere asking for it
