@@ -28,6 +28,7 @@ func TestWeightsInPlace(t *testing.T) {
 		if c.backend != BackendCPU {
 			requireEmulator(t)
 		}
+		opt.Metal.ICB = c.backend == BackendMetalEmu // the ICB plan is rebuilt after the move
 		copied := opt
 		copied.CopyWeights = true
 		base := openGGUF(t, path, GGUFOptions{HFOptions: copied})
