@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -166,6 +167,7 @@ func buildLibraryWith(c *models.Config, graphs []*graph.Graph, fsys fs.FS) (*Lib
 		for _, t := range g.Tensors {
 			tensors[graph.Range{Buffer: t.Buffer, Offset: t.Offset}] = t
 		}
+		gates := graph.ExpertGates(g.Tensors)
 		for i := range g.Dispatches {
 			d := &g.Dispatches[i]
 			where := fmt.Sprintf("graph %s/%s T=%d dispatch %d (%s, layer %d)", g.Model, g.Kind, g.Rows, i, d.Kernel, d.Layer)
@@ -185,12 +187,19 @@ func buildLibraryWith(c *models.Config, graphs []*graph.Graph, fsys fs.FS) (*Lib
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
 			if k.Format != "" {
+				// The first reason a kernel cannot be held is the one reported.
+				var why string
 				if _, ok := chunks[k.Format]; !ok {
-					missing[k.Name] = fmt.Sprintf("no MSL decoder for format %s (templates/msl/formats/%s.metal.tmpl)", k.Format, k.Format)
-					continue
+					why = fmt.Sprintf("no MSL decoder for format %s (templates/msl/formats/%s.metal.tmpl)", k.Format, k.Format)
+				} else if err := checkExpertParts(k, d, gates, tensors); err != nil {
+					why = err.Error()
+				} else if err := checkChunks(f, d, k.Format, chunks[k.Format]); err != nil {
+					why = err.Error()
 				}
-				if err := checkChunks(f, d, k.Format, chunks[k.Format]); err != nil {
-					missing[k.Name] = err.Error()
+				if why != "" {
+					if _, ok := missing[k.Name]; !ok {
+						missing[k.Name] = why
+					}
 					continue
 				}
 			}
@@ -419,6 +428,31 @@ func checkWeightFormats(k *Kernel, d *graph.Dispatch, g *graph.Graph, tensors ma
 	return nil
 }
 
+// expertParts are the parts of an expert block each expert family decodes,
+// by the function constant that places them in the block.
+var expertParts = map[string][]string{"moe_gate_up": {"gate_off", "up_off"}, "moe_down": {"down_off"}}
+
+// checkExpertParts verifies that the expert parts a kernel decodes are
+// stored in its format. The graphs name both expert kernels (and set their
+// wfmt) by the gate's format, but a row policy may store down in another
+// (Qwen3.8-Flash-Next's 640-wide down rows fall back to iq4_nl under
+// rows=fallback while gate and up stay iq2_xs), which a moe_down kernel of
+// the gate's format would misread; such a kernel is left out.
+func checkExpertParts(k *Kernel, d *graph.Dispatch, gates map[int]graph.Tensor, tensors map[graph.Range]graph.Tensor) error {
+	gate, ok := gates[d.Layer]
+	if !ok {
+		return nil
+	}
+	for _, part := range expertParts[k.Family.Name] {
+		off, _ := d.Const(part)
+		t, ok := tensors[graph.Range{Buffer: gate.Buffer, Offset: gate.Offset + off}]
+		if ok && t.Format != k.Format {
+			return fmt.Errorf("%s decodes tensor %s as %s, but it is stored as %s (a row-policy fallback; the expert kernels are named by the gate's format)", k.Name, t.Name, k.Format, t.Format)
+		}
+	}
+	return nil
+}
+
 // checkChunks verifies that the rows a formatted kernel decodes are whole
 // decoder chunks (the kernels have no tail path yet).
 func checkChunks(f *Family, d *graph.Dispatch, format string, chunk int) error {
@@ -555,9 +589,77 @@ func formatChunks(fsys fs.FS) (map[string]int, error) {
 		if err != nil || chunk <= 0 || chunk%4 != 0 || (chunk%f.BlockElems != 0 && f.BlockElems%chunk != 0) {
 			return nil, fmt.Errorf("MSL decoder %s: chunk %q must be a positive multiple of 4 that divides or is divided by the block size %d", p, b.String(), f.BlockElems)
 		}
+		if _, err := formatTables(t, name); err != nil {
+			return nil, fmt.Errorf("MSL decoder %s: %w", p, err)
+		}
 		out[name] = chunk
 	}
 	return out, nil
+}
+
+// formatTables lists the lookup tables the decoder of format name reads:
+// the names its optional <name>.tables template gives, separated by
+// blanks, each one of lookupTables.
+func formatTables(t *template.Template, name string) ([]string, error) {
+	tt := t.Lookup(name + ".tables")
+	if tt == nil {
+		return nil, nil
+	}
+	var b bytes.Buffer
+	if err := tt.Execute(&b, nil); err != nil {
+		return nil, fmt.Errorf("its %s.tables template: %w", name, err)
+	}
+	names := strings.Fields(b.String())
+	for _, n := range names {
+		if _, ok := lookupTables[n]; !ok {
+			return nil, fmt.Errorf("its %s.tables template names %q, not a lookup table the generator has (%v)", name, n, slices.Sorted(maps.Keys(lookupTables)))
+		}
+	}
+	return names, nil
+}
+
+// lookupTable is a constant array decoders may read, generated from the
+// tables models/quant parses and checks (ggml_tables.json), never typed in.
+type lookupTable struct {
+	typ     string // MSL element type
+	comment string
+	perLine int
+	values  func() []string // MSL literals, in order
+}
+
+// lookupTables are the tables a format's <name>.tables may name.
+var lookupTables = map[string]lookupTable{
+	"iq2xs_grid": {"ulong", "IQ2_XS: 512 grid points of eight magnitudes (8, 25 or 43); byte j (little-endian) is element j", 4, func() []string {
+		var out []string
+		for _, v := range quant.IQ2XSGrid() {
+			out = append(out, fmt.Sprintf("0x%016xul", v))
+		}
+		return out
+	}},
+	"ksigns_iq2xs": {"uchar", "IQ2_XS: 7-bit sign index → the signs of eight elements (bit j set: element j negative)", 16, func() []string {
+		var out []string
+		for _, v := range quant.IQ2XSSigns() {
+			out = append(out, fmt.Sprintf("0x%02x", v))
+		}
+		return out
+	}},
+	"kvalues_iq4nl": {"float", "IQ4_NL, IQ4_XS: the 16 levels of a 4-bit code (int8 in ggml; float here, the decoders multiply)", 16, func() []string {
+		var out []string
+		for _, v := range quant.IQ4NLValues() {
+			out = append(out, fmt.Sprintf("%d.0f", v))
+		}
+		return out
+	}},
+}
+
+// emit writes the table as a program-scope constant array.
+func (lt lookupTable) emit(out *bytes.Buffer, name string) {
+	vals := lt.values()
+	fmt.Fprintf(out, "// %s\nconstexpr constant %s %s[%d] = {\n", lt.comment, lt.typ, name, len(vals))
+	for i := 0; i < len(vals); i += lt.perLine {
+		fmt.Fprintf(out, "    %s,\n", strings.Join(vals[i:min(i+lt.perLine, len(vals))], ", "))
+	}
+	out.WriteString("};\n")
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -700,6 +802,23 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 		}
 	}
 	var out bytes.Buffer
+	// The formats' lookup tables, each once, before the decoders.
+	need := map[string]bool{}
+	for _, name := range l.Formats {
+		names, err := formatTables(t, name)
+		if err != nil {
+			return nil, fmt.Errorf("MSL decoder %s: %w", name, err)
+		}
+		for _, n := range names {
+			need[n] = true
+		}
+	}
+	if len(need) > 0 {
+		fmt.Fprintf(&out, "\n// ---- Lookup tables of the storage formats (generated from models/quant's ggml_tables.json) ----\n")
+		for _, name := range sortedKeys(need) {
+			lookupTables[name].emit(&out, name)
+		}
+	}
 	for _, name := range l.Formats {
 		f, _ := quant.Lookup(name)
 		fmt.Fprintf(&out, "\n// ---- Storage format %s: %d elements in %d-byte blocks ----\n", name, f.BlockElems, f.BlockBytes)

@@ -188,3 +188,19 @@ func blockOf(name string) (elems, bytes int) {
 	b := tables.blockSizes[name]
 	return b.elements, b.bytes
 }
+
+// The lookup tables for code generators (the MSL decoders' constant
+// tables, gen/msl.go), as parsed and checked from the embedded
+// ggml_tables.json; each call returns a copy.
+
+// IQ2XSGrid returns iq2xs_grid: 512 entries of eight magnitudes, byte j of an
+// entry (little-endian) being the magnitude of element j.
+func IQ2XSGrid() [512]uint64 { return tables.iq2xsGrid }
+
+// IQ2XSSigns returns ksigns_iq2xs: a 7-bit sign index to the 8-bit sign
+// pattern (bit j set: element j is negative; even parity).
+func IQ2XSSigns() [128]uint8 { return tables.ksigns }
+
+// IQ4NLValues returns kvalues_iq4nl: the 16 levels of a 4-bit IQ4_NL or
+// IQ4_XS code.
+func IQ4NLValues() [16]int8 { return tables.kvaluesIQ4 }

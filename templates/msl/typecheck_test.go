@@ -69,7 +69,8 @@ kernel void k(constant uint *params [[buffer(0)]], device const half4 *h [[buffe
     BODY
 }
 `
-	good := []string{"", "y[1] = simd_shuffle_xor(y[0], 16);", "uint2 u = uint2(3u, 4u); y[2] = float(u.y);"}
+	good := []string{"", "y[1] = simd_shuffle_xor(y[0], 16);", "uint2 u = uint2(3u, 4u); y[2] = float(u.y);",
+		"char4 q = as_type<char4>(params[0]); y[3] = float4(q).x;"}
 	bad := map[string]string{
 		"device const uint *p = params; y[0] = float(p[0]);": "cannot initialize",         // constant → device
 		"threadgroup float *p = y; p[0] = 1.0f;":             "cannot initialize",         // device → threadgroup
