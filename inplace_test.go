@@ -2,6 +2,12 @@ package strata
 
 import (
 	"testing"
+
+	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/weights"
 )
 
 // Weights the GGUF stores as the window graphs read them are used where
@@ -58,5 +64,44 @@ func TestWeightsInPlace(t *testing.T) {
 		gotT, gotL := decodeAll(t, l, tokens, 8)
 		sameRun(t, name, gotT, wantT, gotL, wantL)
 		t.Logf("%s: %d bytes in place (%d stretches), %d copied", name, st.InPlace, st.Wrapped, st.Copied)
+	}
+}
+
+// misaligned claims every tensor sits 8 bytes later in the file than it
+// does: a file written with general.alignment = 8.
+type misaligned struct{ *weights.GGUF }
+
+func (m misaligned) Mapped(spec models.TensorSpec, format string) (int64, int64, bool) {
+	off, size, ok := m.GGUF.Mapped(spec, format)
+	return off + 8, size, ok
+}
+
+// A tensor whose start in the file is not 16-byte aligned (the kernels' vector
+// loads assume it) is copied, not used in place.
+func TestWeightsInPlaceNeedAlignment(t *testing.T) {
+	path, _ := convertOracle(t, "tiny-a", "", t.TempDir())
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := weights.ConfigOf(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := weights.NewGGUF(f, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	graphs, err := gen.Windows(c, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.LoadWith(c, graphs, misaligned{src}, engine.CPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Weights(); st.InPlace != 0 || st.Why == "" {
+		t.Fatalf("misaligned tensors: %+v, want every weight copied", st)
 	}
 }

@@ -112,7 +112,11 @@ func planInPlace(c *models.Config, graphs []*graph.Graph, ms MappedSource) (*inP
 			}
 			size := int64(spec.Elements()/t.Shape[len(t.Shape)-1]) * int64(f.Bytes(t.RowStored()))
 			off, fsize, ok := ms.Mapped(spec, t.Format)
-			cands = append(cands, cand{t: t, size: size, fileOff: off, inPlace: ok && fsize == size && off+size <= int64(len(mapping))})
+			// The kernels read tensors with vector loads from a 16-byte
+			// aligned start (q4_k takes uint4s); a file with a smaller
+			// general.alignment leaves such a tensor to be copied.
+			aligned := off%tensorAlign == 0
+			cands = append(cands, cand{t: t, size: size, fileOff: off, inPlace: ok && aligned && fsize == size && off+size <= int64(len(mapping))})
 		}
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].t.Offset < cands[j].t.Offset })
@@ -175,6 +179,9 @@ func planInPlace(c *models.Config, graphs []*graph.Graph, ms MappedSource) (*inP
 	}
 	return ip, "", nil
 }
+
+// tensorAlign is the alignment the kernels assume of a tensor's start.
+const tensorAlign = 16
 
 // weightsBuffer is the buffer the generator places the trunk's tensors in.
 const weightsBuffer = "weights"
