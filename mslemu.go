@@ -136,6 +136,7 @@ func ArtifactOf(c *models.Config, graphs []*graph.Graph) (*artifact.Model, error
 		m.Constants = append(m.Constants, fc(gen.GridOffsetBlock+i, "", c))
 	}
 	layouts := map[string]gen.StructLayout{}
+	optional := map[string]bool{} // families whose struct only dispatches with scalars take
 	for _, f := range lib.Families {
 		for i, c := range f.Consts {
 			m.Constants = append(m.Constants, fc(f.Block+i, f.Name, c))
@@ -146,6 +147,7 @@ func ArtifactOf(c *models.Config, graphs []*graph.Graph) (*artifact.Model, error
 				return nil, err
 			}
 			layouts[f.Name] = l
+			optional[f.Name] = f.ArgsOptional
 		}
 	}
 	for _, k := range lib.Kernels {
@@ -170,7 +172,7 @@ func ArtifactOf(c *models.Config, graphs []*graph.Graph) (*artifact.Model, error
 	}
 	m.EncodeArgs = func(family string, scalars []graph.Scalar) ([]byte, error) {
 		l, ok := layouts[family]
-		if !ok {
+		if !ok || optional[family] && len(scalars) == 0 {
 			if len(scalars) == 0 {
 				return nil, nil
 			}

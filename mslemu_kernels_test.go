@@ -39,6 +39,7 @@ type diffBackend struct {
 	emu   *mslemu.Emulator
 	model *artifact.Model
 
+	mem      *diffMemory // the last one made
 	mu       sync.Mutex
 	compared map[string]int     // dispatches compared, by family
 	worst    map[string]float64 // largest normalized float error, by family
@@ -67,6 +68,7 @@ func (b *diffBackend) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
 		return nil, err
 	}
 	m := &diffMemory{Memory: c, ref: r, emu: e}
+	b.mem = m
 	seen := map[string]bool{}
 	for _, g := range graphs {
 		for _, buf := range g.Buffers {
@@ -283,6 +285,11 @@ func oddConfigs(t *testing.T) []*models.Config {
 	arch.PLE.EmbedDim = 44
 	arch.MTP.NumLayers = 1
 	q.Windows.MaxDecodeRows, q.Windows.PrefillRows = 4, 13
+	// Cache-aware routing with read-ahead, λ low enough that residency
+	// reorders the unprotected ranks (the test marks experts non-resident at
+	// random).
+	q.Runtime.MoCE, q.Runtime.ReadAhead = true, true
+	q.Runtime.MoCELambda, q.Runtime.MoCEProtect, q.Runtime.MoCEMaxRank = 0.3, 2, 12
 	return []*models.Config{a, q}
 }
 
@@ -318,6 +325,12 @@ func TestMSLEmuKernels(t *testing.T) {
 				t.Fatal(err)
 			}
 			rng := rand.New(rand.NewSource(1))
+			if res := b.mem.Buffer("residency"); res != nil {
+				// Half the experts not resident, so MoCE substitutes.
+				for i := range buffers.Uint32s(res) {
+					buffers.Uint32s(res)[i] = uint32(rng.Intn(2))
+				}
+			}
 			tokens := make([]int, 40)
 			for i := range tokens {
 				tokens[i] = rng.Intn(c.Architecture.VocabSize)

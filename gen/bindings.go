@@ -112,7 +112,7 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 
 	var structs []*ArgStruct
 	for _, fam := range l.Families {
-		if fam.Args != nil {
+		if l.argsUsed(fam) {
 			structs = append(structs, fam.Args)
 		}
 	}
@@ -228,10 +228,13 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 	// encodeArgs: a dispatch's scalars → its family's argument struct.
 	var cases []jen.Code
 	for _, fam := range l.Families {
-		if fam.Args == nil || !fam.Args.fromScalars() {
+		if !l.argsUsed(fam) || !fam.Args.fromScalars() {
 			continue
 		}
 		var body []jen.Code
+		if fam.ArgsOptional {
+			body = append(body, jen.If(jen.Len(jen.Id("scalars")).Op("==").Lit(0)).Block(jen.Return(jen.Nil(), jen.Nil())))
+		}
 		var names []jen.Code
 		for _, fl := range fam.Args.Fields {
 			names = append(names, jen.Lit(fl.Name))

@@ -43,6 +43,34 @@ type Family struct {
 	Formatted []string
 	// Args is the argument struct, for families with scalars.
 	Args *ArgStruct
+	// ArgsOptional: only dispatches with scalars take the argument struct
+	// (the router's λ exists only with MoCE), so a kernel has it or not.
+	ArgsOptional bool
+}
+
+// argsUsed reports whether the library's kernels of f take its argument
+// struct (an optional one may be used by none).
+func (l *Library) argsUsed(f *Family) bool {
+	if f.Args == nil {
+		return false
+	}
+	if !f.ArgsOptional {
+		return true
+	}
+	for _, k := range l.Kernels {
+		if k.Family == f && k.ArgsSlot >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// argsOf is the argument struct a dispatch of f takes, nil for none.
+func (f *Family) argsOf(scalars int) *ArgStruct {
+	if f.ArgsOptional && scalars == 0 {
+		return nil
+	}
+	return f.Args
 }
 
 // ConstIndex returns the function-constant index of the constant called name.
@@ -142,7 +170,7 @@ var catalog = []*Family{
 		Types: map[string]string{"sel": "uint", "count": "uint"}},
 	{Name: "router", Block: 1600, Consts: joinConsts(uintConsts("rows", "experts", "top_k"), boolConsts("norm_topk"),
 		[]FamilyConst{{Name: "moce", Type: ConstBool, Optional: true}, {Name: "protect", Type: ConstUInt, Optional: true}, {Name: "max_rank", Type: ConstUInt, Optional: true}}),
-		Types: map[string]string{"ids": "uint", "resident": "uint"}},
+		Types: map[string]string{"ids": "uint", "resident": "uint"}, Args: floatArgs("router", "lambda"), ArgsOptional: true},
 	{Name: "moe_gate_up", Block: 1700, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
 	{Name: "moe_down", Block: 1800, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
 	{Name: "moe_combine", Block: 1900, Consts: joinConsts(uintConsts("rows", "dim"), boolConsts("shared", "add"))},

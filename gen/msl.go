@@ -300,8 +300,8 @@ func pipelineOf(f *Family, d *graph.Dispatch) (Pipeline, error) {
 		}
 	}
 	sort.Slice(p.Consts, func(i, j int) bool { return p.Consts[i].Index < p.Consts[j].Index })
-	if f.Args != nil {
-		if err := f.Args.checkScalars(d.Scalars); err != nil {
+	if args := f.argsOf(len(d.Scalars)); args != nil {
+		if err := args.checkScalars(d.Scalars); err != nil {
 			return Pipeline{}, err
 		}
 	} else if len(d.Scalars) > 0 {
@@ -793,7 +793,7 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 	decl("", GridOffsetConsts, GridOffsetBlock, "grid offsets of a chunked dispatch (graph.ConstGridOffset*)")
 	for _, f := range l.Families {
 		decl(f.Name, f.Consts, f.Block, f.Name)
-		if f.Args != nil {
+		if l.argsUsed(f) {
 			s, err := f.Args.MSL()
 			if err != nil {
 				return nil, err
