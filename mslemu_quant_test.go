@@ -52,6 +52,9 @@ var quantGGUFCases = []struct {
 	{"tiny-a", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", false},
 	{"tiny-a", "trunk=q4_k,embed=iq4_xs,head=q6_k,rows=pad", false},
 	{"q4-a", "experts=iq2_xs,trunk=q8_0,rows=pad", true},
+	// Experts with gate/up in iq4_nl and down (rows of 16) in f16: each
+	// expert kernel decodes its own parts' format.
+	{"tiny-k512", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", true},
 }
 
 // quantLogitsTol bounds the relative L2 distance per position between the

@@ -472,16 +472,19 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 	smap := graph.Range{Buffer: BufSmap, Offset: int64(l * m.NumExperts * 4), Size: int64(m.NumExperts * 4)}
 	I := m.IntermediateSize
 	hidden := b.rowsScratch("moe_h", m.ExpertsPerToken*I)
-	expertConsts := func() []graph.Const {
+	// Each expert kernel is named by, and decodes, the format of the parts
+	// it reads: a row policy may store down in another format than gate and
+	// up (Flash-Next's 640-wide down rows under rows=fallback).
+	expertConsts := func(parts graph.Tensor) []graph.Const {
 		return cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "hidden", H, "inter", I,
-			"wfmt", formatCode(gate), "stride", gate.Stride, "gate_off", 0,
+			"wfmt", formatCode(parts), "stride", gate.Stride, "gate_off", 0,
 			"up_off", up.Offset-gate.Offset, "down_off", down.Offset-gate.Offset)
 	}
-	b.emit("moe_gate_up_"+gate.Format, "moe_gate_up", l, expertConsts(), nil,
+	b.emit("moe_gate_up_"+gate.Format, "moe_gate_up", l, expertConsts(gate), nil,
 		[3]int{ceilDiv(I, expertSimdgroups), m.ExpertsPerToken, b.T}, expertThreadgroup,
 		params, in("x", xn), in("ids", ids), in("smap", smap), in("experts", experts), out("h", hidden))
 	routed := b.rowsScratch("moe_out", H)
-	b.emit("moe_down_"+gate.Format, "moe_down", l, expertConsts(), nil,
+	b.emit("moe_down_"+down.Format, "moe_down", l, expertConsts(down), nil,
 		[3]int{ceilDiv(H, expertSimdgroups), b.T, 1}, expertThreadgroup,
 		params, in("h", hidden), in("ids", ids), in("weights", weights), in("smap", smap), in("experts", experts), out("y", routed))
 

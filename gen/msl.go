@@ -433,11 +433,11 @@ func checkWeightFormats(k *Kernel, d *graph.Dispatch, g *graph.Graph, tensors ma
 var expertParts = map[string][]string{"moe_gate_up": {"gate_off", "up_off"}, "moe_down": {"down_off"}}
 
 // checkExpertParts verifies that the expert parts a kernel decodes are
-// stored in its format. The graphs name both expert kernels (and set their
-// wfmt) by the gate's format, but a row policy may store down in another
+// stored in its format: moe_gate_up is named by gate and up's format,
+// moe_down by down's, which a row policy may store differently
 // (Qwen3.8-Flash-Next's 640-wide down rows fall back to iq4_nl under
-// rows=fallback while gate and up stay iq2_xs), which a moe_down kernel of
-// the gate's format would misread; such a kernel is left out.
+// rows=fallback while gate and up stay iq2_xs). A kernel that would misread
+// a part is left out.
 func checkExpertParts(k *Kernel, d *graph.Dispatch, gates map[int]graph.Tensor, tensors map[graph.Range]graph.Tensor) error {
 	gate, ok := gates[d.Layer]
 	if !ok {
@@ -447,7 +447,7 @@ func checkExpertParts(k *Kernel, d *graph.Dispatch, gates map[int]graph.Tensor, 
 		off, _ := d.Const(part)
 		t, ok := tensors[graph.Range{Buffer: gate.Buffer, Offset: gate.Offset + off}]
 		if ok && t.Format != k.Format {
-			return fmt.Errorf("%s decodes tensor %s as %s, but it is stored as %s (a row-policy fallback; the expert kernels are named by the gate's format)", k.Name, t.Name, k.Format, t.Format)
+			return fmt.Errorf("%s decodes tensor %s as %s, but it is stored as %s", k.Name, t.Name, k.Format, t.Format)
 		}
 	}
 	return nil

@@ -50,20 +50,14 @@ func quantLibrary(t *testing.T, name string, plan models.QuantPlan) (*Library, e
 }
 
 // TestQuantizedLibraries: with MSL decoders for every format, the models'
-// libraries under every plan hold every kernel their graphs dispatch, but
+// libraries under every plan hold every kernel their graphs dispatch, also
 // where a row-policy fallback stores the experts' down projection in
-// another format than gate and up: the expert kernels are named by the
-// gate's format, so moe_down is left out rather than decode the wrong
-// format.
+// another format than gate and up (moe_down is named by down's format).
 func TestQuantizedLibraries(t *testing.T) {
-	readme, fallback := planString(quantPlans[0]), planString(quantPlans[2])
+	fallback := planString(quantPlans[2])
 	// What stays missing (or the error a plan gets), by model and plan;
 	// absent: nothing.
 	want := map[string]map[string]string{
-		// 640-wide down rows fall back to iq4_nl; gate and up stay iq2_xs.
-		"qwen38-flash-next": {fallback: "moe_down_iq2_xs: moe_down_iq2_xs decodes tensor"},
-		// Down rows of 16 fit no 32-element block: f16; gate and up iq4_nl.
-		"tiny-k512": {readme: "moe_down_iq4_nl: moe_down_iq4_nl decodes tensor", fallback: "moe_down_iq4_nl: moe_down_iq4_nl decodes tensor"},
 		// The hyper-connections' rows of 16 have no q8_0 fallback.
 		"q4-a": {fallback: "error: model q4-a: tensor layers.0.attn_hc.up: format q8_0 has no fallback for rows of 16"},
 	}

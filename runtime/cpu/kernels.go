@@ -713,19 +713,18 @@ type expertBlock struct {
 func (a *args) expertBlock() expertBlock {
 	eb := expertBlock{data: a.bytes("experts"), smap: a.u32("smap"), experts: a.int("experts"), hidden: a.int("hidden"), inter: a.int("inter"),
 		stride: a.int("stride"), gateOff: a.int("gate_off"), upOff: a.int("up_off"), downOff: a.int("down_off")}
+	// wfmt is the format of the parts this kernel reads: gate and up for
+	// moe_gate_up, down for moe_down (a row policy may store down in another
+	// format). The layer's tensor records (at its base in the experts
+	// buffer) give the row layouts.
 	wfmt := a.int("wfmt")
-	// The layer's tensor records (at its base in the experts buffer) give the
-	// row layouts; down's format may differ from gate's (a fallback).
 	base := int(a.expertBase[a.d.Layer])
-	eb.gate = a.rowLayout("experts", base+eb.gateOff, wfmt, eb.hidden)
-	eb.up = a.rowLayout("experts", base+eb.upOff, wfmt, eb.hidden)
-	downFmt := wfmt
-	if t, ok := a.tensors[tensorKey{"experts", int64(base + eb.downOff)}]; ok {
-		if f, err := quant.Lookup(t.Format); err == nil {
-			downFmt = f.Code
-		}
+	if a.d.Family == "moe_down" {
+		eb.down = a.rowLayout("experts", base+eb.downOff, wfmt, eb.inter)
+	} else {
+		eb.gate = a.rowLayout("experts", base+eb.gateOff, wfmt, eb.hidden)
+		eb.up = a.rowLayout("experts", base+eb.upOff, wfmt, eb.hidden)
 	}
-	eb.down = a.rowLayout("experts", base+eb.downOff, downFmt, eb.inter)
 	if a.err == nil && len(eb.smap) < eb.experts {
 		a.fail(fmt.Errorf("binding \"smap\" has %d entries, the layer has %d experts", len(eb.smap), eb.experts))
 	}
