@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +56,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	context := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
 	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
+	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
 	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
 	seed := fs.Int64("seed", 1, "sampling seed (with --temperature)")
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
@@ -147,9 +150,20 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	vocab := l.Config.Architecture.VocabSize
 	var logits []float32
 	rows := 0
+	// The gate's timings hold for this machine, backend and arena only.
+	gateKey := fmt.Sprintf("%s backend=%s arena-experts=%d io-threads=%d", l.Config.Name, *backend, *arena, *ioThreads)
+	statePath := *specState
+	if statePath == "" && *ggufPath != "" {
+		statePath = *ggufPath + ".spec"
+	}
 	if gate != nil {
 		gate = spec.NewGate(l.Config.Windows.MaxDecodeRows - 1)
 		sp.Gate = gate
+		if statePath != "" && statePath != "-" {
+			if err := gate.Load(statePath, gateKey); err != nil && !errors.Is(err, os.ErrNotExist) {
+				fmt.Fprintf(stderr, "strata: warning: ignoring the spec gate's saved estimates: %v\n", err)
+			}
+		}
 	}
 	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Temperature: *temperature, Seed: *seed}
 	if *dump != "" {
@@ -166,6 +180,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	elapsed := time.Since(start)
+	if gate != nil && statePath != "" && statePath != "-" {
+		if err := gate.Save(statePath, gateKey); err != nil {
+			fmt.Fprintf(stderr, "strata: warning: %v\n", err)
+		}
+	}
 	ids := make([]string, len(out))
 	for i, t := range out {
 		ids[i] = strconv.Itoa(t)

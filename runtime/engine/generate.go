@@ -39,9 +39,11 @@ type SpecOptions struct {
 	Stats *SpecStats
 }
 
-// SpecStats counts decode windows, drafts fed and drafts accepted.
+// SpecStats counts decode windows, drafts fed and drafts accepted, windows
+// re-run after a rejection, and the rows decode windows fed (re-runs
+// included): the work speculation cost, whatever the machine's timings.
 type SpecStats struct {
-	Windows, Drafted, Accepted, Rerun int
+	Windows, Drafted, Accepted, Rerun, Rows int
 }
 
 // Auto is SpecOptions.Depth for "let the gate decide".
@@ -77,6 +79,7 @@ type decoder struct {
 	mtpDraft []int // the MTP head's drafts for the next window
 	mtpProb  []float64
 	snap     map[string][]byte
+	shadow   spec.Shadow // a plain step's drafts, judged by the tokens that come: the gate learns acceptance while it declines
 }
 
 func (d *decoder) setup() error {
@@ -101,6 +104,7 @@ func (d *decoder) setup() error {
 		if d.gate == nil {
 			d.gate = spec.NewGate(d.maxDraft)
 		}
+		d.gate.RerunShare = 1 // a rejection restores the snapshot and re-runs the kept rows
 	}
 	return nil
 }
@@ -136,7 +140,11 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.observeWindow(len(chunk), start)
+		if d.gate != nil && len(chunk) <= d.maxDraft+1 {
+			// A window of a decode shape (every row's logits): what a
+			// decode window of that size costs, before any is measured.
+			d.gate.ObservePrefill(len(chunk), time.Since(start).Seconds())
+		}
 		if err := d.emit(logits); err != nil {
 			return nil, err
 		}
@@ -222,10 +230,10 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 	}
 	rows := append([]int{cur}, drafts[:k]...)
 	pos, history := s.pos, s.history
+	start := time.Now() // the snapshot is part of what a drafted window costs
 	if k > 0 {
 		d.snap = s.m.mem.Snapshot(graph.KindState, d.snap)
 	}
-	start := time.Now()
 	logits, err := s.Window(rows)
 	if err != nil {
 		return nil, err
@@ -255,29 +263,47 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 		st.Windows++
 		st.Drafted += k
 		st.Accepted += kept - 1
+		st.Rows += len(rows)
 		if kept < len(rows) {
 			st.Rerun++
+			st.Rows += kept
 		}
 	}
+	d.observeWindow(len(rows), start)
 	if d.gate != nil && k > 0 {
 		d.gate.ObserveVerify(source, k, kept-1, probs)
 	}
 	if kept < len(rows) {
 		// Rejected rows must leave no trace: put the rolling state back and
 		// feed only the kept rows (their logits are the same, row by row).
+		start := time.Now()
 		s.m.mem.Restore(d.snap)
 		s.pos, s.history = pos, history
 		if logits, err = s.Window(rows[:kept]); err != nil {
 			return nil, err
 		}
+		if d.gate != nil {
+			// Priced apart from the window: the gate charges each window
+			// size the re-run it expects at the current acceptance.
+			d.gate.ObserveRerun(kept, time.Since(start).Seconds())
+		}
 	}
-	// The gate prices a window of this size by what the step cost, re-run
-	// included: that is what drafting k rows costs on this text.
-	d.observeWindow(len(rows), start)
 	if err := d.emit(logits[:kept]); err != nil {
 		return nil, err
 	}
 	d.hist = append(d.hist, got[:len(got)-1]...)
+	if d.gate != nil {
+		if !d.shadow.Pending() && kept == len(rows) {
+			// Every fed draft stood (or none was fed): the drafts past them
+			// are judged by the tokens that come, from the one after got's
+			// accepted drafts on.
+			n := min(len(drafts), d.maxDraft, remaining-1)
+			d.shadow.Start(source, drafts[:n], probs, k)
+			d.shadow.Advance(d.gate, got[k:])
+		} else {
+			d.shadow.Advance(d.gate, got)
+		}
+	}
 	if d.useMTP {
 		if err := d.runMTP(got, pos); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -29,35 +30,57 @@ func (e *ema) add(x float64, memory int) {
 
 // Gate is the online spec gate: per step it picks how many drafts a window
 // carries, k = argmax E(k)/cost(k), from measured acceptance and measured
-// window times. E(k) = 1 + a1 + a1·a2 + …; cost(k) = (T(k+1) + drafting(k)) /
-// T(1); it drafts only when that beats a plain step. It never changes the
-// output, only the window size.
+// window times. E(k) = 1 + a1 + a1·a2 + …; cost(k) = (T(k+1) + drafting(k) +
+// re-run(k)) / T(1), where re-run(k) is the expected cost of running the
+// kept rows again after a rejection; it drafts only when that beats a plain
+// step. It never changes the output, only the window size.
 type Gate struct {
 	MaxDepth int // most drafts per window
 	// Memories of the averages, in samples.
 	AcceptMemory, TimeMemory int
 	// ProbeEvery: probe one deeper than the pick every so many picks (every
-	// ProbeEvery/4 while that size has fewer than 3 timings). PlainEvery:
+	// ProbeEvery/4 while no decode window of that size is timed). PlainEvery:
 	// force a plain step after so many drafted windows, so T(1) stays fresh.
 	ProbeEvery, PlainEvery int
 	// ProbeMargin: a probe's estimated value must reach this share of the
 	// pick's value.
 	ProbeMargin float64
+	// MaxBackoff: a probe after which the probed depth is still estimated
+	// worse than the pick doubles the probe interval for that depth, up to
+	// this factor; a probe that makes it the pick resets it.
+	MaxBackoff int
+	// RerunShare is what re-running n kept rows after a rejection costs, as
+	// a share of T(n), until a re-run is measured: 0 for a verifier that
+	// keeps per-row state (nothing to re-run); the engine, which restores a
+	// snapshot and re-runs, sets 1.
+	RerunShare float64
+	// Costs, when set, prices a window of n rows instead of the measured
+	// times (in any unit; re-runs at RerunShare): for a backend that knows
+	// its prices, and for tests whose decisions must not depend on the
+	// machine's timings.
+	Costs func(rows int) float64
 
 	acc       [numSources][]ema // P(draft j accepted | drafts before it accepted)
 	prob      [numSources][]ema // the drafter's own probability for accepted-or-judged drafts j
-	rowTime   map[int]*ema      // T(n), seconds per window of n rows
+	rowTime   map[int]*ema      // T(n), seconds per decode window of n rows
+	prior     map[int]*ema      // prefill windows of n rows: T(n) until a decode window of n rows is measured
+	rerun     ema               // a re-run's time ÷ T(its rows)
 	draftCost [numSources]ema   // seconds per drafted token
 	picks     int
 	drafted   int // drafted windows since the last plain one
 
+	backoff    map[int]int // probe interval factor per draft count
+	sinceProbe int         // picks since the last probe
+	probed     int         // draft count of the last pick's probe, judged at the next pick (0: none)
+
 	// counters for the report
-	declines, probes, plains int
+	declines, probes, plains, shadows int
 }
 
 // NewGate returns a gate for up to maxDepth drafts with colibri's memories.
 func NewGate(maxDepth int) *Gate {
-	g := &Gate{MaxDepth: maxDepth, AcceptMemory: 16, TimeMemory: 8, ProbeEvery: 16, PlainEvery: 64, ProbeMargin: 0.75, rowTime: map[int]*ema{}}
+	g := &Gate{MaxDepth: maxDepth, AcceptMemory: 16, TimeMemory: 8, ProbeEvery: 16, PlainEvery: 64, ProbeMargin: 0.75,
+		MaxBackoff: 8, rowTime: map[int]*ema{}, prior: map[int]*ema{}, backoff: map[int]int{}}
 	for s := range g.acc {
 		g.acc[s] = make([]ema, maxDepth)
 		g.prob[s] = make([]ema, maxDepth)
@@ -65,14 +88,38 @@ func NewGate(maxDepth int) *Gate {
 	return g
 }
 
-// ObserveWindow records the wall time of a window of n rows.
+// ObserveWindow records the wall time of a decode window of n rows (the
+// window alone: a re-run after a rejection goes to ObserveRerun).
 func (g *Gate) ObserveWindow(n int, seconds float64) {
-	e, ok := g.rowTime[n]
+	addTo(g.rowTime, n, seconds, g.TimeMemory)
+}
+
+// ObserveRerun records the wall time of re-running the n kept rows of a
+// window whose drafts were rejected (state restored, kept rows fed again).
+// The gate keeps it as a share of T(n) and charges each window size its
+// expected re-run, by the chance of each rejection point: so a drop in
+// acceptance raises a window's cost at once, and window timings stay
+// comparable to prefill's.
+func (g *Gate) ObserveRerun(n int, seconds float64) {
+	if t := g.windowTime(n); n > 0 && t > 0 && g.Costs == nil {
+		g.rerun.add(seconds/t, g.TimeMemory)
+	}
+}
+
+// ObservePrefill records the wall time of a prefill window of n rows (one
+// that computes every row's logits, like a decode window): free timings
+// that stand in for T(n) until a decode window of that size is measured.
+func (g *Gate) ObservePrefill(n int, seconds float64) {
+	addTo(g.prior, n, seconds, g.TimeMemory)
+}
+
+func addTo(m map[int]*ema, n int, x float64, memory int) {
+	e, ok := m[n]
 	if !ok {
 		e = &ema{}
-		g.rowTime[n] = e
+		m[n] = e
 	}
-	e.add(seconds, g.TimeMemory)
+	e.add(x, memory)
 }
 
 // ObserveDrafting records the cost of drafting n tokens from a source.
@@ -85,7 +132,25 @@ func (g *Gate) ObserveDrafting(source, n int, seconds float64) {
 // ObserveVerify records a verify window: of the judged drafts (with the
 // drafter's probabilities), the first accepted were accepted.
 func (g *Gate) ObserveVerify(source, judged, accepted int, probs []float64) {
-	for j := 0; j < judged && j < g.MaxDepth; j++ {
+	g.observeAcceptance(source, 0, judged, accepted, probs)
+}
+
+// ObserveShadow records drafts that were not fed but judged against the
+// tokens decoding produced anyway: draft j would have been accepted iff it
+// equals the token that came (greedy), and at temperature > 0 that happens
+// with the probability speculative sampling accepts it, so the estimate
+// stays unbiased. Drafts from on are judged (those before were fed and
+// accepted, or from is 0 after a plain step), the first accepted of all of
+// them stood. Acceptance is then measured for free while the gate declines
+// or feeds fewer drafts than it has, so probes only have to price windows
+// and a depth it stopped feeding is not stuck with an old estimate.
+func (g *Gate) ObserveShadow(source, from, judged, accepted int, probs []float64) {
+	g.shadows++
+	g.observeAcceptance(source, from, judged, accepted, probs)
+}
+
+func (g *Gate) observeAcceptance(source, from, judged, accepted int, probs []float64) {
+	for j := from; j < judged && j < g.MaxDepth; j++ {
 		// Draft j is judged only if the ones before it were accepted.
 		if j > accepted {
 			break
@@ -101,46 +166,89 @@ func (g *Gate) ObserveVerify(source, judged, accepted int, probs []float64) {
 	}
 }
 
+// timing is T(n) as measured: a decode window, else a prefill window.
+func (g *Gate) timing(n int) (*ema, bool) {
+	if e, ok := g.rowTime[n]; ok {
+		return e, true
+	}
+	e, ok := g.prior[n]
+	return e, ok
+}
+
 // windowTime is T(n): measured, or extrapolated from a least-squares line
 // through the sizes measured so far (one size: proportional to 1 + ρ(n−1)
 // with ρ = 0.5; none: n).
 func (g *Gate) windowTime(n int) float64 {
-	if e, ok := g.rowTime[n]; ok {
+	if g.Costs != nil {
+		return g.Costs(n)
+	}
+	if e, ok := g.timing(n); ok {
 		return e.v
 	}
 	var sx, sy, sxx, sxy, k float64
-	for m, e := range g.rowTime {
+	var one, oneV float64
+	for _, m := range g.sizes() {
+		e, _ := g.timing(m)
 		x := float64(m)
 		sx, sy, sxx, sxy, k = sx+x, sy+e.v, sxx+x*x, sxy+x*e.v, k+1
+		one, oneV = x, e.v
 	}
 	switch {
 	case k == 0:
 		return float64(n)
 	case k == 1:
-		for m, e := range g.rowTime {
-			per := e.v / (1 + 0.5*float64(m-1))
-			return per * (1 + 0.5*float64(n-1))
-		}
+		per := oneV / (1 + 0.5*(one-1))
+		return per * (1 + 0.5*float64(n-1))
 	}
 	slope := (k*sxy - sx*sy) / (k*sxx - sx*sx)
 	icpt := (sy - slope*sx) / k
 	return math.Max(icpt+slope*float64(n), 1e-12)
 }
 
+// sizes are the window sizes with a timing, ascending (a fixed order keeps
+// the fit's rounding the same run to run).
+func (g *Gate) sizes() []int {
+	var out []int
+	for n := range g.rowTime {
+		out = append(out, n)
+	}
+	for n := range g.prior {
+		if _, ok := g.rowTime[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// acceptPrior is the weight, in samples, of the prior an acceptance
+// estimate starts from: one or two lucky drafts do not make a deep window
+// look certain.
+const acceptPrior = 2
+
+// measuredAcceptance is a_j from what was measured, pulled toward a prior
+// by acceptPrior samples: 0.5 for the first position, the estimate of the
+// position before for the others (drafts deeper in a chain rarely do
+// better). The pull fades as samples accumulate.
+func (g *Gate) measuredAcceptance(source, j int) float64 {
+	est := 0.5
+	for i := 0; i <= j; i++ {
+		a := &g.acc[source][i]
+		n := float64(a.n)
+		est = (a.v*n + est*acceptPrior) / (n + acceptPrior)
+	}
+	return est
+}
+
 // acceptance estimates a_j for this step: the drafter's own probability
 // scaled by the calibration (measured acceptance ÷ mean drafter probability
 // at that position) when the drafter gives probabilities, else the measured
-// acceptance. An unmeasured position is assumed 0.5: worth a probe.
+// acceptance.
 func (g *Gate) acceptance(source, j int, probs []float64) float64 {
-	a := &g.acc[source][j]
-	measured := 0.5
-	if a.n > 0 {
-		measured = a.v
-	}
 	if j >= len(probs) || probs[j] < 0 {
-		return measured
+		return g.measuredAcceptance(source, j)
 	}
-	p := &g.prob[source][j]
+	a, p := &g.acc[source][j], &g.prob[source][j]
 	if a.n == 0 || p.n == 0 || p.v <= 0 {
 		return probs[j]
 	}
@@ -149,28 +257,41 @@ func (g *Gate) acceptance(source, j int, probs []float64) float64 {
 
 // Value is E(k)/cost(k) for k drafts with the given drafter probabilities.
 func (g *Gate) Value(source, k int, probs []float64) float64 {
-	e, run := 1.0, 1.0
+	share := g.RerunShare
+	if g.rerun.n > 0 {
+		share = g.rerun.v
+	}
+	// E(k), and the re-run's expected cost: with m < k drafts accepted (the
+	// chance that the first m pass and the next fails) m+1 rows run again.
+	e, run, rerun := 1.0, 1.0, 0.0
 	for j := 0; j < k; j++ {
-		run *= g.acceptance(source, j, probs)
+		a := g.acceptance(source, j, probs)
+		if share > 0 {
+			rerun += run * (1 - a) * share * g.windowTime(j+1)
+		}
+		run *= a
 		e += run
 	}
-	t1 := g.windowTime(1)
 	drafting := 0.0
 	if g.draftCost[source].n > 0 {
 		drafting = float64(k) * g.draftCost[source].v
 	}
-	return e / ((g.windowTime(k+1) + drafting) / t1)
+	return e / ((g.windowTime(k+1) + drafting + rerun) / g.windowTime(1))
 }
 
 // Pick chooses how many of the available drafts (with the drafter's
 // probabilities; nil when it has none) the next window carries.
 func (g *Gate) Pick(source, available int, probs []float64) int {
 	g.picks++
+	g.sinceProbe++
 	maxK := min(available, g.MaxDepth)
 	if maxK == 0 {
 		return 0
 	}
-	if g.drafted >= g.PlainEvery {
+	// T(1) is the unit every cost is measured in: measure it first rather
+	// than price windows against a guess.
+	_, measured := g.rowTime[1]
+	if !measured && g.Costs == nil && g.plains == 0 || g.drafted >= g.PlainEvery {
 		g.drafted = 0
 		g.plains++
 		return 0
@@ -184,19 +305,33 @@ func (g *Gate) Pick(source, available int, probs []float64) int {
 	if best == 0 {
 		g.declines++
 	}
-	// Probe one deeper now and then, more often while that size is barely
-	// measured, so a stale estimate can recover — but only when the deeper
+	if k := g.probed; k > 0 {
+		// The last probe refreshed the estimates at its depth: if they
+		// still say it loses, it confirmed a loss.
+		if best >= k {
+			g.backoff[k] = 1
+		} else {
+			g.backoff[k] = min(2*max(g.backoff[k], 1), max(g.MaxBackoff, 1))
+		}
+		g.probed = 0
+	}
+	// Probe one deeper now and then, more often while that size is
+	// unmeasured, so a stale estimate can recover — but only when the deeper
 	// window is estimated within ProbeMargin of the best: a probe that is
 	// known to be a loss (drafts that keep failing, rows that cost what they
-	// do) is not worth its window.
-	if best < maxK {
+	// do) is not worth its window. Each probe that confirms a loss doubles
+	// the wait before the next one at that depth.
+	if k := best + 1; k <= maxK {
 		every := g.ProbeEvery
-		if e, ok := g.rowTime[best+2]; !ok || e.n < 3 {
+		if _, ok := g.rowTime[k+1]; !ok {
 			every = max(g.ProbeEvery/4, 1)
 		}
-		if g.picks%every == 0 && g.Value(source, best+1, probs) >= g.ProbeMargin*bestV {
-			best++
+		every *= max(g.backoff[k], 1)
+		if g.sinceProbe >= every && g.Value(source, k, probs) >= g.ProbeMargin*bestV {
+			best = k
 			g.probes++
+			g.sinceProbe = 0
+			g.probed = k
 		}
 	}
 	if best > 0 {
@@ -209,11 +344,23 @@ func (g *Gate) Pick(source, available int, probs []float64) int {
 // declines and probes.
 func (g *Gate) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "spec gate: T(1) %.2f ms", 1e3*g.windowTime(1))
-	for n := 2; n <= g.MaxDepth+1; n++ {
-		if e, ok := g.rowTime[n]; ok {
-			fmt.Fprintf(&b, ", T(%d)/T(1) %.2f", n, e.v/g.windowTime(1))
+	if g.Costs != nil {
+		b.WriteString("spec gate: priced by a cost model")
+		for n := 2; n <= g.MaxDepth+1; n++ {
+			fmt.Fprintf(&b, ", T(%d)/T(1) %.2f", n, g.Costs(n)/g.Costs(1))
 		}
+	} else {
+		fmt.Fprintf(&b, "spec gate: T(1) %.2f ms", 1e3*g.windowTime(1))
+		for n := 2; n <= g.MaxDepth+1; n++ {
+			if e, ok := g.rowTime[n]; ok {
+				fmt.Fprintf(&b, ", T(%d)/T(1) %.2f", n, e.v/g.windowTime(1))
+			} else if e, ok := g.prior[n]; ok {
+				fmt.Fprintf(&b, ", T(%d)/T(1) %.2f (prefill)", n, e.v/g.windowTime(1))
+			}
+		}
+	}
+	if g.rerun.n > 0 {
+		fmt.Fprintf(&b, ", re-run %.2f·T(n)", g.rerun.v)
 	}
 	for s, name := range []string{"mtp", "suffix"} {
 		var parts []string
@@ -226,6 +373,6 @@ func (g *Gate) Report() string {
 			fmt.Fprintf(&b, "; %s acceptance %s", name, strings.Join(parts, "/"))
 		}
 	}
-	fmt.Fprintf(&b, "; %d picks, %d declines, %d probes, %d forced plain", g.picks, g.declines, g.probes, g.plains)
+	fmt.Fprintf(&b, "; %d picks, %d declines, %d probes, %d forced plain, %d shadow-judged", g.picks, g.declines, g.probes, g.plains, g.shadows)
 	return b.String()
 }
