@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/spec"
 )
 
 // decode runs a prompt through a fresh session and returns the tokens and
@@ -125,7 +126,15 @@ func TestSpeculationAcceptsAndRejects(t *testing.T) {
 		for _, depth := range []int{1, 3, engine.Auto} {
 			st := &engine.SpecStats{}
 			dr := &knownDrafter{seq: append(append([]int(nil), prompt...), want...)}
-			got, gotLogits := decode(t, l, prompt, 30, engine.SpecOptions{Depth: depth, SuffixDraft: 3, Drafter: dr, Stats: st})
+			var gate *spec.Gate
+			if depth == engine.Auto {
+				// Windows priced so that drafting pays: on the cpu backend a
+				// 2-row window costs twice a plain one, so a gate that
+				// measures declines, and neither path would be exercised.
+				gate = spec.NewGate(3)
+				gate.Costs = func(n int) float64 { return 1 + 0.1*float64(n-1) }
+			}
+			got, gotLogits := decode(t, l, prompt, 30, engine.SpecOptions{Depth: depth, SuffixDraft: 3, Drafter: dr, Stats: st, Gate: gate})
 			if !slices.Equal(got, want) {
 				t.Fatalf("%s, depth %d: tokens %v, plain decoding %v", name, depth, got, want)
 			}
