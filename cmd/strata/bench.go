@@ -123,16 +123,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	for _, c := range configs {
 		opt := strata.HFOptions{PrefillRows: *prefill, ArenaExperts: c.arena, Backend: c.backend, History: "-",
 			Stream: stream.Options{}, Metal: metal.Options{ICB: *icb}}
-		var l *strata.Loaded
-		var err error
-		switch {
-		case *hf != "":
-			l, err = strata.OpenHF(*hf, opt)
-		case *ggufPath != "":
-			l, err = strata.OpenGGUF(*ggufPath, strata.GGUFOptions{HFOptions: opt})
-		default:
-			l, err = strata.OpenDefault(opt)
-		}
+		l, err := openModel(*hf, *ggufPath, opt)
 		if err != nil {
 			return fmt.Errorf("configuration %s: %w", c.label(nil), err)
 		}

@@ -132,15 +132,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		packIO, _ = r.(interface{ IOPath() string })
 		return r
 	}
-	var l *strata.Loaded
-	switch {
-	case *hf != "":
-		l, err = strata.OpenHF(*hf, opt)
-	case *ggufPath != "":
-		l, err = strata.OpenGGUF(*ggufPath, strata.GGUFOptions{HFOptions: opt})
-	default:
-		l, err = strata.OpenDefault(opt)
-	}
+	l, err := openModel(*hf, *ggufPath, opt)
 	if err != nil {
 		return err
 	}
@@ -242,6 +234,18 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// openModel opens the HF checkpoint directory hf, the GGUF file ggufPath,
+// or (neither given) the embedded default model.
+func openModel(hf, ggufPath string, opt strata.HFOptions) (*strata.Loaded, error) {
+	switch {
+	case hf != "":
+		return strata.OpenHF(hf, opt)
+	case ggufPath != "":
+		return strata.OpenGGUF(ggufPath, strata.GGUFOptions{HFOptions: opt})
+	}
+	return strata.OpenDefault(opt)
 }
 
 // parseSpec reads --spec: auto, or a number of drafts (0: off).
