@@ -39,7 +39,12 @@ type diffBackend struct {
 	emu   *mslemu.Emulator
 	model *artifact.Model
 
-	mem      *diffMemory // the last one made
+	mem *diffMemory // the last one made
+	// only picks the kernels compared (nil: all); the others run on the
+	// cpu alone. check replaces compare.
+	only  func(kernel string) bool
+	check func(g *graph.Graph, s *diffStep, m *diffMemory)
+
 	mu       sync.Mutex
 	compared map[string]int     // dispatches compared, by family
 	worst    map[string]float64 // largest normalized float error, by family
@@ -89,7 +94,7 @@ func (b *diffBackend) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
 type diffStep struct {
 	d              *graph.Dispatch
 	canon, ref     *cpu.Program
-	emu            engine.Program
+	emu            engine.Program // nil: not compared, cpu only
 	index          int
 	kernel         *artifact.Kernel
 	writeOnly, out []graph.Binding
@@ -113,6 +118,10 @@ func (b *diffBackend) Compile(g *graph.Graph, mem engine.Memory) (engine.Program
 		var err error
 		if s.canon, err = cpu.Compile(&single, m.Memory); err != nil {
 			return nil, err
+		}
+		if b.only != nil && !b.only(s.d.Kernel) {
+			p.steps = append(p.steps, s)
+			continue
 		}
 		if s.ref, err = cpu.Compile(&single, m.ref); err != nil {
 			return nil, err
@@ -149,6 +158,10 @@ func (m *diffMemory) sync() {
 func (p *diffProgram) Run() error {
 	for i := range p.steps {
 		s := &p.steps[i]
+		if s.emu == nil {
+			s.canon.Run()
+			continue
+		}
 		p.mem.sync()
 		for _, a := range s.writeOnly {
 			poison(p.mem.ref, a, elemType(s.kernel, a.Name))
@@ -159,7 +172,11 @@ func (p *diffProgram) Run() error {
 			return err
 		}
 		s.canon.Run()
-		p.b.compare(p.g, s, p.mem)
+		if p.b.check != nil {
+			p.b.check(p.g, s, p.mem)
+		} else {
+			p.b.compare(p.g, s, p.mem)
+		}
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -236,85 +235,16 @@ type quantDiff struct {
 	failures     []string
 }
 
-type quantStep struct {
-	d              *graph.Dispatch
-	index          int
-	canon, ref     *cpu.Program
-	emu            engine.Program // nil: cpu only
-	kernel         *artifact.Kernel
-	writeOnly, out []graph.Binding
-}
-
-type quantProgram struct {
-	b     *quantDiff
-	mem   *diffMemory
-	g     *graph.Graph
-	steps []quantStep
-}
-
 func newQuantDiff(t *testing.T, emu *mslemu.Emulator, am *artifact.Model) *quantDiff {
-	return &quantDiff{diffBackend: &diffBackend{t: t, emu: emu, model: am}, byKernel: map[string]int{}, worstOf: map[string]float64{}}
-}
-
-func (b *quantDiff) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, error) {
-	m := mem.(*diffMemory)
-	p := &quantProgram{b: b, mem: m, g: g}
-	for i := range g.Dispatches {
-		single := *g
-		single.Dispatches = g.Dispatches[i : i+1]
-		single.HostPoints, single.ICB = nil, nil
-		s := quantStep{d: &g.Dispatches[i], index: i}
-		var err error
-		if s.canon, err = cpu.Compile(&single, m.Memory); err != nil {
-			return nil, err
-		}
-		if quantFormat(kernelFormat(s.d.Kernel)) {
-			if s.ref, err = cpu.Compile(&single, m.ref); err != nil {
-				return nil, err
-			}
-			if s.emu, err = b.emu.Compile(&single, m.emu); err != nil {
-				return nil, err
-			}
-			s.kernel, _ = b.model.Kernel(s.d.Kernel)
-			for _, a := range s.d.Args {
-				if a.Access == graph.Write {
-					s.writeOnly = append(s.writeOnly, a)
-				}
-				if a.Access != graph.Read {
-					s.out = append(s.out, a)
-				}
-			}
-		}
-		p.steps = append(p.steps, s)
-	}
-	return p, nil
-}
-
-func (p *quantProgram) Run() error {
-	for i := range p.steps {
-		s := &p.steps[i]
-		if s.emu == nil {
-			s.canon.Run()
-			continue
-		}
-		p.mem.sync()
-		for _, a := range s.writeOnly {
-			poison(p.mem.ref, a, elemType(s.kernel, a.Name))
-			poison(p.mem.emu, a, elemType(s.kernel, a.Name))
-		}
-		s.ref.Run()
-		if err := s.emu.Run(); err != nil {
-			return err
-		}
-		s.canon.Run()
-		p.b.compare(p.g, s, p.mem)
-	}
-	return nil
+	b := &quantDiff{diffBackend: &diffBackend{t: t, emu: emu, model: am}, byKernel: map[string]int{}, worstOf: map[string]float64{}}
+	b.only = func(kernel string) bool { return quantFormat(kernelFormat(kernel)) }
+	b.check = b.compare
+	return b
 }
 
 // compare records the worst normalized error of what the step wrote; an
 // element NaN on one side only counts as infinite.
-func (b *quantDiff) compare(g *graph.Graph, s *quantStep, m *diffMemory) {
+func (b *quantDiff) compare(g *graph.Graph, s *diffStep, m *diffMemory) {
 	b.byKernel[s.d.Kernel]++
 	for _, a := range s.out {
 		want, _ := m.ref.Bytes(a.Range)

@@ -415,7 +415,7 @@ func (r *Recorder) advance() {
 		case OpSetPipeline:
 			r.bound.pipeline = o.Pipeline
 		case OpSetBuffer:
-			r.bind(o.Slot, o.Buffer, o.Offset)
+			r.bind(&r.bound, o.Slot, o.Buffer, o.Offset)
 		case OpSetBytes:
 			r.bound.slots[o.Slot], r.bound.errs[o.Slot] = o.Bytes, ""
 		case OpDispatch:
@@ -426,12 +426,9 @@ func (r *Recorder) advance() {
 		case OpExecuteICB:
 			for _, c := range r.icbs[o.ICB][o.First : o.First+o.Count] {
 				st := encoderState{pipeline: c.Pipeline, slots: map[int][]byte{}, errs: map[int]string{}}
-				saved := r.bound
-				r.bound = st
 				for _, b := range c.Buffers {
-					r.bind(b.Slot, b.Buffer, b.Offset)
+					r.bind(&st, b.Slot, b.Buffer, b.Offset)
 				}
-				r.bound = saved
 				r.executed++
 				r.launch(st, c.Grid, c.Threadgroup)
 			}
@@ -439,16 +436,16 @@ func (r *Recorder) advance() {
 	}
 }
 
-// bind records a buffer binding of the pass being run.
-func (r *Recorder) bind(slot int, b Buffer, off int64) {
+// bind records a buffer binding in st (a pass's or an ICB command's).
+func (r *Recorder) bind(st *encoderState, slot int, b Buffer, off int64) {
 	host, ok := r.hosts[b]
 	switch {
 	case !ok:
-		r.bound.slots[slot], r.bound.errs[slot] = nil, fmt.Sprintf("buffer %s has no host memory in the recording", r.labels[b])
+		st.slots[slot], st.errs[slot] = nil, fmt.Sprintf("buffer %s has no host memory in the recording", r.labels[b])
 	case off < 0 || off > int64(len(host)):
-		r.bound.slots[slot], r.bound.errs[slot] = nil, fmt.Sprintf("offset %d past buffer %s of %d bytes", off, r.labels[b], len(host))
+		st.slots[slot], st.errs[slot] = nil, fmt.Sprintf("offset %d past buffer %s of %d bytes", off, r.labels[b], len(host))
 	default:
-		r.bound.slots[slot], r.bound.errs[slot] = host[off:], ""
+		st.slots[slot], st.errs[slot] = host[off:], ""
 	}
 }
 
