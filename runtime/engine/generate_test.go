@@ -131,9 +131,12 @@ func TestSpecSampledDistribution(t *testing.T) {
 			}
 			counts[i]++
 		}
-		if err := chisq.Check(counts, want); err != nil {
+		r, err := chisq.Check(counts, want)
+		if err != nil {
 			t.Errorf("depth %d: %v", depth, err)
 		}
+		t.Logf("depth %d: %d runs over %d sequences of nonzero probability: %v; %d drafts fed, %d accepted, %d windows re-run",
+			depth, runs, len(keys), r, stats.Drafted, stats.Accepted, stats.Rerun)
 		if depth > 0 && (stats.Accepted == 0 || stats.Rerun == 0) {
 			t.Errorf("depth %d: %d drafts accepted, %d windows re-run: both paths must be exercised", depth, stats.Accepted, stats.Rerun)
 		}
