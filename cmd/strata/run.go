@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
@@ -23,17 +24,20 @@ import (
 
 const runAbout = `
 Feeds a prompt of token ids to the model in prefill windows of up to
---prefill-rows rows, then decodes up to -n tokens one row at a time on the
+--prefill-rows rows, then decodes -n tokens greedily one row at a time on the
 cpu backend (or, with --backend mslemu, the generated MSL kernels compiled by
 clang and run on the CPU by a lane emulator; with --backend metal, on the GPU
 of an Apple-silicon Mac), and prints the generated ids on one line,
-space-separated, as they are made. Decoding is greedy unless --temperature
-is given; then the sampling chain runs penalties, --top-k, --top-p, --min-p
-and the temperature, in llama.cpp's order (docs/sampling.md). Generation
-stops early at the model's EOS ids (generation_config.json, or the GGUF's
-tokenizer.ggml.eos_token_id, with config.json's) unless --ignore-eos. --backend metal-emu runs the metal backend itself (command
+space-separated. --backend metal-emu runs the metal backend itself (command
 buffers, pipelines, bindings, ICB replay, host points) against a recording
 device whose "GPU" is the lane emulator: the Mac's code path, checked here.
+
+Decoding is greedy unless --temperature is given; then the sampling chain runs
+the penalties, --top-k, --top-p, --min-p and the temperature, in llama.cpp's
+order (docs/sampling.md). Generation stops early at the model's EOS ids
+(generation_config.json or config.json; a GGUF's tokenizer.ggml.eos_token_id)
+unless --ignore-eos. The ids are printed as they are made, so a run that fails
+midway has printed what it generated.
 
 With --spec, a decode window also carries drafts (from the model's MTP head
 when it has one, and from a suffix matcher over the prompt and output); only
@@ -186,9 +190,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	clock.start = time.Now()
 	out, err := s.Generate(prompt, *n, gopt)
 	end := time.Now()
-	printer.end() // the tokens streamed so far stand, also when the run failed
-	if err != nil {
+	if err == nil || printer.n > 0 {
+		printer.end() // the tokens streamed so far stand, also when the run failed
+	}
+	if err != nil && len(out) > 0 {
 		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
+	}
+	if err != nil {
+		return err
 	}
 	if gate != nil && statePath != "" && statePath != "-" {
 		if err := gate.Save(statePath, gateKey); err != nil {
@@ -205,7 +214,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--dump-logits: %w", err)
 		}
 	}
-	printTimings(stderr, loaded, clock, len(prompt), end)
+	printTimings(stderr, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads()), loaded, clock, len(prompt), end)
 	if *stats {
 		ws := l.Model.Weights()
 		how := fmt.Sprintf("%.1f MB used in place from the mapped file (%d stretches wrapped", float64(ws.InPlace)/1e6, ws.Wrapped)

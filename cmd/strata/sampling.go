@@ -210,7 +210,7 @@ func (c *phaseClock) token() {
 // printTimings writes llama.cpp-style timings: the load, the prompt's
 // tokens and tok/s, the generated tokens after the first (each one decode
 // step) and their tok/s, separately.
-func printTimings(w io.Writer, loaded time.Duration, c *phaseClock, promptTokens int, end time.Time) {
+func printTimings(w io.Writer, model string, loaded time.Duration, c *phaseClock, promptTokens int, end time.Time) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	line := func(what string, d time.Duration, n int) {
 		if n == 0 {
@@ -220,7 +220,7 @@ func printTimings(w io.Writer, loaded time.Duration, c *phaseClock, promptTokens
 		fmt.Fprintf(w, "strata: %16s = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
 			what, ms(d), n, ms(d)/float64(n), float64(n)/math.Max(d.Seconds(), 1e-9))
 	}
-	fmt.Fprintf(w, "strata: %16s = %10.2f ms\n", "load time", ms(loaded))
+	fmt.Fprintf(w, "strata: %16s = %10.2f ms (%s)\n", "load time", ms(loaded), model)
 	first := end
 	if c.tokens > 0 {
 		first = c.first
