@@ -236,3 +236,32 @@ func TestFailureKeepsTokens(t *testing.T) {
 		t.Error("top-p 2 accepted")
 	}
 }
+
+// A prompt fed in two calls, the second given the first as History, samples
+// exactly as the whole prompt in one call: the penalties see the earlier
+// tokens (a chat turn that prefills only its new tokens).
+func TestHistoryContinuesPenalties(t *testing.T) {
+	p := sample.Params{Temperature: 0.8, TopK: 3, RepeatPenalty: 1.5, FrequencyPenalty: 0.4, PenaltyLastN: 8, Seed: 3}
+	earlier, prompt := []int{2, 2, 5, 1, 2}, []int{4, 2}
+	whole, err := generate(&fakeSeq{V: 7}, append(slices.Clone(earlier), prompt...), 20, GenerateOptions{PrefillRows: 4, Sampling: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSeq{V: 7}
+	if _, err := generate(f, earlier, 0, GenerateOptions{PrefillRows: 4}); err != nil {
+		t.Fatal(err)
+	}
+	split, err := generate(f, prompt, 20, GenerateOptions{PrefillRows: 4, Sampling: p, History: earlier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(whole, split) {
+		t.Errorf("in two calls %v, in one %v", split, whole)
+	}
+	// Without the History the penalties miss the earlier tokens.
+	g := &fakeSeq{V: 7}
+	generate(g, earlier, 0, GenerateOptions{PrefillRows: 4})
+	if blind, _ := generate(g, prompt, 20, GenerateOptions{PrefillRows: 4, Sampling: p}); slices.Equal(blind, whole) {
+		t.Error("the history changed nothing: the test proves nothing")
+	}
+}
