@@ -37,7 +37,7 @@ func (s *Sampler) Params() Params { return s.p }
 // greedy, else a draw from Probs.
 func (s *Sampler) Sample(logits []float32, history []int) int {
 	if s.p.Greedy() {
-		return argmax(s.penalize(logits, history))
+		return s.greedy(logits, history)
 	}
 	return spec.Sample(s.Probs(logits, history), s.rng)
 }
@@ -49,7 +49,7 @@ func (s *Sampler) Sample(logits []float32, history []int) int {
 // argmax and accepted iff the draft is that argmax.
 func (s *Sampler) Verify(logits []float32, history []int, draft int) (tok int, accepted bool) {
 	if s.p.Greedy() {
-		tok = argmax(s.penalize(logits, history))
+		tok = s.greedy(logits, history)
 		return tok, tok == draft
 	}
 	return spec.Verify(s.Probs(logits, history), nil, draft, s.rng)
@@ -82,6 +82,21 @@ func (s *Sampler) Probs(logits []float32, history []int) []float64 {
 		p[id] /= z
 	}
 	return p
+}
+
+// greedy is the argmax of the penalised logits; without penalties, of the
+// logits as they are (no copy).
+func (s *Sampler) greedy(logits []float32, history []int) int {
+	if !s.p.penalized() {
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		return best
+	}
+	return argmax(s.penalize(logits, history))
 }
 
 // penalize copies logits to float64 and applies the penalties over the last
