@@ -265,3 +265,24 @@ func TestHistoryContinuesPenalties(t *testing.T) {
 		t.Error("the history changed nothing: the test proves nothing")
 	}
 }
+
+// A Sampler passed in continues its draws across calls: two calls of 10
+// with one Sampler differ from two calls that each restart from the seed.
+func TestSamplerAcrossCalls(t *testing.T) {
+	p := sample.Params{Temperature: 1, Seed: 4}
+	run := func(opt GenerateOptions) [][]int {
+		f := &fakeSeq{V: 7}
+		a, _ := generate(f, []int{1}, 10, opt)
+		b, _ := generate(f, a[len(a)-1:], 10, opt)
+		return [][]int{a, b}
+	}
+	fresh := run(GenerateOptions{PrefillRows: 1, Sampling: p})
+	smp, _ := sample.New(p)
+	kept := run(GenerateOptions{PrefillRows: 1, Sampler: smp})
+	if !slices.Equal(fresh[0], kept[0]) {
+		t.Errorf("first call: %v with a Sampler, %v without", kept[0], fresh[0])
+	}
+	if slices.Equal(fresh[1], kept[1]) {
+		t.Errorf("second call: the kept Sampler restarted from the seed (%v)", kept[1])
+	}
+}
