@@ -279,6 +279,9 @@ func topK(w []float64, k int, dst []int) []int {
 			}
 			continue
 		}
+		if w[id] < w[h[0]] {
+			continue // the common case, without the tie-break
+		}
 		if worse(h[0], id) {
 			h[0] = id
 			down(0)
