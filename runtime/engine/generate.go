@@ -198,6 +198,7 @@ func (d *decoder) rowHistory(drafts []int) func(i int) []int {
 func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	s := d.s
 	rows := d.opt.PrefillRows
+	base := s.Pos() // a continued session (a chat's next turn) starts past 0
 	var last []float32
 	for i := 0; i < len(prompt); i += rows {
 		chunk := prompt[i:min(i+rows, len(prompt))]
@@ -218,7 +219,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		if d.useMTP && i+rows < len(prompt) {
 			// The head needs every position in its caches; the last chunk's
 			// next token is only known once sampled, below.
-			if err := d.runMTP(prompt[i+1:i+1+len(chunk)], i); err != nil {
+			if err := d.runMTP(prompt[i+1:i+1+len(chunk)], base+i); err != nil {
 				return nil, err
 			}
 		}
@@ -234,7 +235,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	if d.useMTP {
 		lastChunk := (len(prompt) - 1) / rows * rows
 		next := append(append([]int(nil), prompt[lastChunk+1:]...), cur)
-		if err := d.runMTP(next, lastChunk); err != nil {
+		if err := d.runMTP(next, base+lastChunk); err != nil {
 			return d.out, err
 		}
 	}
