@@ -28,7 +28,7 @@ type Tokenizer struct {
 	addedByFirst [256][]int // indexes into added, longest first
 	addedID      map[string]int32
 	special      map[int32]bool // added tokens marked special
-	normalize    bool // NFC
+	normalize    bool           // NFC
 	ignoreMerges bool
 	byteFallback bool
 	unk          int32 // -1: none
