@@ -283,3 +283,22 @@ func (p *textPrinter) timings(start, end time.Time, prompt int) string {
 		prompt, pd.Round(time.Millisecond), float64(prompt)/pd.Seconds(),
 		len(p.ids), gd.Round(time.Millisecond), float64(len(p.ids)-1)/max(gd.Seconds(), 1e-9))
 }
+
+// textMetadata is the HF checkpoint's tokenizer, special ids and chat
+// template as GGUF keys for strata convert (llama.cpp loads a file only with
+// them); none, with a note, when the checkpoint has no tokenizer.json.
+func textMetadata(hf string, vocabRows int, stderr io.Writer) ([]gguf.KV, error) {
+	tm, err := text.FromHF(hf)
+	if errors.Is(err, text.ErrNoTokenizer) {
+		fmt.Fprintf(stderr, "note: %s has no tokenizer.json: the GGUF carries no tokenizer (run it with --tokens, or --tokenizer FILE)\n", hf)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--hf: the tokenizer: %w", err)
+	}
+	kv, err := tm.GGUFMetadata(vocabRows)
+	if err != nil {
+		return nil, fmt.Errorf("--hf: the tokenizer: %w", err)
+	}
+	return kv, nil
+}

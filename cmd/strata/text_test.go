@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/gguf"
 )
 
 const refsDir = "../../testdata/tokenizer-refs"
@@ -447,5 +448,57 @@ func TestTextPromptNeedsATokenizer(t *testing.T) {
 	_, errOut, status = runStrata(t, "run", "--hf", tinyA, "--tokenizer", tinyTokenizer, "-p", "hello")
 	if status != 1 || !strings.Contains(errOut, "8192 token ids but model") {
 		t.Fatalf("status %d: %q", status, errOut)
+	}
+}
+
+// TestConvertCarriesTheTokenizer: strata convert writes the checkpoint's
+// tokenizer into the GGUF with llama.cpp's keys and types, and run --gguf -p
+// then prints what run --hf -p prints; a checkpoint without a tokenizer
+// converts with a note, and its GGUF still runs with --tokens.
+func TestConvertCarriesTheTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	byteLevelTokenizer(t, dir)
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	if _, errOut, status := runStrata(t, "convert", "--hf", dir, "-o", out); status != 0 {
+		t.Fatal(errOut)
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, _ := f.String(gguf.KeyTokenizerModel)
+	pre, _ := f.String(gguf.KeyTokenizerPre)
+	toks, _ := f.Array(gguf.KeyTokens)
+	types, _ := f.Array(gguf.KeyTokenType)
+	merges, _ := f.Array(gguf.KeyMerges)
+	eos, _ := f.Value(gguf.KeyEOSID)
+	addBOS, _ := f.Value(gguf.KeyAddBOS)
+	tmpl, _ := f.String(gguf.KeyChatTemplate)
+	f.Close()
+	if model != "gpt2" || pre != "qwen2" || toks.Elem != gguf.TypeString || toks.Len() != 512 ||
+		types.Elem != gguf.TypeInt32 || types.Len() != 512 || merges.Elem != gguf.TypeString ||
+		eos != uint32(258) || addBOS != false || !strings.Contains(tmpl, "<|im_start|>") {
+		t.Fatalf("tokenizer metadata: model %q pre %q tokens %v×%d types %v×%d merges %v eos %#v add_bos %#v template %d bytes",
+			model, pre, toks.Elem, toks.Len(), types.Elem, types.Len(), merges.Elem, eos, addBOS, len(tmpl))
+	}
+	want, errOut, status := runStrata(t, "run", "--hf", dir, "-p", "Hello, strata!", "-n", "12")
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	got, errOut, status := runStrata(t, "run", "--gguf", out, "-p", "Hello, strata!", "-n", "12")
+	if status != 0 || got != want {
+		t.Fatalf("run --gguf -p: %q (status %d, %s), want %q", got, status, errOut, want)
+	}
+
+	bare := filepath.Join(t.TempDir(), "bare.gguf")
+	_, errOut, status = runStrata(t, "convert", "--hf", tinyA, "-o", bare)
+	if status != 0 || !strings.Contains(errOut, "no tokenizer.json") {
+		t.Fatalf("convert without a tokenizer: status %d, %q", status, errOut)
+	}
+	if _, errOut, status = runStrata(t, "run", "--gguf", bare, "--tokens", "1,2", "-n", "2"); status != 0 {
+		t.Fatalf("run --gguf --tokens: %s", errOut)
+	}
+	if _, errOut, status = runStrata(t, "run", "--gguf", bare, "-p", "hi"); status != 1 || !strings.Contains(errOut, "no tokenizer") {
+		t.Fatalf("run --gguf -p without a tokenizer: status %d, %q", status, errOut)
 	}
 }
