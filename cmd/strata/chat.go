@@ -78,12 +78,16 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 		}
 		p := newTextPrinter(t.tm, stdout, t.stops)
 		gopt.OnToken = p.token
-		start := time.Now()
+		gopt.History = seen // the penalties and the suffix drafter see the earlier turns
+		p.clock.start = time.Now()
 		out, err := s.Generate(prompt, t.n, gopt)
 		p.finish()
 		end := time.Now()
 		if err != nil {
 			return fmt.Errorf("turn %d, after %d generated tokens (printed): %w", turn, len(out), err)
+		}
+		if p.err != nil {
+			return p.err
 		}
 		if len(out) == 0 || len(p.shown) == 0 {
 			fmt.Fprintln(stdout)
@@ -94,7 +98,7 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 		}
 		conv = append(conv, chat.Message{Role: "assistant", Content: p.reply()})
 		fmt.Fprintf(stderr, "strata: turn %d: prefilled %d new tokens after %d kept; %s; session at %d\n",
-			turn, len(prompt), kept, p.timings(start, end, len(prompt)), s.Pos())
+			turn, len(prompt), kept, p.timings(end, len(prompt)), s.Pos())
 		turn++
 	}
 }

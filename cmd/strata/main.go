@@ -45,6 +45,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "version" {
+		printVersion(stdout)
+		return 0
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "strata: unknown command %q\n\n", args[0])
@@ -88,7 +92,8 @@ Examples:
   strata run --hf ./Qwen3-Next-tiny --tokens 1,2,3 -n 8
   strata run --hf DIR --tokens 5,6 -n 0 --dump-logits prompt.safetensors
 
-Run "strata <command> --help" for the flags of one command.
+Run "strata <command> --help" for the flags of one command, "strata --version"
+for the version.
 `)
 }
 

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
-	"github.com/strata-llm/strata/runtime/sample"
 	"github.com/strata-llm/strata/runtime/spec"
 	"github.com/strata-llm/strata/runtime/stream"
 )
@@ -31,6 +31,13 @@ of an Apple-silicon Mac), and prints the generated ids on one line,
 space-separated. --backend metal-emu runs the metal backend itself (command
 buffers, pipelines, bindings, ICB replay, host points) against a recording
 device whose "GPU" is the lane emulator: the Mac's code path, checked here.
+
+Decoding is greedy unless --temperature is given; then the sampling chain runs
+the penalties, --top-k, --top-p, --min-p and the temperature, in llama.cpp's
+order (docs/sampling.md). Generation stops early at the model's EOS ids
+(generation_config.json or config.json; a GGUF's tokenizer.ggml.eos_token_id)
+unless --ignore-eos. The ids are printed as they are made, so a run that fails
+midway has printed what it generated.
 
 With --spec, a decode window also carries drafts (from the model's MTP head
 when it has one, and from a suffix matcher over the prompt and output); only
@@ -58,8 +65,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
 	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
-	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
-	seed := fs.Int64("seed", 1, "sampling seed (with --temperature)")
+	sf := addSamplingFlags(fs)
+	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
 	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
@@ -82,8 +89,12 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *arena < 0 || *ioThreads < 1 {
 		return usagef("--arena-experts must be ≥ 0 and --io-threads ≥ 1, got %d and %d", *arena, *ioThreads)
 	}
-	if *temperature < 0 {
-		return usagef("--temperature must be ≥ 0, got %v", *temperature)
+	sampling, err := sf.params()
+	if err != nil {
+		return err
+	}
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	if !slices.Contains(strata.Backends, *backend) {
 		return usagef("--backend is %q, expected one of %s", *backend, strings.Join(strata.Backends, ", "))
@@ -132,7 +143,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights}
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights, Threads: *threads}
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
@@ -163,7 +174,16 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sample.Params{Temperature: *temperature, Seed: *seed}}
+	eos, err := eosIDs(*hf, *ggufPath, l.Config)
+	if err != nil {
+		return fmt.Errorf("reading the EOS ids: %w", err)
+	}
+	printer, clock := &idPrinter{w: stdout}, &phaseClock{}
+	onToken, err := stopOnText(sf.stops, txt.textOf(), func(id int) error { clock.token(); return printer.token(id) })
+	if err != nil {
+		return err
+	}
+	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *sf.ignoreEOS, OnToken: onToken}
 	if *dump != "" {
 		gopt.OnLogits = func(r []float32) error {
 			logits = append(logits, r...)
@@ -173,24 +193,26 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	s := l.Model.NewSession()
 	if txt != nil {
+		txt.stops, txt.label = sf.stops, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads())
 		return txt.run(l, s, gopt, loaded, stdout, stderr)
 	}
-	start = time.Now()
+	clock.start = time.Now()
 	out, err := s.Generate(prompt, *n, gopt)
+	end := time.Now()
+	if err == nil || printer.n > 0 {
+		printer.end() // the tokens streamed so far stand, also when the run failed
+	}
+	if err != nil && len(out) > 0 {
+		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
+	}
 	if err != nil {
 		return err
 	}
-	elapsed := time.Since(start)
 	if gate != nil && statePath != "" && statePath != "-" {
 		if err := gate.Save(statePath, gateKey); err != nil {
 			fmt.Fprintf(stderr, "strata: warning: %v\n", err)
 		}
 	}
-	ids := make([]string, len(out))
-	for i, t := range out {
-		ids[i] = strconv.Itoa(t)
-	}
-	fmt.Fprintln(stdout, strings.Join(ids, " "))
 	if *dump != "" {
 		data := make([]byte, 4*len(logits))
 		for i, v := range logits {
@@ -201,9 +223,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--dump-logits: %w", err)
 		}
 	}
-	fmt.Fprintf(stderr, "strata: %s: loaded in %v; %d prompt + %d generated tokens in %v (%.1f tok/s)\n",
-		l.Config.Name, loaded.Round(time.Millisecond), len(prompt), len(out), elapsed.Round(time.Millisecond),
-		float64(len(prompt)+len(out))/elapsed.Seconds())
+	printTimings(stderr, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads()), loaded, clock, len(prompt), end)
 	if *stats {
 		ws := l.Model.Weights()
 		how := fmt.Sprintf("%.1f MB used in place from the mapped file (%d stretches wrapped", float64(ws.InPlace)/1e6, ws.Wrapped)

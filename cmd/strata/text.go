@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/strata-llm/strata"
@@ -57,6 +58,16 @@ type textRun struct {
 	tm    *text.Model
 	n     int
 	stops []string // stop strings (matched on the text, across tokens)
+	label string   // the model, backend and threads, for the timings
+}
+
+// textOf is the token-bytes function for the stop-string matcher; nil when
+// the run is not in text mode.
+func (t *textRun) textOf() func(id int) []byte {
+	if t == nil {
+		return nil
+	}
+	return t.tm.Tok.TokenBytes
 }
 
 // openText checks the text flags and loads the tokenizer before the model:
@@ -144,7 +155,11 @@ func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateO
 	if v, m := t.tm.Tok.Vocab(), l.Config.Architecture.VocabSize; v > m {
 		return fmt.Errorf("the tokenizer has %d token ids but model %s only %d", v, l.Config.Name, m)
 	}
-	gopt.EOS = t.tm.StopIDs()
+	for _, id := range t.tm.StopIDs() {
+		if !slices.Contains(gopt.EOS, id) {
+			gopt.EOS = append(gopt.EOS, id)
+		}
+	}
 	if *t.f.chat {
 		return t.chat(l.Config.Name, func() chatSession { return l.Model.NewSession() }, s, gopt, stdout, stderr)
 	}
@@ -154,14 +169,21 @@ func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateO
 	}
 	p := newTextPrinter(t.tm, stdout, t.stops)
 	gopt.OnToken = p.token
-	start := time.Now()
+	p.clock.start = time.Now()
 	out, err := s.Generate(prompt, t.n, gopt)
 	p.finish()
 	end := time.Now()
 	if err != nil {
 		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
 	}
-	fmt.Fprintf(stderr, "strata: %s: loaded in %v; %s\n", l.Config.Name, loaded.Round(time.Millisecond), p.timings(start, end, len(prompt)))
+	if p.err != nil {
+		return p.err
+	}
+	label := t.label
+	if label == "" {
+		label = l.Config.Name
+	}
+	printTimings(stderr, label, loaded, &p.clock, len(prompt), end)
 	return nil
 }
 
@@ -212,9 +234,9 @@ type textPrinter struct {
 	w       io.Writer
 	stop    *sample.Stopper
 	utf     *tokenizer.Stream
-	ids     []int     // every token committed
-	shown   []byte    // the text printed
-	first   time.Time // when the first token came (the prompt's end)
+	ids     []int      // every token committed
+	shown   []byte     // the text printed
+	clock   phaseClock // the prompt's and the generation's times
 	stopped bool
 	err     error
 }
@@ -224,9 +246,7 @@ func newTextPrinter(tm *text.Model, w io.Writer, stops []string) *textPrinter {
 }
 
 func (p *textPrinter) token(id int) error {
-	if len(p.ids) == 0 {
-		p.first = time.Now()
-	}
+	p.clock.token()
 	p.ids = append(p.ids, id)
 	if p.tm.IsStop(id) || p.tm.Tok.IsSpecial(id) {
 		return nil
@@ -271,14 +291,15 @@ func (p *textPrinter) reply() string {
 	return p.tm.Tok.Decode(ids)
 }
 
-// timings is the llama.cpp-style split: the prompt (up to the first token)
-// and the generation (the tokens after it), each with its own rate.
-func (p *textPrinter) timings(start, end time.Time, prompt int) string {
+// timings is a chat turn's one-line split: the prompt (up to the first
+// token) and the generation (the tokens after it), each with its own rate.
+func (p *textPrinter) timings(end time.Time, prompt int) string {
+	start := p.clock.start
 	if len(p.ids) == 0 {
 		d := end.Sub(start)
 		return fmt.Sprintf("prompt %d tokens in %v (%.1f tok/s); nothing generated", prompt, d.Round(time.Millisecond), float64(prompt)/d.Seconds())
 	}
-	pd, gd := p.first.Sub(start), end.Sub(p.first)
+	pd, gd := p.clock.first.Sub(start), end.Sub(p.clock.first)
 	return fmt.Sprintf("prompt %d tokens in %v (%.1f tok/s); generated %d tokens in %v (%.1f tok/s after the first)",
 		prompt, pd.Round(time.Millisecond), float64(prompt)/pd.Seconds(),
 		len(p.ids), gd.Round(time.Millisecond), float64(len(p.ids)-1)/max(gd.Seconds(), 1e-9))

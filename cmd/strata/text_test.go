@@ -405,8 +405,19 @@ func TestRunTextOnTheEngine(t *testing.T) {
 	if strings.TrimSuffix(textOut, "\n") != wantText {
 		t.Fatalf("text %q, want %q (ids %v)", textOut, wantText, gen)
 	}
-	if !strings.Contains(errOut, fmt.Sprintf("prompt %d tokens", len(ids))) || !strings.Contains(errOut, "generated ") {
+	if !regexp.MustCompile(fmt.Sprintf(`prompt eval time = .* / +%d tokens`, len(ids))).MatchString(errOut) || !strings.Contains(errOut, "eval time") {
 		t.Fatalf("timings: %q", errOut)
+	}
+
+	// --stop cuts the text at a string that spans tokens (two byte tokens here).
+	if len(want) < 4 {
+		t.Fatalf("too little text generated (%q) to test --stop", want)
+	}
+	stop := want[len(want)/2 : len(want)/2+2]
+	cut := string([]rune(string(want[:bytes.Index(want, stop)])))
+	stopOut, errOut, status := runStrata(t, "run", "--hf", dir, "-p", prompt, "-n", "12", "--stop", string(stop))
+	if status != 0 || strings.TrimSuffix(stopOut, "\n") != cut {
+		t.Fatalf("--stop %q: %q (status %d, %s), want %q", stop, stopOut, status, errOut, cut)
 	}
 
 	var chatOut string

@@ -16,6 +16,10 @@ type GenerateOptions struct {
 	OnLogits    func(row []float32) error // called with the logits of every fed token, in order
 	// Sampling is the sampling chain; the zero value is greedy.
 	Sampling sample.Params
+	// History are the tokens the session consumed before this prompt (a
+	// chat's earlier turns, when each turn feeds only its new tokens): the
+	// penalties' window and the suffix drafter see them as if fed now.
+	History []int
 	// EOS are the ids that end generation (the EOS token is the last one
 	// returned), unless IgnoreEOS.
 	EOS       []int
@@ -212,7 +216,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 			}
 		}
 	}
-	d.hist = append(d.hist, prompt...)
+	d.hist = append(append(d.hist, d.opt.History...), prompt...)
 	if n == 0 {
 		return nil, nil
 	}

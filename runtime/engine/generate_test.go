@@ -131,9 +131,12 @@ func TestSpecSampledDistribution(t *testing.T) {
 			}
 			counts[i]++
 		}
-		if err := chisq.Check(counts, want); err != nil {
+		r, err := chisq.Check(counts, want)
+		if err != nil {
 			t.Errorf("depth %d: %v", depth, err)
 		}
+		t.Logf("depth %d: %d runs over %d sequences of nonzero probability: %v; %d drafts fed, %d accepted, %d windows re-run",
+			depth, runs, len(keys), r, stats.Drafted, stats.Accepted, stats.Rerun)
 		if depth > 0 && (stats.Accepted == 0 || stats.Rerun == 0) {
 			t.Errorf("depth %d: %d drafts accepted, %d windows re-run: both paths must be exercised", depth, stats.Accepted, stats.Rerun)
 		}
@@ -231,5 +234,34 @@ func TestFailureKeepsTokens(t *testing.T) {
 	}
 	if _, err := generate(&fakeSeq{V: 7}, []int{1}, 10, GenerateOptions{PrefillRows: 1, Sampling: sample.Params{TopP: 2}}); err == nil {
 		t.Error("top-p 2 accepted")
+	}
+}
+
+// A prompt fed in two calls, the second given the first as History, samples
+// exactly as the whole prompt in one call: the penalties see the earlier
+// tokens (a chat turn that prefills only its new tokens).
+func TestHistoryContinuesPenalties(t *testing.T) {
+	p := sample.Params{Temperature: 0.8, TopK: 3, RepeatPenalty: 1.5, FrequencyPenalty: 0.4, PenaltyLastN: 8, Seed: 3}
+	earlier, prompt := []int{2, 2, 5, 1, 2}, []int{4, 2}
+	whole, err := generate(&fakeSeq{V: 7}, append(slices.Clone(earlier), prompt...), 20, GenerateOptions{PrefillRows: 4, Sampling: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSeq{V: 7}
+	if _, err := generate(f, earlier, 0, GenerateOptions{PrefillRows: 4}); err != nil {
+		t.Fatal(err)
+	}
+	split, err := generate(f, prompt, 20, GenerateOptions{PrefillRows: 4, Sampling: p, History: earlier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(whole, split) {
+		t.Errorf("in two calls %v, in one %v", split, whole)
+	}
+	// Without the History the penalties miss the earlier tokens.
+	g := &fakeSeq{V: 7}
+	generate(g, earlier, 0, GenerateOptions{PrefillRows: 4})
+	if blind, _ := generate(g, prompt, 20, GenerateOptions{PrefillRows: 4, Sampling: p}); slices.Equal(blind, whole) {
+		t.Error("the history changed nothing: the test proves nothing")
 	}
 }

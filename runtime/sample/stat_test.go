@@ -34,9 +34,11 @@ func TestDrawsFollowTheChain(t *testing.T) {
 		for range n {
 			counts[s.Sample(base, nil)]++
 		}
-		if err := chisq.Check(counts, c.want); err != nil {
+		r, err := chisq.Check(counts, c.want)
+		if err != nil {
 			t.Errorf("%s: Sample: %v", c.name, err)
 		}
+		t.Logf("%s: Sample, %d draws: %v", c.name, n, r)
 		for draft := range c.want {
 			counts := make([]int, len(c.want))
 			accepted := 0
@@ -47,7 +49,7 @@ func TestDrawsFollowTheChain(t *testing.T) {
 					accepted++
 				}
 			}
-			if err := chisq.Check(counts, c.want); err != nil {
+			if _, err := chisq.Check(counts, c.want); err != nil {
 				t.Errorf("%s: Verify with draft %d: %v", c.name, draft, err)
 			}
 			// A deterministic draft is accepted with probability p[draft].
