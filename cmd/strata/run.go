@@ -39,6 +39,14 @@ order (docs/sampling.md). Generation stops early at the model's EOS ids
 unless --ignore-eos. The ids are printed as they are made, so a run that fails
 midway has printed what it generated.
 
+With -p TEXT (or -f FILE) the prompt is text, tokenized with the model's
+tokenizer (the --hf directory's tokenizer.json, the GGUF's tokenizer metadata,
+or --tokenizer FILE), and the reply is printed as text as it is made (-n
+defaults to 256 there); --system TEXT renders it with the model's chat
+template as a conversation. --chat holds an interactive conversation on stdin
+through the template, the session kept between turns so each turn prefills
+only its new tokens (/reset, /exit, Ctrl-D). docs/text.md has the details.
+
 With --spec, a decode window also carries drafts (from the model's MTP head
 when it has one, and from a suffix matcher over the prompt and output); only
 the drafts the model agrees with are kept, so the tokens are the same as
