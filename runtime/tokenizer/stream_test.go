@@ -59,3 +59,40 @@ func TestLossyDecode(t *testing.T) {
 		t.Fatalf("flush = %q, want U+FFFD", got)
 	}
 }
+
+// TestConcurrentEncode: one tokenizer (and its word cache) used from several
+// goroutines gives every goroutine HF's ids (run with -race).
+func TestConcurrentEncode(t *testing.T) {
+	toks := testTokenizers(t)
+	cases := readCases(t)
+	errs := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for i := g; i < len(cases); i += 2 {
+				c := cases[i]
+				if got := toks[c.Tokenizer].Encode(c.Text); !equalInts(got, c.IDs) {
+					errs <- c.Text
+					return
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 4 {
+		if s := <-errs; s != "" {
+			t.Errorf("concurrent Encode(%q) differs from HF", s)
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
