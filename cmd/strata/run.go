@@ -132,7 +132,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *context < 0 {
 		return usagef("--context must be ≥ 1, got %d", *context)
 	}
-	txt, err := tf.open(*hf, *ggufPath, *tokens, *n)
+	txt, err := tf.open(*hf, *ggufPath, *tokens, *n, sf.stops)
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		if prompt, err = parseTokens(*tokens); err != nil {
 			return err
 		}
-	} else if (*hf != "" || *ggufPath != "") && txt == nil {
+	} else if (*hf != "" || *ggufPath != "") && !txt.isText() {
 		return usagef("--tokens or a text prompt (-p, -f, --chat) is required with --hf or --gguf (a model file has no default prompt)")
 	}
 	if *hf != "" && *ggufPath != "" {
@@ -200,7 +200,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	s := l.Model.NewSession()
-	if txt != nil {
+	if txt.isText() {
 		txt.stops, txt.label = sf.stops, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads())
 		return txt.run(l, s, gopt, loaded, stdout, stderr)
 	}

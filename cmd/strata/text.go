@@ -49,7 +49,7 @@ func addTextFlags(fs *flag.FlagSet) *textFlags {
 
 // active reports whether the run is in text mode.
 func (f *textFlags) active() bool {
-	return *f.prompt != "" || *f.file != "" || *f.chat || *f.system != "" || *f.tokenizer != ""
+	return *f.prompt != "" || *f.file != "" || *f.chat || *f.system != ""
 }
 
 // textRun is a text-mode run: the model's text side and the prompt.
@@ -59,7 +59,11 @@ type textRun struct {
 	n     int
 	stops []string // stop strings (matched on the text, across tokens)
 	label string   // the model, backend and threads, for the timings
+	ids   bool     // the prompt is --tokens: the tokenizer only serves --stop
 }
+
+// isText reports whether the run prompts with text (-p, -f, --chat).
+func (t *textRun) isText() bool { return t != nil && !t.ids }
 
 // textOf is the token-bytes function for the stop-string matcher; nil when
 // the run is not in text mode.
@@ -70,12 +74,24 @@ func (t *textRun) textOf() func(id int) []byte {
 	return t.tm.Tok.TokenBytes
 }
 
-// openText checks the text flags and loads the tokenizer before the model:
+// open checks the text flags and loads the tokenizer before the model:
 // --tokenizer, else the --hf directory's tokenizer.json, else the GGUF's
-// metadata, else the default model's. nil when the run is not in text mode.
-func (f *textFlags) open(hf, ggufPath, tokens string, n int) (*textRun, error) {
+// metadata, else the default model's. With a prompt of ids, the tokenizer is
+// loaded only when --stop or --tokenizer asks for it (stop strings match
+// text); nil when neither does.
+func (f *textFlags) open(hf, ggufPath, tokens string, n int, stops []string) (*textRun, error) {
 	if !f.active() {
-		return nil, nil
+		if *f.tokenizer == "" && len(stops) == 0 {
+			return nil, nil
+		}
+		tm, err := loadText(*f.tokenizer, hf, ggufPath)
+		if errors.Is(err, text.ErrNoTokenizer) {
+			return nil, usagef("--stop matches the generated text, and %v; give --tokenizer tokenizer.json", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &textRun{f: f, tm: tm, n: n, ids: true}, nil
 	}
 	switch {
 	case tokens != "":
@@ -85,7 +101,7 @@ func (f *textFlags) open(hf, ggufPath, tokens string, n int) (*textRun, error) {
 	case *f.chat && (*f.prompt != "" || *f.file != ""):
 		return nil, usagef("--chat reads its turns from stdin; drop -p/-f (--system sets its system message)")
 	case !*f.chat && *f.prompt == "" && *f.file == "":
-		return nil, usagef("--system and --tokenizer need a prompt: -p TEXT, -f FILE or --chat")
+		return nil, usagef("--system needs a prompt: -p TEXT, -f FILE or --chat")
 	}
 	tm, err := loadText(*f.tokenizer, hf, ggufPath)
 	if errors.Is(err, text.ErrNoTokenizer) {

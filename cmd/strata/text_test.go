@@ -190,7 +190,7 @@ func chatWith(t *testing.T, s *script, input string, extra ...string) (stdout, s
 	if err := fs.Parse(append([]string{"--chat", "--tokenizer", tinyTokenizer}, extra...)); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := tf.open("", "", "", 0)
+	tr, err := tf.open("", "", "", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,6 +418,25 @@ func TestRunTextOnTheEngine(t *testing.T) {
 	stopOut, errOut, status := runStrata(t, "run", "--hf", dir, "-p", prompt, "-n", "12", "--stop", string(stop))
 	if status != 0 || strings.TrimSuffix(stopOut, "\n") != cut {
 		t.Fatalf("--stop %q: %q (status %d, %s), want %q", stop, stopOut, status, errOut, cut)
+	}
+
+	// With a prompt of ids, --stop still matches text: the tokenizer of the
+	// --hf directory is loaded for it, and the ids stop at the token that
+	// completes the string.
+	var acc []byte
+	k := -1
+	for i, id := range gen {
+		if id < 256 {
+			acc = append(acc, byte(id))
+		}
+		if bytes.Contains(acc, stop) {
+			k = i
+			break
+		}
+	}
+	idsStop, errOut, status := runStrata(t, "run", "--hf", dir, "--tokens", joinInts(ids, ","), "-n", "12", "--stop", string(stop))
+	if status != 0 || strings.TrimSpace(idsStop) != joinInts(gen[:k+1], " ") {
+		t.Fatalf("--tokens --stop: %q (status %d, %s), want %q", idsStop, status, errOut, joinInts(gen[:k+1], " "))
 	}
 
 	var chatOut string
