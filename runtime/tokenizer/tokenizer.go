@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -120,9 +121,20 @@ func (t *Tokenizer) encodeWord(word string, dst []int32) []int32 {
 			if id := t.byteTok[word[i]]; id >= 0 {
 				dst = append(dst, id)
 			} else if t.byteFallback {
-				if id, ok := t.vocab[fmt.Sprintf("<0x%02X>", word[i])]; ok {
-					dst = append(dst, id)
-				} else if t.unk >= 0 {
+				// HF falls back on the UTF-8 bytes of the word's character,
+				// which here is the byte's byte-level rune.
+				var ch [utf8.UTFMax]byte
+				n := utf8.EncodeRune(ch[:], byteToRune[word[i]])
+				fb := make([]int32, 0, n)
+				for _, c := range ch[:n] {
+					if id, ok := t.vocab[fmt.Sprintf("<0x%02X>", c)]; ok {
+						fb = append(fb, id)
+					}
+				}
+				switch {
+				case len(fb) == n:
+					dst = append(dst, fb...)
+				case t.unk >= 0:
 					dst = append(dst, t.unk)
 				}
 			} else if t.unk >= 0 {
