@@ -104,6 +104,11 @@ func (t *Tokenizer) encodeText(seg string, out, ends *[]int, syms *[]int32) {
 
 // encodeWord appends the tokens of one pre-tokenized piece.
 func (t *Tokenizer) encodeWord(word string, dst []int32) []int32 {
+	if len(word) == 1 { // a lone byte is its own token: no cache, no lock
+		if id := t.byteTok[word[0]]; id >= 0 {
+			return append(dst, id)
+		}
+	}
 	cacheable := len(word) <= cacheMaxWord
 	if cacheable {
 		t.mu.RLock()
