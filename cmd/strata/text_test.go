@@ -409,6 +409,50 @@ func TestRunTextOnTheEngine(t *testing.T) {
 		t.Fatalf("timings: %q", errOut)
 	}
 
+	// -f FILE and -f - read the same prompt.
+	pf := filepath.Join(t.TempDir(), "prompt.txt")
+	if err := os.WriteFile(pf, []byte(prompt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, errOut, status := runStrata(t, "run", "--hf", dir, "-f", pf, "-n", "12"); status != 0 || got != textOut {
+		t.Fatalf("-f: %q (status %d, %s), want %q", got, status, errOut, textOut)
+	}
+	withStdin(prompt, func() {
+		var got string
+		if got, errOut, status = runStrata(t, "run", "--hf", dir, "-f", "-", "-n", "12"); status != 0 || got != textOut {
+			t.Fatalf("-f -: %q (status %d, %s), want %q", got, status, errOut, textOut)
+		}
+	})
+	// --system: the prompt is the template's rendering of a system and a user
+	// message (what tokenize --batch renders), fed without BOS.
+	var batch string
+	withStdin(`{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "`+prompt+`"}], "add_generation_prompt": true}`+"\n", func() {
+		batch, errOut, status = runStrata(t, "tokenize", "--hf", dir, "--batch")
+	})
+	var rendered struct {
+		IDs      []int
+		Rendered string
+	}
+	if err := json.Unmarshal([]byte(batch), &rendered); err != nil || !strings.HasPrefix(rendered.Rendered, "<|im_start|>system\nBe brief.<|im_end|>\n") {
+		t.Fatalf("tokenize --batch: %q %v", batch, err)
+	}
+	sysIDs, _, _ := runStrata(t, "run", "--hf", dir, "--tokens", joinInts(rendered.IDs, ","), "-n", "6")
+	sysText, errOut, status := runStrata(t, "run", "--hf", dir, "--system", "Be brief.", "-p", prompt, "-n", "6")
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	var sysWant []byte
+	for _, f := range strings.Fields(sysIDs) {
+		if id := atoi(f); id == 256 || id == 258 {
+			break
+		} else if id < 256 {
+			sysWant = append(sysWant, byte(id))
+		}
+	}
+	if strings.TrimSuffix(sysText, "\n") != string([]rune(string(sysWant))) {
+		t.Fatalf("--system: %q, want the text of %s", sysText, sysIDs)
+	}
+
 	// --stop cuts the text at a string that spans tokens (two byte tokens here).
 	if len(want) < 4 {
 		t.Fatalf("too little text generated (%q) to test --stop", want)
