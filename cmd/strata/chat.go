@@ -76,8 +76,10 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 		}
 		conv = append(conv, chat.Message{Role: "user", Content: line})
 		rendered, err := t.tm.Template.Render(conv, t.chatOptions())
-		if err != nil {
-			return err
+		if err != nil { // the template refuses this conversation: say why, drop the turn
+			fmt.Fprintf(stderr, "strata: %v\n", err)
+			conv = conv[:len(conv)-1]
+			continue
 		}
 		var prompt []int
 		kept := len(seen)
