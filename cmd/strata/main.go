@@ -25,7 +25,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"run": {"generate tokens greedily from a prompt of token ids", runCmd},
+	"run": {"generate from a prompt of token ids or text (-p), or chat (--chat)", runCmd},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -90,6 +90,7 @@ Commands:
 Examples:
   strata run                                  # the embedded tiny model, its reference prompt
   strata run --hf ./Qwen3-Next-tiny --tokens 1,2,3 -n 8
+  strata run --gguf model.gguf -p 'func (s *Server) '   # text in, text out
   strata run --hf DIR --tokens 5,6 -n 0 --dump-logits prompt.safetensors
 
 Run "strata <command> --help" for the flags of one command, "strata --version"

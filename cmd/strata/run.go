@@ -39,6 +39,14 @@ order (docs/sampling.md). Generation stops early at the model's EOS ids
 unless --ignore-eos. The ids are printed as they are made, so a run that fails
 midway has printed what it generated.
 
+With -p TEXT (or -f FILE) the prompt is text, tokenized with the model's
+tokenizer (the --hf directory's tokenizer.json, the GGUF's tokenizer metadata,
+or --tokenizer FILE), and the reply is printed as text as it is made (-n
+defaults to 256 there); --system TEXT renders it with the model's chat
+template as a conversation. --chat holds an interactive conversation on stdin
+through the template, the session kept between turns so each turn prefills
+only its new tokens (/reset, /exit, Ctrl-D). docs/text.md has the details.
+
 With --spec, a decode window also carries drafts (from the model's MTP head
 when it has one, and from a suffix matcher over the prompt and output); only
 the drafts the model agrees with are kept, so the tokens are the same as
@@ -75,6 +83,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them")
 	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
+	tf := addTextFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -123,13 +132,17 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *context < 0 {
 		return usagef("--context must be ≥ 1, got %d", *context)
 	}
+	txt, err := tf.open(*hf, *ggufPath, *tokens, *n, sf.stops)
+	if err != nil {
+		return err
+	}
 	prompt := strata.DefaultPrompt
 	if *tokens != "" {
 		if prompt, err = parseTokens(*tokens); err != nil {
 			return err
 		}
-	} else if *hf != "" || *ggufPath != "" {
-		return usagef("--tokens is required with --hf or --gguf (a model file has no default prompt)")
+	} else if (*hf != "" || *ggufPath != "") && !txt.isText() {
+		return usagef("--tokens is required with --hf or --gguf (a model file has no default prompt), or a text prompt: -p, -f or --chat")
 	}
 	if *hf != "" && *ggufPath != "" {
 		return usagef("--hf and --gguf are two models; give one")
@@ -174,7 +187,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("reading the EOS ids: %w", err)
 	}
 	printer, clock := &idPrinter{w: stdout}, &phaseClock{}
-	onToken, err := stopOnText(sf.stops, nil, func(id int) error { clock.token(); return printer.token(id) })
+	onToken, err := stopOnText(sf.stops, txt.textOf(), func(id int) error { clock.token(); return printer.token(id) })
 	if err != nil {
 		return err
 	}
@@ -187,6 +200,10 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	s := l.Model.NewSession()
+	if txt.isText() {
+		txt.stops, txt.label = sf.stops, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads())
+		return txt.run(l, s, gopt, loaded, stdout, stderr)
+	}
 	clock.start = time.Now()
 	out, err := s.Generate(prompt, *n, gopt)
 	end := time.Now()
