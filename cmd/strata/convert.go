@@ -13,6 +13,7 @@ import (
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/convert"
+	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/pack"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -70,6 +71,9 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *hf == "" || *out == "" {
 		return usagef("--hf and -o are required")
+	}
+	if err := outfile.NotInput("-o", *out, *hf); err != nil {
+		return err
 	}
 	cfgPath := filepath.Join(*hf, "config.json")
 	data, err := os.ReadFile(cfgPath)

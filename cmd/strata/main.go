@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // usageError is a mistake in how strata was called (exit status 2).
@@ -28,7 +30,10 @@ var commands = map[string]command{
 	"run": {"generate tokens greedily from a prompt of token ids", runCmd},
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	outfile.RemoveOnSignal() // an interrupted convert, synth or pack leaves no temporary file
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // run is main without the process: it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {

@@ -122,11 +122,15 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *hf != "" && *ggufPath != "" {
 		return usagef("--hf and --gguf are two models; give one")
 	}
+	if err := checkRunOutputs(*hf, *ggufPath, map[string]string{"--dump-logits": *dump, "--spec-state": *specState}); err != nil {
+		return err
+	}
 
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights}
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights,
+		Warn: warner(stderr)}
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
@@ -136,7 +140,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer l.Close()
+	defer closeModel(l, stderr)
 	loaded := time.Since(start)
 
 	vocab := l.Config.Architecture.VocabSize

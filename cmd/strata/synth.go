@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/convert"
+	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -61,6 +63,9 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *layers < 0 || *experts < 0 || *topK < 0 || *ngramBase < 0 {
 		return usagef("--layers, --experts, --top-k and --ngram-base must be ≥ 0")
+	}
+	if err := outfile.NotInput("-o", *out, *model, filepath.Join(*model, "model.toml")); err != nil {
+		return err
 	}
 	c, err := loadModel(*model)
 	if err != nil {

@@ -36,6 +36,9 @@ type streamer struct {
 	*stream.Streamer
 	arena   *stream.Arena
 	history string
+	// failed is set by a window that failed: the history of a failed run
+	// is not saved (it may be half a window's hits, and the run is retried).
+	failed bool
 }
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena
@@ -94,7 +97,7 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 func (m *Model) Close() error {
 	var errs []error
 	if m.stream != nil {
-		if m.stream.history != "" {
+		if m.stream.history != "" && !m.stream.failed {
 			errs = append(errs, m.stream.Save(m.stream.history))
 		}
 		m.stream.Streamer.Close()

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // Usage is a decayed per-(layer, expert) use count: what a restart's arena
@@ -55,22 +56,8 @@ func (u *Usage) Save(path string, order []int) error {
 	for _, k := range order {
 		binary.Write(&b, binary.LittleEndian, uint32(k))
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".usage-*")
-	if err != nil {
-		return fmt.Errorf("saving usage history: %w", err)
-	}
-	if _, err := tmp.Write(b.Bytes()); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("saving usage history %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("saving usage history %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("saving usage history %s: %w", path, err)
+	if err := outfile.WriteFile(path, b.Bytes()); err != nil {
+		return fmt.Errorf("saving the usage history: %w", err)
 	}
 	return nil
 }

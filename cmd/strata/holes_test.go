@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-llm/strata/runtime/pack"
+)
+
+// synthPacked writes a small streaming model (tiny-k512 at 64 experts) and
+// its pack into a fresh directory.
+func synthPacked(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "s.gguf")
+	if _, stderr, status := runStrata(t, "synth", "--model", "tiny-k512", "--experts", "64", "--top-k", "8", "-o", out); status != 0 {
+		t.Fatalf("synth: status %d: %s", status, stderr)
+	}
+	if _, stderr, status := runStrata(t, "pack", out); status != 0 {
+		t.Fatalf("pack: status %d: %s", status, stderr)
+	}
+	return out
+}
+
+// No command writes over one of its inputs, whether the output names the
+// input, a symbolic link to it or a hard link of it.
+func TestOutputsNeverReplaceInputs(t *testing.T) {
+	g := synthPacked(t)
+	dir := filepath.Dir(g)
+	ck := copyCheckpoint(t, nil, nil)
+	link := filepath.Join(dir, "link.gguf")
+	if err := os.Symlink(g, link); err != nil {
+		t.Fatal(err)
+	}
+	hard := filepath.Join(ck, "hard.safetensors")
+	if err := os.Link(filepath.Join(ck, "model.safetensors"), hard); err != nil {
+		t.Fatal(err)
+	}
+	toml := filepath.Join(dir, "m.toml")
+	if err := os.WriteFile(toml, mustRead(t, "../../models/tiny-k512/model.toml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inputs := []string{g, pack.Path(g), filepath.Join(ck, "model.safetensors"), filepath.Join(ck, "config.json"), toml}
+	before := map[string][]byte{}
+	for _, p := range inputs {
+		before[p] = mustRead(t, p)
+	}
+	for _, args := range [][]string{
+		{"pack", "-o", g, g},
+		{"pack", "-o", link, g},
+		{"pack", g, "-o", pack.Path(link)}, // the pack of a link is the pack itself: allowed
+		{"convert", "--hf", ck, "-o", filepath.Join(ck, "model.safetensors")},
+		{"convert", "--hf", ck, "-o", hard},
+		{"convert", "--hf", ck, "-o", filepath.Join(ck, "config.json")},
+		{"synth", "--model", toml, "-o", toml},
+		{"run", "--hf", ck, "--tokens", "1,2", "-n", "1", "--dump-logits", filepath.Join(ck, "model.safetensors")},
+		{"run", "--gguf", g, "--tokens", "1,2", "-n", "1", "--dump-logits", link},
+		{"run", "--gguf", g, "--tokens", "1,2", "-n", "1", "--spec", "auto", "--spec-state", pack.Path(g)},
+	} {
+		_, stderr, status := runStrata(t, args...)
+		allowed := args[0] == "pack" && args[2] == "-o" && args[3] == pack.Path(link)
+		if allowed {
+			if status != 0 {
+				t.Errorf("strata %s: status %d: %s", strings.Join(args, " "), status, stderr)
+			}
+			before[pack.Path(g)] = mustRead(t, pack.Path(g)) // rewritten, the same bytes
+			continue
+		}
+		if status == 0 || !strings.Contains(stderr, "refusing to overwrite") {
+			t.Errorf("strata %s: status %d, stderr %q; want a refusal", strings.Join(args, " "), status, stderr)
+		}
+	}
+	for _, p := range inputs {
+		if !bytes.Equal(mustRead(t, p), before[p]) {
+			t.Errorf("input %s was changed", p)
+		}
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A damaged usage history, or one that cannot be read or saved, is a
+// warning, not silence; a run that fails midway saves none.
+func TestUsageHistoryWarnings(t *testing.T) {
+	g := synthPacked(t)
+	hist := pack.Path(g) + ".usage"
+	args := []string{"run", "--gguf", g, "--tokens", "1,2,3", "-n", "2", "--arena-experts", "24"}
+
+	if _, stderr, status := runStrata(t, args...); status != 0 {
+		t.Fatalf("run: status %d: %s", status, stderr)
+	}
+	st, err := os.Stat(hist)
+	if err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("usage history after a run: %v (mode %v), want a 0644 file", err, st.Mode())
+	}
+
+	data := mustRead(t, hist)
+	data[len("STRATAUSAGE\x00")+4] ^= 0x40 // the layer count
+	os.WriteFile(hist, data, 0o644)
+	if _, stderr, status := runStrata(t, args...); status != 0 || !strings.Contains(stderr, "warning: ignoring the expert usage history") {
+		t.Errorf("damaged history: status %d, stderr %q; want a warning", status, stderr)
+	}
+
+	// A directory in its place: unreadable and unsavable.
+	os.Remove(hist)
+	os.Mkdir(hist, 0o755)
+	_, stderr, status := runStrata(t, args...)
+	if status != 0 || strings.Count(stderr, "warning:") < 2 || !strings.Contains(stderr, "saving the usage history") {
+		t.Errorf("unreadable, unsavable history: status %d, stderr %q; want a warning for each", status, stderr)
+	}
+	os.Remove(hist)
+
+	// Past the context: the run fails, and its history is not saved.
+	_, stderr, status = runStrata(t, append(args[:len(args)-2], "-n", "8", "--context", "6", "--arena-experts", "24")...)
+	if status == 0 {
+		t.Fatalf("a run past --context succeeded: %s", stderr)
+	}
+	if _, err := os.Stat(hist); !os.IsNotExist(err) {
+		t.Errorf("a failed run wrote the usage history (%v)", err)
+	}
+}
