@@ -49,6 +49,9 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 			return nil, err
 		}
 	}
+	if err := checkContext(c, opt.Context); err != nil {
+		return nil, err
+	}
 	if opt.Context > 0 {
 		cc := *c
 		cc.Runtime.ContextLength = opt.Context

@@ -145,6 +145,9 @@ func open(dir, cfgPath string, configJSON []byte, opt HFOptions) (*Loaded, error
 	if err != nil {
 		return nil, err
 	}
+	if err := checkContext(c, opt.Context); err != nil {
+		return nil, err
+	}
 	ck, err := safetensors.OpenDir(dir)
 	if err != nil {
 		return nil, err

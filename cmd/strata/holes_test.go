@@ -128,3 +128,28 @@ func TestUsageHistoryWarnings(t *testing.T) {
 		t.Errorf("a failed run wrote the usage history (%v)", err)
 	}
 }
+
+// Sizes past what the model or the machine allows are named errors, not an
+// out-of-memory crash or a makeslice panic.
+func TestRunSizesBounded(t *testing.T) {
+	g := synthPacked(t)
+	// max_position_embeddings raised so only the machine's memory bounds
+	// the context.
+	long := copyCheckpoint(t, func(s string) string {
+		return strings.Replace(s, `"max_position_embeddings": 4096`, `"max_position_embeddings": 1099511627776`, 1)
+	}, nil)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--context", "999999999999"}, "max_position_embeddings"},
+		{[]string{"run", "--hf", long, "--tokens", "1,2", "--context", "999999999999"}, "lower --context"},
+		{[]string{"run", "--gguf", g, "--tokens", "1,2", "--arena-experts", "99999999"}, "has only 256 routed experts"},
+		{[]string{"bench", "--gguf", g, "-p", "2", "-n", "1", "-r", "1", "--warmup", "0", "--arena-experts", "99999999"}, "has only 256 routed experts"},
+	} {
+		_, stderr, status := runStrata(t, c.args...)
+		if status != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("strata %s: status %d, stderr %q; want 1 and %q", strings.Join(c.args, " "), status, stderr, c.want)
+		}
+	}
+}

@@ -51,6 +51,10 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 	if st.Slots < 1 {
 		return nil, fmt.Errorf("expert arena of %d slots: expected at least 1", st.Slots)
 	}
+	if all := layout.layers * c.Architecture.MoE.NumExperts; st.Slots > all {
+		return nil, fmt.Errorf("expert arena of %d slots: model %s has only %d routed experts (%d MoE layers × %d); an arena of all of them is the resident model (no arena)",
+			st.Slots, c.Name, all, layout.layers, c.Architecture.MoE.NumExperts)
+	}
 	// The arena replaces the full experts buffer: size it to the slots.
 	for _, g := range graphs {
 		for i := range g.Buffers {

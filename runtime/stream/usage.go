@@ -3,7 +3,6 @@ package stream
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -91,14 +90,23 @@ func LoadUsage(path string, layers, experts int) (*Usage, error) {
 	if int(l) != layers || int(e) != experts {
 		return nil, fmt.Errorf("usage history %s: for %d layers × %d experts, the model has %d × %d", path, l, e, layers, experts)
 	}
+	// Every count is checked against the model before anything is
+	// allocated: a damaged file costs no more memory than a good one.
+	keys := layers * experts
+	if int64(n) > int64(keys) {
+		return nil, fmt.Errorf("usage history %s: an LRU order of %d entries, the model has %d experts", path, n, keys)
+	}
+	if want := int64(8*keys) + 4*int64(n); int64(r.Len()) != want {
+		return nil, fmt.Errorf("usage history %s: %d bytes after the header, %d × %d counts and %d LRU entries take %d", path, r.Len(), layers, experts, n, want)
+	}
 	u := NewUsage(layers, experts)
 	u.Windows = windows
 	if err := binary.Read(r, binary.LittleEndian, u.Counts); err != nil {
 		return nil, fmt.Errorf("usage history %s: truncated counts", path)
 	}
 	order := make([]uint32, n)
-	if err := binary.Read(r, binary.LittleEndian, order); err != nil || r.Len() != 0 || int(n) > layers*experts {
-		return nil, errors.Join(fmt.Errorf("usage history %s: damaged LRU order", path), err)
+	if err := binary.Read(r, binary.LittleEndian, order); err != nil {
+		return nil, fmt.Errorf("usage history %s: damaged LRU order: %w", path, err)
 	}
 	for _, k := range order {
 		if int(k) >= layers*experts {
