@@ -444,9 +444,6 @@ func QwenNextParams(c *models.Config) (gguf.QwenNextParams, error) {
 	a := &c.Architecture
 	la := a.LinearAttention
 	var errs []error
-	if la.KeyHeadDim != la.ValueHeadDim {
-		errs = append(errs, fmt.Errorf("linear_attention key_head_dim %d ≠ value_head_dim %d (qwen3next GGUF has one ssm.state_size for both)", la.KeyHeadDim, la.ValueHeadDim))
-	}
 	if !a.Attention.OutputGate {
 		errs = append(errs, errors.New("attention.output_gate is false (qwen3next GGUF assumes gated attention)"))
 	}
@@ -466,7 +463,7 @@ func QwenNextParams(c *models.Config) (gguf.QwenNextParams, error) {
 		RMSEps: a.RMSNormEps, RopeTheta: a.Attention.RopeTheta, RopeDim: a.Attention.RotaryDim(),
 		Experts: a.MoE.NumExperts, ExpertsUsed: a.MoE.ExpertsPerToken,
 		ExpertFFN: a.MoE.IntermediateSize, SharedFFN: a.MoE.SharedExpertIntermediateSize,
-		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim,
+		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim,
 		FullAttentionInterval: interval,
 	}, nil
 }
@@ -478,9 +475,6 @@ func Qwen4ExpParams(c *models.Config) (gguf.Qwen4ExpParams, error) {
 	a := &c.Architecture
 	la, ix, pl := a.LinearAttention, a.Indexer, a.PLE
 	var errs []error
-	if la.KeyHeadDim != la.ValueHeadDim {
-		errs = append(errs, fmt.Errorf("linear_attention key_head_dim %d ≠ value_head_dim %d (qwen4exp GGUF has one ssm.state_size for both)", la.KeyHeadDim, la.ValueHeadDim))
-	}
 	if !a.Attention.OutputGate {
 		errs = append(errs, errors.New("attention.output_gate is false (qwen4exp GGUF assumes gated attention)"))
 	}
@@ -506,7 +500,7 @@ func Qwen4ExpParams(c *models.Config) (gguf.Qwen4ExpParams, error) {
 		RopeSections: []int{11, 11, 10, 0},
 		Experts:      a.MoE.NumExperts, ExpertsUsed: a.MoE.ExpertsPerToken,
 		ExpertFFN: a.MoE.IntermediateSize, SharedFFN: a.MoE.SharedExpertIntermediateSize,
-		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim,
+		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim,
 		FullAttentionInterval: interval,
 		HCCount:               a.HyperConnections.Count, HCLowRank: a.HyperConnections.LowRank,
 		IndexerHeads: ix.Heads, IndexerHeadDim: ix.HeadDim, IndexerTopK: ix.Budget,
