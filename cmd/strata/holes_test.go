@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/pack"
+	"github.com/strata-llm/strata/runtime/weights"
 )
 
 // synthPacked writes a small streaming model (tiny-k512 at 64 experts) and
@@ -151,5 +153,36 @@ func TestRunSizesBounded(t *testing.T) {
 		if status != 1 || !strings.Contains(stderr, c.want) {
 			t.Errorf("strata %s: status %d, stderr %q; want 1 and %q", strings.Join(c.args, " "), status, stderr, c.want)
 		}
+	}
+}
+
+// A plan that falls back says so: a warning names the tensors, and the
+// summary and the embedded config name the format written.
+func TestConvertFallbackIsLoud(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "fb.gguf")
+	stdout, stderr, status := runStrata(t, "convert", "--hf", tinyA, "--quant", "experts=iq2_xs", "-o", out)
+	if status != 0 {
+		t.Fatalf("convert: status %d: %s", status, stderr)
+	}
+	if !strings.Contains(stderr, "warning: 12 tensors are not in the planned format") || !strings.Contains(stderr, "iq2_xs → iq4_nl") || !strings.Contains(stderr, "layers.0.moe.experts.gate") {
+		t.Errorf("no warning naming the fallen-back tensors: %q", stderr)
+	}
+	if !strings.Contains(stdout, "experts=iq4_nl") || strings.Contains(stdout, "experts=iq2_xs") {
+		t.Errorf("summary does not name the format written: %q", stdout)
+	}
+	g, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := weights.ConfigOf(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Quant.Experts != "iq4_nl" {
+		t.Errorf("embedded config says experts=%s, the file holds iq4_nl", c.Quant.Experts)
+	}
+	if _, stderr, status := runStrata(t, "run", "--gguf", out, "--tokens", "1,2,3", "-n", "2"); status != 0 {
+		t.Errorf("run: status %d: %s", status, stderr)
 	}
 }

@@ -76,6 +76,10 @@ type Report struct {
 	// ExpertBytes is one routed expert's gate, up and down data (of the
 	// first MoE layer), the unit SSD streaming reads.
 	ExpertBytes int64
+	// Fallbacks are the tensors written in another format than the plan
+	// named (Config.Quant names the written format when a whole class fell
+	// back to one).
+	Fallbacks []Fallback
 }
 
 // Write converts the model c, reading from src, into a GGUF file at path.
@@ -84,7 +88,7 @@ func Write(path string, c *models.Config, src Source, opt Options) (*Report, err
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Config: cfg, Tensors: len(tensors), ByFormat: map[string]int64{}}
+	rep := &Report{Config: cfg, Tensors: len(tensors), ByFormat: map[string]int64{}, Fallbacks: fallbacksOf(cfg, c)}
 	if err := checkNgram(cfg, src, tensors); err != nil {
 		return nil, err
 	}
@@ -320,6 +324,10 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 		cfg.Architecture.MTP.NumLayers = 0
 	}
 	if err := cfg.Validate(); err != nil {
+		return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
+	}
+	// The embedded config names what is written, where a class fell back.
+	if _, err := resolvePlan(&cfg); err != nil {
 		return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
 	a := &cfg.Architecture
