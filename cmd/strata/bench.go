@@ -86,6 +86,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkModelPaths(*hf, *ggufPath); err != nil {
+		return err
+	}
 	if *promptLen < 1 || *gen < 1 || *reps < 1 || *warmup < 0 || *repeat < 1 {
 		return usagef("-p, -n, -r and --repeat must be ≥ 1 and --warmup ≥ 0, got %d, %d, %d, %d, %d", *promptLen, *gen, *reps, *repeat, *warmup)
 	}

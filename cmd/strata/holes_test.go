@@ -186,3 +186,34 @@ func TestConvertFallbackIsLoud(t *testing.T) {
 		t.Errorf("run: status %d: %s", status, stderr)
 	}
 }
+
+// What a new user hits first: help on stdout with flags as typed, a model
+// path that is not what the flag expects, a missing file named before a
+// missing flag, progress as lines in a log.
+func TestFirstContact(t *testing.T) {
+	for _, args := range [][]string{{"run", "-h"}, {"run", "--help"}, {"help", "run"}, {"bench", "-h"}} {
+		stdout, stderr, status := runStrata(t, args...)
+		if status != 0 || stderr != "" || !strings.Contains(stdout, "\n  --backend NAME") && !strings.Contains(stdout, "\n  --backend BACKENDS") || !strings.Contains(stdout, "\n  --hf DIRECTORY\n") {
+			t.Errorf("strata %s: status %d, stderr %q, stdout %q", strings.Join(args, " "), status, stderr, stdout)
+		}
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--gguf", dir, "--tokens", "1"}, "is a directory, expected a GGUF file"},
+		{[]string{"run", "--gguf", filepath.Join(dir, "missing.gguf")}, "no such file"},
+		{[]string{"run", "--hf", filepath.Join(dir, "missing")}, "no such file"},
+		{[]string{"bench", "--gguf", dir}, "is a directory, expected a GGUF file"},
+	} {
+		_, stderr, status := runStrata(t, c.args...)
+		if status != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("strata %s: status %d, stderr %q; want 1 and %q", strings.Join(c.args, " "), status, stderr, c.want)
+		}
+	}
+	_, stderr, status := runStrata(t, "convert", "--hf", tinyA, "-o", filepath.Join(dir, "p.gguf"))
+	if status != 0 || strings.Contains(stderr, "\r") || strings.Count(stderr, "\n") > 12 || !strings.Contains(stderr, "convert: 100%") {
+		t.Errorf("progress in a log: status %d, %q; want a line per 10%%, no carriage returns", status, stderr)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/outfile"
@@ -38,4 +39,28 @@ func closeModel(l *strata.Loaded, stderr io.Writer) {
 	if err := l.Close(); err != nil {
 		warner(stderr)(err)
 	}
+}
+
+// checkModelPaths reports a --hf that is not a directory or a --gguf that
+// is not a file, before any other mistake in the command line.
+func checkModelPaths(hf, ggufPath string) error {
+	if hf != "" {
+		st, err := os.Stat(hf)
+		if err != nil {
+			return fmt.Errorf("--hf: %w", err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("--hf %s is a file, expected an HF checkpoint directory (for a GGUF file, use --gguf)", hf)
+		}
+	}
+	if ggufPath != "" {
+		st, err := os.Stat(ggufPath)
+		if err != nil {
+			return fmt.Errorf("--gguf: %w", err)
+		}
+		if st.IsDir() {
+			return fmt.Errorf("--gguf %s is a directory, expected a GGUF file (for an HF checkpoint directory, use --hf)", ggufPath)
+		}
+	}
+	return nil
 }

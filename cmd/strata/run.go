@@ -53,7 +53,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 16, "number of tokens to generate (0: only run the prompt)")
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
 	dump := fs.String("dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
-	context := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
+	context := fs.Int("context", 0, "KV-cache length in tokens, at most the model's max_position_embeddings (0, the default: the model config's runtime.context_length, for an HF checkpoint min(max_position_embeddings, 32768))")
 	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
 	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
@@ -110,6 +110,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *context < 0 {
 		return usagef("--context must be ≥ 1, got %d", *context)
+	}
+	if err := checkModelPaths(*hf, *ggufPath); err != nil {
+		return err // a missing model is the first thing to hear about
 	}
 	prompt := strata.DefaultPrompt
 	if *tokens != "" {
