@@ -83,7 +83,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	arenas := fs.String("arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
 	suffix := fs.Int("suffix-draft", 3, "most suffix drafts per window with --spec")
 	icb := fs.Bool("icb", false, "metal backends: replay indirect command buffers")
+	sf := addStreamFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := sf.check(0); err != nil {
 		return err
 	}
 	if err := checkModelPaths(*hf, *ggufPath); err != nil {
@@ -126,6 +130,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	for _, c := range configs {
 		opt := strata.HFOptions{PrefillRows: *prefill, ArenaExperts: c.arena, Backend: c.backend, History: "-",
 			Stream: stream.Options{}, Metal: metal.Options{ICB: *icb}}
+		sf.apply(&opt)
+		opt.Note = noter(stderr)
+		if c.arena > 0 {
+			opt.ArenaGB = 0 // this configuration's --arena-experts value
+		}
 		l, err := openModel(*hf, *ggufPath, opt)
 		if err != nil {
 			return fmt.Errorf("configuration %s: %w", c.label(nil), err)

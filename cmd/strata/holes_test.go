@@ -146,12 +146,19 @@ func TestRunSizesBounded(t *testing.T) {
 	}{
 		{[]string{"run", "--context", "999999999999"}, "max_position_embeddings"},
 		{[]string{"run", "--hf", long, "--tokens", "1,2", "--context", "999999999999"}, "lower --context"},
-		{[]string{"run", "--gguf", g, "--tokens", "1,2", "--arena-experts", "99999999"}, "has only 256 routed experts"},
-		{[]string{"bench", "--gguf", g, "-p", "2", "-n", "1", "-r", "1", "--warmup", "0", "--arena-experts", "99999999"}, "has only 256 routed experts"},
 	} {
 		_, stderr, status := runStrata(t, c.args...)
 		if status != 1 || !strings.Contains(stderr, c.want) {
 			t.Errorf("strata %s: status %d, stderr %q; want 1 and %q", strings.Join(c.args, " "), status, stderr, c.want)
+		}
+	}
+	// An arena larger than the model's experts is every expert resident.
+	for _, args := range [][]string{
+		{"run", "--gguf", g, "--tokens", "1,2", "-n", "1", "--arena-experts", "99999999"},
+		{"bench", "--gguf", g, "-p", "2", "-n", "1", "-r", "1", "--warmup", "0", "--arena-experts", "99999999"},
+	} {
+		if _, stderr, status := runStrata(t, args...); status != 0 || !strings.Contains(stderr, "all 256 experts resident") {
+			t.Errorf("strata %s: status %d, stderr %q; want every expert resident", strings.Join(args, " "), status, stderr)
 		}
 	}
 }
@@ -215,5 +222,33 @@ func TestFirstContact(t *testing.T) {
 	_, stderr, status := runStrata(t, "convert", "--hf", tinyA, "-o", filepath.Join(dir, "p.gguf"))
 	if status != 0 || strings.Contains(stderr, "\r") || strings.Count(stderr, "\n") > 12 || !strings.Contains(stderr, "convert: 100%") {
 		t.Errorf("progress in a log: status %d, %q; want a line per 10%%, no carriage returns", status, stderr)
+	}
+}
+
+// Streaming from the command line: an arena in GB, MoCE and its knobs, on
+// run and bench; the arena chosen is printed at the start.
+func TestStreamingFlags(t *testing.T) {
+	g := synthPacked(t)
+	for _, args := range [][]string{
+		{"run", "--gguf", g, "--tokens", "1,2,3,4,5,6", "-n", "4", "--arena-gb", "0.001", "--stats"},
+		{"run", "--gguf", g, "--tokens", "1,2,3", "-n", "4", "--arena-experts", "40", "--moce", "--moce-lambda", "0.5", "--moce-max-rank", "12", "--stats"},
+		{"bench", "--gguf", g, "-p", "4", "-n", "2", "-r", "1", "--warmup", "0", "--arena-gb", "0.001", "--moce"},
+	} {
+		_, stderr, status := runStrata(t, args...)
+		if status != 0 || !strings.Contains(stderr, "strata: expert arena of") {
+			t.Errorf("strata %s: status %d, stderr %q", strings.Join(args, " "), status, stderr)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--gguf", g, "--tokens", "1", "--moce-lambda", "0.5"}, "add --moce"},
+		{[]string{"run", "--gguf", g, "--tokens", "1", "--arena-gb", "NaN"}, "--arena-gb must be"},
+		{[]string{"run", "--gguf", g, "--tokens", "1", "--arena-gb", "1", "--arena-experts", "5"}, "two sizes"},
+	} {
+		if _, stderr, status := runStrata(t, c.args...); status != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("strata %s: status %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), status, stderr, c.want)
+		}
 	}
 }

@@ -67,7 +67,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them")
 	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
+	sf := addStreamFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := sf.check(*arena); err != nil {
 		return err
 	}
 	sp, err := parseSpec(*specFlag)
@@ -133,7 +137,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
 		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights,
-		Warn: warner(stderr)}
+		Warn: warner(stderr), AutoArena: *arena == 0 && *sf.arenaGB == 0, Note: noter(stderr)}
+	sf.apply(&opt)
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
@@ -228,14 +233,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 				ms.Windows, per(ms.Total.HostBefore), per(ms.Total.Encode), per(ms.Total.Host), ms.Total.HostPoints/max(ms.Windows, 1),
 				per(ms.Total.GPU), per(ms.Total.Wall), ms.Total.Replayed, ms.Total.Direct)
 		}
-		if *arena > 0 {
+		if l.ArenaExperts > 0 {
 			ss := l.Model.StreamStats()
 			ioPath := "through the weight source (no pack)"
 			if packIO != nil {
 				ioPath = packIO.IOPath()
 			}
 			fmt.Fprintf(stderr, "strata: streaming: arena of %d experts; %d hits, %d misses (%.1f%% hit), %d read-aheads (%d used), %.1f MB read, %v stalled; reads %s, %.0f MB/s per thread, %.0f MB/s while reading\n",
-				*arena, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
+				l.ArenaExperts, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
 				float64(ss.BytesRead)/1e6, ss.Stall.Round(time.Millisecond), ioPath,
 				float64(ss.BytesRead)/1e6/max(ss.ReadTime.Seconds(), 1e-9), float64(ss.BytesRead)/1e6/max(ss.ReadBusy.Seconds(), 1e-9))
 		}
