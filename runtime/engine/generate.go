@@ -133,6 +133,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	s := d.s
 	rows := d.opt.PrefillRows
 	var last []float32
+	s.PrefetchNgrams(prompt) // every prefill window's n-gram rows, read while the first windows run
 	for i := 0; i < len(prompt); i += rows {
 		chunk := prompt[i:min(i+rows, len(prompt))]
 		start := time.Now()
@@ -229,6 +230,7 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 		k = min(d.opt.Spec.Depth, len(drafts), remaining-1)
 	}
 	rows := append([]int{cur}, drafts[:k]...)
+	s.PrefetchNgrams(rows) // read while the state is snapshotted
 	pos, history := s.pos, s.history
 	start := time.Now() // the snapshot is part of what a drafted window costs
 	if k > 0 {
