@@ -47,7 +47,7 @@ func planArena(c *models.Config, graphs []*graph.Graph, opt HFOptions) (arenaPla
 	if err != nil {
 		return arenaPlan{}, err
 	}
-	gb := func(n int64) string { return sysmem.GB(uint64(max(n, 0))) }
+	gb := func(n int64) string { return sysmem.Size(uint64(max(n, 0))) }
 	allBytes := int64(all) * slotBytes
 	var p arenaPlan
 	switch {

@@ -51,7 +51,7 @@ func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 	}
 	var parts []string
 	for k, v := range byKind {
-		parts = append(parts, fmt.Sprintf("%s %s", k, sysmem.GB(uint64(v))))
+		parts = append(parts, fmt.Sprintf("%s %s", k, sysmem.Size(uint64(v))))
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	hint := ""
@@ -64,7 +64,7 @@ func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 		hint = "; the weights do not fit: use a GGUF (its weights stay in the mapped file) or a smaller quant plan"
 	}
 	return fmt.Errorf("model %s needs %s of host memory for its buffers (%s), the machine has %s available (%s)%s",
-		c.Name, sysmem.GB(uint64(total)), strings.Join(parts, ", "), sysmem.GB(info.Available), info.Source, hint)
+		c.Name, sysmem.Size(uint64(total)), strings.Join(parts, ", "), sysmem.Size(info.Available), info.Source, hint)
 }
 
 func largest(m map[string]float64) string {

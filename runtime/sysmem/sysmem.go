@@ -27,5 +27,13 @@ func Read() (Info, error) {
 	return i, nil
 }
 
-// GB renders bytes in GB (decimal) for messages.
-func GB(n uint64) string { return fmt.Sprintf("%.2f GB", float64(n)/1e9) }
+// Size renders bytes for messages: in GB (decimal), or MB and kB below a GB.
+func Size(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+}
