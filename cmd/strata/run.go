@@ -60,7 +60,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
 	seed := fs.Int64("seed", 1, "sampling seed (with --temperature)")
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
-	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
+	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts, for tests (0: --arena-gb, or sized from the available memory)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
 	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon) or metal-emu (the metal backend's command stream, run by the MSL emulator)")
 	copyWeights := fs.Bool("copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
