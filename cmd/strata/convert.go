@@ -73,6 +73,9 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkModelPaths(*hf, ""); err != nil {
+		return err
+	}
 	if *hf == "" || *out == "" {
 		return usagef("--hf and -o are required")
 	}

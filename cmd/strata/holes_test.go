@@ -213,6 +213,7 @@ func TestFirstContact(t *testing.T) {
 		{[]string{"run", "--gguf", filepath.Join(dir, "missing.gguf")}, "no such file"},
 		{[]string{"run", "--hf", filepath.Join(dir, "missing")}, "no such file"},
 		{[]string{"bench", "--gguf", dir}, "is a directory, expected a GGUF file"},
+		{[]string{"convert", "--hf", filepath.Join(dir, "missing")}, "no such file"}, // before "-o is required"
 	} {
 		_, stderr, status := runStrata(t, c.args...)
 		if status != 1 || !strings.Contains(stderr, c.want) {
