@@ -38,9 +38,9 @@ instead of 20,000,000 (~65K rows); the embedded config says so, and the
 hashing follows it. --ngram-base 0 keeps the model's own table size.
 
 Example: 2 layers of Qwen3-Next-80B at 512 experts top-10 with IQ2_XS experts
-and its MTP layer (a ~1.26 GB pack: 3 MoE layers × 512 experts × 819,200
-bytes; with --no-mtp ~0.84 GB), a ~1.9 GB GGUF. Without --quant the model's
-bf16 plan writes ~7.8 GB (with --no-mtp) and takes minutes:
+and its MTP layer: a 2.1 GB GGUF and a 1.4 GB pack (3 MoE layers × 512
+experts × 917,504 bytes); with --no-mtp 1.6 GB and 0.94 GB. Without --quant
+the model's bf16 plan writes ~7.8 GB (with --no-mtp) and takes minutes:
   strata synth --model qwen3-next-80b-a3b --layers 2 \
     --quant experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k -o synth.gguf
   strata pack synth.gguf`
