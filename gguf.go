@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/pack"
@@ -49,6 +48,9 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 			return nil, err
 		}
 	}
+	if err := checkContext(c, opt.Context); err != nil {
+		return nil, err
+	}
 	if opt.Context > 0 {
 		cc := *c
 		cc.Runtime.ContextLength = opt.Context
@@ -67,26 +69,17 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	}
 	var reader stream.Reader
 	var closers []func() error
+	var pk *pack.Reader
 	if packPath != "-" {
-		p, err := pack.Open(packPath, f)
-		if err != nil {
+		if pk, err = pack.Open(packPath, f); err != nil {
 			return nil, err
 		}
-		if opt.ArenaExperts > 0 {
-			reader = p
-			if opt.History == "" {
-				opt.History = packPath + ".usage" // learns across restarts
-			}
-			closers = append(closers, p.Close)
-			if opt.Stream.Verify == nil {
-				opt.Stream.Verify = p.Verify // a corrupt read is never published
-			}
-		} else {
-			defer p.Close()
-		}
-		src.UsePack(p)
+		src.UsePack(pk)
 	}
 	if err := src.Check(c.Tensors()); err != nil {
+		if pk != nil {
+			pk.Close()
+		}
 		return nil, err
 	}
 	rows := opt.PrefillRows
@@ -97,9 +90,27 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 		return nil, fmt.Errorf("--prefill-rows must be ≥ 1, got %d", rows)
 	}
 	c = withRouting(c, opt.HFOptions)
-	graphs, err := gen.Windows(c, opt.AllLogits, rows)
+	c, graphs, rows, hopt, err := windowsFor(c, opt.HFOptions, rows)
 	if err != nil {
+		if pk != nil {
+			pk.Close()
+		}
 		return nil, err
+	}
+	opt.HFOptions = hopt
+	if pk != nil {
+		if opt.ArenaExperts > 0 {
+			reader = pk
+			if opt.History == "" {
+				opt.History = packPath + ".usage" // learns across restarts
+			}
+			closers = append(closers, pk.Close)
+			if opt.Stream.Verify == nil {
+				opt.Stream.Verify = pk.Verify // a corrupt read is never published
+			}
+		} else {
+			defer pk.Close()
+		}
 	}
 	m, err := loadEngine(c, graphs, src, opt.HFOptions, reader)
 	if err != nil {
@@ -112,5 +123,5 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 		keep = true
 		closers = append(closers, f.Close)
 	}
-	return &Loaded{Config: c, Model: m, PrefillRows: rows, closers: closers}, nil
+	return &Loaded{Config: c, Model: m, PrefillRows: rows, ArenaExperts: opt.ArenaExperts, closers: closers}, nil
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/cpu"
@@ -44,6 +43,13 @@ type HFOptions struct {
 	// ArenaExperts > 0 streams the routed experts through an arena of that
 	// many experts instead of loading them all (the tokens do not change).
 	ArenaExperts int
+	// ArenaGB > 0 sizes the arena in GB (10⁹ bytes) instead; AutoArena
+	// sizes it from the machine's available memory less the other buffers
+	// and a margin (all experts stay resident when they fit). Note, when
+	// set, hears how the experts are held, once, at load.
+	ArenaGB   float64
+	AutoArena bool
+	Note      func(string)
 	// Stream tunes the streamer's reader pool (with ArenaExperts).
 	Stream stream.Options
 	// WrapReader wraps the expert reader (delay or fault injection).
@@ -56,8 +62,11 @@ type HFOptions struct {
 	// MoCE turns on cache-aware routing (with the config's knobs, or the
 	// defaults) and ReadAhead the next-layer expert prediction.
 	MoCE, ReadAhead bool
-	// MoCEMaxRank overrides the max-rank cap (> 0), or lifts it (< 0).
+	// MoCEMaxRank overrides the max-rank cap (> 0), or lifts it (< 0);
+	// MoCELambda > 0 overrides λ, the score margin a resident expert may
+	// win by.
 	MoCEMaxRank int
+	MoCELambda  float64
 	// Backend runs the window graphs: BackendCPU ("" too), BackendMSLEmu
 	// (the generated MSL on the CPU, tuned by MSLEmu), BackendMetal (the
 	// GPU) or BackendMetalEmu (the Metal backend's encoding run by the
@@ -79,8 +88,11 @@ type Loaded struct {
 	Config      *models.Config
 	Model       *engine.Model
 	PrefillRows int
-	checkpoint  *safetensors.Checkpoint
-	closers     []func() error // files a streaming model keeps reading
+	// ArenaExperts is the expert arena's size in slots (0: every expert
+	// resident), however it was asked for.
+	ArenaExperts int
+	checkpoint   *safetensors.Checkpoint
+	closers      []func() error // files a streaming model keeps reading
 }
 
 // Close stops streaming and releases the checkpoint mapping and files.
@@ -109,6 +121,9 @@ func withRouting(c *models.Config, opt HFOptions) *models.Config {
 			cc.Runtime.MoCEMaxRank = opt.MoCEMaxRank
 		case opt.MoCEMaxRank < 0:
 			cc.Runtime.MoCEMaxRank = cc.Architecture.MoE.NumExperts // every rank may be substituted
+		}
+		if opt.MoCELambda > 0 {
+			cc.Runtime.MoCELambda = opt.MoCELambda
 		}
 		cc.Runtime.MoCEDefaults()
 	}
@@ -154,6 +169,9 @@ func open(dir, cfgPath string, configJSON []byte, opt HFOptions) (*Loaded, error
 	if err != nil {
 		return nil, err
 	}
+	if err := checkContext(c, opt.Context); err != nil {
+		return nil, err
+	}
 	ck, err := safetensors.OpenDir(dir)
 	if err != nil {
 		return nil, err
@@ -179,7 +197,7 @@ func load(c *models.Config, ck *safetensors.Checkpoint, opt HFOptions) (*Loaded,
 		return nil, err
 	}
 	c = withRouting(c, opt)
-	graphs, err := gen.Windows(c, opt.AllLogits, rows)
+	c, graphs, rows, opt, err := windowsFor(c, opt, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +205,7 @@ func load(c *models.Config, ck *safetensors.Checkpoint, opt HFOptions) (*Loaded,
 	if err != nil {
 		return nil, err
 	}
-	return &Loaded{Config: c, Model: m, PrefillRows: rows, checkpoint: ck}, nil
+	return &Loaded{Config: c, Model: m, PrefillRows: rows, ArenaExperts: opt.ArenaExperts, checkpoint: ck}, nil
 }
 
 // OpenDefault opens the embedded default model. The checkpoint is copied out

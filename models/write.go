@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // sectionDocs and fieldDocs become comments in a written model.toml, so the
@@ -71,33 +71,8 @@ func WriteFile(path string, c *Config) error {
 
 // WriteAtomic replaces path with data through a temp file in the same
 // directory and a rename, so readers never see a half-written file.
-func WriteAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil { // CreateTemp makes 0600; a model.toml is not secret
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+func WriteAtomic(path string, data []byte) error {
+	return outfile.WriteFile(path, data)
 }
 
 // writeTable writes v's plain keys, then its sub-tables, each in field order.

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/convert"
+	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/pack"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -46,15 +47,19 @@ checkpoint's precision (its dtype):
   embed     the token embeddings and the n-gram table
   head      the output projection
   all       every class at once
-  rows      the row policy (below)
+  rows      the row policy (below; also --rows)
 Formats: ` + "%s" + `. Norms, gates and other small vectors stay f32.
 
 Rows that are not a whole number of blocks (Qwen3.8-Flash-Next's 640-wide
-expert down rows under a 256-block format) follow the row policy:
+expert down rows under a 256-block format) follow the row policy, --rows
+POLICY (or rows=POLICY in --quant):
   smallest  (default) whichever of pad and fallback takes fewer bytes
   pad       keep the format, zero-pad rows to whole blocks (exact; strata only)
   fallback  llama.cpp's fallback format (iq2_xs, iq4_xs, q4_k -> iq4_nl;
             q6_k -> q8_0); files llama.cpp can load
+A tensor written in another format than planned is named in a warning, and
+a class that fell back as a whole is recorded in the embedded config (and
+the summary's plan) as the format written.
 For llama.cpp, also pass --no-mtp: llama.cpp has no Qwen3-Next or qwen4exp MTP
 and refuses tensors it does not load.
 
@@ -72,8 +77,14 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkModelPaths(*hf, ""); err != nil {
+		return err
+	}
 	if *hf == "" || *out == "" {
 		return usagef("--hf and -o are required")
+	}
+	if err := outfile.NotInput("-o", *out, *hf); err != nil {
+		return err
 	}
 	cfgPath := filepath.Join(*hf, "config.json")
 	data, err := os.ReadFile(cfgPath)
@@ -132,12 +143,13 @@ func writeGGUF(out string, c *models.Config, src convert.Source, opt convert.Opt
 	if err != nil {
 		return err
 	}
+	warnFallbacks(stderr, rep)
 	var parts []string
 	for f, n := range rep.ByFormat {
 		parts = append(parts, fmt.Sprintf("%s %s", f, sizeOf(n)))
 	}
 	sort.Strings(parts)
-	fmt.Fprintf(stdout, "wrote %s: %s, %d tensors, %s of tensor data (%s); plan %s\n", out, rep.Config.Name, rep.Tensors, sizeOf(rep.Bytes), strings.Join(parts, ", "), convert.String(rep.Config.Quant))
+	fmt.Fprintf(stdout, "wrote %s: %s, %d tensors, %s of tensor data (%s); plan %s\n", out, rep.Config.Name, rep.Tensors, sizeOf(rep.Bytes), strings.Join(parts, ", "), planSummary(rep))
 	if rep.ExpertBytes > 0 {
 		fmt.Fprintf(stdout, "one routed expert (gate+up+down): %d bytes\n", rep.ExpertBytes)
 	}

@@ -93,7 +93,7 @@ func TestConvertSynthErrors(t *testing.T) {
 		{[]string{"synth", "--model", "q4-a", "--ngram-base", "-1", "-o", filepath.Join(dir, "x.gguf")}, 2, "must be ≥ 0"},
 		{[]string{"pack"}, 2, "expected one GGUF file"},
 		{[]string{"pack", filepath.Join(dir, "missing.gguf")}, 1, "no such file"},
-		{[]string{"run", "--gguf", filepath.Join(dir, "x.gguf")}, 2, "--tokens is required"},
+		{[]string{"run", "--gguf", filepath.Join(dir, "x.gguf")}, 1, "x.gguf: no such file"}, // the missing file first, then the missing flag
 	} {
 		_, stderr, status := runStrata(t, c.args...)
 		if status != c.status || !strings.Contains(stderr, c.want) {
@@ -132,9 +132,15 @@ func TestNewCommandsHelp(t *testing.T) {
 		{"pack", "one read fetches an expert"},
 		{"synth", "strata synth --model qwen3-next-80b-a3b"},
 	} {
-		_, stderr, status := runStrata(t, c.cmd, "--help")
-		if status != 0 || !strings.Contains(stderr, c.want) {
-			t.Errorf("strata %s --help: status %d, %q lacks %q", c.cmd, status, stderr, c.want)
+		for _, h := range []string{"--help", "-h"} {
+			stdout, stderr, status := runStrata(t, c.cmd, h)
+			if status != 0 || !strings.Contains(stdout, c.want) || stderr != "" {
+				t.Errorf("strata %s %s: status %d, stdout %q lacks %q (stderr %q)", c.cmd, h, status, stdout, c.want, stderr)
+			}
+			// Flags as they are typed, with placeholders for values.
+			if !strings.Contains(stdout, "\n  -o FILE\n") {
+				t.Errorf("strata %s %s: no \"-o FILE\" line in %q", c.cmd, h, stdout)
+			}
 		}
 	}
 }

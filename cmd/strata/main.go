@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // usageError is a mistake in how strata was called (exit status 2).
@@ -28,14 +30,20 @@ var commands = map[string]command{
 	"run": {"generate from a prompt of token ids or text (-p), or chat (--chat)", runCmd},
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	outfile.RemoveOnSignal() // an interrupted convert, synth or pack leaves no temporary file
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // run is main without the process: it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {
-				_ = c.run([]string{"--help"}, stdout, stderr)
+				var h helpRequest
+				if err := c.run([]string{"--help"}, stdout, stderr); errors.As(err, &h) {
+					fmt.Fprint(stdout, h.text)
+				}
 				return 0
 			}
 		}
@@ -58,6 +66,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	err := c.run(args[1:], stdout, stderr)
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, new(helpRequest)):
+		var h helpRequest
+		errors.As(err, &h)
+		fmt.Fprint(stdout, h.text)
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
@@ -105,23 +118,23 @@ func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 	// Parse errors come back as usage errors; the full text only on --help.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	helps[fs] = func() {
-		fs.SetOutput(stderr)
-		fmt.Fprintf(stderr, "Usage:\n  strata %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(about))
-		fs.PrintDefaults()
+	helps[fs] = func() error {
+		var b strings.Builder
+		fmt.Fprintf(&b, "Usage:\n  strata %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(about))
+		printFlags(&b, fs)
+		return helpRequest{b.String()}
 	}
 	return fs
 }
 
-// helps holds the --help text printer of each flag set.
-var helps = map[*flag.FlagSet]func(){}
+// helps holds the --help text of each flag set, as a helpRequest error.
+var helps = map[*flag.FlagSet]func() error{}
 
 // parseFlags parses args, turning flag errors into usage errors.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			helps[fs]()
-			return err
+			return helps[fs]()
 		}
 		return usageError{err.Error()}
 	}

@@ -182,7 +182,7 @@ func TestRunBadInput(t *testing.T) {
 		{"unknown flag", []string{"run", "--frobnicate"}, 2, []string{"frobnicate"}},
 		{"unknown command", []string{"fly"}, 2, []string{`unknown command "fly"`}},
 		{"--hf without --tokens", []string{"run", "--hf", tinyA}, 2, []string{"--tokens is required"}},
-		{"no such directory", []string{"run", "--hf", "/no/such/dir", "--tokens", "1"}, 1, []string{"/no/such/dir/config.json"}},
+		{"no such directory", []string{"run", "--hf", "/no/such/dir", "--tokens", "1"}, 1, []string{"--hf: stat /no/such/dir: no such file"}},
 		{"missing tensor", []string{"run", "--hf", copyCheckpoint(t, nil, drop("model.layers.3.self_attn.q_proj.weight")), "--tokens", "1"}, 1,
 			[]string{"model.layers.3.self_attn.q_proj.weight"}},
 		{"wrong shape", []string{"run", "--hf", copyCheckpoint(t, nil, reshape("model.layers.1.linear_attn.in_proj_qkvz.weight")), "--tokens", "1"}, 1,

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/pack"
 	"github.com/strata-llm/strata/runtime/weights"
 )
@@ -39,6 +40,11 @@ func packCmd(args []string, stdout, stderr io.Writer) error {
 	path := pos[0]
 	if *out == "" {
 		*out = pack.Path(path)
+	}
+	if !*verify {
+		if err := outfile.NotInput("-o", *out, path); err != nil {
+			return err
+		}
 	}
 	f, err := gguf.Open(path)
 	if err != nil {

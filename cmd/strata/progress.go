@@ -5,35 +5,59 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 )
 
 // progress draws a one-line bar on stderr for long work (conversion, packing),
-// redrawn in place at most every 100 ms, with throughput and time left.
+// redrawn in place at most every 100 ms, with throughput and time left. When
+// stderr is not a terminal (a log, a pipe) it prints one plain line per 10%
+// instead of carriage-return frames.
 type progress struct {
 	w     io.Writer
 	label string
 	start time.Time
 	last  time.Time
 	drawn bool
+	tty   bool
+	step  int // lines printed so far, without a terminal
 }
 
 func newProgress(w io.Writer, label string) *progress {
-	return &progress{w: w, label: label, start: time.Now()}
+	return &progress{w: w, label: label, start: time.Now(), tty: isTerminal(w)}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // update redraws the bar for done of total bytes.
 func (p *progress) update(done, total int64) {
 	now := time.Now()
-	if done < total && now.Sub(p.last) < 100*time.Millisecond {
-		return
-	}
-	p.last, p.drawn = now, true
 	frac := 1.0
 	if total > 0 {
 		frac = float64(done) / float64(total)
 	}
+	if !p.tty {
+		// One line per 10% reached, the last at 100%.
+		if step := int(frac * 10); step > p.step {
+			p.step = step
+			elapsed := now.Sub(p.start).Seconds()
+			fmt.Fprintf(p.w, "%s: %3.0f%%  %s / %s  %s/s\n", p.label, 100*frac, sizeOf(done), sizeOf(total), sizeOf(int64(float64(done)/max(elapsed, 1e-9))))
+		}
+		return
+	}
+	if done < total && now.Sub(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last, p.drawn = now, true
 	const width = 30
 	fill := int(frac * width)
 	bar := strings.Repeat("=", fill) + strings.Repeat(" ", width-fill)
@@ -73,8 +97,7 @@ func parseFlagsAnd(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				helps[fs]()
-				return nil, err
+				return nil, helps[fs]()
 			}
 			return nil, usageError{err.Error()}
 		}

@@ -69,14 +69,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 16, "number of tokens to generate (0: only run the prompt)")
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
 	dump := fs.String("dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
-	context := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
+	context := fs.Int("context", 0, "KV-cache length in tokens, at most the model's max_position_embeddings (0, the default: the model config's runtime.context_length, for an HF checkpoint min(max_position_embeddings, 32768))")
 	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
 	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
 	sf := addSamplingFlags(fs)
 	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
-	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
+	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts, for tests (0: --arena-gb, or sized from the available memory)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
 	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon) or metal-emu (the metal backend's command stream, run by the MSL emulator)")
 	copyWeights := fs.Bool("copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
@@ -84,7 +84,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
 	tf := addTextFlags(fs)
+	stf := addStreamFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := stf.check(*arena); err != nil {
 		return err
 	}
 	sp, err := parseSpec(*specFlag)
@@ -132,6 +136,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *context < 0 {
 		return usagef("--context must be ≥ 1, got %d", *context)
 	}
+	if err := checkModelPaths(*hf, *ggufPath); err != nil {
+		return err // a missing model is the first thing to hear about
+	}
 	txt, err := tf.open(*hf, *ggufPath, *tokens, *n, sf.stops)
 	if err != nil {
 		return err
@@ -147,11 +154,16 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *hf != "" && *ggufPath != "" {
 		return usagef("--hf and --gguf are two models; give one")
 	}
+	if err := checkRunOutputs(*hf, *ggufPath, map[string]string{"--dump-logits": *dump, "--spec-state": *specState}); err != nil {
+		return err
+	}
 
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights, Threads: *threads}
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights, Threads: *threads,
+		Warn: warner(stderr), AutoArena: *arena == 0 && *stf.arenaGB == 0, Note: noter(stderr)}
+	stf.apply(&opt)
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
@@ -161,7 +173,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer l.Close()
+	defer closeModel(l, stderr)
 	loaded := time.Since(start)
 
 	vocab := l.Config.Architecture.VocabSize
@@ -258,14 +270,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 				ms.Windows, per(ms.Total.HostBefore), per(ms.Total.Encode), per(ms.Total.Host), ms.Total.HostPoints/max(ms.Windows, 1),
 				per(ms.Total.GPU), per(ms.Total.Wall), ms.Total.Replayed, ms.Total.Direct)
 		}
-		if *arena > 0 {
+		if l.ArenaExperts > 0 {
 			ss := l.Model.StreamStats()
 			ioPath := "through the weight source (no pack)"
 			if packIO != nil {
 				ioPath = packIO.IOPath()
 			}
 			fmt.Fprintf(stderr, "strata: streaming: arena of %d experts; %d hits, %d misses (%.1f%% hit), %d read-aheads (%d used), %.1f MB read, %v stalled; reads %s, %.0f MB/s per thread, %.0f MB/s while reading\n",
-				*arena, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
+				l.ArenaExperts, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
 				float64(ss.BytesRead)/1e6, ss.Stall.Round(time.Millisecond), ioPath,
 				float64(ss.BytesRead)/1e6/max(ss.ReadTime.Seconds(), 1e-9), float64(ss.BytesRead)/1e6/max(ss.ReadBusy.Seconds(), 1e-9))
 		}

@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/convert"
+	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -36,7 +38,9 @@ instead of 20,000,000 (~65K rows); the embedded config says so, and the
 hashing follows it. --ngram-base 0 keeps the model's own table size.
 
 Example: 2 layers of Qwen3-Next-80B at 512 experts top-10 with IQ2_XS experts
-(a ~0.9 GB pack):
+and its MTP layer: a 2.1 GB GGUF and a 1.4 GB pack (3 MoE layers × 512
+experts × 917,504 bytes); with --no-mtp 1.6 GB and 0.94 GB. Without --quant
+the model's bf16 plan writes ~7.8 GB (with --no-mtp) and takes minutes:
   strata synth --model qwen3-next-80b-a3b --layers 2 \
     --quant experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k -o synth.gguf
   strata pack synth.gguf`
@@ -61,6 +65,9 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *layers < 0 || *experts < 0 || *topK < 0 || *ngramBase < 0 {
 		return usagef("--layers, --experts, --top-k and --ngram-base must be ≥ 0")
+	}
+	if err := outfile.NotInput("-o", *out, *model, filepath.Join(*model, "model.toml")); err != nil {
+		return err
 	}
 	c, err := loadModel(*model)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand
@@ -40,7 +41,10 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	outfile.RemoveOnSignal() // an interrupted write leaves no temporary file
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // run is main without the process: it returns the exit status (0 ok,
 // 1 failure, 2 usage error) so tests can drive the CLI directly.
@@ -156,6 +160,11 @@ func runImportHF(args []string, stdout io.Writer) error {
 		}
 	}
 	src := positional[0]
+	if *out != "" {
+		if err := outfile.NotInput("--out", *out, src); err != nil {
+			return err
+		}
+	}
 	if *name == "" {
 		abs, err := filepath.Abs(src)
 		if err != nil {
@@ -185,6 +194,10 @@ func runImportHF(args []string, stdout io.Writer) error {
 	if *out == "" {
 		_, err = stdout.Write(text)
 		return err
+	}
+	// The README's own line writes into a model folder not made yet.
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
 	}
 	return models.WriteAtomic(*out, text)
 }

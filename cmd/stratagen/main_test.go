@@ -122,12 +122,19 @@ func TestImportHFFailures(t *testing.T) {
 		{[]string{"import-hf", broken}, "stratagen: " + broken + ": not a JSON object"},
 		{[]string{"import-hf", "--out", outFile, noHidden}, "stratagen: " + noHidden + ": hidden_size: missing (expected an integer)"},
 		{[]string{"import-hf", "--name", "bad/name", tinyAConfig}, `name: is "bad/name"`},
-		{[]string{"import-hf", "--out", filepath.Join(dir, "nodir", "m.toml"), tinyAConfig}, "stratagen: writing "},
+		{[]string{"import-hf", "--out", noHidden, noHidden}, "is an input of this command; refusing to overwrite it"},
 	} {
 		code, stdout, stderr := runCLI(tc.args...)
 		if code != 1 || stdout != "" || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q; want 1 and %q", tc.args, code, stdout, stderr, tc.want)
 		}
+	}
+	// The README's line writes into a model folder that does not exist yet.
+	nested := filepath.Join(dir, "models", "my-model", "model.toml")
+	if code, _, stderr := runCLI("import-hf", "--out", nested, tinyAConfig); code != 0 {
+		t.Errorf("import-hf --out into a new folder: code %d: %s", code, stderr)
+	} else if _, err := os.Stat(nested); err != nil {
+		t.Errorf("import-hf --out into a new folder: %v", err)
 	}
 	// Every line of a multi-problem report carries the prefix.
 	noHiddenNoVocab := filepath.Join(dir, "twoproblems.json")

@@ -79,6 +79,10 @@ type Report struct {
 	// ExpertBytes is one routed expert's gate, up and down data (of the
 	// first MoE layer), the unit SSD streaming reads.
 	ExpertBytes int64
+	// Fallbacks are the tensors written in another format than the plan
+	// named (Config.Quant names the written format when a whole class fell
+	// back to one).
+	Fallbacks []Fallback
 }
 
 // Write converts the model c, reading from src, into a GGUF file at path.
@@ -87,7 +91,7 @@ func Write(path string, c *models.Config, src Source, opt Options) (*Report, err
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Config: cfg, Tensors: len(tensors), ByFormat: map[string]int64{}}
+	rep := &Report{Config: cfg, Tensors: len(tensors), ByFormat: map[string]int64{}, Fallbacks: fallbacksOf(cfg, c)}
 	if err := checkNgram(cfg, src, tensors); err != nil {
 		return nil, err
 	}
@@ -325,6 +329,10 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
+	// The embedded config names what is written, where a class fell back.
+	if _, err := resolvePlan(&cfg); err != nil {
+		return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
+	}
 	a := &cfg.Architecture
 	var kv []gguf.KV
 	var names func(role string) (gguf.RoleMap, error)
@@ -448,9 +456,6 @@ func QwenNextParams(c *models.Config) (gguf.QwenNextParams, error) {
 	a := &c.Architecture
 	la := a.LinearAttention
 	var errs []error
-	if la.KeyHeadDim != la.ValueHeadDim {
-		errs = append(errs, fmt.Errorf("linear_attention key_head_dim %d ≠ value_head_dim %d (qwen3next GGUF has one ssm.state_size for both)", la.KeyHeadDim, la.ValueHeadDim))
-	}
 	if !a.Attention.OutputGate {
 		errs = append(errs, errors.New("attention.output_gate is false (qwen3next GGUF assumes gated attention)"))
 	}
@@ -470,7 +475,7 @@ func QwenNextParams(c *models.Config) (gguf.QwenNextParams, error) {
 		RMSEps: a.RMSNormEps, RopeTheta: a.Attention.RopeTheta, RopeDim: a.Attention.RotaryDim(),
 		Experts: a.MoE.NumExperts, ExpertsUsed: a.MoE.ExpertsPerToken,
 		ExpertFFN: a.MoE.IntermediateSize, SharedFFN: a.MoE.SharedExpertIntermediateSize,
-		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim,
+		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim,
 		FullAttentionInterval: interval,
 	}, nil
 }
@@ -482,9 +487,6 @@ func Qwen4ExpParams(c *models.Config) (gguf.Qwen4ExpParams, error) {
 	a := &c.Architecture
 	la, ix, pl := a.LinearAttention, a.Indexer, a.PLE
 	var errs []error
-	if la.KeyHeadDim != la.ValueHeadDim {
-		errs = append(errs, fmt.Errorf("linear_attention key_head_dim %d ≠ value_head_dim %d (qwen4exp GGUF has one ssm.state_size for both)", la.KeyHeadDim, la.ValueHeadDim))
-	}
 	if !a.Attention.OutputGate {
 		errs = append(errs, errors.New("attention.output_gate is false (qwen4exp GGUF assumes gated attention)"))
 	}
@@ -510,7 +512,7 @@ func Qwen4ExpParams(c *models.Config) (gguf.Qwen4ExpParams, error) {
 		RopeSections: []int{11, 11, 10, 0},
 		Experts:      a.MoE.NumExperts, ExpertsUsed: a.MoE.ExpertsPerToken,
 		ExpertFFN: a.MoE.IntermediateSize, SharedFFN: a.MoE.SharedExpertIntermediateSize,
-		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim,
+		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim,
 		FullAttentionInterval: interval,
 		HCCount:               a.HyperConnections.Count, HCLowRank: a.HyperConnections.LowRank,
 		IndexerHeads: ix.Heads, IndexerHeadDim: ix.HeadDim, IndexerTopK: ix.Budget,

@@ -92,6 +92,9 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Bac
 	} else {
 		why = "the backend copies every weight"
 	}
+	if err := checkMemory(c, graphs); err != nil {
+		return nil, err
+	}
 	mem, err := backend.NewMemory(graphs...)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)

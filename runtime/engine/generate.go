@@ -200,6 +200,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	rows := d.opt.PrefillRows
 	base := s.Pos() // a continued session (a chat's next turn) starts past 0
 	var last []float32
+	prefetchNgrams(s, prompt) // every prefill window's n-gram rows, read while the first windows run
 	for i := 0; i < len(prompt); i += rows {
 		chunk := prompt[i:min(i+rows, len(prompt))]
 		start := time.Now()
@@ -296,6 +297,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		k = min(d.opt.Spec.Depth, len(drafts), remaining-1)
 	}
 	rows := append([]int{cur}, drafts[:k]...)
+	prefetchNgrams(s, rows) // read while the state is snapshotted
 	pos := s.Pos()
 	start := time.Now() // the snapshot is part of what a drafted window costs
 	if k > 0 {

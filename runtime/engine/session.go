@@ -37,10 +37,8 @@ func (m *Model) NewSession() *Session {
 // Pos is the number of tokens the session has consumed.
 func (s *Session) Pos() int { return s.pos }
 
-// Window runs one window over tokens (1 ≤ len ≤ the largest shape) and returns
-// the logits it computed: one row per token, or only the last row when the
-// chosen shape computes last-row logits.
-func (s *Session) Window(tokens []int) ([][]float32, error) {
+// window is Window.
+func (s *Session) window(tokens []int) ([][]float32, error) {
 	n := len(tokens)
 	p, err := s.program(s.m.programs, tokens, s.pos)
 	if err != nil {
@@ -105,11 +103,8 @@ func (s *Session) program(set map[int]window, tokens []int, pos int) (window, er
 	return set[shape], nil
 }
 
-// MTPWindow runs the MTP draft head over the hidden rows the last trunk
-// window left: row t pairs the trunk's row t with tokens[t] (the token that
-// follows it) at position pos+t, and yields logits for the token after that.
-// The head keeps its own KV and index caches, advanced by these rows.
-func (s *Session) MTPWindow(tokens []int, pos int) ([][]float32, error) {
+// mtpWindow is MTPWindow.
+func (s *Session) mtpWindow(tokens []int, pos int) ([][]float32, error) {
 	if !s.m.HasMTP() {
 		return nil, fmt.Errorf("model %s has no MTP head loaded", s.m.Config.Name)
 	}

@@ -36,6 +36,9 @@ type streamer struct {
 	*stream.Streamer
 	arena   *stream.Arena
 	history string
+	// failed is set by a window that failed: the history of a failed run
+	// is not saved (it may be half a window's hits, and the run is retried).
+	failed bool
 }
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena
@@ -47,6 +50,10 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 	}
 	if st.Slots < 1 {
 		return nil, fmt.Errorf("expert arena of %d slots: expected at least 1", st.Slots)
+	}
+	if all := layout.layers * c.Architecture.MoE.NumExperts; st.Slots > all {
+		return nil, fmt.Errorf("expert arena of %d slots: model %s has only %d routed experts (%d MoE layers × %d); an arena of all of them is the resident model (no arena)",
+			st.Slots, c.Name, all, layout.layers, c.Architecture.MoE.NumExperts)
 	}
 	// The arena replaces the full experts buffer: size it to the slots.
 	for _, g := range graphs {
@@ -94,7 +101,7 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 func (m *Model) Close() error {
 	var errs []error
 	if m.stream != nil {
-		if m.stream.history != "" {
+		if m.stream.history != "" && !m.stream.failed {
 			errs = append(errs, m.stream.Save(m.stream.history))
 		}
 		m.stream.Streamer.Close()

@@ -318,14 +318,26 @@ type QwenNextParams struct {
 	Experts, ExpertsUsed               int
 	ExpertFFN, SharedFFN               int
 	ConvKernel                         int
-	KeyHeads, ValueHeads, StateSize    int // ssm.group_count, ssm.time_step_rank, ssm.state_size (= key and value head dim)
-	FullAttentionInterval              int
+	// Gated DeltaNet, as llama.cpp's qwen3next reads it: num_k_heads =
+	// ssm.group_count, num_v_heads = ssm.time_step_rank, head_k_dim =
+	// ssm.state_size, head_v_dim = ssm.inner_size / ssm.time_step_rank.
+	KeyHeads, ValueHeads, StateSize int
+	ValueHeadDim                    int // 0: StateSize (key and value heads alike)
+	FullAttentionInterval           int
+}
+
+// valueHeadDim is head_v_dim (ValueHeadDim, or StateSize when unset).
+func (p QwenNextParams) valueHeadDim() int {
+	if p.ValueHeadDim > 0 {
+		return p.ValueHeadDim
+	}
+	return p.StateSize
 }
 
 // Dims returns what the name map needs.
 func (p QwenNextParams) Dims() QwenNextDims {
 	return QwenNextDims{
-		KeyHeads: p.KeyHeads, ValueHeads: p.ValueHeads, KeyHeadDim: p.StateSize, ValueHeadDim: p.StateSize,
+		KeyHeads: p.KeyHeads, ValueHeads: p.ValueHeads, KeyHeadDim: p.StateSize, ValueHeadDim: p.valueHeadDim(),
 		Heads: p.Heads, KVHeads: p.KVHeads, HeadDim: p.HeadDim, OutputGate: true, ExpertFFN: p.ExpertFFN,
 	}
 }
@@ -352,7 +364,7 @@ func (p QwenNextParams) Metadata() []KV {
 		{k(KeyExpertFFNLength), u(p.ExpertFFN)},
 		{k(KeyExpertSharedFFNLength), u(p.SharedFFN)},
 		{k(KeySSMConvKernel), u(p.ConvKernel)},
-		{k(KeySSMInnerSize), u(p.ValueHeads * p.StateSize)},
+		{k(KeySSMInnerSize), u(p.ValueHeads * p.valueHeadDim())},
 		{k(KeySSMStateSize), u(p.StateSize)},
 		{k(KeySSMTimeStepRank), u(p.ValueHeads)},
 		{k(KeySSMGroupCount), u(p.KeyHeads)},
@@ -403,8 +415,9 @@ func QwenNextParamsOf(f *File) (QwenNextParams, error) {
 	if err != nil {
 		return p, err
 	}
-	if inner != uint64(p.ValueHeads)*uint64(p.StateSize) {
-		return p, fmt.Errorf("gguf %s: %s.%s = %d, but time_step_rank × state_size = %d × %d", f.Path, ArchQwenNext, KeySSMInnerSize, inner, p.ValueHeads, p.StateSize)
+	if p.ValueHeads == 0 || inner == 0 || inner%uint64(p.ValueHeads) != 0 || inner > math.MaxInt32 {
+		return p, fmt.Errorf("gguf %s: %s.%s = %d is not a whole number of %s = %d value heads", f.Path, ArchQwenNext, KeySSMInnerSize, inner, KeySSMTimeStepRank, p.ValueHeads)
 	}
+	p.ValueHeadDim = int(inner) / p.ValueHeads
 	return p, nil
 }

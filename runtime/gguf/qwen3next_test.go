@@ -253,7 +253,7 @@ func TestTransforms(t *testing.T) {
 func TestQwenNextParams(t *testing.T) {
 	p := QwenNextParams{Layers: 48, ContextLength: 262144, Hidden: 2048, FFN: 5120, Heads: 16, KVHeads: 2, HeadDim: 256,
 		RMSEps: 1e-6, RopeTheta: 1e7, RopeDim: 64, Experts: 512, ExpertsUsed: 10, ExpertFFN: 512, SharedFFN: 512,
-		ConvKernel: 4, KeyHeads: 16, ValueHeads: 32, StateSize: 128, FullAttentionInterval: 4}
+		ConvKernel: 4, KeyHeads: 16, ValueHeads: 32, StateSize: 128, ValueHeadDim: 128, FullAttentionInterval: 4}
 	path := filepath.Join(t.TempDir(), "p.gguf")
 	if err := WriteFile(path, p.Metadata(), nil); err != nil {
 		t.Fatal(err)

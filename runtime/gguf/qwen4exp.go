@@ -292,7 +292,8 @@ type Qwen4ExpParams struct {
 	Experts, ExpertsUsed            int
 	ExpertFFN, SharedFFN            int
 	ConvKernel                      int
-	KeyHeads, ValueHeads, StateSize int
+	KeyHeads, ValueHeads, StateSize int // as QwenNextParams
+	ValueHeadDim                    int // ssm.inner_size / ssm.time_step_rank; 0: StateSize
 	FullAttentionInterval           int
 	HCCount, HCLowRank              int
 	IndexerHeads, IndexerHeadDim    int
@@ -335,7 +336,7 @@ func (p Qwen4ExpParams) Metadata() []KV {
 		{k(KeyExpertFFNLength), u(p.ExpertFFN)},
 		{k(KeyExpertSharedFFNLength), u(p.SharedFFN)},
 		{k(KeySSMConvKernel), u(p.ConvKernel)},
-		{k(KeySSMInnerSize), u(p.ValueHeads * p.StateSize)},
+		{k(KeySSMInnerSize), u(p.ValueHeads * p.valueHeadDim())},
 		{k(KeySSMStateSize), u(p.StateSize)},
 		{k(KeySSMTimeStepRank), u(p.ValueHeads)},
 		{k(KeySSMGroupCount), u(p.KeyHeads)},
@@ -420,9 +421,10 @@ func Qwen4ExpParamsOf(f *File) (Qwen4ExpParams, error) {
 	if err != nil {
 		return p, err
 	}
-	if inner != uint64(p.ValueHeads)*uint64(p.StateSize) {
-		return p, fmt.Errorf("gguf %s: %s = %d, but time_step_rank × state_size = %d × %d", f.Path, key(KeySSMInnerSize), inner, p.ValueHeads, p.StateSize)
+	if p.ValueHeads == 0 || inner == 0 || inner%uint64(p.ValueHeads) != 0 || inner > math.MaxInt32 {
+		return p, fmt.Errorf("gguf %s: %s = %d is not a whole number of %s = %d value heads", f.Path, key(KeySSMInnerSize), inner, key(KeySSMTimeStepRank), p.ValueHeads)
 	}
+	p.ValueHeadDim = int(inner) / p.ValueHeads
 	smallInts := func(name string) ([]int, error) {
 		v, err := f.Ints(key(name))
 		if err != nil {
@@ -529,4 +531,12 @@ func int64s(vs any) ([]int64, bool) {
 		return conv(len(s), func(i int) int64 { return int64(s[i]) }), true
 	}
 	return nil, false
+}
+
+// valueHeadDim is head_v_dim (ValueHeadDim, or StateSize when unset).
+func (p Qwen4ExpParams) valueHeadDim() int {
+	if p.ValueHeadDim > 0 {
+		return p.ValueHeadDim
+	}
+	return p.StateSize
 }

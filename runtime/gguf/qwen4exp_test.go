@@ -128,7 +128,7 @@ func TestQwen4ExpRunsCover(t *testing.T) {
 func TestQwen4ExpParamsRoundTrip(t *testing.T) {
 	p := Qwen4ExpParams{Layers: 4, ContextLength: 4096, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 32,
 		RMSEps: 1.0 / 1024, RopeTheta: 10000, RopeDim: 8, RopeSections: []int{11, 11, 10, 0},
-		Experts: 16, ExpertsUsed: 4, ExpertFFN: 32, SharedFFN: 32, ConvKernel: 4, KeyHeads: 2, ValueHeads: 6, StateSize: 16,
+		Experts: 16, ExpertsUsed: 4, ExpertFFN: 32, SharedFFN: 32, ConvKernel: 4, KeyHeads: 2, ValueHeads: 6, StateSize: 16, ValueHeadDim: 16,
 		FullAttentionInterval: 4, HCCount: 4, HCLowRank: 16, IndexerHeads: 4, IndexerHeadDim: 16, IndexerTopK: 16,
 		CompressRatios: []int{0, 0, 0, 4}, PLELayers: []int{1}, NgramSize: 3, HeadsPerNgram: 2, PLEConvKernel: 4,
 		PLERowWidth: 16, EOS: 3, Multipliers: []int64{4295158889763781, 17440218147737327, 1270917961434445},

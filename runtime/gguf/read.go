@@ -30,6 +30,13 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
+	if !st.Mode().IsRegular() {
+		what := "not a regular file"
+		if st.IsDir() {
+			what = "a directory (for an HF checkpoint directory, use --hf)"
+		}
+		return nil, fmt.Errorf("gguf %s is %s, expected a GGUF file", path, what)
+	}
 	if st.Size() > math.MaxInt {
 		return nil, fmt.Errorf("gguf %s: file of %d bytes is too large to map", path, st.Size())
 	}

@@ -7,10 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // Writer streams a GGUF v3 file: Create writes the header (so every tensor's
@@ -20,7 +19,7 @@ import (
 // Close renames into place: path is never left half-written.
 type Writer struct {
 	path    string
-	tmp     *os.File
+	tmp     *outfile.Temp
 	w       *bufio.Writer
 	tensors []TensorInfo
 	align   int64
@@ -37,7 +36,7 @@ func Create(path string, kv []KV, tensors []TensorInfo) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gguf %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := outfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
@@ -136,25 +135,17 @@ func (w *Writer) Close() error {
 	if w.err == nil {
 		if err := w.w.Flush(); err != nil {
 			w.fail(err)
-		} else if err := w.tmp.Sync(); err != nil {
-			w.fail(err)
-		} else if err := w.tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600
-			w.fail(err)
 		}
 	}
 	if w.err != nil {
 		w.Abort()
 		return w.err
 	}
-	if err := w.tmp.Close(); err != nil {
-		w.Abort()
-		return w.fail(err)
-	}
-	if err := os.Rename(w.tmp.Name(), w.path); err != nil {
-		os.Remove(w.tmp.Name())
-		return w.fail(err)
-	}
+	tmp := w.tmp
 	w.tmp = nil
+	if err := tmp.Commit(); err != nil {
+		return w.fail(err)
+	}
 	w.err = errors.New("gguf: writer already closed")
 	return nil
 }
@@ -164,8 +155,7 @@ func (w *Writer) Abort() {
 	if w.tmp == nil {
 		return
 	}
-	w.tmp.Close()
-	os.Remove(w.tmp.Name())
+	w.tmp.Abort()
 	w.tmp = nil
 	if w.err == nil {
 		w.err = errors.New("gguf: writer aborted")

@@ -197,7 +197,13 @@ func compile(clang, cache, dir string, files map[string][]byte, sanitize string,
 	objs := []string{"kernels.o", "runtime.o"}
 	jobs := [][]string{
 		append(append([]string{}, kflags...), "-isystem", "include", "-c", "harness.cl", "-o", "kernels.o"),
-		append(append([]string{}, rflags...), "-c", "runtime.cpp", "-o", "runtime.o"),
+	}
+	// The runtime is the same for every model: a plain build takes its
+	// object from the cache (sanitizer builds carry debug paths of their
+	// own directory, so they compile it).
+	rtJob := append(append([]string{}, rflags...), "-c", "runtime.cpp", "-o", "runtime.o")
+	if sanitize != NoSanitizer || !cachedObject(clang, cache, tmp, "runtime.o", files["runtime.cpp"], rtJob) {
+		jobs = append(jobs, rtJob)
 	}
 	out := "libemu.so"
 	if sanitize != NoSanitizer {
@@ -217,6 +223,9 @@ func compile(clang, cache, dir string, files map[string][]byte, sanitize string,
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	if sanitize == NoSanitizer {
+		storeObject(clang, cache, tmp, "runtime.o", files["runtime.cpp"], rtJob)
 	}
 	link := append(append(append([]string{}, lflags...), "-o", out), objs...)
 	if err := run(append(link, "-lm")...); err != nil {
@@ -326,4 +335,46 @@ func cacheDir(opt Options) (string, error) {
 		return filepath.Join(d, "strata", "mslemu"), nil
 	}
 	return filepath.Join(os.TempDir(), "strata-mslemu"), nil
+}
+
+// objectKey names a compiled object by everything that made it: the
+// compiler and its version, the arguments and the source.
+func objectKey(clang string, src []byte, args []string) string {
+	v, _ := compilerVersion(clang)
+	sum := sha256.New()
+	fmt.Fprintf(sum, "mslemu object 1\n%s\n%q\n", v, args)
+	sum.Write(src)
+	return hex.EncodeToString(sum.Sum(nil))[:24]
+}
+
+// cachedObject copies a cached object into dir as name; false when there
+// is none yet.
+func cachedObject(clang, cache, dir, name string, src []byte, args []string) bool {
+	b, err := os.ReadFile(filepath.Join(cache, "objects", objectKey(clang, src, args)+".o"))
+	if err != nil {
+		return false
+	}
+	return os.WriteFile(filepath.Join(dir, name), b, 0o644) == nil
+}
+
+// storeObject keeps dir's object name for later builds (best effort: a
+// failure only costs a compile next time).
+func storeObject(clang, cache, dir, name string, src []byte, args []string) {
+	objDir := filepath.Join(cache, "objects")
+	dst := filepath.Join(objDir, objectKey(clang, src, args)+".o")
+	if _, err := os.Stat(dst); err == nil {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil || os.MkdirAll(objDir, 0o755) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(objDir, ".obj-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), dst) != nil {
+		os.Remove(tmp.Name())
+	}
 }

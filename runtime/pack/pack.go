@@ -36,10 +36,10 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 const (
@@ -229,17 +229,11 @@ func Write(path string, g *gguf.File, layers []Layer, progress func(done, total 
 	if err != nil {
 		return fmt.Errorf("pack %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := outfile.Create(path)
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Abort() // after Commit: nothing to do
 	fail := func(err error) error { return fmt.Errorf("pack %s: %w", path, err) }
 	w := bufio.NewWriterSize(tmp, 4<<20)
 	var total int64
@@ -284,19 +278,9 @@ func Write(path string, g *gguf.File, layers []Layer, progress func(done, total 
 	if _, err := tmp.WriteAt(hdr.encode(), 0); err != nil {
 		return fail(err)
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := tmp.Commit(); err != nil {
 		return fail(err)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fail(err)
-	}
-	ok = true
 	return nil
 }
 

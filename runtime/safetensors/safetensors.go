@@ -190,6 +190,9 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("safetensors %s is not a regular file", path)
+	}
 	if st.Size() > math.MaxInt {
 		return nil, fmt.Errorf("safetensors %s: file of %d bytes is too large to map", path, st.Size())
 	}

@@ -6,8 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // WriteFile writes tensors (in the given order, packed back to back as the
@@ -20,16 +20,11 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) (err e
 		return fmt.Errorf("safetensors %s: %w", path, err)
 	}
 
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := outfile.Create(path)
 	if err != nil {
 		return fmt.Errorf("safetensors: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Abort() // after Commit: nothing to do
 
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	var lenBuf [8]byte
@@ -48,17 +43,7 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) (err e
 	if err = w.Flush(); err != nil {
 		return fmt.Errorf("safetensors %s: %w", path, err)
 	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("safetensors %s: %w", path, err)
-	}
-	// CreateTemp makes the file 0600; a checkpoint is an ordinary data file.
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("safetensors %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("safetensors %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err = tmp.Commit(); err != nil {
 		return fmt.Errorf("safetensors: %w", err)
 	}
 	return nil

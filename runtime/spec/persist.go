@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
+
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // gateFileVersion is the version of the file Save writes; Load refuses others.
@@ -56,19 +57,7 @@ func (g *Gate) Save(path, key string) error {
 	if err != nil {
 		return fmt.Errorf("spec gate state: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("spec gate state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename: nothing left to remove
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("spec gate state: writing %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("spec gate state: writing %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := outfile.WriteFile(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("spec gate state: %w", err)
 	}
 	return nil

@@ -269,6 +269,16 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 		}
 		s.stats.Misses++
 		r := s.issue(key, true)
+		if r == nil && len(s.limbo[layer]) > 0 {
+			// This layer's read-aheads hold slots it may not need: retire
+			// them now rather than at the end (still a point that does not
+			// depend on timing), so an arena that holds the layer's
+			// experts always serves it.
+			s.mu.Unlock()
+			s.retire(layer)
+			s.mu.Lock()
+			r = s.issue(key, true)
+		}
 		if r == nil {
 			s.mu.Unlock()
 			return fmt.Errorf("the expert arena (%d slots) cannot hold layer %d's experts: every slot is in use; give it more memory", s.a.Capacity(), layer)

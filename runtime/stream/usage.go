@@ -3,12 +3,12 @@ package stream
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // Usage is a decayed per-(layer, expert) use count: what a restart's arena
@@ -55,22 +55,8 @@ func (u *Usage) Save(path string, order []int) error {
 	for _, k := range order {
 		binary.Write(&b, binary.LittleEndian, uint32(k))
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".usage-*")
-	if err != nil {
-		return fmt.Errorf("saving usage history: %w", err)
-	}
-	if _, err := tmp.Write(b.Bytes()); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("saving usage history %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("saving usage history %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("saving usage history %s: %w", path, err)
+	if err := outfile.WriteFile(path, b.Bytes()); err != nil {
+		return fmt.Errorf("saving the usage history: %w", err)
 	}
 	return nil
 }
@@ -104,14 +90,23 @@ func LoadUsage(path string, layers, experts int) (*Usage, error) {
 	if int(l) != layers || int(e) != experts {
 		return nil, fmt.Errorf("usage history %s: for %d layers × %d experts, the model has %d × %d", path, l, e, layers, experts)
 	}
+	// Every count is checked against the model before anything is
+	// allocated: a damaged file costs no more memory than a good one.
+	keys := layers * experts
+	if int64(n) > int64(keys) {
+		return nil, fmt.Errorf("usage history %s: an LRU order of %d entries, the model has %d experts", path, n, keys)
+	}
+	if want := int64(8*keys) + 4*int64(n); int64(r.Len()) != want {
+		return nil, fmt.Errorf("usage history %s: %d bytes after the header, %d × %d counts and %d LRU entries take %d", path, r.Len(), layers, experts, n, want)
+	}
 	u := NewUsage(layers, experts)
 	u.Windows = windows
 	if err := binary.Read(r, binary.LittleEndian, u.Counts); err != nil {
 		return nil, fmt.Errorf("usage history %s: truncated counts", path)
 	}
 	order := make([]uint32, n)
-	if err := binary.Read(r, binary.LittleEndian, order); err != nil || r.Len() != 0 || int(n) > layers*experts {
-		return nil, errors.Join(fmt.Errorf("usage history %s: damaged LRU order", path), err)
+	if err := binary.Read(r, binary.LittleEndian, order); err != nil {
+		return nil, fmt.Errorf("usage history %s: damaged LRU order: %w", path, err)
 	}
 	for _, k := range order {
 		if int(k) >= layers*experts {

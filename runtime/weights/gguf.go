@@ -124,7 +124,7 @@ func (g *GGUF) qwenNext() error {
 		{gguf.KeyExpertUsedCount, p.ExpertsUsed, a.MoE.ExpertsPerToken}, {gguf.KeyExpertFFNLength, p.ExpertFFN, a.MoE.IntermediateSize},
 		{gguf.KeyExpertSharedFFNLength, p.SharedFFN, a.MoE.SharedExpertIntermediateSize}, {gguf.KeySSMConvKernel, p.ConvKernel, la.ConvKernel},
 		{gguf.KeySSMGroupCount, p.KeyHeads, la.NumKeyHeads}, {gguf.KeySSMTimeStepRank, p.ValueHeads, la.NumValueHeads},
-		{gguf.KeySSMStateSize, p.StateSize, la.KeyHeadDim},
+		{gguf.KeySSMStateSize, p.StateSize, la.KeyHeadDim}, {gguf.KeySSMInnerSize, p.ValueHeads * p.ValueHeadDim, la.ValueDim()},
 	} {
 		if c.file != c.cfg {
 			errs = append(errs, fmt.Errorf("gguf %s: %s.%s = %d, but the model config says %d", f.Path, gguf.ArchQwenNext, c.key, c.file, c.cfg))
@@ -183,16 +183,14 @@ func (g *GGUF) qwen4Exp() error {
 		{gguf.KeyExpertUsedCount, p.ExpertsUsed, a.MoE.ExpertsPerToken}, {gguf.KeyExpertFFNLength, p.ExpertFFN, a.MoE.IntermediateSize},
 		{gguf.KeyExpertSharedFFNLength, p.SharedFFN, a.MoE.SharedExpertIntermediateSize}, {gguf.KeySSMConvKernel, p.ConvKernel, la.ConvKernel},
 		{gguf.KeySSMGroupCount, p.KeyHeads, la.NumKeyHeads}, {gguf.KeySSMTimeStepRank, p.ValueHeads, la.NumValueHeads},
-		{gguf.KeySSMStateSize, p.StateSize, la.KeyHeadDim}, {gguf.KeyHCCount, p.HCCount, a.HyperConnections.Count},
+		{gguf.KeySSMStateSize, p.StateSize, la.KeyHeadDim}, {gguf.KeySSMInnerSize, p.ValueHeads * p.ValueHeadDim, la.ValueDim()},
+		{gguf.KeyHCCount, p.HCCount, a.HyperConnections.Count},
 		{gguf.KeyHCLowRank, p.HCLowRank, a.HyperConnections.LowRank}, {gguf.KeyIndexerHeadCount, p.IndexerHeads, ix.Heads},
 		{gguf.KeyIndexerKeyLength, p.IndexerHeadDim, ix.HeadDim}, {gguf.KeyIndexerTopK, p.IndexerTopK, ix.Budget},
 	} {
 		if c.file != c.cfg {
 			bad(c.key, c.file, c.cfg)
 		}
-	}
-	if la.KeyHeadDim != la.ValueHeadDim {
-		errs = append(errs, fmt.Errorf("gguf %s: the model config's key_head_dim %d ≠ value_head_dim %d, which %s.%s cannot express", f.Path, la.KeyHeadDim, la.ValueHeadDim, gguf.ArchQwen4Exp, gguf.KeySSMStateSize))
 	}
 	ratios := make([]int, a.NumLayers)
 	for i, t := range a.LayerTypes {

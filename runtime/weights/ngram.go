@@ -24,6 +24,7 @@ type NgramTable struct {
 	rowsPer int
 	// fill generates rows [first, …) in layout to instead (random weights).
 	fill func(first int, to quant.RowLayout, dst []byte)
+	prefetchState
 }
 
 // NewNgramTable returns the table whose rows (width values each, stored as

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/strata-llm/strata/runtime/convert"
+)
+
+// warnFallbacks says loudly which tensors were written in another format
+// than the plan asked for (a plan never falls back silently).
+func warnFallbacks(stderr io.Writer, rep *convert.Report) {
+	if len(rep.Fallbacks) == 0 {
+		return
+	}
+	fmt.Fprintf(stderr, "warning: %d tensors are not in the planned format (the row policy chose another; --rows pad keeps the format, padded, for strata only):\n", len(rep.Fallbacks))
+	for _, line := range convert.Fallbacks(rep.Fallbacks) {
+		fmt.Fprintf(stderr, "  %s\n", line)
+	}
+}
+
+// planSummary is the plan written, with the formats of classes whose
+// tensors fell back to several formats (the plan cannot name those).
+func planSummary(rep *convert.Report) string {
+	s := convert.String(rep.Config.Quant)
+	mixed := map[string]map[string]bool{}
+	var order []string
+	for _, f := range rep.Fallbacks {
+		if f.Planned == f.Written {
+			continue
+		}
+		if mixed[f.Planned] == nil {
+			mixed[f.Planned] = map[string]bool{}
+			order = append(order, f.Planned)
+		}
+		mixed[f.Planned][f.Written] = true
+	}
+	for _, planned := range order {
+		if !strings.Contains(s, "="+planned) {
+			continue // the plan was rewritten to the format written
+		}
+		var ws []string
+		for w := range mixed[planned] {
+			ws = append(ws, w)
+		}
+		sort.Strings(ws)
+		s += fmt.Sprintf(" (%s written as %s where rows are not whole blocks)", planned, strings.Join(ws, ", "))
+	}
+	return s
+}

@@ -1,0 +1,29 @@
+package engine
+
+import (
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+)
+
+// ExpertSlots is what sizing an expert arena needs: the bytes of one arena
+// slot (an expert's gate, up and down, page-aligned), the number of routed
+// experts in all, and the bytes of every other buffer (trunk weights,
+// caches, state, scratch) the graphs allocate.
+func ExpertSlots(c *models.Config, graphs []*graph.Graph) (slotBytes int64, experts int, other int64, err error) {
+	layout, err := expertLayout(c, graphs[0])
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	sizes := map[string]int64{}
+	for _, g := range graphs {
+		for _, b := range g.Buffers {
+			if b.Kind != graph.KindMapped && b.Kind != graph.KindExperts {
+				sizes[b.Name] = max(sizes[b.Name], b.Size)
+			}
+		}
+	}
+	for _, s := range sizes {
+		other += s
+	}
+	return layout.slotBytes, layout.layers * c.Architecture.MoE.NumExperts, other, nil
+}

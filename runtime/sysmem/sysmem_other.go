@@ -1,0 +1,5 @@
+//go:build !linux && !darwin
+
+package sysmem
+
+func read() (Info, error) { return Info{}, ErrUnknown }
