@@ -53,6 +53,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 16, "number of tokens to generate (0: only run the prompt)")
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
 	dump := fs.String("dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
+	dumpMTP := fs.Bool("dump-mtp", false, "with --dump-logits: also write tensor \"mtp_logits\" f32 [fed−1, vocab], row t the MTP head's logits for fed token t+2 given the true token t+1 (teacher-forced)")
 	context := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
 	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
@@ -107,6 +108,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *prefill < 0 {
 		return usagef("--prefill-rows must be ≥ 1, got %d", *prefill)
+	}
+	if *dumpMTP && *dump == "" {
+		return usagef("--dump-mtp adds a tensor to the --dump-logits file; give --dump-logits FILE too")
 	}
 	if *context < 0 {
 		return usagef("--context must be ≥ 1, got %d", *context)
@@ -187,8 +191,16 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		for i, v := range logits {
 			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
 		}
-		t := safetensors.Tensor{Name: "logits", DType: "F32", Shape: []int{rows, vocab}, Data: data}
-		if err := safetensors.WriteFile(*dump, []safetensors.Tensor{t}, nil); err != nil {
+		ts := []safetensors.Tensor{{Name: "logits", DType: "F32", Shape: []int{rows, vocab}, Data: data}}
+		if *dumpMTP {
+			fed := append(slices.Clone(prompt), out[:max(len(out)-1, 0)]...)
+			mt, err := mtpTensor(l, fed)
+			if err != nil {
+				return err
+			}
+			ts = append(ts, mt)
+		}
+		if err := safetensors.WriteFile(*dump, ts, nil); err != nil {
 			return fmt.Errorf("--dump-logits: %w", err)
 		}
 	}
