@@ -55,7 +55,7 @@ func TestRunDefault(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errText)
 	}
-	want := refInts(t, tinyA, "greedy_tokens")[16:32]
+	want := refInts(t, tinyGo, "greedy_tokens")[16:32]
 	if strings.TrimSpace(out) != joinInts(want, " ") {
 		t.Fatalf("stdout %q, want %q", out, joinInts(want, " "))
 	}

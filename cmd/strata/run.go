@@ -41,9 +41,9 @@ With --gguf, it runs a GGUF file written by strata convert or strata synth
 (its config is inside), reading the routed experts through FILE.experts
 when "strata pack FILE" wrote one (a pack of another file is refused).
 
-With neither, it runs the embedded default model (the tiny-a oracle: Qwen3-Next
-math at hidden size 64) on its reference prompt, so a fresh clone has
-something to run. Timing goes to stderr.`
+With neither, it runs the embedded default model (tiny-go: a small trained
+Qwen3.8-Flash-Next-architecture model, Go source and fortunes, with an MTP
+head) on a Go snippet, so a fresh clone has something to run. Timing goes to stderr.`
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
