@@ -65,8 +65,10 @@ type HFOptions struct {
 	// MoCE turns on cache-aware routing (with the config's knobs, or the
 	// defaults) and ReadAhead the next-layer expert prediction.
 	MoCE, ReadAhead bool
-	// MoCEMaxRank overrides the max-rank cap (> 0), or lifts it (< 0).
+	// MoCEMaxRank overrides the max-rank cap (> 0), or lifts it (< 0);
+	// MoCELambda (> 0) overrides the config's λ.
 	MoCEMaxRank int
+	MoCELambda  float64
 	// Backend runs the window graphs: BackendCPU ("" too), BackendMSLEmu
 	// (the generated MSL on the CPU, tuned by MSLEmu), BackendMetal (the
 	// GPU) or BackendMetalEmu (the Metal backend's encoding run by the
@@ -115,6 +117,9 @@ func withRouting(c *models.Config, opt HFOptions) *models.Config {
 			cc.Runtime.MoCEMaxRank = opt.MoCEMaxRank
 		case opt.MoCEMaxRank < 0:
 			cc.Runtime.MoCEMaxRank = cc.Architecture.MoE.NumExperts // every rank may be substituted
+		}
+		if opt.MoCELambda > 0 {
+			cc.Runtime.MoCELambda = opt.MoCELambda
 		}
 		cc.Runtime.MoCEDefaults()
 	}

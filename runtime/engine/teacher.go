@@ -9,6 +9,16 @@ import "fmt"
 // true tokens[t+1] — the convention of tiny-go's reference. The trunk
 // windows must compute every row's logits (graphs built with all logits).
 func (m *Model) TeacherForced(tokens []int, rows int) (trunk, mtp [][]float32, err error) {
+	return m.teacherForced(tokens, rows, m.HasMTP())
+}
+
+// TrunkForced is TeacherForced without the MTP head.
+func (m *Model) TrunkForced(tokens []int, rows int) ([][]float32, error) {
+	trunk, _, err := m.teacherForced(tokens, rows, false)
+	return trunk, err
+}
+
+func (m *Model) teacherForced(tokens []int, rows int, withMTP bool) (trunk, mtp [][]float32, err error) {
 	if rows < 1 {
 		return nil, nil, fmt.Errorf("teacher forcing: windows of %d rows, want ≥ 1", rows)
 	}
@@ -23,7 +33,7 @@ func (m *Model) TeacherForced(tokens []int, rows int) (trunk, mtp [][]float32, e
 			return nil, nil, fmt.Errorf("teacher forcing: a %d-row window computed %d logit rows; build the graphs with every row's logits", b-a, len(got))
 		}
 		trunk = append(trunk, got...)
-		if !m.HasMTP() || a+1 >= len(tokens) {
+		if !withMTP || a+1 >= len(tokens) {
 			continue
 		}
 		// Row t of the head pairs the trunk's row t with the true next token.
