@@ -17,6 +17,7 @@ import (
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/sample"
 	"github.com/strata-llm/strata/runtime/spec"
 	"github.com/strata-llm/strata/runtime/stream"
 )
@@ -161,7 +162,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Temperature: *temperature, Seed: *seed}
+	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sample.Params{Temperature: *temperature, Seed: *seed}}
 	if *dump != "" {
 		gopt.OnLogits = func(r []float32) error {
 			logits = append(logits, r...)

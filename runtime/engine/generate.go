@@ -1,11 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
-	"math/rand"
+	"slices"
 	"time"
 
-	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/sample"
 	"github.com/strata-llm/strata/runtime/spec"
 )
 
@@ -13,10 +14,23 @@ import (
 type GenerateOptions struct {
 	PrefillRows int                       // rows per prefill window (≤ the largest shape)
 	OnLogits    func(row []float32) error // called with the logits of every fed token, in order
-	Temperature float64                   // 0: greedy
-	Seed        int64                     // sampling seed (temperature > 0)
-	Spec        SpecOptions
+	// Sampling is the sampling chain; the zero value is greedy.
+	Sampling sample.Params
+	// EOS are the ids that end generation (the EOS token is the last one
+	// returned), unless IgnoreEOS.
+	EOS       []int
+	IgnoreEOS bool
+	// OnToken is called with each token as soon as it is committed, in
+	// order (a streaming caller prints it). Returning ErrStop ends
+	// generation cleanly after that token; any other error ends it with
+	// that error.
+	OnToken func(id int) error
+	Spec    SpecOptions
 }
+
+// ErrStop, returned by GenerateOptions.OnToken, ends generation after the
+// token it was called with; Generate then returns no error.
+var ErrStop = errors.New("generation stopped by the caller")
 
 // SpecOptions control speculative decoding. The output is the same with it
 // on or off (greedy: token for token; sampled: in distribution).
@@ -50,17 +64,31 @@ type SpecStats struct {
 const Auto = -1
 
 // Generate feeds the prompt in windows of up to PrefillRows rows, then decodes
-// n tokens: greedily at temperature 0, else by sampling. With speculation on,
-// a window carries the last token plus drafts; the kept prefix is committed
-// and a rejected row leaves no trace in the state. It returns the tokens.
+// up to n tokens through the sampling chain (greedy at temperature 0),
+// stopping early at an EOS id or when OnToken says so. With speculation on,
+// a window carries the last token plus drafts; each row is verified against
+// the chain's distribution given the history up to that row, the kept prefix
+// is committed and a rejected row leaves no trace in the state.
+//
+// It returns the tokens generated, also when it fails midway (then with the
+// error). Afterwards the session has consumed the prompt and every returned
+// token but the last, as plain one-token decoding leaves it.
 func (s *Session) Generate(prompt []int, n int, opt GenerateOptions) ([]int, error) {
+	return generate(&sessionSeq{Session: s}, prompt, n, opt)
+}
+
+func generate(seq sequence, prompt []int, n int, opt GenerateOptions) ([]int, error) {
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("the prompt is empty: give at least one token")
 	}
 	if opt.PrefillRows < 1 {
 		return nil, fmt.Errorf("prefill rows must be ≥ 1, got %d", opt.PrefillRows)
 	}
-	d := &decoder{s: s, opt: opt, rng: rand.New(rand.NewSource(opt.Seed))}
+	smp, err := sample.New(opt.Sampling)
+	if err != nil {
+		return nil, fmt.Errorf("sampling: %w", err)
+	}
+	d := &decoder{s: seq, lim: seq.limits(), opt: opt, smp: smp}
 	if err := d.setup(); err != nil {
 		return nil, err
 	}
@@ -69,25 +97,27 @@ func (s *Session) Generate(prompt []int, n int, opt GenerateOptions) ([]int, err
 
 // decoder is the state of one Generate call.
 type decoder struct {
-	s        *Session
+	s        sequence
+	lim      seqLimits
 	opt      GenerateOptions
-	rng      *rand.Rand
+	smp      *sample.Sampler
 	gate     *spec.Gate
 	maxDraft int
 	useMTP   bool
-	hist     []int // prompt and output, for the suffix drafter
+	hist     []int // prompt and output, for the drafters and the penalties
+	out      []int // the tokens committed
+	rowHist  []int // scratch: the penalty window plus a window's drafts
 	mtpDraft []int // the MTP head's drafts for the next window
 	mtpProb  []float64
-	snap     map[string][]byte
 	shadow   spec.Shadow // a plain step's drafts, judged by the tokens that come: the gate learns acceptance while it declines
 }
 
 func (d *decoder) setup() error {
 	sp := d.opt.Spec
-	m := d.s.m
+	m := d.lim
 	d.maxDraft = m.shapes[0] - 1
 	for _, t := range m.shapes {
-		if t <= m.Config.Windows.MaxDecodeRows {
+		if t <= m.maxDecodeRows {
 			d.maxDraft = max(d.maxDraft, t-1)
 		}
 	}
@@ -96,9 +126,9 @@ func (d *decoder) setup() error {
 	case sp.Depth < 0:
 		return fmt.Errorf("speculation depth %d: expected 0 (off), a positive number of drafts, or auto", sp.Depth)
 	case sp.Depth > d.maxDraft:
-		return fmt.Errorf("speculation depth %d: model %s verifies at most %d drafts per window (windows.max_decode_rows = %d)", sp.Depth, m.Config.Name, d.maxDraft, m.Config.Windows.MaxDecodeRows)
+		return fmt.Errorf("speculation depth %d: model %s verifies at most %d drafts per window (windows.max_decode_rows = %d)", sp.Depth, m.name, d.maxDraft, m.maxDecodeRows)
 	}
-	d.useMTP = sp.MTP && m.HasMTP() && sp.Depth != 0
+	d.useMTP = sp.MTP && m.hasMTP && sp.Depth != 0
 	if sp.Depth == Auto {
 		d.gate = sp.Gate
 		if d.gate == nil {
@@ -121,12 +151,37 @@ func (d *decoder) emit(logits [][]float32) error {
 	return nil
 }
 
-// pick samples a token from a row of logits.
-func (d *decoder) pick(logits []float32) int {
-	if d.opt.Temperature <= 0 {
-		return Argmax(logits)
+// commit hands the window's tokens to the output in order and reports how
+// many it took: all of them, or fewer when one is an EOS id or OnToken
+// stops (that token is the last taken; err is OnToken's other errors).
+func (d *decoder) commit(toks []int) (taken int, stop bool, err error) {
+	for i, t := range toks {
+		d.out = append(d.out, t)
+		if d.opt.OnToken != nil {
+			if err := d.opt.OnToken(t); err != nil {
+				if errors.Is(err, ErrStop) {
+					return i + 1, true, nil
+				}
+				return i + 1, true, err
+			}
+		}
+		if !d.opt.IgnoreEOS && slices.Contains(d.opt.EOS, t) {
+			return i + 1, true, nil
+		}
 	}
-	return spec.Sample(spec.Softmax(logits, d.opt.Temperature), d.rng)
+	return len(toks), false, nil
+}
+
+// rowHistory returns, for a window verifying drafts, the history the
+// penalties see at row i: the last PenaltyLastN tokens of hist (cur
+// included) and drafts[:i]. The result is valid until the next call.
+func (d *decoder) rowHistory(drafts []int) func(i int) []int {
+	base := d.hist
+	if n := d.opt.Sampling.PenaltyLastN; n >= 0 && n < len(base) {
+		base = base[len(base)-n:]
+	}
+	d.rowHist = append(append(d.rowHist[:0], base...), drafts...)
+	return func(i int) []int { return d.rowHist[:len(base)+i] }
 }
 
 func (d *decoder) run(prompt []int, n int) ([]int, error) {
@@ -161,25 +216,25 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	cur := d.pick(last)
-	out := []int{cur}
+	cur := d.smp.Sample(last, d.hist)
+	if _, stop, err := d.commit([]int{cur}); stop {
+		return d.out, err
+	}
 	if d.useMTP {
 		lastChunk := (len(prompt) - 1) / rows * rows
 		next := append(append([]int(nil), prompt[lastChunk+1:]...), cur)
 		if err := d.runMTP(next, lastChunk); err != nil {
-			return nil, err
+			return d.out, err
 		}
 	}
-	for len(out) < n {
+	for len(d.out) < n {
 		d.hist = append(d.hist, cur)
-		got, err := d.step(cur, n-len(out))
-		if err != nil {
-			return out, err
+		if stop, err := d.step(cur, n-len(d.out)); stop || err != nil {
+			return d.out, err
 		}
-		out = append(out, got...)
-		cur = got[len(got)-1]
+		cur = d.out[len(d.out)-1]
 	}
-	return out[:n], nil
+	return d.out, nil
 }
 
 // drafts chooses this step's draft source and drafts.
@@ -216,9 +271,9 @@ func (d *decoder) drafts(want int) ([]int, []float64, int) {
 	return sufD, sufP, spec.SourceSuffix
 }
 
-// step feeds cur plus drafts in one window and returns the tokens it
-// commits (1 + accepted drafts).
-func (d *decoder) step(cur, remaining int) ([]int, error) {
+// step feeds cur plus drafts in one window and commits the tokens it yields
+// (1 + accepted drafts); stop says generation ended among them.
+func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 	s := d.s
 	drafts, probs, source := d.drafts(remaining - 1)
 	k := 0
@@ -229,29 +284,29 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 		k = min(d.opt.Spec.Depth, len(drafts), remaining-1)
 	}
 	rows := append([]int{cur}, drafts[:k]...)
-	pos, history := s.pos, s.history
+	pos := s.Pos()
 	start := time.Now() // the snapshot is part of what a drafted window costs
 	if k > 0 {
-		d.snap = s.m.mem.Snapshot(graph.KindState, d.snap)
+		s.mark()
 	}
 	logits, err := s.Window(rows)
 	if err != nil {
-		return nil, err
+		return true, err
 	}
 
-	// Verify: row i's token is the target's choice after rows[:i+1]; draft i
-	// stands iff it is that choice (greedy) or survives speculative sampling.
+	// Verify: row i's token is the chain's choice after rows[:i+1], the
+	// penalties seeing the history up to that row; draft i stands iff it
+	// is that choice (greedy) or survives speculative sampling against the
+	// chain's distribution, so the tokens are distributed as without drafts.
+	hist := d.rowHistory(drafts[:k])
 	var got []int
 	for i := range rows {
 		var tok int
 		ok := false
-		if d.opt.Temperature <= 0 {
-			tok = Argmax(logits[i])
-			ok = i < k && drafts[i] == tok
-		} else if i < k {
-			tok, ok = spec.Verify(spec.Softmax(logits[i], d.opt.Temperature), nil, drafts[i], d.rng)
+		if i < k {
+			tok, ok = d.smp.Verify(logits[i], hist(i), drafts[i])
 		} else {
-			tok = d.pick(logits[i])
+			tok = d.smp.Sample(logits[i], hist(i))
 		}
 		got = append(got, tok)
 		if !ok {
@@ -277,10 +332,8 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 		// Rejected rows must leave no trace: put the rolling state back and
 		// feed only the kept rows (their logits are the same, row by row).
 		start := time.Now()
-		s.m.mem.Restore(d.snap)
-		s.pos, s.history = pos, history
-		if logits, err = s.Window(rows[:kept]); err != nil {
-			return nil, err
+		if logits, err = d.refeed(rows[:kept]); err != nil {
+			return true, err
 		}
 		if d.gate != nil {
 			// Priced apart from the window: the gate charges each window
@@ -288,10 +341,19 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 			d.gate.ObserveRerun(kept, time.Since(start).Seconds())
 		}
 	}
-	if err := d.emit(logits[:kept]); err != nil {
-		return nil, err
-	}
 	d.hist = append(d.hist, got[:len(got)-1]...)
+	taken, stop, cerr := d.commit(got)
+	if taken < kept {
+		// Generation ended inside the window: keep in the state only the
+		// rows up to the last token taken (which itself is not fed).
+		if logits, err = d.refeed(rows[:taken]); err != nil {
+			return true, errors.Join(cerr, err)
+		}
+		kept = taken
+	}
+	if err := d.emit(logits[:kept]); err != nil || stop {
+		return true, errors.Join(cerr, err)
+	}
 	if d.gate != nil {
 		if !d.shadow.Pending() && kept == len(rows) {
 			// Every fed draft stood (or none was fed): the drafts past them
@@ -306,10 +368,17 @@ func (d *decoder) step(cur, remaining int) ([]int, error) {
 	}
 	if d.useMTP {
 		if err := d.runMTP(got, pos); err != nil {
-			return nil, err
+			return true, err
 		}
 	}
-	return got, nil
+	return false, nil
+}
+
+// refeed returns to the state before the step's window and feeds rows, the
+// part of it that stands.
+func (d *decoder) refeed(rows []int) ([][]float32, error) {
+	d.s.rewind()
+	return d.s.Window(rows)
 }
 
 // runMTP feeds the head the rows the trunk just committed (row t with the
@@ -327,7 +396,7 @@ func (d *decoder) runMTP(next []int, pos int) error {
 		tok := Argmax(row)
 		d.mtpDraft = append(d.mtpDraft, tok)
 		d.mtpProb = append(d.mtpProb, spec.Softmax(row, 1)[tok])
-		if len(d.mtpDraft) >= d.maxDraft || p >= d.s.m.Config.Runtime.ContextLength {
+		if len(d.mtpDraft) >= d.maxDraft || p >= d.lim.context {
 			break
 		}
 		// Chain: the head's own last hidden row with the token it drafted.

@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/strata-llm/strata/runtime/internal/chisq"
+	"github.com/strata-llm/strata/runtime/sample"
+)
+
+// fakeSeq is a synthetic model: the logits after a token sequence are a
+// fixed function of its last two tokens and its length, so every
+// distribution the decode loop should produce can be enumerated.
+type fakeSeq struct {
+	V       int
+	fed     []int // every token consumed
+	marked  int
+	windows int
+	failAt  int // the window (1-based) that fails; 0: none
+}
+
+func (f *fakeSeq) logitsAfter(h []int) []float32 {
+	a, b := h[len(h)-1], -1
+	if len(h) > 1 {
+		b = h[len(h)-2]
+	}
+	row := make([]float32, f.V)
+	for j := range row {
+		row[j] = float32(1.5 * math.Sin(1.3*float64(a)+0.7*float64(b)+2.1*float64(j)+0.4*float64(len(h))))
+	}
+	return row
+}
+
+func (f *fakeSeq) Window(tokens []int) ([][]float32, error) {
+	f.windows++
+	if f.windows == f.failAt {
+		return nil, fmt.Errorf("window %d fails", f.windows)
+	}
+	var out [][]float32
+	for _, t := range tokens {
+		f.fed = append(f.fed, t)
+		out = append(out, f.logitsAfter(f.fed))
+	}
+	return out, nil
+}
+
+func (f *fakeSeq) MTPWindow([]int, int) ([][]float32, error) { return nil, errors.New("no MTP head") }
+func (f *fakeSeq) Pos() int                                  { return len(f.fed) }
+func (f *fakeSeq) mark()                                     { f.marked = len(f.fed) }
+func (f *fakeSeq) rewind()                                   { f.fed = f.fed[:f.marked] }
+func (f *fakeSeq) limits() seqLimits {
+	return seqLimits{name: "fake", shapes: []int{1, 2, 3, 4}, maxDecodeRows: 4, context: 1 << 20}
+}
+
+// guessDrafter drafts deterministically from the history: the token that
+// follows the last one in a fixed table, so drafts are sometimes likely,
+// sometimes not, and every acceptance path of the verifier is taken.
+type guessDrafter struct{ V int }
+
+func (g guessDrafter) Draft(hist []int, k int) ([]int, []float64) {
+	var d []int
+	last := hist[len(hist)-1]
+	for range k {
+		last = (last*3 + 1) % g.V
+		d = append(d, last)
+	}
+	return d, slices.Repeat([]float64{0.5}, k)
+}
+
+// chain is the sampling chain the statistical tests use: every step on.
+var chain = sample.Params{Temperature: 0.9, TopK: 4, TopP: 0.97, MinP: 0.02,
+	RepeatPenalty: 1.4, PresencePenalty: 0.3, FrequencyPenalty: 0.2, PenaltyLastN: 3}
+
+// TestSpecSampledDistribution: speculative decoding at temperature > 0 under
+// the whole chain yields the same distribution of generated sequences as
+// plain sampling. The exact distribution over the sequences of 4 tokens
+// is the product of the chain's per-step distributions, each given the
+// history up to that step; plain and speculative runs over many seeds are
+// each checked against it by chi-square (p < 1e-3 fails).
+func TestSpecSampledDistribution(t *testing.T) {
+	const V, L = 5, 4
+	prompt := []int{1, 2}
+	runs := 8000
+	if testing.Short() {
+		runs = 4000
+	}
+	// The exact distribution, by enumeration.
+	exact := map[string]float64{}
+	var walk func(h []int, p float64)
+	walk = func(h []int, p float64) {
+		if len(h) == len(prompt)+L {
+			exact[fmt.Sprint(h[len(prompt):])] = p
+			return
+		}
+		s, _ := sample.New(chain)
+		probs := s.Probs((&fakeSeq{V: V}).logitsAfter(h), h)
+		for tok, q := range probs {
+			if q > 0 {
+				walk(append(slices.Clone(h), tok), p*q)
+			}
+		}
+	}
+	walk(prompt, 1)
+	keys := make([]string, 0, len(exact))
+	for k := range exact {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := make([]float64, len(keys)+1) // the last cell: sequences of probability 0
+	for i, k := range keys {
+		want[i] = exact[k]
+	}
+
+	for _, depth := range []int{0, 1, 3} { // 3: up to 3 drafts, the window cap
+		counts := make([]int, len(want))
+		stats := &SpecStats{}
+		for seed := range runs {
+			opt := GenerateOptions{PrefillRows: 2, Sampling: chain,
+				Spec: SpecOptions{Depth: depth, SuffixDraft: 3, Drafter: guessDrafter{V}, Stats: stats}}
+			opt.Sampling.Seed = int64(seed)
+			out, err := generate(&fakeSeq{V: V}, prompt, L, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i, ok := slices.BinarySearch(keys, fmt.Sprint(out))
+			if !ok {
+				i = len(keys)
+			}
+			counts[i]++
+		}
+		if err := chisq.Check(counts, want); err != nil {
+			t.Errorf("depth %d: %v", depth, err)
+		}
+		if depth > 0 && (stats.Accepted == 0 || stats.Rerun == 0) {
+			t.Errorf("depth %d: %d drafts accepted, %d windows re-run: both paths must be exercised", depth, stats.Accepted, stats.Rerun)
+		}
+	}
+}
+
+// Greedy with penalties: speculation gives the plain path token for token
+// (the penalties see each row's own history, drafts included).
+func TestSpecGreedyWithPenalties(t *testing.T) {
+	p := sample.Params{RepeatPenalty: 1.8, FrequencyPenalty: 0.5, PenaltyLastN: 4}
+	plain, err := generate(&fakeSeq{V: 7}, []int{3, 4, 5}, 30, GenerateOptions{PrefillRows: 3, Sampling: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := &SpecStats{}
+	spec, err := generate(&fakeSeq{V: 7}, []int{3, 4, 5}, 30, GenerateOptions{PrefillRows: 3, Sampling: p,
+		Spec: SpecOptions{Depth: 3, SuffixDraft: 3, Drafter: guessDrafter{7}, Stats: stats}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plain, spec) {
+		t.Errorf("speculative %v, plain %v", spec, plain)
+	}
+	if stats.Accepted == 0 || stats.Rerun == 0 {
+		t.Errorf("%d accepted, %d re-run: both paths must be exercised", stats.Accepted, stats.Rerun)
+	}
+	// Without penalties the path differs (else the test proves nothing).
+	bare, _ := generate(&fakeSeq{V: 7}, []int{3, 4, 5}, 30, GenerateOptions{PrefillRows: 3})
+	if slices.Equal(bare, plain) {
+		t.Error("the penalties changed nothing on this path")
+	}
+}
+
+// EOS and OnToken stops end generation inside a speculative window: the
+// tokens up to the stop are returned, each reported once in order, and the
+// state holds exactly the prompt and the returned tokens but the last.
+func TestStopsInsideAWindow(t *testing.T) {
+	prompt := []int{3, 4, 5}
+	full, err := generate(&fakeSeq{V: 7}, prompt, 30, GenerateOptions{PrefillRows: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cut := 1; cut < len(full); cut++ {
+		for _, how := range []string{"eos", "ontoken", "ignored-eos"} {
+			f := &fakeSeq{V: 7}
+			var seen []int
+			opt := GenerateOptions{PrefillRows: 3, Spec: SpecOptions{Depth: 3, SuffixDraft: 3, Drafter: guessDrafter{7}},
+				OnToken: func(id int) error {
+					seen = append(seen, id)
+					if how == "ontoken" && len(seen) == cut {
+						return ErrStop
+					}
+					return nil
+				}}
+			want := full[:cut]
+			switch how {
+			case "eos":
+				opt.EOS = []int{full[cut-1]}
+				want = full[:slices.Index(full, full[cut-1])+1] // its first occurrence
+			case "ignored-eos":
+				opt.EOS, opt.IgnoreEOS = []int{full[cut-1]}, true
+				want = full
+			}
+			out, err := generate(f, prompt, 30, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(out, want) || !slices.Equal(seen, want) {
+				t.Fatalf("%s at %d: returned %v, reported %v, want %v", how, cut, out, seen, want)
+			}
+			if fed := append(slices.Clone(prompt), out[:len(out)-1]...); !slices.Equal(f.fed, fed) {
+				t.Fatalf("%s at %d: the state holds %v, want %v", how, cut, f.fed, fed)
+			}
+		}
+	}
+}
+
+// A run that fails midway returns what it generated with the error; an
+// OnToken error other than ErrStop is returned as is.
+func TestFailureKeepsTokens(t *testing.T) {
+	full, _ := generate(&fakeSeq{V: 7}, []int{1}, 10, GenerateOptions{PrefillRows: 1})
+	out, err := generate(&fakeSeq{V: 7, failAt: 5}, []int{1}, 10, GenerateOptions{PrefillRows: 1})
+	if err == nil || !slices.Equal(out, full[:4]) {
+		t.Errorf("failing at window 5: %v, %v; want %v and the error", out, err, full[:4])
+	}
+	boom := errors.New("boom")
+	out, err = generate(&fakeSeq{V: 7}, []int{1}, 10, GenerateOptions{PrefillRows: 1, OnToken: func(id int) error {
+		if id == full[2] {
+			return boom
+		}
+		return nil
+	}})
+	if !errors.Is(err, boom) || !slices.Equal(out, full[:slices.Index(full, full[2])+1]) {
+		t.Errorf("OnToken failing: %v, %v", out, err)
+	}
+	if _, err := generate(&fakeSeq{V: 7}, []int{1}, 10, GenerateOptions{PrefillRows: 1, Sampling: sample.Params{TopP: 2}}); err == nil {
+		t.Error("top-p 2 accepted")
+	}
+}

@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models/ngram"
+)
+
+// sequence is what the decode loop drives: a Session, or in tests a
+// synthetic model whose logits are a known function of the tokens (so the
+// loop's output distribution can be derived by hand).
+type sequence interface {
+	// Window feeds tokens at the current position and returns their logits.
+	Window(tokens []int) ([][]float32, error)
+	// MTPWindow runs the MTP head (see Session.MTPWindow).
+	MTPWindow(tokens []int, pos int) ([][]float32, error)
+	// Pos is the number of tokens consumed.
+	Pos() int
+	// mark remembers the state before a drafted window; rewind returns to
+	// it (any number of times), so rejected rows leave no trace.
+	mark()
+	rewind()
+	limits() seqLimits
+}
+
+// seqLimits are the sizes the decode loop plans windows with.
+type seqLimits struct {
+	name          string
+	shapes        []int // window row counts, ascending
+	maxDecodeRows int   // windows.max_decode_rows
+	context       int   // runtime.context_length
+	hasMTP        bool
+}
+
+// sessionSeq is a Session as a sequence, with the marked state.
+type sessionSeq struct {
+	*Session
+	snap    map[string][]byte
+	pos     int
+	history []ngram.History
+}
+
+func (s *sessionSeq) mark() {
+	s.snap = s.m.mem.Snapshot(graph.KindState, s.snap)
+	s.pos, s.history = s.Session.pos, s.Session.history
+}
+
+func (s *sessionSeq) rewind() {
+	s.m.mem.Restore(s.snap)
+	s.Session.pos, s.Session.history = s.pos, s.history
+}
+
+func (s *sessionSeq) limits() seqLimits {
+	c := s.m.Config
+	return seqLimits{name: c.Name, shapes: s.m.shapes, maxDecodeRows: c.Windows.MaxDecodeRows,
+		context: c.Runtime.ContextLength, hasMTP: s.m.HasMTP()}
+}

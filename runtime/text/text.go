@@ -1,0 +1,220 @@
+// Package text ties together what turns a model into a text model: its
+// tokenizer, its chat template and the ids that end generation, read from an
+// HF checkpoint directory, a tokenizer.json, or a GGUF file's metadata, and
+// written back into a GGUF as llama.cpp expects.
+package text
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/strata-llm/strata/runtime/chat"
+	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/tokenizer"
+)
+
+// ErrNoTokenizer means the model carries no tokenizer (prompts must be ids).
+var ErrNoTokenizer = errors.New("the model has no tokenizer")
+
+// Model is a tokenizer with its chat template and stop ids.
+type Model struct {
+	Tok *tokenizer.Tokenizer
+	// Template renders conversations; nil when the model has none.
+	Template *chat.Template
+	// TemplateSource is the template's Jinja text ("" when none).
+	TemplateSource string
+	// Tokens are the special token strings the template sees.
+	Tokens chat.SpecialTokens
+	// EOS are the ids that end generation (generation_config.json's
+	// eos_token_id, else the tokenizer's eos_token).
+	EOS []int
+	// BOS, PAD are ids or -1; AddBOS says whether prompts start with BOS.
+	BOS, PAD int
+	AddBOS   bool
+	// eos is the single eos id llama.cpp reads (tokenizer_config's eos_token).
+	eos int
+}
+
+// FromHF reads dir/tokenizer.json with dir's tokenizer_config.json,
+// chat_template.jinja, generation_config.json and config.json (for ids the
+// others lack). ErrNoTokenizer when dir has no tokenizer.json.
+func FromHF(dir string) (*Model, error) {
+	path := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", dir, ErrNoTokenizer)
+	}
+	return FromTokenizerFile(path)
+}
+
+// FromTokenizerFile reads a tokenizer.json (or .json.gz) and the HF config
+// files beside it, when there are any.
+func FromTokenizerFile(path string) (*Model, error) {
+	tok, err := tokenizer.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	cfg, err := chat.LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Tok: tok, TemplateSource: cfg.Template, Tokens: cfg.Tokens, AddBOS: cfg.AddBOS,
+		BOS: -1, PAD: -1, eos: -1}
+	lookup := func(s string) int {
+		if id, ok := tok.TokenID(s); ok && s != "" {
+			return id
+		}
+		return -1
+	}
+	m.eos, m.BOS, m.PAD = lookup(cfg.Tokens.EOS), lookup(cfg.Tokens.BOS), lookup(cfg.Tokens.PAD)
+	model := readModelConfig(dir)
+	if m.BOS < 0 {
+		m.BOS = firstOr(cfg.BOSTokenID, model.BOS)
+	}
+	if m.PAD < 0 {
+		m.PAD = firstOr(cfg.PadTokenID, model.PAD)
+	}
+	m.EOS = cfg.EOSTokenIDs
+	if len(m.EOS) == 0 && m.eos >= 0 {
+		m.EOS = []int{m.eos}
+	}
+	if len(m.EOS) == 0 {
+		m.EOS = model.EOS
+	}
+	if m.eos < 0 && len(m.EOS) > 0 {
+		m.eos = m.EOS[0]
+	}
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if m.TemplateSource != "" {
+		if m.Template, err = chat.Compile(m.TemplateSource, m.Tokens); err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	return m, nil
+}
+
+// modelIDs are config.json's special ids, the last fallback.
+type modelIDs struct {
+	BOS, PAD *int
+	EOS      []int
+}
+
+func readModelConfig(dir string) modelIDs {
+	var out modelIDs
+	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return out
+	}
+	var f struct {
+		BOS json.RawMessage `json:"bos_token_id"`
+		EOS json.RawMessage `json:"eos_token_id"`
+		PAD json.RawMessage `json:"pad_token_id"`
+	}
+	if json.Unmarshal(data, &f) != nil {
+		return out
+	}
+	one := func(raw json.RawMessage) *int {
+		var v int
+		if json.Unmarshal(raw, &v) == nil && string(raw) != "null" {
+			return &v
+		}
+		return nil
+	}
+	out.BOS, out.PAD = one(f.BOS), one(f.PAD)
+	if v := one(f.EOS); v != nil {
+		out.EOS = []int{*v}
+	} else {
+		json.Unmarshal(f.EOS, &out.EOS)
+	}
+	return out
+}
+
+func firstOr(a, b *int) int {
+	if a != nil {
+		return *a
+	}
+	if b != nil {
+		return *b
+	}
+	return -1
+}
+
+func (m *Model) check() error {
+	n := m.Tok.Vocab()
+	for _, id := range append([]int{m.BOS, m.PAD, m.eos}, m.EOS...) {
+		if id >= n {
+			return fmt.Errorf("special token id %d is outside the tokenizer's %d ids", id, n)
+		}
+	}
+	return nil
+}
+
+// FromGGUF reads a GGUF file's tokenizer and chat template; ErrNoTokenizer
+// when it has none.
+func FromGGUF(f *gguf.File) (*Model, error) {
+	v, err := gguf.VocabOf(f)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, ErrNoTokenizer)
+	}
+	tok, err := tokenizer.FromGGUF(v)
+	if err != nil {
+		return nil, fmt.Errorf("gguf %s: %w", f.Path, err)
+	}
+	m := &Model{Tok: tok, TemplateSource: v.ChatTemplate, BOS: v.BOS, PAD: v.PAD, AddBOS: v.AddBOS, eos: v.EOS}
+	m.EOS = slices.Clone(v.EOSIDs)
+	if len(m.EOS) == 0 {
+		for _, id := range []int{v.EOS, v.EOT} {
+			if id >= 0 && !slices.Contains(m.EOS, id) {
+				m.EOS = append(m.EOS, id)
+			}
+		}
+	}
+	text := func(id int) string {
+		if id < 0 {
+			return ""
+		}
+		return string(tok.TokenBytes(id))
+	}
+	m.Tokens = chat.SpecialTokens{BOS: text(v.BOS), EOS: text(v.EOS), PAD: text(v.PAD)}
+	if m.TemplateSource != "" {
+		if m.Template, err = chat.Compile(m.TemplateSource, m.Tokens); err != nil {
+			return nil, fmt.Errorf("gguf %s: %w", f.Path, err)
+		}
+	}
+	return m, nil
+}
+
+// GGUFMetadata is the tokenizer, special ids and chat template as GGUF keys,
+// the token list padded to rows (the model's embedding rows).
+func (m *Model) GGUFMetadata(rows int) ([]gguf.KV, error) {
+	v, err := m.Tok.GGUFVocab(rows)
+	if err != nil {
+		return nil, err
+	}
+	v.BOS, v.EOS, v.PAD, v.AddBOS = m.BOS, m.eos, m.PAD, m.AddBOS
+	v.EOSIDs = m.EOS
+	v.ChatTemplate = m.TemplateSource
+	return v.Metadata(), nil
+}
+
+// Encode tokenizes a prompt, adding BOS when the model asks for it.
+func (m *Model) Encode(s string) []int {
+	ids := m.Tok.Encode(s)
+	if m.AddBOS && m.BOS >= 0 {
+		ids = append([]int{m.BOS}, ids...)
+	}
+	return ids
+}
+
+// IsEOS reports whether id ends generation.
+func (m *Model) IsEOS(id int) bool { return slices.Contains(m.EOS, id) }
