@@ -44,7 +44,8 @@ when "strata pack FILE" wrote one (a pack of another file is refused).
 
 With neither, it runs the embedded default model (tiny-go: a small trained
 Qwen3.8-Flash-Next-architecture model, Go source and fortunes, with an MTP
-head) on a Go snippet, so a fresh clone has something to run. Timing goes to stderr.`
+head) on a Go snippet and streams the text, so a fresh clone has something
+to run (with --tokens, it prints ids as for any model). Timing goes to stderr.`
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
@@ -170,6 +171,12 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 	}
+	var finishText func()
+	if *tokens == "" && *hf == "" && *ggufPath == "" { // the default model streams text
+		if finishText, err = textStream(stdout, prompt, l.Config.Architecture.EOSTokenIDs, &gopt); err != nil {
+			return err
+		}
+	}
 	s := l.Model.NewSession()
 	start = time.Now()
 	out, err := s.Generate(prompt, *n, gopt)
@@ -182,11 +189,15 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "strata: warning: %v\n", err)
 		}
 	}
-	ids := make([]string, len(out))
-	for i, t := range out {
-		ids[i] = strconv.Itoa(t)
+	if finishText != nil {
+		finishText()
+	} else {
+		ids := make([]string, len(out))
+		for i, t := range out {
+			ids[i] = strconv.Itoa(t)
+		}
+		fmt.Fprintln(stdout, strings.Join(ids, " "))
 	}
-	fmt.Fprintln(stdout, strings.Join(ids, " "))
 	if *dump != "" {
 		data := make([]byte, 4*len(logits))
 		for i, v := range logits {
