@@ -65,6 +65,7 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	ggufPath := fs.String("gguf", "", "GGUF model `file` from strata convert")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json `file` (default: the --hf directory's, the GGUF's directory's, or the default model's)")
 	ctx := fs.Int("ctx", 512, "tokens per window")
+	batch := fs.Int("batch", 0, "rows fed per engine window (default: --ctx, one window; 1 feeds a token at a time, as decode does, which is what expert streaming sees)")
 	first := fs.Int("first", -1, "score the tokens after this many of each window (default: --ctx/2, as llama-perplexity)")
 	chunks := fs.Int("chunks", 0, "score this many windows (0: every whole window of the text)")
 	spread := fs.Bool("spread", false, "space the --chunks windows evenly over the text (overlapping if need be) instead of taking the first ones")
@@ -76,7 +77,8 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	moce := fs.Bool("moce", false, "cache-aware routing (MoCE) with the config's knobs, overridden by the next two")
 	moceLambda := fs.Float64("moce-lambda", 0, "with --moce: the non-resident experts' probability scale λ (0: the config's)")
 	moceMaxRank := fs.Int("moce-max-rank", 0, "with --moce: the deepest rank a resident expert may come from (0: the config's; -1: uncapped)")
-	stats := fs.Bool("stats", false, "print expert streaming's hits and misses per token to stderr")
+	stats := fs.Bool("stats", false, "with --arena-experts: print expert streaming's hit rate, misses per token, and the LRU simulation's and Belady MIN's hit rates on the same access trace")
+	history := fs.String("history", "", "with --arena-experts: the expert usage-history `file`, read at load to seed the arena and written back at the end (default: none)")
 	pos, err := parseFlagsAnd(fs, args)
 	if err != nil {
 		return err
@@ -91,6 +93,8 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("--ctx must be ≥ 2, got %d", *ctx)
 	case *first >= *ctx-1:
 		return usagef("--first must be < --ctx − 1 (%d), got %d", *ctx-1, *first)
+	case *batch < 0:
+		return usagef("--batch must be ≥ 1, got %d", *batch)
 	case *chunks < 0:
 		return usagef("--chunks must be ≥ 0, got %d", *chunks)
 	case *spread && *chunks < 2:
@@ -109,12 +113,19 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	if *first < 0 {
 		*first = *ctx / 2
 	}
+	if *batch == 0 || *batch > *ctx {
+		*batch = *ctx
+	}
 	tok, err := loadTokenizer(*tokPath, *hf, *ggufPath)
 	if err != nil {
 		return err
 	}
-	opt := strata.HFOptions{PrefillRows: *ctx, AllLogits: true, Context: max(*ctx, 0), ArenaExperts: *arena,
-		Stream: stream.Options{Threads: *ioThreads}, Backend: *backend, MoCE: *moce, MoCELambda: *moceLambda, MoCEMaxRank: *moceMaxRank}
+	if *history == "" {
+		*history = "-"
+	}
+	opt := strata.HFOptions{PrefillRows: *batch, AllLogits: true, Context: max(*ctx, 0), ArenaExperts: *arena, History: *history,
+		Stream: stream.Options{Threads: *ioThreads, Trace: *stats}, Backend: *backend, MoCE: *moce, MoCELambda: *moceLambda, MoCEMaxRank: *moceMaxRank,
+		Warn: func(err error) { fmt.Fprintf(stderr, "strata: warning: %v\n", err) }}
 	l, err := openModel(*hf, *ggufPath, opt)
 	if err != nil {
 		return err
@@ -168,9 +179,9 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 		w := tokens[s : s+*ctx]
 		var trunk, heads [][]float32
 		if *mtp {
-			trunk, heads, err = l.Model.TeacherForced(w, *ctx)
+			trunk, heads, err = l.Model.TeacherForced(w, *batch)
 		} else {
-			trunk, err = l.Model.TrunkForced(w, *ctx)
+			trunk, err = l.Model.TrunkForced(w, *batch)
 		}
 		if err != nil {
 			return fmt.Errorf("window %d (tokens %d…%d): %w", i+1, s, s+*ctx-1, err)
@@ -227,9 +238,15 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "strata: %d windows in %v (%.1f tok/s)\n", len(starts), elapsed.Round(time.Millisecond), float64(len(starts)**ctx)/elapsed.Seconds())
 	if *stats && *arena > 0 {
-		ss := l.Model.StreamStats()
-		fmt.Fprintf(stderr, "strata: streaming: arena of %d experts; %d hits, %d misses (%.1f%% hit), %.3f misses per token\n",
-			*arena, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), float64(ss.Misses)/float64(len(starts)**ctx))
+		ss, trace := l.Model.StreamStats(), l.Model.StreamTrace()
+		n := float64(max(len(trace), 1))
+		distinct := map[int]bool{}
+		for _, k := range trace {
+			distinct[k] = true
+		}
+		fmt.Fprintf(stdout, "streaming: arena of %d experts; hit rate %.4f (LRU simulation %.4f, Belady MIN %.4f, compulsory-miss bound %.4f over %d accesses); %.3f misses per token\n",
+			*arena, float64(ss.Hits+ss.Late)/n, float64(stream.LRUHits(trace, *arena))/n, float64(stream.BeladyHits(trace, *arena))/n,
+			1-float64(len(distinct))/n, len(trace), float64(ss.Misses)/float64(len(starts)**ctx))
 	}
 	return nil
 }
