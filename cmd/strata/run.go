@@ -70,6 +70,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them")
 	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
+	tf := addTextFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -117,13 +118,17 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *context < 0 {
 		return usagef("--context must be ≥ 1, got %d", *context)
 	}
+	txt, err := tf.open(*hf, *ggufPath, *tokens, *n)
+	if err != nil {
+		return err
+	}
 	prompt := strata.DefaultPrompt
 	if *tokens != "" {
 		if prompt, err = parseTokens(*tokens); err != nil {
 			return err
 		}
-	} else if *hf != "" || *ggufPath != "" {
-		return usagef("--tokens is required with --hf or --gguf (a model file has no default prompt)")
+	} else if (*hf != "" || *ggufPath != "") && txt == nil {
+		return usagef("--tokens or a text prompt (-p, -f, --chat) is required with --hf or --gguf (a model file has no default prompt)")
 	}
 	if *hf != "" && *ggufPath != "" {
 		return usagef("--hf and --gguf are two models; give one")
@@ -178,6 +183,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	s := l.Model.NewSession()
+	if txt != nil {
+		return txt.run(l, s, gopt, loaded, stdout, stderr)
+	}
 	start = time.Now()
 	out, err := s.Generate(prompt, *n, gopt)
 	if err != nil {

@@ -216,5 +216,33 @@ func (m *Model) Encode(s string) []int {
 	return ids
 }
 
-// IsEOS reports whether id ends generation.
-func (m *Model) IsEOS(id int) bool { return slices.Contains(m.EOS, id) }
+// endOfTurn are the texts of control tokens that end a turn whatever the
+// configs say, as llama.cpp adds them to its end-of-generation set (a base
+// model's generation_config may list only <|endoftext|>, but a chat reply ends
+// at <|im_end|>).
+var endOfTurn = []string{"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>"}
+
+// StopIDs are the ids that end generation: EOS and the end-of-turn control
+// tokens the vocabulary has.
+func (m *Model) StopIDs() []int {
+	ids := slices.Clone(m.EOS)
+	for _, s := range endOfTurn {
+		if id, ok := m.Tok.TokenID(s); ok && m.Tok.IsSpecial(id) && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// IsStop reports whether id ends generation (one of StopIDs).
+func (m *Model) IsStop(id int) bool {
+	if slices.Contains(m.EOS, id) {
+		return true
+	}
+	for _, s := range endOfTurn {
+		if t, ok := m.Tok.TokenID(s); ok && t == id && m.Tok.IsSpecial(id) {
+			return true
+		}
+	}
+	return false
+}

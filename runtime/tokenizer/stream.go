@@ -13,8 +13,12 @@ type Stream struct {
 func (t *Tokenizer) NewStream() *Stream { return &Stream{t: t} }
 
 // Push adds one token and returns the text that is now complete.
-func (s *Stream) Push(id int) string {
-	s.pending = append(s.pending, s.t.TokenBytes(id)...)
+func (s *Stream) Push(id int) string { return s.PushBytes(s.t.TokenBytes(id)) }
+
+// PushBytes adds raw bytes (a token's, or what a stop-string matcher let
+// through) and returns the text that is now complete.
+func (s *Stream) PushBytes(b []byte) string {
+	s.pending = append(s.pending, b...)
 	keep := incompleteTail(s.pending)
 	ready := s.pending[:len(s.pending)-keep]
 	out := string(appendLossy(nil, ready))

@@ -27,8 +27,8 @@ type Tokenizer struct {
 	added        []addedToken
 	addedByFirst [256][]int // indexes into added, longest first
 	addedID      map[string]int32
-	isAdded      map[int32]bool
-	normalize    bool // NFC
+	special      map[int32]bool // added tokens marked special
+	normalize    bool           // NFC
 	ignoreMerges bool
 	byteFallback bool
 	unk          int32 // -1: none
@@ -207,14 +207,7 @@ func (t *Tokenizer) TokenID(s string) (int, bool) {
 func (t *Tokenizer) Vocab() int { return len(t.tokens) }
 
 // IsSpecial reports whether id is a special (control) added token.
-func (t *Tokenizer) IsSpecial(id int) bool {
-	for _, a := range t.added {
-		if int(a.id) == id {
-			return a.special
-		}
-	}
-	return false
-}
+func (t *Tokenizer) IsSpecial(id int) bool { return t.special[int32(id)] }
 
 // AddedTokens lists the added tokens by id.
 func (t *Tokenizer) AddedTokens() []Added {
@@ -240,11 +233,13 @@ func (t *Tokenizer) build() error {
 		t.tokens[id] = s
 	}
 	t.addedID = map[string]int32{}
-	t.isAdded = map[int32]bool{}
+	t.special = map[int32]bool{}
 	for _, a := range t.added {
 		t.tokens[a.id] = a.content
 		t.addedID[a.content] = a.id
-		t.isAdded[a.id] = true
+		if a.special {
+			t.special[a.id] = true
+		}
 	}
 	t.raw = make([][]byte, n)
 	for id, s := range t.tokens {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/runtime/chat"
+	"github.com/strata-llm/strata/runtime/engine"
+)
+
+// chat holds an interactive conversation on stdin. The session keeps the
+// model state between turns, so a turn prefills only what is new: the text
+// the template renders after what the session has already consumed. When the
+// template renders the earlier turns differently from what the model saw
+// (Qwen3 drops earlier turns' thinking), the session starts over on the whole
+// re-rendered conversation, so the state always equals a fresh prefill of it.
+func (t *textRun) chat(l *strata.Loaded, s *engine.Session, gopt engine.GenerateOptions, stdout, stderr io.Writer) error {
+	var conv []chat.Message
+	if *t.f.system != "" {
+		conv = append(conv, chat.Message{Role: "system", Content: *t.f.system})
+	}
+	system := len(conv)
+	var seen []int // the tokens the session has consumed
+	tok := t.tm.Tok
+	in := bufio.NewReader(stdin)
+	fmt.Fprintf(stderr, "strata: chatting with %s (/reset starts over, /exit or Ctrl-D ends)\n", l.Config.Name)
+	for turn := 1; ; {
+		fmt.Fprint(stderr, "> ")
+		line, err := in.ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+		if line == "" && err != nil {
+			fmt.Fprintln(stderr)
+			return nil
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch strings.TrimSpace(line) {
+		case "":
+			continue
+		case "/exit", "/quit":
+			return nil
+		case "/reset":
+			conv, seen = conv[:system], nil
+			s = l.Model.NewSession()
+			fmt.Fprintln(stderr, "strata: conversation reset")
+			continue
+		}
+		conv = append(conv, chat.Message{Role: "user", Content: line})
+		rendered, err := t.tm.Template.Render(conv, t.chatOptions())
+		if err != nil {
+			return err
+		}
+		var prompt []int
+		kept := len(seen)
+		if fed := tok.Decode(seen); kept > 0 && strings.HasPrefix(rendered, fed) {
+			prompt = tok.Encode(rendered[len(fed):])
+		} else {
+			if kept > 0 {
+				fmt.Fprintln(stderr, "strata: the template renders the earlier turns differently from what the model saw; prefilling the whole conversation again")
+				s = l.Model.NewSession()
+			}
+			kept, seen = 0, nil
+			prompt = tok.Encode(rendered)
+		}
+		if s.Pos() != kept {
+			return fmt.Errorf("turn %d: the session is at position %d but has %d tokens of the conversation", turn, s.Pos(), kept)
+		}
+		p := newTextPrinter(t.tm, stdout, t.stops)
+		gopt.OnToken = p.token
+		start := time.Now()
+		out, err := s.Generate(prompt, t.n, gopt)
+		p.finish()
+		end := time.Now()
+		if err != nil {
+			return fmt.Errorf("turn %d, after %d generated tokens (printed): %w", turn, len(out), err)
+		}
+		if len(out) == 0 || len(p.shown) == 0 {
+			fmt.Fprintln(stdout)
+		}
+		seen = append(seen, prompt...)
+		if len(out) > 0 {
+			seen = append(seen, out[:len(out)-1]...) // the last one is fed with the next turn
+		}
+		conv = append(conv, chat.Message{Role: "assistant", Content: p.reply()})
+		fmt.Fprintf(stderr, "strata: turn %d: prefilled %d new tokens after %d kept; %s; session at %d\n",
+			turn, len(prompt), kept, p.timings(start, end, len(prompt)), s.Pos())
+		turn++
+	}
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/runtime/chat"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/sample"
+	"github.com/strata-llm/strata/runtime/text"
+	"github.com/strata-llm/strata/runtime/tokenizer"
+)
+
+// stdin is what --chat, -f - and strata tokenize read (a test replaces it).
+var stdin io.Reader = os.Stdin
+
+// textDefaultN is -n for text prompts and chat when -n is not given: a reply
+// ends at the model's EOS long before, usually.
+const textDefaultN = 256
+
+// textFlags are strata run's text-mode flags: a prompt as text, a system
+// message, an interactive chat, and where the tokenizer comes from.
+type textFlags struct {
+	fs                              *flag.FlagSet
+	prompt, file, system, tokenizer *string
+	chat, noThink                   *bool
+}
+
+func addTextFlags(fs *flag.FlagSet) *textFlags {
+	f := &textFlags{fs: fs}
+	f.prompt = fs.String("prompt", "", "prompt `text`, tokenized with the model's tokenizer; the reply is printed as text as it is made")
+	fs.StringVar(f.prompt, "p", "", "short for --prompt `text`")
+	f.file = fs.String("file", "", "read the prompt text from this `file` (- for stdin)")
+	fs.StringVar(f.file, "f", "", "short for --file `file`")
+	f.system = fs.String("system", "", "system message `text`: the prompt becomes a conversation rendered with the model's chat template")
+	f.chat = fs.Bool("chat", false, "interactive chat on stdin, rendered with the model's chat template; each turn prefills only its new tokens (/reset, /exit, Ctrl-D)")
+	f.noThink = fs.Bool("no-think", false, "render the chat template with enable_thinking=false (Qwen3: reply without a <think> block)")
+	f.tokenizer = fs.String("tokenizer", "", "HF tokenizer.json `file` for text prompts (default: the --hf directory's, the GGUF's own, or the default model's)")
+	return f
+}
+
+// active reports whether the run is in text mode.
+func (f *textFlags) active() bool {
+	return *f.prompt != "" || *f.file != "" || *f.chat || *f.system != "" || *f.tokenizer != ""
+}
+
+// textRun is a text-mode run: the model's text side and the prompt.
+type textRun struct {
+	f     *textFlags
+	tm    *text.Model
+	n     int
+	stops []string // stop strings (matched on the text, across tokens)
+}
+
+// openText checks the text flags and loads the tokenizer before the model:
+// --tokenizer, else the --hf directory's tokenizer.json, else the GGUF's
+// metadata, else the default model's. nil when the run is not in text mode.
+func (f *textFlags) open(hf, ggufPath, tokens string, n int) (*textRun, error) {
+	if !f.active() {
+		return nil, nil
+	}
+	switch {
+	case tokens != "":
+		return nil, usagef("--tokens and a text prompt (-p, -f, --chat) are two prompts; give one")
+	case *f.prompt != "" && *f.file != "":
+		return nil, usagef("-p and -f are two prompts; give one")
+	case *f.chat && (*f.prompt != "" || *f.file != ""):
+		return nil, usagef("--chat reads its turns from stdin; drop -p/-f (--system sets its system message)")
+	case !*f.chat && *f.prompt == "" && *f.file == "":
+		return nil, usagef("--system and --tokenizer need a prompt: -p TEXT, -f FILE or --chat")
+	}
+	tm, err := loadText(*f.tokenizer, hf, ggufPath)
+	if errors.Is(err, text.ErrNoTokenizer) {
+		return nil, fmt.Errorf("%w: a text prompt needs one; give --tokenizer tokenizer.json, or the prompt as ids with --tokens", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if (*f.chat || *f.system != "") && tm.Template == nil {
+		return nil, fmt.Errorf("the model has no chat template (tokenizer_config.json chat_template, chat_template.jinja or the GGUF's tokenizer.chat_template), which --chat and --system need")
+	}
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "n" })
+	if !set {
+		n = textDefaultN
+	}
+	return &textRun{f: f, tm: tm, n: n}, nil
+}
+
+// loadText finds the model's tokenizer.
+func loadText(tokPath, hf, ggufPath string) (*text.Model, error) {
+	switch {
+	case tokPath != "":
+		m, err := text.FromTokenizerFile(tokPath)
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer: %w", err)
+		}
+		return m, nil
+	case hf != "":
+		return text.FromHF(hf)
+	case ggufPath != "":
+		f, err := gguf.Open(ggufPath)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return text.FromGGUF(f)
+	}
+	return defaultText()
+}
+
+// defaultText is the embedded default model's tokenizer, when it has one.
+func defaultText() (*text.Model, error) {
+	dir, err := os.MkdirTemp("", "strata-text-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json", "config.json"} {
+		data, err := strata.DefaultModelFile(name)
+		if err != nil {
+			continue // not embedded
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	m, err := text.FromHF(dir)
+	if errors.Is(err, text.ErrNoTokenizer) {
+		return nil, fmt.Errorf("the default model: %w", text.ErrNoTokenizer)
+	}
+	return m, err
+}
+
+// run generates from the text prompt, or holds the chat.
+func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateOptions, loaded time.Duration, stdout, stderr io.Writer) error {
+	if v, m := t.tm.Tok.Vocab(), l.Config.Architecture.VocabSize; v > m {
+		return fmt.Errorf("the tokenizer has %d token ids but model %s only %d", v, l.Config.Name, m)
+	}
+	gopt.EOS = t.tm.StopIDs()
+	if *t.f.chat {
+		return t.chat(l, s, gopt, stdout, stderr)
+	}
+	prompt, err := t.promptIDs()
+	if err != nil {
+		return err
+	}
+	p := newTextPrinter(t.tm, stdout, t.stops)
+	gopt.OnToken = p.token
+	start := time.Now()
+	out, err := s.Generate(prompt, t.n, gopt)
+	p.finish()
+	end := time.Now()
+	if err != nil {
+		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
+	}
+	fmt.Fprintf(stderr, "strata: %s: loaded in %v; %s\n", l.Config.Name, loaded.Round(time.Millisecond), p.timings(start, end, len(prompt)))
+	return nil
+}
+
+// promptIDs reads -p/-f and tokenizes it: as is (with BOS when the model adds
+// one), or with --system as a conversation through the chat template.
+func (t *textRun) promptIDs() ([]int, error) {
+	s := *t.f.prompt
+	if *t.f.file != "" {
+		var data []byte
+		var err error
+		if *t.f.file == "-" {
+			data, err = io.ReadAll(stdin)
+		} else {
+			data, err = os.ReadFile(*t.f.file)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("-f: %w", err)
+		}
+		s = string(data)
+	}
+	if s == "" {
+		return nil, usagef("the prompt is empty")
+	}
+	if *t.f.system == "" {
+		return t.tm.Encode(s), nil
+	}
+	r, err := t.tm.Template.Render([]chat.Message{{Role: "system", Content: *t.f.system}, {Role: "user", Content: s}}, t.chatOptions())
+	if err != nil {
+		return nil, err
+	}
+	return t.tm.Tok.Encode(r), nil
+}
+
+func (t *textRun) chatOptions() chat.Options {
+	o := chat.Options{AddGenerationPrompt: true}
+	if *t.f.noThink {
+		no := false
+		o.EnableThinking = &no
+	}
+	return o
+}
+
+// textPrinter streams generated tokens as text: control tokens and the EOS
+// are not shown, stop strings are matched on the text across tokens, and a
+// character split across tokens is printed whole.
+type textPrinter struct {
+	tm      *text.Model
+	w       io.Writer
+	stop    *sample.Stopper
+	utf     *tokenizer.Stream
+	ids     []int     // every token committed
+	shown   []byte    // the text printed
+	first   time.Time // when the first token came (the prompt's end)
+	stopped bool
+	err     error
+}
+
+func newTextPrinter(tm *text.Model, w io.Writer, stops []string) *textPrinter {
+	return &textPrinter{tm: tm, w: w, stop: sample.NewStopper(stops), utf: tm.Tok.NewStream()}
+}
+
+func (p *textPrinter) token(id int) error {
+	if len(p.ids) == 0 {
+		p.first = time.Now()
+	}
+	p.ids = append(p.ids, id)
+	if p.tm.IsStop(id) || p.tm.Tok.IsSpecial(id) {
+		return nil
+	}
+	emit, stopped := p.stop.Push(p.tm.Tok.TokenBytes(id))
+	p.write(p.utf.PushBytes(emit))
+	if stopped {
+		p.stopped = true
+		return engine.ErrStop
+	}
+	return p.err
+}
+
+func (p *textPrinter) write(s string) {
+	if s == "" || p.err != nil {
+		return
+	}
+	p.shown = append(p.shown, s...)
+	if _, err := io.WriteString(p.w, s); err != nil {
+		p.err = fmt.Errorf("writing the output: %w", err)
+	}
+}
+
+// finish prints what was held back and ends the line.
+func (p *textPrinter) finish() {
+	p.write(p.utf.PushBytes(p.stop.Flush()) + p.utf.Flush())
+	if len(p.shown) > 0 && p.shown[len(p.shown)-1] != '\n' {
+		p.write("\n")
+	}
+}
+
+// reply is the assistant's turn as the conversation keeps it: the generated
+// text without the EOS (after a stop string, the text before it).
+func (p *textPrinter) reply() string {
+	if p.stopped {
+		return string(p.shown)
+	}
+	ids := p.ids
+	if len(ids) > 0 && p.tm.IsStop(ids[len(ids)-1]) {
+		ids = ids[:len(ids)-1]
+	}
+	return p.tm.Tok.Decode(ids)
+}
+
+// timings is the llama.cpp-style split: the prompt (up to the first token)
+// and the generation (the tokens after it), each with its own rate.
+func (p *textPrinter) timings(start, end time.Time, prompt int) string {
+	if len(p.ids) == 0 {
+		d := end.Sub(start)
+		return fmt.Sprintf("prompt %d tokens in %v (%.1f tok/s); nothing generated", prompt, d.Round(time.Millisecond), float64(prompt)/d.Seconds())
+	}
+	pd, gd := p.first.Sub(start), end.Sub(p.first)
+	return fmt.Sprintf("prompt %d tokens in %v (%.1f tok/s); generated %d tokens in %v (%.1f tok/s after the first)",
+		prompt, pd.Round(time.Millisecond), float64(prompt)/pd.Seconds(),
+		len(p.ids), gd.Round(time.Millisecond), float64(len(p.ids)-1)/max(gd.Seconds(), 1e-9))
+}
