@@ -29,7 +29,7 @@ import (
 // Qwen3.8-Flash-Next-architecture model trained on Go source and fortunes,
 // with its MTP head and tokenizer.
 //
-//go:embed testdata/tiny-go/config.json testdata/tiny-go/model.safetensors testdata/tiny-go/tokenizer.json testdata/tiny-go/tokenizer_config.json
+//go:embed testdata/tiny-go/config.json testdata/tiny-go/generation_config.json testdata/tiny-go/model.safetensors testdata/tiny-go/tokenizer.json testdata/tiny-go/tokenizer_config.json
 var defaultModel embed.FS
 
 const (
@@ -38,7 +38,7 @@ const (
 )
 
 // DefaultModelFiles are the files of the default model's directory.
-var DefaultModelFiles = []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+var DefaultModelFiles = []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
 
 // DefaultPrompt is the prompt `strata run` feeds the default model when no
 // tokens are given: the 16 tokens of tiny-go's greedy reference prompt, the

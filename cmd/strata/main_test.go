@@ -49,9 +49,9 @@ func joinInts(v []int, sep string) string {
 	return strings.Join(s, sep)
 }
 
-// defaultText is what `strata run` prints: the default prompt and 16
+// defaultRunText is what `strata run` prints: the default prompt and 16
 // generated tokens of tiny-go as text, a prefix of HF's greedy_text.
-func defaultText(t *testing.T) string {
+func defaultRunText(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(tinyGo, "reference.json"))
 	if err != nil {
@@ -79,7 +79,7 @@ func TestRunDefault(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errText)
 	}
-	if want := defaultText(t); out != want {
+	if want := defaultRunText(t); out != want {
 		t.Fatalf("stdout %q, want %q", out, want)
 	}
 	// With --tokens, ids: the same 16 as HF's greedy path.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"github.com/strata-llm/strata/runtime/eval"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/stream"
-	"github.com/strata-llm/strata/runtime/tokenizer"
 )
 
 func init() {
@@ -63,7 +61,7 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&files, "f", "text `file` to score (repeat, or list more files after the flags: one document each)")
 	hf := fs.String("hf", "", "HF checkpoint `directory` (default: the embedded tiny-go)")
 	ggufPath := fs.String("gguf", "", "GGUF model `file` from strata convert")
-	tokPath := fs.String("tokenizer", "", "tokenizer.json `file` (default: the --hf directory's, the GGUF's directory's, or the default model's)")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json `file` (default: the --hf directory's, the GGUF's metadata, or the default model's)")
 	ctx := fs.Int("ctx", 512, "tokens per window")
 	batch := fs.Int("batch", 0, "rows fed per engine window (default: --ctx, one window; 1 feeds a token at a time, as decode does, which is what expert streaming sees)")
 	first := fs.Int("first", -1, "score the tokens after this many of each window (default: --ctx/2, as llama-perplexity)")
@@ -116,10 +114,11 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	if *batch == 0 || *batch > *ctx {
 		*batch = *ctx
 	}
-	tok, err := loadTokenizer(*tokPath, *hf, *ggufPath)
+	tm, err := loadText(*tokPath, *hf, *ggufPath)
 	if err != nil {
 		return err
 	}
+	tok := tm.Tok
 	if *history == "" {
 		*history = "-"
 	}
@@ -249,31 +248,6 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 			1-float64(len(distinct))/n, len(trace), float64(ss.Misses)/float64(len(starts)**ctx))
 	}
 	return nil
-}
-
-// loadTokenizer finds the model's tokenizer.json.
-func loadTokenizer(path, hf, ggufPath string) (*tokenizer.Tokenizer, error) {
-	switch {
-	case path != "":
-	case hf != "":
-		path = filepath.Join(hf, "tokenizer.json")
-	case ggufPath != "":
-		path = filepath.Join(filepath.Dir(ggufPath), "tokenizer.json")
-		if _, err := os.Stat(path); err != nil {
-			return nil, usagef("a GGUF carries no tokenizer here and %s is missing: give --tokenizer FILE", path)
-		}
-	default:
-		b, err := strata.DefaultModelFile("tokenizer.json")
-		if err != nil {
-			return nil, err
-		}
-		return tokenizer.Parse(b)
-	}
-	t, err := tokenizer.Load(path)
-	if err != nil {
-		return nil, fmt.Errorf("--tokenizer: %w", err)
-	}
-	return t, nil
 }
 
 // windowsKey identifies what a base file scored: the tokens and windows.

@@ -32,7 +32,7 @@ func TestRunMSLEmu(t *testing.T) {
 		}
 		t.Skip("skipping mslemu: " + err.Error())
 	}
-	want := defaultText(t)
+	want := defaultRunText(t)
 	for _, args := range [][]string{{"--backend", "mslemu"}, {"--backend", "metal-emu", "--icb", "--stats"}} {
 		out, errText, status := runStrata(t, append([]string{"run"}, args...)...)
 		if status != 0 {
