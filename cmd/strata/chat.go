@@ -8,10 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
 )
+
+// chatSession is what a chat needs of engine.Session.
+type chatSession interface {
+	Pos() int
+	Generate(prompt []int, n int, opt engine.GenerateOptions) ([]int, error)
+}
 
 // chat holds an interactive conversation on stdin. The session keeps the
 // model state between turns, so a turn prefills only what is new: the text
@@ -19,7 +24,7 @@ import (
 // template renders the earlier turns differently from what the model saw
 // (Qwen3 drops earlier turns' thinking), the session starts over on the whole
 // re-rendered conversation, so the state always equals a fresh prefill of it.
-func (t *textRun) chat(l *strata.Loaded, s *engine.Session, gopt engine.GenerateOptions, stdout, stderr io.Writer) error {
+func (t *textRun) chat(name string, newSession func() chatSession, s chatSession, gopt engine.GenerateOptions, stdout, stderr io.Writer) error {
 	var conv []chat.Message
 	if *t.f.system != "" {
 		conv = append(conv, chat.Message{Role: "system", Content: *t.f.system})
@@ -28,7 +33,7 @@ func (t *textRun) chat(l *strata.Loaded, s *engine.Session, gopt engine.Generate
 	var seen []int // the tokens the session has consumed
 	tok := t.tm.Tok
 	in := bufio.NewReader(stdin)
-	fmt.Fprintf(stderr, "strata: chatting with %s (/reset starts over, /exit or Ctrl-D ends)\n", l.Config.Name)
+	fmt.Fprintf(stderr, "strata: chatting with %s (/reset starts over, /exit or Ctrl-D ends)\n", name)
 	for turn := 1; ; {
 		fmt.Fprint(stderr, "> ")
 		line, err := in.ReadString('\n')
@@ -47,7 +52,7 @@ func (t *textRun) chat(l *strata.Loaded, s *engine.Session, gopt engine.Generate
 			return nil
 		case "/reset":
 			conv, seen = conv[:system], nil
-			s = l.Model.NewSession()
+			s = newSession()
 			fmt.Fprintln(stderr, "strata: conversation reset")
 			continue
 		}
@@ -63,7 +68,7 @@ func (t *textRun) chat(l *strata.Loaded, s *engine.Session, gopt engine.Generate
 		} else {
 			if kept > 0 {
 				fmt.Fprintln(stderr, "strata: the template renders the earlier turns differently from what the model saw; prefilling the whole conversation again")
-				s = l.Model.NewSession()
+				s = newSession()
 			}
 			kept, seen = 0, nil
 			prompt = tok.Encode(rendered)

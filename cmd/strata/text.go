@@ -146,7 +146,7 @@ func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateO
 	}
 	gopt.EOS = t.tm.StopIDs()
 	if *t.f.chat {
-		return t.chat(l, s, gopt, stdout, stderr)
+		return t.chat(l.Config.Name, func() chatSession { return l.Model.NewSession() }, s, gopt, stdout, stderr)
 	}
 	prompt, err := t.promptIDs()
 	if err != nil {

@@ -1,0 +1,451 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/strata-llm/strata/runtime/engine"
+)
+
+const refsDir = "../../testdata/tokenizer-refs"
+
+var (
+	qwenTokenizer = filepath.Join(refsDir, "qwen3", "tokenizer.json.gz")
+	tinyTokenizer = "../../testdata/tiny-go/tokenizer.json"
+)
+
+// withStdin runs f with stdin reading s.
+func withStdin(s string, f func()) {
+	old := stdin
+	stdin = strings.NewReader(s)
+	defer func() { stdin = old }()
+	f()
+}
+
+// TestTokenizeBatchReferences: strata tokenize --batch gives HF's ids and
+// decoded text for every reference text, and transformers' rendering and ids
+// for every reference conversation, with both tokenizers.
+func TestTokenizeBatchReferences(t *testing.T) {
+	type tcase struct {
+		Tokenizer, Text, Decoded string
+		IDs                      []int
+	}
+	data, err := os.ReadFile(filepath.Join(refsDir, "tokenizer_cases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := map[string]*bytes.Buffer{"qwen3": {}, "tiny-go": {}}
+	var want = map[string][]tcase{}
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var c tcase
+		if err := json.Unmarshal(line, &c); err != nil {
+			t.Fatal(err)
+		}
+		in, _ := json.Marshal(map[string]string{"text": c.Text})
+		inputs[c.Tokenizer].Write(append(in, '\n'))
+		want[c.Tokenizer] = append(want[c.Tokenizer], c)
+	}
+	chats, err := os.ReadFile(filepath.Join(refsDir, "chat_template_cases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"qwen3": qwenTokenizer, "tiny-go": tinyTokenizer} {
+		var out, errOut string
+		var status int
+		withStdin(inputs[name].String()+string(chats), func() {
+			out, errOut, status = runStrata(t, "tokenize", "--tokenizer", path, "--batch")
+		})
+		if status != 0 {
+			t.Fatalf("%s: status %d: %s", name, status, errOut)
+		}
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		cases := want[name]
+		if len(lines) != len(cases)+30 {
+			t.Fatalf("%s: %d output lines for %d inputs", name, len(lines), len(cases)+30)
+		}
+		for i, c := range cases {
+			var got struct {
+				IDs     []int
+				Decoded string
+			}
+			if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.IDs, c.IDs) || got.Decoded != c.Decoded {
+				t.Fatalf("%s %q: got %v %q, want %v %q", name, c.Text, got.IDs, got.Decoded, c.IDs, c.Decoded)
+			}
+		}
+		for i, line := range bytes.Split(bytes.TrimSpace(chats), []byte("\n")) {
+			var c struct {
+				Rendered  string
+				IDs       []int
+				IDsTinyGo []int `json:"ids_tiny_go"`
+			}
+			var got struct {
+				IDs               []int
+				Rendered, Decoded string
+			}
+			if err := json.Unmarshal(line, &c); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(lines[len(cases)+i]), &got); err != nil {
+				t.Fatal(err)
+			}
+			wantIDs := c.IDs
+			if name == "tiny-go" {
+				wantIDs = c.IDsTinyGo
+			}
+			if got.Rendered != c.Rendered || got.Decoded != c.Rendered || !slices.Equal(got.IDs, wantIDs) {
+				t.Fatalf("%s conversation %d:\n got %q %v\nwant %q %v", name, i+1, got.Rendered, got.IDs, c.Rendered, wantIDs)
+			}
+		}
+	}
+}
+
+// TestTokenizeTextAndDecode: -p prints comma-separated ids (HF's), --decode
+// turns them back, and bad input is refused by name.
+func TestTokenizeTextAndDecode(t *testing.T) {
+	// tokenizer_cases.jsonl: tiny-go, "\t\tcase 0:\n".
+	out, errOut, status := runStrata(t, "tokenize", "--tokenizer", tinyTokenizer, "-p", "\t\tcase 0:\n")
+	if status != 0 || out != "206,437,229,24,407\n" {
+		t.Fatalf("tokenize: %q %q %d", out, errOut, status)
+	}
+	out, _, status = runStrata(t, "tokenize", "--tokenizer", tinyTokenizer, "--decode", "-p", "206, 437,229 24,407")
+	if status != 0 || out != "\t\tcase 0:\n\n" {
+		t.Fatalf("decode: %q %d", out, status)
+	}
+	_, errOut, status = runStrata(t, "tokenize", "--tokenizer", tinyTokenizer, "--decode", "-p", "1,99999")
+	if status != 2 || !strings.Contains(errOut, `item 2 is "99999"`) {
+		t.Fatalf("bad id: %q %d", errOut, status)
+	}
+	_, errOut, status = runStrata(t, "tokenize", "-p", "x")
+	if status != 2 || !strings.Contains(errOut, "one of --hf, --gguf and --tokenizer") {
+		t.Fatalf("no tokenizer: %q %d", errOut, status)
+	}
+	withStdin("{\"text\": \"a\"}\nnot json\n", func() {
+		out, errOut, status = runStrata(t, "tokenize", "--tokenizer", tinyTokenizer, "--batch")
+	})
+	if status != 1 || !strings.Contains(out, `{"error":"line 2: not a JSON object`) || !strings.HasPrefix(out, `{"ids":[`) {
+		t.Fatalf("bad batch line: %q %q %d", out, errOut, status)
+	}
+}
+
+// script is what a scripted session "generates", one reply per Generate.
+type script struct {
+	replies  [][]int
+	prompts  [][]int // what each Generate was asked to prefill
+	sessions int
+}
+
+// fakeSession follows engine.Session's contract: it consumes the prompt and
+// every returned token but the last; the reply stops at an EOS id, at
+// OnToken's ErrStop, or after n tokens.
+type fakeSession struct {
+	s        *script
+	consumed []int
+}
+
+func (f *fakeSession) Pos() int { return len(f.consumed) }
+
+func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) ([]int, error) {
+	f.s.prompts = append(f.s.prompts, slices.Clone(prompt))
+	f.consumed = append(f.consumed, prompt...)
+	reply := f.s.replies[0]
+	f.s.replies = f.s.replies[1:]
+	var out []int
+	for _, id := range reply[:min(n, len(reply))] {
+		out = append(out, id)
+		err := opt.OnToken(id)
+		if errors.Is(err, engine.ErrStop) || slices.Contains(opt.EOS, id) {
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	if len(out) > 0 {
+		f.consumed = append(f.consumed, out[:len(out)-1]...)
+	}
+	return out, nil
+}
+
+// chatWith runs the chat loop on a scripted session with tiny-go's tokenizer
+// and chat template (Qwen3's).
+func chatWith(t *testing.T, s *script, input string, extra ...string) (stdout, stderr string, last *fakeSession) {
+	t.Helper()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	tf := addTextFlags(fs)
+	if err := fs.Parse(append([]string{"--chat", "--tokenizer", tinyTokenizer}, extra...)); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := tf.open("", "", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSession := func() chatSession {
+		s.sessions++
+		last = &fakeSession{s: s}
+		return last
+	}
+	var o, e bytes.Buffer
+	gopt := engine.GenerateOptions{EOS: tr.tm.StopIDs()}
+	withStdin(input, func() { err = tr.chat("tiny-go", newSession, newSession(), gopt, &o, &e) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), last
+}
+
+func encodeWith(t *testing.T, path, s string) []int {
+	t.Helper()
+	out, errOut, status := runStrata(t, "tokenize", "--tokenizer", path, "-p", s)
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	var ids []int
+	for _, f := range strings.Split(strings.TrimSpace(out), ",") {
+		if f == "" {
+			continue
+		}
+		id, _ := strconv.Atoi(f)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestChatPrefillsOnlyNewTokens: over three turns the session is kept, and
+// turns 2 and 3 prefill exactly the ChatML text after what the session
+// consumed (the end of the previous reply's turn, the new user turn, the
+// assistant header), so the state is a prefill of the whole conversation.
+func TestChatPrefillsOnlyNewTokens(t *testing.T) {
+	enc := func(s string) []int { return encodeWith(t, tinyTokenizer, s) }
+	const imEnd = 2 // <|im_end|> in tiny-go's vocabulary
+	r1, r2, r3 := enc("Rayleigh scattering."), enc("The light travels further."), enc("You are welcome")
+	s := &script{replies: [][]int{append(slices.Clone(r1), imEnd), append(slices.Clone(r2), imEnd), r3}}
+	out, errOut, sess := chatWith(t, s, "Why is the sky blue?\nAnd at sunset?\n\nThanks!\n")
+	if s.sessions != 1 {
+		t.Fatalf("%d sessions, want 1 kept through the chat: %s", s.sessions, errOut)
+	}
+	turn := func(u string) string { return "<|im_start|>user\n" + u + "<|im_end|>\n<|im_start|>assistant\n" }
+	want := [][]int{
+		enc(turn("Why is the sky blue?")),
+		enc("<|im_end|>\n" + turn("And at sunset?")),
+		enc("<|im_end|>\n" + turn("Thanks!")),
+	}
+	if len(s.prompts) != 3 {
+		t.Fatalf("%d turns prefilled, want 3", len(s.prompts))
+	}
+	for i := range want {
+		if !slices.Equal(s.prompts[i], want[i]) {
+			t.Errorf("turn %d prefilled %v, want %v", i+1, s.prompts[i], want[i])
+		}
+	}
+	whole := enc(turn("Why is the sky blue?") + "Rayleigh scattering.<|im_end|>\n" + turn("And at sunset?") +
+		"The light travels further.<|im_end|>\n" + turn("Thanks!"))
+	if got := sess.consumed; !slices.Equal(got, append(whole, r3[:len(r3)-1]...)) {
+		t.Errorf("the session consumed %v,\nwant the whole conversation %v and the reply", got, whole)
+	}
+	if out != "Rayleigh scattering.\nThe light travels further.\nYou are welcome\n" {
+		t.Errorf("stdout %q", out)
+	}
+	// The stats say it too: turn k keeps what the session held after turn k-1.
+	re := regexp.MustCompile(`turn (\d): prefilled (\d+) new tokens after (\d+) kept; .*; session at (\d+)`)
+	stats := re.FindAllStringSubmatch(errOut, -1)
+	if len(stats) != 3 {
+		t.Fatalf("stats lines: %q", errOut)
+	}
+	at := 0
+	for i, m := range stats {
+		pre, kept, pos := atoi(m[2]), atoi(m[3]), atoi(m[4])
+		if kept != at || pre != len(want[i]) {
+			t.Errorf("turn %d: prefilled %d after %d kept, want %d after %d", i+1, pre, kept, len(want[i]), at)
+		}
+		at = pos
+	}
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// TestChatStartsOverWhenHistoryChanges: Qwen3's template drops an earlier
+// turn's thinking, so the session no longer matches the conversation and the
+// whole conversation is prefilled into a fresh session; /reset starts over.
+func TestChatStartsOverWhenHistoryChanges(t *testing.T) {
+	enc := func(s string) []int { return encodeWith(t, tinyTokenizer, s) }
+	s := &script{replies: [][]int{
+		append(enc("<think>\nhmm\n</think>\n\nBlue."), 2), append(enc("Red."), 2), append(enc("Hi."), 2)}}
+	out, errOut, _ := chatWith(t, s, "Sky?\nSunset?\n/reset\nHello\n/exit\nnever read\n")
+	turn := func(u string) string { return "<|im_start|>user\n" + u + "<|im_end|>\n<|im_start|>assistant\n" }
+	want := [][]int{
+		enc(turn("Sky?")),
+		enc(turn("Sky?") + "Blue.<|im_end|>\n" + turn("Sunset?")),
+		enc(turn("Hello")),
+	}
+	for i := range want {
+		if i >= len(s.prompts) || !slices.Equal(s.prompts[i], want[i]) {
+			t.Fatalf("turn %d prefilled %v, want %v", i+1, s.prompts, want[i])
+		}
+	}
+	if s.sessions != 3 || !strings.Contains(errOut, "prefilling the whole conversation again") || !strings.Contains(errOut, "conversation reset") {
+		t.Fatalf("%d sessions; stderr %q", s.sessions, errOut)
+	}
+	if !strings.HasPrefix(out, "<think>\nhmm\n</think>\n\nBlue.\nRed.\nHi.\n") {
+		t.Fatalf("stdout %q", out)
+	}
+}
+
+// byteLevelTokenizer writes a tokenizer.json whose vocabulary is the 256 GPT-2
+// byte-level characters (ids 0-255, no merges) and the three ChatML control
+// tokens (256-258), with Qwen3's chat template beside it: a tokenizer that
+// fits the tiny-a oracle's 512-token vocabulary.
+func byteLevelTokenizer(t *testing.T, dir string) {
+	t.Helper()
+	vocab := map[string]int{}
+	next := 256
+	for b := 0; b < 256; b++ {
+		r := rune(b)
+		if !(b >= '!' && b <= '~') && !(b >= 0xA1 && b <= 0xAC) && !(b >= 0xAE && b <= 0xFF) {
+			r = rune(next)
+			next++
+		}
+		vocab[string(r)] = b
+	}
+	var added []map[string]any
+	for i, s := range []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"} {
+		added = append(added, map[string]any{"id": 256 + i, "content": s, "special": true})
+	}
+	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
+	tok := map[string]any{
+		"added_tokens": added,
+		"normalizer":   map[string]any{"type": "NFC"},
+		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+				"behavior": "Isolated", "invert": false}, bl}},
+		"decoder": bl,
+		"model":   map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{}},
+	}
+	data, _ := json.Marshal(tok)
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	raw, err := os.ReadFile(filepath.Join(refsDir, "qwen3", "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(raw, &cfg)
+	data, _ = json.Marshal(map[string]any{"chat_template": cfg["chat_template"], "eos_token": "<|im_end|>"})
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(tinyA, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRunTextOnTheEngine: on the real engine (the tiny-a oracle with a
+// byte-level tokenizer), -p prints as text exactly the tokens --tokens
+// generates for the same ids, and --chat keeps the session across three turns.
+func TestRunTextOnTheEngine(t *testing.T) {
+	dir := t.TempDir()
+	byteLevelTokenizer(t, dir)
+	const prompt = "Hello, strata!"
+	ids := encodeWith(t, filepath.Join(dir, "tokenizer.json"), prompt)
+	if len(ids) != len(prompt) {
+		t.Fatalf("byte tokenizer gave %v", ids)
+	}
+	idsOut, errOut, status := runStrata(t, "run", "--hf", dir, "--tokens", joinInts(ids, ","), "-n", "12")
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	var gen []int
+	for _, f := range strings.Fields(idsOut) {
+		gen = append(gen, atoi(f))
+	}
+	textOut, errOut, status := runStrata(t, "run", "--hf", dir, "-p", prompt, "-n", "12")
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	// The text is the generated bytes (ids < 256), up to an EOS; the other
+	// ids are control tokens or holes, not shown.
+	var want []byte
+	for _, id := range gen {
+		if id == 258 || id == 256 {
+			break
+		}
+		if id < 256 {
+			want = append(want, byte(id))
+		}
+	}
+	// Ill-formed bytes print as U+FFFD each: with no lead byte among them
+	// (C2-F4) that is also the maximal-subpart rule the decoder follows.
+	lead := slices.ContainsFunc(want, func(b byte) bool { return b >= 0xC2 && b <= 0xF4 })
+	if lead && !utf8.Valid(want) {
+		t.Fatalf("the generated bytes %q hold a truncated sequence; pick another prompt", want)
+	}
+	wantText := string([]rune(string(want)))
+	t.Logf("generated %v: %q", gen, textOut)
+	if strings.TrimSuffix(textOut, "\n") != wantText {
+		t.Fatalf("text %q, want %q (ids %v)", textOut, wantText, gen)
+	}
+	if !strings.Contains(errOut, fmt.Sprintf("prompt %d tokens", len(ids))) || !strings.Contains(errOut, "generated ") {
+		t.Fatalf("timings: %q", errOut)
+	}
+
+	var chatOut string
+	withStdin("Hi\nHow are you?\nBye\n", func() {
+		chatOut, errOut, status = runStrata(t, "run", "--hf", dir, "--chat", "-n", "6")
+	})
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	re := regexp.MustCompile(`turn (\d): prefilled (\d+) new tokens after (\d+) kept; .*generated (\d+) tokens.*; session at (\d+)`)
+	stats := re.FindAllStringSubmatch(errOut, -1)
+	if len(stats) != 3 || strings.Contains(errOut, "prefilling the whole conversation again") {
+		t.Fatalf("chat stderr %q stdout %q", errOut, chatOut)
+	}
+	at := 0
+	for i, m := range stats {
+		pre, kept, gen, pos := atoi(m[2]), atoi(m[3]), atoi(m[4]), atoi(m[5])
+		if kept != at || pos != kept+pre+gen-1 {
+			t.Errorf("turn %d: %d prefilled after %d kept, %d generated, session at %d (previous %d)", i+1, pre, kept, gen, pos, at)
+		}
+		if i > 0 && kept == 0 {
+			t.Errorf("turn %d kept nothing", i+1)
+		}
+		at = pos
+	}
+}
+
+// TestTextPromptNeedsATokenizer: a model without a tokenizer refuses a text
+// prompt with an error that says what to give instead.
+func TestTextPromptNeedsATokenizer(t *testing.T) {
+	_, errOut, status := runStrata(t, "run", "--hf", tinyA, "-p", "hello")
+	if status != 1 || !strings.Contains(errOut, "no tokenizer") || !strings.Contains(errOut, "--tokens") {
+		t.Fatalf("status %d: %q", status, errOut)
+	}
+	_, errOut, status = runStrata(t, "run", "--hf", tinyA, "-p", "hello", "--tokens", "1,2")
+	if status != 2 || !strings.Contains(errOut, "two prompts") {
+		t.Fatalf("status %d: %q", status, errOut)
+	}
+	_, errOut, status = runStrata(t, "run", "--hf", tinyA, "--tokenizer", tinyTokenizer, "-p", "hello")
+	if status != 1 || !strings.Contains(errOut, "8192 token ids but model") {
+		t.Fatalf("status %d: %q", status, errOut)
+	}
+}

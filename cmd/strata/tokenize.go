@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/strata-llm/strata/runtime/chat"
+	"github.com/strata-llm/strata/runtime/text"
+)
+
+func init() {
+	commands["tokenize"] = command{"turn text into token ids and back with a model's tokenizer", tokenizeCmd}
+}
+
+const tokenizeAbout = `
+Tokenizes text with a model's own tokenizer, as llama.cpp's llama-tokenize
+does: the HF tokenizer.json of --hf DIR or --tokenizer FILE, or the tokenizer
+a GGUF file carries (--gguf). The text comes from -p or stdin; the ids are
+printed on one line, comma-separated (what strata run --tokens takes). No
+special tokens are added (HF add_special_tokens=False); special-token text
+such as <|im_end|> in the input is its token.
+
+--decode turns ids (from -p or stdin, separated by commas or spaces) back
+into text.
+
+--batch reads JSON lines from stdin and writes one JSON line per input:
+  {"text": "..."}                      -> {"ids": [...], "decoded": "..."}
+  {"messages": [...], "tools": [...],  -> {"ids": [...], "decoded": "...",
+   "add_generation_prompt": true,          "rendered": "..."}
+   "enable_thinking": false}
+  {"ids": [...]}                       -> {"decoded": "..."}
+(a line with "messages" is a conversation even when it also has "ids").
+A conversation is rendered with the model's chat template (enable_thinking
+null or absent leaves it undefined), then tokenized without adding special
+tokens. A line that fails gives {"error": "..."} and the exit status is 1.
+
+Examples:
+  strata tokenize --hf ./tiny-go -p 'func main() {'
+  strata tokenize --gguf model.gguf --decode -p 1,3888,207
+  echo '{"messages":[{"role":"user","content":"Hi"}],"add_generation_prompt":true}' |
+    strata tokenize --tokenizer tokenizer.json --batch`
+
+func tokenizeCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("tokenize", "(--hf DIR | --gguf FILE | --tokenizer FILE) [-p TEXT] [--decode | --batch]", tokenizeAbout, stderr)
+	hf := fs.String("hf", "", "HF checkpoint `directory` with a tokenizer.json (and tokenizer_config.json for the chat template)")
+	ggufPath := fs.String("gguf", "", "GGUF `file` with tokenizer metadata")
+	tokPath := fs.String("tokenizer", "", "HF tokenizer.json `file` (.json.gz too); tokenizer_config.json beside it gives the chat template")
+	prompt := fs.String("p", "", "the `text` (or with --decode the ids); default: all of stdin")
+	decode := fs.Bool("decode", false, "read token ids and print their text")
+	batch := fs.Bool("batch", false, "read JSON lines from stdin, write one JSON line per input (see above)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	given := 0
+	for _, s := range []string{*hf, *ggufPath, *tokPath} {
+		if s != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return usagef("give exactly one of --hf, --gguf and --tokenizer")
+	}
+	if *batch && (*decode || *prompt != "") {
+		return usagef("--batch reads its inputs from stdin; drop -p and --decode")
+	}
+	tm, err := loadText(*tokPath, *hf, *ggufPath)
+	if err != nil {
+		return err
+	}
+	if *batch {
+		return tokenizeBatch(tm, stdin, stdout)
+	}
+	in := *prompt
+	if in == "" {
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+		in = string(data)
+	}
+	if *decode {
+		ids, err := parseIDList(in, tm.Tok.Vocab())
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, tm.Tok.Decode(ids))
+		return err
+	}
+	ids := tm.Tok.Encode(in)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(id)
+	}
+	_, err = fmt.Fprintln(stdout, strings.Join(parts, ","))
+	return err
+}
+
+// parseIDList reads ids separated by commas, spaces or newlines (brackets
+// allowed, as a JSON list).
+func parseIDList(s string, vocab int) ([]int, error) {
+	fields := strings.FieldsFunc(s, func(r rune) bool {
+		return r == ',' || r == '[' || r == ']' || r == ' ' || r == '\t' || r == '\n' || r == '\r'
+	})
+	ids := make([]int, 0, len(fields))
+	for i, f := range fields {
+		id, err := strconv.Atoi(f)
+		if err != nil || id < 0 || id >= vocab {
+			return nil, usagef("--decode: item %d is %q, expected a token id in [0, %d)", i+1, f, vocab)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+type batchIn struct {
+	Text                *string         `json:"text"`
+	IDs                 []int           `json:"ids"`
+	Messages            json.RawMessage `json:"messages"`
+	Tools               json.RawMessage `json:"tools"`
+	AddGenerationPrompt bool            `json:"add_generation_prompt"`
+	EnableThinking      *bool           `json:"enable_thinking"`
+}
+
+type batchOut struct {
+	IDs      *[]int  `json:"ids,omitempty"`
+	Decoded  *string `json:"decoded,omitempty"`
+	Rendered *string `json:"rendered,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
+var errBatch = errors.New("some --batch inputs failed (their lines hold the errors)")
+
+func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 64<<20)
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	failed := false
+	for line := 1; sc.Scan(); line++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		out, err := tokenizeOne(tm, sc.Bytes())
+		if err != nil {
+			failed = true
+			out = batchOut{Error: fmt.Sprintf("line %d: %v", line, err)}
+		}
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading stdin: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if failed {
+		return errBatch
+	}
+	return nil
+}
+
+func tokenizeOne(tm *text.Model, line []byte) (batchOut, error) {
+	var in batchIn
+	if err := json.Unmarshal(line, &in); err != nil {
+		return batchOut{}, fmt.Errorf("not a JSON object: %w", err)
+	}
+	hasMsgs := len(in.Messages) > 0 && string(in.Messages) != "null"
+	switch {
+	case !hasMsgs && in.Text == nil && in.IDs == nil:
+		return batchOut{}, fmt.Errorf("want \"text\", \"messages\" or \"ids\"")
+	case hasMsgs && in.Text != nil:
+		return batchOut{}, fmt.Errorf("\"text\" and \"messages\" are two inputs; give one")
+	case !hasMsgs && in.Text == nil: // ids to decode
+		for _, id := range in.IDs {
+			if id < 0 || id >= tm.Tok.Vocab() {
+				return batchOut{}, fmt.Errorf("ids: %d is not a token id in [0, %d)", id, tm.Tok.Vocab())
+			}
+		}
+		d := tm.Tok.Decode(in.IDs)
+		return batchOut{Decoded: &d}, nil
+	case in.Text != nil:
+		ids := append([]int{}, tm.Tok.Encode(*in.Text)...)
+		d := tm.Tok.Decode(ids)
+		return batchOut{IDs: &ids, Decoded: &d}, nil
+	}
+	if tm.Template == nil {
+		return batchOut{}, fmt.Errorf("messages: the model has no chat template")
+	}
+	opt := chat.Options{AddGenerationPrompt: in.AddGenerationPrompt, EnableThinking: in.EnableThinking}
+	if string(in.Tools) != "null" {
+		opt.Tools = in.Tools
+	}
+	rendered, err := tm.Template.RenderJSON(in.Messages, opt)
+	if err != nil {
+		return batchOut{}, err
+	}
+	ids := append([]int{}, tm.Tok.Encode(rendered)...)
+	d := tm.Tok.Decode(ids)
+	return batchOut{IDs: &ids, Decoded: &d, Rendered: &rendered}, nil
+}
