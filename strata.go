@@ -221,8 +221,3 @@ func OpenDefault(opt HFOptions) (*Loaded, error) {
 	}
 	return OpenHF(dir, opt)
 }
-
-// TeacherForced is engine.Model.TeacherForced.
-func TeacherForced(m *engine.Model, tokens []int, rows int) (trunk, mtp [][]float32, err error) {
-	return m.TeacherForced(tokens, rows)
-}

@@ -129,14 +129,14 @@ func checkTinyGo(t *testing.T, opt HFOptions, window int) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	trunk, mtp, err := TeacherForced(l.Model, ref.tokens, window)
+	trunk, mtp, err := l.Model.TeacherForced(ref.tokens, window)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w1 := checkAbs(t, "tokens", pick(trunk, ref.positions), ref.logits, ref.positions, tinyGoAbsTol)
 	w2 := checkAbs(t, "mtp", pick(mtp, ref.mtpPosition), ref.mtpLogits, ref.mtpPosition, tinyGoAbsTol)
 
-	gl, _, err := TeacherForced(l.Model, ref.greedy, window)
+	gl, _, err := l.Model.TeacherForced(ref.greedy, window)
 	if err != nil {
 		t.Fatal(err)
 	}
