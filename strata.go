@@ -16,6 +16,7 @@ import (
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
@@ -80,6 +81,9 @@ type HFOptions struct {
 	CopyWeights bool
 	// Metal tunes the metal backends (ICB replay, keep-alive, guards).
 	Metal metal.Options
+	// Threads overrides the config's runtime.threads (> 0): the goroutines
+	// each cpu kernel splits its work into (see cpu.SetThreads).
+	Threads int
 }
 
 // Loaded is a model ready to run, with what it was built from.
@@ -137,6 +141,11 @@ func loadEngine(c *models.Config, graphs []*graph.Graph, src engine.WeightSource
 	if opt.CopyWeights {
 		src = engine.Copying(src)
 	}
+	threads := c.Runtime.Threads
+	if opt.Threads > 0 {
+		threads = opt.Threads
+	}
+	cpu.SetThreads(threads)
 	if opt.ArenaExperts <= 0 {
 		return engine.LoadWith(c, graphs, src, backend)
 	}

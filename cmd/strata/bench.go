@@ -83,7 +83,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	arenas := fs.String("arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
 	suffix := fs.Int("suffix-draft", 3, "most suffix drafts per window with --spec")
 	icb := fs.Bool("icb", false, "metal backends: replay indirect command buffers")
+	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkThreads(*threads); err != nil {
 		return err
 	}
 	if *promptLen < 1 || *gen < 1 || *reps < 1 || *warmup < 0 || *repeat < 1 {
@@ -122,7 +126,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}()
 	for _, c := range configs {
 		opt := strata.HFOptions{PrefillRows: *prefill, ArenaExperts: c.arena, Backend: c.backend, History: "-",
-			Stream: stream.Options{}, Metal: metal.Options{ICB: *icb}}
+			Stream: stream.Options{}, Metal: metal.Options{ICB: *icb}, Threads: *threads}
 		l, err := openModel(*hf, *ggufPath, opt)
 		if err != nil {
 			return fmt.Errorf("configuration %s: %w", c.label(nil), err)

@@ -31,6 +31,10 @@ transforms (norms +1, ssm_a = -exp(A_log)) of architecture qwen3next
 tiled order, the n-gram table as one tensor, per_layer_token_embd, with its
 hash parameters in the metadata), and embeds the whole model config
 (metadata strata.config), so "strata run --gguf FILE" needs nothing else.
+The checkpoint's tokenizer.json, tokenizer_config.json (chat template, special
+tokens) and generation_config.json (EOS ids) go in as llama.cpp's
+tokenizer.ggml.* and tokenizer.chat_template keys, so -p and --chat work on
+the GGUF and llama.cpp loads it.
 Tensors are converted and written one at a time (routed experts one expert
 at a time, the n-gram table in chunks of rows), so memory stays near the
 size of the largest other tensor; the output appears only when complete.
@@ -95,7 +99,11 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	if err := src.Check(c.Tensors()); err != nil {
 		return err
 	}
-	return writeGGUF(*out, c, src, convert.Options{DropMTP: *noMTP}, "convert", stdout, stderr)
+	textKV, err := textMetadata(*hf, c.Architecture.VocabSize, stderr)
+	if err != nil {
+		return err
+	}
+	return writeGGUF(*out, c, src, convert.Options{DropMTP: *noMTP, Metadata: textKV}, "convert", stdout, stderr)
 }
 
 // applyPlan applies --quant and --rows to c's quant plan.

@@ -25,7 +25,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"run": {"generate tokens greedily from a prompt of token ids", runCmd},
+	"run": {"generate from a prompt of token ids or text (-p), or chat (--chat)", runCmd},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -43,6 +43,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) == 0 {
 			return 2
 		}
+		return 0
+	}
+	if args[0] == "--version" || args[0] == "version" {
+		printVersion(stdout)
 		return 0
 	}
 	c, ok := commands[args[0]]
@@ -86,9 +90,11 @@ Commands:
 Examples:
   strata run                                  # the embedded tiny-go: a Go snippet, continued as text
   strata run --hf ./Qwen3-Next-tiny --tokens 1,2,3 -n 8
+  strata run --gguf model.gguf -p 'func (s *Server) '   # text in, text out
   strata run --hf DIR --tokens 5,6 -n 0 --dump-logits prompt.safetensors
 
-Run "strata <command> --help" for the flags of one command.
+Run "strata <command> --help" for the flags of one command, "strata --version"
+for the version.
 `)
 }
 

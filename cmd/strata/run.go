@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
-	"github.com/strata-llm/strata/runtime/sample"
 	"github.com/strata-llm/strata/runtime/spec"
 	"github.com/strata-llm/strata/runtime/stream"
 )
@@ -31,6 +31,21 @@ of an Apple-silicon Mac), and prints the generated ids on one line,
 space-separated. --backend metal-emu runs the metal backend itself (command
 buffers, pipelines, bindings, ICB replay, host points) against a recording
 device whose "GPU" is the lane emulator: the Mac's code path, checked here.
+
+Decoding is greedy unless --temperature is given; then the sampling chain runs
+the penalties, --top-k, --top-p, --min-p and the temperature, in llama.cpp's
+order (docs/sampling.md). Generation stops early at the model's EOS ids
+(generation_config.json or config.json; a GGUF's tokenizer.ggml.eos_token_id)
+unless --ignore-eos. The ids are printed as they are made, so a run that fails
+midway has printed what it generated.
+
+With -p TEXT (or -f FILE) the prompt is text, tokenized with the model's
+tokenizer (the --hf directory's tokenizer.json, the GGUF's tokenizer metadata,
+or --tokenizer FILE), and the reply is printed as text as it is made (-n
+defaults to 256 there); --system TEXT renders it with the model's chat
+template as a conversation. --chat holds an interactive conversation on stdin
+through the template, the session kept between turns so each turn prefills
+only its new tokens (/reset, /exit, Ctrl-D). docs/text.md has the details.
 
 With --spec, a decode window also carries drafts (from the model's MTP head
 when it has one, and from a suffix matcher over the prompt and output); only
@@ -60,8 +75,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
 	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
-	temperature := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
-	seed := fs.Int64("seed", 1, "sampling seed (with --temperature)")
+	sf := addSamplingFlags(fs)
+	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
 	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
@@ -84,8 +99,12 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *arena < 0 || *ioThreads < 1 {
 		return usagef("--arena-experts must be ≥ 0 and --io-threads ≥ 1, got %d and %d", *arena, *ioThreads)
 	}
-	if *temperature < 0 {
-		return usagef("--temperature must be ≥ 0, got %v", *temperature)
+	sampling, err := sf.params()
+	if err != nil {
+		return err
+	}
+	if err := checkThreads(*threads); err != nil {
+		return err
 	}
 	if !slices.Contains(strata.Backends, *backend) {
 		return usagef("--backend is %q, expected one of %s", *backend, strings.Join(strata.Backends, ", "))
@@ -118,7 +137,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *context < 0 {
 		return usagef("--context must be ≥ 1, got %d", *context)
 	}
-	txt, err := tf.open(*hf, *ggufPath, *tokens, *n)
+	txt, err := tf.open(*hf, *ggufPath, *tokens, *n, sf.stops)
 	if err != nil {
 		return err
 	}
@@ -127,8 +146,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		if prompt, err = parseTokens(*tokens); err != nil {
 			return err
 		}
-	} else if (*hf != "" || *ggufPath != "") && txt == nil {
-		return usagef("--tokens or a text prompt (-p, -f, --chat) is required with --hf or --gguf (a model file has no default prompt)")
+	} else if (*hf != "" || *ggufPath != "") && !txt.isText() {
+		return usagef("--tokens is required with --hf or --gguf (a model file has no default prompt), or a text prompt: -p, -f or --chat")
 	}
 	if *hf != "" && *ggufPath != "" {
 		return usagef("--hf and --gguf are two models; give one")
@@ -137,7 +156,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights}
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights, Threads: *threads}
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
@@ -168,7 +187,23 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sample.Params{Temperature: *temperature, Seed: *seed}}
+	eos, err := eosIDs(*hf, *ggufPath, l.Config)
+	if err != nil {
+		return fmt.Errorf("reading the EOS ids: %w", err)
+	}
+	printer, clock := &idPrinter{w: stdout}, &phaseClock{}
+	tokenOut, finishText := printer.token, printer.end
+	streamsText := *tokens == "" && *hf == "" && *ggufPath == "" && !txt.isText() // the default model streams text
+	if streamsText {
+		if tokenOut, finishText, err = textStream(stdout, prompt); err != nil {
+			return err
+		}
+	}
+	onToken, err := stopOnText(sf.stops, txt.textOf(), func(id int) error { clock.token(); return tokenOut(id) })
+	if err != nil {
+		return err
+	}
+	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *sf.ignoreEOS, OnToken: onToken}
 	if *dump != "" {
 		gopt.OnLogits = func(r []float32) error {
 			logits = append(logits, r...)
@@ -176,35 +211,27 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 	}
-	var finishText func()
-	if *tokens == "" && *hf == "" && *ggufPath == "" { // the default model streams text
-		if finishText, err = textStream(stdout, prompt, l.Config.Architecture.EOSTokenIDs, &gopt); err != nil {
-			return err
-		}
-	}
 	s := l.Model.NewSession()
-	if txt != nil {
+	if txt.isText() {
+		txt.stops, txt.label = sf.stops, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads())
 		return txt.run(l, s, gopt, loaded, stdout, stderr)
 	}
-	start = time.Now()
+	clock.start = time.Now()
 	out, err := s.Generate(prompt, *n, gopt)
+	end := time.Now()
+	if err == nil || printer.n > 0 || streamsText {
+		finishText() // the tokens streamed so far stand, also when the run failed
+	}
+	if err != nil && len(out) > 0 {
+		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
+	}
 	if err != nil {
 		return err
 	}
-	elapsed := time.Since(start)
 	if gate != nil && statePath != "" && statePath != "-" {
 		if err := gate.Save(statePath, gateKey); err != nil {
 			fmt.Fprintf(stderr, "strata: warning: %v\n", err)
 		}
-	}
-	if finishText != nil {
-		finishText()
-	} else {
-		ids := make([]string, len(out))
-		for i, t := range out {
-			ids[i] = strconv.Itoa(t)
-		}
-		fmt.Fprintln(stdout, strings.Join(ids, " "))
 	}
 	if *dump != "" {
 		data := make([]byte, 4*len(logits))
@@ -224,9 +251,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--dump-logits: %w", err)
 		}
 	}
-	fmt.Fprintf(stderr, "strata: %s: loaded in %v; %d prompt + %d generated tokens in %v (%.1f tok/s)\n",
-		l.Config.Name, loaded.Round(time.Millisecond), len(prompt), len(out), elapsed.Round(time.Millisecond),
-		float64(len(prompt)+len(out))/elapsed.Seconds())
+	printTimings(stderr, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads()), loaded, clock, len(prompt), end)
 	if *stats {
 		ws := l.Model.Weights()
 		how := fmt.Sprintf("%.1f MB used in place from the mapped file (%d stretches wrapped", float64(ws.InPlace)/1e6, ws.Wrapped)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/strata-llm/strata"
@@ -48,7 +49,7 @@ func addTextFlags(fs *flag.FlagSet) *textFlags {
 
 // active reports whether the run is in text mode.
 func (f *textFlags) active() bool {
-	return *f.prompt != "" || *f.file != "" || *f.chat || *f.system != "" || *f.tokenizer != ""
+	return *f.prompt != "" || *f.file != "" || *f.chat || *f.system != ""
 }
 
 // textRun is a text-mode run: the model's text side and the prompt.
@@ -57,14 +58,40 @@ type textRun struct {
 	tm    *text.Model
 	n     int
 	stops []string // stop strings (matched on the text, across tokens)
+	label string   // the model, backend and threads, for the timings
+	ids   bool     // the prompt is --tokens: the tokenizer only serves --stop
 }
 
-// openText checks the text flags and loads the tokenizer before the model:
+// isText reports whether the run prompts with text (-p, -f, --chat).
+func (t *textRun) isText() bool { return t != nil && !t.ids }
+
+// textOf is the token-bytes function for the stop-string matcher; nil when
+// the run is not in text mode.
+func (t *textRun) textOf() func(id int) []byte {
+	if t == nil {
+		return nil
+	}
+	return t.tm.Tok.TokenBytes
+}
+
+// open checks the text flags and loads the tokenizer before the model:
 // --tokenizer, else the --hf directory's tokenizer.json, else the GGUF's
-// metadata, else the default model's. nil when the run is not in text mode.
-func (f *textFlags) open(hf, ggufPath, tokens string, n int) (*textRun, error) {
+// metadata, else the default model's. With a prompt of ids, the tokenizer is
+// loaded only when --stop or --tokenizer asks for it (stop strings match
+// text); nil when neither does.
+func (f *textFlags) open(hf, ggufPath, tokens string, n int, stops []string) (*textRun, error) {
 	if !f.active() {
-		return nil, nil
+		if *f.tokenizer == "" && len(stops) == 0 {
+			return nil, nil
+		}
+		tm, err := loadText(*f.tokenizer, hf, ggufPath)
+		if errors.Is(err, text.ErrNoTokenizer) {
+			return nil, usagef("--stop matches the generated text, and %v; give --tokenizer tokenizer.json", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &textRun{f: f, tm: tm, n: n, ids: true}, nil
 	}
 	switch {
 	case tokens != "":
@@ -74,7 +101,7 @@ func (f *textFlags) open(hf, ggufPath, tokens string, n int) (*textRun, error) {
 	case *f.chat && (*f.prompt != "" || *f.file != ""):
 		return nil, usagef("--chat reads its turns from stdin; drop -p/-f (--system sets its system message)")
 	case !*f.chat && *f.prompt == "" && *f.file == "":
-		return nil, usagef("--system and --tokenizer need a prompt: -p TEXT, -f FILE or --chat")
+		return nil, usagef("--system needs a prompt: -p TEXT, -f FILE or --chat")
 	}
 	tm, err := loadText(*f.tokenizer, hf, ggufPath)
 	if errors.Is(err, text.ErrNoTokenizer) {
@@ -144,7 +171,11 @@ func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateO
 	if v, m := t.tm.Tok.Vocab(), l.Config.Architecture.VocabSize; v > m {
 		return fmt.Errorf("the tokenizer has %d token ids but model %s only %d", v, l.Config.Name, m)
 	}
-	gopt.EOS = t.tm.StopIDs()
+	for _, id := range t.tm.StopIDs() {
+		if !slices.Contains(gopt.EOS, id) {
+			gopt.EOS = append(gopt.EOS, id)
+		}
+	}
 	if *t.f.chat {
 		return t.chat(l.Config.Name, func() chatSession { return l.Model.NewSession() }, s, gopt, stdout, stderr)
 	}
@@ -154,14 +185,21 @@ func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateO
 	}
 	p := newTextPrinter(t.tm, stdout, t.stops)
 	gopt.OnToken = p.token
-	start := time.Now()
+	p.clock.start = time.Now()
 	out, err := s.Generate(prompt, t.n, gopt)
 	p.finish()
 	end := time.Now()
 	if err != nil {
 		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
 	}
-	fmt.Fprintf(stderr, "strata: %s: loaded in %v; %s\n", l.Config.Name, loaded.Round(time.Millisecond), p.timings(start, end, len(prompt)))
+	if p.err != nil {
+		return p.err
+	}
+	label := t.label
+	if label == "" {
+		label = l.Config.Name
+	}
+	printTimings(stderr, label, loaded, &p.clock, len(prompt), end)
 	return nil
 }
 
@@ -212,9 +250,9 @@ type textPrinter struct {
 	w       io.Writer
 	stop    *sample.Stopper
 	utf     *tokenizer.Stream
-	ids     []int     // every token committed
-	shown   []byte    // the text printed
-	first   time.Time // when the first token came (the prompt's end)
+	ids     []int      // every token committed
+	shown   []byte     // the text printed
+	clock   phaseClock // the prompt's and the generation's times
 	stopped bool
 	err     error
 }
@@ -224,9 +262,7 @@ func newTextPrinter(tm *text.Model, w io.Writer, stops []string) *textPrinter {
 }
 
 func (p *textPrinter) token(id int) error {
-	if len(p.ids) == 0 {
-		p.first = time.Now()
-	}
+	p.clock.token()
 	p.ids = append(p.ids, id)
 	if p.tm.IsStop(id) || p.tm.Tok.IsSpecial(id) {
 		return nil
@@ -271,15 +307,35 @@ func (p *textPrinter) reply() string {
 	return p.tm.Tok.Decode(ids)
 }
 
-// timings is the llama.cpp-style split: the prompt (up to the first token)
-// and the generation (the tokens after it), each with its own rate.
-func (p *textPrinter) timings(start, end time.Time, prompt int) string {
+// timings is a chat turn's one-line split: the prompt (up to the first
+// token) and the generation (the tokens after it), each with its own rate.
+func (p *textPrinter) timings(end time.Time, prompt int) string {
+	start := p.clock.start
 	if len(p.ids) == 0 {
 		d := end.Sub(start)
 		return fmt.Sprintf("prompt %d tokens in %v (%.1f tok/s); nothing generated", prompt, d.Round(time.Millisecond), float64(prompt)/d.Seconds())
 	}
-	pd, gd := p.first.Sub(start), end.Sub(p.first)
+	pd, gd := p.clock.first.Sub(start), end.Sub(p.clock.first)
 	return fmt.Sprintf("prompt %d tokens in %v (%.1f tok/s); generated %d tokens in %v (%.1f tok/s after the first)",
 		prompt, pd.Round(time.Millisecond), float64(prompt)/pd.Seconds(),
 		len(p.ids), gd.Round(time.Millisecond), float64(len(p.ids)-1)/max(gd.Seconds(), 1e-9))
+}
+
+// textMetadata is the HF checkpoint's tokenizer, special ids and chat
+// template as GGUF keys for strata convert (llama.cpp loads a file only with
+// them); none, with a note, when the checkpoint has no tokenizer.json.
+func textMetadata(hf string, vocabRows int, stderr io.Writer) ([]gguf.KV, error) {
+	tm, err := text.FromHF(hf)
+	if errors.Is(err, text.ErrNoTokenizer) {
+		fmt.Fprintf(stderr, "note: %s has no tokenizer.json: the GGUF carries no tokenizer (run it with --tokens, or --tokenizer FILE)\n", hf)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--hf: the tokenizer: %w", err)
+	}
+	kv, err := tm.GGUFMetadata(vocabRows)
+	if err != nil {
+		return nil, fmt.Errorf("--hf: the tokenizer: %w", err)
+	}
+	return kv, nil
 }

@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/sample"
 )
 
 const refsDir = "../../testdata/tokenizer-refs"
@@ -145,6 +147,7 @@ func TestTokenizeTextAndDecode(t *testing.T) {
 type script struct {
 	replies  [][]int
 	prompts  [][]int // what each Generate was asked to prefill
+	samplers []*sample.Sampler
 	sessions int
 }
 
@@ -160,6 +163,7 @@ func (f *fakeSession) Pos() int { return len(f.consumed) }
 
 func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) ([]int, error) {
 	f.s.prompts = append(f.s.prompts, slices.Clone(prompt))
+	f.s.samplers = append(f.s.samplers, opt.Sampler)
 	f.consumed = append(f.consumed, prompt...)
 	reply := f.s.replies[0]
 	f.s.replies = f.s.replies[1:]
@@ -189,7 +193,7 @@ func chatWith(t *testing.T, s *script, input string, extra ...string) (stdout, s
 	if err := fs.Parse(append([]string{"--chat", "--tokenizer", tinyTokenizer}, extra...)); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := tf.open("", "", "", 0)
+	tr, err := tf.open("", "", "", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +255,9 @@ func TestChatPrefillsOnlyNewTokens(t *testing.T) {
 			t.Errorf("turn %d prefilled %v, want %v", i+1, s.prompts[i], want[i])
 		}
 	}
+	if sm := s.samplers; sm[0] == nil || sm[1] != sm[0] || sm[2] != sm[0] {
+		t.Errorf("samplers %p: want one sampler for the conversation", sm)
+	}
 	whole := enc(turn("Why is the sky blue?") + "Rayleigh scattering.<|im_end|>\n" + turn("And at sunset?") +
 		"The light travels further.<|im_end|>\n" + turn("Thanks!"))
 	if got := sess.consumed; !slices.Equal(got, append(whole, r3[:len(r3)-1]...)) {
@@ -295,6 +302,9 @@ func TestChatStartsOverWhenHistoryChanges(t *testing.T) {
 		if i >= len(s.prompts) || !slices.Equal(s.prompts[i], want[i]) {
 			t.Fatalf("turn %d prefilled %v, want %v", i+1, s.prompts, want[i])
 		}
+	}
+	if sm := s.samplers; sm[1] != sm[0] || sm[2] == sm[1] {
+		t.Errorf("samplers %p: want one until /reset, then a fresh one", sm)
 	}
 	if s.sessions != 3 || !strings.Contains(errOut, "prefilling the whole conversation again") || !strings.Contains(errOut, "conversation reset") {
 		t.Fatalf("%d sessions; stderr %q", s.sessions, errOut)
@@ -404,8 +414,82 @@ func TestRunTextOnTheEngine(t *testing.T) {
 	if strings.TrimSuffix(textOut, "\n") != wantText {
 		t.Fatalf("text %q, want %q (ids %v)", textOut, wantText, gen)
 	}
-	if !strings.Contains(errOut, fmt.Sprintf("prompt %d tokens", len(ids))) || !strings.Contains(errOut, "generated ") {
+	if !regexp.MustCompile(fmt.Sprintf(`prompt eval time = .* / +%d tokens`, len(ids))).MatchString(errOut) || !strings.Contains(errOut, "eval time") {
 		t.Fatalf("timings: %q", errOut)
+	}
+
+	// -f FILE and -f - read the same prompt.
+	pf := filepath.Join(t.TempDir(), "prompt.txt")
+	if err := os.WriteFile(pf, []byte(prompt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, errOut, status := runStrata(t, "run", "--hf", dir, "-f", pf, "-n", "12"); status != 0 || got != textOut {
+		t.Fatalf("-f: %q (status %d, %s), want %q", got, status, errOut, textOut)
+	}
+	withStdin(prompt, func() {
+		var got string
+		if got, errOut, status = runStrata(t, "run", "--hf", dir, "-f", "-", "-n", "12"); status != 0 || got != textOut {
+			t.Fatalf("-f -: %q (status %d, %s), want %q", got, status, errOut, textOut)
+		}
+	})
+	// --system: the prompt is the template's rendering of a system and a user
+	// message (what tokenize --batch renders), fed without BOS.
+	var batch string
+	withStdin(`{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "`+prompt+`"}], "add_generation_prompt": true}`+"\n", func() {
+		batch, errOut, status = runStrata(t, "tokenize", "--hf", dir, "--batch")
+	})
+	var rendered struct {
+		IDs      []int
+		Rendered string
+	}
+	if err := json.Unmarshal([]byte(batch), &rendered); err != nil || !strings.HasPrefix(rendered.Rendered, "<|im_start|>system\nBe brief.<|im_end|>\n") {
+		t.Fatalf("tokenize --batch: %q %v", batch, err)
+	}
+	sysIDs, _, _ := runStrata(t, "run", "--hf", dir, "--tokens", joinInts(rendered.IDs, ","), "-n", "6")
+	sysText, errOut, status := runStrata(t, "run", "--hf", dir, "--system", "Be brief.", "-p", prompt, "-n", "6")
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	var sysWant []byte
+	for _, f := range strings.Fields(sysIDs) {
+		if id := atoi(f); id == 256 || id == 258 {
+			break
+		} else if id < 256 {
+			sysWant = append(sysWant, byte(id))
+		}
+	}
+	if strings.TrimSuffix(sysText, "\n") != string([]rune(string(sysWant))) {
+		t.Fatalf("--system: %q, want the text of %s", sysText, sysIDs)
+	}
+
+	// --stop cuts the text at a string that spans tokens (two byte tokens here).
+	if len(want) < 4 {
+		t.Fatalf("too little text generated (%q) to test --stop", want)
+	}
+	stop := want[len(want)/2 : len(want)/2+2]
+	cut := string([]rune(string(want[:bytes.Index(want, stop)])))
+	stopOut, errOut, status := runStrata(t, "run", "--hf", dir, "-p", prompt, "-n", "12", "--stop", string(stop))
+	if status != 0 || strings.TrimSuffix(stopOut, "\n") != cut {
+		t.Fatalf("--stop %q: %q (status %d, %s), want %q", stop, stopOut, status, errOut, cut)
+	}
+
+	// With a prompt of ids, --stop still matches text: the tokenizer of the
+	// --hf directory is loaded for it, and the ids stop at the token that
+	// completes the string.
+	var acc []byte
+	k := -1
+	for i, id := range gen {
+		if id < 256 {
+			acc = append(acc, byte(id))
+		}
+		if bytes.Contains(acc, stop) {
+			k = i
+			break
+		}
+	}
+	idsStop, errOut, status := runStrata(t, "run", "--hf", dir, "--tokens", joinInts(ids, ","), "-n", "12", "--stop", string(stop))
+	if status != 0 || strings.TrimSpace(idsStop) != joinInts(gen[:k+1], " ") {
+		t.Fatalf("--tokens --stop: %q (status %d, %s), want %q", idsStop, status, errOut, joinInts(gen[:k+1], " "))
 	}
 
 	var chatOut string
@@ -447,5 +531,57 @@ func TestTextPromptNeedsATokenizer(t *testing.T) {
 	_, errOut, status = runStrata(t, "run", "--hf", tinyA, "--tokenizer", tinyTokenizer, "-p", "hello")
 	if status != 1 || !strings.Contains(errOut, "8192 token ids but model") {
 		t.Fatalf("status %d: %q", status, errOut)
+	}
+}
+
+// TestConvertCarriesTheTokenizer: strata convert writes the checkpoint's
+// tokenizer into the GGUF with llama.cpp's keys and types, and run --gguf -p
+// then prints what run --hf -p prints; a checkpoint without a tokenizer
+// converts with a note, and its GGUF still runs with --tokens.
+func TestConvertCarriesTheTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	byteLevelTokenizer(t, dir)
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	if _, errOut, status := runStrata(t, "convert", "--hf", dir, "-o", out); status != 0 {
+		t.Fatal(errOut)
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, _ := f.String(gguf.KeyTokenizerModel)
+	pre, _ := f.String(gguf.KeyTokenizerPre)
+	toks, _ := f.Array(gguf.KeyTokens)
+	types, _ := f.Array(gguf.KeyTokenType)
+	merges, _ := f.Array(gguf.KeyMerges)
+	eos, _ := f.Value(gguf.KeyEOSID)
+	addBOS, _ := f.Value(gguf.KeyAddBOS)
+	tmpl, _ := f.String(gguf.KeyChatTemplate)
+	f.Close()
+	if model != "gpt2" || pre != "qwen2" || toks.Elem != gguf.TypeString || toks.Len() != 512 ||
+		types.Elem != gguf.TypeInt32 || types.Len() != 512 || merges.Elem != gguf.TypeString ||
+		eos != uint32(258) || addBOS != false || !strings.Contains(tmpl, "<|im_start|>") {
+		t.Fatalf("tokenizer metadata: model %q pre %q tokens %v×%d types %v×%d merges %v eos %#v add_bos %#v template %d bytes",
+			model, pre, toks.Elem, toks.Len(), types.Elem, types.Len(), merges.Elem, eos, addBOS, len(tmpl))
+	}
+	want, errOut, status := runStrata(t, "run", "--hf", dir, "-p", "Hello, strata!", "-n", "12")
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	got, errOut, status := runStrata(t, "run", "--gguf", out, "-p", "Hello, strata!", "-n", "12")
+	if status != 0 || got != want {
+		t.Fatalf("run --gguf -p: %q (status %d, %s), want %q", got, status, errOut, want)
+	}
+
+	bare := filepath.Join(t.TempDir(), "bare.gguf")
+	_, errOut, status = runStrata(t, "convert", "--hf", tinyA, "-o", bare)
+	if status != 0 || !strings.Contains(errOut, "no tokenizer.json") {
+		t.Fatalf("convert without a tokenizer: status %d, %q", status, errOut)
+	}
+	if _, errOut, status = runStrata(t, "run", "--gguf", bare, "--tokens", "1,2", "-n", "2"); status != 0 {
+		t.Fatalf("run --gguf --tokens: %s", errOut)
+	}
+	if _, errOut, status = runStrata(t, "run", "--gguf", bare, "-p", "hi"); status != 1 || !strings.Contains(errOut, "no tokenizer") {
+		t.Fatalf("run --gguf -p without a tokenizer: status %d, %q", status, errOut)
 	}
 }

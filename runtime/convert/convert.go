@@ -51,6 +51,9 @@ type Options struct {
 	// Progress, when set, is called after each piece of tensor data is
 	// written, with the bytes written so far and the total.
 	Progress func(done, total int64)
+	// Metadata are more key/value pairs for the file: the tokenizer and
+	// chat template (runtime/text), for one.
+	Metadata []gguf.KV
 }
 
 // ErrUnsupported marks models this package cannot write yet.
@@ -408,6 +411,7 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 		kv = append(kv, gguf.KV{Key: "general.quantization_version", Value: uint32(2)})
 	}
 	kv = append(kv, gguf.KV{Key: gguf.KeyConfig, Value: string(toml)})
+	kv = append(kv, opt.Metadata...)
 	for _, t := range tensors {
 		if t.rl.Padded() {
 			kv = append(kv, gguf.KV{Key: gguf.KeyRowLengthPrefix + t.info.Name, Value: uint32(t.rl.Len)})

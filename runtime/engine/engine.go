@@ -1,6 +1,7 @@
 // Package engine is the decode loop: it loads a model's window graphs and
 // weights into memory, runs prefill in windows of up to the configured rows and
-// then one-row decode windows, and samples greedily.
+// then one-row decode windows (speculative ones with drafts), and samples each
+// token through the sampling chain of runtime/sample (greedy by default).
 package engine
 
 import (

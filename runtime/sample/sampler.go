@@ -37,7 +37,7 @@ func (s *Sampler) Params() Params { return s.p }
 // greedy, else a draw from Probs.
 func (s *Sampler) Sample(logits []float32, history []int) int {
 	if s.p.Greedy() {
-		return argmax(s.penalize(logits, history))
+		return s.greedy(logits, history)
 	}
 	return spec.Sample(s.Probs(logits, history), s.rng)
 }
@@ -49,7 +49,7 @@ func (s *Sampler) Sample(logits []float32, history []int) int {
 // argmax and accepted iff the draft is that argmax.
 func (s *Sampler) Verify(logits []float32, history []int, draft int) (tok int, accepted bool) {
 	if s.p.Greedy() {
-		tok = argmax(s.penalize(logits, history))
+		tok = s.greedy(logits, history)
 		return tok, tok == draft
 	}
 	return spec.Verify(s.Probs(logits, history), nil, draft, s.rng)
@@ -62,6 +62,19 @@ func (s *Sampler) Probs(logits []float32, history []int) []float64 {
 	w := s.penalize(logits, history)
 	s.probs = resize(s.probs, len(w))
 	p := s.probs
+	if !s.p.Greedy() && s.p.TopK == 0 && s.p.topP() >= 1 && s.p.MinP == 0 {
+		// No filter: the softmax of the whole row, without a candidate list.
+		mx := w[argmax(w)]
+		var z float64
+		for i, v := range w {
+			p[i] = math.Exp((v - mx) / s.p.Temperature)
+			z += p[i]
+		}
+		for i := range p {
+			p[i] /= z
+		}
+		return p
+	}
 	clear(p)
 	if s.p.Greedy() {
 		p[argmax(w)] = 1
@@ -82,6 +95,21 @@ func (s *Sampler) Probs(logits []float32, history []int) []float64 {
 		p[id] /= z
 	}
 	return p
+}
+
+// greedy is the argmax of the penalised logits; without penalties, of the
+// logits as they are (no copy).
+func (s *Sampler) greedy(logits []float32, history []int) int {
+	if !s.p.penalized() {
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		return best
+	}
+	return argmax(s.penalize(logits, history))
 }
 
 // penalize copies logits to float64 and applies the penalties over the last
@@ -129,29 +157,12 @@ func (s *Sampler) filter(w []float64) []int {
 	cand := s.cand[:0]
 	switch {
 	case k > 0:
-		cand = topK(w, k, cand)
+		cand = topP1(w, topK(w, k, cand), topP)
+	case topP < 1:
+		cand = nucleus(w, topP, cand)
 	default:
 		for i := range V {
 			cand = append(cand, i)
-		}
-		if topP < 1 {
-			slices.SortFunc(cand, func(a, b int) int { return better(w, a, b) })
-		}
-	}
-	if topP < 1 {
-		// Probabilities at temperature 1 over the candidates left.
-		mx := w[cand[0]]
-		var z float64
-		for _, id := range cand {
-			z += math.Exp(w[id] - mx)
-		}
-		var c float64
-		for i, id := range cand {
-			c += math.Exp(w[id]-mx) / z
-			if c >= topP {
-				cand = cand[:i+1]
-				break
-			}
 		}
 	}
 	if minP > 0 {
@@ -171,6 +182,59 @@ func (s *Sampler) filter(w []float64) []int {
 	}
 	s.cand = cand
 	return cand
+}
+
+// topP1 cuts the candidates (sorted, best first) to the shortest prefix
+// whose probability at temperature 1, over the candidates, reaches topP.
+func topP1(w []float64, cand []int, topP float64) []int {
+	if topP >= 1 {
+		return cand
+	}
+	mx := w[cand[0]]
+	var z float64
+	for _, id := range cand {
+		z += math.Exp(w[id] - mx)
+	}
+	return prefix(w, cand, mx, z, topP)
+}
+
+func prefix(w []float64, cand []int, mx, z, topP float64) []int {
+	var c float64
+	for i, id := range cand {
+		c += math.Exp(w[id]-mx) / z
+		if c >= topP {
+			return cand[:i+1]
+		}
+	}
+	return cand // rounding left the total under topP: keep all
+}
+
+// nucleus is top-p over the whole row. Only the head of the sorted order
+// matters, so it sorts the best m ids and grows m until their mass reaches
+// topP: the same prefix as sorting everything, without sorting everything.
+func nucleus(w []float64, topP float64, dst []int) []int {
+	mx := math.Inf(-1)
+	for _, v := range w {
+		mx = math.Max(mx, v)
+	}
+	var z float64
+	for _, v := range w {
+		z += math.Exp(v - mx)
+	}
+	for m := 64; ; m *= 8 {
+		if m >= len(w) {
+			dst = dst[:0]
+			for i := range w {
+				dst = append(dst, i)
+			}
+			slices.SortFunc(dst, func(a, b int) int { return better(w, a, b) })
+			return prefix(w, dst, mx, z, topP)
+		}
+		dst = topK(w, m, dst)
+		if got := prefix(w, dst, mx, z, topP); len(got) < m {
+			return got
+		}
+	}
 }
 
 // better orders ids by logit, largest first, lower id first on ties.
@@ -214,6 +278,9 @@ func topK(w []float64, k int, dst []int) []int {
 				i = p
 			}
 			continue
+		}
+		if w[id] < w[h[0]] {
+			continue // the common case, without the tie-break
 		}
 		if worse(h[0], id) {
 			h[0] = id

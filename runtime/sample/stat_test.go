@@ -34,9 +34,11 @@ func TestDrawsFollowTheChain(t *testing.T) {
 		for range n {
 			counts[s.Sample(base, nil)]++
 		}
-		if err := chisq.Check(counts, c.want); err != nil {
+		r, err := chisq.Check(counts, c.want)
+		if err != nil {
 			t.Errorf("%s: Sample: %v", c.name, err)
 		}
+		t.Logf("%s: Sample, %d draws: %v", c.name, n, r)
 		for draft := range c.want {
 			counts := make([]int, len(c.want))
 			accepted := 0
@@ -47,7 +49,7 @@ func TestDrawsFollowTheChain(t *testing.T) {
 					accepted++
 				}
 			}
-			if err := chisq.Check(counts, c.want); err != nil {
+			if _, err := chisq.Check(counts, c.want); err != nil {
 				t.Errorf("%s: Verify with draft %d: %v", c.name, draft, err)
 			}
 			// A deterministic draft is accepted with probability p[draft].
@@ -66,4 +68,24 @@ func TestGreedyVerify(t *testing.T) {
 			t.Errorf("greedy verify of draft %d: %d %v, want 0 %v", draft, tok, ok, draft == 0)
 		}
 	}
+}
+
+// Draws under the penalties follow the hand-penalised logits of
+// TestPenalties (0, -2.75, 0.5, 1 from 2, -1, 0.5, 1 after tokens 0 1 0).
+func TestDrawsUnderPenalties(t *testing.T) {
+	n := 40000
+	if testing.Short() {
+		n = 10000
+	}
+	s, _ := New(Params{Temperature: 1, RepeatPenalty: 2, PresencePenalty: 0.5, FrequencyPenalty: 0.25, PenaltyLastN: 3, Seed: 5})
+	want := frac(1, math.Exp(-2.75), math.Exp(0.5), math.E)
+	counts := make([]int, 4)
+	for range n {
+		counts[s.Sample([]float32{2, -1, 0.5, 1}, []int{0, 1, 0})]++
+	}
+	r, err := chisq.Check(counts, want)
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("%d draws: %v", n, r)
 }

@@ -52,16 +52,16 @@ type fileJSON struct {
 	Decoder       json.RawMessage `json:"decoder"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Model         struct {
-		Type                    string            `json:"type"`
-		Dropout                 *float64          `json:"dropout"`
-		UnkToken                *string           `json:"unk_token"`
-		ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-		EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-		FuseUnk                 bool              `json:"fuse_unk"`
-		ByteFallback            bool              `json:"byte_fallback"`
-		IgnoreMerges            bool              `json:"ignore_merges"`
-		Vocab                   map[string]int    `json:"vocab"`
-		Merges                  []json.RawMessage `json:"merges"`
+		Type                    string          `json:"type"`
+		Dropout                 *float64        `json:"dropout"`
+		UnkToken                *string         `json:"unk_token"`
+		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+		FuseUnk                 bool            `json:"fuse_unk"`
+		ByteFallback            bool            `json:"byte_fallback"`
+		IgnoreMerges            bool            `json:"ignore_merges"`
+		Vocab                   map[string]int  `json:"vocab"`
+		Merges                  json.RawMessage `json:"merges"`
 	} `json:"model"`
 }
 
@@ -110,20 +110,9 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 		t.vocab[s] = int32(id)
 	}
-	t.ranked = make([][2]string, 0, len(m.Merges))
-	for i, raw := range m.Merges {
-		var pair [2]string
-		var s string
-		if err := json.Unmarshal(raw, &s); err == nil {
-			a, b, ok := strings.Cut(s, " ")
-			if !ok {
-				return nil, fmt.Errorf("model.merges[%d] %q: want \"left right\"", i, s)
-			}
-			pair = [2]string{a, b}
-		} else if err := json.Unmarshal(raw, &pair); err != nil {
-			return nil, fmt.Errorf("model.merges[%d]: want a string or a pair of strings: %w", i, err)
-		}
-		t.ranked = append(t.ranked, pair)
+	var err error
+	if t.ranked, err = parseMerges(m.Merges); err != nil {
+		return nil, err
 	}
 	for _, a := range f.AddedTokens {
 		switch {
@@ -145,7 +134,6 @@ func Parse(data []byte) (*Tokenizer, error) {
 		}
 		t.unk = id
 	}
-	var err error
 	if t.normalize, err = checkNormalizer(f.Normalizer); err != nil {
 		return nil, err
 	}
@@ -159,6 +147,31 @@ func Parse(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// parseMerges reads model.merges: "left right" strings (older files) or
+// [left, right] pairs (newer ones).
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var pairs [][2]string
+	if err := json.Unmarshal(raw, &pairs); err == nil {
+		return pairs, nil
+	}
+	var strs []string
+	if err := json.Unmarshal(raw, &strs); err != nil {
+		return nil, fmt.Errorf("model.merges: want a list of \"left right\" strings or of [left, right] pairs: %w", err)
+	}
+	pairs = make([][2]string, len(strs))
+	for i, s := range strs {
+		a, b, ok := strings.Cut(s, " ")
+		if !ok {
+			return nil, fmt.Errorf("model.merges[%d] %q: want \"left right\"", i, s)
+		}
+		pairs[i] = [2]string{a, b}
+	}
+	return pairs, nil
 }
 
 func isNull(raw json.RawMessage) bool {

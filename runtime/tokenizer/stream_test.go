@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // TestStreamNeverSplitsCharacters: pushing the tokens of every reference text
@@ -58,4 +60,77 @@ func TestLossyDecode(t *testing.T) {
 	if got := s.Flush(); got != "\uFFFD" {
 		t.Fatalf("flush = %q, want U+FFFD", got)
 	}
+}
+
+// TestConcurrentEncode: one tokenizer (and its word cache) used from several
+// goroutines gives every goroutine HF's ids (run with -race).
+func TestConcurrentEncode(t *testing.T) {
+	toks := testTokenizers(t)
+	cases := readCases(t)
+	errs := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for i := g; i < len(cases); i += 2 {
+				c := cases[i]
+				if got := toks[c.Tokenizer].Encode(c.Text); !equalInts(got, c.IDs) {
+					errs <- c.Text
+					return
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 4 {
+		if s := <-errs; s != "" {
+			t.Errorf("concurrent Encode(%q) differs from HF", s)
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzRoundTrip: any valid UTF-8 text decodes back to its NFC form, and the
+// stream gives the same text in whole characters.
+func FuzzRoundTrip(f *testing.F) {
+	for _, s := range []string{"func main() {\n\tfmt.Println(\"héllo\")\n}", "  \t\r\n\u3000x", "<|im_end|><think>", "e\u0301 ﬁ 😀👍🏽"} {
+		f.Add(s)
+	}
+	toks := testTokenizers(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return
+		}
+		for name, tok := range toks {
+			ids := tok.Encode(s)
+			want := norm.NFC.String(s)
+			// Added tokens are matched before normalization, so NFC applies
+			// to the text between them; the references pin that down.
+			if got := tok.Decode(ids); got != want && !strings.Contains(s, "<") {
+				t.Fatalf("%s: Decode(Encode(%q)) = %q, want %q", name, s, got, want)
+			}
+			st := tok.NewStream()
+			var b strings.Builder
+			for _, id := range ids {
+				p := st.Push(id)
+				if !utf8.ValidString(p) {
+					t.Fatalf("%s: stream gave half a character: %q", name, p)
+				}
+				b.WriteString(p)
+			}
+			b.WriteString(st.Flush())
+			if b.String() != tok.Decode(ids) {
+				t.Fatalf("%s: stream %q != Decode %q", name, b.String(), tok.Decode(ids))
+			}
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -24,14 +25,15 @@ type Tokenizer struct {
 
 	byteTok [256]int32 // id of each single-byte token, -1 if absent
 
-	added        []addedToken
-	addedByFirst [256][]int // indexes into added, longest first
-	addedID      map[string]int32
-	special      map[int32]bool // added tokens marked special
-	normalize    bool           // NFC
-	ignoreMerges bool
-	byteFallback bool
-	unk          int32 // -1: none
+	added         []addedToken
+	addedByFirst  [2][256][]int // indexes into added by normalized flag and first byte, longest first
+	anyNormalized bool          // some added token is matched after normalization
+	addedID       map[string]int32
+	special       map[int32]bool // added tokens marked special
+	normalize     bool           // NFC
+	ignoreMerges  bool
+	byteFallback  bool
+	unk           int32 // -1: none
 
 	mu    sync.RWMutex
 	cache map[string][]int32
@@ -71,28 +73,42 @@ func (t *Tokenizer) Encode(text string) []int {
 		if t.normalize && !norm.NFC.IsNormalString(seg) {
 			seg = norm.NFC.String(seg)
 		}
+		if !t.anyNormalized {
+			t.encodeText(seg, &out, &ends, &syms)
+			return
+		}
 		t.splitAdded(seg, true, func(seg string, id int32) {
 			if id >= 0 {
 				out = append(out, int(id))
 				return
 			}
-			ends = splitQwen(seg, ends[:0])
-			start := 0
-			for _, end := range ends {
-				word := seg[start:end]
-				start = end
-				syms = t.encodeWord(word, syms[:0])
-				for _, s := range syms {
-					out = append(out, int(s))
-				}
-			}
+			t.encodeText(seg, &out, &ends, &syms)
 		})
 	})
 	return out
 }
 
+// encodeText appends the tokens of normalized text with no added tokens in it.
+func (t *Tokenizer) encodeText(seg string, out, ends *[]int, syms *[]int32) {
+	*ends = splitQwen(seg, (*ends)[:0])
+	start := 0
+	for _, end := range *ends {
+		word := seg[start:end]
+		start = end
+		*syms = t.encodeWord(word, (*syms)[:0])
+		for _, s := range *syms {
+			*out = append(*out, int(s))
+		}
+	}
+}
+
 // encodeWord appends the tokens of one pre-tokenized piece.
 func (t *Tokenizer) encodeWord(word string, dst []int32) []int32 {
+	if len(word) == 1 { // a lone byte is its own token: no cache, no lock
+		if id := t.byteTok[word[0]]; id >= 0 {
+			return append(dst, id)
+		}
+	}
 	cacheable := len(word) <= cacheMaxWord
 	if cacheable {
 		t.mu.RLock()
@@ -110,9 +126,20 @@ func (t *Tokenizer) encodeWord(word string, dst []int32) []int32 {
 			if id := t.byteTok[word[i]]; id >= 0 {
 				dst = append(dst, id)
 			} else if t.byteFallback {
-				if id, ok := t.vocab[fmt.Sprintf("<0x%02X>", word[i])]; ok {
-					dst = append(dst, id)
-				} else if t.unk >= 0 {
+				// HF falls back on the UTF-8 bytes of the word's character,
+				// which here is the byte's byte-level rune.
+				var ch [utf8.UTFMax]byte
+				n := utf8.EncodeRune(ch[:], byteToRune[word[i]])
+				fb := make([]int32, 0, n)
+				for _, c := range ch[:n] {
+					if id, ok := t.vocab[fmt.Sprintf("<0x%02X>", c)]; ok {
+						fb = append(fb, id)
+					}
+				}
+				switch {
+				case len(fb) == n:
+					dst = append(dst, fb...)
+				case t.unk >= 0:
 					dst = append(dst, t.unk)
 				}
 			} else if t.unk >= 0 {
@@ -147,12 +174,15 @@ func (t *Tokenizer) wholeWord(word string) (int32, bool) {
 // normalized, leftmost-longest, and calls f for each piece: id >= 0 for an added
 // token, -1 for the text between.
 func (t *Tokenizer) splitAdded(s string, normalized bool, f func(string, int32)) {
+	table := &t.addedByFirst[0]
+	if normalized {
+		table = &t.addedByFirst[1]
+	}
 	start := 0
 	for i := 0; i < len(s); {
 		best := -1
-		for _, k := range t.addedByFirst[s[i]] {
-			a := t.added[k]
-			if a.normalized == normalized && strings.HasPrefix(s[i:], a.content) {
+		for _, k := range table[s[i]] {
+			if strings.HasPrefix(s[i:], t.added[k].content) {
 				best = k
 				break // longest first
 			}
@@ -269,9 +299,15 @@ func (t *Tokenizer) build() error {
 	}
 	sort.SliceStable(idx, func(i, j int) bool { return len(t.added[idx[i]].content) > len(t.added[idx[j]].content) })
 	for _, k := range idx {
-		if c := t.added[k].content; c != "" {
-			t.addedByFirst[c[0]] = append(t.addedByFirst[c[0]], k)
+		a := t.added[k]
+		if a.content == "" {
+			continue
 		}
+		n := 0
+		if a.normalized {
+			n, t.anyNormalized = 1, true
+		}
+		t.addedByFirst[n][a.content[0]] = append(t.addedByFirst[n][a.content[0]], k)
 	}
 	t.cache = map[string][]int32{}
 	return nil

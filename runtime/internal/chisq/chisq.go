@@ -11,13 +11,24 @@ import (
 // probability 1e-3 (each test's seeds are fixed, so a pass is reproducible).
 const Alpha = 1e-3
 
+// Result is a check's statistic, its degrees of freedom and the critical
+// value it was held to.
+type Result struct {
+	Stat, Critical float64
+	DF             int
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("chi-square %.1f, %d degrees of freedom (critical %.1f)", r.Stat, r.DF, r.Critical)
+}
+
 // Check compares observed counts with expected probabilities. A count where
 // the probability is 0 fails at once; cells expected fewer than 5 times are
 // pooled into one; the statistic must stay under the 1−Alpha quantile of the
 // chi-square distribution with (cells − 1) degrees of freedom.
-func Check(counts []int, p []float64) error {
+func Check(counts []int, p []float64) (Result, error) {
 	if len(counts) != len(p) {
-		return fmt.Errorf("%d counts for %d probabilities", len(counts), len(p))
+		return Result{}, fmt.Errorf("%d counts for %d probabilities", len(counts), len(p))
 	}
 	n := 0
 	for _, c := range counts {
@@ -30,7 +41,7 @@ func Check(counts []int, p []float64) error {
 		switch {
 		case p[i] == 0:
 			if c > 0 {
-				return fmt.Errorf("outcome %d drawn %d times, but its probability is 0", i, c)
+				return Result{}, fmt.Errorf("outcome %d drawn %d times, but its probability is 0", i, c)
 			}
 		case e < 5:
 			poolE += e
@@ -45,12 +56,13 @@ func Check(counts []int, p []float64) error {
 		cells++
 	}
 	if cells < 2 {
-		return nil // one outcome: nothing random to test
+		return Result{}, nil // one outcome: nothing random to test
 	}
-	if crit := Critical(cells - 1); stat > crit {
-		return fmt.Errorf("chi-square %.1f over %d cells exceeds %.1f (p < %g): counts %v, expected probabilities %v", stat, cells, crit, Alpha, counts, p)
+	r := Result{Stat: stat, DF: cells - 1, Critical: Critical(cells - 1)}
+	if stat > r.Critical {
+		return r, fmt.Errorf("%v exceeds the critical value (p < %g): counts %v, expected probabilities %v", r, Alpha, counts, p)
 	}
-	return nil
+	return r, nil
 }
 
 // Critical is the 1−1e-3 quantile of chi-square with df degrees of

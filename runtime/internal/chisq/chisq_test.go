@@ -26,13 +26,13 @@ func TestCritical(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	p := []float64{0.5, 0.25, 0.25, 0}
-	if err := Check([]int{500, 250, 250, 0}, p); err != nil {
+	if _, err := Check([]int{500, 250, 250, 0}, p); err != nil {
 		t.Errorf("exact counts: %v", err)
 	}
-	if err := Check([]int{600, 200, 200, 0}, p); err == nil {
+	if _, err := Check([]int{600, 200, 200, 0}, p); err == nil {
 		t.Error("counts 600/200/200 for .5/.25/.25 of 1000 passed (chi-square 40)")
 	}
-	if err := Check([]int{500, 250, 249, 1}, p); err == nil {
+	if _, err := Check([]int{500, 250, 249, 1}, p); err == nil {
 		t.Error("a draw of a probability-0 outcome passed")
 	}
 }
