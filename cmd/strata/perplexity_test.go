@@ -74,6 +74,12 @@ func TestPerplexityKLBase(t *testing.T) {
 	if status != 0 || !strings.Contains(out, "KL divergence from "+base+": mean 0.000000, p99 0.000000, max 0.000000; same top token 100.00%") {
 		t.Fatalf("status %d: %s %s", status, out, errText)
 	}
+	// Streaming the experts through a small arena, one token per window, leaves
+	// every distribution as it was.
+	out, errText, status = runStrata(t, append(args, "--arena-experts", "40", "--batch", "1", "--stats")...)
+	if status != 0 || !strings.Contains(out, "max 0.000000; same top token 100.00%") || !strings.Contains(out, "streaming: arena of 40 experts; hit rate") {
+		t.Fatalf("streamed: status %d: %s %s", status, out, errText)
+	}
 	_, errText, status = runStrata(t, "perplexity", "--ctx", "32", "--chunks", "2", "-f", text, "--kl-base", base)
 	if status != 1 || !strings.Contains(errText, "scored other text or windows") {
 		t.Errorf("other windows against the base: status %d, %s", status, errText)
