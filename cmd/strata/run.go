@@ -74,6 +74,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	context := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
 	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
+	noMTPDraft := fs.Bool("no-mtp-draft", false, "with --spec: never draft with the model's MTP head (suffix drafts only)")
 	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
 	sf := addSamplingFlags(fs)
 	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
@@ -119,7 +120,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *keepAlive < 0 {
 		return usagef("--keepalive must be ≥ 0, got %v", *keepAlive)
 	}
-	sp.SuffixDraft, sp.MTP = *suffix, true
+	sp.SuffixDraft, sp.MTP = *suffix, !*noMTPDraft
 	var gate *spec.Gate
 	if sp.Depth == engine.Auto {
 		gate = spec.NewGate(1) // resized below once the model's window shapes are known
