@@ -14,6 +14,13 @@ import (
 // tinyGoText writes the text of tiny-go's reference tokens to a file and
 // returns it with the reference's mean NLL over them (HF, float64).
 func tinyGoText(t *testing.T) (path string, meanNLL float64) {
+	path, meanNLL, _ = tinyGoTextMTP(t)
+	return path, meanNLL
+}
+
+// tinyGoTextMTP also returns the share of positions whose MTP argmax is the
+// token after next (reference.json's mtp_argmax_matches_next_next_token).
+func tinyGoTextMTP(t *testing.T) (path string, meanNLL, mtpTop1 float64) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(tinyGo, "reference.json"))
 	if err != nil {
@@ -22,6 +29,7 @@ func tinyGoText(t *testing.T) (path string, meanNLL float64) {
 	var ref struct {
 		Text    string  `json:"tokens_text"`
 		MeanNLL float64 `json:"tokens_mean_nll"`
+		MTPTop1 float64 `json:"mtp_argmax_matches_next_next_token"`
 		Len     int     `json:"tokens_len"`
 	}
 	if err := json.Unmarshal(b, &ref); err != nil {
@@ -31,17 +39,22 @@ func tinyGoText(t *testing.T) (path string, meanNLL float64) {
 	if err := os.WriteFile(path, []byte(ref.Text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path, ref.MeanNLL
+	return path, ref.MeanNLL, ref.MTPTop1
 }
 
-var nllRE = regexp.MustCompile(`mean NLL ([0-9.]+) nats/token`)
+var (
+	nllRE = regexp.MustCompile(`mean NLL ([0-9.]+) nats/token`)
+	mtpRE = regexp.MustCompile(`top-1 \(depth-1 draft acceptance\) ([0-9.]+)%`)
+)
 
 // TestPerplexityReference: strata perplexity over the text of tiny-go's
 // reference tokens, one window of all 256 tokens scored from position 0,
-// gives the reference's mean NLL (HF float64: 2.9374 over 255 predictions).
+// gives the reference's mean NLL (HF float64: 2.9374 over 255 predictions)
+// and, with --mtp, its MTP top-1 (34.65% of the 254 positions with a token
+// after next).
 func TestPerplexityReference(t *testing.T) {
-	text, want := tinyGoText(t)
-	out, errText, status := runStrata(t, "perplexity", "--hf", tinyGo, "--ctx", "256", "--first", "0", "-f", text)
+	text, want, wantMTP := tinyGoTextMTP(t)
+	out, errText, status := runStrata(t, "perplexity", "--hf", tinyGo, "--ctx", "256", "--first", "0", "--mtp", "-f", text)
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errText)
 	}
@@ -55,6 +68,13 @@ func TestPerplexityReference(t *testing.T) {
 	got, _ := strconv.ParseFloat(m[1], 64)
 	if math.Abs(got-want) > 1e-4 {
 		t.Errorf("mean NLL %v, reference %v", got, want)
+	}
+	m = mtpRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no MTP top-1 in %q", out)
+	}
+	if got, _ := strconv.ParseFloat(m[1], 64); math.Abs(got-100*wantMTP) > 0.01 {
+		t.Errorf("MTP top-1 %v%%, reference %.2f%%", got, 100*wantMTP)
 	}
 }
 
