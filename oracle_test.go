@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/weights"
 
 	"github.com/strata-llm/strata/runtime/engine"
@@ -206,16 +207,19 @@ func TestGeneratedGraphsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths, _ := filepath.Glob("generated/tiny-a/window-T*.json")
+	paths, _ := filepath.Glob("generated/tiny-a/window-T*.json.gz")
+	if len(paths) == 0 {
+		t.Fatal("no generated/tiny-a/window-T*.json.gz")
+	}
 	var graphs []*graph.Graph
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := graph.Decode(data)
+		g, err := artifact.ReadGraph(p, data)
 		if err != nil {
-			t.Fatalf("%s: %v", p, err)
+			t.Fatal(err)
 		}
 		graphs = append(graphs, g)
 	}

@@ -1,7 +1,8 @@
 // Package strata ties the pieces together for the CLIs and the end-to-end
 // tests: it opens an HF checkpoint directory, builds its window graphs and
-// loads it into the engine. It also embeds the default model (the tiny-a
-// oracle) so `strata run` works on a fresh clone with no download.
+// loads it into the engine. It also embeds the default model (tiny-go, a
+// small trained qwen4_exp model) so `strata run` works on a fresh clone with
+// no download.
 package strata
 
 import (
@@ -24,16 +25,25 @@ import (
 )
 
 // DefaultModel is the embedded HF checkpoint `strata run` uses when no model is
-// given: the tiny-a oracle (Qwen3-Next math at hidden size 64).
+// given: tiny-go (testdata/tiny-go/README.md), an 11.9M-parameter
+// Qwen3.8-Flash-Next-architecture model trained on Go source and fortunes,
+// with its MTP head and tokenizer.
 //
-//go:embed testdata/oracles/tiny-a/config.json testdata/oracles/tiny-a/model.safetensors
+//go:embed testdata/tiny-go/config.json testdata/tiny-go/generation_config.json testdata/tiny-go/model.safetensors testdata/tiny-go/tokenizer.json testdata/tiny-go/tokenizer_config.json
 var defaultModel embed.FS
 
-const defaultModelDir = "testdata/oracles/tiny-a"
+const (
+	defaultModelDir  = "testdata/tiny-go"
+	defaultModelName = "tiny-go"
+)
+
+// DefaultModelFiles are the files of the default model's directory.
+var DefaultModelFiles = []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
 
 // DefaultPrompt is the prompt `strata run` feeds the default model when no
-// tokens are given: the first 16 tokens of the tiny-a reference.
-var DefaultPrompt = []int{426, 50, 257, 220, 142, 108, 137, 389, 319, 31, 51, 81, 507, 366, 184, 255}
+// tokens are given: the 16 tokens of tiny-go's greedy reference prompt, the
+// Go snippet "func (o *Once) doSlow(f func()) {\n\to.m.Lock" (from go/sync/once.go).
+var DefaultPrompt = []int{355, 329, 87, 341, 5756, 17, 694, 59, 787, 525, 871, 2907, 287, 1691, 868, 4068}
 
 // HFOptions tune how an HF checkpoint is opened.
 type HFOptions struct {
@@ -218,11 +228,11 @@ func OpenDefault(opt HFOptions) (*Loaded, error) {
 		return nil, fmt.Errorf("unpacking the default model: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	dir := filepath.Join(tmp, "tiny-a")
+	dir := filepath.Join(tmp, defaultModelName)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("unpacking the default model: %w", err)
 	}
-	for _, name := range []string{"config.json", "model.safetensors"} {
+	for _, name := range DefaultModelFiles {
 		b, err := fs.ReadFile(defaultModel, defaultModelDir+"/"+name)
 		if err != nil {
 			return nil, fmt.Errorf("unpacking the default model: %w", err)

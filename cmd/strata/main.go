@@ -97,11 +97,11 @@ Commands:
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprint(w, `
 Examples:
-  strata run                                  # the embedded tiny model, its reference prompt
+  strata run                                  # the embedded tiny-go: a Go snippet, continued as text
   strata run --hf ./Qwen3-Next-tiny --tokens 1,2,3 -n 8
   strata run --gguf model.gguf -p 'func (s *Server) '   # text in, text out
   strata run --hf DIR --tokens 5,6 -n 0 --dump-logits prompt.safetensors

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -48,16 +49,47 @@ func joinInts(v []int, sep string) string {
 	return strings.Join(s, sep)
 }
 
-// The README's first command: the embedded default continues its reference
-// prompt exactly as HF's greedy decode does.
+// defaultRunText is what `strata run` prints: the default prompt and 16
+// generated tokens of tiny-go as text, a prefix of HF's greedy_text.
+func defaultRunText(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(tinyGo, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Greedy string `json:"greedy_text"`
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	// Tokens 0…31 of the greedy path end with this (32 of HF's 64).
+	const end = "o.markRemoved();"
+	i := strings.Index(ref.Greedy, end)
+	if i < 0 {
+		t.Fatalf("greedy_text %q has no %q", ref.Greedy, end)
+	}
+	return ref.Greedy[:i+len(end)] + "\n"
+}
+
+// The README's first command: the embedded default streams its Go prompt and
+// continuation as text, exactly HF's greedy decode.
 func TestRunDefault(t *testing.T) {
 	out, errText, status := runStrata(t, "run")
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errText)
 	}
-	want := refInts(t, tinyA, "greedy_tokens")[16:32]
-	if strings.TrimSpace(out) != joinInts(want, " ") {
-		t.Fatalf("stdout %q, want %q", out, joinInts(want, " "))
+	if want := defaultRunText(t); out != want {
+		t.Fatalf("stdout %q, want %q", out, want)
+	}
+	// With --tokens, ids: the same 16 as HF's greedy path.
+	prompt := refInts(t, tinyGo, "greedy_tokens")
+	out, errText, status = runStrata(t, "run", "--tokens", joinInts(prompt[:16], ","))
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errText)
+	}
+	if strings.TrimSpace(out) != joinInts(prompt[16:32], " ") {
+		t.Fatalf("stdout %q, want %q", out, joinInts(prompt[16:32], " "))
 	}
 }
 

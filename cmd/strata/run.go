@@ -57,9 +57,10 @@ With --gguf, it runs a GGUF file written by strata convert or strata synth
 (its config is inside), reading the routed experts through FILE.experts
 when "strata pack FILE" wrote one (a pack of another file is refused).
 
-With neither, it runs the embedded default model (the tiny-a oracle: Qwen3-Next
-math at hidden size 64) on its reference prompt, so a fresh clone has
-something to run. Timing goes to stderr.`
+With neither, it runs the embedded default model (tiny-go: a small trained
+Qwen3.8-Flash-Next-architecture model, Go source and fortunes, with an MTP
+head) on a Go snippet and streams the text, so a fresh clone has something
+to run (with --tokens, it prints ids as for any model). Timing goes to stderr.`
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
@@ -69,9 +70,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 16, "number of tokens to generate (0: only run the prompt)")
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
 	dump := fs.String("dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
+	dumpMTP := fs.Bool("dump-mtp", false, "with --dump-logits: also write tensor \"mtp_logits\" f32 [fed−1, vocab], row t the MTP head's logits for fed token t+2 given the true token t+1 (teacher-forced)")
 	context := fs.Int("context", 0, "KV-cache length in tokens, at most the model's max_position_embeddings (0, the default: the model config's runtime.context_length, for an HF checkpoint min(max_position_embeddings, 32768))")
 	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
+	noMTPDraft := fs.Bool("no-mtp-draft", false, "with --spec: never draft with the model's MTP head (suffix drafts only)")
 	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
 	sf := addSamplingFlags(fs)
 	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
@@ -121,7 +124,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if *keepAlive < 0 {
 		return usagef("--keepalive must be ≥ 0, got %v", *keepAlive)
 	}
-	sp.SuffixDraft, sp.MTP = *suffix, true
+	sp.SuffixDraft, sp.MTP = *suffix, !*noMTPDraft
 	var gate *spec.Gate
 	if sp.Depth == engine.Auto {
 		gate = spec.NewGate(1) // resized below once the model's window shapes are known
@@ -132,6 +135,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *prefill < 0 {
 		return usagef("--prefill-rows must be ≥ 1, got %d", *prefill)
+	}
+	if *dumpMTP && *dump == "" {
+		return usagef("--dump-mtp adds a tensor to the --dump-logits file; give --dump-logits FILE too")
 	}
 	if *context < 0 {
 		return usagef("--context must be ≥ 1, got %d", *context)
@@ -199,7 +205,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("reading the EOS ids: %w", err)
 	}
 	printer, clock := &idPrinter{w: stdout}, &phaseClock{}
-	onToken, err := stopOnText(sf.stops, txt.textOf(), func(id int) error { clock.token(); return printer.token(id) })
+	tokenOut, finishText := printer.token, printer.end
+	streamsText := *tokens == "" && *hf == "" && *ggufPath == "" && !txt.isText() // the default model streams text
+	if streamsText {
+		if tokenOut, finishText, err = textStream(stdout, prompt); err != nil {
+			return err
+		}
+	}
+	onToken, err := stopOnText(sf.stops, txt.textOf(), func(id int) error { clock.token(); return tokenOut(id) })
 	if err != nil {
 		return err
 	}
@@ -219,8 +232,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	clock.start = time.Now()
 	out, err := s.Generate(prompt, *n, gopt)
 	end := time.Now()
-	if err == nil || printer.n > 0 {
-		printer.end() // the tokens streamed so far stand, also when the run failed
+	if err == nil || printer.n > 0 || streamsText {
+		finishText() // the tokens streamed so far stand, also when the run failed
 	}
 	if err != nil && len(out) > 0 {
 		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
@@ -238,8 +251,16 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		for i, v := range logits {
 			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
 		}
-		t := safetensors.Tensor{Name: "logits", DType: "F32", Shape: []int{rows, vocab}, Data: data}
-		if err := safetensors.WriteFile(*dump, []safetensors.Tensor{t}, nil); err != nil {
+		ts := []safetensors.Tensor{{Name: "logits", DType: "F32", Shape: []int{rows, vocab}, Data: data}}
+		if *dumpMTP {
+			fed := append(slices.Clone(prompt), out[:max(len(out)-1, 0)]...)
+			mt, err := mtpTensor(l, fed)
+			if err != nil {
+				return err
+			}
+			ts = append(ts, mt)
+		}
+		if err := safetensors.WriteFile(*dump, ts, nil); err != nil {
 			return fmt.Errorf("--dump-logits: %w", err)
 		}
 	}

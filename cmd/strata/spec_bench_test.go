@@ -257,7 +257,7 @@ func printSpecTable(title string, rates map[specConfig][]float64, configs []spec
 // them, reads them back at the next start, and reports, ignores and
 // replaces a damaged file or one measured under other settings.
 func TestRunSpecState(t *testing.T) {
-	state := filepath.Join(t.TempDir(), "tiny-a.spec")
+	state := filepath.Join(t.TempDir(), "tiny-go.spec")
 	args := []string{"run", "--spec", "auto", "--spec-state", state}
 	run := func(want, key string) {
 		t.Helper()
@@ -269,7 +269,7 @@ func TestRunSpecState(t *testing.T) {
 			t.Fatalf("stderr %q, want %q", errText, want)
 		}
 		g := spec.NewGate(3)
-		if err := g.Load(state, "tiny-a backend=cpu arena-experts=0 io-threads="+key); err != nil {
+		if err := g.Load(state, "tiny-go backend=cpu arena-experts=0 io-threads="+key); err != nil {
 			t.Fatalf("the saved state does not load: %v", err)
 		}
 	}

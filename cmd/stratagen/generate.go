@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"maps"
@@ -12,6 +14,7 @@ import (
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/artifact"
 )
 
 func init() {
@@ -27,7 +30,8 @@ const generateHelp = `Usage: stratagen generate [--out DIR] path/to/model.toml
 Builds the window graph of every window shape the model config asks for
 (decode windows of 1 … windows.max_decode_rows rows, and the prefill chunk of
 windows.prefill_rows rows, which computes the last row's logits only) and
-writes each as deterministic JSON to DIR/<model>/window-T<rows>.json, with
+writes each as deterministic gzipped JSON to DIR/<model>/window-T<rows>.json.gz
+(no name or time in the gzip header, so the bytes depend only on the graph), with
 the barrier audit of every graph in DIR/<model>/audit.txt and audit.json (see
 strata graph audit), the MSL of every kernel the graphs dispatch in
 DIR/<model>/kernels.metal, and DIR/<model>/bindings.go, the Go package that
@@ -82,7 +86,7 @@ func runGenerate(args []string, stdout io.Writer) error {
 		}
 	}
 	// Stale window files would be loaded as if current.
-	old, _ := filepath.Glob(filepath.Join(dir, "*-T*.json"))
+	old, _ := filepath.Glob(filepath.Join(dir, "*-T*.json*"))
 	for _, path := range old {
 		if _, keep := files[filepath.Base(path)]; !keep {
 			if err := os.Remove(path); err != nil {
@@ -94,14 +98,28 @@ func runGenerate(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// graphFile names a graph's artifact: window-T<rows>.json for the trunk,
-// mtp-T<rows>.json for the MTP draft head.
+// graphFile names a graph's artifact: window-T<rows>.json.gz for the trunk,
+// mtp-T<rows>.json.gz for the MTP draft head.
 func graphFile(g *graph.Graph) string {
-	prefix := "window"
-	if g.Kind == graph.KindMTP {
-		prefix = "mtp"
+	return artifact.GraphFile(g.Kind, g.Rows)
+}
+
+// gzipped compresses data deterministically: a fixed header (no name, zero
+// time) and the best compression. The graphs are ~25× smaller so, which
+// keeps the checked-in tree small (the big models' graphs were 24 MB).
+func gzipped(data []byte) ([]byte, error) {
+	var b bytes.Buffer
+	w, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	if err != nil {
+		return nil, err
 	}
-	return fmt.Sprintf("%s-T%d.json", prefix, g.Rows)
+	if _, err := w.Write(data); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // GenerateFiles is every artifact of a model, by file name.
@@ -116,7 +134,9 @@ func GenerateFiles(c *models.Config) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		files[graphFile(g)] = j
+		if files[graphFile(g)], err = gzipped(j); err != nil {
+			return nil, err
+		}
 	}
 	audits, err := auditFiles(graphs)
 	if err != nil {

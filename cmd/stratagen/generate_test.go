@@ -56,7 +56,7 @@ func TestGeneratedIsCurrent(t *testing.T) {
 
 func TestGenerateWritesAndPrunes(t *testing.T) {
 	out := t.TempDir()
-	stale := filepath.Join(out, "tiny-a", "window-T99.json")
+	stale := filepath.Join(out, "tiny-a", "window-T99.json.gz")
 	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestGenerateWritesAndPrunes(t *testing.T) {
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Error("a stale window graph survived")
 	}
-	got, _ := filepath.Glob(filepath.Join(out, "tiny-a", "window-T*.json"))
+	got, _ := filepath.Glob(filepath.Join(out, "tiny-a", "window-T*.json.gz"))
 	if len(got) != 5 {
 		t.Errorf("%d window graphs written, want 5 (T = 1..4 and 16)", len(got))
 	}

@@ -326,7 +326,7 @@ func (a *IndexPoolArgs) Bytes() []byte {
 	return b
 }
 
-//go:embed kernels.metal mtp-T1.json mtp-T2.json mtp-T3.json mtp-T4.json mtp-T512.json window-T1.json window-T2.json window-T3.json window-T4.json window-T512.json
+//go:embed kernels.metal mtp-T1.json.gz mtp-T2.json.gz mtp-T3.json.gz mtp-T4.json.gz mtp-T512.json.gz window-T1.json.gz window-T2.json.gz window-T3.json.gz window-T4.json.gz window-T512.json.gz
 var files embed.FS
 
 func init() {

@@ -229,7 +229,7 @@ func (a *AttnPrepArgs) Bytes() []byte {
 	return b
 }
 
-//go:embed kernels.metal window-T1.json window-T16.json window-T2.json window-T3.json window-T4.json
+//go:embed kernels.metal window-T1.json.gz window-T16.json.gz window-T2.json.gz window-T3.json.gz window-T4.json.gz
 var files embed.FS
 
 func init() {

@@ -6,11 +6,16 @@
 package artifact
 
 import (
+	"bytes"
+	"compress/gzip"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/strata-llm/strata/graph"
@@ -83,8 +88,9 @@ type Kernel struct {
 // Model is one generated model.
 type Model struct {
 	Name string
-	// Files holds KernelsFile and the window graphs window-T<rows>.json
-	// (trunk) and mtp-T<rows>.json (MTP draft head).
+	// Files holds KernelsFile and the window graphs, gzipped JSON named
+	// by GraphFile: window-T<rows>.json.gz (trunk) and mtp-T<rows>.json.gz
+	// (MTP draft head). Plain .json graphs are read too.
 	Files fs.FS
 	// Buffers names the graphs' buffers; a buffer's id is its index.
 	Buffers   []string
@@ -151,7 +157,36 @@ func (m *Model) Source() ([]byte, error) {
 	return b, nil
 }
 
-var graphFileRE = regexp.MustCompile(`^(window|mtp)-T(\d+)\.json$`)
+var graphFileRE = regexp.MustCompile(`^(window|mtp)-T(\d+)\.json(\.gz)?$`)
+
+// GraphFile names the generated file of the window graph of kind
+// (graph.KindTrunk or graph.KindMTP) and rows rows.
+func GraphFile(kind string, rows int) string {
+	prefix := "window"
+	if kind == graph.KindMTP {
+		prefix = "mtp"
+	}
+	return fmt.Sprintf("%s-T%d.json.gz", prefix, rows)
+}
+
+// ReadGraph decodes a window graph file: gzipped JSON when the name ends in
+// .gz, plain JSON otherwise.
+func ReadGraph(name string, data []byte) (*graph.Graph, error) {
+	if strings.HasSuffix(name, ".gz") {
+		r, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if data, err = io.ReadAll(r); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	g, err := graph.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return g, nil
+}
 
 // Shapes lists the window shapes (rows) the model has graphs for, of kind
 // graph.KindTrunk or graph.KindMTP, ascending.
@@ -173,18 +208,20 @@ func (m *Model) Shapes(kind string) []int {
 // Graph decodes the window graph of kind (graph.KindTrunk or
 // graph.KindMTP) for windows of up to rows rows.
 func (m *Model) Graph(kind string, rows int) (*graph.Graph, error) {
-	prefix := "window"
-	if kind == graph.KindMTP {
-		prefix = "mtp"
-	}
-	name := fmt.Sprintf("%s-T%d.json", prefix, rows)
+	name := GraphFile(kind, rows)
 	b, err := fs.ReadFile(m.Files, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		plain := strings.TrimSuffix(name, ".gz")
+		if pb, perr := fs.ReadFile(m.Files, plain); perr == nil {
+			name, b, err = plain, pb, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model %s has no %s graph of %d rows (shapes %v): %w", m.Name, kind, rows, m.Shapes(kind), err)
 	}
-	g, err := graph.Decode(b)
+	g, err := ReadGraph(name, b)
 	if err != nil {
-		return nil, fmt.Errorf("model %s, %s: %w", m.Name, name, err)
+		return nil, fmt.Errorf("model %s: %w", m.Name, err)
 	}
 	return g, nil
 }

@@ -11,12 +11,13 @@ import (
 	_ "github.com/strata-llm/strata/generated/qwen3-next-80b-a3b"
 	_ "github.com/strata-llm/strata/generated/qwen38-flash-next"
 	_ "github.com/strata-llm/strata/generated/tiny-a"
+	_ "github.com/strata-llm/strata/generated/tiny-go"
 	_ "github.com/strata-llm/strata/generated/tiny-k512"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/artifact"
 )
 
-var generatedModels = []string{"q4-a", "qwen3-next-80b-a3b", "qwen38-flash-next", "tiny-a", "tiny-k512"}
+var generatedModels = []string{"q4-a", "qwen3-next-80b-a3b", "qwen38-flash-next", "tiny-a", "tiny-go", "tiny-k512"}
 
 func TestRegistry(t *testing.T) {
 	if got := artifact.Names(); !slices.Equal(got, generatedModels) {

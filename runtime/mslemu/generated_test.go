@@ -18,6 +18,7 @@ import (
 	_ "github.com/strata-llm/strata/generated/qwen3-next-80b-a3b"
 	_ "github.com/strata-llm/strata/generated/qwen38-flash-next"
 	_ "github.com/strata-llm/strata/generated/tiny-a"
+	_ "github.com/strata-llm/strata/generated/tiny-go"
 	_ "github.com/strata-llm/strata/generated/tiny-k512"
 )
 
@@ -28,7 +29,7 @@ import (
 func TestGeneratedModelsBuild(t *testing.T) {
 	requireClang(t)
 	names := artifact.Names()
-	if len(names) < 5 {
+	if len(names) < 6 {
 		t.Fatalf("registered models %v", names)
 	}
 	for _, name := range names {
