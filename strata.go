@@ -15,6 +15,7 @@ import (
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/cuda"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
@@ -68,6 +69,8 @@ type HFOptions struct {
 	CopyWeights bool
 	// Metal tunes the metal backends (ICB replay, keep-alive, guards).
 	Metal metal.Options
+	// CUDA tunes the cuda backend (streams, schedule, CUDA-graph replay).
+	CUDA cuda.Options
 }
 
 // Loaded is a model ready to run, with what it was built from.

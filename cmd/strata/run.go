@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/runtime/cuda"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
@@ -62,9 +63,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
 	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts instead of loading them all (0: all resident)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
-	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon) or metal-emu (the metal backend's command stream, run by the MSL emulator)")
+	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon), metal-emu (the metal backend's command stream, run by the MSL emulator) or cuda (the generated MSL on an NVIDIA GPU through a CUDA prelude; Linux with libcuda and NVRTC)")
 	copyWeights := fs.Bool("copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
-	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them")
+	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them (with --backend cuda: into CUDA graphs)")
 	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
 	if err := parseFlags(fs, args); err != nil {
@@ -90,6 +91,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("--sanitize is %q: expected thread or address, with --backend mslemu", *sanitize)
 	}
 	onMetal := *backend == strata.BackendMetal || *backend == strata.BackendMetalEmu
+	if *icb && *backend == strata.BackendCUDA {
+		onMetal = *keepAlive == 0
+	}
 	if (*icb || *keepAlive != 0) && !onMetal {
 		return usagef("--icb and --keepalive apply to --backend metal (or metal-emu), not %s", *backend)
 	}
@@ -126,7 +130,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights}
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CUDA: cuda.Options{Replay: *icb}, CopyWeights: *copyWeights}
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
