@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -78,6 +79,62 @@ func TestCUDABackendOracles(t *testing.T) {
 					b.Info(), w1, w2, prompt, n, b.Compiled, b.CompileIn.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 			})
 		}
+	}
+}
+
+// TestCUDAPreludeQuantKernels: every quantized storage format's kernels
+// (the models TestMSLEmuQuantKernels builds) compile through the CUDA
+// prelude with NVRTC for sm_90; no GPU needed, only libnvrtc (CI has none
+// and skips).
+func TestCUDAPreludeQuantKernels(t *testing.T) {
+	if _, _, err := cuda.NVRTCVersion(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	_, _, am := quantKernelModels(t)
+	n, err := cuda.CompileAll(am, 9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kernels of %d formats compiled", n, len(quantFormats()))
+}
+
+// TestCUDAQuantGGUF: the oracles converted to GGUF with quantized plans
+// (every format among them) give on the GPU the cpu backend's logits
+// within the tolerance mslemu is held to, and its greedy tokens.
+func TestCUDAQuantGGUF(t *testing.T) {
+	requireCUDA(t)
+	const prompt, steps = 16, 8
+	for _, tc := range quantGGUFCases {
+		t.Run(tc.oracle+"/"+tc.plan, func(t *testing.T) {
+			path, _ := convertOracle(t, tc.oracle, tc.plan, t.TempDir())
+			ref := ref0(t, tc.oracle)
+			opt := HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)}
+			onCPU := openGGUF(t, path, GGUFOptions{HFOptions: opt})
+			gopt := cudaOptions(t, false)
+			gopt.AllLogits, gopt.PrefillRows = true, len(ref.tokens)
+			gpu := openGGUF(t, path, GGUFOptions{HFOptions: gopt})
+			worst := 0.0
+			want := runLogits(t, onCPU, ref.tokens, len(ref.tokens))
+			got := runLogits(t, gpu, ref.tokens, len(ref.tokens))
+			for i := range want {
+				if e := relL2(got[i], want[i]); !(e <= quantLogitsTol) {
+					t.Errorf("prefill position %d: relative L2 %.3g between cuda and cpu > %.0e", i, e, quantLogitsTol)
+				} else {
+					worst = math.Max(worst, e)
+				}
+			}
+			decode := func(l *Loaded) []int {
+				toks, err := l.Model.NewSession().Generate(ref.tokens[:prompt], steps, engine.GenerateOptions{PrefillRows: prompt})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return toks
+			}
+			if a, b := decode(gpu), decode(onCPU); !slices.Equal(a, b) {
+				t.Errorf("greedy tokens %v on cuda, %v on cpu", a, b)
+			}
+			t.Logf("worst prefill relative L2 vs cpu %.3g; %d greedy tokens equal", worst, steps)
+		})
 	}
 }
 

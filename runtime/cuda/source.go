@@ -199,3 +199,60 @@ func isIdent(s string) bool {
 	}
 	return true
 }
+
+// CompileAll compiles one pipeline of every kernel of m (the first
+// m.Pipelines lists for it) with NVRTC for compute capability major.minor,
+// no GPU needed, and returns how many kernels it compiled. Where libnvrtc
+// is installed this checks the prelude against a model's kernels.metal.
+func CompileAll(m *artifact.Model, major, minor int) (int, error) {
+	n, err := loadNVRTC()
+	if err != nil {
+		return 0, err
+	}
+	src, err := m.Source()
+	if err != nil {
+		return 0, err
+	}
+	prelude, err := Prelude()
+	if err != nil {
+		return 0, err
+	}
+	headers := map[string][]byte{"kernels.metal": SharedDeclarations(src), "metal_stdlib": prelude}
+	done := map[string]bool{}
+	for _, p := range m.Pipelines {
+		if done[p.Kernel] {
+			continue
+		}
+		done[p.Kernel] = true
+		k, ok := m.Kernel(p.Kernel)
+		if !ok {
+			return 0, fmt.Errorf("model %s: pipeline of unknown kernel %s", m.Name, p.Kernel)
+		}
+		values := map[int]int64{}
+		for _, v := range pipelineOf(p, k).Values {
+			values[v.Index] = v.Value
+		}
+		unit, err := pipelineSource(m, k, values, 256)
+		if err != nil {
+			return 0, err
+		}
+		bin, _, err := n.Compile(unit, k.Name+".cu", headers, compileOptions(major, minor))
+		if err != nil {
+			return 0, fmt.Errorf("model %s, pipeline %s: %w", m.Name, p.Key(), err)
+		}
+		if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
+			return 0, fmt.Errorf("model %s, kernel %s: NVRTC gave no ELF cubin", m.Name, k.Name)
+		}
+	}
+	return len(done), nil
+}
+
+// NVRTCVersion is the loaded libnvrtc's version, or why none loads.
+func NVRTCVersion() (major, minor int, err error) {
+	n, err := loadNVRTC()
+	if err != nil {
+		return 0, 0, err
+	}
+	major, minor = n.Version()
+	return major, minor, nil
+}

@@ -1,8 +1,6 @@
 package cuda
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 
 	_ "github.com/strata-llm/strata/generated/q4-a"
@@ -38,56 +36,23 @@ kernel void k() {
 
 // TestGeneratedPipelinesCompile: with libnvrtc present (STRATA_NVRTC names
 // it; CI has none and skips), one pipeline of every kernel of every
-// generated model compiles through the prelude for sm_90, and none needs
-// more threadgroup memory than an Apple GPU has (checked on the device at
-// load; here the source is only compiled).
+// generated model compiles through the prelude for sm_90 (no GPU needed;
+// the threadgroup-memory limit is checked when a GPU loads them).
 func TestGeneratedPipelinesCompile(t *testing.T) {
-	n, err := loadNVRTC()
+	major, minor, err := NVRTCVersion()
 	if err != nil {
 		t.Skipf("no NVRTC: %v", err)
 	}
-	major, minor := n.Version()
-	t.Logf("NVRTC %d.%d (%s)", major, minor, n.path)
+	t.Logf("NVRTC %d.%d", major, minor)
 	for _, name := range artifact.Names() {
 		m, err := artifact.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		src, err := m.Source()
+		n, err := CompileAll(m, 9, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		prelude, err := Prelude()
-		if err != nil {
-			t.Fatal(err)
-		}
-		headers := map[string][]byte{"kernels.metal": SharedDeclarations(src), "metal_stdlib": prelude}
-		done := map[string]bool{}
-		for _, p := range m.Pipelines {
-			if done[p.Kernel] || testing.Short() && len(done) > 2 {
-				continue
-			}
-			done[p.Kernel] = true
-			k, _ := m.Kernel(p.Kernel)
-			values := map[int]int64{}
-			for _, v := range p.Values {
-				values[v.Index] = v.Value
-			}
-			unit, err := pipelineSource(m, k, values, 256)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bin, log, err := n.Compile(unit, "pipeline.cu", headers, compileOptions(9, 0))
-			if err != nil {
-				t.Fatalf("%s %s: %v", name, p.Key(), err)
-			}
-			if strings.TrimSpace(log) != "" {
-				t.Logf("%s %s: %s", name, p.Kernel, log)
-			}
-			if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
-				t.Fatalf("%s %s: not an ELF cubin", name, p.Kernel)
-			}
-		}
-		t.Logf("%s: %d kernels compiled", name, len(done))
+		t.Logf("%s: %d kernels compiled", name, n)
 	}
 }

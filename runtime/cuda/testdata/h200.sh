@@ -40,10 +40,11 @@ for s in "$@"; do
 	oracles) step oracles 300 $t -test.run 'TestCUDABackendOracles' -test.v -test.timeout 290s ;;
 	streaming) step streaming 200 $t -test.run 'TestCUDABackendStreaming' -test.v -test.timeout 190s ;;
 	barriers) step barriers 300 $t -test.run 'TestCUDABarrierSoundness' -test.v -test.timeout 290s ;;
-	memcheck) step memcheck 300 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/(tiny-a|q4-a)/direct' -test.v ;;
-	racecheck) step racecheck 300 compute-sanitizer --tool racecheck --racecheck-report all $t -test.run 'TestCUDABackendOracles/(tiny-a|q4-a)/direct' -test.v ;;
-	synth) step synth 240 /tmp/sb/strata synth --model qwen38-flash-next --layers 4 --no-mtp --quant experts=q4_k -o /dev/shm/synth.gguf ;;
-	timings) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf STRATA_CUDA_OUT=$out/timings.md step timings 400 $t -test.run 'TestCUDATimings' -test.v -test.timeout 390s ;;
+	memcheck) step memcheck 150 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/tiny-a/direct' -test.v ;;
+	racecheck) step racecheck 150 compute-sanitizer --tool racecheck --racecheck-report all $t -test.run 'TestCUDABackendOracles/(tiny-a|q4-a)/direct' -test.v ;;
+	synth) step synth 150 /tmp/sb/strata synth --model qwen38-flash-next --layers 4 --no-mtp --quant experts=q4_k -o /dev/shm/synth.gguf ;;
+	timings) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf STRATA_CUDA_OUT=$out/timings.md step timings 240 $t -test.run 'TestCUDATimings' -test.v -test.timeout 235s ;;
+	quant) step quant 110 $t -test.run 'TestCUDAQuantGGUF' -test.v -test.timeout 105s ;;
 	*) echo "unknown step $s" >&2 ;;
 	esac
 done
