@@ -31,6 +31,9 @@ of an Apple-silicon Mac), and prints the generated ids on one line,
 space-separated. --backend metal-emu runs the metal backend itself (command
 buffers, pipelines, bindings, ICB replay, host points) against a recording
 device whose "GPU" is the lane emulator: the Mac's code path, checked here.
+--backend cuda runs the same generated MSL on an NVIDIA GPU through a CUDA
+prelude (Linux with the driver and NVRTC; each barrier group's dispatches on
+several streams; --icb replays each window from CUDA graphs).
 
 With --spec, a decode window also carries drafts (from the model's MTP head
 when it has one, and from a suffix matcher over the prompt and output); only

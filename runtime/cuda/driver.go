@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -167,7 +166,7 @@ func openDriver() (*driver, error) {
 		}
 		return d, nil
 	}
-	return nil, fmt.Errorf("cuda: no libcuda (no NVIDIA driver here; STRATA_LIBCUDA names one): %w", errors.Join(errs...))
+	return nil, fmt.Errorf("cuda: no libcuda loads (tried %s; STRATA_LIBCUDA names one): no NVIDIA driver here (first: %w)", strings.Join(names, ", "), errs[0])
 }
 
 // check turns a CUresult into an error naming the call.

@@ -1,12 +1,11 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/ebitengine/purego"
 )
@@ -70,7 +69,7 @@ func openNVRTC() (*nvrtc, error) {
 		}
 		return n, nil
 	}
-	return nil, fmt.Errorf("cuda: no libnvrtc (set STRATA_NVRTC to its path): %w", errors.Join(errs...))
+	return nil, fmt.Errorf("cuda: no libnvrtc loads (tried %s; STRATA_NVRTC names one; first: %w)", strings.Join(names, ", "), errs[0])
 }
 
 // Version is NVRTC's major and minor version.
@@ -142,5 +141,3 @@ func compileOptions(major, minor int) []string {
 		"-w",
 	}
 }
-
-var _ = unsafe.Pointer(nil)

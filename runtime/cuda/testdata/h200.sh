@@ -45,6 +45,20 @@ for s in "$@"; do
 	synth) step synth 150 /tmp/sb/strata synth --model qwen38-flash-next --layers 4 --no-mtp --quant experts=q4_k -o /dev/shm/synth.gguf ;;
 	timings) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf STRATA_CUDA_OUT=$out/timings.md step timings 240 $t -test.run 'TestCUDATimings' -test.v -test.timeout 235s ;;
 	quant) step quant 110 $t -test.run 'TestCUDAQuantGGUF' -test.v -test.timeout 105s ;;
+	memcheck-q4) step memcheck-q4 260 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/q4-a/direct' -test.v ;;
+	cli)
+		{
+			for b in cpu cuda "cuda --icb"; do
+				echo "--- strata run --backend $b --hf testdata/oracles/q4-a --tokens 1,2,3,4,5 -n 12"
+				/tmp/sb/strata run --backend $b --hf testdata/oracles/q4-a --tokens 1,2,3,4,5 -n 12
+			done
+			for b in cuda "cuda --icb"; do
+				echo "--- strata run --backend $b --gguf /dev/shm/synth.gguf --tokens 1,2,3,4,5 -n 16"
+				/tmp/sb/strata run --backend $b --gguf /dev/shm/synth.gguf --tokens 1,2,3,4,5 -n 16
+			done
+		} >"$out/cli.log" 2>&1
+		cat "$out/cli.log" >>"$out/summary.log"
+		;;
 	*) echo "unknown step $s" >&2 ;;
 	esac
 done
