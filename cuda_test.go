@@ -98,6 +98,22 @@ func TestCUDAPreludeQuantKernels(t *testing.T) {
 	t.Logf("%d kernels of %d formats compiled", n, len(quantFormats()))
 }
 
+// TestCUDAClangChecksQuantKernels: the same kernels, every quantized
+// format, type-checked through the prelude by clang's CUDA mode: what CI
+// runs in place of NVRTC (no CUDA toolkit needed).
+func TestCUDAClangChecksQuantKernels(t *testing.T) {
+	clang := cuda.FindClang()
+	if clang == "" {
+		t.Skip("no clang")
+	}
+	_, _, am := quantKernelModels(t)
+	n, err := cuda.ClangCheck(am, clang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kernels of %d formats type-checked", n, len(quantFormats()))
+}
+
 // TestCUDAQuantGGUF: the oracles converted to GGUF with quantized plans
 // (every format among them) give on the GPU the cpu backend's logits
 // within the tolerance mslemu is held to, and its greedy tokens.

@@ -100,16 +100,28 @@ func isIdentByte(c byte) bool {
 // every function constant kernels.metal declares (the pipeline's, a poison
 // value for an unset required one, an optional one marked undefined), then
 // kernels.metal (which includes the prelude), then the __global__ wrapper
-// of kernel k, written from its metadata: a parameter per buffer slot, typed
-// as the metadata says, and the argument struct by value. maxThreads bounds
-// the threadgroups it is launched with (__launch_bounds__).
+// of kernel k. maxThreads bounds the threadgroups it is launched with
+// (__launch_bounds__).
 func pipelineSource(m *artifact.Model, k *artifact.Kernel, values map[int]int64, maxThreads int) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// Pipeline %s of model %s, written by runtime/cuda from its kernel metadata.\n", k.Name, m.Name)
+	if err := writeConstants(&b, m, values); err != nil {
+		return nil, err
+	}
+	b.WriteString("#include \"kernels.metal\"\n\n")
+	if err := writeWrapper(&b, m, k, entryName, maxThreads); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// writeConstants defines every function constant's value macro and its
+// defined flag.
+func writeConstants(b *bytes.Buffer, m *artifact.Model, values map[int]int64) error {
 	for _, c := range m.Constants {
 		ident, _ := constIdent(c)
 		if !isIdent(ident) {
-			return nil, fmt.Errorf("model %s: function constant %q of family %q", m.Name, c.Name, c.Family)
+			return fmt.Errorf("model %s: function constant %q of family %q", m.Name, c.Name, c.Family)
 		}
 		v, given := values[c.Index]
 		val := "0xdeadbeefu"
@@ -120,32 +132,38 @@ func pipelineSource(m *artifact.Model, k *artifact.Kernel, values map[int]int64,
 			switch c.Type {
 			case artifact.UInt:
 				if v < 0 || v > 1<<32-1 {
-					return nil, fmt.Errorf("function constant %s = %d does not fit a uint", c.Name, v)
+					return fmt.Errorf("function constant %s = %d does not fit a uint", c.Name, v)
 				}
 				val = fmt.Sprintf("%du", v)
 			case artifact.Bool:
 				if v != 0 && v != 1 {
-					return nil, fmt.Errorf("function constant %s = %d is not a bool", c.Name, v)
+					return fmt.Errorf("function constant %s = %d is not a bool", c.Name, v)
 				}
 				val = fmt.Sprint(v == 1)
 			default:
-				return nil, fmt.Errorf("function constant %s has type %q", c.Name, c.Type)
+				return fmt.Errorf("function constant %s has type %q", c.Name, c.Type)
 			}
 		}
 		def := 0
 		if given {
 			def = 1
 		}
-		fmt.Fprintf(&b, "#define __STRATA_FC_%d %s\n#define __STRATA_FCDEF_%s %d\n", c.Index, val, ident, def)
+		fmt.Fprintf(b, "#define __STRATA_FC_%d %s\n#define __STRATA_FCDEF_%s %d\n", c.Index, val, ident, def)
 	}
-	b.WriteString("#include \"kernels.metal\"\n\n")
+	return nil
+}
+
+// writeWrapper writes kernel k's __global__ wrapper, from its metadata: a
+// parameter per buffer slot, typed as the metadata says (const where the
+// kernel only reads), and the argument struct by value.
+func writeWrapper(b *bytes.Buffer, m *artifact.Model, k *artifact.Kernel, name string, maxThreads int) error {
 	var params, args []string
 	for slot, buf := range k.Buffers {
 		if buf.Slot != slot {
-			return nil, fmt.Errorf("model %s: kernel %s binds %s at slot %d, expected %d", m.Name, k.Name, buf.Name, buf.Slot, slot)
+			return fmt.Errorf("model %s: kernel %s binds %s at slot %d, expected %d", m.Name, k.Name, buf.Name, buf.Slot, slot)
 		}
 		if !isIdent(buf.Type) {
-			return nil, fmt.Errorf("model %s: kernel %s binds %s of type %q", m.Name, k.Name, buf.Name, buf.Type)
+			return fmt.Errorf("model %s: kernel %s binds %s of type %q", m.Name, k.Name, buf.Name, buf.Type)
 		}
 		qual := ""
 		switch {
@@ -153,27 +171,27 @@ func pipelineSource(m *artifact.Model, k *artifact.Kernel, values map[int]int64,
 			qual = "const "
 		case buf.Space == "device":
 		default:
-			return nil, fmt.Errorf("model %s: kernel %s binds %s in address space %q", m.Name, k.Name, buf.Name, buf.Space)
+			return fmt.Errorf("model %s: kernel %s binds %s in address space %q", m.Name, k.Name, buf.Name, buf.Space)
 		}
 		params = append(params, fmt.Sprintf("%s%s *b%d", qual, buf.Type, slot))
 		args = append(args, fmt.Sprintf("b%d", slot))
 	}
 	if k.ArgsSlot >= 0 {
 		if k.ArgsSlot != len(k.Buffers) || k.ArgsSize <= 0 {
-			return nil, fmt.Errorf("model %s: kernel %s has its argument struct (%d bytes) at slot %d after %d buffers", m.Name, k.Name, k.ArgsSize, k.ArgsSlot, len(k.Buffers))
+			return fmt.Errorf("model %s: kernel %s has its argument struct (%d bytes) at slot %d after %d buffers", m.Name, k.Name, k.ArgsSize, k.ArgsSlot, len(k.Buffers))
 		}
 		params = append(params, fmt.Sprintf("__strata_args<%d> a", k.ArgsSize))
 		args = append(args, fmt.Sprintf("__strata_args_ref<%d>{a.b}", k.ArgsSize))
 	}
 	args = append(args, "__STRATA_BUILTINS")
 	if !isIdent(k.Name) {
-		return nil, fmt.Errorf("model %s: kernel name %q is not an identifier", m.Name, k.Name)
+		return fmt.Errorf("model %s: kernel name %q is not an identifier", m.Name, k.Name)
 	}
 	if maxThreads < 1 || maxThreads > 1024 {
-		return nil, fmt.Errorf("kernel %s: %d threads per threadgroup", k.Name, maxThreads)
+		return fmt.Errorf("kernel %s: %d threads per threadgroup", k.Name, maxThreads)
 	}
-	fmt.Fprintf(&b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n    %s(%s);\n}\n", maxThreads, entryName, strings.Join(params, ", "), k.Name, strings.Join(args, ", "))
-	return b.Bytes(), nil
+	fmt.Fprintf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n    %s(%s);\n}\n", maxThreads, name, strings.Join(params, ", "), k.Name, strings.Join(args, ", "))
+	return nil
 }
 
 // entryName is every pipeline's __global__ function.

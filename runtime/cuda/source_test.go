@@ -56,3 +56,24 @@ func TestGeneratedPipelinesCompile(t *testing.T) {
 		t.Logf("%s: %d kernels compiled", name, n)
 	}
 }
+
+// TestClangChecksPrelude: without NVRTC or a GPU, clang's CUDA mode
+// type-checks every generated model's kernels.metal through the prelude,
+// each kernel wrapped from its metadata (skipped where no clang is found).
+func TestClangChecksPrelude(t *testing.T) {
+	clang := FindClang()
+	if clang == "" {
+		t.Skip("no clang")
+	}
+	for _, name := range artifact.Names() {
+		m, err := artifact.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := ClangCheck(m, clang)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d kernels type-checked", name, n)
+	}
+}
