@@ -42,10 +42,13 @@ for s in "$@"; do
 	barriers) step barriers 300 $t -test.run 'TestCUDABarrierSoundness' -test.v -test.timeout 290s ;;
 	memcheck) step memcheck 150 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/tiny-a/direct' -test.v ;;
 	racecheck) step racecheck 150 compute-sanitizer --tool racecheck --racecheck-report all $t -test.run 'TestCUDABackendOracles/(tiny-a|q4-a)/direct' -test.v ;;
-	synth) step synth 150 /tmp/sb/strata synth --model qwen38-flash-next --layers 4 --no-mtp --quant experts=q4_k -o /dev/shm/synth.gguf ;;
+	synth) step synth 60 /tmp/sb/strata synth --model qwen38-flash-next --layers 4 --no-mtp --quant experts=q4_k -o /dev/shm/synth.gguf ;;
 	timings) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf STRATA_CUDA_OUT=$out/timings.md step timings 240 $t -test.run 'TestCUDATimings' -test.v -test.timeout 235s ;;
 	quant) step quant 110 $t -test.run 'TestCUDAQuantGGUF' -test.v -test.timeout 105s ;;
 	memcheck-q4) step memcheck-q4 260 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/q4-a/direct' -test.v ;;
+	memcheck-run-q4) step memcheck-run-q4 150 compute-sanitizer --tool memcheck --leak-check no /tmp/sb/strata run --backend cuda --hf testdata/oracles/q4-a --tokens 1,2,3,4,5 -n 3 ;;
+	memcheck-run-synth) step memcheck-run-synth 130 compute-sanitizer --tool memcheck --leak-check no /tmp/sb/strata run --backend cuda --gguf /dev/shm/synth.gguf --tokens 1,2,3,4,5 -n 2 ;;
+	racecheck-run-synth) step racecheck-run-synth 130 compute-sanitizer --tool racecheck --racecheck-report all /tmp/sb/strata run --backend cuda --gguf /dev/shm/synth.gguf --tokens 1,2,3,4,5 -n 2 ;;
 	cli)
 		{
 			for b in cpu cuda "cuda --icb"; do
