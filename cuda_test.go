@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/cuda"
 	"github.com/strata-llm/strata/runtime/engine"
 )
@@ -435,8 +436,12 @@ func movedBytes(p *cuda.Program, g *graph.Graph, i int, kinds map[string]string)
 // from one saved state, scratch poisoned, the concurrent and reversed
 // schedules give the serial run's logits and state bit for bit, and
 // deleting each placed barrier in turn (a sample of STRATA_CUDA_BARRIERS
-// if set) changes them under the reversed one. The window rewrites the
-// same cache rows every run, so the cache needs no restoring.
+// if set; only those before the families STRATA_CUDA_FAMILIES lists, if
+// set) changes them under the reversed one. The window rewrites the same
+// cache rows every run, so the cache needs no restoring; with
+// STRATA_CUDA_POS the window sits at that position over a cache filled
+// with fixed noise (restored before every run), so sparse attention's
+// indexer has more blocks than its top-k to choose from.
 func TestCUDASynthBarrierSoundness(t *testing.T) {
 	path := os.Getenv("STRATA_CUDA_SYNTH")
 	if path == "" {
@@ -462,14 +467,33 @@ func TestCUDASynthBarrierSoundness(t *testing.T) {
 		t.Fatal("no T=4 trunk program")
 	}
 	g, mem := prog.Graph, prog.Memory()
-	writeWindowParams(t, prog, g)
+	pos := 16
+	if v := os.Getenv("STRATA_CUDA_POS"); v != "" {
+		fmt.Sscan(v, &pos)
+		rng := uint32(12345)
+		for _, buf := range g.Buffers {
+			if buf.Kind != graph.KindCache {
+				continue
+			}
+			f := buffers.Float32s(mem.Buffer(buf.Name))
+			for i := range f {
+				rng = rng*1664525 + 1013904223
+				f[i] = float32(int32(rng>>8)-1<<23) / float32(1<<23)
+			}
+		}
+	}
+	writeWindowParamsAt(t, prog, g, pos)
 	state := mem.Snapshot(graph.KindState, nil)
+	cache := mem.Snapshot(graph.KindCache, nil)
 	out, err := g.Output(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := func(s cuda.Schedule) []byte {
 		mem.Restore(state)
+		if os.Getenv("STRATA_CUDA_POS") != "" {
+			mem.Restore(cache)
+		}
 		mem.Poison(graph.KindScratch)
 		b.SetMode(s, false)
 		if err := prog.Run(); err != nil {
@@ -502,6 +526,15 @@ func TestCUDASynthBarrierSoundness(t *testing.T) {
 		fmt.Sscan(v, &limit)
 	}
 	barriers := prog.Barriers()
+	if fams := os.Getenv("STRATA_CUDA_FAMILIES"); fams != "" {
+		var keep []int
+		for _, i := range barriers {
+			if slices.Contains(strings.Split(fams, ","), g.Dispatches[i].Family) {
+				keep = append(keep, i)
+			}
+		}
+		barriers = keep
+	}
 	tried := barriers
 	if limit > 0 && limit < len(barriers) {
 		tried = nil
@@ -519,8 +552,8 @@ func TestCUDASynthBarrierSoundness(t *testing.T) {
 			silent = append(silent, fmt.Sprintf("%d:%s/L%d", i, d.Kernel, d.Layer))
 		}
 	}
-	t.Logf("%s T=4: %d dispatches, %d barriers placed, %d deleted one at a time (a sample spread over the window): the output changed for %d under the reversed schedule",
-		l.Config.Name, len(g.Dispatches), len(barriers), len(tried), len(tried)-len(silent))
+	t.Logf("%s T=4 at position %d: %d dispatches, %d barriers placed (of the families asked for), %d deleted one at a time: the output changed for %d under the reversed schedule",
+		l.Config.Name, pos, len(g.Dispatches), len(barriers), len(tried), len(tried)-len(silent))
 	if len(silent) > 0 {
 		t.Logf("unchanged: %s", strings.Join(silent, " "))
 	}
@@ -532,6 +565,11 @@ func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 // would: every row live, positions after a short context, real token ids.
 func writeWindowParams(t *testing.T, p *cuda.Program, g *graph.Graph) {
 	t.Helper()
+	writeWindowParamsAt(t, p, g, 16)
+}
+
+func writeWindowParamsAt(t *testing.T, p *cuda.Program, g *graph.Graph, pos int) {
+	t.Helper()
 	buf := p.Memory().Buffer("params")
 	put := func(name string, i int, v uint32) {
 		f, ok := g.Param(name)
@@ -541,7 +579,7 @@ func writeWindowParams(t *testing.T, p *cuda.Program, g *graph.Graph) {
 		binary.LittleEndian.PutUint32(buf[f.Offset+4*int64(i):], v)
 	}
 	put(graph.ParamRows, 0, uint32(g.Rows))
-	put(graph.ParamPos, 0, 16)
+	put(graph.ParamPos, 0, uint32(pos))
 	for i := 0; i < g.Rows; i++ {
 		put(graph.ParamTokens, i, uint32(100+7*i))
 	}

@@ -45,6 +45,7 @@ for s in "$@"; do
 	synth) step synth 60 /tmp/sb/strata synth --model qwen38-flash-next --layers 4 --no-mtp --quant experts=q4_k -o /dev/shm/synth.gguf ;;
 	timings) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf STRATA_CUDA_OUT=$out/timings.md step timings 240 $t -test.run 'TestCUDATimings' -test.v -test.timeout 235s ;;
 	synth-barriers) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf step synth-barriers 200 $t -test.run 'TestCUDASynthBarrierSoundness' -test.v -test.timeout 195s ;;
+	synth-barriers-long) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf STRATA_CUDA_POS=3000 STRATA_CUDA_FAMILIES=index_prep,index_pool,index_select,attention step synth-barriers-long 150 $t -test.run 'TestCUDASynthBarrierSoundness' -test.v -test.timeout 145s ;;
 	quant) step quant 110 $t -test.run 'TestCUDAQuantGGUF' -test.v -test.timeout 105s ;;
 	memcheck-q4) step memcheck-q4 260 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/q4-a/direct' -test.v ;;
 	memcheck-run-q4) step memcheck-run-q4 150 compute-sanitizer --tool memcheck --leak-check no /tmp/sb/strata run --backend cuda --hf testdata/oracles/q4-a --tokens 1,2,3,4,5 -n 3 ;;
