@@ -441,7 +441,8 @@ func movedBytes(p *cuda.Program, g *graph.Graph, i int, kinds map[string]string)
 // cache rows every run, so the cache needs no restoring; with
 // STRATA_CUDA_POS the window sits at that position over a cache filled
 // with fixed noise (restored before every run), so sparse attention's
-// indexer has more blocks than its top-k to choose from.
+// indexer has more blocks than its top-k to choose from, and the cache the
+// window leaves is compared too.
 func TestCUDASynthBarrierSoundness(t *testing.T) {
 	path := os.Getenv("STRATA_CUDA_SYNTH")
 	if path == "" {
@@ -504,14 +505,20 @@ func TestCUDASynthBarrierSoundness(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := append([]byte(nil), logits...)
-		snap := mem.Snapshot(graph.KindState, nil)
-		names := make([]string, 0, len(snap))
-		for k := range snap {
-			names = append(names, k)
+		kinds := []string{graph.KindState}
+		if os.Getenv("STRATA_CUDA_POS") != "" {
+			kinds = append(kinds, graph.KindCache) // what the next window reads
 		}
-		sort.Strings(names)
-		for _, k := range names {
-			res = append(res, snap[k]...)
+		for _, kind := range kinds {
+			snap := mem.Snapshot(kind, nil)
+			names := make([]string, 0, len(snap))
+			for k := range snap {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				res = append(res, snap[k]...)
+			}
 		}
 		return res
 	}
