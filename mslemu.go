@@ -31,7 +31,7 @@ const (
 )
 
 // Backends lists the backend names, default first.
-var Backends = []string{BackendCPU, BackendMSLEmu, BackendMetal, BackendMetalEmu}
+var Backends = []string{BackendCPU, BackendMSLEmu, BackendMetal, BackendMetalEmu, BackendCUDA}
 
 // backend is the engine backend opt asks for, for the graphs of model c.
 // mslemu needs the kernels of exactly these graphs (their shapes and
@@ -69,6 +69,8 @@ func (opt HFOptions) backend(c *models.Config, graphs []*graph.Graph) (engine.Ba
 			return nil, err
 		}
 		return b.Engine(), nil
+	case BackendCUDA:
+		return cudaBackend(c, graphs, opt.CUDA)
 	}
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", opt.Backend, Backends)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/cuda"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
@@ -91,6 +92,8 @@ type HFOptions struct {
 	// Threads overrides the config's runtime.threads (> 0): the goroutines
 	// each cpu kernel splits its work into (see cpu.SetThreads).
 	Threads int
+	// CUDA tunes the cuda backend (streams, schedule, CUDA-graph replay).
+	CUDA cuda.Options
 }
 
 // Loaded is a model ready to run, with what it was built from.

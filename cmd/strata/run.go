@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/cuda"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
@@ -31,6 +32,9 @@ of an Apple-silicon Mac), and prints the generated ids on one line,
 space-separated. --backend metal-emu runs the metal backend itself (command
 buffers, pipelines, bindings, ICB replay, host points) against a recording
 device whose "GPU" is the lane emulator: the Mac's code path, checked here.
+--backend cuda runs the same generated MSL on an NVIDIA GPU through a CUDA
+prelude (Linux with the driver and NVRTC; each barrier group's dispatches on
+several streams; --icb replays each window from CUDA graphs).
 
 Decoding is greedy unless --temperature is given; then the sampling chain runs
 the penalties, --top-k, --top-p, --min-p and the temperature, in llama.cpp's
@@ -81,9 +85,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
 	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts, for tests (0: --arena-gb, or sized from the available memory)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
-	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon) or metal-emu (the metal backend's command stream, run by the MSL emulator)")
+	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon), metal-emu (the metal backend's command stream, run by the MSL emulator) or cuda (the generated MSL on an NVIDIA GPU through a CUDA prelude; Linux with libcuda and NVRTC)")
 	copyWeights := fs.Bool("copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
-	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them")
+	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them (with --backend cuda: into CUDA graphs)")
 	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
 	tf := addTextFlags(fs)
@@ -118,6 +122,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("--sanitize is %q: expected thread or address, with --backend mslemu", *sanitize)
 	}
 	onMetal := *backend == strata.BackendMetal || *backend == strata.BackendMetalEmu
+	if *icb && *backend == strata.BackendCUDA {
+		onMetal = *keepAlive == 0
+	}
 	if (*icb || *keepAlive != 0) && !onMetal {
 		return usagef("--icb and --keepalive apply to --backend metal (or metal-emu), not %s", *backend)
 	}
@@ -167,7 +174,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
 		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CopyWeights: *copyWeights, Threads: *threads,
+		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CUDA: cuda.Options{Replay: *icb}, CopyWeights: *copyWeights, Threads: *threads,
 		Warn: warner(stderr), AutoArena: *arena == 0 && *stf.arenaGB == 0, Note: noter(stderr)}
 	stf.apply(&opt)
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)

@@ -10,5 +10,5 @@ import "embed"
 
 // FS holds *.metal.tmpl, formats/*.metal.tmpl, check/metal_stdlib and emu/.
 //
-//go:embed *.metal.tmpl formats/*.metal.tmpl check/metal_stdlib emu/metal_stdlib emu/*.cpp
+//go:embed *.metal.tmpl formats/*.metal.tmpl check/metal_stdlib emu/metal_stdlib emu/*.cpp cuda/metal_stdlib cuda/clang_check.h
 var FS embed.FS
