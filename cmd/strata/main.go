@@ -25,7 +25,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"run": {"generate from a prompt of token ids or text (-p), or chat (--chat)", runCmd},
+	"run":   {"generate from a prompt of token ids or text (-p), or chat (--chat)", runCmd},
+	"serve": {"serve the model over HTTP with OpenAI's API (chat, completions, streaming)", serveCmd},
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
