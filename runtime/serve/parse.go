@@ -48,9 +48,11 @@ type replyParser struct {
 // newReplyParser starts in reasoning when the prompt opened the thinking
 // block itself (a template that ends the generation prompt with <think>).
 func newReplyParser(tools, inThink bool, newID func() string) *replyParser {
-	p := &replyParser{tools: tools, newID: newID, lead: true}
+	// The reply's own text is kept as written; only the whitespace around
+	// the blocks is Qwen's formatting.
+	p := &replyParser{tools: tools, newID: newID}
 	if inThink {
-		p.state = partReasoning
+		p.state, p.lead = partReasoning, true
 	}
 	return p
 }
