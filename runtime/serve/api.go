@@ -169,7 +169,7 @@ func decodeBody(r *http.Request, v any) *apiError {
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
 			Message: fmt.Sprintf("the request body is larger than the server's limit of %d bytes (--max-body)", big.Limit)}
 	case errors.As(err, &typ):
-		field := typ.Field
+		field := strings.TrimPrefix(typ.Field, "sampling.") // the embedded struct's name is not the API's
 		if field == "" {
 			return badRequest("", "", "the request body must be a JSON object, got a JSON %s", typ.Value)
 		}

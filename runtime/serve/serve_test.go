@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -244,4 +245,146 @@ func TestCompletionsStopString(t *testing.T) {
 	if text.String() != wantText || ev[len(ev)-1] != "[DONE]" {
 		t.Errorf("streamed %q, want %q", text.String(), wantText)
 	}
+}
+
+// TestErrors: bad requests get OpenAI's error object with the status, the
+// field named.
+func TestErrors(t *testing.T) {
+	ts, m := startReal(t, func(o *Options) { o.MaxBody = 4096 })
+	long := idsJSON(make([]int, m.l.Config.Runtime.ContextLength))
+	for _, c := range []struct {
+		path, body string
+		status     int
+		param      string
+		code       string
+	}{
+		{"/v1/chat/completions", `{"messages": [`, 400, "", "invalid_json"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "temperature": "hot"}`, 400, "temperature", "invalid_type"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "max_tokens": 1.5}`, 400, "max_tokens", "invalid_type"},
+		{"/v1/chat/completions", `{"messages": "hi"}`, 400, "messages", "invalid_type"},
+		{"/v1/chat/completions", `{}`, 400, "messages", "missing_field"},
+		{"/v1/chat/completions", `{"messages": [{"content":"hi"}]}`, 400, "messages[0].role", "invalid_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "messages[0].content[0]", "unsupported_value"},
+		{"/v1/chat/completions", `{"model":"gpt-4","messages": [{"role":"user","content":"hi"}]}`, 404, "model", "model_not_found"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "n": 2}`, 400, "n", "unsupported_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "top_p": 0}`, 400, "top_p", "invalid_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "stop": 3}`, 400, "stop", "invalid_type"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "response_format": {"type":"json_object"}}`, 400, "response_format", "unsupported_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "", ""},
+		{"/v1/completions", `{"prompt": ` + long + `}`, 400, "prompt", "context_length_exceeded"},
+		{"/v1/completions", `{"prompt": [1, 99999]}`, 400, "prompt", "invalid_value"},
+		{"/v1/completions", `{"prompt": ""}`, 400, "prompt", "invalid_value"},
+		{"/v1/completions", `{"prompt": "hi", "max_tokens": 0}`, 400, "max_tokens", "invalid_value"},
+		{"/v1/completions", `[1, 2]`, 400, "", ""},
+	} {
+		code, b, _ := post(t, ts.URL+c.path, c.body)
+		r := decode[chatReply](t, b)
+		if code != c.status || r.Error == nil || r.Error.Message == "" || r.Error.Type == "" {
+			t.Errorf("%.60s: status %d %s, want %d with an error object", c.body, code, b, c.status)
+			continue
+		}
+		if p := r.Error.Param; c.param != "" && (p == nil || *p != c.param) {
+			t.Errorf("%.60s: param %v, want %q (%s)", c.body, p, c.param, b)
+		}
+		if k := r.Error.Code; c.code != "" && (k == nil || *k != c.code) {
+			t.Errorf("%.60s: code %v, want %q (%s)", c.body, k, c.code, b)
+		}
+	}
+	resp, err := http.Get(ts.URL + "/v1/models/gpt-4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("unknown model: status %d", resp.StatusCode)
+	}
+	// The server still answers.
+	if code, b, _ := post(t, ts.URL+"/v1/completions", `{"prompt":"hi","max_tokens":2}`); code != 200 {
+		t.Errorf("after the errors: %d %s", code, b)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestModelsHealthMetrics: the model list, health, and the metrics counting
+// what was served.
+func TestModelsHealthMetrics(t *testing.T) {
+	ts, _ := startReal(t, nil)
+	code, b := get(t, ts.URL+"/v1/models")
+	var list struct {
+		Object string
+		Data   []modelObject
+	}
+	json.Unmarshal([]byte(b), &list)
+	if code != 200 || list.Object != "list" || len(list.Data) != 1 || list.Data[0].ID != "tiny" || list.Data[0].Object != "model" {
+		t.Errorf("models: %d %s", code, b)
+	}
+	if code, b := get(t, ts.URL+"/v1/models/tiny"); code != 200 || !strings.Contains(b, `"id":"tiny"`) {
+		t.Errorf("model: %d %s", code, b)
+	}
+	if code, b := get(t, ts.URL+"/health"); code != 200 || !strings.Contains(b, "ok") {
+		t.Errorf("health: %d %s", code, b)
+	}
+	_, b1, _ := post(t, ts.URL+"/v1/completions", `{"prompt":[1,2,3],"max_tokens":3,"ignore_eos":true}`)
+	r := decode[textReply](t, b1)
+	code, b = get(t, ts.URL+"/metrics")
+	for _, want := range []string{
+		`strata_requests_total{endpoint="/v1/completions",code="200"} 1`,
+		`strata_requests_total{endpoint="/v1/models",code="200"} 1`,
+		"strata_prompt_tokens_total 3\n",
+		"strata_generated_tokens_total " + strconv.Itoa(r.Usage.CompletionTokens) + "\n",
+		"strata_queue_depth 0\n",
+		"# TYPE strata_decode_tokens_per_second gauge",
+	} {
+		if !strings.Contains(b, want) {
+			t.Errorf("metrics lack %q:\n%s", want, b)
+		}
+	}
+}
+
+// TestPrefixReuse: a prompt that extends the kept session's tokens
+// prefills only the new ones and gets the reply a fresh session gives the
+// whole prompt; cached_tokens counts the reused ones; another prompt starts
+// over.
+func TestPrefixReuse(t *testing.T) {
+	ts, m := startReal(t, nil)
+	p1 := m.tm.Encode("first turn")
+	code, b, _ := post(t, ts.URL+"/v1/completions", `{"prompt":`+idsJSON(p1)+`,"max_tokens":6}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	out1 := m.greedy(t, p1, 6)
+	if len(out1) < 2 {
+		t.Skipf("the reply ended at once: %v", out1)
+	}
+	p2 := append(append(slices.Clone(p1), out1...), m.tm.Encode(" and the second")...)
+	check := func(prompt []int, cached int) {
+		t.Helper()
+		code, b, _ := post(t, ts.URL+"/v1/completions", `{"prompt":`+idsJSON(prompt)+`,"max_tokens":6}`)
+		if code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+		r := decode[textReply](t, b)
+		want := m.greedy(t, prompt, 6)
+		if r.Choices[0].Text != m.visible(want) || r.Usage.CompletionTokens != len(want) {
+			t.Errorf("reply %q (%d tokens), a fresh session makes %q (%d)", r.Choices[0].Text, r.Usage.CompletionTokens, m.visible(want), len(want))
+		}
+		if r.Usage.PromptTokens != len(prompt) || r.Usage.PromptTokensDetails.CachedTokens != cached {
+			t.Errorf("usage %+v, want %d prompt tokens, %d cached", *r.Usage, len(prompt), cached)
+		}
+	}
+	// greedy ran on the model's memory: the server's session is stale now,
+	// so the server must not be trusted to reuse it. Serve again to rebuild.
+	post(t, ts.URL+"/v1/completions", `{"prompt":`+idsJSON(p1)+`,"max_tokens":6}`)
+	check(p2, len(p1)+len(out1)-1)
+	check(m.tm.Encode("something else"), 0)
 }
