@@ -86,7 +86,10 @@ func TestQueueFull(t *testing.T) {
 	}
 	go send(1)
 	go send(2)
-	waitFor(t, func() bool { code, b := get(t, f.ts.URL+"/metrics"); return code == 200 && strings.Contains(b, "strata_queue_depth 2\n") })
+	waitFor(t, func() bool {
+		code, b := get(t, f.ts.URL+"/metrics")
+		return code == 200 && strings.Contains(b, "strata_queue_depth 2\n")
+	})
 	code, b, h := post(t, f.ts.URL+"/v1/completions", `{"prompt":"one too many"}`)
 	if code != 503 || h.Get("Retry-After") == "" || !strings.Contains(string(b), "queue_full") {
 		t.Errorf("beyond the queue: %d, Retry-After %q: %s", code, h.Get("Retry-After"), b)

@@ -42,13 +42,13 @@ func writeByteModel(dir string) error {
 	}
 	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
 	tok := map[string]any{
-		"added_tokens":  added,
-		"normalizer":    map[string]any{"type": "NFC"},
+		"added_tokens": added,
+		"normalizer":   map[string]any{"type": "NFC"},
 		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
 			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
 				"behavior": "Isolated", "invert": false}, bl}},
-		"decoder":       bl,
-		"model":         map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{}},
+		"decoder": bl,
+		"model":   map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{}},
 	}
 	data, _ := json.Marshal(tok)
 	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644); err != nil {

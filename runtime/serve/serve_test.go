@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/strata-llm/strata/runtime/chat"
@@ -387,4 +389,79 @@ func TestPrefixReuse(t *testing.T) {
 	post(t, ts.URL+"/v1/completions", `{"prompt":`+idsJSON(p1)+`,"max_tokens":6}`)
 	check(p2, len(p1)+len(out1)-1)
 	check(m.tm.Encode("something else"), 0)
+}
+
+// TestConcurrentLoad: 8 clients × 2 requests at once against a queue of 4:
+// each request completes with its own prompt's reply (the engine's, made
+// alone) or gets 503; none is lost or mixed into another.
+func TestConcurrentLoad(t *testing.T) {
+	m := loadReal(t)
+	const clients, each, n = 8, 2, 6
+	prompts := make([][]int, clients*each)
+	want := make([]string, len(prompts))
+	for i := range prompts {
+		prompts[i] = m.tm.Encode(fmt.Sprintf("request %d of the load test", i))
+		want[i] = m.visible(m.greedy(t, prompts[i], n))
+	}
+	ts, _ := startReal(t, func(o *Options) { o.Queue = 4 })
+	var wg sync.WaitGroup
+	codes := make([]int, len(prompts))
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range each {
+				i := c*each + k
+				body := fmt.Sprintf(`{"prompt":%s,"max_tokens":%d,"stream":%v}`, idsJSON(prompts[i]), n, i%2 == 0)
+				resp, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				codes[i] = resp.StatusCode
+				switch {
+				case resp.StatusCode == 503:
+					if resp.Header.Get("Retry-After") == "" {
+						t.Errorf("request %d: 503 without Retry-After", i)
+					}
+				case resp.StatusCode != 200:
+					t.Errorf("request %d: %d %s", i, resp.StatusCode, b)
+				case i%2 == 0:
+					var text strings.Builder
+					ev := events(t, b)
+					for _, e := range ev[:len(ev)-1] {
+						var c textReply
+						json.Unmarshal([]byte(e), &c)
+						text.WriteString(c.Choices[0].Text)
+					}
+					if text.String() != want[i] {
+						t.Errorf("request %d streamed %q, its reply is %q", i, text.String(), want[i])
+					}
+				default:
+					var r textReply
+					json.Unmarshal(b, &r)
+					if r.Choices[0].Text != want[i] || r.Usage.PromptTokens != len(prompts[i]) {
+						t.Errorf("request %d: %q (%d prompt tokens), its reply is %q (%d)", i, r.Choices[0].Text, r.Usage.PromptTokens, want[i], len(prompts[i]))
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, c := range codes {
+		if c == 200 {
+			ok++
+		}
+	}
+	t.Logf("%d of %d requests served, the others 503", ok, len(codes))
+	if ok < 5 { // the running one and the queue's 4 at least
+		t.Errorf("only %d requests served", ok)
+	}
+	_, b := get(t, ts.URL+"/metrics")
+	if want := fmt.Sprintf(`strata_requests_total{endpoint="/v1/completions",code="200"} %d`, ok); !strings.Contains(b, want) {
+		t.Errorf("metrics lack %q:\n%s", want, b)
+	}
 }
