@@ -103,7 +103,7 @@ func loadReal(t testing.TB) *realModel {
 			realErr = err
 			return
 		}
-		l, err := strata.OpenHF(d, strata.HFOptions{Context: 256})
+		l, err := strata.OpenHF(d, strata.HFOptions{Context: 1024})
 		if err != nil {
 			realErr = err
 			return
