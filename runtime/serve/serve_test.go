@@ -338,7 +338,7 @@ func TestModelsHealthMetrics(t *testing.T) {
 	}
 	_, b1, _ := post(t, ts.URL+"/v1/completions", `{"prompt":[1,2,3],"max_tokens":3,"ignore_eos":true}`)
 	r := decode[textReply](t, b1)
-	code, b = get(t, ts.URL+"/metrics")
+	_, b = get(t, ts.URL+"/metrics")
 	for _, want := range []string{
 		`strata_requests_total{endpoint="/v1/completions",code="200"} 1`,
 		`strata_requests_total{endpoint="/v1/models",code="200"} 1`,

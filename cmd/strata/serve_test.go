@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe to write and read from two goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestServeCommand: strata serve on a free port answers /health and a chat
+// completion on the real engine, and stops cleanly on its signal.
+func TestServeCommand(t *testing.T) {
+	dir := t.TempDir()
+	byteLevelTokenizer(t, dir)
+	ctx, stop := context.WithCancel(context.Background())
+	old := serveSignal
+	serveSignal = func() (context.Context, context.CancelFunc) { return ctx, stop }
+	defer func() { serveSignal = old }()
+	var stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"serve", "--hf", dir, "--port", "0", "--alias", "tiny", "--queue", "2"}, io.Discard, &stderr)
+	}()
+	addr := regexp.MustCompile(`on http://(\S+) `)
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(5 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(stderr.String()); m != nil {
+			url = "http://" + m[1]
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("strata serve ended with %d: %s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("strata serve did not start: %s", stderr.String())
+		}
+	}
+	resp, err := http.Get(url + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Post(url+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"completion_tokens":`) || !strings.Contains(string(b), `"model":"tiny"`) {
+		t.Errorf("chat: %d %s", resp.StatusCode, b)
+	}
+	stop()
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(stderr.String(), "strata: stopped") {
+			t.Errorf("status %d after the signal: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("strata serve did not stop")
+	}
+}
+
+func TestServeFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "give the model"},
+		{[]string{"--hf", "a", "--gguf", "b"}, "two models"},
+		{[]string{"--hf", tinyA, "--port", "70000"}, "--port"},
+		{[]string{"--hf", tinyA, "--queue", "-1"}, "--queue"},
+		{[]string{"--hf", tinyA, "--top-p", "0"}, "--top-p"},
+	} {
+		_, errOut, status := runStrata(t, append([]string{"serve"}, c.args...)...)
+		if status != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: status %d, %q; want a usage error naming %s", c.args, status, errOut, c.want)
+		}
+	}
+	// tiny-a has no tokenizer: the error says what to give.
+	_, errOut, status := runStrata(t, "serve", "--hf", tinyA, "--port", "0")
+	if status != 1 || !strings.Contains(errOut, "--tokenizer") {
+		t.Errorf("no tokenizer: status %d, %q", status, errOut)
+	}
+}
