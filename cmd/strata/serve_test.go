@@ -42,7 +42,7 @@ func TestServeCommand(t *testing.T) {
 	var stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"serve", "--hf", dir, "--port", "0", "--alias", "tiny", "--queue", "2"}, io.Discard, &stderr)
+		done <- run([]string{"serve", "--hf", dir, "--port", "0", "--alias", "tiny", "--queue", "2", "--ignore-eos"}, io.Discard, &stderr)
 	}()
 	addr := regexp.MustCompile(`on http://(\S+) `)
 	var url string
@@ -74,7 +74,40 @@ func TestServeCommand(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"completion_tokens":`) || !strings.Contains(string(b), `"model":"tiny"`) {
 		t.Errorf("chat: %d %s", resp.StatusCode, b)
 	}
+	// A request running when the signal comes is finished before the exit.
+	type reply struct {
+		code int
+		body string
+	}
+	inflight := make(chan reply, 1)
+	go func() {
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"long","max_tokens":300}`))
+		if err != nil {
+			inflight <- reply{0, err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		inflight <- reply{resp.StatusCode, string(b)}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "strata_busy 1\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long request did not start")
+		}
+	}
 	stop()
+	if r := <-inflight; r.code != 200 || !strings.Contains(r.body, `"completion_tokens":300`) {
+		t.Errorf("the request in flight at the signal: %d %s", r.code, r.body)
+	}
 	select {
 	case code := <-done:
 		if code != 0 || !strings.Contains(stderr.String(), "strata: stopped") {
