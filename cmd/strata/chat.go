@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/sample"
 )
 
 // chatSession is what a chat needs of engine.Session.
@@ -31,6 +32,20 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 	}
 	system := len(conv)
 	var seen []int // the tokens the session has consumed
+	// One sampler for the whole conversation: its draws go on across turns
+	// (a fresh one per turn would replay the seed's first draws); /reset
+	// starts it over with the conversation.
+	newSampler := func() error {
+		smp, err := sample.New(gopt.Sampling)
+		if err != nil {
+			return fmt.Errorf("sampling: %w", err)
+		}
+		gopt.Sampler = smp
+		return nil
+	}
+	if err := newSampler(); err != nil {
+		return err
+	}
 	tok := t.tm.Tok
 	in := bufio.NewReader(stdin)
 	fmt.Fprintf(stderr, "strata: chatting with %s (/reset starts over, /exit or Ctrl-D ends)\n", name)
@@ -53,13 +68,18 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 		case "/reset":
 			conv, seen = conv[:system], nil
 			s = newSession()
+			if err := newSampler(); err != nil {
+				return err
+			}
 			fmt.Fprintln(stderr, "strata: conversation reset")
 			continue
 		}
 		conv = append(conv, chat.Message{Role: "user", Content: line})
 		rendered, err := t.tm.Template.Render(conv, t.chatOptions())
-		if err != nil {
-			return err
+		if err != nil { // the template refuses this conversation: say why, drop the turn
+			fmt.Fprintf(stderr, "strata: %v\n", err)
+			conv = conv[:len(conv)-1]
+			continue
 		}
 		var prompt []int
 		kept := len(seen)

@@ -142,7 +142,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else if (*hf != "" || *ggufPath != "") && !txt.isText() {
-		return usagef("--tokens or a text prompt (-p, -f, --chat) is required with --hf or --gguf (a model file has no default prompt)")
+		return usagef("--tokens is required with --hf or --gguf (a model file has no default prompt), or a text prompt: -p, -f or --chat")
 	}
 	if *hf != "" && *ggufPath != "" {
 		return usagef("--hf and --gguf are two models; give one")

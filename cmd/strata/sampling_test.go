@@ -19,7 +19,7 @@ import (
 func TestRunFailureKeepsTokens(t *testing.T) {
 	greedy := refInts(t, tinyA, "greedy_tokens")
 	// Prompt 16, context 20: four decode windows fit, the fifth does not.
-	out, errText, status := runStrata(t, "run", "--context", "20", "-n", "16")
+	out, errText, status := runStrata(t, "run", "--hf", tinyA, "--tokens", joinInts(greedy[:16], ","), "--context", "20", "-n", "16")
 	if status != 1 || !strings.Contains(errText, "context") || !strings.Contains(errText, "after 5 generated tokens") {
 		t.Fatalf("status %d, stderr %q", status, errText)
 	}
@@ -91,7 +91,7 @@ func indexOf(v []int, x int) int {
 func TestRunSampling(t *testing.T) {
 	want := joinInts(refInts(t, tinyA, "greedy_tokens")[16:32], " ")
 	for _, extra := range [][]string{{}, {"--spec", "2"}, {"--threads", "1"}} {
-		args := append([]string{"run", "--temperature", "1.5", "--top-k", "1", "--seed", "9"}, extra...)
+		args := append([]string{"run", "--hf", tinyA, "--tokens", tinyPrompt(t), "--temperature", "1.5", "--top-k", "1", "--seed", "9"}, extra...)
 		out, errText, status := runStrata(t, args...)
 		if status != 0 || strings.TrimSpace(out) != want {
 			t.Fatalf("%v: status %d: %q, want %q (%s)", args, status, out, want, errText)
@@ -103,7 +103,7 @@ func TestRunSampling(t *testing.T) {
 		}
 	}
 	run := func(seed string) string {
-		out, errText, status := runStrata(t, "run", "--temperature", "1", "--top-p", "0.9", "--repeat-penalty", "1.2", "--seed", seed, "--spec", "auto", "--spec-state", "-")
+		out, errText, status := runStrata(t, "run", "--hf", tinyA, "--tokens", tinyPrompt(t), "--temperature", "1", "--top-p", "0.9", "--repeat-penalty", "1.2", "--seed", seed, "--spec", "auto", "--spec-state", "-")
 		if status != 0 {
 			t.Fatalf("seed %s: status %d: %s", seed, status, errText)
 		}
@@ -135,7 +135,7 @@ func TestSamplingFlagErrors(t *testing.T) {
 		{[]string{"--frequency-penalty", "NaN"}, "--frequency-penalty is NaN"},
 		{[]string{"--repeat-last-n", "-2"}, "--repeat-last-n is -2"},
 		{[]string{"--stop", ""}, "--stop is empty"},
-		{[]string{"--stop", "x"}, "--stop matches the generated text"},
+		{[]string{"--hf", tinyA, "--tokens", "1", "--stop", "x"}, "--stop matches the generated text"}, // tiny-a has no tokenizer
 		{[]string{"--threads", "-1"}, "--threads is -1"},
 	} {
 		_, errText, status := runStrata(t, append([]string{"run"}, c.args...)...)
@@ -192,13 +192,18 @@ func TestGGUFEOS(t *testing.T) {
 // runtime.threads (0 in tiny-a: one per core).
 func TestThreadsFlag(t *testing.T) {
 	defer cpu.SetThreads(0)
-	if _, errText, status := runStrata(t, "run", "-n", "2", "--threads", "3"); status != 0 || cpu.Threads() != 3 {
+	if _, errText, status := runStrata(t, "run", "--hf", tinyA, "--tokens", "1,2", "-n", "2", "--threads", "3"); status != 0 || cpu.Threads() != 3 {
 		t.Fatalf("--threads 3: status %d, %d threads (%s)", status, cpu.Threads(), errText)
 	}
-	if _, errText, status := runStrata(t, "run", "-n", "2"); status != 0 || cpu.Threads() != runtime.GOMAXPROCS(0) {
+	if _, errText, status := runStrata(t, "run", "--hf", tinyA, "--tokens", "1,2", "-n", "2"); status != 0 || cpu.Threads() != runtime.GOMAXPROCS(0) {
 		t.Fatalf("no --threads: status %d, %d threads, want %d (%s)", status, cpu.Threads(), runtime.GOMAXPROCS(0), errText)
 	}
-	if _, errText, status := runStrata(t, "bench", "-p", "2", "-n", "1", "-r", "1", "--warmup", "0", "--threads", "2"); status != 0 || cpu.Threads() != 2 {
+	if _, errText, status := runStrata(t, "bench", "--hf", tinyA, "-p", "2", "-n", "1", "-r", "1", "--warmup", "0", "--threads", "2"); status != 0 || cpu.Threads() != 2 {
 		t.Fatalf("bench --threads 2: status %d, %d threads (%s)", status, cpu.Threads(), errText)
 	}
+}
+
+// tinyPrompt is tiny-a's reference prompt (its first 16 tokens), as ids.
+func tinyPrompt(t *testing.T) string {
+	return joinInts(refInts(t, tinyA, "greedy_tokens")[:16], ",")
 }

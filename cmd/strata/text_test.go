@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/sample"
 )
 
 const refsDir = "../../testdata/tokenizer-refs"
@@ -146,6 +147,7 @@ func TestTokenizeTextAndDecode(t *testing.T) {
 type script struct {
 	replies  [][]int
 	prompts  [][]int // what each Generate was asked to prefill
+	samplers []*sample.Sampler
 	sessions int
 }
 
@@ -161,6 +163,7 @@ func (f *fakeSession) Pos() int { return len(f.consumed) }
 
 func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) ([]int, error) {
 	f.s.prompts = append(f.s.prompts, slices.Clone(prompt))
+	f.s.samplers = append(f.s.samplers, opt.Sampler)
 	f.consumed = append(f.consumed, prompt...)
 	reply := f.s.replies[0]
 	f.s.replies = f.s.replies[1:]
@@ -252,6 +255,9 @@ func TestChatPrefillsOnlyNewTokens(t *testing.T) {
 			t.Errorf("turn %d prefilled %v, want %v", i+1, s.prompts[i], want[i])
 		}
 	}
+	if sm := s.samplers; sm[0] == nil || sm[1] != sm[0] || sm[2] != sm[0] {
+		t.Errorf("samplers %p: want one sampler for the conversation", sm)
+	}
 	whole := enc(turn("Why is the sky blue?") + "Rayleigh scattering.<|im_end|>\n" + turn("And at sunset?") +
 		"The light travels further.<|im_end|>\n" + turn("Thanks!"))
 	if got := sess.consumed; !slices.Equal(got, append(whole, r3[:len(r3)-1]...)) {
@@ -296,6 +302,9 @@ func TestChatStartsOverWhenHistoryChanges(t *testing.T) {
 		if i >= len(s.prompts) || !slices.Equal(s.prompts[i], want[i]) {
 			t.Fatalf("turn %d prefilled %v, want %v", i+1, s.prompts, want[i])
 		}
+	}
+	if sm := s.samplers; sm[1] != sm[0] || sm[2] == sm[1] {
+		t.Errorf("samplers %p: want one until /reset, then a fresh one", sm)
 	}
 	if s.sessions != 3 || !strings.Contains(errOut, "prefilling the whole conversation again") || !strings.Contains(errOut, "conversation reset") {
 		t.Fatalf("%d sessions; stderr %q", s.sessions, errOut)
@@ -407,6 +416,50 @@ func TestRunTextOnTheEngine(t *testing.T) {
 	}
 	if !regexp.MustCompile(fmt.Sprintf(`prompt eval time = .* / +%d tokens`, len(ids))).MatchString(errOut) || !strings.Contains(errOut, "eval time") {
 		t.Fatalf("timings: %q", errOut)
+	}
+
+	// -f FILE and -f - read the same prompt.
+	pf := filepath.Join(t.TempDir(), "prompt.txt")
+	if err := os.WriteFile(pf, []byte(prompt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, errOut, status := runStrata(t, "run", "--hf", dir, "-f", pf, "-n", "12"); status != 0 || got != textOut {
+		t.Fatalf("-f: %q (status %d, %s), want %q", got, status, errOut, textOut)
+	}
+	withStdin(prompt, func() {
+		var got string
+		if got, errOut, status = runStrata(t, "run", "--hf", dir, "-f", "-", "-n", "12"); status != 0 || got != textOut {
+			t.Fatalf("-f -: %q (status %d, %s), want %q", got, status, errOut, textOut)
+		}
+	})
+	// --system: the prompt is the template's rendering of a system and a user
+	// message (what tokenize --batch renders), fed without BOS.
+	var batch string
+	withStdin(`{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "`+prompt+`"}], "add_generation_prompt": true}`+"\n", func() {
+		batch, errOut, status = runStrata(t, "tokenize", "--hf", dir, "--batch")
+	})
+	var rendered struct {
+		IDs      []int
+		Rendered string
+	}
+	if err := json.Unmarshal([]byte(batch), &rendered); err != nil || !strings.HasPrefix(rendered.Rendered, "<|im_start|>system\nBe brief.<|im_end|>\n") {
+		t.Fatalf("tokenize --batch: %q %v", batch, err)
+	}
+	sysIDs, _, _ := runStrata(t, "run", "--hf", dir, "--tokens", joinInts(rendered.IDs, ","), "-n", "6")
+	sysText, errOut, status := runStrata(t, "run", "--hf", dir, "--system", "Be brief.", "-p", prompt, "-n", "6")
+	if status != 0 {
+		t.Fatal(errOut)
+	}
+	var sysWant []byte
+	for _, f := range strings.Fields(sysIDs) {
+		if id := atoi(f); id == 256 || id == 258 {
+			break
+		} else if id < 256 {
+			sysWant = append(sysWant, byte(id))
+		}
+	}
+	if strings.TrimSuffix(sysText, "\n") != string([]rune(string(sysWant))) {
+		t.Fatalf("--system: %q, want the text of %s", sysText, sysIDs)
 	}
 
 	// --stop cuts the text at a string that spans tokens (two byte tokens here).

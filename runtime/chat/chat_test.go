@@ -133,3 +133,25 @@ func TestSpecialTokensAndConfig(t *testing.T) {
 		t.Fatalf("generation config: %+v %v", cfg, err)
 	}
 }
+
+// TestToJSONIsPythons: tojson writes what transformers' tojson
+// (json.dumps(x, ensure_ascii=False)) writes — whole floats with ".0",
+// Python's exponent form, U+2028 and non-ASCII unescaped, key order kept;
+// the expected string is Python 3's output for this value.
+func TestToJSONIsPythons(t *testing.T) {
+	tmpl, err := Compile("{{- tools | tojson }}|{{ tools[0].f|tojson }}", SpecialTokens{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := `[{"z": 1.0, "a": 1e16, "m": 1e15, "b": 0.00001, "c": 0.0001, "d": 1.5e-7, "e": 123456789.0, "g": -0.0,
+		"h": 0.1, "i": 5, "j": [true, false, null], "f": "\u2028é\u0001\"\\/\t<>&"}]`
+	got, err := tmpl.Render(nil, Options{Tools: json.RawMessage(tools)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"z": 1.0, "a": 1e+16, "m": 1000000000000000.0, "b": 1e-05, "c": 0.0001, "d": 1.5e-07, "e": 123456789.0, "g": -0.0, ` +
+		`"h": 0.1, "i": 5, "j": [true, false, null], "f": "` + "\u2028" + `é\u0001\"\\/\t<>&"}]|"` + "\u2028" + `é\u0001\"\\/\t<>&"`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

@@ -16,6 +16,10 @@ type GenerateOptions struct {
 	OnLogits    func(row []float32) error // called with the logits of every fed token, in order
 	// Sampling is the sampling chain; the zero value is greedy.
 	Sampling sample.Params
+	// Sampler, when set, is used instead of a fresh one made from Sampling,
+	// so its draws continue across calls (a chat's turns) instead of
+	// restarting from the seed.
+	Sampler *sample.Sampler
 	// History are the tokens the session consumed before this prompt (a
 	// chat's earlier turns, when each turn feeds only its new tokens): the
 	// penalties' window and the suffix drafter see them as if fed now.
@@ -88,9 +92,12 @@ func generate(seq sequence, prompt []int, n int, opt GenerateOptions) ([]int, er
 	if opt.PrefillRows < 1 {
 		return nil, fmt.Errorf("prefill rows must be ≥ 1, got %d", opt.PrefillRows)
 	}
-	smp, err := sample.New(opt.Sampling)
-	if err != nil {
-		return nil, fmt.Errorf("sampling: %w", err)
+	smp := opt.Sampler
+	if smp == nil {
+		var err error
+		if smp, err = sample.New(opt.Sampling); err != nil {
+			return nil, fmt.Errorf("sampling: %w", err)
+		}
 	}
 	d := &decoder{s: seq, lim: seq.limits(), opt: opt, smp: smp}
 	if err := d.setup(); err != nil {
@@ -181,7 +188,7 @@ func (d *decoder) commit(toks []int) (taken int, stop bool, err error) {
 // included) and drafts[:i]. The result is valid until the next call.
 func (d *decoder) rowHistory(drafts []int) func(i int) []int {
 	base := d.hist
-	if n := d.opt.Sampling.PenaltyLastN; n >= 0 && n < len(base) {
+	if n := d.smp.Params().PenaltyLastN; n >= 0 && n < len(base) {
 		base = base[len(base)-n:]
 	}
 	d.rowHist = append(append(d.rowHist[:0], base...), drafts...)
@@ -191,6 +198,7 @@ func (d *decoder) rowHistory(drafts []int) func(i int) []int {
 func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	s := d.s
 	rows := d.opt.PrefillRows
+	base := s.Pos() // a continued session (a chat's next turn) starts past 0
 	var last []float32
 	for i := 0; i < len(prompt); i += rows {
 		chunk := prompt[i:min(i+rows, len(prompt))]
@@ -211,7 +219,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		if d.useMTP && i+rows < len(prompt) {
 			// The head needs every position in its caches; the last chunk's
 			// next token is only known once sampled, below.
-			if err := d.runMTP(prompt[i+1:i+1+len(chunk)], i); err != nil {
+			if err := d.runMTP(prompt[i+1:i+1+len(chunk)], base+i); err != nil {
 				return nil, err
 			}
 		}
@@ -227,7 +235,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	if d.useMTP {
 		lastChunk := (len(prompt) - 1) / rows * rows
 		next := append(append([]int(nil), prompt[lastChunk+1:]...), cur)
-		if err := d.runMTP(next, lastChunk); err != nil {
+		if err := d.runMTP(next, base+lastChunk); err != nil {
 			return d.out, err
 		}
 	}

@@ -20,6 +20,8 @@ type fakeSeq struct {
 	marked  int
 	windows int
 	failAt  int // the window (1-based) that fails; 0: none
+	mtp     bool
+	mtpPos  []int // the position of every MTP window
 }
 
 func (f *fakeSeq) logitsAfter(h []int) []float32 {
@@ -47,12 +49,23 @@ func (f *fakeSeq) Window(tokens []int) ([][]float32, error) {
 	return out, nil
 }
 
-func (f *fakeSeq) MTPWindow([]int, int) ([][]float32, error) { return nil, errors.New("no MTP head") }
-func (f *fakeSeq) Pos() int                                  { return len(f.fed) }
-func (f *fakeSeq) mark()                                     { f.marked = len(f.fed) }
-func (f *fakeSeq) rewind()                                   { f.fed = f.fed[:f.marked] }
+func (f *fakeSeq) MTPWindow(tokens []int, pos int) ([][]float32, error) {
+	if !f.mtp {
+		return nil, errors.New("no MTP head")
+	}
+	f.mtpPos = append(f.mtpPos, pos)
+	var out [][]float32
+	for i := range tokens {
+		out = append(out, f.logitsAfter(tokens[:i+1]))
+	}
+	return out, nil
+}
+
+func (f *fakeSeq) Pos() int { return len(f.fed) }
+func (f *fakeSeq) mark()    { f.marked = len(f.fed) }
+func (f *fakeSeq) rewind()  { f.fed = f.fed[:f.marked] }
 func (f *fakeSeq) limits() seqLimits {
-	return seqLimits{name: "fake", shapes: []int{1, 2, 3, 4}, maxDecodeRows: 4, context: 1 << 20}
+	return seqLimits{name: "fake", shapes: []int{1, 2, 3, 4}, maxDecodeRows: 4, context: 1 << 20, hasMTP: f.mtp}
 }
 
 // guessDrafter drafts deterministically from the history: the token that
@@ -263,5 +276,47 @@ func TestHistoryContinuesPenalties(t *testing.T) {
 	generate(g, earlier, 0, GenerateOptions{PrefillRows: 4})
 	if blind, _ := generate(g, prompt, 20, GenerateOptions{PrefillRows: 4, Sampling: p}); slices.Equal(blind, whole) {
 		t.Error("the history changed nothing: the test proves nothing")
+	}
+}
+
+// A Sampler passed in continues its draws across calls: two calls of 10
+// with one Sampler differ from two calls that each restart from the seed.
+func TestSamplerAcrossCalls(t *testing.T) {
+	p := sample.Params{Temperature: 1, Seed: 4}
+	run := func(opt GenerateOptions) [][]int {
+		f := &fakeSeq{V: 7}
+		a, _ := generate(f, []int{1}, 10, opt)
+		b, _ := generate(f, a[len(a)-1:], 10, opt)
+		return [][]int{a, b}
+	}
+	fresh := run(GenerateOptions{PrefillRows: 1, Sampling: p})
+	smp, _ := sample.New(p)
+	kept := run(GenerateOptions{PrefillRows: 1, Sampler: smp})
+	if !slices.Equal(fresh[0], kept[0]) {
+		t.Errorf("first call: %v with a Sampler, %v without", kept[0], fresh[0])
+	}
+	if slices.Equal(fresh[1], kept[1]) {
+		t.Errorf("second call: the kept Sampler restarted from the seed (%v)", kept[1])
+	}
+}
+
+// The MTP head's windows sit at the session's positions: a prompt fed to a
+// continued session (a chat's next turn) starts the head where the trunk is,
+// not at 0.
+func TestMTPPositionsInAContinuedSession(t *testing.T) {
+	f := &fakeSeq{V: 7, mtp: true}
+	if _, err := generate(f, []int{1, 2, 3, 4, 5}, 0, GenerateOptions{PrefillRows: 2}); err != nil {
+		t.Fatal(err)
+	}
+	base := f.Pos()
+	if _, err := generate(f, []int{6, 1, 2, 3, 4}, 3, GenerateOptions{PrefillRows: 2, Spec: SpecOptions{Depth: 2, MTP: true}}); err != nil {
+		t.Fatal(err)
+	}
+	// Chunks [6 1] [2 3] [4]: the head gets rows at base+0 and base+2 during
+	// prefill (each followed by its chained drafts), then the last chunk with
+	// the first token at base+4.
+	if len(f.mtpPos) == 0 || f.mtpPos[0] != base || slices.Min(f.mtpPos) < base ||
+		!slices.Contains(f.mtpPos, base+2) || !slices.Contains(f.mtpPos, base+4) {
+		t.Errorf("MTP windows at %v, want the first at %d, none before, and some at %d and %d", f.mtpPos, base, base+2, base+4)
 	}
 }

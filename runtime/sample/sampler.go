@@ -62,6 +62,19 @@ func (s *Sampler) Probs(logits []float32, history []int) []float64 {
 	w := s.penalize(logits, history)
 	s.probs = resize(s.probs, len(w))
 	p := s.probs
+	if !s.p.Greedy() && s.p.TopK == 0 && s.p.topP() >= 1 && s.p.MinP == 0 {
+		// No filter: the softmax of the whole row, without a candidate list.
+		mx := w[argmax(w)]
+		var z float64
+		for i, v := range w {
+			p[i] = math.Exp((v - mx) / s.p.Temperature)
+			z += p[i]
+		}
+		for i := range p {
+			p[i] /= z
+		}
+		return p
+	}
 	clear(p)
 	if s.p.Greedy() {
 		p[argmax(w)] = 1
@@ -265,6 +278,9 @@ func topK(w []float64, k int, dst []int) []int {
 				i = p
 			}
 			continue
+		}
+		if w[id] < w[h[0]] {
+			continue // the common case, without the tie-break
 		}
 		if worse(h[0], id) {
 			h[0] = id

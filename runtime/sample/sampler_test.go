@@ -2,6 +2,7 @@ package sample
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -186,4 +187,56 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v: %v", p, err)
 		}
 	}
+}
+
+// FuzzChain: for any row and any valid parameters, the chain's output is a
+// distribution (non-negative, sum 1) holding at most top-k tokens, always
+// the penalised argmax, and Sample picks a token it gives mass.
+func FuzzChain(f *testing.F) {
+	f.Add(uint64(1), 0.8, 40, 0.95, 0.05, 1.1, 0.0, 0.0, 64)
+	f.Add(uint64(2), 0.0, 0, 1.0, 0.0, 1.0, 0.5, -0.5, -1)
+	f.Add(uint64(3), 5.0, 1, 0.01, 1.0, 0.3, 2.0, 2.0, 2)
+	f.Fuzz(func(t *testing.T, seed uint64, temp float64, topK int, topP, minP, rep, pres, freq float64, lastN int) {
+		p := Params{Temperature: temp, TopK: topK, TopP: topP, MinP: minP, RepeatPenalty: rep,
+			PresencePenalty: pres, FrequencyPenalty: freq, PenaltyLastN: lastN, Seed: int64(seed)}
+		s, err := New(p)
+		if err != nil {
+			return // invalid parameters are refused, not sampled
+		}
+		rng := seed | 1
+		next := func() uint64 { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng }
+		row := make([]float32, 1+int(next()%300))
+		for i := range row {
+			row[i] = float32(int64(next()%2000)-1000) / 100
+		}
+		hist := make([]int, next()%20)
+		for i := range hist {
+			hist[i] = int(next() % uint64(len(row)))
+		}
+		probs := slices.Clone(s.Probs(row, hist))
+		var sum float64
+		support := 0
+		for _, v := range probs {
+			if v < 0 || math.IsNaN(v) {
+				t.Fatalf("probability %v", v)
+			}
+			sum += v
+			if v > 0 {
+				support++
+			}
+		}
+		if math.Abs(sum-1) > 1e-9 {
+			t.Fatalf("probabilities sum to %v", sum)
+		}
+		if topK > 0 && support > topK {
+			t.Fatalf("%d tokens kept under top-k %d", support, topK)
+		}
+		g, _ := New(Params{RepeatPenalty: rep, PresencePenalty: pres, FrequencyPenalty: freq, PenaltyLastN: lastN})
+		if best := g.Sample(row, hist); probs[best] == 0 {
+			t.Fatalf("the penalised argmax %d has no mass", best)
+		}
+		if tok := s.Sample(row, hist); probs[tok] == 0 {
+			t.Fatalf("sampled %d, which has no mass", tok)
+		}
+	})
 }

@@ -69,3 +69,23 @@ func TestGreedyVerify(t *testing.T) {
 		}
 	}
 }
+
+// Draws under the penalties follow the hand-penalised logits of
+// TestPenalties (0, -2.75, 0.5, 1 from 2, -1, 0.5, 1 after tokens 0 1 0).
+func TestDrawsUnderPenalties(t *testing.T) {
+	n := 40000
+	if testing.Short() {
+		n = 10000
+	}
+	s, _ := New(Params{Temperature: 1, RepeatPenalty: 2, PresencePenalty: 0.5, FrequencyPenalty: 0.25, PenaltyLastN: 3, Seed: 5})
+	want := frac(1, math.Exp(-2.75), math.Exp(0.5), math.E)
+	counts := make([]int, 4)
+	for range n {
+		counts[s.Sample([]float32{2, -1, 0.5, 1}, []int{0, 1, 0})]++
+	}
+	r, err := chisq.Check(counts, want)
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("%d draws: %v", n, r)
+}

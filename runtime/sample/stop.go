@@ -2,8 +2,9 @@ package sample
 
 import "bytes"
 
-// Stopper ends a text stream at the first occurrence of any of its stop
-// strings, however the stream's pieces (the bytes of each token) split them.
+// Stopper ends a text stream where the first of its stop strings completes
+// (llama.cpp's and OpenAI's "stop"), however the stream's pieces (the bytes
+// of each token) split it.
 // It holds back only the bytes that could still begin a stop string, so the
 // rest streams at once; the stop string itself is never emitted.
 type Stopper struct {
@@ -32,15 +33,7 @@ func (s *Stopper) Push(b []byte) (emit []byte, stopped bool) {
 		return nil, true
 	}
 	buf := append(s.held, b...)
-	// The earliest stop string wins; one that starts in the held bytes ends
-	// in b (the held bytes hold no whole one).
-	first := -1
-	for _, t := range s.stops {
-		if i := bytes.Index(buf, t); i >= 0 && (first < 0 || i < first) {
-			first = i
-		}
-	}
-	if first >= 0 {
+	if first := firstStop(buf, s.stops); first >= 0 {
 		s.stopped, s.held = true, nil
 		return buf[:first], true
 	}
@@ -59,6 +52,24 @@ func (s *Stopper) Push(b []byte) (emit []byte, stopped bool) {
 	emit = append([]byte(nil), buf[:cut]...)
 	s.held = append(buf[:0], buf[cut:]...)
 	return emit, false
+}
+
+// firstStop is where the stop string that completes first in text starts
+// (of those completing at the same byte, the longest), or -1. So the answer
+// does not depend on how the stream was cut: it is the one a byte-by-byte
+// feed would find. No stop string completes inside the held bytes.
+func firstStop(text []byte, stops [][]byte) int {
+	start, end := -1, 0
+	for _, t := range stops {
+		i := bytes.Index(text, t)
+		if i < 0 {
+			continue
+		}
+		if e := i + len(t); start < 0 || e < end || e == end && i < start {
+			start, end = i, e
+		}
+	}
+	return start
 }
 
 // Flush returns the held bytes at the end of the stream (nothing after a

@@ -38,9 +38,11 @@ func TestStopperSplits(t *testing.T) {
 		{"false start released", []string{"abc"}, []string{"xab", "d"}, "xabd", false, []string{"x", "abd"}},
 		// the held tail restarts inside itself: "aab" + "c" stops at 1.
 		{"overlapping restart", []string{"abc"}, []string{"aa", "b", "c"}, "a", true, []string{"a", "", ""}},
-		// A shorter stop string completes before a longer one that began earlier.
-		{"earliest wins", []string{"abcd", "bc"}, []string{"ab", "c"}, "a", true, nil},
-		{"earliest start wins", []string{"cd", "abcd"}, []string{"abcd"}, "", true, nil},
+		// The first to complete wins, even against a longer one begun earlier,
+		// however the pieces fall; at the same byte, the longer one.
+		{"first to complete wins", []string{"abcd", "bc"}, []string{"ab", "c"}, "a", true, nil},
+		{"first to complete, one piece", []string{"abcd", "bc"}, []string{"abcd"}, "a", true, nil},
+		{"same end: the longer", []string{"cd", "abcd"}, []string{"abcd"}, "", true, nil},
 		{"held at the end is flushed", []string{"END"}, []string{"foo E", "N"}, "foo EN", false, []string{"foo ", ""}},
 		// Multi-byte UTF-8 split between pieces: the bytes pass through whole.
 		{"utf-8 split", []string{"。"}, []string{"é\xe3\x80", "\x82x"}, "é", true, nil},
@@ -57,6 +59,24 @@ func TestStopperSplits(t *testing.T) {
 	}
 }
 
+// wholeText is the answer on the whole text, worked out byte by byte: the
+// text up to the first stop string to complete (the longest of those that
+// complete at the same byte).
+func wholeText(text string, stops []string) (string, bool) {
+	for end := 1; end <= len(text); end++ {
+		best := -1
+		for _, s := range stops {
+			if s != "" && strings.HasSuffix(text[:end], s) && (best < 0 || end-len(s) < best) {
+				best = end - len(s)
+			}
+		}
+		if best >= 0 {
+			return text[:best], true
+		}
+	}
+	return text, false
+}
+
 // Every way of cutting a text into pieces gives the same result as matching
 // on the whole text, and no push holds back more than the longest stop
 // string's length minus one.
@@ -64,14 +84,7 @@ func TestStopperEveryCut(t *testing.T) {
 	stops := []string{"<|im_end|>", "\n\nUser:", "ss"}
 	texts := []string{"hello <|im_end|> tail", "a\n\nUse\n\nUser: x", "misstep", "no stop here <|im_", "<|<|im_end|>"}
 	for _, text := range texts {
-		want, wantStop := text, false
-		first := len(text)
-		for _, s := range stops {
-			if i := strings.Index(text, s); i >= 0 && i < first {
-				first, wantStop = i, true
-			}
-		}
-		want = text[:first]
+		want, wantStop := wholeText(text, stops)
 		// All cuts into up to three pieces.
 		for i := 0; i <= len(text); i++ {
 			for j := i; j <= len(text); j++ {
@@ -118,4 +131,33 @@ func TestStopperAfterStop(t *testing.T) {
 	if e, st := s.Push([]byte("ab")); string(e) != "ab" || st {
 		t.Errorf("after flush: %q %v", e, st)
 	}
+}
+
+// FuzzStopper: any text cut anywhere into pieces, against any two stop
+// strings, gives what matching on the whole text gives.
+func FuzzStopper(f *testing.F) {
+	f.Add("hello <|im_end|> tail", "<|im_end|>", "ss", uint64(0x1234))
+	f.Add("aaab", "aab", "b", uint64(7))
+	f.Add("\n\nUser:", "\n\n", "User", uint64(99))
+	f.Fuzz(func(t *testing.T, text, s1, s2 string, cuts uint64) {
+		stops := []string{s1, s2}
+		want, stop := wholeText(text, stops)
+		st := NewStopper(stops)
+		var out []byte
+		stopped := false
+		for rest := text; len(rest) > 0 && !stopped; {
+			n := 1 + int(cuts%5)
+			cuts /= 5
+			n = min(n, len(rest))
+			e, s := st.Push([]byte(rest[:n]))
+			out, stopped = append(out, e...), s
+			rest = rest[n:]
+		}
+		if !stopped {
+			out = append(out, st.Flush()...)
+		}
+		if string(out) != want || stopped != stop {
+			t.Fatalf("%q with stops %q: %q %v, want %q %v", text, stops, out, stopped, want, stop)
+		}
+	})
 }

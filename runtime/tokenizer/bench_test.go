@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,6 +135,30 @@ func BenchmarkLoad(b *testing.B) {
 	for b.Loop() {
 		if _, err := Load(filepath.Join(refs, "qwen3", "tokenizer.json.gz")); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestHeapMergeEqualsScan: on long words (where only the heap runs in
+// Encode) the heap merge gives what the plain lowest-rank-leftmost scan,
+// checked against HF on every reference, gives.
+func TestHeapMergeEqualsScan(t *testing.T) {
+	tok := testTokenizers(t)["qwen3"]
+	rng := rand.New(rand.NewPCG(3, 4))
+	pieces := []string{"a", "b", "e", "in", "er", "the", "ing", "ation", " "}
+	for range 200 {
+		var sb strings.Builder
+		for sb.Len() < 400 {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		word := sb.String()
+		syms := make([]int32, len(word))
+		for i := range word {
+			syms[i] = tok.byteTok[word[i]]
+		}
+		want := tok.bpeScan(slices.Clone(syms))
+		if got := tok.bpeHeap(slices.Clone(syms)); !slices.Equal(got, want) {
+			t.Fatalf("word %q: heap %v, scan %v", word, got, want)
 		}
 	}
 }

@@ -97,11 +97,12 @@ func (t *Tokenizer) pushPair(h *pairHeap, syms, next []int32, i int32) {
 	}
 }
 
-// pairHeap is a binary min-heap of candidate keys.
+// pairHeap is a 4-ary min-heap of candidate keys: half the depth of a binary
+// heap, and a node's children share a cache line.
 type pairHeap []uint64
 
 func (h pairHeap) init() {
-	for i := len(h)/2 - 1; i >= 0; i-- {
+	for i := (len(h) - 2) / 4; i >= 0; i-- {
 		h.down(i)
 	}
 }
@@ -110,7 +111,7 @@ func (h *pairHeap) push(c uint64) {
 	*h = append(*h, c)
 	s := *h
 	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
+		p := (i - 1) / 4
 		if s[i] >= s[p] {
 			break
 		}
@@ -130,13 +131,15 @@ func (h *pairHeap) pop() uint64 {
 
 func (h pairHeap) down(i int) {
 	for {
-		l := 2*i + 1
-		if l >= len(h) {
+		first := 4*i + 1
+		if first >= len(h) {
 			return
 		}
-		m := l
-		if r := l + 1; r < len(h) && h[r] < h[l] {
-			m = r
+		m := first
+		for c := first + 1; c < min(first+4, len(h)); c++ {
+			if h[c] < h[m] {
+				m = c
+			}
 		}
 		if h[m] >= h[i] {
 			return

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // TestStreamNeverSplitsCharacters: pushing the tokens of every reference text
@@ -95,4 +97,40 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// FuzzRoundTrip: any valid UTF-8 text decodes back to its NFC form, and the
+// stream gives the same text in whole characters.
+func FuzzRoundTrip(f *testing.F) {
+	for _, s := range []string{"func main() {\n\tfmt.Println(\"héllo\")\n}", "  \t\r\n\u3000x", "<|im_end|><think>", "e\u0301 ﬁ 😀👍🏽"} {
+		f.Add(s)
+	}
+	toks := testTokenizers(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		if !utf8.ValidString(s) {
+			return
+		}
+		for name, tok := range toks {
+			ids := tok.Encode(s)
+			want := norm.NFC.String(s)
+			// Added tokens are matched before normalization, so NFC applies
+			// to the text between them; the references pin that down.
+			if got := tok.Decode(ids); got != want && !strings.Contains(s, "<") {
+				t.Fatalf("%s: Decode(Encode(%q)) = %q, want %q", name, s, got, want)
+			}
+			st := tok.NewStream()
+			var b strings.Builder
+			for _, id := range ids {
+				p := st.Push(id)
+				if !utf8.ValidString(p) {
+					t.Fatalf("%s: stream gave half a character: %q", name, p)
+				}
+				b.WriteString(p)
+			}
+			b.WriteString(st.Flush())
+			if b.String() != tok.Decode(ids) {
+				t.Fatalf("%s: stream %q != Decode %q", name, b.String(), tok.Decode(ids))
+			}
+		}
+	})
 }
