@@ -262,6 +262,22 @@ func TestToolCallsAndReasoning(t *testing.T) {
 	if len(calls) != 1 || calls[0].Index == nil || *calls[0].Index != 0 || calls[0].Function.Arguments != `{"city":"Paris","unit":"c"}` {
 		t.Errorf("streamed tool calls %+v", calls)
 	}
+	// The call sent back with the tool's result renders as Qwen expects.
+	round := `{"messages":[{"role":"user","content":"Weather in Paris?"},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+		{"role":"tool","tool_call_id":"call_1","content":"18 C, sunny"}],"max_tokens":4,
+		"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`
+	if code, b, _ := post(t, f.ts.URL+"/v1/chat/completions", round); code != 200 {
+		t.Fatalf("tool round trip: %d %s", code, b)
+	}
+	fed := f.prompts()
+	p := loadReal(t).tm.Tok.Decode(fed[len(fed)-1])
+	for _, want := range []string{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>",
+		"<tool_response>\n18 C, sunny\n</tool_response>"} {
+		if !strings.Contains(p, want) {
+			t.Errorf("the round trip's prompt lacks %q:\n%s", want, p)
+		}
+	}
 	// Without tools the tag is plain text.
 	code, b, _ = post(t, f.ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":400}`)
 	if r := decode[chatReply](t, b); code != 200 || len(r.Choices[0].Message.ToolCalls) != 0 || !strings.Contains(*r.Choices[0].Message.Content, "<tool_call>") {
