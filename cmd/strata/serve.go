@@ -62,6 +62,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	maxBody := fs.Int64("max-body", 8<<20, "largest request body in `bytes`")
 	maxTokens := fs.Int("max-tokens", 0, "reply length when a request gives no max_tokens (0: up to the end of the context)")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGINT/SIGTERM, how long running requests may finish before they are cancelled")
+	cacheMB := fs.Int64("cache-mb", 0, "keep copies of the session state of conversations the server switches away from, up to this many `MB` (LRU), so a conversation that comes back resumes without prefilling again (0: only the last one's live session)")
 	noReuse := fs.Bool("no-reuse", false, "prefill every prompt whole on a fresh session (no prefix reuse)")
 	ctxLen := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
@@ -89,8 +90,8 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("--queue must be ≥ 0, got %d", *queue)
 	case *maxBody < 1:
 		return usagef("--max-body must be ≥ 1, got %d", *maxBody)
-	case *maxTokens < 0 || *timeout < 0 || *grace < 0:
-		return usagef("--max-tokens, --timeout and --grace must be ≥ 0")
+	case *maxTokens < 0 || *timeout < 0 || *grace < 0 || *cacheMB < 0:
+		return usagef("--max-tokens, --timeout, --grace and --cache-mb must be ≥ 0")
 	case *suffix < 0 || *arena < 0 || *ioThreads < 1 || *ctxLen < 0 || *prefill < 0:
 		return usagef("--suffix-draft, --arena-experts, --context and --prefill-rows must be ≥ 0 and --io-threads ≥ 1")
 	case !slices.Contains(strata.Backends, *backend):
@@ -158,9 +159,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	api, err := serve.New(serve.Options{
 		Model: name, Text: tm, Context: l.Config.Runtime.ContextLength, Vocab: l.Config.Architecture.VocabSize,
-		NewSession: func() serve.Session { return l.Model.NewSession() },
-		Generate:   engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *sf.ignoreEOS},
-		MaxTokens:  *maxTokens, Queue: *queue, Timeout: *timeout, MaxBody: *maxBody, Stop: sf.stops,
+		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: *cacheMB << 20,
+		Generate:  engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *sf.ignoreEOS},
+		MaxTokens: *maxTokens, Queue: *queue, Timeout: *timeout, MaxBody: *maxBody, Stop: sf.stops,
 		NoThink: *noThink, NoReuse: *noReuse,
 		EngineStats: func() serve.EngineStats {
 			e := serve.EngineStats{Spec: sp.Depth != 0, Drafted: sp.Stats.Drafted, Accepted: sp.Stats.Accepted, Streaming: *arena > 0}

@@ -22,6 +22,9 @@ type metrics struct {
 	decode    float64 // seconds after the first token, summed
 	lastRate  float64 // the last generation's tokens per second after the first
 	engine    EngineStats
+	restores  int64 // requests resumed from a saved state
+	saved     int   // saved states kept, and their bytes
+	savedB    int64
 }
 
 func (m *metrics) init() { m.requests = map[[2]string]int64{} }
@@ -33,6 +36,9 @@ func (m *metrics) record(j *job) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if j.restored {
+		m.restores++
+	}
 	m.prompt += int64(len(j.prompt))
 	m.cached += int64(j.reused)
 	m.generated += int64(len(j.out))
@@ -41,6 +47,12 @@ func (m *metrics) record(j *job) {
 		m.decode += d
 		m.lastRate = float64(len(j.out)-1) / d
 	}
+}
+
+func (m *metrics) setCache(c *stateCache) {
+	m.mu.Lock()
+	m.saved, m.savedB = len(c.entries), c.total
+	m.mu.Unlock()
 }
 
 func (m *metrics) setEngine(e EngineStats) {
@@ -121,6 +133,11 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	put("strata_decode_tokens_per_second", "gauge", "The last generation's tokens per second after its first token.", num(m.lastRate))
 	put("strata_queue_depth", "gauge", "Requests waiting for the engine.", num(float64(m.queued.Load())))
 	put("strata_busy", "gauge", "1 while a generation runs.", num(float64(m.busy.Load())))
+	if s.cache != nil {
+		put("strata_state_cache_restores_total", "counter", "Requests resumed from a saved conversation state.", num(float64(m.restores)))
+		put("strata_state_cache_entries", "gauge", "Conversation states kept (--cache-mb).", num(float64(m.saved)))
+		put("strata_state_cache_bytes", "gauge", "Bytes those states hold.", num(float64(m.savedB)))
+	}
 	e := m.engine
 	if e.Streaming {
 		put("strata_expert_hits_total", "counter", "Routed-expert lookups the arena held.", num(float64(e.ExpertHits)))

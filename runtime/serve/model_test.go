@@ -124,7 +124,7 @@ func loadReal(t testing.TB) *realModel {
 // options are a server's options over the real model.
 func (m *realModel) options() Options {
 	return Options{Model: "tiny", Text: m.tm, Context: m.l.Config.Runtime.ContextLength, Vocab: m.l.Config.Architecture.VocabSize,
-		NewSession: func() Session { return m.l.Model.NewSession() },
+		NewSession: func() Session { return EngineSession(m.l.Model.NewSession()) },
 		Generate:   engine.GenerateOptions{PrefillRows: m.l.PrefillRows}, Queue: 16, Timeout: time.Minute}
 }
 

@@ -465,3 +465,63 @@ func TestConcurrentLoad(t *testing.T) {
 		t.Errorf("metrics lack %q:\n%s", want, b)
 	}
 }
+
+// TestStateCache: two conversations taking turns. With a state cache each
+// turn resumes its own conversation's saved state (cached_tokens: all it had
+// consumed) and gets the reply a fresh session gives its whole prompt;
+// without one, only the live session is reused, so every turn starts over.
+func TestStateCache(t *testing.T) {
+	m := loadReal(t)
+	const n = 3
+	// The turns, and their replies from fresh sessions (before any server
+	// runs: the reference uses the model's memory).
+	var turns []turnCase
+	prev := map[int][]int{}
+	for k := range 6 {
+		c := k % 2
+		p := append(slices.Clone(prev[c]), m.tm.Encode(fmt.Sprintf(" conversation %d turn %d:", c, k/2))...)
+		out := m.greedy(t, p, n)
+		cached := 0
+		if k >= 2 {
+			cached = len(prev[c]) - 1 // the last reply's last token is fed with this prompt
+		}
+		turns = append(turns, turnCase{p, m.visible(out), cached})
+		prev[c] = append(p, out...)
+		if len(out) != n {
+			t.Fatalf("turn %d: the reply ended early (%v); the prompts need changing", k, out)
+		}
+	}
+	for _, cacheBytes := range []int64{64 << 20, 0} {
+		t.Run(fmt.Sprint("cache=", cacheBytes), func(t *testing.T) { stateCacheTurns(t, cacheBytes, n, turns) })
+	}
+}
+
+func stateCacheTurns(t *testing.T, cacheBytes int64, n int, turns []turnCase) {
+	{
+		ts, _ := startReal(t, func(o *Options) { o.CacheBytes = cacheBytes })
+		for k, tr := range turns {
+			code, b, _ := post(t, ts.URL+"/v1/completions", fmt.Sprintf(`{"prompt":%s,"max_tokens":%d}`, idsJSON(tr.prompt), n))
+			if code != 200 {
+				t.Fatalf("turn %d: %d %s", k, code, b)
+			}
+			r := decode[textReply](t, b)
+			want := tr.cached
+			if cacheBytes == 0 {
+				want = 0
+			}
+			if r.Choices[0].Text != tr.want || r.Usage.PromptTokensDetails.CachedTokens != want {
+				t.Errorf("cache %d, turn %d: %q with %d cached, want %q with %d", cacheBytes, k, r.Choices[0].Text, r.Usage.PromptTokensDetails.CachedTokens, tr.want, want)
+			}
+		}
+		_, b := get(t, ts.URL+"/metrics")
+		if cacheBytes > 0 && !strings.Contains(b, "strata_state_cache_restores_total 4\n") {
+			t.Errorf("metrics:\n%s", b)
+		}
+	}
+}
+
+type turnCase struct {
+	prompt []int
+	want   string
+	cached int
+}

@@ -61,6 +61,11 @@ type Options struct {
 	// NoReuse turns prefix reuse off: every request prefills its whole
 	// prompt on a fresh session.
 	NoReuse bool
+	// CacheBytes > 0 keeps copies of the session state of conversations the
+	// server switches away from (sessions that are Savers), up to this many
+	// bytes, least recently used evicted first: a conversation that comes
+	// back resumes from its copy instead of prefilling again.
+	CacheBytes int64
 	// EngineStats, when set, is read after each request for /metrics.
 	EngineStats func() EngineStats
 	// Logf logs recovered panics and failed generations (nil: silent).
@@ -92,8 +97,9 @@ type Server struct {
 	done   chan struct{} // closed when the worker has stopped
 
 	// The worker's: the session and the tokens it has consumed.
-	sess Session
-	kept []int
+	sess  Session
+	kept  []int
+	cache *stateCache
 }
 
 // New checks the options and starts the worker.
@@ -127,6 +133,9 @@ func New(opt Options) (*Server, error) {
 	s := &Server{opt: opt, mux: http.NewServeMux(), created: time.Now().Unix(),
 		queue: make(chan *job, opt.Queue), done: make(chan struct{})}
 	s.m.init()
+	if opt.CacheBytes > 0 {
+		s.cache = &stateCache{budget: opt.CacheBytes}
+	}
 	s.routes()
 	go s.work()
 	return s, nil
@@ -255,6 +264,7 @@ type job struct {
 	reused    int
 	err       error
 	cancelled bool // the request's context ended it
+	restored  bool // resumed from a saved state
 	ttft      time.Duration
 	total     time.Duration
 	done      chan struct{}
@@ -287,6 +297,9 @@ func (s *Server) work() {
 		s.runJob(j)
 		s.m.busy.Store(0)
 		s.m.record(j)
+		if s.cache != nil {
+			s.m.setCache(s.cache)
+		}
 		if s.opt.EngineStats != nil {
 			s.m.setEngine(s.opt.EngineStats())
 		}
@@ -308,8 +321,8 @@ func (s *Server) runJob(j *job) {
 			s.sess, s.kept = nil, nil
 		}
 	}()
-	feed, history := s.prepare(j.prompt)
-	j.reused = len(j.prompt) - len(feed)
+	feed, history, restored := s.prepare(j.prompt)
+	j.reused, j.restored = len(j.prompt)-len(feed), restored
 	g := j.gopt
 	g.History = history
 	begin := time.Now()
@@ -344,15 +357,40 @@ func (s *Server) runJob(j *job) {
 // prepare returns what to feed for prompt and the history before it: only
 // the new tokens when prompt extends the tokens the session holds (the
 // recurrent state cannot be rewound, so only an exact extension qualifies),
-// else the whole prompt on a fresh session.
-func (s *Server) prepare(prompt []int) (feed, history []int) {
+// or extends a saved state's tokens (restored); else the whole prompt on a
+// fresh session. With a state cache, the live conversation is saved before
+// the session leaves it.
+func (s *Server) prepare(prompt []int) (feed, history []int, restored bool) {
 	k := len(s.kept)
-	if !s.opt.NoReuse && s.sess != nil && k > 0 && len(prompt) > k && s.sess.Pos() == k && slices.Equal(prompt[:k], s.kept) {
-		return prompt[k:], s.kept
+	if s.opt.NoReuse {
+		s.sess, s.kept = s.opt.NewSession(), nil
+		return prompt, nil, false
+	}
+	live := s.sess != nil && k > 0 && s.sess.Pos() == k
+	if live && len(prompt) > k && slices.Equal(prompt[:k], s.kept) {
+		return prompt[k:], s.kept, false
+	}
+	if s.cache != nil {
+		if sv, ok := s.sess.(Saver); ok && live && !s.cache.has(s.kept) {
+			st, n := sv.Save()
+			s.cache.put(s.kept, st, n)
+		}
+		if e := s.cache.best(prompt); e != nil {
+			if s.sess == nil {
+				s.sess = s.opt.NewSession()
+			}
+			if sv, ok := s.sess.(Saver); ok {
+				sv.Restore(e.state)
+				if s.sess.Pos() == len(e.tokens) {
+					s.kept = e.tokens
+					return prompt[len(e.tokens):], e.tokens, true
+				}
+			}
+		}
 	}
 	if s.sess == nil || s.sess.Pos() > 0 {
 		s.sess = s.opt.NewSession()
 	}
 	s.kept = nil
-	return prompt, nil
+	return prompt, nil, false
 }

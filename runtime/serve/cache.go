@@ -1,0 +1,89 @@
+package serve
+
+import (
+	"slices"
+
+	"github.com/strata-llm/strata/runtime/engine"
+)
+
+// Saver is a Session whose state can be copied out and put back; with
+// Options.CacheBytes > 0 the server keeps such copies of the conversations
+// it switches away from.
+type Saver interface {
+	Save() (state any, bytes int64)
+	Restore(state any)
+}
+
+// EngineSession is an engine session as the server uses it, a Saver.
+func EngineSession(s *engine.Session) Session { return engineSession{s} }
+
+type engineSession struct{ *engine.Session }
+
+func (e engineSession) Save() (any, int64) {
+	st := e.Session.Save(nil)
+	return st, st.Bytes()
+}
+
+func (e engineSession) Restore(state any) { e.Session.Restore(state.(*engine.State)) }
+
+// stateCache holds saved session states by the tokens they consumed, least
+// recently used evicted first to stay within the budget.
+type stateCache struct {
+	budget, total int64
+	clock         uint64
+	entries       []*savedState
+}
+
+type savedState struct {
+	tokens []int
+	state  any
+	bytes  int64
+	used   uint64
+}
+
+// put keeps a state (replacing one of the same tokens); one larger than the
+// whole budget is not kept.
+func (c *stateCache) put(tokens []int, state any, bytes int64) {
+	if bytes > c.budget {
+		return
+	}
+	c.entries = slices.DeleteFunc(c.entries, func(e *savedState) bool {
+		if slices.Equal(e.tokens, tokens) {
+			c.total -= e.bytes
+			return true
+		}
+		return false
+	})
+	for c.total+bytes > c.budget && len(c.entries) > 0 {
+		lru := 0
+		for i, e := range c.entries {
+			if e.used < c.entries[lru].used {
+				lru = i
+			}
+		}
+		c.total -= c.entries[lru].bytes
+		c.entries = slices.Delete(c.entries, lru, lru+1)
+	}
+	c.clock++
+	c.entries = append(c.entries, &savedState{tokens: slices.Clone(tokens), state: state, bytes: bytes, used: c.clock})
+	c.total += bytes
+}
+
+// best is the kept state with the most tokens that prompt strictly extends.
+func (c *stateCache) best(prompt []int) *savedState {
+	var b *savedState
+	for _, e := range c.entries {
+		if len(e.tokens) < len(prompt) && (b == nil || len(e.tokens) > len(b.tokens)) && slices.Equal(prompt[:len(e.tokens)], e.tokens) {
+			b = e
+		}
+	}
+	if b != nil {
+		c.clock++
+		b.used = c.clock
+	}
+	return b
+}
+
+func (c *stateCache) has(tokens []int) bool {
+	return slices.ContainsFunc(c.entries, func(e *savedState) bool { return slices.Equal(e.tokens, tokens) })
+}
