@@ -210,11 +210,13 @@ func TestChatTurnReusesTheSession(t *testing.T) {
 	}
 }
 
+// toolReply is a Qwen reply that thinks, says something and calls a tool.
+const toolReply = "<think>\nThe user wants weather.\n</think>\n\nLet me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>"
+
 // TestToolCallsAndReasoning: the model's <think> block and <tool_call>
 // JSON come back as reasoning_content and tool_calls, streamed and not.
 func TestToolCallsAndReasoning(t *testing.T) {
-	reply := "<think>\nThe user wants weather.\n</think>\n\nLet me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>"
-	f := startFake(t, reply, 0, nil, nil)
+	f := startFake(t, toolReply, 0, nil, nil)
 	body := `{"messages":[{"role":"user","content":"Weather in Paris?"}],"max_tokens":400,
 		"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
 	code, b, _ := post(t, f.ts.URL+"/v1/chat/completions", body+"}")
