@@ -68,7 +68,7 @@ func (m *metrics) wrap(h http.Handler) http.Handler {
 		h.ServeHTTP(sw, r)
 		path := r.URL.Path
 		switch path {
-		case "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics":
+		case "/", "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics":
 		default:
 			if strings.HasPrefix(path, "/v1/models/") {
 				path = "/v1/models/{id}"
