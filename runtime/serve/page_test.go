@@ -1,11 +1,13 @@
 package serve
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -42,5 +44,52 @@ func TestChatPage(t *testing.T) {
 	}
 	if out, err := exec.Command("node", "--check", js).CombinedOutput(); err != nil {
 		t.Errorf("the page's script does not parse: %v\n%s", err, out)
+	}
+}
+
+// TestChatPageInBrowser: the chat page in headless chromium (puppeteer-core
+// on NODE_PATH, chromium on PATH or in $CHROMIUM): two turns, each reply
+// streamed into the page with its usage line; the second turn's prompt reused
+// the first's tokens. Skipped without them.
+func TestChatPageInBrowser(t *testing.T) {
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium, _ = exec.LookPath("chromium")
+	}
+	if _, err := exec.LookPath("node"); err != nil || chromium == "" {
+		t.Skip("needs node and chromium")
+	}
+	if err := exec.Command("node", "-e", `require("puppeteer-core")`).Run(); err != nil {
+		t.Skip("the puppeteer-core npm package is not on NODE_PATH")
+	}
+	f := startFake(t, "Hello from strata", 0, nil, nil)
+	raw, err := exec.Command("node", "testdata/page_browser.cjs", f.ts.URL, chromium).Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, raw)
+	}
+	var got struct {
+		Model  string
+		Errors []string
+		Turns  []struct {
+			Reply, Stats string
+			Users        int
+		}
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	if got.Model != "fake" || len(got.Errors) > 0 || len(got.Turns) != 2 {
+		t.Fatalf("page: %+v", got)
+	}
+	re := regexp.MustCompile(`^(\d+) prompt tokens \((\d+) reused\), first token after \d+ ms, 18 tokens, [\d.]+ tok/s$`)
+	for i, tr := range got.Turns {
+		m := re.FindStringSubmatch(tr.Stats)
+		if tr.Reply != "Hello from strata" || tr.Users != i+1 || m == nil {
+			t.Errorf("turn %d: %+v", i+1, tr)
+			continue
+		}
+		if reused := m[2]; (i == 0) != (reused == "0") {
+			t.Errorf("turn %d reused %s tokens: %q", i+1, reused, tr.Stats)
+		}
 	}
 }

@@ -173,6 +173,7 @@ func (s *Server) routes() {
 	})
 	s.mux.HandleFunc("GET /metrics", s.metrics)
 	s.mux.HandleFunc("GET /{$}", s.page)
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Message: fmt.Sprintf("no route %s %s: the server answers POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics and the chat page at GET /", r.Method, r.URL.Path)})
