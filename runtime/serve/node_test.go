@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"testing"
 
@@ -15,12 +16,7 @@ import (
 // package on NODE_PATH (npm install openai@4; docs/serve.md) and is skipped
 // without them.
 func TestOpenAINodeClient(t *testing.T) {
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("no node on PATH")
-	}
-	if err := exec.Command("node", "-e", `require("openai")`).Run(); err != nil {
-		t.Skip("the openai npm package is not on NODE_PATH")
-	}
+	needNode(t, "openai")
 	m := loadReal(t)
 	msgs := []chat.Message{{Role: "user", Content: "Hello there"}}
 	rendered, err := m.tm.Template.Render(msgs, chat.Options{AddGenerationPrompt: true})
@@ -106,4 +102,24 @@ func TestOpenAINodeClient(t *testing.T) {
 	if e := got.Errors["badValue"]; e.Status != 400 || e.Param != "temperature" || e.Type != "invalid_request_error" {
 		t.Errorf("bad value: %+v", e)
 	}
+}
+
+// needNode skips the test unless node can load the npm package pkg (from
+// NODE_PATH); with STRATA_REQUIRE_NODE=1 (CI, after installing them) it
+// fails instead.
+func needNode(t *testing.T, pkg string) {
+	t.Helper()
+	why := ""
+	if _, err := exec.LookPath("node"); err != nil {
+		why = "no node on PATH"
+	} else if err := exec.Command("node", "-e", `require("`+pkg+`")`).Run(); err != nil {
+		why = "the " + pkg + " npm package is not on NODE_PATH"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("STRATA_REQUIRE_NODE") == "1" {
+		t.Fatal(why + ", with STRATA_REQUIRE_NODE=1")
+	}
+	t.Skip(why)
 }

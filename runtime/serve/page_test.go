@@ -56,11 +56,12 @@ func TestChatPageInBrowser(t *testing.T) {
 	if chromium == "" {
 		chromium, _ = exec.LookPath("chromium")
 	}
-	if _, err := exec.LookPath("node"); err != nil || chromium == "" {
-		t.Skip("needs node and chromium")
-	}
-	if err := exec.Command("node", "-e", `require("puppeteer-core")`).Run(); err != nil {
-		t.Skip("the puppeteer-core npm package is not on NODE_PATH")
+	needNode(t, "puppeteer-core")
+	if chromium == "" {
+		if os.Getenv("STRATA_REQUIRE_NODE") == "1" {
+			t.Fatal("no chromium on PATH or in $CHROMIUM, with STRATA_REQUIRE_NODE=1")
+		}
+		t.Skip("no chromium on PATH or in $CHROMIUM")
 	}
 	f := startFake(t, "Hello from strata", 0, nil, nil)
 	raw, err := exec.Command("node", "testdata/page_browser.cjs", f.ts.URL, chromium).Output()
