@@ -391,12 +391,13 @@ func TestPrefixReuse(t *testing.T) {
 	check(m.tm.Encode("something else"), 0)
 }
 
-// TestConcurrentLoad: 8 clients × 2 requests at once against a queue of 4:
+// TestConcurrentLoad: 16 clients × 4 requests at once against a queue of 4:
 // each request completes with its own prompt's reply (the engine's, made
-// alone) or gets 503; none is lost or mixed into another.
+// alone) or gets 503; none is lost or mixed into another. The process's RSS
+// before and after is logged.
 func TestConcurrentLoad(t *testing.T) {
 	m := loadReal(t)
-	const clients, each, n = 8, 2, 6
+	const clients, each, n = 16, 4, 6
 	prompts := make([][]int, clients*each)
 	want := make([]string, len(prompts))
 	for i := range prompts {
@@ -404,6 +405,7 @@ func TestConcurrentLoad(t *testing.T) {
 		want[i] = m.visible(m.greedy(t, prompts[i], n))
 	}
 	ts, _ := startReal(t, func(o *Options) { o.Queue = 4 })
+	rss0 := rssKB()
 	var wg sync.WaitGroup
 	codes := make([]int, len(prompts))
 	for c := range clients {
@@ -456,7 +458,7 @@ func TestConcurrentLoad(t *testing.T) {
 			ok++
 		}
 	}
-	t.Logf("%d of %d requests served, the others 503", ok, len(codes))
+	t.Logf("%d of %d requests served, the others 503; RSS %d kB before, %d kB after", ok, len(codes), rss0, rssKB())
 	if ok < 5 { // the running one and the queue's 4 at least
 		t.Errorf("only %d requests served", ok)
 	}
@@ -524,4 +526,19 @@ type turnCase struct {
 	prompt []int
 	want   string
 	cached int
+}
+
+// rssKB is the process's resident set in kB (Linux; 0 elsewhere).
+func rssKB() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return 0
 }
