@@ -177,7 +177,7 @@ func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateO
 		}
 	}
 	if *t.f.chat {
-		return t.chat(l.Config.Name, func() chatSession { return l.Model.NewSession() }, s, gopt, stdout, stderr)
+		return t.chat(l.Config.Name, func() chatSession { return engineSession{l.Model.NewSession()} }, engineSession{s}, gopt, stdout, stderr)
 	}
 	prompt, err := t.promptIDs()
 	if err != nil {

@@ -149,6 +149,7 @@ type script struct {
 	prompts  [][]int // what each Generate was asked to prefill
 	samplers []*sample.Sampler
 	sessions int
+	rewinds  int
 }
 
 // fakeSession follows engine.Session's contract: it consumes the prompt and
@@ -157,14 +158,38 @@ type script struct {
 type fakeSession struct {
 	s        *script
 	consumed []int
+	pending  []int // fed by a Generate with n = 0, part of the next turn's prompt
 }
 
 func (f *fakeSession) Pos() int { return len(f.consumed) }
 
+// Mark and Rewind follow engine.Session's: back to the position.
+func (f *fakeSession) Mark() sessionMark { return &fakeMark{f, len(f.consumed)} }
+
+type fakeMark struct {
+	f   *fakeSession
+	pos int
+}
+
+func (m *fakeMark) Pos() int { return m.pos }
+func (m *fakeMark) Rewind() error {
+	m.f.consumed = m.f.consumed[:m.pos]
+	m.f.s.rewinds++
+	return nil
+}
+
 func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) ([]int, error) {
-	f.s.prompts = append(f.s.prompts, slices.Clone(prompt))
-	f.s.samplers = append(f.s.samplers, opt.Sampler)
+	if !slices.Equal(opt.History, f.consumed) {
+		return nil, fmt.Errorf("History %v is not what the session consumed, %v", opt.History, f.consumed)
+	}
 	f.consumed = append(f.consumed, prompt...)
+	if n == 0 { // prefill only
+		f.pending = append(f.pending, prompt...)
+		return nil, nil
+	}
+	f.s.prompts = append(f.s.prompts, append(f.pending, prompt...))
+	f.pending = nil
+	f.s.samplers = append(f.s.samplers, opt.Sampler)
 	reply := f.s.replies[0]
 	f.s.replies = f.s.replies[1:]
 	var out []int
@@ -188,9 +213,14 @@ func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) 
 // and chat template (Qwen3's).
 func chatWith(t *testing.T, s *script, input string, extra ...string) (stdout, stderr string, last *fakeSession) {
 	t.Helper()
+	return chatWithTokenizer(t, tinyTokenizer, s, input, extra...)
+}
+
+func chatWithTokenizer(t *testing.T, tokPath string, s *script, input string, extra ...string) (stdout, stderr string, last *fakeSession) {
+	t.Helper()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	tf := addTextFlags(fs)
-	if err := fs.Parse(append([]string{"--chat", "--tokenizer", tinyTokenizer}, extra...)); err != nil {
+	if err := fs.Parse(append([]string{"--chat", "--tokenizer", tokPath}, extra...)); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := tf.open("", "", "", 0, nil)
@@ -284,20 +314,23 @@ func TestChatPrefillsOnlyNewTokens(t *testing.T) {
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
-// TestChatStartsOverWhenHistoryChanges: Qwen3's template drops an earlier
-// turn's thinking, so the session no longer matches the conversation and the
-// whole conversation is prefilled into a fresh session; /reset starts over.
-func TestChatStartsOverWhenHistoryChanges(t *testing.T) {
+// TestChatRewindsWhenTheReplyRendersDifferently: Qwen3's template drops the
+// previous reply's thinking, so the session no longer matches the
+// conversation; it rewinds to its mark before that reply (where the previous
+// prompt's assistant header begins) and prefills the reply as re-rendered and
+// the new turn, ending as a prefill of the whole conversation; /reset starts
+// over.
+func TestChatRewindsWhenTheReplyRendersDifferently(t *testing.T) {
 	enc := func(s string) []int { return encodeWith(t, tinyTokenizer, s) }
 	s := &script{replies: [][]int{
 		append(enc("<think>\nhmm\n</think>\n\nBlue."), 2), append(enc("Red."), 2), append(enc("Hi."), 2)}}
 	out, errOut, _ := chatWith(t, s, "Sky?\nSunset?\n/reset\nHello\n/exit\nnever read\n")
 	turn := func(u string) string { return "<|im_start|>user\n" + u + "<|im_end|>\n<|im_start|>assistant\n" }
-	want := [][]int{
-		enc(turn("Sky?")),
-		enc(turn("Sky?") + "Blue.<|im_end|>\n" + turn("Sunset?")),
-		enc(turn("Hello")),
-	}
+	first := enc(turn("Sky?"))
+	whole := enc(turn("Sky?") + "Blue.<|im_end|>\n" + turn("Sunset?"))
+	// The mark is where the generation prompt (the assistant header) begins.
+	markPos := len(enc("<|im_start|>user\nSky?<|im_end|>\n"))
+	want := [][]int{first, whole[markPos:], enc(turn("Hello"))}
 	for i := range want {
 		if i >= len(s.prompts) || !slices.Equal(s.prompts[i], want[i]) {
 			t.Fatalf("turn %d prefilled %v, want %v", i+1, s.prompts, want[i])
@@ -306,11 +339,39 @@ func TestChatStartsOverWhenHistoryChanges(t *testing.T) {
 	if sm := s.samplers; sm[1] != sm[0] || sm[2] == sm[1] {
 		t.Errorf("samplers %p: want one until /reset, then a fresh one", sm)
 	}
-	if s.sessions != 3 || !strings.Contains(errOut, "prefilling the whole conversation again") || !strings.Contains(errOut, "conversation reset") {
-		t.Fatalf("%d sessions; stderr %q", s.sessions, errOut)
+	if s.sessions != 2 || s.rewinds != 1 || !strings.Contains(errOut, fmt.Sprintf("rewound to position %d", markPos)) ||
+		!strings.Contains(errOut, "conversation reset") {
+		t.Fatalf("%d sessions, %d rewinds; stderr %q", s.sessions, s.rewinds, errOut)
 	}
 	if !strings.HasPrefix(out, "<think>\nhmm\n</think>\n\nBlue.\nRed.\nHi.\n") {
 		t.Fatalf("stdout %q", out)
+	}
+}
+
+// TestChatStartsOverWhenHistoryChanges: a template that renders an earlier
+// part of the conversation differently every turn (here a turn count at the
+// top) leaves no usable mark, so the whole conversation is prefilled into a
+// fresh session.
+func TestChatStartsOverWhenHistoryChanges(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(tinyTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644)
+	tmpl := "{{ messages|length }} messages\n{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+	cfg, _ := json.Marshal(map[string]string{"chat_template": tmpl, "eos_token": "<|im_end|>"})
+	os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), cfg, 0o644)
+	enc := func(s string) []int { return encodeWith(t, tinyTokenizer, s) }
+	s := &script{replies: [][]int{append(enc("Blue."), 2), append(enc("Red."), 2)}}
+	_, errOut, sess := chatWithTokenizer(t, filepath.Join(dir, "tokenizer.json"), s, "Sky?\nSunset?\n")
+	whole := enc("3 messages\n<|im_start|>user\nSky?<|im_end|>\n<|im_start|>assistant\nBlue.<|im_end|>\n<|im_start|>user\nSunset?<|im_end|>\n<|im_start|>assistant\n")
+	if len(s.prompts) != 2 || !slices.Equal(s.prompts[1], whole) || s.sessions != 2 || s.rewinds != 0 ||
+		!strings.Contains(errOut, "prefilling the whole conversation again") {
+		t.Fatalf("turn 2 prefilled %v (want %v); %d sessions, %d rewinds; %q", s.prompts, whole, s.sessions, s.rewinds, errOut)
+	}
+	if !slices.Equal(sess.consumed, append(slices.Clone(whole), enc("Red.")...)) {
+		t.Fatalf("the fresh session consumed %v", sess.consumed)
 	}
 }
 
@@ -583,5 +644,69 @@ func TestConvertCarriesTheTokenizer(t *testing.T) {
 	}
 	if _, errOut, status = runStrata(t, "run", "--gguf", bare, "-p", "hi"); status != 1 || !strings.Contains(errOut, "no tokenizer") {
 		t.Fatalf("run --gguf -p without a tokenizer: status %d, %q", status, errOut)
+	}
+}
+
+// TestChatRewindOnTheEngine: with --no-think, Qwen3's template renders the
+// previous reply without the empty <think></think> block the model saw, so
+// turn 2 rewinds the real engine to its mark; the reply it then generates is
+// the one a fresh run generates from the whole conversation as rendered
+// (tokenize --batch renders it), so the rewound state is a fresh prefill's.
+func TestChatRewindOnTheEngine(t *testing.T) {
+	dir := t.TempDir()
+	byteLevelTokenizer(t, dir)
+	render := func(msgs []map[string]string) []int {
+		m, _ := json.Marshal(map[string]any{"messages": msgs, "add_generation_prompt": true, "enable_thinking": false})
+		var out string
+		withStdin(string(m)+"\n", func() { out, _, _ = runStrata(t, "tokenize", "--hf", dir, "--batch") })
+		var r struct{ IDs []int }
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("tokenize --batch: %q: %v", out, err)
+		}
+		return r.IDs
+	}
+	// What a fresh run generates from ids, as the reply text (ids < 256 are
+	// bytes; 256 and 258 end the turn; others print nothing).
+	generate := func(ids []int) (reply string, text string) {
+		out, errOut, status := runStrata(t, "run", "--hf", dir, "--tokens", joinInts(ids, ","), "-n", "6")
+		if status != 0 {
+			t.Fatal(errOut)
+		}
+		var gen []int
+		for _, f := range strings.Fields(out) {
+			if id := atoi(f); id == 256 || id == 258 {
+				break
+			} else {
+				gen = append(gen, id)
+			}
+		}
+		dec, _, _ := runStrata(t, "tokenize", "--hf", dir, "--decode", "-p", joinInts(gen, ","))
+		reply = strings.TrimSuffix(dec, "\n")
+		var b []byte
+		for _, id := range gen {
+			if id < 256 {
+				b = append(b, byte(id))
+			}
+		}
+		return reply, string([]rune(string(b)))
+	}
+	u1, u2 := map[string]string{"role": "user", "content": "Hi"}, map[string]string{"role": "user", "content": "More"}
+	reply1, text1 := generate(render([]map[string]string{u1}))
+	_, text2 := generate(render([]map[string]string{u1, {"role": "assistant", "content": reply1}, u2}))
+
+	var out, errOut string
+	var status int
+	withStdin("Hi\nMore\n", func() { out, errOut, status = runStrata(t, "run", "--hf", dir, "--chat", "--no-think", "-n", "6") })
+	if status != 0 || !strings.Contains(errOut, "rewound to position") {
+		t.Fatalf("status %d, stderr %q", status, errOut)
+	}
+	lines := func(s string) string {
+		if s == "" || !strings.HasSuffix(s, "\n") {
+			s += "\n"
+		}
+		return s
+	}
+	if want := lines(text1) + lines(text2); out != want {
+		t.Fatalf("chat printed %q, want %q (fresh runs)", out, want)
 	}
 }

@@ -33,11 +33,11 @@ type Template struct {
 // the template (bos_token, eos_token, pad_token, unk_token); empty ones are left
 // undefined, as transformers leaves unset tokens out.
 func Compile(src string, tokens SpecialTokens) (*Template, error) {
-	t, err := jinja.Compile(rewriteToJSON(src))
+	t, err := jinja.Compile(rewriteOutputs(src))
 	if err != nil {
 		return nil, locate(src, err)
 	}
-	sp := map[string]jinja.Value{tojsonFunc: tojsonCallable}
+	sp := map[string]jinja.Value{tojsonFunc: tojsonCallable, printFunc: printCallable}
 	for k, v := range map[string]string{"bos_token": tokens.BOS, "eos_token": tokens.EOS,
 		"pad_token": tokens.PAD, "unk_token": tokens.UNK} {
 		if v != "" {

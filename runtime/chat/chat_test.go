@@ -155,3 +155,21 @@ func TestToJSONIsPythons(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestPrintIsPythons: {{ x }} prints None as "None" and whole floats with
+// ".0", as Python's Jinja does; strings, ints, bools and undefined print as
+// before.
+func TestPrintIsPythons(t *testing.T) {
+	tmpl, err := Compile("{{ messages[0].content }}|{{ tools[0].a }}|{{ tools[0].b }}|{{ tools[0].c }}|{{ tools[0].d }}|{{ tools[0].e }}|{{ tools[0].nope }}|{{ messages[0]['role'] }}", SpecialTokens{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tmpl.RenderJSON(json.RawMessage(`[{"role": "tool", "content": null}]`),
+		Options{Tools: json.RawMessage(`[{"a": 2.0, "b": 1e-7, "c": 7, "d": true, "e": "s"}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "None|2.0|1e-07|7|True|s||tool"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

@@ -23,8 +23,59 @@ var tojsonTag = regexp.MustCompile(`\{\{(-?)(\s*)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*|
 
 const tojsonFunc = "__strata_tojson"
 
-func rewriteToJSON(src string) string {
-	return tojsonTag.ReplaceAllString(src, "{{${1}${2}"+tojsonFunc+"(${3})${4}${5}}}")
+// printTag is an output tag of a bare path, `{{ message.content }}`: the
+// engine prints None as "" and 1.0 as "1" where Python's Jinja prints "None"
+// and "1.0", so such tags go through pyPrint, which gives those two Python's
+// text and hands every other value back to the engine unchanged.
+var printTag = regexp.MustCompile(`\{\{(-?)(\s*)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*|\[-?\d+\]|\['[^'\]]*'\]|\["[^"\]]*"\])*)(\s*)(-?)\}\}`)
+
+const printFunc = "__strata_print"
+
+var rawBlock = regexp.MustCompile(`\{%-?\s*raw\s*-?%\}`)
+
+// rewriteOutputs routes {{ path | tojson }} and {{ path }} through the
+// Python-compatible functions; the line structure is kept, so error lines
+// still match the source.
+func rewriteOutputs(src string) string {
+	if rawBlock.MatchString(src) {
+		return src // {% raw %} text must stay as written
+	}
+	src = tojsonTag.ReplaceAllString(src, "{{${1}${2}"+tojsonFunc+"(${3})${4}${5}}}")
+	return printTag.ReplaceAllStringFunc(src, func(tag string) string {
+		m := printTag.FindStringSubmatch(tag)
+		switch m[3] {
+		case "true", "false", "none", "True", "False", "None", "loop", "namespace":
+			return tag
+		}
+		return "{{" + m[1] + m[2] + printFunc + "(" + m[3] + ")" + m[4] + m[5] + "}}"
+	})
+}
+
+var printCallable = jinja.NewCallable(printFunc, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) != 1 {
+		return jinja.Undefined(), fmt.Errorf("print: want one value")
+	}
+	switch v := args[0]; {
+	case v.IsNone():
+		return jinja.NewString("None"), nil
+	case v.IsFloat():
+		return jinja.NewString(pyFloatStr(v.AsFloat())), nil
+	default:
+		return v, nil
+	}
+})
+
+// pyFloatStr is Python's str(float): repr, with inf and nan spelled as Python does.
+func pyFloatStr(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return pyFloat(f)
 }
 
 var tojsonCallable = jinja.NewCallable(tojsonFunc, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {

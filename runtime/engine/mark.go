@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models/ngram"
+)
+
+// Mark is a point of a session it can return to: the model's state (KV
+// entries past the position are simply overwritten later, as a rejected
+// draft's are) and the n-gram context at a position.
+type Mark struct {
+	s       *Session
+	snap    map[string][]byte
+	pos     int
+	history []ngram.History
+}
+
+// Mark remembers the session's state at its current position. It copies the
+// recurrent and convolution state (not the KV cache), so it costs a state's
+// worth of memory.
+func (s *Session) Mark() *Mark {
+	return &Mark{s: s, snap: s.m.mem.Snapshot(graph.KindState, nil), pos: s.pos, history: s.history}
+}
+
+// Pos is the position the mark was taken at.
+func (m *Mark) Pos() int { return m.pos }
+
+// Rewind returns the session to the mark, which must be this session's and
+// taken while it was the model's current one.
+func (s *Session) Rewind(m *Mark) error {
+	if m == nil || m.s != s {
+		return fmt.Errorf("rewind: the mark belongs to another session")
+	}
+	if m.pos > s.pos {
+		return fmt.Errorf("rewind: the mark is at position %d, past the session's %d", m.pos, s.pos)
+	}
+	s.m.mem.Restore(m.snap)
+	s.pos, s.history = m.pos, m.history
+	return nil
+}
