@@ -14,7 +14,27 @@ type Saver interface {
 	Restore(state any)
 }
 
-// EngineSession is an engine session as the server uses it, a Saver.
+// Marker is a Session that can remember its recurrent state at a position
+// and return there later (the KV rows past it are overwritten as it goes on):
+// the server marks each prompt's end, a turn boundary, so a next prompt that
+// departs from the kept tokens after it (Qwen3's template drops the last
+// reply's thinking) prefills only from there.
+type Marker interface {
+	Mark() any
+	Rewind(mark any) error
+}
+
+// maxMarks bounds the turn-boundary marks kept (each holds one copy of the
+// recurrent state).
+const maxMarks = 4
+
+type mark struct {
+	pos int
+	m   any
+}
+
+// EngineSession is an engine session as the server uses it, a Saver and a
+// Marker.
 func EngineSession(s *engine.Session) Session { return engineSession{s} }
 
 type engineSession struct{ *engine.Session }
@@ -25,6 +45,10 @@ func (e engineSession) Save() (any, int64) {
 }
 
 func (e engineSession) Restore(state any) { e.Session.Restore(state.(*engine.State)) }
+
+func (e engineSession) Mark() any { return e.Session.Mark() }
+
+func (e engineSession) Rewind(m any) error { return e.Session.Rewind(m.(*engine.Mark)) }
 
 // stateCache holds saved session states by the tokens they consumed, least
 // recently used evicted first to stay within the budget.

@@ -213,6 +213,43 @@ func TestChatTurnReusesTheSession(t *testing.T) {
 // toolReply is a Qwen reply that thinks, says something and calls a tool.
 const toolReply = "<think>\nThe user wants weather.\n</think>\n\nLet me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>"
 
+// TestThinkingChatRewinds: Qwen3's template drops the last reply's thinking
+// when it renders the next turn, so the prompt departs from what the session
+// holds inside that reply; the session rewinds to the end of the previous
+// prompt and feeds only what follows it.
+func TestThinkingChatRewinds(t *testing.T) {
+	m := loadReal(t)
+	f := startFake(t, "<think>\nhmm\n</think>\n\nHi!", 0, nil, nil)
+	turn := func(msgs []chat.Message) chatReply {
+		body, _ := jsonMarshal(map[string]any{"messages": msgs, "max_tokens": 100})
+		code, b, _ := post(t, f.ts.URL+"/v1/chat/completions", string(body))
+		if code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+		return decode[chatReply](t, b)
+	}
+	msgs := []chat.Message{{Role: "user", Content: "Hello"}}
+	r1 := turn(msgs)
+	if got := r1.Choices[0].Message; *got.Content != "Hi!" || got.ReasoningContent != "hmm" {
+		t.Fatalf("turn 1: %+v", got)
+	}
+	msgs = append(msgs, chat.Message{Role: "assistant", Content: "Hi!"}, chat.Message{Role: "user", Content: "More"})
+	r2 := turn(msgs)
+	first, _ := m.tm.Template.Render(msgs[:1], chat.Options{AddGenerationPrompt: true})
+	whole, _ := m.tm.Template.Render(msgs, chat.Options{AddGenerationPrompt: true})
+	if strings.Contains(whole, "hmm") {
+		t.Fatalf("the template kept the thinking: %q", whole)
+	}
+	boundary := len(m.tm.Tok.Encode(first))
+	fed := f.prompts()
+	if want := m.tm.Tok.Encode(whole)[boundary:]; len(fed) != 2 || !slices.Equal(fed[1], want) || f.sessions.Load() != 1 {
+		t.Errorf("turn 2 fed %v on %d sessions, want the tokens after the first prompt %v", fed[len(fed)-1], f.sessions.Load(), want)
+	}
+	if c := r2.Usage.PromptTokensDetails.CachedTokens; c != boundary {
+		t.Errorf("turn 2: %d cached, want %d", c, boundary)
+	}
+}
+
 // TestToolCallsAndReasoning: the model's <think> block and <tool_call>
 // JSON come back as reasoning_content and tool_calls, streamed and not.
 func TestToolCallsAndReasoning(t *testing.T) {

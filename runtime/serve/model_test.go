@@ -174,6 +174,14 @@ type fakeSession struct {
 
 func (f *fakeSession) Pos() int { return f.pos }
 
+// Mark and Rewind keep only the position: a fake has no other state.
+func (f *fakeSession) Mark() any { return f.pos }
+
+func (f *fakeSession) Rewind(m any) error {
+	f.pos = m.(int)
+	return nil
+}
+
 func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) ([]int, error) {
 	f.mu.Lock()
 	*f.fed = append(*f.fed, slices.Clone(prompt))

@@ -542,3 +542,36 @@ func rssKB() int {
 	}
 	return 0
 }
+
+// TestRewindToTurnBoundary: a prompt that departs from the kept tokens right
+// after the last prompt (a regenerated or re-rendered reply) rewinds the
+// session to the mark taken there and prefills only from it, with the reply
+// a fresh session gives the whole prompt.
+func TestRewindToTurnBoundary(t *testing.T) {
+	m := loadReal(t)
+	const n = 4
+	p1 := m.tm.Encode("first prompt:")
+	out1 := m.greedy(t, p1, n)
+	x := m.tm.Encode(" another reply")
+	if x[0] == out1[0] {
+		x = m.tm.Encode("_another reply")
+	}
+	p2 := append(slices.Clone(p1), x...)
+	out2 := m.greedy(t, p2, n)
+	p3 := append(append(slices.Clone(p2), out2...), m.tm.Encode(" and on")...)
+	out3 := m.greedy(t, p3, n)
+	ts, _ := startReal(t, nil)
+	for k, c := range []struct {
+		prompt, want []int
+		cached       int
+	}{{p1, out1, 0}, {p2, out2, len(p1)}, {p3, out3, len(p2) + n - 1}} {
+		code, b, _ := post(t, ts.URL+"/v1/completions", fmt.Sprintf(`{"prompt":%s,"max_tokens":%d}`, idsJSON(c.prompt), n))
+		if code != 200 {
+			t.Fatalf("request %d: %d %s", k, code, b)
+		}
+		r := decode[textReply](t, b)
+		if r.Choices[0].Text != m.visible(c.want) || r.Usage.PromptTokensDetails.CachedTokens != c.cached {
+			t.Errorf("request %d: %q with %d cached, want %q with %d", k, r.Choices[0].Text, r.Usage.PromptTokensDetails.CachedTokens, m.visible(c.want), c.cached)
+		}
+	}
+}

@@ -99,6 +99,7 @@ type Server struct {
 	// The worker's: the session and the tokens it has consumed.
 	sess  Session
 	kept  []int
+	marks []mark // the live session's turn boundaries, oldest first
 	cache *stateCache
 }
 
@@ -320,7 +321,7 @@ func (s *Server) runJob(j *job) {
 		if v := recover(); v != nil {
 			s.logf("serve: panic in a generation (the session starts over): %v\n%s", v, debug.Stack())
 			j.err = fmt.Errorf("internal error: %v", v)
-			s.sess, s.kept = nil, nil
+			s.sess, s.kept, s.marks = nil, nil, nil
 		}
 	}()
 	feed, history, restored := s.prepare(j.prompt)
@@ -332,6 +333,7 @@ func (s *Server) runJob(j *job) {
 	g.OnToken = func(id int) error {
 		if count == 0 {
 			j.ttft = time.Since(begin)
+			s.markBoundary(len(j.prompt))
 		}
 		count++
 		if j.ctx.Err() != nil {
@@ -348,7 +350,7 @@ func (s *Server) runJob(j *job) {
 	j.out, j.err = out, err
 	if err != nil {
 		s.logf("serve: generation failed (the session starts over): %v", err)
-		s.sess, s.kept = nil, nil
+		s.sess, s.kept, s.marks = nil, nil, nil
 		return
 	}
 	// The session has consumed the prompt and every returned token but the
@@ -356,43 +358,88 @@ func (s *Server) runJob(j *job) {
 	s.kept = append(slices.Clone(j.prompt), out[:max(len(out)-1, 0)]...)
 }
 
-// prepare returns what to feed for prompt and the history before it: only
-// the new tokens when prompt extends the tokens the session holds (the
-// recurrent state cannot be rewound, so only an exact extension qualifies),
-// or extends a saved state's tokens (restored); else the whole prompt on a
-// fresh session. With a state cache, the live conversation is saved before
-// the session leaves it.
+// markBoundary remembers the live session's state at the end of a prompt
+// (when its first token is made, before it is fed).
+func (s *Server) markBoundary(pos int) {
+	mk, ok := s.sess.(Marker)
+	if !ok || s.opt.NoReuse || s.sess.Pos() != pos {
+		return
+	}
+	if len(s.marks) > 0 && s.marks[len(s.marks)-1].pos >= pos {
+		s.marks = nil // not past the last one: a stale list
+	}
+	s.marks = append(s.marks, mark{pos: pos, m: mk.Mark()})
+	if len(s.marks) > maxMarks {
+		s.marks = s.marks[1:]
+	}
+}
+
+// prepare returns what to feed for prompt and the history before it, and
+// whether a saved state was restored for it. In order of preference: only
+// the new tokens when prompt extends the tokens the live session holds; else
+// the most tokens reused from a turn-boundary mark of the live session
+// (rewound; the recurrent state cannot be rewound otherwise) or from a saved
+// state that prompt extends; else the whole prompt on a fresh session. With a
+// state cache, the live conversation is saved before the session leaves it.
 func (s *Server) prepare(prompt []int) (feed, history []int, restored bool) {
 	k := len(s.kept)
 	if s.opt.NoReuse {
-		s.sess, s.kept = s.opt.NewSession(), nil
+		s.sess, s.kept, s.marks = s.opt.NewSession(), nil, nil
 		return prompt, nil, false
 	}
 	live := s.sess != nil && k > 0 && s.sess.Pos() == k
 	if live && len(prompt) > k && slices.Equal(prompt[:k], s.kept) {
 		return prompt[k:], s.kept, false
 	}
+	// The latest mark within the common prefix.
+	var rewind *mark
+	if live {
+		common := 0
+		for common < min(k, len(prompt)) && prompt[common] == s.kept[common] {
+			common++
+		}
+		for i := len(s.marks) - 1; i >= 0; i-- {
+			if m := &s.marks[i]; m.pos <= common && m.pos < len(prompt) {
+				rewind = m
+				break
+			}
+		}
+	}
+	var saved *savedState
 	if s.cache != nil {
+		saved = s.cache.best(prompt)
+	}
+	if rewind != nil && (saved == nil || rewind.pos >= len(saved.tokens)) {
+		if err := s.sess.(Marker).Rewind(rewind.m); err == nil && s.sess.Pos() == rewind.pos {
+			s.kept = s.kept[:rewind.pos:rewind.pos]
+			s.marks = slices.DeleteFunc(s.marks, func(m mark) bool { return m.pos > rewind.pos })
+			return prompt[rewind.pos:], s.kept, false
+		}
+		s.sess, live = nil, false
+	}
+	if saved != nil {
 		if sv, ok := s.sess.(Saver); ok && live && !s.cache.has(s.kept) {
 			st, n := sv.Save()
 			s.cache.put(s.kept, st, n)
 		}
-		if e := s.cache.best(prompt); e != nil {
-			if s.sess == nil {
-				s.sess = s.opt.NewSession()
-			}
-			if sv, ok := s.sess.(Saver); ok {
-				sv.Restore(e.state)
-				if s.sess.Pos() == len(e.tokens) {
-					s.kept = e.tokens
-					return prompt[len(e.tokens):], e.tokens, true
-				}
+		if s.sess == nil {
+			s.sess = s.opt.NewSession()
+		}
+		s.marks = nil
+		if sv, ok := s.sess.(Saver); ok {
+			sv.Restore(saved.state)
+			if s.sess.Pos() == len(saved.tokens) {
+				s.kept = saved.tokens
+				return prompt[len(saved.tokens):], saved.tokens, true
 			}
 		}
+	} else if sv, ok := s.sess.(Saver); ok && s.cache != nil && live && !s.cache.has(s.kept) {
+		st, n := sv.Save()
+		s.cache.put(s.kept, st, n)
 	}
 	if s.sess == nil || s.sess.Pos() > 0 {
 		s.sess = s.opt.NewSession()
 	}
-	s.kept = nil
+	s.kept, s.marks = nil, nil
 	return prompt, nil, false
 }
