@@ -28,13 +28,17 @@ const serveAbout = `
 Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions
 (messages rendered with the model's chat template; streamed as server-sent
 events with "stream": true), POST /v1/completions (a text prompt or token
-ids), GET /v1/models, GET /health and GET /metrics (Prometheus text).
+ids), GET /v1/models, GET /health, GET /metrics (Prometheus text), and a
+chat page at / for a browser.
 
 The engine runs one sequence, so requests run one at a time in arrival order;
 up to --queue more wait, and beyond that a request gets 503 with Retry-After.
 A client that disconnects stops its generation at the next token. The session
 of the last request is kept: when the next prompt starts with exactly the
-tokens it holds (a chat's next turn), only the new tokens are prefilled.
+tokens it holds (a chat's next turn), only the new tokens are prefilled; a
+prompt that departs from them after the previous prompt's end (Qwen3 drops the
+last reply's thinking) rewinds there. --cache-mb keeps copies of the state of
+conversations the server switched away from, so they resume too.
 
 The sampling flags are the defaults a request's own fields (temperature,
 top_p, top_k, min_p, presence_penalty, frequency_penalty, seed) override; the
@@ -59,6 +63,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	alias := fs.String("alias", "", "the model id /v1/models lists and requests name (default: the file or directory name)")
 	queue := fs.Int("queue", 8, "requests that may wait behind the running one; more get 503")
 	timeout := fs.Duration("timeout", 10*time.Minute, "time limit of one request, its wait in the queue included (0: none)")
+	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "a streaming client that stops reading for this `long` loses its stream, so it cannot hold the engine")
 	maxBody := fs.Int64("max-body", 8<<20, "largest request body in `bytes`")
 	maxTokens := fs.Int("max-tokens", 0, "reply length when a request gives no max_tokens (0: up to the end of the context)")
 	grace := fs.Duration("grace", 30*time.Second, "on SIGINT/SIGTERM, how long running requests may finish before they are cancelled")
@@ -90,8 +95,8 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("--queue must be ≥ 0, got %d", *queue)
 	case *maxBody < 1:
 		return usagef("--max-body must be ≥ 1, got %d", *maxBody)
-	case *maxTokens < 0 || *timeout < 0 || *grace < 0 || *cacheMB < 0:
-		return usagef("--max-tokens, --timeout, --grace and --cache-mb must be ≥ 0")
+	case *maxTokens < 0 || *timeout < 0 || *grace < 0 || *cacheMB < 0 || *writeTimeout <= 0:
+		return usagef("--max-tokens, --timeout, --grace and --cache-mb must be ≥ 0 and --write-timeout > 0")
 	case *suffix < 0 || *arena < 0 || *ioThreads < 1 || *ctxLen < 0 || *prefill < 0:
 		return usagef("--suffix-draft, --arena-experts, --context and --prefill-rows must be ≥ 0 and --io-threads ≥ 1")
 	case !slices.Contains(strata.Backends, *backend):
@@ -161,7 +166,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		Model: name, Text: tm, Context: l.Config.Runtime.ContextLength, Vocab: l.Config.Architecture.VocabSize,
 		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: *cacheMB << 20,
 		Generate:  engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *sf.ignoreEOS},
-		MaxTokens: *maxTokens, Queue: *queue, Timeout: *timeout, MaxBody: *maxBody, Stop: sf.stops,
+		MaxTokens: *maxTokens, Queue: *queue, Timeout: *timeout, MaxBody: *maxBody, WriteTimeout: *writeTimeout, Stop: sf.stops,
 		NoThink: *noThink, NoReuse: *noReuse,
 		EngineStats: func() serve.EngineStats {
 			e := serve.EngineStats{Spec: sp.Depth != 0, Drafted: sp.Stats.Drafted, Accepted: sp.Stats.Accepted, Streaming: *arena > 0}

@@ -3,6 +3,8 @@ package serve
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -321,5 +323,29 @@ func TestToolCallsAndReasoning(t *testing.T) {
 	code, b, _ = post(t, f.ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":400}`)
 	if r := decode[chatReply](t, b); code != 200 || len(r.Choices[0].Message.ToolCalls) != 0 || !strings.Contains(*r.Choices[0].Message.Content, "<tool_call>") {
 		t.Errorf("without tools: %s", b)
+	}
+}
+
+// TestStalledReaderReleasesTheEngine: a streaming client that stops reading
+// (its connection open) loses its stream once a write waits past the write
+// timeout, and the engine serves the next request.
+func TestStalledReaderReleasesTheEngine(t *testing.T) {
+	f := startFake(t, strings.Repeat("word ", 200), 0, nil, func(o *Options) {
+		o.Generate.IgnoreEOS = true
+		o.WriteTimeout = 200 * time.Millisecond
+		o.Context = 1 << 30
+	})
+	conn, err := net.Dial("tcp", f.ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"prompt":"go","max_tokens":3000000,"stream":true}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// Never read: the socket buffers fill and a write blocks.
+	waitFor(t, func() bool { _, b := get(t, f.ts.URL+"/metrics"); return strings.Contains(b, "strata_busy 1\n") })
+	waitFor(t, func() bool { _, b := get(t, f.ts.URL+"/metrics"); return strings.Contains(b, "strata_busy 0\n") })
+	if code, b, _ := post(t, f.ts.URL+"/v1/completions", `{"prompt":"next","max_tokens":2}`); code != 200 {
+		t.Fatalf("next request: %d %s", code, b)
 	}
 }

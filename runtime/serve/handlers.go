@@ -208,9 +208,12 @@ func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(), 
 	return res
 }
 
-// sse writes server-sent events.
+// sse writes server-sent events. Each write has a deadline: the engine
+// writes the tokens as it makes them, so a client that stops reading must
+// not hold it.
 type sse struct {
 	w       http.ResponseWriter
+	timeout time.Duration
 	started bool
 }
 
@@ -232,10 +235,14 @@ func (e *sse) send(v any) error {
 	if err != nil {
 		return err
 	}
+	rc := http.NewResponseController(e.w)
+	if e.timeout > 0 {
+		rc.SetWriteDeadline(time.Now().Add(e.timeout))
+	}
 	if _, err := fmt.Fprintf(e.w, "data: %s\n\n", data); err != nil {
 		return err
 	}
-	return http.NewResponseController(e.w).Flush()
+	return rc.Flush()
 }
 
 func (e *sse) done() {
@@ -390,7 +397,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			SystemFingerprint: fingerprint, Choices: []chatChoice{{Message: msg, FinishReason: &finish}}, Usage: res.usage(len(ids))})
 		return
 	}
-	ev := &sse{w: w}
+	ev := &sse{w: w, timeout: s.opt.WriteTimeout}
 	parser := newReplyParser(tools, inThink, callID)
 	calls := 0
 	sendParts := func(parts []part) error {
@@ -530,7 +537,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, resp(res.text, &res.finish, res.usage(len(ids))))
 		return
 	}
-	ev := &sse{w: w}
+	ev := &sse{w: w, timeout: s.opt.WriteTimeout}
 	res := s.generate(r, ids, pl, ev.begin, func(t string) error { return ev.send(resp(t, nil, nil)) })
 	if res == nil {
 		return

@@ -51,6 +51,10 @@ type Options struct {
 	Queue int
 	// Timeout bounds a request, its wait in the queue included (0: none).
 	Timeout time.Duration
+	// WriteTimeout bounds each write of a stream: a client that stops
+	// reading for longer loses its stream, and the engine moves on (0: 30 s;
+	// negative: none).
+	WriteTimeout time.Duration
 	// MaxBody is the largest request body in bytes.
 	MaxBody int64
 	// Stop are stop strings every request has besides its own.
@@ -119,6 +123,9 @@ func New(opt Options) (*Server, error) {
 	}
 	if opt.Model == "" {
 		opt.Model = "strata"
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = 30 * time.Second
 	}
 	if opt.MaxBody <= 0 {
 		opt.MaxBody = 8 << 20
