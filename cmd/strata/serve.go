@@ -45,6 +45,9 @@ top_p, top_k, min_p, presence_penalty, frequency_penalty, seed) override; the
 default is greedy. Qwen's <think> blocks come back as reasoning_content and
 its <tool_call> JSON as tool_calls when the request offers tools.
 
+With neither --gguf nor --hf it serves the embedded default model, when that
+has a tokenizer.
+
 SIGINT or SIGTERM stops taking requests, lets the running ones finish (up to
 --grace, then cancels them) and saves the spec gate's state and the expert
 usage history as run does. docs/serve.md has the details.`
@@ -55,7 +58,7 @@ var serveSignal = func() (context.Context, context.CancelFunc) {
 }
 
 func serveCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", "--gguf FILE | --hf DIR [--host 127.0.0.1] [--port 8080] [--queue N]", serveAbout, stderr)
+	fs := newFlagSet("serve", "[--gguf FILE | --hf DIR] [--host 127.0.0.1] [--port 8080] [--queue N]", serveAbout, stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json, model.safetensors, tokenizer.json)")
 	ggufPath := fs.String("gguf", "", "GGUF model `file` (with its tokenizer metadata)")
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
@@ -85,8 +88,6 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	switch {
-	case *hf == "" && *ggufPath == "":
-		return usagef("give the model: --gguf FILE or --hf DIR")
 	case *hf != "" && *ggufPath != "":
 		return usagef("--hf and --gguf are two models; give one")
 	case *port < 0 || *port > 65535:
@@ -159,7 +160,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("reading the EOS ids: %w", err)
 	}
 	name := *alias
-	if name == "" {
+	if name == "" && *hf+*ggufPath == "" {
+		name = l.Config.Name // the embedded default model
+	} else if name == "" {
 		name = strings.TrimSuffix(filepath.Base(filepath.Clean(*hf+*ggufPath)), ".gguf")
 	}
 	api, err := serve.New(serve.Options{

@@ -123,7 +123,6 @@ func TestServeFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "give the model"},
 		{[]string{"--hf", "a", "--gguf", "b"}, "two models"},
 		{[]string{"--hf", tinyA, "--port", "70000"}, "--port"},
 		{[]string{"--hf", tinyA, "--queue", "-1"}, "--queue"},
