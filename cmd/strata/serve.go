@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -42,7 +43,8 @@ conversations the server switched away from, so they resume too.
 
 The sampling flags are the defaults a request's own fields (temperature,
 top_p, top_k, min_p, presence_penalty, frequency_penalty, seed) override; the
-default is greedy. Qwen's <think> blocks come back as reasoning_content and
+default is greedy. A sampled request without "seed" gets a fresh random seed
+unless --seed is given. Qwen's <think> blocks come back as reasoning_content and
 its <tool_call> JSON as tool_calls when the request offers tools.
 
 With neither --gguf nor --hf it serves the embedded default model, when that
@@ -165,8 +167,11 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	} else if name == "" {
 		name = strings.TrimSuffix(filepath.Base(filepath.Clean(*hf+*ggufPath)), ".gguf")
 	}
+	seedSet := false
+	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
 	api, err := serve.New(serve.Options{
-		Model: name, Text: tm, Context: l.Config.Runtime.ContextLength, Vocab: l.Config.Architecture.VocabSize,
+		RandomSeed: !seedSet,
+		Model:      name, Text: tm, Context: l.Config.Runtime.ContextLength, Vocab: l.Config.Architecture.VocabSize,
 		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: *cacheMB << 20,
 		Generate:  engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *sf.ignoreEOS},
 		MaxTokens: *maxTokens, Queue: *queue, Timeout: *timeout, MaxBody: *maxBody, WriteTimeout: *writeTimeout, Stop: sf.stops,

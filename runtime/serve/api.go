@@ -21,6 +21,7 @@ type sampling struct {
 	PresencePenalty     *float64        `json:"presence_penalty"`
 	FrequencyPenalty    *float64        `json:"frequency_penalty"`
 	Seed                *int64          `json:"seed"`
+	IgnoreEOS           *bool           `json:"ignore_eos"` // llama-server's extension
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	Stop                json.RawMessage `json:"stop"`

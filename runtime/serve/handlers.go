@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -65,6 +66,8 @@ func (s *Server) plan(q *sampling, promptLen int, promptParam string) (*plan, *a
 	}
 	if q.Seed != nil {
 		p.Seed = *q.Seed
+	} else if s.opt.RandomSeed {
+		p.Seed = rand.Int64()
 	}
 	switch {
 	case p.Temperature < 0 || p.Temperature > 2:
@@ -113,6 +116,9 @@ func (s *Server) plan(q *sampling, promptLen int, promptParam string) (*plan, *a
 	stops = append(stops, s.opt.Stop...)
 	g := s.opt.Generate
 	g.Sampling = p
+	if q.IgnoreEOS != nil {
+		g.IgnoreEOS = *q.IgnoreEOS
+	}
 	pl := &plan{gopt: g, n: n, stops: stops, stream: q.Stream}
 	if q.StreamOptions != nil {
 		if !q.Stream {

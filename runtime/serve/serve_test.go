@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/runtime/chat"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/sample"
 )
 
 func TestMain(m *testing.M) {
@@ -572,6 +574,48 @@ func TestRewindToTurnBoundary(t *testing.T) {
 		r := decode[textReply](t, b)
 		if r.Choices[0].Text != m.visible(c.want) || r.Usage.PromptTokensDetails.CachedTokens != c.cached {
 			t.Errorf("request %d: %q with %d cached, want %q with %d", k, r.Choices[0].Text, r.Usage.PromptTokensDetails.CachedTokens, m.visible(c.want), c.cached)
+		}
+	}
+}
+
+// TestSampledRequest: a sampled request with a seed is the engine's own
+// sampled reply with those parameters, the same each time; ignore_eos runs
+// to max_tokens.
+func TestSampledRequest(t *testing.T) {
+	m := loadReal(t)
+	prompt := m.tm.Encode("Sample me")
+	p := sample.Params{Temperature: 1.3, TopK: 50, TopP: 0.9, MinP: 0.01, PresencePenalty: 0.5, PenaltyLastN: 64, Seed: 42}
+	s := m.l.Model.NewSession()
+	want, err := s.Generate(prompt, 10, engine.GenerateOptions{PrefillRows: m.l.PrefillRows, EOS: m.tm.StopIDs(), Sampling: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := startReal(t, func(o *Options) { o.Generate.Sampling.PenaltyLastN = 64; o.RandomSeed = true })
+	body := `{"prompt":"Sample me","max_tokens":10,"temperature":1.3,"top_k":50,"top_p":0.9,"min_p":0.01,"presence_penalty":0.5,"seed":42}`
+	for i := range 2 {
+		code, b, _ := post(t, ts.URL+"/v1/completions", body)
+		r := decode[textReply](t, b)
+		if code != 200 || r.Choices[0].Text != m.visible(want) || r.Usage.CompletionTokens != len(want) {
+			t.Errorf("request %d: %d %s; the engine sampled %q", i, code, b, m.visible(want))
+		}
+	}
+}
+
+// TestIgnoreEOS: "ignore_eos" (llama-server's field) runs past the end of
+// turn to max_tokens.
+func TestIgnoreEOS(t *testing.T) {
+	f := startFake(t, "ab", 0, nil, nil)
+	for _, c := range []struct {
+		body, text, finish string
+		tokens             int
+	}{
+		{`{"prompt":"x","max_tokens":10}`, "ab", "stop", 3},
+		{`{"prompt":"x","max_tokens":10,"ignore_eos":true}`, "abababa", "length", 10},
+	} {
+		code, b, _ := post(t, f.ts.URL+"/v1/completions", c.body)
+		r := decode[textReply](t, b)
+		if code != 200 || r.Choices[0].Text != c.text || *r.Choices[0].FinishReason != c.finish || r.Usage.CompletionTokens != c.tokens {
+			t.Errorf("%s: %d %s; want %q, %s, %d tokens", c.body, code, b, c.text, c.finish, c.tokens)
 		}
 	}
 }

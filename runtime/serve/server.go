@@ -43,6 +43,10 @@ type Options struct {
 	// speculation, the EOS ids, and the sampling chain a request's fields
 	// override.
 	Generate engine.GenerateOptions
+	// RandomSeed draws a fresh seed for each sampled request that gives no
+	// "seed" (as OpenAI's API does); otherwise Generate.Sampling.Seed is
+	// every such request's.
+	RandomSeed bool
 	// MaxTokens is the reply length when a request gives none (0: up to the
 	// end of the context).
 	MaxTokens int
