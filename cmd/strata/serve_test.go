@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -31,10 +33,12 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestServeCommand: strata serve on a free port answers /health and a chat
-// completion on the real engine, and stops cleanly on its signal.
+// completion on the real engine, and on its signal finishes the request in
+// flight, saves the spec gate's state and exits 0.
 func TestServeCommand(t *testing.T) {
 	dir := t.TempDir()
 	byteLevelTokenizer(t, dir)
+	gateFile := filepath.Join(t.TempDir(), "gate.spec")
 	ctx, stop := context.WithCancel(context.Background())
 	old := serveSignal
 	serveSignal = func() (context.Context, context.CancelFunc) { return ctx, stop }
@@ -42,7 +46,7 @@ func TestServeCommand(t *testing.T) {
 	var stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"serve", "--hf", dir, "--port", "0", "--alias", "tiny", "--queue", "2", "--ignore-eos"}, io.Discard, &stderr)
+		done <- run([]string{"serve", "--hf", dir, "--port", "0", "--alias", "tiny", "--queue", "2", "--ignore-eos", "--spec", "auto", "--spec-state", gateFile}, io.Discard, &stderr)
 	}()
 	addr := regexp.MustCompile(`on http://(\S+) `)
 	var url string
@@ -112,6 +116,9 @@ func TestServeCommand(t *testing.T) {
 	case code := <-done:
 		if code != 0 || !strings.Contains(stderr.String(), "strata: stopped") {
 			t.Errorf("status %d after the signal: %s", code, stderr.String())
+		}
+		if _, err := os.Stat(gateFile); err != nil {
+			t.Errorf("the spec gate's state was not saved at shutdown: %v", err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("strata serve did not stop")

@@ -349,3 +349,25 @@ func TestStalledReaderReleasesTheEngine(t *testing.T) {
 		t.Fatalf("next request: %d %s", code, b)
 	}
 }
+
+// TestEngineMetrics: the engine's counters, read after each request, show as
+// expert and speculation metrics with their ratios.
+func TestEngineMetrics(t *testing.T) {
+	f := startFake(t, "ok", 0, nil, func(o *Options) {
+		o.EngineStats = func() EngineStats {
+			return EngineStats{Streaming: true, ExpertHits: 30, ExpertMisses: 10, Spec: true, Drafted: 8, Accepted: 6}
+		}
+	})
+	_, before := get(t, f.ts.URL+"/metrics")
+	if strings.Contains(before, "strata_expert") {
+		t.Errorf("engine metrics before any request:\n%s", before)
+	}
+	post(t, f.ts.URL+"/v1/completions", `{"prompt":"x"}`)
+	_, b := get(t, f.ts.URL+"/metrics")
+	for _, want := range []string{"strata_expert_hits_total 30\n", "strata_expert_misses_total 10\n", "strata_expert_hit_ratio 0.75\n",
+		"strata_spec_drafted_total 8\n", "strata_spec_accepted_total 6\n", "strata_spec_acceptance_ratio 0.75\n"} {
+		if !strings.Contains(b, want) {
+			t.Errorf("metrics lack %q:\n%s", want, b)
+		}
+	}
+}
