@@ -18,7 +18,7 @@ import (
 // reuse and one without: every turn's reply is the same, the reusing server
 // prefills only the new tokens, and the log has each turn's time to first
 // token side by side (max_tokens 1: the request's time is the prefill and
-// the first token). STRATA_SERVE_TTFT_MODEL=DIR runs it on another HF
+// the first token; one warm-up request first). STRATA_SERVE_TTFT_MODEL=DIR runs it on another HF
 // checkpoint with a tokenizer (docs/serve.md has the numbers).
 func TestTenTurnReuse(t *testing.T) {
 	var l *strata.Loaded
@@ -59,6 +59,11 @@ func TestTenTurnReuse(t *testing.T) {
 		}
 		ts := httptest.NewServer(s.Handler())
 		defer func() { ts.Close(); s.Close() }()
+		// A warm-up request, not timed: the first run must not pay for the
+		// weights' first touch alone.
+		if code, b, _ := post(t, ts.URL+"/v1/completions", `{"prompt":"warm up","max_tokens":2}`); code != 200 {
+			t.Fatalf("warm-up: %d %s", code, b)
+		}
 		var prompt []int
 		var out []turn
 		for k := 1; k <= turns; k++ {
