@@ -371,3 +371,24 @@ func TestEngineMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadline: a request that runs past --timeout ends with 504 (or, once
+// its stream has started, an error event), and the engine moves on.
+func TestDeadline(t *testing.T) {
+	f := startFake(t, strings.Repeat("a", 1000), 5*time.Millisecond, nil, func(o *Options) {
+		o.Generate.IgnoreEOS = true
+		o.Timeout = 100 * time.Millisecond
+	})
+	code, b, _ := post(t, f.ts.URL+"/v1/completions", `{"prompt":"x","max_tokens":1000}`)
+	if code != 504 || !strings.Contains(string(b), `"timeout"`) {
+		t.Errorf("past the deadline: %d %s", code, b)
+	}
+	code, b, _ = post(t, f.ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":1000,"stream":true}`)
+	ev := events(t, b)
+	if code != 200 || len(ev) < 3 || !strings.Contains(ev[len(ev)-2], `"timeout"`) || ev[len(ev)-1] != "[DONE]" {
+		t.Errorf("stream past the deadline: %d, last events %q", code, ev[max(len(ev)-2, 0):])
+	}
+	if code, b, _ := post(t, f.ts.URL+"/v1/completions", `{"prompt":"x","max_tokens":3}`); code != 200 {
+		t.Errorf("after the deadlines: %d %s", code, b)
+	}
+}
