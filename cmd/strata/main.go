@@ -27,7 +27,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"run": {"generate from a prompt of token ids or text (-p), or chat (--chat)", runCmd},
+	"run":   {"generate from a prompt of token ids or text (-p), or chat (--chat)", runCmd},
+	"serve": {"serve the model over HTTP with OpenAI's API (chat, completions, streaming)", serveCmd},
 }
 
 func main() {
@@ -105,6 +106,7 @@ Examples:
   strata run --hf ./Qwen3-Next-tiny --tokens 1,2,3 -n 8
   strata run --gguf model.gguf -p 'func (s *Server) '   # text in, text out
   strata run --hf DIR --tokens 5,6 -n 0 --dump-logits prompt.safetensors
+  strata serve --gguf model.gguf --port 8080  # OpenAI's API for chat clients, a chat page at /
 
 Run "strata <command> --help" for the flags of one command, "strata --version"
 for the version.

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe to write and read from two goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestServeCommand: strata serve on a free port answers /health and a chat
+// completion on the real engine, and on its signal finishes the request in
+// flight, saves the spec gate's state and exits 0.
+func TestServeCommand(t *testing.T) {
+	dir := t.TempDir()
+	byteLevelTokenizer(t, dir)
+	gateFile := filepath.Join(t.TempDir(), "gate.spec")
+	ctx, stop := context.WithCancel(context.Background())
+	old := serveSignal
+	serveSignal = func() (context.Context, context.CancelFunc) { return ctx, stop }
+	defer func() { serveSignal = old }()
+	var stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"serve", "--hf", dir, "--port", "0", "--alias", "tiny", "--queue", "2", "--ignore-eos", "--spec", "auto", "--spec-state", gateFile}, io.Discard, &stderr)
+	}()
+	addr := regexp.MustCompile(`on http://(\S+) `)
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == ""; time.Sleep(5 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(stderr.String()); m != nil {
+			url = "http://" + m[1]
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("strata serve ended with %d: %s", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("strata serve did not start: %s", stderr.String())
+		}
+	}
+	resp, err := http.Get(url + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Post(url+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"completion_tokens":`) || !strings.Contains(string(b), `"model":"tiny"`) {
+		t.Errorf("chat: %d %s", resp.StatusCode, b)
+	}
+	// A request running when the signal comes is finished before the exit.
+	type reply struct {
+		code int
+		body string
+	}
+	inflight := make(chan reply, 1)
+	go func() {
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"long","max_tokens":300}`))
+		if err != nil {
+			inflight <- reply{0, err.Error()}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		inflight <- reply{resp.StatusCode, string(b)}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "strata_busy 1\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long request did not start")
+		}
+	}
+	stop()
+	if r := <-inflight; r.code != 200 || !strings.Contains(r.body, `"completion_tokens":300`) {
+		t.Errorf("the request in flight at the signal: %d %s", r.code, r.body)
+	}
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(stderr.String(), "strata: stopped") {
+			t.Errorf("status %d after the signal: %s", code, stderr.String())
+		}
+		if _, err := os.Stat(gateFile); err != nil {
+			t.Errorf("the spec gate's state was not saved at shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("strata serve did not stop")
+	}
+}
+
+func TestServeFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--hf", "a", "--gguf", "b"}, "two models"},
+		{[]string{"--hf", tinyA, "--port", "70000"}, "--port"},
+		{[]string{"--hf", tinyA, "--queue", "-1"}, "--queue"},
+		{[]string{"--hf", tinyA, "--top-p", "0"}, "--top-p"},
+	} {
+		_, errOut, status := runStrata(t, append([]string{"serve"}, c.args...)...)
+		if status != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: status %d, %q; want a usage error naming %s", c.args, status, errOut, c.want)
+		}
+	}
+	// tiny-a has no tokenizer: the error says what to give.
+	_, errOut, status := runStrata(t, "serve", "--hf", tinyA, "--port", "0")
+	if status != 1 || !strings.Contains(errOut, "--tokenizer") {
+		t.Errorf("no tokenizer: status %d, %q", status, errOut)
+	}
+}

@@ -1,0 +1,212 @@
+package serve
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/text"
+)
+
+const (
+	tinyA   = "../../testdata/oracles/tiny-a"
+	qwenCfg = "../../testdata/tokenizer-refs/qwen3/tokenizer_config.json"
+	imEnd   = 258 // <|im_end|> in the byte-level tokenizer below
+)
+
+// byteModelDir writes the tiny-a oracle with a tokenizer whose vocabulary is
+// the 256 GPT-2 byte-level characters (ids 0-255, no merges) and the three
+// ChatML control tokens (256-258), with Qwen3's chat template: a text model
+// that fits tiny-a's 512-token vocabulary, so the server runs the real engine.
+func writeByteModel(dir string) error {
+	vocab := map[string]int{}
+	next := 256
+	for b := 0; b < 256; b++ {
+		r := rune(b)
+		if !(b >= '!' && b <= '~') && !(b >= 0xA1 && b <= 0xAC) && !(b >= 0xAE && b <= 0xFF) {
+			r = rune(next)
+			next++
+		}
+		vocab[string(r)] = b
+	}
+	var added []map[string]any
+	for i, s := range []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"} {
+		added = append(added, map[string]any{"id": 256 + i, "content": s, "special": true})
+	}
+	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
+	tok := map[string]any{
+		"added_tokens": added,
+		"normalizer":   map[string]any{"type": "NFC"},
+		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
+				"behavior": "Isolated", "invert": false}, bl}},
+		"decoder": bl,
+		"model":   map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{}},
+	}
+	data, _ := json.Marshal(tok)
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644); err != nil {
+		return err
+	}
+	var cfg map[string]any
+	raw, err := os.ReadFile(qwenCfg)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return err
+	}
+	data, _ = json.Marshal(map[string]any{"chat_template": cfg["chat_template"], "eos_token": "<|im_end|>"})
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), data, 0o644); err != nil {
+		return err
+	}
+	for _, name := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(tinyA, name))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// realModel is tiny-a with the byte-level tokenizer, loaded once.
+type realModel struct {
+	dir string
+	l   *strata.Loaded
+	tm  *text.Model
+	mu  sync.Mutex // one server at a time uses the model's memory
+}
+
+var (
+	realOnce sync.Once
+	real     *realModel
+	realErr  error
+)
+
+func loadReal(t testing.TB) *realModel {
+	t.Helper()
+	realOnce.Do(func() {
+		d, err := os.MkdirTemp("", "serve-test-")
+		if err == nil {
+			err = writeByteModel(d)
+		}
+		if err != nil {
+			realErr = err
+			return
+		}
+		l, err := strata.OpenHF(d, strata.HFOptions{Context: 1024})
+		if err != nil {
+			realErr = err
+			return
+		}
+		tm, err := text.FromHF(d)
+		if err != nil {
+			realErr = err
+			return
+		}
+		real = &realModel{dir: d, l: l, tm: tm}
+	})
+	if realErr != nil {
+		t.Fatal(realErr)
+	}
+	return real
+}
+
+// options are a server's options over the real model.
+func (m *realModel) options() Options {
+	return Options{Model: "tiny", Text: m.tm, Context: m.l.Config.Runtime.ContextLength, Vocab: m.l.Config.Architecture.VocabSize,
+		NewSession: func() Session { return EngineSession(m.l.Model.NewSession()) },
+		Generate:   engine.GenerateOptions{PrefillRows: m.l.PrefillRows}, Queue: 16, Timeout: time.Minute}
+}
+
+// startReal serves the real model with opt (from options) until the test ends.
+func startReal(t *testing.T, edit func(*Options)) (*httptest.Server, *realModel) {
+	m := loadReal(t)
+	m.mu.Lock()
+	opt := m.options()
+	if edit != nil {
+		edit(&opt)
+	}
+	s, err := New(opt)
+	if err != nil {
+		m.mu.Unlock()
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		s.Close()
+		m.mu.Unlock()
+	})
+	return ts, m
+}
+
+// greedy runs the engine directly: the reference a server reply must match.
+func (m *realModel) greedy(t *testing.T, prompt []int, n int) []int {
+	t.Helper()
+	s := m.l.Model.NewSession()
+	out, err := s.Generate(prompt, n, engine.GenerateOptions{PrefillRows: m.l.PrefillRows, EOS: m.tm.StopIDs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// fakeSession replays reply (cycled) as the generated tokens, calling
+// OnToken as the engine does and keeping the position as the engine does.
+type fakeSession struct {
+	mu    *sync.Mutex
+	pos   int
+	reply []int
+	delay time.Duration
+	fed   *[][]int    // every prompt fed, shared by the sessions of one test
+	hook  func([]int) // called with each prompt before generating (may panic or block)
+}
+
+func (f *fakeSession) Pos() int { return f.pos }
+
+// Mark and Rewind keep only the position: a fake has no other state.
+func (f *fakeSession) Mark() any { return f.pos }
+
+func (f *fakeSession) Rewind(m any) error {
+	f.pos = m.(int)
+	return nil
+}
+
+func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) ([]int, error) {
+	f.mu.Lock()
+	*f.fed = append(*f.fed, slices.Clone(prompt))
+	f.mu.Unlock()
+	if f.hook != nil {
+		f.hook(prompt)
+	}
+	f.pos += len(prompt)
+	var out []int
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			f.pos++
+			time.Sleep(f.delay)
+		}
+		tok := f.reply[i%len(f.reply)]
+		out = append(out, tok)
+		if err := opt.OnToken(tok); err != nil {
+			if err == engine.ErrStop {
+				break
+			}
+			return out, err
+		}
+		if !opt.IgnoreEOS && slices.Contains(opt.EOS, tok) {
+			break
+		}
+	}
+	return out, nil
+}

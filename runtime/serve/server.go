@@ -1,0 +1,456 @@
+// Package serve is strata's OpenAI-compatible HTTP server: chat and text
+// completions (streamed as server-sent events or not), the model list,
+// health and Prometheus metrics, over one engine session that runs one
+// request at a time from a bounded queue, keeping the last conversation's
+// state so a chat turn prefills only its new tokens.
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/text"
+)
+
+// Session is what the server needs of an engine session (*engine.Session).
+type Session interface {
+	Pos() int
+	Generate(prompt []int, n int, opt engine.GenerateOptions) ([]int, error)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Model is the id /v1/models lists; requests naming another get 404
+	// (an empty "model" is this one).
+	Model string
+	// Text is the model's tokenizer, chat template and stop ids.
+	Text *text.Model
+	// NewSession starts a fresh sequence (clearing the model state).
+	NewSession func() Session
+	// Context is the session's context length in tokens; Vocab the model's
+	// vocabulary size (token-id prompts are checked against it).
+	Context, Vocab int
+	// Generate holds the defaults every request starts from: prefill rows,
+	// speculation, the EOS ids, and the sampling chain a request's fields
+	// override.
+	Generate engine.GenerateOptions
+	// RandomSeed draws a fresh seed for each sampled request that gives no
+	// "seed" (as OpenAI's API does); otherwise Generate.Sampling.Seed is
+	// every such request's.
+	RandomSeed bool
+	// MaxTokens is the reply length when a request gives none (0: up to the
+	// end of the context).
+	MaxTokens int
+	// Queue is how many requests may wait behind the running one; more get
+	// 503 with Retry-After.
+	Queue int
+	// Timeout bounds a request, its wait in the queue included (0: none).
+	Timeout time.Duration
+	// WriteTimeout bounds each write of a stream: a client that stops
+	// reading for longer loses its stream, and the engine moves on (0: 30 s;
+	// negative: none).
+	WriteTimeout time.Duration
+	// MaxBody is the largest request body in bytes.
+	MaxBody int64
+	// Stop are stop strings every request has besides its own.
+	Stop []string
+	// NoThink renders chat templates with enable_thinking=false unless a
+	// request's chat_template_kwargs says otherwise.
+	NoThink bool
+	// NoReuse turns prefix reuse off: every request prefills its whole
+	// prompt on a fresh session.
+	NoReuse bool
+	// CacheBytes > 0 keeps copies of the session state of conversations the
+	// server switches away from (sessions that are Savers), up to this many
+	// bytes, least recently used evicted first: a conversation that comes
+	// back resumes from its copy instead of prefilling again.
+	CacheBytes int64
+	// EngineStats, when set, is read after each request for /metrics.
+	EngineStats func() EngineStats
+	// Logf logs recovered panics and failed generations (nil: silent).
+	Logf func(format string, args ...any)
+}
+
+// EngineStats are the engine's own counters /metrics shows.
+type EngineStats struct {
+	// Streaming says the routed experts stream through an arena;
+	// ExpertHits/Misses count its lookups.
+	Streaming                bool
+	ExpertHits, ExpertMisses int
+	// Spec says speculation is on; Drafted/Accepted count drafts.
+	Spec              bool
+	Drafted, Accepted int
+}
+
+// Server answers the API. Create it with New, serve Handler, and Close it
+// after the HTTP server has shut down.
+type Server struct {
+	opt     Options
+	mux     *http.ServeMux
+	created int64
+	m       metrics
+
+	qmu    sync.Mutex
+	queue  chan *job
+	closed bool
+	done   chan struct{} // closed when the worker has stopped
+
+	// The worker's: the session and the tokens it has consumed.
+	sess  Session
+	kept  []int
+	marks []mark // the live session's turn boundaries, oldest first
+	cache *stateCache
+}
+
+// New checks the options and starts the worker.
+func New(opt Options) (*Server, error) {
+	switch {
+	case opt.Text == nil:
+		return nil, errors.New("serve: the model has no tokenizer, which the server needs")
+	case opt.NewSession == nil:
+		return nil, errors.New("serve: no session constructor")
+	case opt.Context < 2:
+		return nil, fmt.Errorf("serve: context length %d: expected ≥ 2", opt.Context)
+	case opt.Queue < 0:
+		return nil, fmt.Errorf("serve: queue length %d: expected ≥ 0", opt.Queue)
+	case opt.Generate.PrefillRows < 1:
+		return nil, fmt.Errorf("serve: prefill rows %d: expected ≥ 1", opt.Generate.PrefillRows)
+	}
+	if opt.Model == "" {
+		opt.Model = "strata"
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = 30 * time.Second
+	}
+	if opt.MaxBody <= 0 {
+		opt.MaxBody = 8 << 20
+	}
+	if opt.Vocab <= 0 {
+		opt.Vocab = opt.Text.Tok.Vocab()
+	}
+	for _, id := range opt.Text.StopIDs() {
+		if !slices.Contains(opt.Generate.EOS, id) {
+			opt.Generate.EOS = append(opt.Generate.EOS, id)
+		}
+	}
+	s := &Server{opt: opt, mux: http.NewServeMux(), created: time.Now().Unix(),
+		queue: make(chan *job, opt.Queue), done: make(chan struct{})}
+	s.m.init()
+	if opt.CacheBytes > 0 {
+		s.cache = &stateCache{budget: opt.CacheBytes}
+	}
+	s.routes()
+	go s.work()
+	return s, nil
+}
+
+// Handler is the API's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.m.wrap(recoverJSON(s.mux, s.logf)) }
+
+// Close stops taking requests, lets the queued ones run, and waits for the
+// worker. Call it after http.Server.Shutdown (handlers still running would
+// be refused with 503).
+func (s *Server) Close() {
+	s.qmu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.queue)
+	}
+	s.qmu.Unlock()
+	<-s.done
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opt.Logf != nil {
+		s.opt.Logf(format, args...)
+	}
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	s.mux.HandleFunc("POST /v1/completions", s.completions)
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /v1/models/{id}", s.model)
+	s.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /metrics", s.metrics)
+	s.mux.HandleFunc("GET /{$}", s.page)
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error",
+			Message: fmt.Sprintf("no route %s %s: the server answers POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics and the chat page at GET /", r.Method, r.URL.Path)})
+	})
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) modelObject() modelObject {
+	return modelObject{ID: s.opt.Model, Object: "model", Created: s.created, OwnedBy: "strata"}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelObject{s.modelObject()}})
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	if e := s.checkModel(r.PathValue("id")); e != nil || r.PathValue("id") == "" {
+		writeError(w, s.unknownModel(r.PathValue("id")))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelObject())
+}
+
+func (s *Server) checkModel(name string) *apiError {
+	if name == "" || name == s.opt.Model {
+		return nil
+	}
+	return s.unknownModel(name)
+}
+
+func (s *Server) unknownModel(name string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found"),
+		Message: fmt.Sprintf("the model %q does not exist: this server serves %q", name, s.opt.Model)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := jsonMarshal(v)
+	if err != nil {
+		writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(data, '\n'))
+}
+
+// recoverJSON turns a panic in a handler into a 500 with the error object
+// (when nothing was written yet) and keeps the server serving.
+func recoverJSON(h http.Handler, logf func(string, ...any)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				logf("serve: panic in %s %s: %v\n%s", r.Method, r.URL.Path, v, debug.Stack())
+				writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error",
+					Message: fmt.Sprintf("internal error: %v", v)})
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// job is one request's generation, run by the worker.
+type job struct {
+	ctx    context.Context
+	prompt []int
+	n      int
+	gopt   engine.GenerateOptions
+	// start is called when the job begins (a stream writes its headers);
+	// token with each generated token (ErrStop ends the reply).
+	start func()
+	token func(id int) error
+
+	// Results, set by the worker before done is closed.
+	out       []int
+	reused    int
+	err       error
+	cancelled bool // the request's context ended it
+	restored  bool // resumed from a saved state
+	ttft      time.Duration
+	total     time.Duration
+	done      chan struct{}
+}
+
+// submit queues j, or refuses it with 503 when the queue is full.
+func (s *Server) submit(j *job) *apiError {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.closed {
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("shutting_down"), Message: "the server is shutting down"}
+	}
+	s.m.queued.Add(1)
+	select {
+	case s.queue <- j:
+		return nil
+	default:
+		s.m.queued.Add(-1)
+		s.m.rejected.Add(1)
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("queue_full"),
+			Message: fmt.Sprintf("the server is busy: one request is running and %d are waiting (--queue %d); retry later", s.opt.Queue, s.opt.Queue)}
+	}
+}
+
+func (s *Server) work() {
+	defer close(s.done)
+	for j := range s.queue {
+		s.m.queued.Add(-1)
+		s.m.busy.Store(1)
+		s.runJob(j)
+		s.m.busy.Store(0)
+		s.m.record(j)
+		if s.cache != nil {
+			s.m.setCache(s.cache)
+		}
+		if s.opt.EngineStats != nil {
+			s.m.setEngine(s.opt.EngineStats())
+		}
+		close(j.done)
+	}
+}
+
+// runJob runs one generation on the kept session. A panic is recovered: the
+// job fails and the session starts over.
+func (s *Server) runJob(j *job) {
+	if err := j.ctx.Err(); err != nil {
+		j.err, j.cancelled = err, true
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			s.logf("serve: panic in a generation (the session starts over): %v\n%s", v, debug.Stack())
+			j.err = fmt.Errorf("internal error: %v", v)
+			s.sess, s.kept, s.marks = nil, nil, nil
+		}
+	}()
+	feed, history, restored := s.prepare(j.prompt)
+	j.reused, j.restored = len(j.prompt)-len(feed), restored
+	g := j.gopt
+	g.History = history
+	begin := time.Now()
+	count := 0
+	g.OnToken = func(id int) error {
+		if count == 0 {
+			j.ttft = time.Since(begin)
+			s.markBoundary(len(j.prompt))
+		}
+		count++
+		if j.ctx.Err() != nil {
+			j.cancelled = true
+			return engine.ErrStop
+		}
+		return j.token(id)
+	}
+	if j.start != nil {
+		j.start()
+	}
+	out, err := s.sess.Generate(feed, j.n, g)
+	j.total = time.Since(begin)
+	j.out, j.err = out, err
+	if err != nil {
+		s.logf("serve: generation failed (the session starts over): %v", err)
+		s.sess, s.kept, s.marks = nil, nil, nil
+		return
+	}
+	// The session has consumed the prompt and every returned token but the
+	// last.
+	s.kept = append(slices.Clone(j.prompt), out[:max(len(out)-1, 0)]...)
+}
+
+// markBoundary remembers the live session's state at the end of a prompt
+// (when its first token is made, before it is fed).
+func (s *Server) markBoundary(pos int) {
+	mk, ok := s.sess.(Marker)
+	if !ok || s.opt.NoReuse || s.sess.Pos() != pos {
+		return
+	}
+	if len(s.marks) > 0 && s.marks[len(s.marks)-1].pos >= pos {
+		s.marks = nil // not past the last one: a stale list
+	}
+	s.marks = append(s.marks, mark{pos: pos, m: mk.Mark()})
+	if len(s.marks) > maxMarks {
+		s.marks = s.marks[1:]
+	}
+}
+
+// prepare returns what to feed for prompt and the history before it, and
+// whether a saved state was restored for it. In order of preference: only
+// the new tokens when prompt extends the tokens the live session holds; else
+// the most tokens reused from a turn-boundary mark of the live session
+// (rewound; the recurrent state cannot be rewound otherwise) or from a saved
+// state that prompt extends; else the whole prompt on a fresh session. With a
+// state cache, the live conversation is saved before the session leaves it.
+func (s *Server) prepare(prompt []int) (feed, history []int, restored bool) {
+	k := len(s.kept)
+	if s.opt.NoReuse {
+		s.sess, s.kept, s.marks = s.opt.NewSession(), nil, nil
+		return prompt, nil, false
+	}
+	live := s.sess != nil && k > 0 && s.sess.Pos() == k
+	if live && len(prompt) > k && slices.Equal(prompt[:k], s.kept) {
+		return prompt[k:], s.kept, false
+	}
+	// The latest mark within the common prefix.
+	var rewind *mark
+	if live {
+		common := 0
+		for common < min(k, len(prompt)) && prompt[common] == s.kept[common] {
+			common++
+		}
+		for i := len(s.marks) - 1; i >= 0; i-- {
+			if m := &s.marks[i]; m.pos <= common && m.pos < len(prompt) {
+				rewind = m
+				break
+			}
+		}
+	}
+	var saved *savedState
+	if s.cache != nil {
+		saved = s.cache.best(prompt)
+	}
+	if rewind != nil && (saved == nil || rewind.pos >= len(saved.tokens)) {
+		if err := s.sess.(Marker).Rewind(rewind.m); err == nil && s.sess.Pos() == rewind.pos {
+			s.kept = s.kept[:rewind.pos:rewind.pos]
+			s.marks = slices.DeleteFunc(s.marks, func(m mark) bool { return m.pos > rewind.pos })
+			return prompt[rewind.pos:], s.kept, false
+		}
+		s.sess, live = nil, false
+	}
+	if saved != nil {
+		if sv, ok := s.sess.(Saver); ok && live && !s.cache.has(s.kept) {
+			st, n := sv.Save()
+			s.cache.put(s.kept, st, n)
+		}
+		if s.sess == nil {
+			s.sess = s.opt.NewSession()
+		}
+		s.marks = nil
+		if sv, ok := s.sess.(Saver); ok {
+			sv.Restore(saved.state)
+			if s.sess.Pos() == len(saved.tokens) {
+				s.kept = saved.tokens
+				return prompt[len(saved.tokens):], saved.tokens, true
+			}
+		}
+	} else if sv, ok := s.sess.(Saver); ok && s.cache != nil && live && !s.cache.has(s.kept) {
+		st, n := sv.Save()
+		s.cache.put(s.kept, st, n)
+	}
+	if s.sess == nil || s.sess.Pos() > 0 {
+		s.sess = s.opt.NewSession()
+	}
+	s.kept, s.marks = nil, nil
+	return prompt, nil, false
+}
