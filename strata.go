@@ -15,6 +15,7 @@ import (
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
@@ -119,6 +120,7 @@ func loadEngine(c *models.Config, graphs []*graph.Graph, src engine.WeightSource
 	if err != nil {
 		return nil, err
 	}
+	cpu.SetThreads(c.Runtime.Threads) // runtime.threads: the cpu kernels' thread count (0: one per core)
 	if opt.CopyWeights {
 		src = engine.Copying(src)
 	}

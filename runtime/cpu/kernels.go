@@ -73,14 +73,11 @@ func (m matrix) row(i int, scratch []float32) []float32 {
 	return scratch[:m.cols]
 }
 
-// dotRow is row i · x: f32 rows take the unrolled float path, every other
-// format multiplies its blocks in place (Format.Dot), never decoding the row.
+// dotRow is row i · x: every format multiplies its blocks in place
+// (Format.Dot32: float32 accumulation, vectorized where the machine
+// allows), never decoding the row.
 func (m matrix) dotRow(i int, x []float32) float32 {
-	b := m.data[i*m.rowBytes : (i+1)*m.rowBytes]
-	if m.rl.Format.Code == 0 {
-		return dot(buffers.Float32s(b)[:m.cols], x)
-	}
-	return float32(m.rl.Dot(b, x))
+	return m.rl.Dot32(m.data[i*m.rowBytes:(i+1)*m.rowBytes], x)
 }
 
 // at returns a view of rows [i, i+n) starting at byte offset off of the data,
@@ -89,6 +86,10 @@ func (m matrix) at(off int, rl quant.RowLayout, rows int) matrix {
 	rb := rl.RowBytes()
 	return matrix{data: m.data[off : off+rows*rb], rl: rl, rows: rows, cols: rl.Len, rowBytes: rb}
 }
+
+// blockedRows is the row count from which matmul decodes each weight row
+// once and reuses it for every activation row.
+const blockedRows = 4
 
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
@@ -173,6 +174,20 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 	x, y := a.f32n("x", p.max*fold*k), a.f32n("y", p.max*fold*n)
 	return func() {
 		rows := p.rows() * fold
+		if rows >= blockedRows && w.rl.Format.Code != 0 {
+			// Prefill: each weight row decoded once, then multiplied with
+			// every activation row in float32.
+			parallel(n, k*rows, func(lo, hi int) {
+				wr := make([]float32, k)
+				for i := lo; i < hi; i++ {
+					w.row(i, wr)
+					for t := 0; t < rows; t++ {
+						y[t*n+i] = quant.DotF32(wr, x[t*k:(t+1)*k])
+					}
+				}
+			})
+			return
+		}
 		parallel(n, k*rows, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				for t := 0; t < rows; t++ {
@@ -785,12 +800,11 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*H)
 	return func() {
 		n := p.rows()
-		parallel(n, K*H*I, func(lo, hi int) {
-			acc := make([]float64, H)
-			for t := lo; t < hi; t++ {
-				for i := range acc {
-					acc[i] = 0
-				}
+		// Split by output rows, so one row (decode) uses every thread too.
+		parallel(H, n*K*I, func(lo, hi int) {
+			acc := make([]float64, hi-lo)
+			for t := 0; t < n; t++ {
+				clear(acc)
 				for j := 0; j < K; j++ {
 					e := int(ids[t*K+j])
 					if e >= eb.experts {
@@ -802,12 +816,12 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 					}
 					hr := h[(t*K+j)*I : (t*K+j+1)*I]
 					wj := float64(w[t*K+j])
-					for o := 0; o < H; o++ {
-						acc[o] += wj * float64(down.dotRow(o, hr))
+					for o := lo; o < hi; o++ {
+						acc[o-lo] += wj * float64(down.dotRow(o, hr))
 					}
 				}
-				for o := range acc {
-					y[t*H+o] = float32(acc[o])
+				for o := lo; o < hi; o++ {
+					y[t*H+o] = float32(acc[o-lo])
 				}
 			}
 		})
