@@ -424,7 +424,7 @@ func gdnRule(d *graph.Dispatch, a *args) (func(), error) {
 		n := p.rows()
 		parallel(g.nv, n*g.dk*g.dv, func(lo, hi int) {
 			q, k := make([]float32, g.dk), make([]float32, g.dk)
-			u := make([]float64, g.dv)
+			u := make([]float32, g.dv)
 			delta := make([]float32, g.dv)
 			for j := lo; j < hi; j++ {
 				S := state[j*g.dk*g.dv : (j+1)*g.dk*g.dv]
@@ -438,31 +438,14 @@ func gdnRule(d *graph.Dispatch, a *args) (func(), error) {
 					l2normalize(k, 1)
 					e := float32(math.Exp(float64(decay[t*g.nv+j])))
 					b := float64(beta[t*g.nv+j])
-					for c := range u {
-						u[c] = 0
-					}
-					for i := 0; i < g.dk; i++ {
-						Si := S[i*g.dv : (i+1)*g.dv]
-						for c := range Si {
-							Si[c] *= e
-							u[c] += float64(Si[c]) * float64(k[i])
-						}
-					}
+					// float32 sweeps (gdn.go), vectorized where the machine allows
+					gdnDecayDot(S, k, u, g.dk, g.dv, e)
 					for c := range delta {
-						delta[c] = float32(b * (float64(v[c]) - float64(float32(u[c]))))
-						u[c] = 0 // from here on u accumulates the output
+						delta[c] = float32(b * (float64(v[c]) - float64(u[c])))
 					}
-					for i := 0; i < g.dk; i++ {
-						Si := S[i*g.dv : (i+1)*g.dv]
-						for c := range Si {
-							Si[c] = float32(float64(Si[c]) + float64(k[i])*float64(delta[c]))
-							u[c] += float64(Si[c]) * float64(q[i])
-						}
-					}
+					gdnUpdateDot(S, k, delta, q, u, g.dk, g.dv)
 					out := o[t*g.valueDim+j*g.dv : t*g.valueDim+(j+1)*g.dv]
-					for c := range out {
-						out[c] = float32(u[c])
-					}
+					copy(out, u)
 				}
 			}
 		})
