@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models/quant"
@@ -87,10 +88,6 @@ func (m matrix) at(off int, rl quant.RowLayout, rows int) matrix {
 	return matrix{data: m.data[off : off+rows*rb], rl: rl, rows: rows, cols: rl.Len, rowBytes: rb}
 }
 
-// blockedRows is the row count from which matmul decodes each weight row
-// once and reuses it for every activation row.
-const blockedRows = 4
-
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float64
@@ -173,29 +170,24 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 	w := a.matrix("w", a.int("wfmt"), n, k)
 	x, y := a.f32n("x", p.max*fold*k), a.f32n("y", p.max*fold*n)
 	return func() {
-		rows := p.rows() * fold
-		if rows >= blockedRows && w.rl.Format.Code != 0 {
-			// Prefill: each weight row decoded once, then multiplied with
-			// every activation row in float32.
-			parallel(n, k*rows, func(lo, hi int) {
-				wr := make([]float32, k)
-				for i := lo; i < hi; i++ {
-					w.row(i, wr)
-					for t := 0; t < rows; t++ {
-						y[t*n+i] = quant.DotF32(wr, x[t*k:(t+1)*k])
-					}
-				}
-			})
-			return
-		}
-		parallel(n, k*rows, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				for t := 0; t < rows; t++ {
-					y[t*n+i] = w.dotRow(i, x[t*k:(t+1)*k])
-				}
-			}
-		})
+		matmulRows(w, x, y, p.rows()*fold)
 	}, a.err
+}
+
+// matmulRows is y[t] = W x[t] for rows t of x (k = W.cols wide) into y
+// (n = W.rows wide), split by output rows over the threads; each weight row
+// meets every activation row while it is in cache. (Decoding the row to
+// float32 once and taking float32 dots was slower: two float streams per
+// multiply-add against one.)
+func matmulRows(w matrix, x, y []float32, rows int) {
+	n, k := w.rows, w.cols
+	parallel(n, k*rows, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			for t := 0; t < rows; t++ {
+				y[t*n+i] = w.dotRow(i, x[t*k:(t+1)*k])
+			}
+		}
+	})
 }
 
 func residualAdd(d *graph.Dispatch, a *args) (func(), error) {
@@ -743,68 +735,116 @@ func (eb expertBlock) matrix(e, off int, rl quant.RowLayout, rows int) (matrix, 
 	return m.at(start, rl, rows), true
 }
 
-// moeGateUp: h[t, j] = silu(gate_e x[t]) ⊙ (up_e x[t]) for the j-th chosen expert e.
+// expertGroup is the (row, choice) pairs tj routed to one expert.
+type expertGroup struct {
+	e   int
+	tjs []int
+}
+
+// groupByExpert gathers the pairs of ids (n rows × K choices) by expert, in
+// expert order, skipping ids past the layer's experts: a window's rows that
+// share an expert then read its weights once, while they are in cache.
+func groupByExpert(ids []uint32, experts int, into []expertGroup) []expertGroup {
+	into = into[:0]
+	order := make([]int, 0, len(ids))
+	for tj, e := range ids {
+		if int(e) < experts {
+			order = append(order, tj)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ids[order[a]] < ids[order[b]] })
+	for i := 0; i < len(order); {
+		e := int(ids[order[i]])
+		j := i
+		for j < len(order) && int(ids[order[j]]) == e {
+			j++
+		}
+		into = append(into, expertGroup{e: e, tjs: order[i:j]})
+		i = j
+	}
+	return into
+}
+
+// moeGateUp: h[t, j] = silu(gate_e x[t]) ⊙ (up_e x[t]) for the j-th chosen
+// expert e, split over the experts the window routes to.
 func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	eb := a.expertBlock()
 	K := a.int("top_k")
 	H, I := eb.hidden, eb.inter
 	x, ids, h := a.f32n("x", p.max*H), a.u32("ids"), a.f32n("h", p.max*K*I)
+	var groups []expertGroup
 	return func() {
 		n := p.rows()
-		parallel(n*K, 2*I*H, func(lo, hi int) {
-			for tj := lo; tj < hi; tj++ {
-				t, e := tj/K, int(ids[tj])
-				if e >= eb.experts {
-					continue
-				}
-				gate, ok1 := eb.matrix(e, eb.gateOff, eb.gate, I)
-				up, ok2 := eb.matrix(e, eb.upOff, eb.up, I)
+		groups = groupByExpert(ids[:n*K], eb.experts, groups)
+		parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
+			for _, g := range groups[lo:hi] {
+				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
+				up, ok2 := eb.matrix(g.e, eb.upOff, eb.up, I)
 				if !ok1 || !ok2 {
 					continue
 				}
-				xr := x[t*H : (t+1)*H]
 				for i := 0; i < I; i++ {
-					gv := gate.dotRow(i, xr)
-					uv := up.dotRow(i, xr)
-					h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
+					for _, tj := range g.tjs {
+						xr := x[tj/K*H : (tj/K+1)*H]
+						gv := gate.dotRow(i, xr)
+						uv := up.dotRow(i, xr)
+						h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
+					}
 				}
 			}
 		})
 	}, a.err
 }
 
-// moeDown: y[t] = Σ_j w[t, j] · down_e h[t, j].
+// scratch holds the window-sized buffers kernels need only while they run.
+var scratch = sync.Pool{New: func() any { return new([]float32) }}
+
+// moeDown: y[t] = Σ_j w[t, j] · down_e h[t, j], split by output rows (so
+// one row, decode, uses every thread too); within a split each expert's
+// rows meet all the window's rows routed to it, and the sum over j then
+// runs in j order.
 func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	eb := a.expertBlock()
 	K := a.int("top_k")
 	H, I := eb.hidden, eb.inter
 	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*H)
+	var groups []expertGroup
 	return func() {
 		n := p.rows()
-		// Split by output rows, so one row (decode) uses every thread too.
+		groups = groupByExpert(ids[:n*K], eb.experts, groups)
+		buf := scratch.Get().(*[]float32)
+		if cap(*buf) < n*K*H {
+			*buf = make([]float32, n*K*H)
+		}
+		vals := (*buf)[:n*K*H] // down_e h[t, j], by tj
+		defer scratch.Put(buf)
 		parallel(H, n*K*I, func(lo, hi int) {
-			acc := make([]float64, hi-lo)
-			for t := 0; t < n; t++ {
-				clear(acc)
-				for j := 0; j < K; j++ {
-					e := int(ids[t*K+j])
-					if e >= eb.experts {
-						continue
-					}
-					down, ok := eb.matrix(e, eb.downOff, eb.down, H)
-					if !ok {
-						continue
-					}
-					hr := h[(t*K+j)*I : (t*K+j+1)*I]
-					wj := float64(w[t*K+j])
-					for o := lo; o < hi; o++ {
-						acc[o-lo] += wj * float64(down.dotRow(o, hr))
-					}
+			resident := make([]bool, n*K)
+			for _, g := range groups {
+				down, ok := eb.matrix(g.e, eb.downOff, eb.down, H)
+				if !ok {
+					continue
+				}
+				for _, tj := range g.tjs {
+					resident[tj] = true
 				}
 				for o := lo; o < hi; o++ {
-					y[t*H+o] = float32(acc[o-lo])
+					for _, tj := range g.tjs {
+						vals[tj*H+o] = down.dotRow(o, h[tj*I:(tj+1)*I])
+					}
+				}
+			}
+			for t := 0; t < n; t++ {
+				for o := lo; o < hi; o++ {
+					var acc float64
+					for j := 0; j < K; j++ {
+						if resident[t*K+j] {
+							acc += float64(w[t*K+j]) * float64(vals[(t*K+j)*H+o])
+						}
+					}
+					y[t*H+o] = float32(acc)
 				}
 			}
 		})
