@@ -17,18 +17,34 @@ import "unsafe"
 // keep working through their reference Dot.
 type dot32Func = func(block []byte, x []float32) float32
 
+type dot4Func = func(block []byte, x []float32, stride, n int, out *[4]float32)
+
 func init() {
-	vec := archDots()
+	vec, vec4 := archDots(), archDots4()
 	for name, f := range registry {
 		f.Dot32 = referenceDot32(f.Dot)
 		if v, ok := vec[name]; ok {
 			f.Dot32, f.Vectorized = v, true
 		}
+		f.Dot32x4 = vec4[name]
 	}
 }
 
 func referenceDot32(dot func([]byte, []float32) float64) dot32Func {
 	return func(b []byte, x []float32) float32 { return float32(dot(b, x)) }
+}
+
+// Dot32x4 is Dot32 for the four rows x[r·stride : r·stride+Len]: through
+// the format's Dot32x4 where it has one and the row is unpadded, else four
+// Dot32s.
+func (r RowLayout) Dot32x4(row []byte, x []float32, stride int, out *[4]float32) {
+	if r.Format.Dot32x4 != nil && r.Stored == r.Len {
+		r.Format.Dot32x4(row, x, stride, r.Len, out)
+		return
+	}
+	for k := range out {
+		out[k] = r.Dot32(row, x[k*stride:])
+	}
 }
 
 // Dot32 is Dot through the format's Dot32: Σ DecodeRow(row)[i]·x[i] over

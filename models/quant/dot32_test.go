@@ -125,5 +125,70 @@ func FuzzDot32(f *testing.F) {
 		}
 		x := gaussian(n, uint64(seed))
 		checkDot32(t, fm, data[:fm.Bytes(n)], x, "fuzzed")
+		if fm.Dot32x4 == nil {
+			return
+		}
+		xs := gaussian(4*n, uint64(seed)+1)
+		var out [4]float32
+		fm.Dot32x4(data[:fm.Bytes(n)], xs, n, n, &out)
+		for k := range out {
+			ref, mag := decodedDot(fm, data[:fm.Bytes(n)], xs[k*n:(k+1)*n])
+			if !math.IsNaN(ref) && !math.IsInf(ref, 0) && mag < math.MaxFloat32/2 && math.Abs(float64(out[k])-ref) > dot32Tol*mag+1e-30 {
+				t.Errorf("%s fuzzed, row %d: Dot32x4 %.9g, Decode·x %.9g", fm.Name, k, out[k], ref)
+			}
+		}
 	})
+}
+
+// TestDot32x4MatchesDecode: the four-row kernels, each row against the
+// reference decoder, at one to nine blocks and row strides longer than the
+// rows (as a window's activation rows sit), and through RowLayout for
+// padded rows (four Dot32s).
+func TestDot32x4MatchesDecode(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	if runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
+		for _, name := range []string{"q8_0", "q4_k", "q6_k"} {
+			if mustFormat(t, name).Dot32x4 == nil {
+				t.Errorf("%s: no four-row kernel on this AVX2 machine", name)
+			}
+		}
+	}
+	for _, name := range Names() {
+		f := mustFormat(t, name)
+		for nb := 1; nb <= 9; nb++ {
+			n := nb * f.BlockElems
+			if f.BlockElems == 1 {
+				n = 8*nb + 3
+			}
+			stride := n + 5
+			blk := randomBlocks(f, n/f.BlockElems, r)
+			if nb%2 == 0 {
+				f.Encode(gaussian(n, r.Uint64()), blk)
+			}
+			x := gaussian(3*stride+n, r.Uint64())
+			rl := RowLayout{Format: f, Len: n, Stored: n}
+			var out [4]float32
+			rl.Dot32x4(blk, x, stride, &out)
+			for k := range out {
+				ref, mag := decodedDot(f, blk, x[k*stride:k*stride+n])
+				if math.Abs(float64(out[k])-ref) > dot32Tol*mag+1e-30 {
+					t.Errorf("%s %d values, row %d: Dot32x4 %.9g, Decode·x %.9g", name, n, k, out[k], ref)
+				}
+			}
+		}
+	}
+	rl, err := ForRow("q4_k", 300, Pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := make([]byte, rl.RowBytes())
+	rl.EncodeRow(gaussian(300, 1), row)
+	x := gaussian(4*300, 2)
+	var out [4]float32
+	rl.Dot32x4(row, x, 300, &out)
+	for k := range out {
+		if want := rl.Dot32(row, x[k*300:]); out[k] != want {
+			t.Errorf("padded row %d: Dot32x4 %g, Dot32 %g", k, out[k], want)
+		}
+	}
 }

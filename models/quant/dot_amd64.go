@@ -25,6 +25,31 @@ func archDots() map[string]dot32Func {
 	}
 }
 
+// archDots4 are the four-row kernels, on the same condition.
+func archDots4() map[string]dot4Func {
+	if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA || !cpu.X86.HasF16C {
+		return nil
+	}
+	return map[string]dot4Func{
+		"q8_0": blockDot4(q80Elems, q80Bytes, dotQ8_0x4AVX2),
+		"q4_k": blockDot4(q4kElems, q4kBytes, dotQ4Kx4AVX2),
+		"q6_k": blockDot4(q6kElems, q6kBytes, dotQ6Kx4AVX2),
+	}
+}
+
+// blockDot4 wraps a four-row kernel, checking the bounds it cannot.
+func blockDot4(elems, bytes int, kernel func(blk *byte, x *float32, stride, nblk int, out *[4]float32)) dot4Func {
+	return func(b []byte, x []float32, stride, n int, out *[4]float32) {
+		nb := n / elems
+		if nb == 0 {
+			*out = [4]float32{}
+			return
+		}
+		_, _ = b[nb*bytes-1], x[3*stride+nb*elems-1]
+		kernel(&b[0], &x[0], 4*stride, nb, out)
+	}
+}
+
 // blockDot wraps a kernel over whole blocks: the bounds are checked here,
 // once, since the assembly reads nblk blocks and nblk·elems floats unchecked.
 func blockDot(elems, bytes int, kernel func(blk *byte, x *float32, nblk int) float32) dot32Func {

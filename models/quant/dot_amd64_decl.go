@@ -24,3 +24,12 @@ func dotQ6KAVX2(blk *byte, x *float32, nblk int) float32
 
 // dotIQ2XSAVX2 is Σ decode(blk)[i]·x[i] over nblk iq2_xs blocks.
 func dotIQ2XSAVX2(blk *byte, x *float32, nblk int, grid *float32, signs *float32) float32
+
+// dotQ8_0x4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk q8_0 blocks, for the four rows x_r = x + r·stride bytes.
+func dotQ8_0x4AVX2(blk *byte, x *float32, stride int, nblk int, out *[4]float32)
+
+// dotQ4Kx4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk q4_K blocks, for the four rows x_r = x + r·stride bytes.
+func dotQ4Kx4AVX2(blk *byte, x *float32, stride int, nblk int, out *[4]float32)
+
+// dotQ6Kx4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk q6_K blocks, for the four rows x_r = x + r·stride bytes.
+func dotQ6Kx4AVX2(blk *byte, x *float32, stride int, nblk int, out *[4]float32)

@@ -45,6 +45,10 @@ type Format struct {
 	// Dot32 is Dot accumulated in float32, vectorized where the machine
 	// allows (see dot32.go); the runtime's hot path.
 	Dot32 func(block []byte, x []float32) float32
+	// Dot32x4, where the format has one (nil otherwise), is Dot32 for four
+	// activation rows at once: out[r] = Σ Decode(block)[i]·x[r·stride+i]
+	// over n values, each block decoded once for the four.
+	Dot32x4 func(block []byte, x []float32, stride, n int, out *[4]float32)
 	// Vectorized reports whether Dot32 runs an assembly kernel.
 	Vectorized bool
 }

@@ -24,6 +24,9 @@ func main() {
 	dotQ4K()
 	dotQ6K()
 	dotIQ2XS()
+	dotQ8_0x4()
+	dotQ4Kx4()
+	dotQ6Kx4()
 	Generate()
 }
 
@@ -186,47 +189,7 @@ func dotQ4K() {
 	acc := zeroed(4)
 	m4 := broadcastByte(0x0f)
 	loop("q4k", n, func() {
-		// Scales and mins of sub-blocks 0-3 are the low 6 bits of bytes
-		// 0-3 and 4-7; those of 4-7 take their low 4 bits from the nibbles
-		// of bytes 8-11 and their high 2 bits from the top of bytes 0-7.
-		w0, w1, w2 := GP64(), GP64(), GP64()
-		MOVL(Mem{Base: p, Disp: 4}, w0.As32())
-		MOVL(Mem{Base: p, Disp: 8}, w1.As32())
-		MOVL(Mem{Base: p, Disp: 12}, w2.As32())
-		lo, hi, t := GP64(), GP64(), GP64()
-		// scales: lo = w0 & 0x3f3f3f3f, hi = (w2 & 0x0f0f0f0f) | ((w0>>6) & 0x03030303) << 4
-		MOVL(w0.As32(), lo.As32())
-		ANDL(U32(0x3f3f3f3f), lo.As32())
-		MOVL(w2.As32(), hi.As32())
-		ANDL(U32(0x0f0f0f0f), hi.As32())
-		MOVL(w0.As32(), t.As32())
-		SHRL(U8(6), t.As32())
-		ANDL(U32(0x03030303), t.As32())
-		SHLL(U8(4), t.As32())
-		ORL(t.As32(), hi.As32())
-		SHLQ(U8(32), hi)
-		ORQ(hi, lo)
-		xs := XMM()
-		VMOVQ(lo, xs)
-		d := broadcastF16(Mem{Base: p})
-		scaleVec(xs, false, d, sc)
-		// mins: lo = w1 & 0x3f3f3f3f, hi = ((w2>>4) & 0x0f0f0f0f) | ((w1>>6) & 0x03030303) << 4
-		MOVL(w1.As32(), lo.As32())
-		ANDL(U32(0x3f3f3f3f), lo.As32())
-		MOVL(w2.As32(), hi.As32())
-		SHRL(U8(4), hi.As32())
-		ANDL(U32(0x0f0f0f0f), hi.As32())
-		MOVL(w1.As32(), t.As32())
-		SHRL(U8(6), t.As32())
-		ANDL(U32(0x03030303), t.As32())
-		SHLL(U8(4), t.As32())
-		ORL(t.As32(), hi.As32())
-		SHLQ(U8(32), hi)
-		ORQ(hi, lo)
-		xm := XMM()
-		VMOVQ(lo, xm)
-		dm := broadcastF16(Mem{Base: p, Disp: 2})
-		scaleVec(xm, false, dm, sc.Offset(32))
+		q4kScales(p, sc)
 		for c := range 4 {
 			q, h := YMM(), YMM()
 			VMOVDQU(Mem{Base: p, Disp: 16 + 32*c}, q)
@@ -264,6 +227,52 @@ func dotQ4K() {
 	hsum(acc...)
 }
 
+// q4kScales writes the q4_K block at p's 8 scales·d and 8 mins·dmin as
+// float32 into sc[0:32] and sc[32:64].
+func q4kScales(p reg.Register, sc Mem) {
+	// Scales and mins of sub-blocks 0-3 are the low 6 bits of bytes
+	// 0-3 and 4-7; those of 4-7 take their low 4 bits from the nibbles
+	// of bytes 8-11 and their high 2 bits from the top of bytes 0-7.
+	w0, w1, w2 := GP64(), GP64(), GP64()
+	MOVL(Mem{Base: p, Disp: 4}, w0.As32())
+	MOVL(Mem{Base: p, Disp: 8}, w1.As32())
+	MOVL(Mem{Base: p, Disp: 12}, w2.As32())
+	lo, hi, t := GP64(), GP64(), GP64()
+	// scales: lo = w0 & 0x3f3f3f3f, hi = (w2 & 0x0f0f0f0f) | ((w0>>6) & 0x03030303) << 4
+	MOVL(w0.As32(), lo.As32())
+	ANDL(U32(0x3f3f3f3f), lo.As32())
+	MOVL(w2.As32(), hi.As32())
+	ANDL(U32(0x0f0f0f0f), hi.As32())
+	MOVL(w0.As32(), t.As32())
+	SHRL(U8(6), t.As32())
+	ANDL(U32(0x03030303), t.As32())
+	SHLL(U8(4), t.As32())
+	ORL(t.As32(), hi.As32())
+	SHLQ(U8(32), hi)
+	ORQ(hi, lo)
+	xs := XMM()
+	VMOVQ(lo, xs)
+	d := broadcastF16(Mem{Base: p})
+	scaleVec(xs, false, d, sc)
+	// mins: lo = w1 & 0x3f3f3f3f, hi = ((w2>>4) & 0x0f0f0f0f) | ((w1>>6) & 0x03030303) << 4
+	MOVL(w1.As32(), lo.As32())
+	ANDL(U32(0x3f3f3f3f), lo.As32())
+	MOVL(w2.As32(), hi.As32())
+	SHRL(U8(4), hi.As32())
+	ANDL(U32(0x0f0f0f0f), hi.As32())
+	MOVL(w1.As32(), t.As32())
+	SHRL(U8(6), t.As32())
+	ANDL(U32(0x03030303), t.As32())
+	SHLL(U8(4), t.As32())
+	ORL(t.As32(), hi.As32())
+	SHLQ(U8(32), hi)
+	ORQ(hi, lo)
+	xm := XMM()
+	VMOVQ(lo, xm)
+	dm := broadcastF16(Mem{Base: p, Disp: 2})
+	scaleVec(xm, false, dm, sc.Offset(32))
+}
+
 // Q6_K: 210-byte blocks of 256: ql[128] @0 (low 4 bits), qh[64] @128 (high
 // 2 bits), int8 scales[16] @192 (one per 16 values), d f16 @208; y = d·sc·(q−32).
 // In each half n of 128 values, value 32c+l (l < 32) takes the low (c even)
@@ -275,31 +284,9 @@ func dotQ6K() {
 	sc := AllocLocal(64)  // 16 scales·d
 	qb := AllocLocal(128) // one half's levels, q−32 as int8
 	acc := zeroed(4)
-	m4 := broadcastByte(0x0f)
-	m3 := broadcastByte(0x03)
-	c32 := broadcastByte(32)
+	masks := newQ6KMasks()
 	loop("q6k", n, func() {
-		d := broadcastF16(Mem{Base: p, Disp: 208})
-		scaleVec(Mem{Base: p, Disp: 192}, true, d, sc)
-		scaleVec(Mem{Base: p, Disp: 200}, true, d, sc.Offset(32))
-		for half := range 2 {
-			for c := range 4 {
-				l, h := YMM(), YMM()
-				VMOVDQU(Mem{Base: p, Disp: 64*half + 32*(c&1)}, l)
-				if c >= 2 {
-					VPSRLW(U8(4), l, l)
-				}
-				VPAND(m4, l, l)
-				VMOVDQU(Mem{Base: p, Disp: 128 + 32*half}, h)
-				if c > 0 {
-					VPSRLW(U8(2*c), h, h)
-				}
-				VPAND(m3, h, h)
-				VPSLLW(U8(4), h, h)
-				VPOR(h, l, l)
-				VPSUBB(c32, l, l)
-				VMOVDQU(l, qb.Offset(32*c))
-			}
+		q6kLevels(p, sc, qb, masks, func(half int) {
 			for s := range 8 { // sub-blocks of 16
 				xo := 4 * (128*half + 16*s)
 				t, u := YMM(), YMM()
@@ -313,11 +300,49 @@ func dotQ6K() {
 				VBROADCASTSS(sc.Offset(4*(8*half+s)), b)
 				VFMADD231PS(b, t, acc[s%4])
 			}
-		}
+		})
 		ADDQ(U32(210), p)
 		ADDQ(U32(1024), x)
 	})
 	hsum(acc...)
+}
+
+// q6kMasks are the byte masks 0x0f, 0x03 and the offset 32, set up once
+// per kernel.
+type q6kMasks [3]reg.VecVirtual
+
+func newQ6KMasks() q6kMasks {
+	return q6kMasks{broadcastByte(0x0f), broadcastByte(0x03), broadcastByte(32)}
+}
+
+// q6kLevels writes the q6_K block at p's 16 scales·d as float32 into
+// sc[0:64], then for each half (128 values) its levels q−32 as int8 into
+// qb[0:128] and calls consume(half).
+func q6kLevels(p reg.Register, sc, qb Mem, m q6kMasks, consume func(half int)) {
+	m4, m3, c32 := m[0], m[1], m[2]
+	d := broadcastF16(Mem{Base: p, Disp: 208})
+	scaleVec(Mem{Base: p, Disp: 192}, true, d, sc)
+	scaleVec(Mem{Base: p, Disp: 200}, true, d, sc.Offset(32))
+	for half := range 2 {
+		for c := range 4 {
+			l, h := YMM(), YMM()
+			VMOVDQU(Mem{Base: p, Disp: 64*half + 32*(c&1)}, l)
+			if c >= 2 {
+				VPSRLW(U8(4), l, l)
+			}
+			VPAND(m4, l, l)
+			VMOVDQU(Mem{Base: p, Disp: 128 + 32*half}, h)
+			if c > 0 {
+				VPSRLW(U8(2*c), h, h)
+			}
+			VPAND(m3, h, h)
+			VPSLLW(U8(4), h, h)
+			VPOR(h, l, l)
+			VPSUBB(c32, l, l)
+			VMOVDQU(l, qb.Offset(32*c))
+		}
+		consume(half)
+	}
 }
 
 // IQ2_XS: 74-byte blocks of 256: d f16 @0, qs uint16[32] @2 (9-bit grid
@@ -394,4 +419,148 @@ func dotIQ2XS() {
 		ADDQ(U32(1024), x)
 	})
 	hsum(acc...)
+}
+
+// The x4 kernels multiply one row of blocks with four activation rows at
+// once (x, x+stride, x+2·stride, x+3·stride bytes), decoding each 8 weights
+// once into a vector of their float32 values and taking four FMAs with it:
+// prefill's batched matmuls decode a quarter as often. Two accumulators per
+// row, summed at the end, into out[0:4].
+
+// rows4 holds the four row bases' addressing and eight accumulators.
+type rows4 struct {
+	x, stride, stride3 reg.Register
+	acc                [8]reg.VecVirtual
+}
+
+func newRows4() *rows4 {
+	r := &rows4{x: Load(Param("x"), GP64()), stride: Load(Param("stride"), GP64())}
+	r.stride3 = GP64()
+	LEAQ(Mem{Base: r.stride, Index: r.stride, Scale: 2}, r.stride3)
+	for i := range r.acc {
+		r.acc[i] = YMM()
+		VXORPS(r.acc[i], r.acc[i], r.acc[i])
+	}
+	return r
+}
+
+// fma adds v·x_r[off/4 : off/4+8] into each row's accumulator (bank 0 or 1).
+func (r *rows4) fma(v reg.VecVirtual, off, bank int) {
+	mems := []Mem{
+		{Base: r.x, Disp: off},
+		{Base: r.x, Index: r.stride, Scale: 1, Disp: off},
+		{Base: r.x, Index: r.stride, Scale: 2, Disp: off},
+		{Base: r.x, Index: r.stride3, Scale: 1, Disp: off},
+	}
+	for row, m := range mems {
+		VFMADD231PS(m, v, r.acc[2*row+bank])
+	}
+}
+
+// store sums each row's two accumulators horizontally into out[row].
+func (r *rows4) store() {
+	out := Load(Param("out"), GP64())
+	for row := range 4 {
+		a := r.acc[2*row]
+		VADDPS(r.acc[2*row+1], a, a)
+		hi := XMM()
+		VEXTRACTF128(U8(1), a, hi)
+		lo := a.AsX()
+		VADDPS(hi, lo, lo)
+		VMOVHLPS(lo, hi, hi)
+		VADDPS(hi, lo, lo)
+		VPSHUFD(U8(1), lo, hi)
+		VADDSS(hi, lo, lo)
+		VMOVSS(lo, Mem{Base: out, Disp: 4 * row})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+const x4Sig = "func(blk *byte, x *float32, stride int, nblk int, out *[4]float32)"
+
+func dotQ8_0x4() {
+	TEXT("dotQ8_0x4AVX2", NOSPLIT, x4Sig)
+	Doc("dotQ8_0x4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk q8_0 blocks, for the four rows x_r = x + r·stride bytes.")
+	p, n := Load(Param("blk"), GP64()), Load(Param("nblk"), GP64())
+	r := newRows4()
+	loop("q8x4", n, func() {
+		d := broadcastF16(Mem{Base: p})
+		for k := range 4 {
+			v := YMM()
+			VPMOVSXBD(Mem{Base: p, Disp: 2 + 8*k}, v)
+			VCVTDQ2PS(v, v)
+			VMULPS(d, v, v)
+			r.fma(v, 32*k, k%2)
+		}
+		ADDQ(U32(34), p)
+		ADDQ(U32(128), r.x)
+	})
+	r.store()
+}
+
+func dotQ4Kx4() {
+	TEXT("dotQ4Kx4AVX2", NOSPLIT, x4Sig)
+	Doc("dotQ4Kx4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk q4_K blocks, for the four rows x_r = x + r·stride bytes.")
+	p, n := Load(Param("blk"), GP64()), Load(Param("nblk"), GP64())
+	sc := AllocLocal(64)
+	qb := AllocLocal(64)
+	r := newRows4()
+	m4 := broadcastByte(0x0f)
+	loop("q4kx4", n, func() {
+		q4kScales(p, sc)
+		for c := range 4 {
+			q, h := YMM(), YMM()
+			VMOVDQU(Mem{Base: p, Disp: 16 + 32*c}, q)
+			VPSRLW(U8(4), q, h)
+			VPAND(m4, q, q)
+			VPAND(m4, h, h)
+			VMOVDQU(q, qb)
+			VMOVDQU(h, qb.Offset(32))
+			for half := range 2 {
+				j := 2*c + half
+				s, m := YMM(), YMM()
+				VBROADCASTSS(sc.Offset(4*j), s)
+				VBROADCASTSS(sc.Offset(32+4*j), m)
+				for k := range 4 {
+					v := YMM()
+					VPMOVZXBD(qb.Offset(32*half+8*k), v)
+					VCVTDQ2PS(v, v)
+					VFMSUB213PS(m, s, v) // v = v·d·sc − dmin·m
+					r.fma(v, 4*32*j+32*k, k%2)
+				}
+			}
+		}
+		ADDQ(U32(144), p)
+		ADDQ(U32(1024), r.x)
+	})
+	r.store()
+}
+
+func dotQ6Kx4() {
+	TEXT("dotQ6Kx4AVX2", NOSPLIT, x4Sig)
+	Doc("dotQ6Kx4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk q6_K blocks, for the four rows x_r = x + r·stride bytes.")
+	p, n := Load(Param("blk"), GP64()), Load(Param("nblk"), GP64())
+	sc := AllocLocal(64)
+	qb := AllocLocal(128)
+	r := newRows4()
+	masks := newQ6KMasks()
+	loop("q6kx4", n, func() {
+		q6kLevels(p, sc, qb, masks, func(half int) {
+			for s := range 8 {
+				b := YMM()
+				VBROADCASTSS(sc.Offset(4*(8*half+s)), b)
+				for k := range 2 {
+					v := YMM()
+					VPMOVSXBD(qb.Offset(16*s+8*k), v)
+					VCVTDQ2PS(v, v)
+					VMULPS(b, v, v)
+					r.fma(v, 4*(128*half+16*s+8*k), k)
+				}
+			}
+		})
+		ADDQ(U32(210), p)
+		ADDQ(U32(1024), r.x)
+	})
+	r.store()
 }
