@@ -147,7 +147,7 @@ func FuzzDot32(f *testing.F) {
 func TestDot32x4MatchesDecode(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	if runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
-		for _, name := range []string{"q8_0", "q4_k", "q6_k"} {
+		for _, name := range []string{"q8_0", "q4_k", "q6_k", "iq2_xs", "f16", "bf16"} {
 			if mustFormat(t, name).Dot32x4 == nil {
 				t.Errorf("%s: no four-row kernel on this AVX2 machine", name)
 			}

@@ -31,9 +31,34 @@ func archDots4() map[string]dot4Func {
 		return nil
 	}
 	return map[string]dot4Func{
-		"q8_0": blockDot4(q80Elems, q80Bytes, dotQ8_0x4AVX2),
-		"q4_k": blockDot4(q4kElems, q4kBytes, dotQ4Kx4AVX2),
-		"q6_k": blockDot4(q6kElems, q6kBytes, dotQ6Kx4AVX2),
+		"q8_0":   blockDot4(q80Elems, q80Bytes, dotQ8_0x4AVX2),
+		"q4_k":   blockDot4(q4kElems, q4kBytes, dotQ4Kx4AVX2),
+		"q6_k":   blockDot4(q6kElems, q6kBytes, dotQ6Kx4AVX2),
+		"iq2_xs": blockDot4(iq2xsElems, iq2xsBytes, dotIQ2XSx4Grid),
+		"f16":    halfDot4(dotF16x4AVX2, 2, dotF16Vec),
+		"bf16":   halfDot4(dotBF16x4AVX2, 2, dotBF16Vec),
+	}
+}
+
+func dotIQ2XSx4Grid(blk *byte, x *float32, stride, nblk int, out *[4]float32) {
+	dotIQ2XSx4AVX2(blk, x, stride, nblk, out, &iq2Grid[0][0], &iq2SignVals[0][0])
+}
+
+// halfDot4 runs a 16-bit float kernel over whole 32s of the four rows and
+// adds the rest of each row through the one-row dot.
+func halfDot4(kernel func(w *byte, x *float32, stride, n int, out *[4]float32), size int, one dot32Func) dot4Func {
+	return func(b []byte, x []float32, stride, n int, out *[4]float32) {
+		whole := n &^ 31
+		*out = [4]float32{}
+		if whole > 0 {
+			_, _ = b[size*whole-1], x[3*stride+whole-1]
+			kernel(&b[0], &x[0], 4*stride, whole, out)
+		}
+		if whole < n {
+			for r := range out {
+				out[r] += one(b[size*whole:size*n], x[r*stride+whole:r*stride+n])
+			}
+		}
 	}
 }
 

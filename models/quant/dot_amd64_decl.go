@@ -33,3 +33,12 @@ func dotQ4Kx4AVX2(blk *byte, x *float32, stride int, nblk int, out *[4]float32)
 
 // dotQ6Kx4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk q6_K blocks, for the four rows x_r = x + r·stride bytes.
 func dotQ6Kx4AVX2(blk *byte, x *float32, stride int, nblk int, out *[4]float32)
+
+// dotIQ2XSx4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk iq2_xs blocks, for the four rows x_r = x + r·stride bytes.
+func dotIQ2XSx4AVX2(blk *byte, x *float32, stride int, nblk int, out *[4]float32, grid *float32, signs *float32)
+
+// dotF16x4AVX2: out[r] = Σ w[i]·x_r[i] over n values (a multiple of 32), for the four rows x_r = x + r·stride bytes.
+func dotF16x4AVX2(w *byte, x *float32, stride int, n int, out *[4]float32)
+
+// dotBF16x4AVX2: out[r] = Σ w[i]·x_r[i] over n values (a multiple of 32), for the four rows x_r = x + r·stride bytes.
+func dotBF16x4AVX2(w *byte, x *float32, stride int, n int, out *[4]float32)

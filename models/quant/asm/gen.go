@@ -27,6 +27,9 @@ func main() {
 	dotQ8_0x4()
 	dotQ4Kx4()
 	dotQ6Kx4()
+	dotIQ2XSx4()
+	dotHalfx4("dotF16x4AVX2", true)
+	dotHalfx4("dotBF16x4AVX2", false)
 	Generate()
 }
 
@@ -345,6 +348,45 @@ func q6kLevels(p reg.Register, sc, qb Mem, m q6kMasks, consume func(half int)) {
 	}
 }
 
+// iq2xsScales writes the iq2_xs block at p's 16 group scales
+// (0.5+s)·0.25·d as float32 into sc[0:64].
+func iq2xsScales(p reg.Register, sc Mem) {
+	d := broadcastF16(Mem{Base: p})
+	// (0.5+s)·0.25·d = (2s+1)·d/8: the nibbles as 2s+1, times d/8.
+	eighth := GP32()
+	MOVL(U32(0x3e000000), eighth) // 0.125
+	e := XMM()
+	VMOVD(eighth, e)
+	ey := YMM()
+	VBROADCASTSS(e, ey)
+	VMULPS(ey, d, d)
+	b := XMM()
+	VMOVQ(Mem{Base: p, Disp: 66}, b)
+	lo, hi := XMM(), XMM()
+	m4 := broadcastByte(0x0f)
+	VPAND(m4.AsX(), b, lo)
+	VPSRLW(U8(4), b, hi)
+	VPAND(m4.AsX(), hi, hi)
+	VPUNPCKLBW(hi, lo, lo) // s0, s1, s2, ... for the 16 groups
+	for k := range 2 {
+		v := YMM()
+		if k == 0 {
+			VPMOVZXBD(lo, v)
+		} else {
+			VPSRLDQ(U8(8), lo, hi)
+			VPMOVZXBD(hi, v)
+		}
+		VPSLLD(U8(1), v, v)
+		one := YMM()
+		VPCMPEQD(one, one, one)
+		VPSRLD(U8(31), one, one)
+		VPADDD(one, v, v)
+		VCVTDQ2PS(v, v)
+		VMULPS(d, v, v)
+		VMOVUPS(v, sc.Offset(32*k))
+	}
+}
+
 // IQ2_XS: 74-byte blocks of 256: d f16 @0, qs uint16[32] @2 (9-bit grid
 // index, 7-bit sign index per 8 values), 4-bit scales[8] @66 (one per 16
 // values): y = d·(0.5+s)·0.25·grid·sign. grid is [512][8]float32 and signs
@@ -357,40 +399,7 @@ func dotIQ2XS() {
 	sc := AllocLocal(64) // 16 scales·d·0.25 (the 0.5 offset folded in)
 	acc := zeroed(4)
 	loop("iq2", n, func() {
-		d := broadcastF16(Mem{Base: p})
-		// (0.5+s)·0.25·d = (2s+1)·d/8: the nibbles as 2s+1, times d/8.
-		eighth := GP32()
-		MOVL(U32(0x3e000000), eighth) // 0.125
-		e := XMM()
-		VMOVD(eighth, e)
-		ey := YMM()
-		VBROADCASTSS(e, ey)
-		VMULPS(ey, d, d)
-		b := XMM()
-		VMOVQ(Mem{Base: p, Disp: 66}, b)
-		lo, hi := XMM(), XMM()
-		m4 := broadcastByte(0x0f)
-		VPAND(m4.AsX(), b, lo)
-		VPSRLW(U8(4), b, hi)
-		VPAND(m4.AsX(), hi, hi)
-		VPUNPCKLBW(hi, lo, lo) // s0, s1, s2, ... for the 16 groups
-		for k := range 2 {
-			v := YMM()
-			if k == 0 {
-				VPMOVZXBD(lo, v)
-			} else {
-				VPSRLDQ(U8(8), lo, hi)
-				VPMOVZXBD(hi, v)
-			}
-			VPSLLD(U8(1), v, v)
-			one := YMM()
-			VPCMPEQD(one, one, one)
-			VPSRLD(U8(31), one, one)
-			VPADDD(one, v, v)
-			VCVTDQ2PS(v, v)
-			VMULPS(d, v, v)
-			VMOVUPS(v, sc.Offset(32*k))
-		}
+		iq2xsScales(p, sc)
 		for g := range 16 {
 			t := YMM()
 			for k := range 2 {
@@ -561,6 +570,64 @@ func dotQ6Kx4() {
 		})
 		ADDQ(U32(210), p)
 		ADDQ(U32(1024), r.x)
+	})
+	r.store()
+}
+
+func dotIQ2XSx4() {
+	TEXT("dotIQ2XSx4AVX2", NOSPLIT, "func(blk *byte, x *float32, stride int, nblk int, out *[4]float32, grid, signs *float32)")
+	Doc("dotIQ2XSx4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk iq2_xs blocks, for the four rows x_r = x + r·stride bytes.")
+	p, n := Load(Param("blk"), GP64()), Load(Param("nblk"), GP64())
+	grid, signs := Load(Param("grid"), GP64()), Load(Param("signs"), GP64())
+	sc := AllocLocal(64)
+	r := newRows4()
+	loop("iq2x4", n, func() {
+		iq2xsScales(p, sc)
+		for g := range 16 {
+			s := YMM()
+			VBROADCASTSS(sc.Offset(4*g), s)
+			for k := range 2 {
+				q, gi, si := GP64(), GP64(), GP64()
+				MOVWQZX(Mem{Base: p, Disp: 2 + 2*(2*g+k)}, q)
+				MOVQ(q, gi)
+				ANDQ(U32(511), gi)
+				SHLQ(U8(5), gi)
+				MOVQ(q, si)
+				SHRQ(U8(9), si)
+				SHLQ(U8(5), si)
+				v := YMM()
+				VMOVUPS(Mem{Base: grid, Index: gi, Scale: 1}, v)
+				VMULPS(Mem{Base: signs, Index: si, Scale: 1}, v, v)
+				VMULPS(s, v, v)
+				r.fma(v, 4*(16*g+8*k), k)
+			}
+		}
+		ADDQ(U32(74), p)
+		ADDQ(U32(1024), r.x)
+	})
+	r.store()
+}
+
+// dotHalfx4: f16 or bf16 rows against four activation rows, n a multiple of 32.
+func dotHalfx4(name string, f16 bool) {
+	TEXT(name, NOSPLIT, "func(w *byte, x *float32, stride int, n int, out *[4]float32)")
+	Doc(name + ": out[r] = Σ w[i]·x_r[i] over n values (a multiple of 32), for the four rows x_r = x + r·stride bytes.")
+	w, n := Load(Param("w"), GP64()), Load(Param("n"), GP64())
+	SHRQ(U8(5), n)
+	r := newRows4()
+	loop(name, n, func() {
+		for k := range 4 {
+			v := YMM()
+			if f16 {
+				VCVTPH2PS(Mem{Base: w, Disp: 16 * k}, v)
+			} else {
+				VPMOVZXWD(Mem{Base: w, Disp: 16 * k}, v)
+				VPSLLD(U8(16), v, v)
+			}
+			r.fma(v, 32*k, k%2)
+		}
+		ADDQ(U32(64), w)
+		ADDQ(U32(128), r.x)
 	})
 	r.store()
 }
