@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 )
 
@@ -15,17 +16,24 @@ func cpuProfileFlag(fs *flag.FlagSet) (start func() (stop func() error, err erro
 		if *path == "" {
 			return func() error { return nil }, nil
 		}
-		f, err := os.Create(*path)
+		// Written beside the target and renamed into place once complete.
+		f, err := os.CreateTemp(filepath.Dir(*path), filepath.Base(*path)+".*.tmp")
 		if err != nil {
 			return nil, fmt.Errorf("--cpuprofile: %w", err)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()
+			os.Remove(f.Name())
 			return nil, fmt.Errorf("--cpuprofile %s: %w", *path, err)
 		}
 		return func() error {
 			pprof.StopCPUProfile()
-			if err := f.Close(); err != nil {
+			err := f.Close()
+			if err == nil {
+				err = os.Rename(f.Name(), *path)
+			}
+			if err != nil {
+				os.Remove(f.Name())
 				return fmt.Errorf("--cpuprofile %s: %w", *path, err)
 			}
 			return nil
