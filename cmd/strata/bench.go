@@ -151,6 +151,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "model %s (%s): prompt %d tokens, %d generated; %d repetitions after %d warm-up, configurations interleaved\n",
 		cfg.Name, cfg.Architecture.ModelType, len(prompt), *gen, *reps, *warmup)
 	var stopProfile func() error
+	defer func() {
+		if stopProfile != nil { // a run failed: still end the profile
+			stopProfile()
+		}
+	}()
 	for rep := 0; rep < *warmup+*reps; rep++ {
 		if rep == *warmup {
 			if stopProfile, err = profile(); err != nil {
@@ -170,7 +175,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 
 	if stopProfile != nil {
-		if err := stopProfile(); err != nil {
+		stop := stopProfile
+		stopProfile = nil
+		if err := stop(); err != nil {
 			return err
 		}
 	}
