@@ -154,7 +154,7 @@ func loadEngine(c *models.Config, graphs []*graph.Graph, src engine.WeightSource
 	if opt.CopyWeights {
 		src = engine.Copying(src)
 	}
-	threads := c.Runtime.Threads
+	threads := c.Runtime.Threads // the cpu kernels' thread count (0: one per core)
 	if opt.Threads > 0 {
 		threads = opt.Threads
 	}

@@ -82,6 +82,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	specs := fs.String("spec", "0", "speculation `settings` to compare, comma-separated: auto or a number of drafts")
 	arenas := fs.String("arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
 	suffix := fs.Int("suffix-draft", 3, "most suffix drafts per window with --spec")
+	profile := cpuProfileFlag(fs)
 	icb := fs.Bool("icb", false, "metal backends: replay indirect command buffers")
 	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	sf := addStreamFlags(fs)
@@ -165,7 +166,18 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "model %s (%s): prompt %d tokens, %d generated; %d repetitions after %d warm-up, configurations interleaved\n",
 		cfg.Name, cfg.Architecture.ModelType, len(prompt), *gen, *reps, *warmup)
+	var stopProfile func() error
+	defer func() {
+		if stopProfile != nil { // a run failed: still end the profile
+			stopProfile()
+		}
+	}()
 	for rep := 0; rep < *warmup+*reps; rep++ {
+		if rep == *warmup {
+			if stopProfile, err = profile(); err != nil {
+				return err
+			}
+		}
 		for i := range runs {
 			r := runs[(i+rep)%len(runs)]
 			pp, tg, err := benchOnce(r, prompt, *gen)
@@ -178,6 +190,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if stopProfile != nil {
+		stop := stopProfile
+		stopProfile = nil
+		if err := stop(); err != nil {
+			return err
+		}
+	}
 	width := len("configuration")
 	for _, r := range runs {
 		width = max(width, len(r.cfg.label(vary)))

@@ -42,6 +42,15 @@ type Format struct {
 	// then times the scale, so the result differs from a float64 dot of the
 	// decoded float32 values by the decoder's float32 rounding only.
 	Dot func(block []byte, x []float32) float64
+	// Dot32 is Dot accumulated in float32, vectorized where the machine
+	// allows (see dot32.go); the runtime's hot path.
+	Dot32 func(block []byte, x []float32) float32
+	// Dot32x4, where the format has one (nil otherwise), is Dot32 for four
+	// activation rows at once: out[r] = Σ Decode(block)[i]·x[r·stride+i]
+	// over n values, each block decoded once for the four.
+	Dot32x4 func(block []byte, x []float32, stride, n int, out *[4]float32)
+	// Vectorized reports whether Dot32 runs an assembly kernel.
+	Vectorized bool
 }
 
 // Bytes is the storage size of n elements; n must be a multiple of BlockElems.

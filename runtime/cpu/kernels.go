@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models/quant"
@@ -73,14 +74,11 @@ func (m matrix) row(i int, scratch []float32) []float32 {
 	return scratch[:m.cols]
 }
 
-// dotRow is row i · x: f32 rows take the unrolled float path, every other
-// format multiplies its blocks in place (Format.Dot), never decoding the row.
+// dotRow is row i · x: every format multiplies its blocks in place
+// (Format.Dot32: float32 accumulation, vectorized where the machine
+// allows), never decoding the row.
 func (m matrix) dotRow(i int, x []float32) float32 {
-	b := m.data[i*m.rowBytes : (i+1)*m.rowBytes]
-	if m.rl.Format.Code == 0 {
-		return dot(buffers.Float32s(b)[:m.cols], x)
-	}
-	return float32(m.rl.Dot(b, x))
+	return m.rl.Dot32(m.data[i*m.rowBytes:(i+1)*m.rowBytes], x)
 }
 
 // at returns a view of rows [i, i+n) starting at byte offset off of the data,
@@ -172,16 +170,43 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 	w := a.matrix("w", a.int("wfmt"), n, k)
 	x, y := a.f32n("x", p.max*fold*k), a.f32n("y", p.max*fold*n)
 	return func() {
-		rows := p.rows() * fold
-		parallel(n, k*rows, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				for t := 0; t < rows; t++ {
-					y[t*n+i] = w.dotRow(i, x[t*k:(t+1)*k])
-				}
-			}
-		})
+		matmulRows(w, x, y, p.rows()*fold)
 	}, a.err
 }
+
+// matmulRows is y[t] = W x[t] for rows t of x (k = W.cols wide) into y
+// (n = W.rows wide), split by output rows over the threads. Each weight row
+// meets the activation rows four at a time (Dot32x4: its blocks decoded
+// once for the four), while it is in cache; the activation rows go in
+// blocks that stay in the core's cache across the weight rows. (Decoding
+// the row to float32 once and taking float32 dots was slower: two float
+// streams per multiply-add against one.)
+func matmulRows(w matrix, x, y []float32, rows int) {
+	n, k := w.rows, w.cols
+	block := max(4, min(rows, xBlockBytes/(4*k))/4*4)
+	parallel(n, k*rows, func(lo, hi int) {
+		var out [4]float32
+		for t0 := 0; t0 < rows; t0 += block {
+			t1 := min(rows, t0+block)
+			for i := lo; i < hi; i++ {
+				row := w.data[i*w.rowBytes : (i+1)*w.rowBytes]
+				t := t0
+				for ; t+4 <= t1; t += 4 {
+					w.rl.Dot32x4(row, x[t*k:], k, &out)
+					for r, v := range out {
+						y[(t+r)*n+i] = v
+					}
+				}
+				for ; t < t1; t++ {
+					y[t*n+i] = w.rl.Dot32(row, x[t*k:(t+1)*k])
+				}
+			}
+		}
+	})
+}
+
+// xBlockBytes bounds the activation rows matmulRows keeps in cache at once.
+const xBlockBytes = 512 << 10
 
 func residualAdd(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
@@ -409,7 +434,7 @@ func gdnRule(d *graph.Dispatch, a *args) (func(), error) {
 		n := p.rows()
 		parallel(g.nv, n*g.dk*g.dv, func(lo, hi int) {
 			q, k := make([]float32, g.dk), make([]float32, g.dk)
-			u := make([]float64, g.dv)
+			u := make([]float32, g.dv)
 			delta := make([]float32, g.dv)
 			for j := lo; j < hi; j++ {
 				S := state[j*g.dk*g.dv : (j+1)*g.dk*g.dv]
@@ -423,31 +448,14 @@ func gdnRule(d *graph.Dispatch, a *args) (func(), error) {
 					l2normalize(k, 1)
 					e := float32(math.Exp(float64(decay[t*g.nv+j])))
 					b := float64(beta[t*g.nv+j])
-					for c := range u {
-						u[c] = 0
-					}
-					for i := 0; i < g.dk; i++ {
-						Si := S[i*g.dv : (i+1)*g.dv]
-						for c := range Si {
-							Si[c] *= e
-							u[c] += float64(Si[c]) * float64(k[i])
-						}
-					}
+					// float32 sweeps (gdn.go), vectorized where the machine allows
+					gdnDecayDot(S, k, u, g.dk, g.dv, e)
 					for c := range delta {
-						delta[c] = float32(b * (float64(v[c]) - float64(float32(u[c]))))
-						u[c] = 0 // from here on u accumulates the output
+						delta[c] = float32(b * (float64(v[c]) - float64(u[c])))
 					}
-					for i := 0; i < g.dk; i++ {
-						Si := S[i*g.dv : (i+1)*g.dv]
-						for c := range Si {
-							Si[c] = float32(float64(Si[c]) + float64(k[i])*float64(delta[c]))
-							u[c] += float64(Si[c]) * float64(q[i])
-						}
-					}
+					gdnUpdateDot(S, k, delta, q, u, g.dk, g.dv)
 					out := o[t*g.valueDim+j*g.dv : t*g.valueDim+(j+1)*g.dv]
-					for c := range out {
-						out[c] = float32(u[c])
-					}
+					copy(out, u)
 				}
 			}
 		})
@@ -745,69 +753,116 @@ func (eb expertBlock) matrix(e, off int, rl quant.RowLayout, rows int) (matrix, 
 	return m.at(start, rl, rows), true
 }
 
-// moeGateUp: h[t, j] = silu(gate_e x[t]) ⊙ (up_e x[t]) for the j-th chosen expert e.
+// expertGroup is the (row, choice) pairs tj routed to one expert.
+type expertGroup struct {
+	e   int
+	tjs []int
+}
+
+// groupByExpert gathers the pairs of ids (n rows × K choices) by expert, in
+// expert order, skipping ids past the layer's experts: a window's rows that
+// share an expert then read its weights once, while they are in cache.
+func groupByExpert(ids []uint32, experts int, into []expertGroup) []expertGroup {
+	into = into[:0]
+	order := make([]int, 0, len(ids))
+	for tj, e := range ids {
+		if int(e) < experts {
+			order = append(order, tj)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ids[order[a]] < ids[order[b]] })
+	for i := 0; i < len(order); {
+		e := int(ids[order[i]])
+		j := i
+		for j < len(order) && int(ids[order[j]]) == e {
+			j++
+		}
+		into = append(into, expertGroup{e: e, tjs: order[i:j]})
+		i = j
+	}
+	return into
+}
+
+// moeGateUp: h[t, j] = silu(gate_e x[t]) ⊙ (up_e x[t]) for the j-th chosen
+// expert e, split over the experts the window routes to.
 func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	eb := a.expertBlock()
 	K := a.int("top_k")
 	H, I := eb.hidden, eb.inter
 	x, ids, h := a.f32n("x", p.max*H), a.u32("ids"), a.f32n("h", p.max*K*I)
+	var groups []expertGroup
 	return func() {
 		n := p.rows()
-		parallel(n*K, 2*I*H, func(lo, hi int) {
-			for tj := lo; tj < hi; tj++ {
-				t, e := tj/K, int(ids[tj])
-				if e >= eb.experts {
-					continue
-				}
-				gate, ok1 := eb.matrix(e, eb.gateOff, eb.gate, I)
-				up, ok2 := eb.matrix(e, eb.upOff, eb.up, I)
+		groups = groupByExpert(ids[:n*K], eb.experts, groups)
+		parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
+			for _, g := range groups[lo:hi] {
+				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
+				up, ok2 := eb.matrix(g.e, eb.upOff, eb.up, I)
 				if !ok1 || !ok2 {
 					continue
 				}
-				xr := x[t*H : (t+1)*H]
 				for i := 0; i < I; i++ {
-					gv := gate.dotRow(i, xr)
-					uv := up.dotRow(i, xr)
-					h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
+					for _, tj := range g.tjs {
+						xr := x[tj/K*H : (tj/K+1)*H]
+						gv := gate.dotRow(i, xr)
+						uv := up.dotRow(i, xr)
+						h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
+					}
 				}
 			}
 		})
 	}, a.err
 }
 
-// moeDown: y[t] = Σ_j w[t, j] · down_e h[t, j].
+// scratch holds the window-sized buffers kernels need only while they run.
+var scratch = sync.Pool{New: func() any { return new([]float32) }}
+
+// moeDown: y[t] = Σ_j w[t, j] · down_e h[t, j], split by output rows (so
+// one row, decode, uses every thread too); within a split each expert's
+// rows meet all the window's rows routed to it, and the sum over j then
+// runs in j order.
 func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	eb := a.expertBlock()
 	K := a.int("top_k")
 	H, I := eb.hidden, eb.inter
 	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*H)
+	var groups []expertGroup
 	return func() {
 		n := p.rows()
-		parallel(n, K*H*I, func(lo, hi int) {
-			acc := make([]float64, H)
-			for t := lo; t < hi; t++ {
-				for i := range acc {
-					acc[i] = 0
+		groups = groupByExpert(ids[:n*K], eb.experts, groups)
+		buf := scratch.Get().(*[]float32)
+		if cap(*buf) < n*K*H {
+			*buf = make([]float32, n*K*H)
+		}
+		vals := (*buf)[:n*K*H] // down_e h[t, j], by tj
+		defer scratch.Put(buf)
+		parallel(H, n*K*I, func(lo, hi int) {
+			resident := make([]bool, n*K)
+			for _, g := range groups {
+				down, ok := eb.matrix(g.e, eb.downOff, eb.down, H)
+				if !ok {
+					continue
 				}
-				for j := 0; j < K; j++ {
-					e := int(ids[t*K+j])
-					if e >= eb.experts {
-						continue
-					}
-					down, ok := eb.matrix(e, eb.downOff, eb.down, H)
-					if !ok {
-						continue
-					}
-					hr := h[(t*K+j)*I : (t*K+j+1)*I]
-					wj := float64(w[t*K+j])
-					for o := 0; o < H; o++ {
-						acc[o] += wj * float64(down.dotRow(o, hr))
+				for _, tj := range g.tjs {
+					resident[tj] = true
+				}
+				for o := lo; o < hi; o++ {
+					for _, tj := range g.tjs {
+						vals[tj*H+o] = down.dotRow(o, h[tj*I:(tj+1)*I])
 					}
 				}
-				for o := range acc {
-					y[t*H+o] = float32(acc[o])
+			}
+			for t := 0; t < n; t++ {
+				for o := lo; o < hi; o++ {
+					var acc float64
+					for j := 0; j < K; j++ {
+						if resident[t*K+j] {
+							acc += float64(w[t*K+j]) * float64(vals[(t*K+j)*H+o])
+						}
+					}
+					y[t*H+o] = float32(acc)
 				}
 			}
 		})

@@ -9,7 +9,6 @@ package cpu
 import (
 	"fmt"
 	"math/rand"
-	"runtime"
 	"sync"
 
 	"github.com/strata-llm/strata/graph"
@@ -239,25 +238,4 @@ func (p params) rows() int { return min(int(p.p[0]), p.max) }
 func (p params) pos() int  { return int(p.p[1]) }
 func (p params) token(t int) int {
 	return int(p.p[4+t])
-}
-
-// workers is how many goroutines a kernel splits its work into.
-var workers = runtime.GOMAXPROCS(0)
-
-// parallel runs body over [0, n) in contiguous chunks on every core when the
-// work (n × cost per item) is large enough to pay for goroutines.
-func parallel(n, cost int, body func(lo, hi int)) {
-	w := workers
-	if n*cost < 1<<15 || w < 2 || n < 2 {
-		body(0, n)
-		return
-	}
-	w = min(w, n)
-	var wg sync.WaitGroup
-	for k := 0; k < w; k++ {
-		lo, hi := n*k/w, n*(k+1)/w
-		wg.Add(1)
-		go func() { defer wg.Done(); body(lo, hi) }()
-	}
-	wg.Wait()
 }

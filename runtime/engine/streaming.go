@@ -99,6 +99,9 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 // Close stops the model's expert streaming, if any, saving its usage
 // history, and closes its backend when that is an io.Closer.
 func (m *Model) Close() error {
+	for _, p := range m.ple {
+		p.table.WaitPrefetches() // its rows lie in a mapping the caller closes next
+	}
 	var errs []error
 	if m.stream != nil {
 		if m.stream.history != "" && !m.stream.failed {

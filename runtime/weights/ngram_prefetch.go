@@ -1,6 +1,9 @@
 package weights
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Prefetch starts reading the rows ids in the background, so that the
 // Gather that needs them later finds them in memory (the table lies in a
@@ -12,7 +15,9 @@ func (t *NgramTable) Prefetch(ids []int64) {
 		return // generated rows: nothing to read
 	}
 	ids = append([]int64(nil), ids...)
+	t.inflight.Add(1)
 	go func() {
+		defer t.inflight.Done()
 		rb := t.layout.RowBytes()
 		var sink byte
 		for _, id := range ids {
@@ -31,6 +36,11 @@ func (t *NgramTable) Prefetch(ids []int64) {
 	}()
 }
 
+// WaitPrefetches returns once every Prefetch started so far has finished:
+// the table's owner calls it before unmapping the file the rows lie in (a
+// read after the unmap is a fault, not an error).
+func (t *NgramTable) WaitPrefetches() { t.inflight.Wait() }
+
 // Prefetched is how many rows Prefetch has read so far.
 func (t *NgramTable) Prefetched() int64 { return t.prefetched.Load() }
 
@@ -38,4 +48,5 @@ func (t *NgramTable) Prefetched() int64 { return t.prefetched.Load() }
 type prefetchState struct {
 	prefetched   atomic.Int64
 	prefetchSink atomic.Uint32 // keeps the reads from being optimised away
+	inflight     sync.WaitGroup
 }

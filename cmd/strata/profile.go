@@ -1,0 +1,42 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+)
+
+// cpuProfileFlag adds --cpuprofile to fs; start begins the profile when the
+// flag is set and returns the function that ends it and writes the file.
+func cpuProfileFlag(fs *flag.FlagSet) (start func() (stop func() error, err error)) {
+	path := fs.String("cpuprofile", "", "write a CPU profile of the measured runs to `file` (go tool pprof reads it)")
+	return func() (func() error, error) {
+		if *path == "" {
+			return func() error { return nil }, nil
+		}
+		// Written beside the target and renamed into place once complete.
+		f, err := os.CreateTemp(filepath.Dir(*path), filepath.Base(*path)+".*.tmp")
+		if err != nil {
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return nil, fmt.Errorf("--cpuprofile %s: %w", *path, err)
+		}
+		return func() error {
+			pprof.StopCPUProfile()
+			err := f.Close()
+			if err == nil {
+				err = os.Rename(f.Name(), *path)
+			}
+			if err != nil {
+				os.Remove(f.Name())
+				return fmt.Errorf("--cpuprofile %s: %w", *path, err)
+			}
+			return nil
+		}, nil
+	}
+}
