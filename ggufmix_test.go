@@ -335,3 +335,27 @@ func TestGGUFUnsupportedType(t *testing.T) {
 		t.Fatalf("got %v, want an error containing %q", err, want)
 	}
 }
+
+// strata convert keeps the routers in f16 under a quantized trunk (as
+// llama.cpp's mixes keep ffn_gate_inp) and the small tensors in f32.
+func TestConvertRouterF16(t *testing.T) {
+	path, _ := convertOracle(t, "tiny-a", "trunk=q8_0", t.TempDir())
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, want := range map[string]string{
+		"blk.0.ffn_gate_inp.weight": "f16", "blk.3.ffn_gate_inp.weight": "f16", "blk.0.ssm_out.weight": "q8_0",
+		"blk.0.attn_norm.weight": "f32", "blk.0.ssm_conv1d.weight": "f32", "blk.0.ffn_gate_inp_shexp.weight": "f32",
+	} {
+		ti, ok := f.Tensor(name)
+		if !ok {
+			t.Errorf("no tensor %s", name)
+			continue
+		}
+		if got, _ := quant.ByCode(ti.Type.Code); got == nil || got.Name != want {
+			t.Errorf("%s is %s, want %s", name, ti.Type.Name, want)
+		}
+	}
+}
