@@ -14,13 +14,13 @@ import (
 // strata.config (any llama.cpp file) from its qwen3next.* keys, the way
 // strata import-hf builds one from config.json: it fills an HF config from
 // the keys and imports it, so defaults and validation are the importer's.
-// What llama.cpp's keys do not say is derived or defaulted here, each as
-// llama.cpp's qwen3next itself assumes it (docs/gguf.md lists them):
+// What llama.cpp's keys do not say is derived or defaulted here
+// (docs/gguf.md lists them):
 //   - vocab_size: token_embd.weight's row count; tie_word_embeddings: the
 //     file has no output.weight;
 //   - partial_rotary_factor: rope.dimension_count / attention.key_length;
 //   - hidden_act silu, norm_topk_prob true, decoder_sparse_step 1 (every
-//     layer MoE), no MTP head (llama.cpp's converter drops it);
+//     layer MoE), as Qwen3-Next's released configs; no MTP head;
 //   - eos_token_id: tokenizer.ggml.eos_token_id when present;
 //   - max_position_embeddings: context_length (the runtime context is capped
 //     at 32768 as for any import).
