@@ -320,6 +320,19 @@ func TestGGUFLlamaMix(t *testing.T) {
 			t.Fatalf("with the source's strata.config, position %d: relative L2 %.3g from the decoded HF checkpoint's", i, e)
 		}
 	}
+	// The generated MSL (run on the CPU) decodes each tensor in its own
+	// format too: per-tensor kernels, q8_0 and iq4_nl in one class.
+	t.Run("mslemu", func(t *testing.T) {
+		requireEmulator(t)
+		mopt := opt
+		mopt.Backend = BackendMSLEmu
+		lm := openGGUF(t, path, GGUFOptions{HFOptions: mopt})
+		for i, row := range runLogits(t, lm, ref.tokens, len(ref.tokens)) {
+			if e := relL2(row, want[i]); e > 1e-5 {
+				t.Fatalf("mslemu, position %d: relative L2 %.3g from the decoded HF checkpoint's", i, e)
+			}
+		}
+	})
 	t.Logf("logits vs decoded HF: worst rel L2 %.3g (the mix moves them %.3g from the f32 model's); %d B in place\n%s", worst, fromOriginal, l.Model.Weights().InPlace, FormatWeightTable(table, false))
 }
 
