@@ -3,6 +3,7 @@ package strata
 import (
 	"bytes"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/convert"
 	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -102,6 +104,13 @@ func hfKind(name string, shape []int) (string, int) {
 // override replaces one tensor's type by a raw ggml type (zero data).
 func writeMix(t *testing.T, src, dst string, keepConfig bool, override map[string]int) {
 	t.Helper()
+	writeMixRule(t, src, dst, keepConfig, override, func(name string, dims []uint64) string { return mixFormat(ggufKind(name, dims)) })
+}
+
+// writeMixRule is writeMix with the format of each tensor from rule ("" keeps
+// it; "f32" decodes a quantized one).
+func writeMixRule(t *testing.T, src, dst string, keepConfig bool, override map[string]int, rule func(name string, dims []uint64) string) {
+	t.Helper()
 	f, err := gguf.Open(src)
 	if err != nil {
 		t.Fatal(err)
@@ -125,13 +134,14 @@ func writeMix(t *testing.T, src, dst string, keepConfig bool, override map[strin
 			}
 			out.Type = typ
 			out.Data = make([]byte, ti.Elements()/int64(typ.BlockElems)*int64(typ.BlockBytes))
-		} else if name := mixFormat(ggufKind(ti.Name, ti.Dims)); name != "" {
-			if ti.Type.Code != 0 {
-				t.Fatalf("%s: source tensor is %s, want f32", ti.Name, ti.Type.Name)
+		} else if name := rule(ti.Name, ti.Dims); name != "" {
+			from, err := quant.ByCode(ti.Type.Code)
+			if err != nil {
+				t.Fatal(err)
 			}
 			to := mustQuant(t, name)
 			v := make([]float32, ti.Elements())
-			mustQuant(t, "f32").Decode(tn.Data, v)
+			from.Decode(tn.Data, v)
 			out.Data = make([]byte, to.Bytes(len(v)))
 			to.Encode(v, out.Data)
 			if out.Type, err = quant.GGMLTypeByCode(to.Code); err != nil {
@@ -371,4 +381,94 @@ func TestConvertRouterF16(t *testing.T) {
 			t.Errorf("%s is %s, want %s", name, ti.Type.Name, want)
 		}
 	}
+}
+
+// The k-quants of a Q4_K_M-style mix (rows of 256 here): experts gate/up
+// q4_k, down q6_k in even layers and q4_k in odd ones (so the layers' expert
+// blocks take different page counts), router f16, trunk matrices q4_k, the
+// embeddings q4_k and the head q6_k, on a random qwen3_next model at
+// hidden size 256 with no strata.config. Its logits equal those of the same
+// file with every tensor decoded to f32 by models/quant (the f32 kernels),
+// with every expert resident and streamed through an arena from the pack.
+func TestGGUFKQuantMix(t *testing.T) {
+	data, err := os.ReadFile("models/tiny-a/model.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := models.Parse(data, "models/tiny-a/model.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &c.Architecture
+	a.HiddenSize, a.MoE.IntermediateSize, a.MoE.SharedExpertIntermediateSize = 256, 256, 256
+	c.Name = "kmix"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "f32.gguf")
+	if _, err := convert.Write(src, c, weights.NewRandom(7), convert.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rule := func(name string, dims []uint64) string {
+		kind, layer := ggufKind(name, dims)
+		if dims[0]%256 != 0 {
+			return ""
+		}
+		switch kind {
+		case "router", "shexp":
+			return "f16"
+		case "gate_up", "trunk", "embed":
+			return "q4_k"
+		case "down":
+			return []string{"q6_k", "q4_k"}[layer%2]
+		case "head":
+			return "q6_k"
+		}
+		return ""
+	}
+	mix := filepath.Join(dir, "kmix.gguf")
+	writeMixRule(t, src, mix, false, nil, rule)
+	dec := filepath.Join(dir, "decoded.gguf")
+	writeMixRule(t, mix, dec, false, nil, func(name string, dims []uint64) string {
+		if rule(name, dims) != "" {
+			return "f32"
+		}
+		return ""
+	})
+	tokens := []int{5, 17, 300, 2, 99, 411, 64, 7, 250, 128, 33, 1}
+	opt := HFOptions{AllLogits: true, PrefillRows: 4}
+	l := openGGUF(t, mix, GGUFOptions{HFOptions: opt})
+	if got := classFormats(l.WeightTable(), models.ClassExperts); !slices.Equal(got, []string{"q4_k", "q6_k"}) {
+		t.Fatalf("experts run as %v, want q4_k and q6_k", got)
+	}
+	want := runLogits(t, openGGUF(t, dec, GGUFOptions{HFOptions: opt}), tokens, 4)
+	got := runLogits(t, l, tokens, 4)
+	if err := packFile(mix); err != nil {
+		t.Fatal(err)
+	}
+	sopt := opt
+	sopt.ArenaExperts, sopt.History = 20, "-" // of 64
+	streamed := runLogits(t, openGGUF(t, mix, GGUFOptions{HFOptions: sopt}), tokens, 4)
+	orig := runLogits(t, openGGUF(t, src, GGUFOptions{HFOptions: opt}), tokens, 4)
+	var worst, moved float64
+	for i := range want {
+		for _, x := range want[i] {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("position %d: reference logit %v", i, x)
+			}
+		}
+		worst = max(worst, relL2(got[i], want[i]))
+		moved = max(moved, relL2(orig[i], want[i]))
+		if !slices.Equal(streamed[i], got[i]) {
+			t.Fatalf("position %d: streamed through the pack, logits differ from the resident run's (max |d| %.3g)", i, maxAbs(streamed[i], got[i]))
+		}
+	}
+	if worst > 1e-5 || math.IsNaN(worst) {
+		t.Errorf("logits vs the f32-decoded file: worst relative L2 %.3g > 1e-5", worst)
+	}
+	if moved < 1e-3 {
+		t.Errorf("the mix moves the logits only %.3g from the f32 model's: the comparison would not see a wrong format", moved)
+	}
+	t.Logf("k-quant mix: logits vs the f32-decoded file: worst rel L2 %.3g (the mix moves them %.3g from the f32 model's); streamed = resident\n%s", worst, moved, FormatWeightTable(l.WeightTable(), false))
 }
