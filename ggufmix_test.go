@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -471,4 +472,43 @@ func TestGGUFKQuantMix(t *testing.T) {
 		t.Errorf("the mix moves the logits only %.3g from the f32 model's: the comparison would not see a wrong format", moved)
 	}
 	t.Logf("k-quant mix: logits vs the f32-decoded file: worst rel L2 %.3g (the mix moves them %.3g from the f32 model's); streamed = resident\n%s", worst, moved, FormatWeightTable(l.WeightTable(), false))
+}
+
+// The config derived from a qwen3next file's metadata alone is the model's
+// own (models/tiny-a/model.toml, imported from its HF config.json), up to the
+// float32 the file keeps the rms epsilon and rope theta in.
+func TestGGUFConfigFromMetadata(t *testing.T) {
+	dir := t.TempDir()
+	conv, _ := convertOracle(t, "tiny-a", "", dir)
+	path := filepath.Join(dir, "bare.gguf")
+	writeMix(t, conv, path, false, nil)
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := weights.ConfigFromMetadata(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("models/tiny-a/model.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := models.Parse(data, "models/tiny-a/model.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga, wa := got.Architecture, want.Architecture
+	if math.Abs(ga.RMSNormEps-wa.RMSNormEps) > 1e-12 || ga.Attention.RopeTheta != wa.Attention.RopeTheta {
+		t.Errorf("rms eps %v, rope theta %v; want %v, %v", ga.RMSNormEps, ga.Attention.RopeTheta, wa.RMSNormEps, wa.Attention.RopeTheta)
+	}
+	ga.RMSNormEps = wa.RMSNormEps
+	wa.EOSTokenIDs = ga.EOSTokenIDs // tiny-a has no tokenizer: neither says
+	if !reflect.DeepEqual(ga, wa) {
+		t.Errorf("derived architecture\n%+v\nwant\n%+v", ga, wa)
+	}
+	if c := min(wa.Attention.MaxPositions, models.DefaultContextCap); got.Runtime.ContextLength != c {
+		t.Errorf("runtime context %d, want %d (the import's default)", got.Runtime.ContextLength, c)
+	}
 }
