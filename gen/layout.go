@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"fmt"
+
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
@@ -108,6 +110,10 @@ func layoutWeights(c *models.Config) (*weightLayout, error) {
 			}
 			sizes[j] = roundUp(int64(gs.Rows()/gs.Shape[0])*int64(layouts[j].RowBytes()), align)
 			block += sizes[j]
+		}
+		// One kernel (moe_gate_up) reads gate and up through one decoder.
+		if layouts[0] != layouts[1] {
+			return nil, fmt.Errorf("tensor %s is stored as %s and %s as %s: the expert kernel reads gate and up in one format", group[0].Name, layouts[0].Format.Name, group[1].Name, layouts[1].Format.Name)
 		}
 		// One expert is one page-aligned block: a slot of the streaming
 		// arena, an entry of the .experts pack, one smap page address.

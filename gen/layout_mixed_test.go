@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/strata-llm/strata/models"
@@ -41,5 +42,22 @@ func TestLayoutMixedExpertBlocks(t *testing.T) {
 		if g.Stride != big.Stride || g.Stride < need {
 			t.Fatalf("layer %d: expert block %d bytes, layer 0's %d (at least %d)", l, g.Stride, big.Stride, need)
 		}
+	}
+}
+
+// Gate and up in different formats are refused by name: moe_gate_up reads
+// both through one decoder.
+func TestLayoutGateUpOneFormat(t *testing.T) {
+	c, err := models.Embedded("qwen3-next-80b-a3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := *c
+	cc.Quant.Tensors = &models.TensorFormats{ByName: map[string]string{
+		models.LayerTensor(2, "moe.experts.gate"): "q4_k", models.LayerTensor(2, "moe.experts.up"): "q6_k",
+	}}
+	_, err = layoutWeights(&cc)
+	if want := "tensor layers.2.moe.experts.gate is stored as q4_k and layers.2.moe.experts.up as q6_k"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error containing %q", err, want)
 	}
 }
