@@ -272,6 +272,15 @@ func TestGGUFLlamaMix(t *testing.T) {
 			t.Errorf("role %s is not used in place from %s (%d, %d, %v)", role, tensor, off, size, ok)
 		}
 	}
+	// Asked for another quantized format, the reader refuses.
+	if _, err := src.WithFileFormats(l.Config); err != nil {
+		t.Fatal(err)
+	}
+	k := specs["layers.3.attn.k"]
+	buf := make([]byte, k.Rows()*mustQuant(t, "iq4_nl").Bytes(k.Shape[1]))
+	if err := src.Read(k, -1, "iq4_nl", buf); err == nil || !strings.Contains(err.Error(), "would quantize it again") {
+		t.Errorf("reading the q8_0 role layers.3.attn.k as iq4_nl: %v, want a refusal", err)
+	}
 	if st := l.Model.Weights(); st.InPlace == 0 {
 		t.Errorf("nothing in place: %+v", st)
 	}
