@@ -17,15 +17,26 @@ import (
 type GGUFOptions struct {
 	HFOptions // Context 0: the embedded config's runtime.context_length
 	// Config is the model config; nil takes the one strata embeds in the
-	// file (strata.config), which every file strata writes has.
+	// file (strata.config), or derives it from a qwen3next file's metadata
+	// (weights.ConfigFromMetadata). Its quant plan is replaced by the
+	// formats the file's tensors hold: every role runs as it is stored.
 	Config *models.Config
 	// Pack is the .experts file to read routed experts from: "" takes
 	// PATH.experts when it exists, "-" never uses one.
 	Pack string
 }
 
+// configOf is the config strata embeds in the file, or, in a file without
+// one (llama.cpp's), the one its qwen3next metadata gives.
+func configOf(f *gguf.File) (*models.Config, error) {
+	if _, ok := f.Value(gguf.KeyConfig); ok {
+		return weights.ConfigOf(f)
+	}
+	return weights.ConfigFromMetadata(f)
+}
+
 // OpenGGUF opens a GGUF model (written by strata convert or strata synth, or a
-// llama.cpp qwen3next or qwen4exp file given its config), builds its window
+// llama.cpp qwen3next file as it is), builds its window
 // graphs and loads its weights, the routed experts through the .experts pack
 // when there is one. A pack that does not belong to the file is refused.
 func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
@@ -44,7 +55,7 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	}()
 	c := opt.Config
 	if c == nil {
-		if c, err = weights.ConfigOf(f); err != nil {
+		if c, err = configOf(f); err != nil {
 			return nil, err
 		}
 	}
@@ -58,6 +69,11 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	}
 	src, err := weights.NewGGUF(f, c)
 	if err != nil {
+		return nil, err
+	}
+	// The file's own tensor types are the plan: each role runs in the
+	// format it is stored in, nothing is quantized again.
+	if c, err = src.WithFileFormats(c); err != nil {
 		return nil, err
 	}
 	packPath := opt.Pack

@@ -159,7 +159,8 @@ var ggufCases = []ggufCase{
 	{"tiny-a", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", 1.2},
 	{"tiny-a", "trunk=q4_k,embed=iq4_xs,head=q6_k,rows=pad", 1.6}, // the 256-block formats, padded
 	// q4-a (qwen4exp): its ssm_out columns move in value heads of 16, which
-	// straddle q8_0 blocks, so a q8_0 trunk is quantized again on load.
+	// straddle q8_0 blocks, so that role runs decoded to f32 (never
+	// quantized again at load).
 	{"q4-a", "", 0},
 	{"q4-a", "trunk=q8_0", 0.5},
 	{"q4-a", "experts=iq2_xs", 0.85}, // iq4_nl: rows of 64 and 32

@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"fmt"
+
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
@@ -65,6 +67,21 @@ type weightLayout struct {
 func layoutWeights(c *models.Config) (*weightLayout, error) {
 	w := &weightLayout{byName: map[string]int{}, weights: arena{name: BufWeights}, experts: arena{name: BufExperts}}
 	specs := c.Tensors()
+	// Every layer's expert block takes the largest layer's size: the
+	// streaming arena has one slot size, and a file's own formats may differ
+	// per layer (llama.cpp's Q4_K_M keeps some layers' down in q6_k).
+	var slot int64
+	for i := 0; i < len(specs); i++ {
+		if specs[i].Class != models.ClassExperts || specs[i].Host() {
+			continue
+		}
+		block, err := expertBlock(c, specs[i:i+3])
+		if err != nil {
+			return nil, err
+		}
+		slot = max(slot, block)
+		i += 2
+	}
 	for i := 0; i < len(specs); i++ {
 		s := specs[i]
 		if s.Host() {
@@ -94,9 +111,13 @@ func layoutWeights(c *models.Config) (*weightLayout, error) {
 			sizes[j] = roundUp(int64(gs.Rows()/gs.Shape[0])*int64(layouts[j].RowBytes()), align)
 			block += sizes[j]
 		}
+		// One kernel (moe_gate_up) reads gate and up through one decoder.
+		if layouts[0] != layouts[1] {
+			return nil, fmt.Errorf("tensor %s is stored as %s and %s as %s: the expert kernel reads gate and up in one format", group[0].Name, layouts[0].Format.Name, group[1].Name, layouts[1].Format.Name)
+		}
 		// One expert is one page-aligned block: a slot of the streaming
 		// arena, an entry of the .experts pack, one smap page address.
-		block = roundUp(block, graph.ExpertPage)
+		block = max(roundUp(block, graph.ExpertPage), slot)
 		w.experts.size = roundUp(w.experts.size, graph.ExpertPage)
 		base := w.experts.alloc(block * int64(group[0].Shape[0])).Offset
 		off := base
@@ -106,6 +127,20 @@ func layoutWeights(c *models.Config) (*weightLayout, error) {
 		}
 	}
 	return w, nil
+}
+
+// expertBlock is the page-rounded size of one expert of a layer's gate, up
+// and down.
+func expertBlock(c *models.Config, group []models.TensorSpec) (int64, error) {
+	var block int64
+	for _, gs := range group {
+		rl, err := gs.Layout(c.Quant)
+		if err != nil {
+			return 0, err
+		}
+		block += roundUp(int64(gs.Rows()/gs.Shape[0])*int64(rl.RowBytes()), align)
+	}
+	return roundUp(block, graph.ExpertPage), nil
 }
 
 // placed is the graph record of a tensor stored with row layout rl.

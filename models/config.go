@@ -176,6 +176,10 @@ const (
 	ClassExperts    = "experts"
 	ClassEmbeddings = "embeddings"
 	ClassHead       = "head"
+	// ClassRouter is the MoE router (llama.cpp's ffn_gate_inp): its mixes
+	// keep it in f16 whatever the trunk's format, since the expert choice is
+	// sensitive to it. An empty quant.router means the trunk's format.
+	ClassRouter = "router"
 )
 
 // QuantPlan gives the storage format per tensor class. Norms, gates and other
@@ -185,10 +189,29 @@ type QuantPlan struct {
 	Experts    string `toml:"experts"`
 	Embeddings string `toml:"embeddings"`
 	Head       string `toml:"head"`
+	Router     string `toml:"router"` // optional: "" is the trunk's format
+	// Tensors, when set, is the format of each named role, overriding the
+	// classes: a GGUF's own tensor types (weights.GGUF.FileFormats), so a
+	// llama.cpp mix runs as it is. Never written to a model.toml. A role
+	// whose rows are not whole blocks of its format is stored zero-padded.
+	// (A pointer, so a plan stays comparable.)
+	Tensors *TensorFormats `toml:"-"`
 	// Rows is the policy for rows that are not whole blocks of their format
 	// (quant.ParseRowPolicy: "smallest", "pad", "fallback"); optional, empty
 	// means "smallest".
 	Rows string `toml:"rows"`
+}
+
+// TensorFormats maps role names to storage formats.
+type TensorFormats struct{ ByName map[string]string }
+
+// Of returns the format of role name, if it has one.
+func (t *TensorFormats) Of(name string) (string, bool) {
+	if t == nil {
+		return "", false
+	}
+	f, ok := t.ByName[name]
+	return f, ok
 }
 
 // RowPolicy returns the plan's policy for rows that are not whole blocks.
@@ -208,6 +231,11 @@ func (q QuantPlan) ForClass(class string) string {
 		return q.Embeddings
 	case ClassHead:
 		return q.Head
+	case ClassRouter:
+		if q.Router != "" {
+			return q.Router
+		}
+		return q.Trunk
 	default:
 		return q.Trunk
 	}

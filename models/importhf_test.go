@@ -68,7 +68,7 @@ func TestImportHFTinyAValues(t *testing.T) {
 	a := c.Architecture
 	if a.LinearAttention.ConvDim() != 128 || a.Attention.RotaryDim() != 8 || !a.Attention.OutputGate ||
 		a.LayerTypes[3] != LayerFullAttention || a.LayerTypes[2] != LayerLinearAttention ||
-		c.Quant != (QuantPlan{"f32", "f32", "f32", "f32", ""}) || a.MoE.DenseIntermediateSize != 128 {
+		c.Quant != (QuantPlan{Trunk: "f32", Experts: "f32", Embeddings: "f32", Head: "f32"}) || a.MoE.DenseIntermediateSize != 128 {
 		t.Errorf("unexpected import: %+v", c)
 	}
 	// Option defaults: context min(4096, 32768), 4 decode rows, 64 prefill rows.

@@ -25,6 +25,7 @@ var optionalFields = map[string]bool{
 	"architecture.mtp.num_layers":              true,
 	"architecture.eos_token_ids":               true,
 	"quant.rows":                               true,
+	"quant.router":                             true,
 	// Tables of features one model type has and another lacks; Validate
 	// checks each model type has the ones it needs.
 	"architecture.hyper_connections": true,

@@ -74,7 +74,7 @@ func TestQwen3Next80BMatchesSpec(t *testing.T) {
 		2048, 4096, 8192, 4,
 		512, 10, 512, 512,
 		true, 5120, 1,
-		QuantPlan{"bf16", "bf16", "bf16", "bf16", ""}, 32768, 4, 512}
+		QuantPlan{Trunk: "bf16", Experts: "bf16", Embeddings: "bf16", Head: "bf16"}, 32768, 4, 512}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("80B config:\n got %v\nwant %v", got, want)
 	}

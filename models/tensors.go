@@ -40,6 +40,9 @@ func (t TensorSpec) Format(q QuantPlan) string {
 	if t.Small {
 		return "f32"
 	}
+	if f, ok := q.Tensors.Of(t.Name); ok {
+		return f
+	}
 	return q.ForClass(t.Class)
 }
 
@@ -55,6 +58,9 @@ func (t TensorSpec) Layout(q QuantPlan) (quant.RowLayout, error) {
 	}
 	if len(t.Shape) == 0 {
 		return quant.RowLayout{}, fmt.Errorf("tensor %s has no shape", t.Name)
+	}
+	if _, ok := q.Tensors.Of(t.Name); ok && !t.Small {
+		p = quant.Pad // the format the file holds, as it holds it
 	}
 	l, err := quant.ForRow(t.Format(q), t.Shape[len(t.Shape)-1], p)
 	if err != nil {
@@ -162,7 +168,7 @@ func (l *tensorList) layer(p, kind string, ple int) {
 		l.add(p+"ffn_norm", ClassTrunk, true, H)
 	}
 	m := a.MoE
-	l.add(p+"moe.router", ClassTrunk, false, m.NumExperts, H)
+	l.add(p+"moe.router", ClassRouter, false, m.NumExperts, H)
 	l.add(p+"moe.experts.gate", ClassExperts, false, m.NumExperts, m.IntermediateSize, H)
 	l.add(p+"moe.experts.up", ClassExperts, false, m.NumExperts, m.IntermediateSize, H)
 	l.add(p+"moe.experts.down", ClassExperts, false, m.NumExperts, H, m.IntermediateSize)

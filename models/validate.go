@@ -230,6 +230,9 @@ func (v *validator) quant(q *QuantPlan) {
 			v.add("quant."+f.class, "is %q (expected one of %s)", f.name, strings.Join(names, ", "))
 		}
 	}
+	if q.Router != "" && !slices.Contains(names, q.Router) {
+		v.add("quant."+ClassRouter, "is %q (expected one of %s, or empty for the trunk's format)", q.Router, strings.Join(names, ", "))
+	}
 	if _, err := q.RowPolicy(); err != nil {
 		v.add("quant.rows", "is %q (expected \"smallest\", \"pad\" or \"fallback\"; empty means smallest)", q.Rows)
 	}

@@ -37,6 +37,7 @@ var fieldDocs = map[string]string{
 	"runtime.context_length":                   "KV cache rows per attention layer",
 	"runtime.threads":                          "0: one per core",
 	"quant.rows":                               "rows that are not whole blocks: smallest, pad or fallback (quant.ForRow)",
+	"quant.router":                             "the MoE routers' format (empty: the trunk's)",
 }
 
 // MarshalTOML renders c as a model.toml: sections in struct order, every

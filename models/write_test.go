@@ -62,7 +62,7 @@ func TestMarshalRoundTripRandom(t *testing.T) {
 		a.HiddenSize = 1 + rng.IntN(1<<20)
 		a.TieWordEmbeddings = rng.IntN(2) == 0
 		a.MTP.NumLayers = rng.IntN(3)
-		c.Quant = QuantPlan{formats[rng.IntN(3)], formats[rng.IntN(3)], formats[rng.IntN(3)], formats[rng.IntN(3)], []string{"", "pad", "fallback"}[rng.IntN(3)]}
+		c.Quant = QuantPlan{Trunk: formats[rng.IntN(3)], Experts: formats[rng.IntN(3)], Embeddings: formats[rng.IntN(3)], Head: formats[rng.IntN(3)], Router: []string{"", formats[rng.IntN(3)]}[rng.IntN(2)], Rows: []string{"", "pad", "fallback"}[rng.IntN(3)]}
 		c.Runtime.Threads = rng.IntN(64)
 		if err := c.Validate(); err != nil {
 			t.Fatalf("generator made an invalid config: %v", err)

@@ -42,13 +42,16 @@ size of the largest other tensor; the output appears only when complete.
 
 --quant takes class=format items, comma-separated; classes not named keep the
 checkpoint's precision (its dtype):
-  trunk     attention, DeltaNet, router and shared-expert matrices
+  trunk     attention, DeltaNet and shared-expert matrices
+  router    the MoE routers (default: f16 under a quantized trunk, as
+            llama.cpp's mixes keep ffn_gate_inp; else the trunk's format)
   experts   the routed experts (the bytes that stream from SSD)
   embed     the token embeddings and the n-gram table
   head      the output projection
   all       every class at once
   rows      the row policy (below; also --rows)
-Formats: ` + "%s" + `. Norms, gates and other small vectors stay f32.
+Formats: ` + "%s" + `. Norms, gates, conv taps and other small vectors stay f32,
+as llama.cpp keeps them.
 
 Rows that are not a whole number of blocks (Qwen3.8-Flash-Next's 640-wide
 expert down rows under a 256-block format) follow the row policy, --rows

@@ -58,8 +58,13 @@ without it. --spec auto lets the spec gate size every window from measured
 acceptance and measured window times.
 
 With --gguf, it runs a GGUF file written by strata convert or strata synth
-(its config is inside), reading the routed experts through FILE.experts
-when "strata pack FILE" wrote one (a pack of another file is refused).
+(its config is inside), or a llama.cpp qwen3next file as it is (its config
+from the qwen3next.* metadata), reading the routed experts through
+FILE.experts when "strata pack FILE" wrote one (a pack of another file is
+refused). Every tensor runs in the format the file stores it in (a Q4_K_M
+mix stays q4_k/q6_k, its f16 routers f16): nothing is quantized again at
+load; a tensor of a type strata cannot decode is refused by name. --stats
+prints the weights per class and format, and how much is used in place.
 
 With neither, it runs the embedded default model (tiny-go: a small trained
 Qwen3.8-Flash-Next-architecture model, Go source and fortunes, with an MTP
@@ -69,7 +74,7 @@ to run (with --tokens, it prints ids as for any model). Timing goes to stderr.`
 func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + model.safetensors or a sharded index)")
-	ggufPath := fs.String("gguf", "", "GGUF model `file` from strata convert or synth (experts through FILE.experts when present)")
+	ggufPath := fs.String("gguf", "", "GGUF model `file` (strata convert or synth, or a llama.cpp qwen3next file; experts through FILE.experts when present)")
 	tokens := fs.String("tokens", "", "prompt token `ids`, comma-separated (default: the default model's reference prompt)")
 	n := fs.Int("n", 16, "number of tokens to generate (0: only run the prompt)")
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
@@ -82,7 +87,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
 	sf := addSamplingFlags(fs)
 	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
-	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr")
+	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr (with --gguf, the weights per class: format, MB, in place)")
 	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts, for tests (0: --arena-gb, or sized from the available memory)")
 	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
 	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon), metal-emu (the metal backend's command stream, run by the MSL emulator) or cuda (the generated MSL on an NVIDIA GPU through a CUDA prelude; Linux with libcuda and NVRTC)")
@@ -283,6 +288,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			how = "none in place: " + ws.Why
 		}
 		fmt.Fprintf(stderr, "strata: weights: %.1f MB copied; %s\n", float64(ws.Copied)/1e6, how)
+		if *ggufPath != "" { // what each class runs as: the file's own formats
+			printWeightTable(stderr, l)
+		}
 		st := sp.Stats
 		fmt.Fprintf(stderr, "strata: speculation: %d decode windows, %d drafts fed, %d accepted, %d windows re-run after a rejection\n",
 			st.Windows, st.Drafted, st.Accepted, st.Rerun)

@@ -23,8 +23,9 @@ func TestParsePlan(t *testing.T) {
 		plan, want, err string
 	}{
 		{"", "trunk=bf16,experts=bf16,embed=bf16,head=bf16", ""},
-		{"experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_K", "trunk=q8_0,experts=iq2_xs,embed=q8_0,head=q6_k", ""},
-		{"all=q8_0, experts = IQ2_XS ,rows=fallback", "trunk=q8_0,experts=iq2_xs,embed=q8_0,head=q8_0,rows=fallback", ""},
+		{"experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_K", "trunk=q8_0,experts=iq2_xs,embed=q8_0,head=q6_k,router=f16", ""},
+		{"trunk=q4_k,router=bf16", "trunk=q4_k,experts=bf16,embed=bf16,head=bf16,router=bf16", ""},
+		{"all=q8_0, experts = IQ2_XS ,rows=fallback", "trunk=q8_0,experts=iq2_xs,embed=q8_0,head=q8_0,router=f16,rows=fallback", ""},
 		{"embeddings=f16", "trunk=bf16,experts=bf16,embed=f16,head=bf16", ""},
 		{"experts", "", `item 1 "experts": expected class=format`},
 		{"trunk=q8_0,ffn=q4_k", "", `item 2 "ffn=q4_k": unknown class "ffn"`},

@@ -137,6 +137,8 @@ func setClass(q *models.QuantPlan, class, format string) {
 		q.Embeddings = format
 	case models.ClassHead:
 		q.Head = format
+	case models.ClassRouter:
+		q.Router = format
 	default:
 		q.Trunk = format
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // PlanKeys are the keys ParsePlan accepts, as the --quant help lists them.
-const PlanKeys = "trunk, experts, embed (or embeddings), head, all, rows"
+const PlanKeys = "trunk, router, experts, embed (or embeddings), head, all, rows"
 
 // ParsePlan applies a plan such as "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k"
 // to base: each item sets the format of one tensor class, "all" sets every
@@ -47,18 +47,36 @@ func ParsePlan(base models.QuantPlan, plan string) (models.QuantPlan, error) {
 			q.Embeddings = f.Name
 		case "head":
 			q.Head = f.Name
+		case "router":
+			q.Router = f.Name
 		case "all":
-			q.Trunk, q.Experts, q.Embeddings, q.Head = f.Name, f.Name, f.Name, f.Name
+			q.Trunk, q.Experts, q.Embeddings, q.Head = f.Name, f.Name, f.Name, f.Name // the router: named, or DefaultRouter
 		default:
 			return base, fmt.Errorf("item %d %q: unknown class %q (expected one of %s)", i+1, item, key, PlanKeys)
 		}
 	}
+	if q.Router == "" {
+		q.Router = DefaultRouter(q.Trunk)
+	}
 	return q, nil
+}
+
+// DefaultRouter is the router's format when the plan does not name one: f16
+// under a quantized trunk, as llama.cpp's mixes keep ffn_gate_inp (the expert
+// choice is sensitive to it), else "" (the trunk's float format).
+func DefaultRouter(trunk string) string {
+	if f, err := quant.Lookup(trunk); err == nil && f.BlockElems > 1 {
+		return "f16"
+	}
+	return ""
 }
 
 // String renders a plan in ParsePlan's syntax.
 func String(q models.QuantPlan) string {
 	s := fmt.Sprintf("trunk=%s,experts=%s,embed=%s,head=%s", q.Trunk, q.Experts, q.Embeddings, q.Head)
+	if q.Router != "" {
+		s += ",router=" + q.Router
+	}
 	if q.Rows != "" {
 		s += ",rows=" + q.Rows
 	}

@@ -273,6 +273,10 @@ func (m *Model) SetOrder(o cpu.Order, seed int64) {
 // mapped model file and how much was copied.
 func (m *Model) Weights() WeightStats { return m.weights }
 
+// UsedInPlace reports whether the weight role name lies in the mapped file
+// rather than in a buffer of the engine's.
+func (m *Model) UsedInPlace(name string) bool { return m.inPlace[name] }
+
 // Backend is the backend the model's windows run on.
 func (m *Model) Backend() Backend { return m.backend }
 

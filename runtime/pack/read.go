@@ -177,15 +177,23 @@ func (r *Reader) Entry(block, expert int) (Entry, error) {
 // expert)'s entry (the stream package's Reader): one positioned read,
 // bypassing the page cache when dst, off and the length are aligned (arena
 // slots and whole pages are; see IOPath), continued after short reads and
-// EINTR.
+// EINTR. Bytes past the entry's last page read as zeros.
 func (r *Reader) ReadExpert(block, expert, off int, dst []byte) error {
 	e, err := r.Entry(block, expert)
 	if err != nil {
 		return err
 	}
-	if off < 0 || off+len(dst) > alignUp(e.Length, PageSize) {
+	if off < 0 {
 		return fmt.Errorf("pack %s: bytes [%d, %d) outside expert %d of block %d (%d bytes)", r.path, off, off+len(dst), expert, block, e.Length)
 	}
+	// An arena slot is the largest block's entry; a block whose experts are
+	// smaller (a file with per-layer formats) reads zeros past its own.
+	n := max(0, min(len(dst), int(alignUp(e.Length, PageSize))-off))
+	clear(dst[n:])
+	if n == 0 {
+		return nil
+	}
+	dst = dst[:n]
 	if err := r.readAt(dst, e.Offset+int64(off)); err != nil {
 		hint := ""
 		if errors.Is(err, io.ErrUnexpectedEOF) {

@@ -31,6 +31,8 @@ type GGUF struct {
 	roles    func(role string) (gguf.RoleMap, error) // the architecture's name map
 	pack     *pack.Reader
 	resolved map[string]*ggufRole
+	// noRequant (WithFileFormats): Read refuses to quantize a tensor again.
+	noRequant bool
 	// the last pack entry read, since gate, up and down share one
 	entry struct {
 		block, expert int
@@ -339,7 +341,7 @@ func (g *GGUF) segment(spec models.TensorSpec, nSlices, cols int, run gguf.RowRu
 	}
 	f, err := quant.ByCode(ti.Type.Code)
 	if err != nil {
-		return ggufSegment{}, bad("ggml type %s (%d), which strata cannot decode (it reads %s)", ti.Type.Name, ti.Type.Code, strings.Join(quant.Names(), ", "))
+		return ggufSegment{}, fmt.Errorf("gguf %s: tensor %s is ggml type %s (%d), which strata cannot decode (role %s; it reads %s)", g.f.Path, ti.Name, ti.Type.Name, ti.Type.Code, spec.Name, strings.Join(quant.Names(), ", "))
 	}
 	stored := int(ti.Dims[0])
 	if stored != cols {
@@ -477,6 +479,9 @@ func (g *GGUF) Read(spec models.TensorSpec, index int, format string, dst []byte
 				copy(out, src)
 				continue
 			}
+			if err := g.requantizes(spec, seg, rl); err != nil {
+				return err
+			}
 			if err := TranscodeRows(src, seg.src, out, rl, seg.rows, nil); err != nil {
 				return fmt.Errorf("gguf %s: tensor %s (role %s): %w", g.f.Path, seg.ti.Name, spec.Name, err)
 			}
@@ -554,6 +559,9 @@ func (g *GGUF) readTransformed(r *ggufRole, rl quant.RowLayout, dst []byte) erro
 		rl.Format.Encode(v, dst)
 		return nil
 	}
+	if err := g.requantizes(r.spec, r.segs[0], rl); err != nil {
+		return err
+	}
 	f32 := quant.RowLayout{Format: mustFormat("f32"), Len: rl.Len, Stored: rl.Len}
 	b := make([]byte, 4*len(v))
 	f32.Format.Encode(v, b)
@@ -584,6 +592,9 @@ func (g *GGUF) readCols(r *ggufRole, rl quant.RowLayout, dst []byte) error {
 			}
 		}
 		return nil
+	}
+	if err := g.requantizes(r.spec, seg, rl); err != nil {
+		return err
 	}
 	parallelRows(rows, max(1, convChunk/max(rl.Stored, 1)), func(lo, hi int) {
 		a, b := make([]float32, rl.Len), make([]float32, rl.Len)
