@@ -27,6 +27,8 @@ var quantPlans = []models.QuantPlan{
 	{Trunk: "iq4_nl", Experts: "q4_k", Embeddings: "iq2_xs", Head: "q4_k", Rows: "pad"},
 	{Trunk: "iq2_xs", Experts: "iq4_xs", Embeddings: "q6_k", Head: "iq4_xs", Rows: "pad"},
 	{Trunk: "q6_k", Experts: "iq4_nl", Embeddings: "q4_k", Head: "iq2_xs"},
+	{Trunk: "q4_0", Experts: "q2_k", Embeddings: "q5_0", Head: "q5_k", Rows: "pad"},
+	{Trunk: "q5_1", Experts: "q3_k", Embeddings: "q4_1", Head: "q2_k", Rows: "pad"},
 }
 
 func planString(p models.QuantPlan) string {
@@ -105,6 +107,7 @@ func TestQuantizedKernelsTypeCheck(t *testing.T) {
 		plan  models.QuantPlan
 	}{
 		{"tiny-a", quantPlans[3]}, {"tiny-a", quantPlans[4]}, {"tiny-a", quantPlans[5]},
+		{"tiny-a", quantPlans[7]}, {"tiny-a", quantPlans[8]},
 		{"qwen38-flash-next", quantPlans[0]},
 	} {
 		lib, err := quantLibrary(t, tc.model, tc.plan)
