@@ -223,6 +223,8 @@ func TestRegistry(t *testing.T) {
 		{"f32", 0, 1, 4}, {"f16", 1, 1, 2}, {"bf16", 30, 1, 2}, {"q8_0", 8, 32, 34},
 		{"q4_k", 12, 256, 144}, {"q6_k", 14, 256, 210}, {"iq2_xs", 17, 256, 74},
 		{"iq4_nl", 20, 32, 18}, {"iq4_xs", 23, 256, 136},
+		{"q4_0", 2, 32, 18}, {"q4_1", 3, 32, 20}, {"q5_0", 6, 32, 22}, {"q5_1", 7, 32, 24},
+		{"q2_k", 10, 256, 84}, {"q3_k", 11, 256, 110}, {"q5_k", 13, 256, 176},
 	} {
 		f := mustFormat(t, c.name)
 		if f.Code != c.code || f.BlockElems != c.el || f.BlockBytes != c.by {
@@ -238,8 +240,8 @@ func TestRegistry(t *testing.T) {
 	if f, err := Lookup("Q4_K"); err != nil || f.Name != "q4_k" {
 		t.Errorf("Lookup(Q4_K) = %v, %v", f, err)
 	}
-	if _, err := Lookup("q3_k"); err == nil || !strings.Contains(err.Error(), "iq2_xs") {
-		t.Errorf("Lookup(q3_k) error %v should list the known formats", err)
+	if _, err := Lookup("q7_k"); err == nil || !strings.Contains(err.Error(), "iq2_xs") {
+		t.Errorf("Lookup(q7_k) error %v should list the known formats", err)
 	}
 	if _, err := GGMLTypeByCode(4); err == nil {
 		t.Error("retired ggml type 4 accepted")
@@ -280,12 +282,15 @@ func roundTrip(f *Format, x []float32) []float32 {
 // data (65536 values), with some headroom over what we measure (in brackets).
 // They follow the bits per weight at about 6 dB a bit, as ggml's formats do:
 // q8_0 (8.5 bpw) [0.0054], q6_k (6.56) [0.0175], q4_k (4.5) [0.072],
-// iq4_nl (4.5) [0.077], iq4_xs (4.25) [0.077], iq2_xs (2.31) [0.290]; the
+// iq4_nl (4.5) [0.077], iq4_xs (4.25) [0.077], iq2_xs (2.31) [0.290],
+// q5_k (5.5) [0.036], q5_1 (6) [0.038], q5_0 (5.5) [0.043], q4_1 (5)
+// [0.078], q4_0 (4.5) [0.086], q3_k (3.44) [0.152], q2_k (2.63) [0.299]; the
 // float formats are bounded by their rounding (2^−11 and 2^−8 relative
 // half-ulp, /√3 for a uniform error).
 var roundTripBounds = map[string]float64{
 	"f32": 0, "f16": 3e-4, "bf16": 2.3e-3,
 	"q8_0": 0.0065, "q6_k": 0.020, "q4_k": 0.080, "iq4_nl": 0.085, "iq4_xs": 0.085, "iq2_xs": 0.31,
+	"q5_k": 0.040, "q5_1": 0.042, "q5_0": 0.050, "q4_1": 0.086, "q4_0": 0.098, "q3_k": 0.165, "q2_k": 0.33,
 }
 
 func TestRoundTripError(t *testing.T) {
