@@ -406,9 +406,9 @@ func TestGGUFCorrupt(t *testing.T) {
 			binary.LittleEndian.PutUint64(b[lastAt+4:], binary.LittleEndian.Uint64(b[lastAt+4:])+1)
 			return b
 		}},
-		// q4_0 has iq4_nl's geometry (32 elements, 18 bytes) but no codec here.
-		{"no-codec", "ggml type q4_0 (2), which strata cannot decode", func(b []byte) []byte {
-			binary.LittleEndian.PutUint32(b[typeAt:], 2)
+		// mxfp4 has 32-element blocks (of 17 bytes) but no codec here.
+		{"no-codec", "ggml type mxfp4 (39), which strata cannot decode", func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[typeAt:], 39)
 			return b
 		}},
 		{"unknown-type", "ggml type", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[typeAt:], 99); return b }},

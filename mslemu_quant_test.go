@@ -30,7 +30,7 @@ import (
 // MSL decoder, and these tests cover each.
 func quantFormats() []string {
 	var out []string
-	for _, name := range quant.Names() {
+	for _, name := range quant.Quantizable() {
 		if f, _ := quant.Lookup(name); f.BlockElems > 1 {
 			out = append(out, name)
 		}

@@ -636,7 +636,21 @@ var lookupTables = map[string]lookupTable{
 		}
 		return out
 	}},
-	"ksigns_iq2xs": {"uchar", "IQ2_XS: 7-bit sign index → the signs of eight elements (bit j set: element j negative)", 16, func() []string {
+	"iq2xxs_grid": {"ulong", "IQ2_XXS: 256 grid points of eight magnitudes (8, 25 or 43); byte j (little-endian) is element j", 4, func() []string {
+		var out []string
+		for _, v := range quant.IQ2XXSGrid() {
+			out = append(out, fmt.Sprintf("0x%016xul", v))
+		}
+		return out
+	}},
+	"iq3xxs_grid": {"uint", "IQ3_XXS: 256 grid points of four magnitudes; byte j (little-endian) is element j", 8, func() []string {
+		var out []string
+		for _, v := range quant.IQ3XXSGrid() {
+			out = append(out, fmt.Sprintf("0x%08xu", v))
+		}
+		return out
+	}},
+	"ksigns_iq2xs": {"uchar", "IQ2_XS, IQ2_XXS, IQ3_XXS: 7-bit sign index → the signs of eight elements (bit j set: element j negative)", 16, func() []string {
 		var out []string
 		for _, v := range quant.IQ2XSSigns() {
 			out = append(out, fmt.Sprintf("0x%02x", v))

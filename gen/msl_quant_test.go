@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,9 +92,48 @@ func TestQuantizedLibraries(t *testing.T) {
 		}
 	}
 	for _, f := range quant.Names() {
-		if !formats[f] && f != "f16" && f != "bf16" {
+		// Formats without a quantizer cannot be planned; TestDecodersTypeCheck
+		// checks their decoders.
+		if qf, _ := quant.Lookup(f); !formats[f] && f != "f16" && f != "bf16" && qf.Encode != nil {
 			t.Errorf("no library holds a decoder for %s", f)
 		}
+	}
+}
+
+// TestDecodersTypeCheck: the decoders of every format with an MSL template,
+// planned or not (the decode-only formats cannot be planned), emitted
+// together with their lookup tables, pass the clang type check.
+func TestDecodersTypeCheck(t *testing.T) {
+	requireClangHere(t)
+	chunks, err := formatChunks(msl.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := quantLibrary(t, "tiny-a", quantPlans[7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range chunks {
+		if !slices.Contains(lib.Formats, name) {
+			lib.Formats = append(lib.Formats, name)
+		}
+	}
+	slices.Sort(lib.Formats)
+	for _, want := range []string{"iq2_xxs", "iq3_xxs", "q2_k", "q5_k"} {
+		if !slices.Contains(lib.Formats, want) {
+			t.Fatalf("no MSL decoder for %s", want)
+		}
+	}
+	src, err := lib.emit(msl.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The unplanned formats' chunk constants are used by no kernel here.
+	for _, name := range lib.Formats {
+		src = fmt.Appendf(src, "static_assert(%s_chunk == %d, \"chunk\");\n", name, chunks[name])
+	}
+	if err := msl.TypeCheck("decoders.metal", src); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -312,8 +352,8 @@ func TestFormatTablesChecked(t *testing.T) {
 func TestBrokenDecodersFailTypeCheck(t *testing.T) {
 	requireClangHere(t)
 	for _, f := range quant.Names() {
-		if qf, _ := quant.Lookup(f); qf.BlockElems == 1 {
-			continue
+		if qf, _ := quant.Lookup(f); qf.BlockElems == 1 || qf.Encode == nil {
+			continue // decode-only formats cannot be planned
 		}
 		c, err := models.Load("../models/tiny-a/model.toml")
 		if err != nil {
