@@ -62,7 +62,7 @@ func readGGMLCase(t *testing.T, name string) ggmlCase {
 // ggmlFormats are the formats with llama.cpp-written test blocks; those
 // without a quantizer (ggml's needs an importance matrix) have random
 // blocks only.
-var ggmlFormats = []string{"q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q5_k", "q8_0", "q4_k", "q6_k", "iq2_xxs", "iq3_xxs"}
+var ggmlFormats = []string{"q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q5_k", "q8_0", "q4_k", "q6_k", "iq2_xxs", "iq3_xxs", "iq2_s", "iq3_s", "iq1_s", "iq1_m"}
 
 // ownQuantizers are the formats whose quantizers deliberately differ from
 // ggml's reference ones (docs/decisions.md: q8_0 rounds against the stored

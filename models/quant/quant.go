@@ -34,8 +34,9 @@ type Format struct {
 	// Encode writes len(src) elements (a multiple of BlockElems) into dst. The
 	// float formats round to nearest even; the quantized formats search their
 	// scales for the least (weighted) squared error, as ggml's reference
-	// quantizers do. Nil for the decode-only formats (iq2_xxs, iq3_xxs:
-	// ggml's quantizers for them need an importance matrix).
+	// quantizers do. Nil for the decode-only formats (iq2_xxs, iq3_xxs,
+	// iq2_s, iq3_s, iq1_s, iq1_m: ggml's quantizers for them need an
+	// importance matrix).
 	Encode func(src []float32, dst []byte)
 	// Dot returns Σ Decode(block)[i]·x[i] over len(x) elements (a multiple of
 	// BlockElems) without materialising the decoded row. It accumulates in
@@ -64,6 +65,10 @@ var registry = map[string]*Format{
 	"q6_k":    blockFormat("q6_k", 14, "block_q6_K", decodeQ6K, encodeQ6K, dotQ6K),
 	"iq2_xxs": blockFormat("iq2_xxs", 16, "block_iq2_xxs", decodeIQ2XXS, nil, dotDecoded(decodeIQ2XXS, 256, iq2xxsBytes)),
 	"iq3_xxs": blockFormat("iq3_xxs", 18, "block_iq3_xxs", decodeIQ3XXS, nil, dotDecoded(decodeIQ3XXS, 256, iq3xxsBytes)),
+	"iq2_s":   blockFormat("iq2_s", 22, "block_iq2_s", decodeIQ2S, nil, dotDecoded(decodeIQ2S, 256, iq2sBytes)),
+	"iq3_s":   blockFormat("iq3_s", 21, "block_iq3_s", decodeIQ3S, nil, dotDecoded(decodeIQ3S, 256, iq3sBytes)),
+	"iq1_s":   blockFormat("iq1_s", 19, "block_iq1_s", decodeIQ1S, nil, dotDecoded(decodeIQ1S, 256, iq1sBytes)),
+	"iq1_m":   blockFormat("iq1_m", 29, "block_iq1_m", decodeIQ1M, nil, dotDecoded(decodeIQ1M, 256, iq1mBytes)),
 	"iq2_xs":  blockFormat("iq2_xs", 17, "block_iq2_xs", decodeIQ2XS, encodeIQ2XS, dotIQ2XS),
 	"iq4_nl":  blockFormat("iq4_nl", 20, "block_iq4_nl", decodeIQ4NL, encodeIQ4NL, dotIQ4NL),
 	"iq4_xs":  blockFormat("iq4_xs", 23, "block_iq4_xs", decodeIQ4XS, encodeIQ4XS, dotIQ4XS),
