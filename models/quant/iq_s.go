@@ -205,3 +205,13 @@ func decodeIQ1M(src []byte, dst []float32) {
 		}
 	}
 }
+
+// IQ2SGrid returns iq2s_grid: 1024 entries of eight magnitudes (byte j,
+// little-endian, is element j), for the MSL decoders' constant tables.
+func IQ2SGrid() [iq2sNGrid]uint64 { return grids.iq2s }
+
+// IQ3SGrid returns iq3s_grid: 512 entries of four magnitudes.
+func IQ3SGrid() [iq3sNGrid]uint32 { return grids.iq3s }
+
+// IQ1SGrid returns iq1s_grid: 2048 entries of eight int8 values in {−1, 0, 1}.
+func IQ1SGrid() [iq1sNGrid]uint64 { return grids.iq1s }
