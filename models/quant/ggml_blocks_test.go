@@ -11,12 +11,11 @@ import (
 // inputs, the blocks ggml's reference quantizer made of them and ggml's
 // decode of those blocks; then random blocks and ggml's decode of them.
 type ggmlCase struct {
-	x, y         []float32
-	blocks       []byte
-	rnd          []byte
-	rndY         []float32
-	f            *Format
-	blocksPerRow int
+	x, y   []float32
+	blocks []byte
+	rnd    []byte
+	rndY   []float32
+	f      *Format
 }
 
 func readGGMLCase(t *testing.T, name string) ggmlCase {
