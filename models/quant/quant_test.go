@@ -484,6 +484,8 @@ func TestRowLayout(t *testing.T) {
 		{"q4_k", 640, Fallback, "iq4_nl", 640, 360},
 		{"q4_k", 640, Smallest, "iq4_nl", 640, 360}, // tie 432 vs 360: fallback
 		{"q6_k", 640, Fallback, "q8_0", 640, 680},
+		{"q2_k", 640, Fallback, "iq4_nl", 640, 360}, {"q3_k", 640, Fallback, "iq4_nl", 640, 360},
+		{"q5_k", 640, Fallback, "q5_1", 640, 480}, // llama.cpp's fallbacks
 		{"q6_k", 640, Smallest, "q6_k", 768, 630},
 		{"q8_0", 100, Smallest, "q8_0", 128, 136}, // no fallback: pad
 		{"iq4_xs", 100, Fallback, "f16", 100, 200},

@@ -61,6 +61,9 @@ func ParseRowPolicy(s string) (RowPolicy, error) {
 
 // fallbacks is the 32-block format for each 256-block format.
 var fallbacks = map[string]string{
+	"q2_k":   "iq4_nl", // llama.cpp's too
+	"q3_k":   "iq4_nl",
+	"q5_k":   "q5_1",
 	"iq2_xs": "iq4_nl",
 	"iq4_xs": "iq4_nl",
 	"q4_k":   "iq4_nl",
