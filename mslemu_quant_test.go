@@ -50,6 +50,9 @@ var quantGGUFCases = []struct {
 }{
 	{"tiny-a", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", false},
 	{"tiny-a", "trunk=q4_k,embed=iq4_xs,head=q6_k,rows=pad", false},
+	// The formats llama.cpp's standard mixes add, padded.
+	{"tiny-a", "trunk=q4_0,experts=q2_k,embed=q5_0,head=q5_k,rows=pad", true},
+	{"tiny-a", "trunk=q5_1,experts=q3_k,embed=q4_1,head=q2_k,rows=pad", true},
 	{"q4-a", "experts=iq2_xs,trunk=q8_0,rows=pad", true},
 	// Experts with gate/up in iq4_nl and down (rows of 16) in f16: each
 	// expert kernel decodes its own parts' format.
