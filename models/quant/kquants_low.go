@@ -25,11 +25,6 @@ const (
 	q5kBytes = 176
 )
 
-// q2kLevel is the 2-bit level of element e (0..255) of a Q2_K or Q3_K block's qs.
-func q2kLevel(qs []byte, e int) int {
-	return int(qs[32*(e/128)+e%32] >> (2 * (e % 128 / 32)) & 3)
-}
-
 func decodeQ2K(src []byte, dst []float32) {
 	for b := 0; b*256 < len(dst); b++ {
 		blk := src[b*q2kBytes : (b+1)*q2kBytes]
@@ -38,8 +33,13 @@ func decodeQ2K(src []byte, dst []float32) {
 		for g := 0; g < 16; g++ {
 			sc := blk[g]
 			dl, ml := d*float32(sc&15), dmin*float32(sc>>4)
-			for e := 16 * g; e < 16*g+16; e++ {
-				y[e] = dl*float32(q2kLevel(blk[16:80], e)) - ml
+			// Group g (elements 16g …): byte 16g % 32 + l of the run for its
+			// 128 elements, at bits 2·(g % 8 / 2).
+			q := blk[16+32*(g/8)+16*(g%2):][:16]
+			shift := 2 * (g % 8 / 2)
+			yg := y[16*g : 16*g+16]
+			for l, v := range q {
+				yg[l] = dl*float32(v>>shift&3) - ml
 			}
 		}
 	}
@@ -52,10 +52,12 @@ func dotQ2K(src []byte, x []float32) float64 {
 		xb := x[b*256 : (b+1)*256]
 		var sq, sm float64
 		for g := 0; g < 16; g++ {
+			q := blk[16+32*(g/8)+16*(g%2):][:16]
+			shift := 2 * (g % 8 / 2)
 			var qx, sx float64
-			for e := 16 * g; e < 16*g+16; e++ {
-				qx += float64(q2kLevel(blk[16:80], e)) * float64(xb[e])
-				sx += float64(xb[e])
+			for l, v := range xb[16*g : 16*g+16] {
+				qx += float64(q[l]>>shift&3) * float64(v)
+				sx += float64(v)
 			}
 			sq += float64(blk[g]&15) * qx
 			sm += float64(blk[g]>>4) * sx
@@ -74,39 +76,44 @@ func q3kScale(s []byte, g int) int {
 	return lo | hi<<4 - 32
 }
 
-// q3kLevel is the signed level (q − 4) of element e of a Q3_K block.
-func q3kLevel(blk []byte, e int) int {
-	q := q2kLevel(blk[32:96], e)
-	if blk[e%32]>>(e/32)&1 == 0 {
-		q -= 4
+// q3kGroup writes the 16 signed levels (q − 4) of group g of a Q3_K block.
+func q3kGroup(blk []byte, g int, out *[16]int) {
+	q := blk[32+32*(g/8)+16*(g%2):][:16]
+	hm := blk[16*(g%2):][:16]
+	shift, hbit := 2*(g%8/2), g/2
+	for l, v := range q {
+		out[l] = int(v>>shift&3) - 4 + 4*int(hm[l]>>hbit&1)
 	}
-	return q
 }
 
 func decodeQ3K(src []byte, dst []float32) {
+	var lv [16]int
 	for b := 0; b*256 < len(dst); b++ {
 		blk := src[b*q3kBytes : (b+1)*q3kBytes]
 		d := f16At(blk[108:])
 		y := dst[b*256 : (b+1)*256]
 		for g := 0; g < 16; g++ {
 			dl := d * float32(q3kScale(blk[96:108], g))
-			for e := 16 * g; e < 16*g+16; e++ {
-				y[e] = dl * float32(q3kLevel(blk, e))
+			q3kGroup(blk, g, &lv)
+			for l, q := range lv {
+				y[16*g+l] = dl * float32(q)
 			}
 		}
 	}
 }
 
 func dotQ3K(src []byte, x []float32) float64 {
+	var lv [16]int
 	var s float64
 	for b := 0; b*256 < len(x); b++ {
 		blk := src[b*q3kBytes : (b+1)*q3kBytes]
 		xb := x[b*256 : (b+1)*256]
 		var acc float64
 		for g := 0; g < 16; g++ {
+			q3kGroup(blk, g, &lv)
 			var qx float64
-			for e := 16 * g; e < 16*g+16; e++ {
-				qx += float64(q3kLevel(blk, e)) * float64(xb[e])
+			for l, v := range xb[16*g : 16*g+16] {
+				qx += float64(lv[l]) * float64(v)
 			}
 			acc += float64(q3kScale(blk[96:108], g)) * qx
 		}
@@ -115,24 +122,21 @@ func dotQ3K(src []byte, x []float32) float64 {
 	return s
 }
 
-// q5kLevel is the 5-bit level of element e of a Q5_K block.
-func q5kLevel(blk []byte, e int) int {
-	p, l := e/64, e%32
-	hi := e % 64 / 32 // 0: low nibble, 1: high nibble
-	q := int(blk[48+32*p+l] >> (4 * hi) & 15)
-	return q | int(blk[16+l]>>(2*p+hi)&1)<<4
-}
-
 func decodeQ5K(src []byte, dst []float32) {
 	for b := 0; b*256 < len(dst); b++ {
 		blk := src[b*q5kBytes : (b+1)*q5kBytes]
 		d, dmin := f16At(blk), f16At(blk[2:])
 		y := dst[b*256 : (b+1)*256]
+		qh := blk[16:48]
 		for j := 0; j < 8; j++ {
 			sc, m := q4kScaleMin(blk[4:16], j)
 			dl, ml := d*float32(sc), dmin*float32(m)
-			for e := 32 * j; e < 32*j+32; e++ {
-				y[e] = dl*float32(q5kLevel(blk, e)) - ml
+			// Sub-block j: nibble j%2 of bytes 32·(j/2) … of qs, bit j of qh.
+			qs := blk[48+32*(j/2):][:32]
+			shift := 4 * (j % 2)
+			yj := y[32*j : 32*j+32]
+			for l, v := range qs {
+				yj[l] = dl*float32(int(v>>shift&15)|int(qh[l]>>j&1)<<4) - ml
 			}
 		}
 	}
@@ -143,13 +147,16 @@ func dotQ5K(src []byte, x []float32) float64 {
 	for b := 0; b*256 < len(x); b++ {
 		blk := src[b*q5kBytes : (b+1)*q5kBytes]
 		xb := x[b*256 : (b+1)*256]
+		qh := blk[16:48]
 		var sq, sm float64
 		for j := 0; j < 8; j++ {
 			sc, m := q4kScaleMin(blk[4:16], j)
+			qs := blk[48+32*(j/2):][:32]
+			shift := 4 * (j % 2)
 			var qx, sx float64
-			for e := 32 * j; e < 32*j+32; e++ {
-				qx += float64(q5kLevel(blk, e)) * float64(xb[e])
-				sx += float64(xb[e])
+			for l, v := range xb[32*j : 32*j+32] {
+				qx += float64(int(qs[l]>>shift&15)|int(qh[l]>>j&1)<<4) * float64(v)
+				sx += float64(v)
 			}
 			sq += float64(sc) * qx
 			sm += float64(m) * sx
