@@ -157,7 +157,9 @@ var ggufCases = []ggufCase{
 	{"tiny-a", "experts=iq2_xs,rows=pad", 1.6}, // really iq2_xs, rows padded to 256
 	{"tiny-k512", "experts=iq2_xs", 0.55},
 	{"tiny-a", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", 1.2},
-	{"tiny-a", "trunk=q4_k,embed=iq4_xs,head=q6_k,rows=pad", 1.6}, // the 256-block formats, padded
+	{"tiny-a", "trunk=q4_k,embed=iq4_xs,head=q6_k,rows=pad", 1.6},   // the 256-block formats, padded
+	{"tiny-a", "trunk=q5_k,experts=q5_0,embed=q5_1,head=q4_1", 1.5}, // formats llama.cpp's mixes add (1.23 measured)
+	{"tiny-a", "trunk=q3_k,experts=q4_0,head=q2_k,rows=pad", 1.8},   // (1.48)
 	// q4-a (qwen4exp): its ssm_out columns move in value heads of 16, which
 	// straddle q8_0 blocks, so that role runs decoded to f32 (never
 	// quantized again at load).
@@ -407,9 +409,9 @@ func TestGGUFCorrupt(t *testing.T) {
 			binary.LittleEndian.PutUint64(b[lastAt+4:], binary.LittleEndian.Uint64(b[lastAt+4:])+1)
 			return b
 		}},
-		// q4_0 has iq4_nl's geometry (32 elements, 18 bytes) but no codec here.
-		{"no-codec", "ggml type q4_0 (2), which strata cannot decode", func(b []byte) []byte {
-			binary.LittleEndian.PutUint32(b[typeAt:], 2)
+		// mxfp4 has 32-element blocks (of 17 bytes) but no codec here.
+		{"no-codec", "ggml type mxfp4 (39), which strata cannot decode", func(b []byte) []byte {
+			binary.LittleEndian.PutUint32(b[typeAt:], 39)
 			return b
 		}},
 		{"unknown-type", "ggml type", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[typeAt:], 99); return b }},
@@ -489,7 +491,8 @@ func TestGGUFCorrupt(t *testing.T) {
 // formatError bounds the relative RMS error of a format's round trip on
 // these weights (models/quant measures 0.0053 for q8_0 … 0.29 for iq2_xs on
 // N(0,1) data; small tensors and padded rows fare a little worse).
-var formatError = map[string]float64{"f32": 0, "bf16": 0, "f16": 1e-3, "q8_0": 0.01, "q6_k": 0.03, "q4_k": 0.1, "iq4_nl": 0.1, "iq4_xs": 0.1, "iq2_xs": 0.4}
+var formatError = map[string]float64{"f32": 0, "bf16": 0, "f16": 1e-3, "q8_0": 0.01, "q6_k": 0.03, "q4_k": 0.1, "iq4_nl": 0.1, "iq4_xs": 0.1, "iq2_xs": 0.4,
+	"q5_k": 0.05, "q5_1": 0.05, "q5_0": 0.06, "q4_1": 0.1, "q4_0": 0.11, "q3_k": 0.19, "q2_k": 0.36}
 
 // weightErrors compares every role read back from the GGUF with the HF
 // checkpoint's values, checks each against its format's bound, and returns

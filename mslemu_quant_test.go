@@ -30,7 +30,7 @@ import (
 // MSL decoder, and these tests cover each.
 func quantFormats() []string {
 	var out []string
-	for _, name := range quant.Names() {
+	for _, name := range quant.Quantizable() {
 		if f, _ := quant.Lookup(name); f.BlockElems > 1 {
 			out = append(out, name)
 		}
@@ -50,6 +50,9 @@ var quantGGUFCases = []struct {
 }{
 	{"tiny-a", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", false},
 	{"tiny-a", "trunk=q4_k,embed=iq4_xs,head=q6_k,rows=pad", false},
+	// The formats llama.cpp's standard mixes add, padded.
+	{"tiny-a", "trunk=q4_0,experts=q2_k,embed=q5_0,head=q5_k,rows=pad", true},
+	{"tiny-a", "trunk=q5_1,experts=q3_k,embed=q4_1,head=q2_k,rows=pad", true},
 	{"q4-a", "experts=iq2_xs,trunk=q8_0,rows=pad", true},
 	// Experts with gate/up in iq4_nl and down (rows of 16) in f16: each
 	// expert kernel decodes its own parts' format.
@@ -399,13 +402,24 @@ var brokenDecoders = map[string][2]string{
 	"iq4_nl": {"d * float4(kvalues_iq4nl[u & 15]", "d * float4(kvalues_iq4nl[u >> 4 & 15]"},
 	// iq4_xs: the other sub-block's low scale bits.
 	"iq4_xs": {"b[4 + ib / 2] >> (4 * (ib % 2)) & 15", "b[4 + ib / 2] >> (4 * (1 - ib % 2)) & 15"},
+	// q4_0, q4_1: the other nibble of the level bytes.
+	"q4_0": {"u >> shift & 0x0F0F0F0Fu)) - 8.0f", "u >> (4 - shift) & 0x0F0F0F0Fu)) - 8.0f"},
+	"q4_1": {"q[j] >> shift & 0x0F0F0F0Fu)) + dm.y", "q[j] >> (4 - shift) & 0x0F0F0F0Fu)) + dm.y"},
+	// q5_0, q5_1: the fifth bits of the other half block.
+	"q5_0": {"((device const ushort *)(b + 2))[c % 2]", "((device const ushort *)(b + 2))[1 - c % 2]"},
+	"q5_1": {"*(device const uint *)(b + 4) >> (16 * (c % 2))", "*(device const uint *)(b + 4) >> (16 * (1 - c % 2))"},
+	// q2_k: the scale's nibble taken as the min.
+	"q2_k": {"dm.y * float(sc >> 4)", "dm.y * float(sc & 15)"},
+	// q3_k, q5_k: the neighbouring group's high bits.
+	"q3_k": {"h >> (g / 2) & 0x01010101u", "h >> (g / 2 ^ 1) & 0x01010101u"},
+	"q5_k": {"(h.x >> j & 0x01010101u) << 4", "(h.x >> (j ^ 1) & 0x01010101u) << 4"},
 }
 
 // TestMSLEmuQuantKernelsCatchBrokenDecoders is the control for
 // TestMSLEmuQuantKernels: with the faults of brokenDecoders in its
 // kernels.metal, the kernels of every format disagree with the cpu backend
-// far past kernelTol. Two of the models (i = 0 and 3 of quantKernelConfig)
-// hold all six formats between them.
+// far past kernelTol. Every fourth model of quantKernelConfig (i = 0, 4, …)
+// holds four formats, so between them all.
 func TestMSLEmuQuantKernelsCatchBrokenDecoders(t *testing.T) {
 	requireEmulator(t)
 	configs, graphs, am := quantKernelModels(t)
@@ -430,7 +444,7 @@ func TestMSLEmuQuantKernelsCatchBrokenDecoders(t *testing.T) {
 	}
 	defer emu.Close()
 	caught := map[string]float64{}
-	for _, i := range []int{0, 3} {
+	for i := 0; i < len(configs); i += 4 {
 		b := runQuantDiff(t, configs[i], graphs[i], am, emu, false)
 		var kernels, report []string
 		for k := range b.worstOf {

@@ -636,7 +636,42 @@ var lookupTables = map[string]lookupTable{
 		}
 		return out
 	}},
-	"ksigns_iq2xs": {"uchar", "IQ2_XS: 7-bit sign index → the signs of eight elements (bit j set: element j negative)", 16, func() []string {
+	"iq2xxs_grid": {"ulong", "IQ2_XXS: 256 grid points of eight magnitudes (8, 25 or 43); byte j (little-endian) is element j", 4, func() []string {
+		var out []string
+		for _, v := range quant.IQ2XXSGrid() {
+			out = append(out, fmt.Sprintf("0x%016xul", v))
+		}
+		return out
+	}},
+	"iq3xxs_grid": {"uint", "IQ3_XXS: 256 grid points of four magnitudes; byte j (little-endian) is element j", 8, func() []string {
+		var out []string
+		for _, v := range quant.IQ3XXSGrid() {
+			out = append(out, fmt.Sprintf("0x%08xu", v))
+		}
+		return out
+	}},
+	"iq2s_grid": {"ulong", "IQ2_S: 1024 grid points of eight magnitudes (models/quant/ggml_iq_grids.json)", 4, func() []string {
+		var out []string
+		for _, v := range quant.IQ2SGrid() {
+			out = append(out, fmt.Sprintf("0x%016xul", v))
+		}
+		return out
+	}},
+	"iq3s_grid": {"uint", "IQ3_S: 512 grid points of four magnitudes (models/quant/ggml_iq_grids.json)", 8, func() []string {
+		var out []string
+		for _, v := range quant.IQ3SGrid() {
+			out = append(out, fmt.Sprintf("0x%08xu", v))
+		}
+		return out
+	}},
+	"iq1s_grid": {"ulong", "IQ1_S, IQ1_M: 2048 grid points of eight int8 values in {-1, 0, 1} (models/quant/ggml_iq_grids.json)", 4, func() []string {
+		var out []string
+		for _, v := range quant.IQ1SGrid() {
+			out = append(out, fmt.Sprintf("0x%016xul", v))
+		}
+		return out
+	}},
+	"ksigns_iq2xs": {"uchar", "IQ2_XS, IQ2_XXS, IQ3_XXS: 7-bit sign index → the signs of eight elements (bit j set: element j negative)", 16, func() []string {
 		var out []string
 		for _, v := range quant.IQ2XSSigns() {
 			out = append(out, fmt.Sprintf("0x%02x", v))

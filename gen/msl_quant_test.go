@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,8 @@ var quantPlans = []models.QuantPlan{
 	{Trunk: "iq4_nl", Experts: "q4_k", Embeddings: "iq2_xs", Head: "q4_k", Rows: "pad"},
 	{Trunk: "iq2_xs", Experts: "iq4_xs", Embeddings: "q6_k", Head: "iq4_xs", Rows: "pad"},
 	{Trunk: "q6_k", Experts: "iq4_nl", Embeddings: "q4_k", Head: "iq2_xs"},
+	{Trunk: "q4_0", Experts: "q2_k", Embeddings: "q5_0", Head: "q5_k", Rows: "pad"},
+	{Trunk: "q5_1", Experts: "q3_k", Embeddings: "q4_1", Head: "q2_k", Rows: "pad"},
 }
 
 func planString(p models.QuantPlan) string {
@@ -89,9 +92,48 @@ func TestQuantizedLibraries(t *testing.T) {
 		}
 	}
 	for _, f := range quant.Names() {
-		if !formats[f] && f != "f16" && f != "bf16" {
+		// Formats without a quantizer cannot be planned; TestDecodersTypeCheck
+		// checks their decoders.
+		if qf, _ := quant.Lookup(f); !formats[f] && f != "f16" && f != "bf16" && qf.Encode != nil {
 			t.Errorf("no library holds a decoder for %s", f)
 		}
+	}
+}
+
+// TestDecodersTypeCheck: the decoders of every format with an MSL template,
+// planned or not (the decode-only formats cannot be planned), emitted
+// together with their lookup tables, pass the clang type check.
+func TestDecodersTypeCheck(t *testing.T) {
+	requireClangHere(t)
+	chunks, err := formatChunks(msl.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := quantLibrary(t, "tiny-a", quantPlans[7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range chunks {
+		if !slices.Contains(lib.Formats, name) {
+			lib.Formats = append(lib.Formats, name)
+		}
+	}
+	slices.Sort(lib.Formats)
+	for _, want := range []string{"iq2_xxs", "iq3_xxs", "q2_k", "q5_k"} {
+		if !slices.Contains(lib.Formats, want) {
+			t.Fatalf("no MSL decoder for %s", want)
+		}
+	}
+	src, err := lib.emit(msl.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The unplanned formats' chunk constants are used by no kernel here.
+	for _, name := range lib.Formats {
+		src = fmt.Appendf(src, "static_assert(%s_chunk == %d, \"chunk\");\n", name, chunks[name])
+	}
+	if err := msl.TypeCheck("decoders.metal", src); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -105,6 +147,7 @@ func TestQuantizedKernelsTypeCheck(t *testing.T) {
 		plan  models.QuantPlan
 	}{
 		{"tiny-a", quantPlans[3]}, {"tiny-a", quantPlans[4]}, {"tiny-a", quantPlans[5]},
+		{"tiny-a", quantPlans[7]}, {"tiny-a", quantPlans[8]},
 		{"qwen38-flash-next", quantPlans[0]},
 	} {
 		lib, err := quantLibrary(t, tc.model, tc.plan)
@@ -309,8 +352,8 @@ func TestFormatTablesChecked(t *testing.T) {
 func TestBrokenDecodersFailTypeCheck(t *testing.T) {
 	requireClangHere(t)
 	for _, f := range quant.Names() {
-		if qf, _ := quant.Lookup(f); qf.BlockElems == 1 {
-			continue
+		if qf, _ := quant.Lookup(f); qf.BlockElems == 1 || qf.Encode == nil {
+			continue // decode-only formats cannot be planned
 		}
 		c, err := models.Load("../models/tiny-a/model.toml")
 		if err != nil {

@@ -228,6 +228,8 @@ func (v *validator) quant(q *QuantPlan) {
 	} {
 		if !slices.Contains(names, f.name) {
 			v.add("quant."+f.class, "is %q (expected one of %s)", f.name, strings.Join(names, ", "))
+		} else if qf, _ := quant.Lookup(f.name); qf.Encode == nil {
+			v.add("quant."+f.class, "is %q, which strata decodes but cannot quantize (ggml's quantizer for it needs an importance matrix); plan a format with a quantizer", f.name)
 		}
 	}
 	if q.Router != "" && !slices.Contains(names, q.Router) {

@@ -70,7 +70,7 @@ Then run "strata pack FILE" to write FILE.experts, the routed experts laid
 out for one read per expert.`
 
 func convertCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("convert", "--hf DIR --quant PLAN -o FILE.gguf [--rows POLICY] [--no-mtp]", fmt.Sprintf(convertAbout, strings.Join(quant.Names(), ", ")), stderr)
+	fs := newFlagSet("convert", "--hf DIR --quant PLAN -o FILE.gguf [--rows POLICY] [--no-mtp]", fmt.Sprintf(convertAbout, strings.Join(quant.Quantizable(), ", ")), stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + safetensors)")
 	plan := fs.String("quant", "", "quant `plan`, e.g. experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k (default: the checkpoint's dtype for every class)")
 	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: smallest, pad or fallback (default smallest; same as rows= in --quant)")

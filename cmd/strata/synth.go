@@ -46,7 +46,7 @@ the model's bf16 plan writes ~7.8 GB (with --no-mtp) and takes minutes:
   strata pack synth.gguf`
 
 func synthCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("synth", "--model NAME -o FILE.gguf [--quant PLAN] [--layers N] [--experts N] [--top-k K] [--ngram-base B] [--seed S]", fmt.Sprintf("%s\n\nModels: %s. Formats: %s.", synthAbout, strings.Join(models.EmbeddedNames(), ", "), strings.Join(quant.Names(), ", ")), stderr)
+	fs := newFlagSet("synth", "--model NAME -o FILE.gguf [--quant PLAN] [--layers N] [--experts N] [--top-k K] [--ngram-base B] [--seed S]", fmt.Sprintf("%s\n\nModels: %s. Formats: %s.", synthAbout, strings.Join(models.EmbeddedNames(), ", "), strings.Join(quant.Quantizable(), ", ")), stderr)
 	model := fs.String("model", "", "model `name` (a folder under models/) or a model.toml path")
 	out := fs.String("o", "", "output GGUF `file`")
 	plan := fs.String("quant", "", "quant `plan` as in strata convert (default: the model config's [quant])")

@@ -34,7 +34,9 @@ type Format struct {
 	// Encode writes len(src) elements (a multiple of BlockElems) into dst. The
 	// float formats round to nearest even; the quantized formats search their
 	// scales for the least (weighted) squared error, as ggml's reference
-	// quantizers do.
+	// quantizers do. Nil for the decode-only formats (iq2_xxs, iq3_xxs,
+	// iq2_s, iq3_s, iq1_s, iq1_m: ggml's quantizers for them need an
+	// importance matrix).
 	Encode func(src []float32, dst []byte)
 	// Dot returns Σ Decode(block)[i]·x[i] over len(x) elements (a multiple of
 	// BlockElems) without materialising the decoded row. It accumulates in
@@ -57,15 +59,28 @@ type Format struct {
 func (f *Format) Bytes(n int) int { return n / f.BlockElems * f.BlockBytes }
 
 var registry = map[string]*Format{
-	"f32":    {Name: "f32", BlockElems: 1, BlockBytes: 4, Decode: decodeF32, Encode: encodeF32, Dot: dotF32},
-	"f16":    {Name: "f16", Code: 1, BlockElems: 1, BlockBytes: 2, Decode: decodeF16, Encode: encodeF16, Dot: dotF16},
-	"bf16":   {Name: "bf16", Code: 30, BlockElems: 1, BlockBytes: 2, Decode: decodeBF16, Encode: encodeBF16, Dot: dotBF16},
-	"q8_0":   blockFormat("q8_0", 8, "block_q8_0", decodeQ8_0, encodeQ8_0, dotQ8_0),
-	"q4_k":   blockFormat("q4_k", 12, "block_q4_K", decodeQ4K, encodeQ4K, dotQ4K),
-	"q6_k":   blockFormat("q6_k", 14, "block_q6_K", decodeQ6K, encodeQ6K, dotQ6K),
-	"iq2_xs": blockFormat("iq2_xs", 17, "block_iq2_xs", decodeIQ2XS, encodeIQ2XS, dotIQ2XS),
-	"iq4_nl": blockFormat("iq4_nl", 20, "block_iq4_nl", decodeIQ4NL, encodeIQ4NL, dotIQ4NL),
-	"iq4_xs": blockFormat("iq4_xs", 23, "block_iq4_xs", decodeIQ4XS, encodeIQ4XS, dotIQ4XS),
+	"f32":     {Name: "f32", BlockElems: 1, BlockBytes: 4, Decode: decodeF32, Encode: encodeF32, Dot: dotF32},
+	"f16":     {Name: "f16", Code: 1, BlockElems: 1, BlockBytes: 2, Decode: decodeF16, Encode: encodeF16, Dot: dotF16},
+	"bf16":    {Name: "bf16", Code: 30, BlockElems: 1, BlockBytes: 2, Decode: decodeBF16, Encode: encodeBF16, Dot: dotBF16},
+	"q8_0":    blockFormat("q8_0", 8, "block_q8_0", decodeQ8_0, encodeQ8_0, dotQ8_0),
+	"q4_0":    blockFormat("q4_0", 2, "block_q4_0", layoutQ4_0.decode, layoutQ4_0.encode, layoutQ4_0.dot),
+	"q4_1":    blockFormat("q4_1", 3, "block_q4_1", layoutQ4_1.decode, layoutQ4_1.encode, layoutQ4_1.dot),
+	"q5_0":    blockFormat("q5_0", 6, "block_q5_0", layoutQ5_0.decode, layoutQ5_0.encode, layoutQ5_0.dot),
+	"q5_1":    blockFormat("q5_1", 7, "block_q5_1", layoutQ5_1.decode, layoutQ5_1.encode, layoutQ5_1.dot),
+	"q2_k":    blockFormat("q2_k", 10, "block_q2_K", decodeQ2K, encodeQ2K, dotQ2K),
+	"q3_k":    blockFormat("q3_k", 11, "block_q3_K", decodeQ3K, encodeQ3K, dotQ3K),
+	"q5_k":    blockFormat("q5_k", 13, "block_q5_K", decodeQ5K, encodeQ5K, dotQ5K),
+	"q4_k":    blockFormat("q4_k", 12, "block_q4_K", decodeQ4K, encodeQ4K, dotQ4K),
+	"q6_k":    blockFormat("q6_k", 14, "block_q6_K", decodeQ6K, encodeQ6K, dotQ6K),
+	"iq2_xxs": blockFormat("iq2_xxs", 16, "block_iq2_xxs", decodeIQ2XXS, nil, dotDecoded(decodeIQ2XXS, 256, iq2xxsBytes)),
+	"iq3_xxs": blockFormat("iq3_xxs", 18, "block_iq3_xxs", decodeIQ3XXS, nil, dotDecoded(decodeIQ3XXS, 256, iq3xxsBytes)),
+	"iq2_s":   blockFormat("iq2_s", 22, "block_iq2_s", decodeIQ2S, nil, dotDecoded(decodeIQ2S, 256, iq2sBytes)),
+	"iq3_s":   blockFormat("iq3_s", 21, "block_iq3_s", decodeIQ3S, nil, dotDecoded(decodeIQ3S, 256, iq3sBytes)),
+	"iq1_s":   blockFormat("iq1_s", 19, "block_iq1_s", decodeIQ1S, nil, dotDecoded(decodeIQ1S, 256, iq1sBytes)),
+	"iq1_m":   blockFormat("iq1_m", 29, "block_iq1_m", decodeIQ1M, nil, dotDecoded(decodeIQ1M, 256, iq1mBytes)),
+	"iq2_xs":  blockFormat("iq2_xs", 17, "block_iq2_xs", decodeIQ2XS, encodeIQ2XS, dotIQ2XS),
+	"iq4_nl":  blockFormat("iq4_nl", 20, "block_iq4_nl", decodeIQ4NL, encodeIQ4NL, dotIQ4NL),
+	"iq4_xs":  blockFormat("iq4_xs", 23, "block_iq4_xs", decodeIQ4XS, encodeIQ4XS, dotIQ4XS),
 }
 
 // blockFormat builds a quantized format whose block geometry is read from
@@ -106,6 +121,18 @@ func Names() []string {
 		out = append(out, n)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Quantizable lists the formats that have a quantizer (Encode), sorted:
+// those a quant plan may name.
+func Quantizable() []string {
+	var out []string
+	for _, n := range Names() {
+		if registry[n].Encode != nil {
+			out = append(out, n)
+		}
+	}
 	return out
 }
 

@@ -223,6 +223,10 @@ func TestRegistry(t *testing.T) {
 		{"f32", 0, 1, 4}, {"f16", 1, 1, 2}, {"bf16", 30, 1, 2}, {"q8_0", 8, 32, 34},
 		{"q4_k", 12, 256, 144}, {"q6_k", 14, 256, 210}, {"iq2_xs", 17, 256, 74},
 		{"iq4_nl", 20, 32, 18}, {"iq4_xs", 23, 256, 136},
+		{"q4_0", 2, 32, 18}, {"q4_1", 3, 32, 20}, {"q5_0", 6, 32, 22}, {"q5_1", 7, 32, 24},
+		{"q2_k", 10, 256, 84}, {"q3_k", 11, 256, 110}, {"q5_k", 13, 256, 176},
+		{"iq2_xxs", 16, 256, 66}, {"iq3_xxs", 18, 256, 98}, {"iq2_s", 22, 256, 82}, {"iq3_s", 21, 256, 110},
+		{"iq1_s", 19, 256, 50}, {"iq1_m", 29, 256, 56},
 	} {
 		f := mustFormat(t, c.name)
 		if f.Code != c.code || f.BlockElems != c.el || f.BlockBytes != c.by {
@@ -231,15 +235,15 @@ func TestRegistry(t *testing.T) {
 		if g, err := ByCode(c.code); err != nil || g != f {
 			t.Errorf("ByCode(%d) = %v, %v", c.code, g, err)
 		}
-		if f.Decode == nil || f.Encode == nil || f.Dot == nil {
+		if f.Decode == nil || f.Dot == nil || (f.Encode == nil && !strings.HasPrefix(f.Name, "iq")) {
 			t.Errorf("%s: missing codec", c.name)
 		}
 	}
 	if f, err := Lookup("Q4_K"); err != nil || f.Name != "q4_k" {
 		t.Errorf("Lookup(Q4_K) = %v, %v", f, err)
 	}
-	if _, err := Lookup("q3_k"); err == nil || !strings.Contains(err.Error(), "iq2_xs") {
-		t.Errorf("Lookup(q3_k) error %v should list the known formats", err)
+	if _, err := Lookup("q7_k"); err == nil || !strings.Contains(err.Error(), "iq2_xs") {
+		t.Errorf("Lookup(q7_k) error %v should list the known formats", err)
 	}
 	if _, err := GGMLTypeByCode(4); err == nil {
 		t.Error("retired ggml type 4 accepted")
@@ -280,17 +284,20 @@ func roundTrip(f *Format, x []float32) []float32 {
 // data (65536 values), with some headroom over what we measure (in brackets).
 // They follow the bits per weight at about 6 dB a bit, as ggml's formats do:
 // q8_0 (8.5 bpw) [0.0054], q6_k (6.56) [0.0175], q4_k (4.5) [0.072],
-// iq4_nl (4.5) [0.077], iq4_xs (4.25) [0.077], iq2_xs (2.31) [0.290]; the
+// iq4_nl (4.5) [0.077], iq4_xs (4.25) [0.077], iq2_xs (2.31) [0.290],
+// q5_k (5.5) [0.036], q5_1 (6) [0.038], q5_0 (5.5) [0.043], q4_1 (5)
+// [0.078], q4_0 (4.5) [0.086], q3_k (3.44) [0.152], q2_k (2.63) [0.299]; the
 // float formats are bounded by their rounding (2^−11 and 2^−8 relative
 // half-ulp, /√3 for a uniform error).
 var roundTripBounds = map[string]float64{
 	"f32": 0, "f16": 3e-4, "bf16": 2.3e-3,
 	"q8_0": 0.0065, "q6_k": 0.020, "q4_k": 0.080, "iq4_nl": 0.085, "iq4_xs": 0.085, "iq2_xs": 0.31,
+	"q5_k": 0.040, "q5_1": 0.042, "q5_0": 0.050, "q4_1": 0.086, "q4_0": 0.098, "q3_k": 0.165, "q2_k": 0.33,
 }
 
 func TestRoundTripError(t *testing.T) {
 	x := gaussian(1<<16, 1)
-	for _, name := range Names() {
+	for _, name := range encodable() {
 		bound, ok := roundTripBounds[name]
 		if !ok {
 			t.Errorf("%s: no round-trip bound", name)
@@ -308,7 +315,7 @@ func TestRoundTripError(t *testing.T) {
 // scale (tiny, large, an outlier) and zeros must stay zeros.
 func TestRoundTripEdges(t *testing.T) {
 	x := gaussian(1024, 2)
-	for _, name := range Names() {
+	for _, name := range encodable() {
 		f := mustFormat(t, name)
 		if f.BlockElems == 1 {
 			continue
@@ -371,7 +378,7 @@ func randomBlocks(f *Format, n int, r *rand.Rand) []byte {
 
 func TestDotMatchesDecode(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, name := range Names() {
+	for _, name := range encodable() {
 		f := mustFormat(t, name)
 		n := 4 * 256
 		x := gaussian(n, 5)
@@ -477,6 +484,8 @@ func TestRowLayout(t *testing.T) {
 		{"q4_k", 640, Fallback, "iq4_nl", 640, 360},
 		{"q4_k", 640, Smallest, "iq4_nl", 640, 360}, // tie 432 vs 360: fallback
 		{"q6_k", 640, Fallback, "q8_0", 640, 680},
+		{"q2_k", 640, Fallback, "iq4_nl", 640, 360}, {"q3_k", 640, Fallback, "iq4_nl", 640, 360},
+		{"q5_k", 640, Fallback, "q5_1", 640, 480}, // llama.cpp's fallbacks
 		{"q6_k", 640, Smallest, "q6_k", 768, 630},
 		{"q8_0", 100, Smallest, "q8_0", 128, 136}, // no fallback: pad
 		{"iq4_xs", 100, Fallback, "f16", 100, 200},
@@ -574,7 +583,7 @@ func TestFlashNextExpertBytes(t *testing.T) {
 func BenchmarkDot(b *testing.B) {
 	const n = 4096
 	x := gaussian(n, 1)
-	for _, name := range Names() {
+	for _, name := range encodable() {
 		f := mustFormat(b, name)
 		blk := make([]byte, f.Bytes(n))
 		f.Encode(gaussian(n, 2), blk)
@@ -592,7 +601,7 @@ func BenchmarkDot(b *testing.B) {
 func BenchmarkDecode(b *testing.B) {
 	const n = 4096
 	y := make([]float32, n)
-	for _, name := range Names() {
+	for _, name := range encodable() {
 		f := mustFormat(b, name)
 		blk := make([]byte, f.Bytes(n))
 		f.Encode(gaussian(n, 2), blk)
@@ -620,7 +629,7 @@ func BenchmarkEncodeIQ2XS(b *testing.B) {
 func BenchmarkEncode(b *testing.B) {
 	const n = 1 << 16
 	x := gaussian(n, 4)
-	for _, name := range Names() {
+	for _, name := range encodable() {
 		f := mustFormat(b, name)
 		dst := make([]byte, f.Bytes(n))
 		if name == "iq2_xs" {
@@ -633,4 +642,16 @@ func BenchmarkEncode(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(n/256), "ns/256elem")
 		})
 	}
+}
+
+// encodable lists the formats with a quantizer (the decode-only IQ formats
+// are tested on ggml's blocks, ggml_blocks_test.go).
+func encodable() []string {
+	var out []string
+	for _, name := range Names() {
+		if f, _ := Lookup(name); f.Encode != nil {
+			out = append(out, name)
+		}
+	}
+	return out
 }

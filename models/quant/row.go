@@ -17,9 +17,10 @@ import (
 //     which llama.cpp would not accept.
 //   - Fallback: store the tensor in a format with 32-element blocks, the type
 //     llama.cpp's quantizer falls back to (llama_tensor_get_type): the 2- and
-//     3-bit types and IQ4_XS go to IQ4_NL, Q6_K to Q8_0; where llama.cpp takes
-//     Q4_K to Q5_0 we take it to IQ4_NL (same 4.5 bits per weight as Q4_K, and
-//     strata has no Q5_0 codec). Rows that fit no 32-block go to f16, as in
+//     3-bit types and IQ4_XS go to IQ4_NL, Q5_K to Q5_1, Q6_K to Q8_0; where
+//     llama.cpp takes Q4_K to Q5_0 we take it to IQ4_NL (same 4.5 bits per
+//     weight as Q4_K; chosen before strata had Q5_0, and kept so converted
+//     files do not change). Rows that fit no 32-block go to f16, as in
 //     llama.cpp. Files stay readable by llama.cpp.
 //
 // Smallest, the default, picks whichever stores the row in fewer bytes (the
@@ -61,6 +62,9 @@ func ParseRowPolicy(s string) (RowPolicy, error) {
 
 // fallbacks is the 32-block format for each 256-block format.
 var fallbacks = map[string]string{
+	"q2_k":   "iq4_nl", // llama.cpp's too
+	"q3_k":   "iq4_nl",
+	"q5_k":   "q5_1",
 	"iq2_xs": "iq4_nl",
 	"iq4_xs": "iq4_nl",
 	"q4_k":   "iq4_nl",

@@ -18,6 +18,8 @@ var ggmlTablesJSON []byte
 // package init: the file is part of the build, so a bad copy is a build bug.
 type ggmlTables struct {
 	iq2xsGrid  [512]uint64 // 8 magnitudes per entry, byte j little-endian
+	iq2xxsGrid [256]uint64 // IQ2_XXS: 8 magnitudes per entry, as iq2xsGrid
+	iq3xxsGrid [256]uint32 // IQ3_XXS: 4 magnitudes per entry, byte j little-endian
 	ksigns     [128]uint8  // 7-bit sign index → 8 sign bits (even parity)
 	kmask      [8]uint8
 	kvaluesIQ4 [16]int8
@@ -112,6 +114,21 @@ func parseTables(raw []byte) (*ggmlTables, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := values("iq2xxs_grid", "uint64", 256, func(i int, v uint64, _ bool) error {
+		t.iq2xxsGrid[i] = v
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := values("iq3xxs_grid", "uint32", 256, func(i int, v uint64, neg bool) error {
+		if neg || v > 0xffffffff {
+			return fmt.Errorf("value out of uint32 range")
+		}
+		t.iq3xxsGrid[i] = uint32(v)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
 	if err := values("ksigns_iq2xs", "uint8", 128, u8(t.ksigns[:])); err != nil {
 		return nil, err
 	}
@@ -156,6 +173,22 @@ func (t *ggmlTables) check() error {
 		}
 		seen[g] = true
 	}
+	// The IQ2_XXS grid shares IQ2_XS's magnitudes; IQ3_XXS's are
+	// 4, 12, …, 52 and 62.
+	for i, g := range t.iq2xxsGrid {
+		for j := 0; j < 8; j++ {
+			if b := uint8(g >> (8 * j)); b != 8 && b != 25 && b != 43 {
+				return fmt.Errorf("iq2xxs_grid[%d] byte %d is %d, not one of 8, 25, 43", i, j, b)
+			}
+		}
+	}
+	for i, g := range t.iq3xxsGrid {
+		for j := 0; j < 4; j++ {
+			if b := uint8(g >> (8 * j)); b < 4 || b > 62 || b%2 != 0 {
+				return fmt.Errorf("iq3xxs_grid[%d] byte %d is %d, not an even level in 4 … 62", i, j, b)
+			}
+		}
+	}
 	for i, m := range t.kmask {
 		if m != 1<<i {
 			return fmt.Errorf("kmask_iq2xs[%d] = %d, want %d", i, m, 1<<i)
@@ -196,6 +229,14 @@ func blockOf(name string) (elems, bytes int) {
 // IQ2XSGrid returns iq2xs_grid: 512 entries of eight magnitudes, byte j of an
 // entry (little-endian) being the magnitude of element j.
 func IQ2XSGrid() [512]uint64 { return tables.iq2xsGrid }
+
+// IQ2XXSGrid returns iq2xxs_grid: 256 entries of eight magnitudes, byte j
+// (little-endian) being element j.
+func IQ2XXSGrid() [256]uint64 { return tables.iq2xxsGrid }
+
+// IQ3XXSGrid returns iq3xxs_grid: 256 entries of four magnitudes, byte j
+// (little-endian) being element j.
+func IQ3XXSGrid() [256]uint32 { return tables.iq3xxsGrid }
 
 // IQ2XSSigns returns ksigns_iq2xs: a 7-bit sign index to the 8-bit sign
 // pattern (bit j set: element j is negative; even parity).

@@ -29,7 +29,8 @@ func TestParsePlan(t *testing.T) {
 		{"embeddings=f16", "trunk=bf16,experts=bf16,embed=f16,head=bf16", ""},
 		{"experts", "", `item 1 "experts": expected class=format`},
 		{"trunk=q8_0,ffn=q4_k", "", `item 2 "ffn=q4_k": unknown class "ffn"`},
-		{"head=q5_k", "", `unknown quant format "q5_k"`},
+		{"head=q7_k", "", `unknown quant format "q7_k"`},
+		{"experts=iq2_xxs", "", "strata decodes iq2_xxs but cannot quantize to it"},
 		{"rows=tight", "", `unknown row policy "tight"`},
 	} {
 		q, err := convert.ParsePlan(base, c.plan)

@@ -38,6 +38,9 @@ func ParsePlan(base models.QuantPlan, plan string) (models.QuantPlan, error) {
 		if err != nil {
 			return base, fmt.Errorf("item %d %q: %w", i+1, item, err)
 		}
+		if f.Encode == nil {
+			return base, fmt.Errorf("item %d %q: strata decodes %s but cannot quantize to it (ggml's quantizer needs an importance matrix)", i+1, item, f.Name)
+		}
 		switch key {
 		case "trunk":
 			q.Trunk = f.Name
