@@ -1,6 +1,7 @@
 package strata
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -8,21 +9,35 @@ import (
 )
 
 // Any arena that holds one row's experts serves any prompt: tiny-k512
-// (top-10 of 512) prefilled in 16-row windows through an arena of 102 slots
-// (which cannot hold 16 rows' experts of one layer) and of 10 (one row's),
-// decodes the tokens and logits of the resident model; an arena of 9 is
-// refused naming the minimum.
+// (top-10 of 512) asked for 16-row prefill windows through an arena of 102
+// slots (which cannot hold 16 rows' experts of one layer) and of 10 (one
+// row's) runs windows of slots/10 rows, and decodes the tokens and logits of
+// the resident model in those windows bit for bit; against the resident
+// model's 16-row windows the tokens are the same and the logits within
+// float32 reassociation (the cpu kernels take prefill rows four at a time,
+// so a row's sums depend on the window it is in). An arena of 9 is refused
+// naming the minimum.
 func TestArenaServesAnyPrompt(t *testing.T) {
 	ref := ref0(t, "tiny-k512")
 	prompt := ref.tokens[:16]
-	resident, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 16})
-	wantT, wantL := decodeAll(t, resident, prompt, 6)
+	resident16, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 16})
+	wide, wideL := decodeAll(t, resident16, prompt, 6)
 	for _, slots := range []int{102, 10} {
+		resident, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: slots / 10})
+		wantT, wantL := decodeAll(t, resident, prompt, 6)
 		var notes []string
 		l, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 16, ArenaExperts: slots, History: "-",
 			Note: func(s string) { notes = append(notes, s) }})
 		gotT, gotL := decodeAll(t, l, prompt, 6)
 		sameRun(t, "arena of "+itoa(slots), gotT, wantT, gotL, wantL)
+		if !slices.Equal(gotT, wide) {
+			t.Errorf("arena of %d: tokens %v, 16-row resident windows %v", slots, gotT, wide)
+		}
+		for i := range gotL {
+			if e := relL2(gotL[i], wideL[i]); e > 1e-5 {
+				t.Errorf("arena of %d: row %d off the 16-row resident windows by %.2g relative L2", slots, i, e)
+			}
+		}
 		if want := itoa(slots/10) + " rows"; len(notes) != 1 || !strings.Contains(notes[0], want) || l.PrefillRows != slots/10 {
 			t.Errorf("arena of %d: prefill rows %d, notes %q; want windows of %s", slots, l.PrefillRows, notes, want)
 		}
