@@ -53,7 +53,13 @@ var quantGGUFCases = []struct {
 	// The formats llama.cpp's standard mixes add, padded.
 	{"tiny-a", "trunk=q4_0,experts=q2_k,embed=q5_0,head=q5_k,rows=pad", true},
 	{"tiny-a", "trunk=q5_1,experts=q3_k,embed=q4_1,head=q2_k,rows=pad", true},
-	{"q4-a", "experts=iq2_xs,trunk=q8_0,rows=pad", true},
+	// The router in q8_0 as this case always ran it: with the f16 router
+	// convert now writes by default, position 76 of q4-a's reference prompt
+	// has an expert choice so near a tie that the cpu's and the MSL's float32
+	// sums (in different orders) pick differently, one row off by 2e-2 and its
+	// neighbours by 5e-4 through attention, which says nothing about either
+	// backend's kernels. The f16 router's matmul is covered by tiny-a's plans.
+	{"q4-a", "experts=iq2_xs,trunk=q8_0,router=q8_0,rows=pad", true},
 	// Experts with gate/up in iq4_nl and down (rows of 16) in f16: each
 	// expert kernel decodes its own parts' format.
 	{"tiny-k512", "experts=iq2_xs", true},
