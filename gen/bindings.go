@@ -182,7 +182,7 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 			}
 			g.Line().Values(
 				jen.Id("Name").Op(":").Id("Kernel"+camel(k.Name)),
-				jen.Id("Family").Op(":").Lit(k.Family.Name),
+				jen.Id("Family").Op(":").Lit(string(k.Family.Name)),
 				jen.Id("Format").Op(":").Lit(k.Format),
 				jen.Id("ArgsSlot").Op(":").Lit(k.ArgsSlot),
 				jen.Id("ArgsSize").Op(":").Lit(argsSize),
@@ -248,14 +248,14 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 		}
 		body = append(body, jen.Id("a").Op(":=").Id(fam.Args.GoName()).Values(fields...))
 		body = append(body, jen.Return(jen.Id("a").Dot("Bytes").Call(), jen.Nil()))
-		cases = append(cases, jen.Case(jen.Lit(fam.Name)).Block(body...))
+		cases = append(cases, jen.Case(jen.Lit(string(fam.Name))).Block(body...))
 	}
 	cases = append(cases, jen.Default().Block(
 		jen.If(jen.Len(jen.Id("scalars")).Op("==").Lit(0)).Block(jen.Return(jen.Nil(), jen.Nil())),
 		jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("model %s: kernel family %q has no argument struct"), jen.Id("Name"), jen.Id("family"))),
 	))
 	f.Comment("encodeArgs turns a dispatch's scalars (graph: float32, in order) into its family's argument struct.")
-	f.Func().Id("encodeArgs").Params(jen.Id("family").String(), jen.Id("scalars").Index().Qual(graphPath, "Scalar")).Params(jen.Index().Byte(), jen.Error()).Block(
+	f.Func().Id("encodeArgs").Params(jen.Id("family").Qual(graphPath, "Family"), jen.Id("scalars").Index().Qual(graphPath, "Scalar")).Params(jen.Index().Byte(), jen.Error()).Block(
 		jen.Switch(jen.Id("family")).Block(cases...),
 	)
 	f.Line()
@@ -329,7 +329,7 @@ func (l *Library) functionConstants() []fcInfo {
 	}
 	for _, f := range l.Families {
 		for i, c := range f.Consts {
-			out = append(out, fcInfo{FamilyConst: c, family: f.Name, index: f.Block + i})
+			out = append(out, fcInfo{FamilyConst: c, family: string(f.Name), index: f.Block + i})
 		}
 	}
 	return out

@@ -30,7 +30,7 @@ type FamilyConst struct {
 
 // Family is one kernel family of the catalog.
 type Family struct {
-	Name string
+	Name graph.Family
 	// Block is the first function-constant index of the family; its
 	// constants take Block, Block+1, … in declaration order. Blocks are
 	// fixed per family (not per model), so an index never changes meaning.
@@ -151,44 +151,44 @@ var (
 // catalog lists the families in block order. Append new families at the end
 // with a fresh block: blocks are part of the pipeline contract.
 var catalog = []*Family{
-	{Name: "embed", Block: 100, Consts: uintConsts("rows", "dim", "vocab", "copies", "wfmt"), Formatted: []string{"table"}},
-	{Name: "rmsnorm", Block: 200, Consts: joinConsts(uintConsts("rows", "dim", "group"), boolConsts("zero_centred")), Args: floatArgs("rmsnorm", "eps")},
-	{Name: "matmul", Block: 300, Consts: joinConsts(uintConsts("rows", "n", "k", "wfmt"), []FamilyConst{{Name: "fold", Type: ConstUInt, Optional: true, Default: 1}}),
+	{Name: graph.FamilyEmbed, Block: 100, Consts: uintConsts("rows", "dim", "vocab", "copies", "wfmt"), Formatted: []string{"table"}},
+	{Name: graph.FamilyRMSNorm, Block: 200, Consts: joinConsts(uintConsts("rows", "dim", "group"), boolConsts("zero_centred")), Args: floatArgs("rmsnorm", "eps")},
+	{Name: graph.FamilyMatmul, Block: 300, Consts: joinConsts(uintConsts("rows", "n", "k", "wfmt"), []FamilyConst{{Name: "fold", Type: ConstUInt, Optional: true, Default: 1}}),
 		Formatted: []string{"w"}},
-	{Name: "residual_add", Block: 400, Consts: uintConsts("rows", "dim")},
-	{Name: "swiglu", Block: 500, Consts: uintConsts("rows", "dim")},
-	{Name: "copy_last_row", Block: 600, Consts: uintConsts("rows", "dim")},
-	{Name: "copy_rows", Block: 700, Consts: uintConsts("rows", "dim")},
-	{Name: "concat", Block: 800, Consts: uintConsts("rows", "a", "b")},
-	{Name: "stream_add", Block: 900, Consts: uintConsts("rows", "hidden", "streams")},
-	{Name: "gdn_conv", Block: 1000, Consts: joinConsts(gdnConsts, uintConsts("kernel"))},
-	{Name: "gdn_gates", Block: 1100, Consts: gdnConsts},
-	{Name: "gdn_rule", Block: 1200, Consts: gdnConsts},
-	{Name: "gdn_norm_gate", Block: 1300, Consts: joinConsts(gdnConsts, boolConsts("gate_sigmoid")), Args: floatArgs("gdn_norm_gate", "eps")},
-	{Name: "attn_prep", Block: 1400, Consts: attnConsts, Args: floatArgs("attn_prep", "eps", "rope_theta")},
-	{Name: "attention", Block: 1500, Consts: joinConsts(attnConsts, boolConsts("sparse"), uintConsts("ratio", "top_k")),
+	{Name: graph.FamilyResidualAdd, Block: 400, Consts: uintConsts("rows", "dim")},
+	{Name: graph.FamilySwiGLU, Block: 500, Consts: uintConsts("rows", "dim")},
+	{Name: graph.FamilyCopyLastRow, Block: 600, Consts: uintConsts("rows", "dim")},
+	{Name: graph.FamilyCopyRows, Block: 700, Consts: uintConsts("rows", "dim")},
+	{Name: graph.FamilyConcat, Block: 800, Consts: uintConsts("rows", "a", "b")},
+	{Name: graph.FamilyStreamAdd, Block: 900, Consts: uintConsts("rows", "hidden", "streams")},
+	{Name: graph.FamilyGDNConv, Block: 1000, Consts: joinConsts(gdnConsts, uintConsts("kernel"))},
+	{Name: graph.FamilyGDNGates, Block: 1100, Consts: gdnConsts},
+	{Name: graph.FamilyGDNRule, Block: 1200, Consts: gdnConsts},
+	{Name: graph.FamilyGDNNormGate, Block: 1300, Consts: joinConsts(gdnConsts, boolConsts("gate_sigmoid")), Args: floatArgs("gdn_norm_gate", "eps")},
+	{Name: graph.FamilyAttnPrep, Block: 1400, Consts: attnConsts, Args: floatArgs("attn_prep", "eps", "rope_theta")},
+	{Name: graph.FamilyAttention, Block: 1500, Consts: joinConsts(attnConsts, boolConsts("sparse"), uintConsts("ratio", "top_k")),
 		Types: map[string]string{"sel": "uint", "count": "uint"}},
-	{Name: "router", Block: 1600, Consts: joinConsts(uintConsts("rows", "experts", "top_k"), boolConsts("norm_topk"),
+	{Name: graph.FamilyRouter, Block: 1600, Consts: joinConsts(uintConsts("rows", "experts", "top_k"), boolConsts("norm_topk"),
 		[]FamilyConst{{Name: "moce", Type: ConstBool, Optional: true}, {Name: "protect", Type: ConstUInt, Optional: true}, {Name: "max_rank", Type: ConstUInt, Optional: true}}),
 		Types: map[string]string{"ids": "uint", "resident": "uint"}, Args: floatArgs("router", "lambda"), ArgsOptional: true},
-	{Name: "moe_gate_up", Block: 1700, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
-	{Name: "moe_down", Block: 1800, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
-	{Name: "moe_combine", Block: 1900, Consts: joinConsts(uintConsts("rows", "dim"), boolConsts("shared", "add"))},
-	{Name: "hc_act", Block: 2000, Consts: uintConsts("rows", "dim", "streams")},
-	{Name: "hc_mix", Block: 2100, Consts: uintConsts("rows", "hidden", "streams")},
-	{Name: "hc_inject", Block: 2200, Consts: uintConsts("rows", "hidden", "streams")},
-	{Name: "ple_gate", Block: 2300, Consts: uintConsts("rows", "hidden", "streams")},
-	{Name: "ple_conv", Block: 2400, Consts: uintConsts("rows", "dim", "kernel", "dilation")},
-	{Name: "index_prep", Block: 2500, Consts: indexConsts, Args: floatArgs("index_prep", "eps", "rope_theta")},
-	{Name: "index_pool", Block: 2600, Consts: indexConsts, Args: floatArgs("index_pool", "eps", "rope_theta")},
-	{Name: "index_select", Block: 2700, Consts: indexConsts, Types: map[string]string{"sel": "uint", "count": "uint"}},
+	{Name: graph.FamilyMoEGateUp, Block: 1700, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
+	{Name: graph.FamilyMoEDown, Block: 1800, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
+	{Name: graph.FamilyMoECombine, Block: 1900, Consts: joinConsts(uintConsts("rows", "dim"), boolConsts("shared", "add"))},
+	{Name: graph.FamilyHCAct, Block: 2000, Consts: uintConsts("rows", "dim", "streams")},
+	{Name: graph.FamilyHCMix, Block: 2100, Consts: uintConsts("rows", "hidden", "streams")},
+	{Name: graph.FamilyHCInject, Block: 2200, Consts: uintConsts("rows", "hidden", "streams")},
+	{Name: graph.FamilyPLEGate, Block: 2300, Consts: uintConsts("rows", "hidden", "streams")},
+	{Name: graph.FamilyPLEConv, Block: 2400, Consts: uintConsts("rows", "dim", "kernel", "dilation")},
+	{Name: graph.FamilyIndexPrep, Block: 2500, Consts: indexConsts, Args: floatArgs("index_prep", "eps", "rope_theta")},
+	{Name: graph.FamilyIndexPool, Block: 2600, Consts: indexConsts, Args: floatArgs("index_pool", "eps", "rope_theta")},
+	{Name: graph.FamilyIndexSelect, Block: 2700, Consts: indexConsts, Types: map[string]string{"sel": "uint", "count": "uint"}},
 }
 
 // Families returns the kernel catalog in block order.
 func Families() []*Family { return catalog }
 
 // FamilyByName returns the catalog entry of a kernel family.
-func FamilyByName(name string) (*Family, error) {
+func FamilyByName(name graph.Family) (*Family, error) {
 	for _, f := range catalog {
 		if f.Name == name {
 			return f, nil

@@ -154,7 +154,7 @@ func cs(kv ...any) []graph.Const {
 
 // emit appends a dispatch. Argument slots follow the binding order; reads and
 // writes follow the access modes. Every row-wise kernel binds params first.
-func (b *builder) emit(kernel, family string, layer int, consts []graph.Const, scalars []graph.Scalar, grid, tg [3]int, args ...graph.Binding) {
+func (b *builder) emit(kernel string, family graph.Family, layer int, consts []graph.Const, scalars []graph.Scalar, grid, tg [3]int, args ...graph.Binding) {
 	d := graph.Dispatch{Kernel: kernel, Family: family, Layer: layer, Consts: consts, Scalars: scalars, Grid: grid, Threadgroup: tg}
 	for i, a := range args {
 		a.Slot = i

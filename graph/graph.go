@@ -110,7 +110,7 @@ type Scalar struct {
 // Dispatch is one kernel launch.
 type Dispatch struct {
 	Kernel      string    `json:"kernel"` // family + specialization, unique per pipeline
-	Family      string    `json:"family"`
+	Family      Family    `json:"family"`
 	Layer       int       `json:"layer"`             // -1 outside the layers
 	Consts      []Const   `json:"consts"`            // loop-shaping integers (function constants)
 	Scalars     []Scalar  `json:"scalars,omitempty"` // float arguments (argument struct)

@@ -727,7 +727,7 @@ func (a *args) expertBlock() expertBlock {
 	// buffer) give the row layouts.
 	wfmt := a.int("wfmt")
 	base := int(a.expertBase[a.d.Layer])
-	if a.d.Family == "moe_down" {
+	if a.d.Family == graph.FamilyMoEDown {
 		eb.down = a.rowLayout("experts", base+eb.downOff, wfmt, eb.inter)
 	} else {
 		eb.gate = a.rowLayout("experts", base+eb.gateOff, wfmt, eb.hidden)

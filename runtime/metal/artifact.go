@@ -27,7 +27,7 @@ func KernelsFrom(m *artifact.Model) (Kernels, error) {
 	if m.EncodeArgs == nil {
 		return Kernels{}, fmt.Errorf("model %s: the bindings have no argument-struct encoder", m.Name)
 	}
-	families := map[string][]ConstantSlot{}
+	families := map[graph.Family][]ConstantSlot{}
 	var shared []ConstantSlot
 	for _, c := range m.Constants {
 		t, err := constType(c.Type)

@@ -202,7 +202,7 @@ type ConstantSlot struct {
 // error (Metal silently ignores a value whose index matches no constant, so
 // a drifted index would otherwise go unnoticed), and so is a required slot
 // the dispatch does not set.
-func TableResolver(families map[string][]ConstantSlot) Resolver {
+func TableResolver(families map[graph.Family][]ConstantSlot) Resolver {
 	return func(d *graph.Dispatch) (Function, error) {
 		slots, ok := families[d.Family]
 		if !ok {
