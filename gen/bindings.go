@@ -104,7 +104,7 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 	decls := l.functionConstants()
 	var fcDefs []jen.Code
 	for _, d := range decls {
-		fcDefs = append(fcDefs, jen.Id("FC"+camel(d.family)+camel(d.Name)).Op("=").Lit(d.index).Comment(d.Type))
+		fcDefs = append(fcDefs, jen.Id("FC"+camel(d.family)+camel(string(d.Name))).Op("=").Lit(d.index).Comment(d.Type))
 	}
 	f.Comment("Function-constant indices: a block per kernel family, the grid offsets first.")
 	f.Const().Defs(fcDefs...)
@@ -156,11 +156,11 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 	f.Comment("constants are the function constants kernels.metal declares.")
 	f.Var().Id("constants").Op("=").Index().Qual(artifactPath, "FunctionConstant").ValuesFunc(func(g *jen.Group) {
 		for _, d := range decls {
-			items := []jen.Code{jen.Id("Index").Op(":").Id("FC" + camel(d.family) + camel(d.Name))}
+			items := []jen.Code{jen.Id("Index").Op(":").Id("FC" + camel(d.family) + camel(string(d.Name)))}
 			if d.family != "" {
 				items = append(items, jen.Id("Family").Op(":").Lit(d.family))
 			}
-			items = append(items, jen.Id("Name").Op(":").Lit(d.Name), jen.Id("Type").Op(":").Qual(artifactPath, constTypeName(d.Type)))
+			items = append(items, jen.Id("Name").Op(":").Lit(string(d.Name)), jen.Id("Type").Op(":").Qual(artifactPath, constTypeName(d.Type)))
 			if d.Optional {
 				items = append(items, jen.Id("Optional").Op(":").True(), jen.Id("Default").Op(":").Lit(int(d.Default)))
 			}
@@ -299,7 +299,7 @@ func lines(items ...jen.Code) []jen.Code {
 func fcConstName(l *Library, idx int) string {
 	for _, d := range l.functionConstants() {
 		if d.index == idx {
-			return "FC" + camel(d.family) + camel(d.Name)
+			return "FC" + camel(d.family) + camel(string(d.Name))
 		}
 	}
 	panic(fmt.Sprintf("gen: no function constant at index %d", idx))

@@ -80,7 +80,7 @@ type Kernel struct {
 // PipelineConst is one function-constant value of a pipeline.
 type PipelineConst struct {
 	Index int
-	Name  string
+	Name  graph.ConstName
 	Type  string
 	Value int64
 }
@@ -272,7 +272,7 @@ func (l *Library) PipelineOf(d *graph.Dispatch) (Pipeline, error) {
 // its pipeline.
 func pipelineOf(f *Family, d *graph.Dispatch) (Pipeline, error) {
 	p := Pipeline{Kernel: d.Kernel}
-	seen := map[string]bool{}
+	seen := map[graph.ConstName]bool{}
 	for _, c := range d.Consts {
 		if seen[c.Name] {
 			return Pipeline{}, fmt.Errorf("function constant %s given twice", c.Name)
@@ -311,7 +311,7 @@ func pipelineOf(f *Family, d *graph.Dispatch) (Pipeline, error) {
 }
 
 // lookupConst finds a function constant of f or a shared grid offset.
-func lookupConst(f *Family, name string) (FamilyConst, int, bool) {
+func lookupConst(f *Family, name graph.ConstName) (FamilyConst, int, bool) {
 	if idx, ok := f.ConstIndex(name); ok {
 		decl, _ := f.Const(name)
 		return decl, idx, true
@@ -328,7 +328,7 @@ func lookupConst(f *Family, name string) (FamilyConst, int, bool) {
 func kernelOf(f *Family, d *graph.Dispatch, g *graph.Graph, index int) (*Kernel, error) {
 	k := &Kernel{Name: d.Kernel, Family: f, ArgsSlot: -1}
 	if len(f.Formatted) > 0 {
-		code, ok := d.Const("wfmt")
+		code, ok := d.Const(graph.ConstWFmt)
 		if !ok {
 			return nil, fmt.Errorf("family %s binds weights but the dispatch has no wfmt", f.Name)
 		}
@@ -430,7 +430,7 @@ func checkWeightFormats(k *Kernel, d *graph.Dispatch, g *graph.Graph, tensors ma
 
 // expertParts are the parts of an expert block each expert family decodes,
 // by the function constant that places them in the block.
-var expertParts = map[graph.Family][]string{graph.FamilyMoEGateUp: {"gate_off", "up_off"}, graph.FamilyMoEDown: {"down_off"}}
+var expertParts = map[graph.Family][]graph.ConstName{graph.FamilyMoEGateUp: {graph.ConstGateOff, graph.ConstUpOff}, graph.FamilyMoEDown: {graph.ConstDownOff}}
 
 // checkExpertParts verifies that the expert parts a kernel decodes are
 // stored in its format: moe_gate_up is named by gate and up's format,
@@ -456,16 +456,16 @@ func checkExpertParts(k *Kernel, d *graph.Dispatch, gates map[int]graph.Tensor, 
 // checkChunks verifies that the rows a formatted kernel decodes are whole
 // decoder chunks (the kernels have no tail path yet).
 func checkChunks(f *Family, d *graph.Dispatch, format string, chunk int) error {
-	var lens []string
+	var lens []graph.ConstName
 	switch f.Name {
 	case graph.FamilyEmbed:
-		lens = []string{"dim"}
+		lens = []graph.ConstName{graph.ConstDim}
 	case graph.FamilyMatmul:
-		lens = []string{"k"}
+		lens = []graph.ConstName{graph.ConstK}
 	case graph.FamilyMoEGateUp:
-		lens = []string{"hidden"}
+		lens = []graph.ConstName{graph.ConstHidden}
 	case graph.FamilyMoEDown:
-		lens = []string{"inter"}
+		lens = []graph.ConstName{graph.ConstInter}
 	}
 	for _, name := range lens {
 		v, _ := d.Const(name)
@@ -487,28 +487,28 @@ func checkFits(f *Family, d *graph.Dispatch, baked []BakedConst) error {
 		}
 		panic("gen: no baked constant " + name)
 	}
-	c := func(name string) int64 { v, _ := d.Const(name); return v }
+	c := func(name graph.ConstName) int64 { v, _ := d.Const(name); return v }
 	type limit struct {
 		what       string
 		have, most int64
 	}
 	var limits []limit
 	switch f.Name {
-	case "gdn_conv":
-		limits = append(limits, limit{"conv kernel", c("kernel"), bv("gdn_conv_window")})
-	case "gdn_rule":
-		limits = append(limits, limit{"key head dim", c("dk"), simdWidth * bv("gdn_rule_rows_per_lane")})
-	case "attention":
-		limits = append(limits, limit{"head dim", c("head_dim"), simdWidth * bv("attn_dims_per_lane")})
-	case "router":
-		limits = append(limits, limit{"experts", c("experts"), simdWidth * bv("router_experts_per_lane")})
-	case "ple_conv":
-		limits = append(limits, limit{"conv window", (c("kernel")-1)*c("dilation") + 1, bv("ple_conv_window")})
-	case "index_pool":
-		limits = append(limits, limit{"head dim", c("head_dim"), bv("index_head_dim_max")})
-	case "index_select":
-		limits = append(limits, limit{"query size", c("heads") * c("head_dim"), bv("index_query_max")},
-			limit{"top-k", c("top_k"), 1<<32 - 2})
+	case graph.FamilyGDNConv:
+		limits = append(limits, limit{"conv kernel", c(graph.ConstKernel), bv("gdn_conv_window")})
+	case graph.FamilyGDNRule:
+		limits = append(limits, limit{"key head dim", c(graph.ConstDK), simdWidth * bv("gdn_rule_rows_per_lane")})
+	case graph.FamilyAttention:
+		limits = append(limits, limit{"head dim", c(graph.ConstHeadDim), simdWidth * bv("attn_dims_per_lane")})
+	case graph.FamilyRouter:
+		limits = append(limits, limit{"experts", c(graph.ConstExperts), simdWidth * bv("router_experts_per_lane")})
+	case graph.FamilyPLEConv:
+		limits = append(limits, limit{"conv window", (c(graph.ConstKernel)-1)*c(graph.ConstDilation) + 1, bv("ple_conv_window")})
+	case graph.FamilyIndexPool:
+		limits = append(limits, limit{"head dim", c(graph.ConstHeadDim), bv("index_head_dim_max")})
+	case graph.FamilyIndexSelect:
+		limits = append(limits, limit{"query size", c(graph.ConstHeads) * c(graph.ConstHeadDim), bv("index_query_max")},
+			limit{"top-k", c(graph.ConstTopK), 1<<32 - 2})
 	}
 	for _, l := range limits {
 		if l.have > l.most || l.have < 0 {
@@ -772,7 +772,7 @@ func (k kernelData) Has(name string) bool {
 // FC names the MSL constant holding the family's function constant name
 // (with its default applied when it is optional); an undeclared name fails
 // generation.
-func (k kernelData) FC(name string) (string, error) {
+func (k kernelData) FC(name graph.ConstName) (string, error) {
 	c, ok := k.Family.Const(name)
 	if !ok {
 		return "", fmt.Errorf("template %s: %s is not a function constant of the family", k.Family.Name, name)

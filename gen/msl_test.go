@@ -71,9 +71,9 @@ func TestCatalog(t *testing.T) {
 		if f.Block%blockSize != 0 || len(f.Consts) >= blockSize || f.Block == 0 {
 			t.Errorf("family %s: block %d with %d constants", f.Name, f.Block, len(f.Consts))
 		}
-		seen := map[string]bool{}
+		seen := map[graph.ConstName]bool{}
 		for _, c := range append(append([]FamilyConst{}, f.Consts...), GridOffsetConsts...) {
-			if seen[c.Name] || !isIdent(c.Name) || (c.Type != ConstUInt && c.Type != ConstBool) {
+			if seen[c.Name] || !isIdent(string(c.Name)) || (c.Type != ConstUInt && c.Type != ConstBool) {
 				t.Errorf("family %s: constant %+v repeated, not an identifier or of no type", f.Name, c)
 			}
 			seen[c.Name] = true
@@ -148,7 +148,7 @@ func TestLibraries(t *testing.T) {
 	// Each kernel reads every function constant of its family except those
 	// listed here (the format code its name fixes; shapes its variant does
 	// not need), so a template that stops reading one shows up.
-	unread := map[graph.Family][]string{
+	unread := map[graph.Family][]graph.ConstName{
 		"embed": {"wfmt"}, "matmul": {"wfmt"}, "router": {"moce", "protect", "max_rank"}, "moe_gate_up": {"wfmt", "stride", "down_off"}, "moe_down": {"wfmt", "stride", "gate_off", "up_off"},
 		"attention": {"rot_dim", "sparse", "ratio", "top_k"}, "index_prep": {"ratio", "top_k"},
 		"index_pool": {"heads", "top_k"}, "index_select": {"rot_dim", "ctx"},
@@ -253,7 +253,7 @@ func TestBuildLibraryRejects(t *testing.T) {
 	}
 }
 
-func setConst(d *graph.Dispatch, name string, v int64) {
+func setConst(d *graph.Dispatch, name graph.ConstName, v int64) {
 	for i := range d.Consts {
 		if d.Consts[i].Name == name {
 			d.Consts[i].Value = v

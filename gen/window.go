@@ -147,7 +147,7 @@ func cs(kv ...any) []graph.Const {
 				v = 1
 			}
 		}
-		out = append(out, graph.Const{Name: kv[i].(string), Value: v})
+		out = append(out, graph.Const{Name: kv[i].(graph.ConstName), Value: v})
 	}
 	return out
 }

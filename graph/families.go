@@ -48,9 +48,9 @@ func (f Family) Kernel(format string) string { return string(f) + "_" + format }
 // (<family>_<name>). The shared grid offsets have no family (f == ""):
 // fc_<name> and <name>. The generator declares them in kernels.metal under
 // these names and every backend that reads kernels.metal looks them up so.
-func (f Family) ConstIdents(name string) (ident, derived string) {
+func (f Family) ConstIdents(name ConstName) (ident, derived string) {
 	if f == "" {
-		return "fc_" + name, name
+		return "fc_" + string(name), string(name)
 	}
-	return "fc_" + string(f) + "_" + name, string(f) + "_" + name
+	return "fc_" + string(f) + "_" + string(name), string(f) + "_" + string(name)
 }

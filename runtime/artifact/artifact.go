@@ -34,7 +34,7 @@ const (
 type FunctionConstant struct {
 	Index  int
 	Family graph.Family // "" for the grid offsets every family shares
-	Name   string
+	Name   graph.ConstName
 	Type   string // UInt or Bool
 	// Optional constants may be left unset; the kernel uses Default.
 	Optional bool

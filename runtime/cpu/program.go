@@ -199,7 +199,7 @@ func (a *args) f32n(name string, n int) []float32 {
 	return v
 }
 
-func (a *args) int(name string) int {
+func (a *args) int(name graph.ConstName) int {
 	v, ok := a.d.Const(name)
 	if !ok {
 		a.fail(fmt.Errorf("missing constant %q", name))
@@ -208,7 +208,7 @@ func (a *args) int(name string) int {
 }
 
 // optInt is a constant that only some dispatches of a family carry.
-func (a *args) optInt(name string, def int) int {
+func (a *args) optInt(name graph.ConstName, def int) int {
 	if v, ok := a.d.Const(name); ok {
 		return int(v)
 	}
@@ -231,7 +231,7 @@ type params struct {
 }
 
 func (a *args) params() params {
-	return params{p: a.u32("params"), max: a.int("rows")}
+	return params{p: a.u32("params"), max: a.int(graph.ConstRows)}
 }
 
 func (p params) rows() int { return min(int(p.p[graph.ParamRowsWord]), p.max) }

@@ -143,8 +143,8 @@ func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
 	if err != nil {
 		return err
 	}
-	rows, _ := router.Const("rows")
-	topK, _ := router.Const("top_k")
+	rows, _ := router.Const(graph.ConstRows)
+	topK, _ := router.Const(graph.ConstTopK)
 	live := min(int(binary.LittleEndian.Uint32(m.mem.Buffer("params"))), int(rows))
 	read := func(b []byte) []int {
 		out := make([]int, 0, live*int(topK))

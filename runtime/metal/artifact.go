@@ -117,7 +117,7 @@ func DeclaredFrom(m *artifact.Model) map[string][]DeclaredConstant {
 			if err != nil {
 				continue // KernelsFrom refuses the model
 			}
-			out[k.Name] = append(out[k.Name], DeclaredConstant{Name: c.Name, Index: c.Index, Type: typ, Required: !c.Optional})
+			out[k.Name] = append(out[k.Name], DeclaredConstant{Name: string(c.Name), Index: c.Index, Type: typ, Required: !c.Optional})
 		}
 	}
 	return out
