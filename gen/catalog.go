@@ -132,8 +132,8 @@ func joinConsts(lists ...[]FamilyConst) []FamilyConst {
 }
 
 // eps/rope argument structs: the scalars of the norm and RoPE kernels.
-func floatArgs(family string, fields ...string) *ArgStruct {
-	s := &ArgStruct{Name: family + "_args"}
+func floatArgs(family graph.Family, fields ...string) *ArgStruct {
+	s := &ArgStruct{Name: string(family) + "_args"}
 	for _, f := range fields {
 		s.Fields = append(s.Fields, ArgField{Name: f, Type: ArgFloat})
 	}
@@ -152,7 +152,7 @@ var (
 // with a fresh block: blocks are part of the pipeline contract.
 var catalog = []*Family{
 	{Name: graph.FamilyEmbed, Block: 100, Consts: uintConsts(graph.ConstRows, graph.ConstDim, graph.ConstVocab, graph.ConstCopies, graph.ConstWFmt), Formatted: []string{"table"}},
-	{Name: graph.FamilyRMSNorm, Block: 200, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstDim, graph.ConstGroup), boolConsts(graph.ConstZeroCentred)), Args: floatArgs("rmsnorm", "eps")},
+	{Name: graph.FamilyRMSNorm, Block: 200, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstDim, graph.ConstGroup), boolConsts(graph.ConstZeroCentred)), Args: floatArgs(graph.FamilyRMSNorm, "eps")},
 	{Name: graph.FamilyMatmul, Block: 300, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstN, graph.ConstK, graph.ConstWFmt), []FamilyConst{{Name: graph.ConstFold, Type: ConstUInt, Optional: true, Default: 1}}),
 		Formatted: []string{"w"}},
 	{Name: graph.FamilyResidualAdd, Block: 400, Consts: uintConsts(graph.ConstRows, graph.ConstDim)},
@@ -164,13 +164,13 @@ var catalog = []*Family{
 	{Name: graph.FamilyGDNConv, Block: 1000, Consts: joinConsts(gdnConsts, uintConsts(graph.ConstKernel))},
 	{Name: graph.FamilyGDNGates, Block: 1100, Consts: gdnConsts},
 	{Name: graph.FamilyGDNRule, Block: 1200, Consts: gdnConsts},
-	{Name: graph.FamilyGDNNormGate, Block: 1300, Consts: joinConsts(gdnConsts, boolConsts(graph.ConstGateSigmoid)), Args: floatArgs("gdn_norm_gate", "eps")},
-	{Name: graph.FamilyAttnPrep, Block: 1400, Consts: attnConsts, Args: floatArgs("attn_prep", "eps", "rope_theta")},
+	{Name: graph.FamilyGDNNormGate, Block: 1300, Consts: joinConsts(gdnConsts, boolConsts(graph.ConstGateSigmoid)), Args: floatArgs(graph.FamilyGDNNormGate, "eps")},
+	{Name: graph.FamilyAttnPrep, Block: 1400, Consts: attnConsts, Args: floatArgs(graph.FamilyAttnPrep, "eps", "rope_theta")},
 	{Name: graph.FamilyAttention, Block: 1500, Consts: joinConsts(attnConsts, boolConsts(graph.ConstSparse), uintConsts(graph.ConstRatio, graph.ConstTopK)),
 		Types: map[string]string{"sel": "uint", "count": "uint"}},
 	{Name: graph.FamilyRouter, Block: 1600, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstExperts, graph.ConstTopK), boolConsts(graph.ConstNormTopK),
 		[]FamilyConst{{Name: graph.ConstMoCE, Type: ConstBool, Optional: true}, {Name: graph.ConstProtect, Type: ConstUInt, Optional: true}, {Name: graph.ConstMaxRank, Type: ConstUInt, Optional: true}}),
-		Types: map[string]string{"ids": "uint", "resident": "uint"}, Args: floatArgs("router", "lambda"), ArgsOptional: true},
+		Types: map[string]string{"ids": "uint", "resident": "uint"}, Args: floatArgs(graph.FamilyRouter, "lambda"), ArgsOptional: true},
 	{Name: graph.FamilyMoEGateUp, Block: 1700, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
 	{Name: graph.FamilyMoEDown, Block: 1800, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
 	{Name: graph.FamilyMoECombine, Block: 1900, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstDim), boolConsts(graph.ConstShared, graph.ConstAdd))},
@@ -179,8 +179,8 @@ var catalog = []*Family{
 	{Name: graph.FamilyHCInject, Block: 2200, Consts: uintConsts(graph.ConstRows, graph.ConstHidden, graph.ConstStreams)},
 	{Name: graph.FamilyPLEGate, Block: 2300, Consts: uintConsts(graph.ConstRows, graph.ConstHidden, graph.ConstStreams)},
 	{Name: graph.FamilyPLEConv, Block: 2400, Consts: uintConsts(graph.ConstRows, graph.ConstDim, graph.ConstKernel, graph.ConstDilation)},
-	{Name: graph.FamilyIndexPrep, Block: 2500, Consts: indexConsts, Args: floatArgs("index_prep", "eps", "rope_theta")},
-	{Name: graph.FamilyIndexPool, Block: 2600, Consts: indexConsts, Args: floatArgs("index_pool", "eps", "rope_theta")},
+	{Name: graph.FamilyIndexPrep, Block: 2500, Consts: indexConsts, Args: floatArgs(graph.FamilyIndexPrep, "eps", "rope_theta")},
+	{Name: graph.FamilyIndexPool, Block: 2600, Consts: indexConsts, Args: floatArgs(graph.FamilyIndexPool, "eps", "rope_theta")},
 	{Name: graph.FamilyIndexSelect, Block: 2700, Consts: indexConsts, Types: map[string]string{"sel": "uint", "count": "uint"}},
 }
 
@@ -199,7 +199,7 @@ func FamilyByName(name graph.Family) (*Family, error) {
 
 // elemType is the MSL element type of binding name.
 func (f *Family) elemType(name string) string {
-	if name == "params" {
+	if name == graph.ParamsBuffer {
 		return "uint"
 	}
 	for _, n := range f.Formatted {

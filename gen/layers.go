@@ -68,7 +68,7 @@ func (b *builder) header() graph.Binding {
 		{Name: graph.ParamPos, Offset: 4 * graph.ParamPosWord, Count: 1},
 		{Name: graph.ParamTokens, Offset: 4 * graph.ParamTokensWord, Count: b.T},
 	}
-	return in("params", b.params.alloc(graph.ParamsBytes(b.T)))
+	return in(graph.ParamsBuffer, b.params.alloc(graph.ParamsBytes(b.T)))
 }
 
 // buildMTP emits the MTP draft head over T rows: row t combines the trunk's

@@ -2,6 +2,10 @@ package graph
 
 import "fmt"
 
+// ParamsBuffer names the params buffer, and the binding (slot 0 of every
+// dispatch, MSL `params`) that it is read through.
+const ParamsBuffer = "params"
+
 // The params buffer is the contract between the host and a window graph:
 // the host writes these fields before every window.
 const (

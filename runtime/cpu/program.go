@@ -231,7 +231,7 @@ type params struct {
 }
 
 func (a *args) params() params {
-	return params{p: a.u32("params"), max: a.int(graph.ConstRows)}
+	return params{p: a.u32(graph.ParamsBuffer), max: a.int(graph.ConstRows)}
 }
 
 func (p params) rows() int { return min(int(p.p[graph.ParamRowsWord]), p.max) }
