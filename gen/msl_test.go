@@ -434,3 +434,25 @@ func TestPackageName(t *testing.T) {
 		}
 	}
 }
+
+// A template that reads the params header at a literal index is refused: the
+// indices come from graph.Param*Word through the prelude's params_* names.
+func TestTemplateParamsIndexNamed(t *testing.T) {
+	b := testLibraries(t)["tiny-a"]
+	for _, c := range []struct {
+		stmt string
+		ok   bool
+	}{
+		{"const uint named = params[params_pos];", true},
+		{"const uint literal = params[1];", false},
+		{"const uint literal = params[ 4 + tid];", false},
+	} {
+		_, err := b.lib.emit(breakTemplate(t, string(graph.FamilyEmbed), c.stmt))
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", c.stmt, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "literal index")) {
+			t.Errorf("%s: emitted, or not for the literal index: %v", c.stmt, err)
+		}
+	}
+}

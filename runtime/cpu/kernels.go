@@ -272,7 +272,7 @@ func copyLastRow(d *graph.Dispatch, a *args) (func(), error) {
 	dim := a.int(graph.ConstDim)
 	x, y := a.f32("x"), a.f32n("y", dim)
 	return func() {
-		last := int(p.p[0]) - 1
+		last := p.rows() - 1 // the last live row, as the MSL reads it (live_rows)
 		copy(y[:dim], x[last*dim:(last+1)*dim])
 	}, a.err
 }
