@@ -346,7 +346,7 @@ func TestCUDATimings(t *testing.T) {
 		for _, buf := range g.Buffers {
 			kinds[buf.Name] = buf.Kind
 		}
-		fams := map[string]*fam{}
+		fams := map[graph.Family]*fam{}
 		for i := range g.Dispatches {
 			d := &g.Dispatches[i]
 			f := fams[d.Family]
@@ -360,7 +360,7 @@ func TestCUDATimings(t *testing.T) {
 			f.bytes += n
 			f.inexact = f.inexact || !exact
 		}
-		names := make([]string, 0, len(fams))
+		names := make([]graph.Family, 0, len(fams))
 		for k := range fams {
 			names = append(names, k)
 		}
@@ -536,7 +536,7 @@ func TestCUDASynthBarrierSoundness(t *testing.T) {
 	if fams := os.Getenv("STRATA_CUDA_FAMILIES"); fams != "" {
 		var keep []int
 		for _, i := range barriers {
-			if slices.Contains(strings.Split(fams, ","), g.Dispatches[i].Family) {
+			if slices.Contains(strings.Split(fams, ","), string(g.Dispatches[i].Family)) {
 				keep = append(keep, i)
 			}
 		}

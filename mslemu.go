@@ -127,7 +127,7 @@ func ArtifactOf(c *models.Config, graphs []*graph.Graph) (*artifact.Model, error
 			}
 		}
 	}
-	fc := func(index int, family string, c gen.FamilyConst) artifact.FunctionConstant {
+	fc := func(index int, family graph.Family, c gen.FamilyConst) artifact.FunctionConstant {
 		t := artifact.UInt
 		if c.Type == gen.ConstBool {
 			t = artifact.Bool
@@ -137,8 +137,8 @@ func ArtifactOf(c *models.Config, graphs []*graph.Graph) (*artifact.Model, error
 	for i, c := range gen.GridOffsetConsts {
 		m.Constants = append(m.Constants, fc(gen.GridOffsetBlock+i, "", c))
 	}
-	layouts := map[string]gen.StructLayout{}
-	optional := map[string]bool{} // families whose struct only dispatches with scalars take
+	layouts := map[graph.Family]gen.StructLayout{}
+	optional := map[graph.Family]bool{} // families whose struct only dispatches with scalars take
 	for _, f := range lib.Families {
 		for i, c := range f.Consts {
 			m.Constants = append(m.Constants, fc(f.Block+i, f.Name, c))
@@ -172,7 +172,7 @@ func ArtifactOf(c *models.Config, graphs []*graph.Graph) (*artifact.Model, error
 	for _, mk := range lib.Missing {
 		m.Missing = append(m.Missing, mk.Kernel+": "+mk.Reason)
 	}
-	m.EncodeArgs = func(family string, scalars []graph.Scalar) ([]byte, error) {
+	m.EncodeArgs = func(family graph.Family, scalars []graph.Scalar) ([]byte, error) {
 		l, ok := layouts[family]
 		if !ok || optional[family] && len(scalars) == 0 {
 			if len(scalars) == 0 {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -46,8 +45,8 @@ type diffBackend struct {
 	check func(g *graph.Graph, s *diffStep, m *diffMemory)
 
 	mu       sync.Mutex
-	compared map[string]int     // dispatches compared, by family
-	worst    map[string]float64 // largest normalized float error, by family
+	compared map[graph.Family]int     // dispatches compared, by family
+	worst    map[graph.Family]float64 // largest normalized float error, by family
 	errors   int
 }
 
@@ -317,7 +316,7 @@ func oddConfigs(t *testing.T) []*models.Config {
 // selection budget.
 func TestMSLEmuKernels(t *testing.T) {
 	requireEmulator(t)
-	compared := map[string]int{}
+	compared := map[graph.Family]int{}
 	for _, c := range oddConfigs(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			if err := c.Validate(); err != nil {
@@ -336,7 +335,7 @@ func TestMSLEmuKernels(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer emu.Close()
-			b := &diffBackend{t: t, emu: emu, model: am, compared: map[string]int{}, worst: map[string]float64{}}
+			b := &diffBackend{t: t, emu: emu, model: am, compared: map[graph.Family]int{}, worst: map[graph.Family]float64{}}
 			m, err := engine.LoadWith(c, graphs, weights.NewRandom(7), b)
 			if err != nil {
 				t.Fatal(err)
@@ -365,12 +364,12 @@ func TestMSLEmuKernels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var fams []string
+			var fams []graph.Family
 			for f := range b.compared {
 				fams = append(fams, f)
 				compared[f] += b.compared[f]
 			}
-			sort.Strings(fams)
+			slices.Sort(fams)
 			var report []string
 			for _, f := range fams {
 				report = append(report, fmt.Sprintf("%s %d (worst %.1e)", f, b.compared[f], b.worst[f]))

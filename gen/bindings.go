@@ -104,7 +104,7 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 	decls := l.functionConstants()
 	var fcDefs []jen.Code
 	for _, d := range decls {
-		fcDefs = append(fcDefs, jen.Id("FC"+camel(d.family)+camel(d.Name)).Op("=").Lit(d.index).Comment(d.Type))
+		fcDefs = append(fcDefs, jen.Id("FC"+camel(d.family)+camel(string(d.Name))).Op("=").Lit(d.index).Comment(d.Type))
 	}
 	f.Comment("Function-constant indices: a block per kernel family, the grid offsets first.")
 	f.Const().Defs(fcDefs...)
@@ -156,11 +156,11 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 	f.Comment("constants are the function constants kernels.metal declares.")
 	f.Var().Id("constants").Op("=").Index().Qual(artifactPath, "FunctionConstant").ValuesFunc(func(g *jen.Group) {
 		for _, d := range decls {
-			items := []jen.Code{jen.Id("Index").Op(":").Id("FC" + camel(d.family) + camel(d.Name))}
+			items := []jen.Code{jen.Id("Index").Op(":").Id("FC" + camel(d.family) + camel(string(d.Name)))}
 			if d.family != "" {
 				items = append(items, jen.Id("Family").Op(":").Lit(d.family))
 			}
-			items = append(items, jen.Id("Name").Op(":").Lit(d.Name), jen.Id("Type").Op(":").Qual(artifactPath, constTypeName(d.Type)))
+			items = append(items, jen.Id("Name").Op(":").Lit(string(d.Name)), jen.Id("Type").Op(":").Qual(artifactPath, constTypeName(d.Type)))
 			if d.Optional {
 				items = append(items, jen.Id("Optional").Op(":").True(), jen.Id("Default").Op(":").Lit(int(d.Default)))
 			}
@@ -182,7 +182,7 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 			}
 			g.Line().Values(
 				jen.Id("Name").Op(":").Id("Kernel"+camel(k.Name)),
-				jen.Id("Family").Op(":").Lit(k.Family.Name),
+				jen.Id("Family").Op(":").Lit(string(k.Family.Name)),
 				jen.Id("Format").Op(":").Lit(k.Format),
 				jen.Id("ArgsSlot").Op(":").Lit(k.ArgsSlot),
 				jen.Id("ArgsSize").Op(":").Lit(argsSize),
@@ -248,14 +248,14 @@ func (l *Library) Bindings(c *models.Config, graphs []*graph.Graph, graphFiles [
 		}
 		body = append(body, jen.Id("a").Op(":=").Id(fam.Args.GoName()).Values(fields...))
 		body = append(body, jen.Return(jen.Id("a").Dot("Bytes").Call(), jen.Nil()))
-		cases = append(cases, jen.Case(jen.Lit(fam.Name)).Block(body...))
+		cases = append(cases, jen.Case(jen.Lit(string(fam.Name))).Block(body...))
 	}
 	cases = append(cases, jen.Default().Block(
 		jen.If(jen.Len(jen.Id("scalars")).Op("==").Lit(0)).Block(jen.Return(jen.Nil(), jen.Nil())),
 		jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("model %s: kernel family %q has no argument struct"), jen.Id("Name"), jen.Id("family"))),
 	))
 	f.Comment("encodeArgs turns a dispatch's scalars (graph: float32, in order) into its family's argument struct.")
-	f.Func().Id("encodeArgs").Params(jen.Id("family").String(), jen.Id("scalars").Index().Qual(graphPath, "Scalar")).Params(jen.Index().Byte(), jen.Error()).Block(
+	f.Func().Id("encodeArgs").Params(jen.Id("family").Qual(graphPath, "Family"), jen.Id("scalars").Index().Qual(graphPath, "Scalar")).Params(jen.Index().Byte(), jen.Error()).Block(
 		jen.Switch(jen.Id("family")).Block(cases...),
 	)
 	f.Line()
@@ -299,7 +299,7 @@ func lines(items ...jen.Code) []jen.Code {
 func fcConstName(l *Library, idx int) string {
 	for _, d := range l.functionConstants() {
 		if d.index == idx {
-			return "FC" + camel(d.family) + camel(d.Name)
+			return "FC" + camel(d.family) + camel(string(d.Name))
 		}
 	}
 	panic(fmt.Sprintf("gen: no function constant at index %d", idx))
@@ -329,7 +329,7 @@ func (l *Library) functionConstants() []fcInfo {
 	}
 	for _, f := range l.Families {
 		for i, c := range f.Consts {
-			out = append(out, fcInfo{FamilyConst: c, family: f.Name, index: f.Block + i})
+			out = append(out, fcInfo{FamilyConst: c, family: string(f.Name), index: f.Block + i})
 		}
 	}
 	return out

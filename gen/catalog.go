@@ -20,7 +20,7 @@ const (
 
 // FamilyConst declares one function constant of a family.
 type FamilyConst struct {
-	Name string
+	Name graph.ConstName
 	Type string // ConstUInt or ConstBool
 	// Optional constants may be missing from a dispatch; the kernel then
 	// uses Default (MSL: is_function_constant_defined).
@@ -30,7 +30,7 @@ type FamilyConst struct {
 
 // Family is one kernel family of the catalog.
 type Family struct {
-	Name string
+	Name graph.Family
 	// Block is the first function-constant index of the family; its
 	// constants take Block, Block+1, … in declaration order. Blocks are
 	// fixed per family (not per model), so an index never changes meaning.
@@ -74,7 +74,7 @@ func (f *Family) argsOf(scalars int) *ArgStruct {
 }
 
 // ConstIndex returns the function-constant index of the constant called name.
-func (f *Family) ConstIndex(name string) (int, bool) {
+func (f *Family) ConstIndex(name graph.ConstName) (int, bool) {
 	for i, c := range f.Consts {
 		if c.Name == name {
 			return f.Block + i, true
@@ -84,7 +84,7 @@ func (f *Family) ConstIndex(name string) (int, bool) {
 }
 
 // Const returns the declaration of the constant called name.
-func (f *Family) Const(name string) (FamilyConst, bool) {
+func (f *Family) Const(name graph.ConstName) (FamilyConst, bool) {
 	for _, c := range f.Consts {
 		if c.Name == name {
 			return c, true
@@ -107,7 +107,7 @@ var GridOffsetConsts = []FamilyConst{
 // blockSize is the width of each family's index block.
 const blockSize = 100
 
-func uintConsts(names ...string) []FamilyConst {
+func uintConsts(names ...graph.ConstName) []FamilyConst {
 	out := make([]FamilyConst, len(names))
 	for i, n := range names {
 		out[i] = FamilyConst{Name: n, Type: ConstUInt}
@@ -115,7 +115,7 @@ func uintConsts(names ...string) []FamilyConst {
 	return out
 }
 
-func boolConsts(names ...string) []FamilyConst {
+func boolConsts(names ...graph.ConstName) []FamilyConst {
 	out := uintConsts(names...)
 	for i := range out {
 		out[i].Type = ConstBool
@@ -132,8 +132,8 @@ func joinConsts(lists ...[]FamilyConst) []FamilyConst {
 }
 
 // eps/rope argument structs: the scalars of the norm and RoPE kernels.
-func floatArgs(family string, fields ...string) *ArgStruct {
-	s := &ArgStruct{Name: family + "_args"}
+func floatArgs(family graph.Family, fields ...string) *ArgStruct {
+	s := &ArgStruct{Name: string(family) + "_args"}
 	for _, f := range fields {
 		s.Fields = append(s.Fields, ArgField{Name: f, Type: ArgFloat})
 	}
@@ -141,54 +141,54 @@ func floatArgs(family string, fields ...string) *ArgStruct {
 }
 
 var (
-	gdnConsts   = joinConsts(uintConsts("rows", "nk", "nv", "dk", "dv"), boolConsts("grouped"))
-	attnConsts  = joinConsts(uintConsts("rows", "heads", "kv_heads", "head_dim", "rot_dim"), boolConsts("gate"), uintConsts("ctx"))
-	indexConsts = uintConsts("rows", "heads", "head_dim", "rot_dim", "ratio", "top_k", "ctx")
-	moeConsts   = uintConsts("rows", "experts", "top_k", "hidden", "inter", "wfmt", "stride", "gate_off", "up_off", "down_off")
+	gdnConsts   = joinConsts(uintConsts(graph.ConstRows, graph.ConstNK, graph.ConstNV, graph.ConstDK, graph.ConstDV), boolConsts(graph.ConstGrouped))
+	attnConsts  = joinConsts(uintConsts(graph.ConstRows, graph.ConstHeads, graph.ConstKVHeads, graph.ConstHeadDim, graph.ConstRotDim), boolConsts(graph.ConstGate), uintConsts(graph.ConstCtx))
+	indexConsts = uintConsts(graph.ConstRows, graph.ConstHeads, graph.ConstHeadDim, graph.ConstRotDim, graph.ConstRatio, graph.ConstTopK, graph.ConstCtx)
+	moeConsts   = uintConsts(graph.ConstRows, graph.ConstExperts, graph.ConstTopK, graph.ConstHidden, graph.ConstInter, graph.ConstWFmt, graph.ConstStride, graph.ConstGateOff, graph.ConstUpOff, graph.ConstDownOff)
 	smapTypes   = map[string]string{"ids": "uint", "smap": "uint"}
 )
 
 // catalog lists the families in block order. Append new families at the end
 // with a fresh block: blocks are part of the pipeline contract.
 var catalog = []*Family{
-	{Name: "embed", Block: 100, Consts: uintConsts("rows", "dim", "vocab", "copies", "wfmt"), Formatted: []string{"table"}},
-	{Name: "rmsnorm", Block: 200, Consts: joinConsts(uintConsts("rows", "dim", "group"), boolConsts("zero_centred")), Args: floatArgs("rmsnorm", "eps")},
-	{Name: "matmul", Block: 300, Consts: joinConsts(uintConsts("rows", "n", "k", "wfmt"), []FamilyConst{{Name: "fold", Type: ConstUInt, Optional: true, Default: 1}}),
+	{Name: graph.FamilyEmbed, Block: 100, Consts: uintConsts(graph.ConstRows, graph.ConstDim, graph.ConstVocab, graph.ConstCopies, graph.ConstWFmt), Formatted: []string{"table"}},
+	{Name: graph.FamilyRMSNorm, Block: 200, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstDim, graph.ConstGroup), boolConsts(graph.ConstZeroCentred)), Args: floatArgs(graph.FamilyRMSNorm, "eps")},
+	{Name: graph.FamilyMatmul, Block: 300, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstN, graph.ConstK, graph.ConstWFmt), []FamilyConst{{Name: graph.ConstFold, Type: ConstUInt, Optional: true, Default: 1}}),
 		Formatted: []string{"w"}},
-	{Name: "residual_add", Block: 400, Consts: uintConsts("rows", "dim")},
-	{Name: "swiglu", Block: 500, Consts: uintConsts("rows", "dim")},
-	{Name: "copy_last_row", Block: 600, Consts: uintConsts("rows", "dim")},
-	{Name: "copy_rows", Block: 700, Consts: uintConsts("rows", "dim")},
-	{Name: "concat", Block: 800, Consts: uintConsts("rows", "a", "b")},
-	{Name: "stream_add", Block: 900, Consts: uintConsts("rows", "hidden", "streams")},
-	{Name: "gdn_conv", Block: 1000, Consts: joinConsts(gdnConsts, uintConsts("kernel"))},
-	{Name: "gdn_gates", Block: 1100, Consts: gdnConsts},
-	{Name: "gdn_rule", Block: 1200, Consts: gdnConsts},
-	{Name: "gdn_norm_gate", Block: 1300, Consts: joinConsts(gdnConsts, boolConsts("gate_sigmoid")), Args: floatArgs("gdn_norm_gate", "eps")},
-	{Name: "attn_prep", Block: 1400, Consts: attnConsts, Args: floatArgs("attn_prep", "eps", "rope_theta")},
-	{Name: "attention", Block: 1500, Consts: joinConsts(attnConsts, boolConsts("sparse"), uintConsts("ratio", "top_k")),
+	{Name: graph.FamilyResidualAdd, Block: 400, Consts: uintConsts(graph.ConstRows, graph.ConstDim)},
+	{Name: graph.FamilySwiGLU, Block: 500, Consts: uintConsts(graph.ConstRows, graph.ConstDim)},
+	{Name: graph.FamilyCopyLastRow, Block: 600, Consts: uintConsts(graph.ConstRows, graph.ConstDim)},
+	{Name: graph.FamilyCopyRows, Block: 700, Consts: uintConsts(graph.ConstRows, graph.ConstDim)},
+	{Name: graph.FamilyConcat, Block: 800, Consts: uintConsts(graph.ConstRows, graph.ConstA, graph.ConstB)},
+	{Name: graph.FamilyStreamAdd, Block: 900, Consts: uintConsts(graph.ConstRows, graph.ConstHidden, graph.ConstStreams)},
+	{Name: graph.FamilyGDNConv, Block: 1000, Consts: joinConsts(gdnConsts, uintConsts(graph.ConstKernel))},
+	{Name: graph.FamilyGDNGates, Block: 1100, Consts: gdnConsts},
+	{Name: graph.FamilyGDNRule, Block: 1200, Consts: gdnConsts},
+	{Name: graph.FamilyGDNNormGate, Block: 1300, Consts: joinConsts(gdnConsts, boolConsts(graph.ConstGateSigmoid)), Args: floatArgs(graph.FamilyGDNNormGate, "eps")},
+	{Name: graph.FamilyAttnPrep, Block: 1400, Consts: attnConsts, Args: floatArgs(graph.FamilyAttnPrep, "eps", "rope_theta")},
+	{Name: graph.FamilyAttention, Block: 1500, Consts: joinConsts(attnConsts, boolConsts(graph.ConstSparse), uintConsts(graph.ConstRatio, graph.ConstTopK)),
 		Types: map[string]string{"sel": "uint", "count": "uint"}},
-	{Name: "router", Block: 1600, Consts: joinConsts(uintConsts("rows", "experts", "top_k"), boolConsts("norm_topk"),
-		[]FamilyConst{{Name: "moce", Type: ConstBool, Optional: true}, {Name: "protect", Type: ConstUInt, Optional: true}, {Name: "max_rank", Type: ConstUInt, Optional: true}}),
-		Types: map[string]string{"ids": "uint", "resident": "uint"}, Args: floatArgs("router", "lambda"), ArgsOptional: true},
-	{Name: "moe_gate_up", Block: 1700, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
-	{Name: "moe_down", Block: 1800, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
-	{Name: "moe_combine", Block: 1900, Consts: joinConsts(uintConsts("rows", "dim"), boolConsts("shared", "add"))},
-	{Name: "hc_act", Block: 2000, Consts: uintConsts("rows", "dim", "streams")},
-	{Name: "hc_mix", Block: 2100, Consts: uintConsts("rows", "hidden", "streams")},
-	{Name: "hc_inject", Block: 2200, Consts: uintConsts("rows", "hidden", "streams")},
-	{Name: "ple_gate", Block: 2300, Consts: uintConsts("rows", "hidden", "streams")},
-	{Name: "ple_conv", Block: 2400, Consts: uintConsts("rows", "dim", "kernel", "dilation")},
-	{Name: "index_prep", Block: 2500, Consts: indexConsts, Args: floatArgs("index_prep", "eps", "rope_theta")},
-	{Name: "index_pool", Block: 2600, Consts: indexConsts, Args: floatArgs("index_pool", "eps", "rope_theta")},
-	{Name: "index_select", Block: 2700, Consts: indexConsts, Types: map[string]string{"sel": "uint", "count": "uint"}},
+	{Name: graph.FamilyRouter, Block: 1600, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstExperts, graph.ConstTopK), boolConsts(graph.ConstNormTopK),
+		[]FamilyConst{{Name: graph.ConstMoCE, Type: ConstBool, Optional: true}, {Name: graph.ConstProtect, Type: ConstUInt, Optional: true}, {Name: graph.ConstMaxRank, Type: ConstUInt, Optional: true}}),
+		Types: map[string]string{"ids": "uint", "resident": "uint"}, Args: floatArgs(graph.FamilyRouter, "lambda"), ArgsOptional: true},
+	{Name: graph.FamilyMoEGateUp, Block: 1700, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
+	{Name: graph.FamilyMoEDown, Block: 1800, Consts: moeConsts, Types: smapTypes, Formatted: []string{"experts"}},
+	{Name: graph.FamilyMoECombine, Block: 1900, Consts: joinConsts(uintConsts(graph.ConstRows, graph.ConstDim), boolConsts(graph.ConstShared, graph.ConstAdd))},
+	{Name: graph.FamilyHCAct, Block: 2000, Consts: uintConsts(graph.ConstRows, graph.ConstDim, graph.ConstStreams)},
+	{Name: graph.FamilyHCMix, Block: 2100, Consts: uintConsts(graph.ConstRows, graph.ConstHidden, graph.ConstStreams)},
+	{Name: graph.FamilyHCInject, Block: 2200, Consts: uintConsts(graph.ConstRows, graph.ConstHidden, graph.ConstStreams)},
+	{Name: graph.FamilyPLEGate, Block: 2300, Consts: uintConsts(graph.ConstRows, graph.ConstHidden, graph.ConstStreams)},
+	{Name: graph.FamilyPLEConv, Block: 2400, Consts: uintConsts(graph.ConstRows, graph.ConstDim, graph.ConstKernel, graph.ConstDilation)},
+	{Name: graph.FamilyIndexPrep, Block: 2500, Consts: indexConsts, Args: floatArgs(graph.FamilyIndexPrep, "eps", "rope_theta")},
+	{Name: graph.FamilyIndexPool, Block: 2600, Consts: indexConsts, Args: floatArgs(graph.FamilyIndexPool, "eps", "rope_theta")},
+	{Name: graph.FamilyIndexSelect, Block: 2700, Consts: indexConsts, Types: map[string]string{"sel": "uint", "count": "uint"}},
 }
 
 // Families returns the kernel catalog in block order.
 func Families() []*Family { return catalog }
 
 // FamilyByName returns the catalog entry of a kernel family.
-func FamilyByName(name string) (*Family, error) {
+func FamilyByName(name graph.Family) (*Family, error) {
 	for _, f := range catalog {
 		if f.Name == name {
 			return f, nil
@@ -199,7 +199,7 @@ func FamilyByName(name string) (*Family, error) {
 
 // elemType is the MSL element type of binding name.
 func (f *Family) elemType(name string) string {
-	if name == "params" {
+	if name == graph.ParamsBuffer {
 		return "uint"
 	}
 	for _, n := range f.Formatted {

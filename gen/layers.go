@@ -27,7 +27,7 @@ func (b *builder) build(opt Options) {
 	W := streams * H // residual width: hyper-connection streams side by side
 	x := b.rowsScratch("x", W)
 	embed := b.w.tensor("embed")
-	b.emit("embed_"+embed.Format, "embed", -1, cs("rows", b.T, "dim", H, "vocab", a.VocabSize, "copies", streams, "wfmt", formatCode(embed)), nil,
+	b.emit(graph.FamilyEmbed.Kernel(embed.Format), graph.FamilyEmbed, -1, cs(graph.ConstRows, b.T, graph.ConstDim, H, graph.ConstVocab, a.VocabSize, graph.ConstCopies, streams, graph.ConstWFmt, formatCode(embed)), nil,
 		[3]int{b.T, 1, 1}, rowGroup(H), params, in("table", b.w.whole("embed")), out("x", x))
 
 	for l := 0; l < a.NumLayers; l++ {
@@ -37,7 +37,7 @@ func (b *builder) build(opt Options) {
 	if a.MTP.NumLayers > 0 {
 		// Leave the final hidden rows (pre final norm or mixer) for the MTP head.
 		hidden := b.carry.alloc(int64(b.T * W * f32))
-		b.emit("copy_rows", "copy_rows", -1, cs("rows", b.T, "dim", W), nil, [3]int{b.T, 1, 1}, rowGroup(W),
+		b.emit(string(graph.FamilyCopyRows), graph.FamilyCopyRows, -1, cs(graph.ConstRows, b.T, graph.ConstDim, W), nil, [3]int{b.T, 1, 1}, rowGroup(W),
 			params, in("x", x), out("y", hidden))
 	}
 
@@ -46,7 +46,7 @@ func (b *builder) build(opt Options) {
 	if opt.LastRowLogits {
 		b.logitRows = 1
 		fin = b.scratch("x_last", 1, W)
-		b.emit("copy_last_row", "copy_last_row", -1, cs("rows", b.T, "dim", W), nil, [3]int{1, 1, 1}, rowGroup(W),
+		b.emit(string(graph.FamilyCopyLastRow), graph.FamilyCopyLastRow, -1, cs(graph.ConstRows, b.T, graph.ConstDim, W), nil, [3]int{1, 1, 1}, rowGroup(W),
 			params, in("x", x), out("y", fin))
 	}
 	var fn graph.Range
@@ -64,11 +64,11 @@ func (b *builder) build(opt Options) {
 // of the header.
 func (b *builder) header() graph.Binding {
 	b.paramList = []graph.Param{
-		{Name: graph.ParamRows, Offset: 0, Count: 1},
-		{Name: graph.ParamPos, Offset: 4, Count: 1},
-		{Name: graph.ParamTokens, Offset: 16, Count: b.T},
+		{Name: graph.ParamRows, Offset: 4 * graph.ParamRowsWord, Count: 1},
+		{Name: graph.ParamPos, Offset: 4 * graph.ParamPosWord, Count: 1},
+		{Name: graph.ParamTokens, Offset: 4 * graph.ParamTokensWord, Count: b.T},
 	}
-	return in("params", b.params.alloc(16+4*int64(b.T)))
+	return in(graph.ParamsBuffer, b.params.alloc(graph.ParamsBytes(b.T)))
 }
 
 // buildMTP emits the MTP draft head over T rows: row t combines the trunk's
@@ -85,7 +85,7 @@ func (b *builder) buildMTP() {
 	hidden := b.carry.alloc(int64(b.T * W * f32))
 	embed := b.w.tensor("embed")
 	e := b.rowsScratch("mtp_e", H)
-	b.emit("embed_"+embed.Format, "embed", -1, cs("rows", b.T, "dim", H, "vocab", a.VocabSize, "copies", 1, "wfmt", formatCode(embed)), nil,
+	b.emit(graph.FamilyEmbed.Kernel(embed.Format), graph.FamilyEmbed, -1, cs(graph.ConstRows, b.T, graph.ConstDim, H, graph.ConstVocab, a.VocabSize, graph.ConstCopies, 1, graph.ConstWFmt, formatCode(embed)), nil,
 		[3]int{b.T, 1, 1}, rowGroup(H), params, in("table", b.w.whole("embed")), out("x", e))
 	en := b.rowsScratch("mtp_en", H)
 	b.rmsnorm(-1, params, e, "mtp.pre_fc_norm_embedding", en, H, H)
@@ -98,14 +98,14 @@ func (b *builder) buildMTP() {
 		b.matmul(-1, params, "mtp.fc_embedding", en, ep)
 		// fc_hidden applies to each stream: every row holds `streams` sub-rows.
 		t := b.w.tensor("mtp.fc_hidden")
-		b.emit("matmul_"+t.Format, "matmul", -1, cs("rows", b.T, "n", H, "k", H, "fold", streams, "wfmt", formatCode(t)), nil,
+		b.emit(graph.FamilyMatmul.Kernel(t.Format), graph.FamilyMatmul, -1, cs(graph.ConstRows, b.T, graph.ConstN, H, graph.ConstK, H, graph.ConstFold, streams, graph.ConstWFmt, formatCode(t)), nil,
 			matmulGrid(H, b.T*streams), matmulThreadgroup,
 			params, in("w", b.w.whole("mtp.fc_hidden")), in("x", hn), out("y", x))
-		b.emit("stream_add", "stream_add", -1, cs("rows", b.T, "hidden", H, "streams", streams), nil, [3]int{b.T, streams, 1}, rowGroup(H),
+		b.emit(string(graph.FamilyStreamAdd), graph.FamilyStreamAdd, -1, cs(graph.ConstRows, b.T, graph.ConstHidden, H, graph.ConstStreams, streams), nil, [3]int{b.T, streams, 1}, rowGroup(H),
 			params, inout("x", x), in("y", ep))
 	} else {
 		cat := b.rowsScratch("mtp_cat", 2*H)
-		b.emit("concat", "concat", -1, cs("rows", b.T, "a", H, "b", H), nil, [3]int{b.T, 1, 1}, rowGroup(2*H),
+		b.emit(string(graph.FamilyConcat), graph.FamilyConcat, -1, cs(graph.ConstRows, b.T, graph.ConstA, H, graph.ConstB, H), nil, [3]int{b.T, 1, 1}, rowGroup(2*H),
 			params, in("x", en), in("y", hn), out("z", cat))
 		b.matmul(-1, params, "mtp.fc", cat, x)
 	}
@@ -117,7 +117,7 @@ func (b *builder) buildMTP() {
 		b.layer(layerSpec{n: a.NumLayers + i, prefix: models.MTPLayerPrefix(i), kind: kind}, params, x)
 	}
 	// A chained draft step feeds the head its own last hidden row.
-	b.emit("copy_last_row", "copy_last_row", -1, cs("rows", b.T, "dim", W), nil, [3]int{1, 1, 1}, rowGroup(W),
+	b.emit(string(graph.FamilyCopyLastRow), graph.FamilyCopyLastRow, -1, cs(graph.ConstRows, b.T, graph.ConstDim, W), nil, [3]int{1, 1, 1}, rowGroup(W),
 		params, in("x", x), out("y", graph.Range{Buffer: hidden.Buffer, Offset: hidden.Offset, Size: int64(W * f32)}))
 	b.logitRows = b.T
 	var fn graph.Range
@@ -155,7 +155,7 @@ func (b *builder) qwen3Layer(ly layerSpec, params graph.Binding, x graph.Range) 
 	b.rmsnorm(l, params, x, ly.t("attn_norm"), xn, H, H)
 	mix := b.rowsScratch("mix", H)
 	b.mixer(ly, params, xn, mix)
-	b.emit("residual_add", "residual_add", l, cs("rows", b.T, "dim", H), nil, [3]int{b.T, 1, 1}, rowGroup(H),
+	b.emit(string(graph.FamilyResidualAdd), graph.FamilyResidualAdd, l, cs(graph.ConstRows, b.T, graph.ConstDim, H), nil, [3]int{b.T, 1, 1}, rowGroup(H),
 		params, inout("x", x), in("y", mix))
 	b.rmsnorm(l, params, x, ly.t("ffn_norm"), xn, H, H)
 	b.moe(ly, params, xn, x, true)
@@ -202,7 +202,7 @@ func (b *builder) rmsnorm(layer int, params graph.Binding, x graph.Range, weight
 // rmsnormRows emits the zero-centred norm y = x·rsqrt(mean(x²)+eps)·(1+w),
 // with statistics per group of values (group = dim: one group).
 func (b *builder) rmsnormRows(layer int, params graph.Binding, x graph.Range, weight string, y graph.Range, dim, group, rows int) {
-	b.emit("rmsnorm", "rmsnorm", layer, cs("rows", rows, "dim", dim, "group", group, "zero_centred", true),
+	b.emit(string(graph.FamilyRMSNorm), graph.FamilyRMSNorm, layer, cs(graph.ConstRows, rows, graph.ConstDim, dim, graph.ConstGroup, group, graph.ConstZeroCentred, true),
 		[]graph.Scalar{{Name: "eps", Value: b.a.RMSNormEps}}, [3]int{rows, dim / group, 1}, rowGroup(group),
 		params, in("x", x), in("w", b.w.whole(weight)), out("y", y))
 }
@@ -215,7 +215,7 @@ func (b *builder) matmul(layer int, params graph.Binding, weight string, x, y gr
 func (b *builder) matmulRows(layer int, params graph.Binding, weight string, x, y graph.Range, rows int) {
 	t := b.w.tensor(weight)
 	n, k := t.Shape[0], t.Shape[1]
-	b.emit("matmul_"+t.Format, "matmul", layer, cs("rows", rows, "n", n, "k", k, "wfmt", formatCode(t)), nil,
+	b.emit(graph.FamilyMatmul.Kernel(t.Format), graph.FamilyMatmul, layer, cs(graph.ConstRows, rows, graph.ConstN, n, graph.ConstK, k, graph.ConstWFmt, formatCode(t)), nil,
 		matmulGrid(n, rows), matmulThreadgroup,
 		params, in("w", b.w.whole(weight)), in("x", x), out("y", y))
 }
@@ -236,12 +236,12 @@ func (b *builder) hcRead(layer int, prefix string, params graph.Binding, x graph
 		b.matmulRows(layer, params, prefix+"inject", xn, c, rows)
 	}
 	act := b.rowsScratch("hc_a", R)
-	b.emit("hc_act", "hc_act", layer, cs("rows", rows, "dim", R, "streams", C), nil, [3]int{rows, 1, 1}, rowGroup(R),
+	b.emit(string(graph.FamilyHCAct), graph.FamilyHCAct, layer, cs(graph.ConstRows, rows, graph.ConstDim, R, graph.ConstStreams, C), nil, [3]int{rows, 1, 1}, rowGroup(R),
 		params, in("x", aPre), out("y", act))
 	g := b.rowsScratch("hc_g", S)
 	b.matmulRows(layer, params, prefix+"up", act, g, rows)
 	yin = b.rowsScratch("y_in", H)
-	b.emit("hc_mix", "hc_mix", layer, cs("rows", rows, "hidden", H, "streams", C), nil, [3]int{rows, 1, 1}, rowGroup(H),
+	b.emit(string(graph.FamilyHCMix), graph.FamilyHCMix, layer, cs(graph.ConstRows, rows, graph.ConstHidden, H, graph.ConstStreams, C), nil, [3]int{rows, 1, 1}, rowGroup(H),
 		params, in("xn", xn), in("g", g), out("y", yin))
 	return yin, c
 }
@@ -249,7 +249,7 @@ func (b *builder) hcRead(layer int, prefix string, params graph.Binding, x graph
 // hcInject emits x_s += 2·sigmoid(c_s / streams) · y for every stream s.
 func (b *builder) hcInject(layer int, params graph.Binding, x, y, c graph.Range) {
 	H, C := b.a.HiddenSize, b.a.HyperConnections.Count
-	b.emit("hc_inject", "hc_inject", layer, cs("rows", b.T, "hidden", H, "streams", C), nil, [3]int{b.T, C, 1}, rowGroup(H),
+	b.emit(string(graph.FamilyHCInject), graph.FamilyHCInject, layer, cs(graph.ConstRows, b.T, graph.ConstHidden, H, graph.ConstStreams, C), nil, [3]int{b.T, C, 1}, rowGroup(H),
 		params, inout("x", x), in("y", y), in("c", c))
 }
 
@@ -272,13 +272,13 @@ func (b *builder) ple(ly layerSpec, params graph.Binding, x graph.Range) {
 	q := b.rowsScratch("ple_q", S)
 	b.rmsnorm(l, params, x, lt("ple.norm_query"), q, S, H)
 	z := b.rowsScratch("ple_z", S)
-	b.emit("ple_gate", "ple_gate", l, cs("rows", b.T, "hidden", H, "streams", C), nil, [3]int{b.T, C, 1}, rowGroup(H),
+	b.emit(string(graph.FamilyPLEGate), graph.FamilyPLEGate, l, cs(graph.ConstRows, b.T, graph.ConstHidden, H, graph.ConstStreams, C), nil, [3]int{b.T, C, 1}, rowGroup(H),
 		params, in("k", k), in("q", q), in("v", v), out("z", z))
 	zn := b.rowsScratch("ple_zn", S)
 	b.rmsnorm(l, params, z, lt("ple.norm_conv"), zn, S, H)
 	K, d := a.PLE.ConvKernel, a.PLE.NgramSize
 	state := b.state.alloc(int64((K - 1) * d * S * f32))
-	b.emit("ple_conv", "ple_conv", l, cs("rows", b.T, "dim", S, "kernel", K, "dilation", d), nil,
+	b.emit(string(graph.FamilyPLEConv), graph.FamilyPLEConv, l, cs(graph.ConstRows, b.T, graph.ConstDim, S, graph.ConstKernel, K, graph.ConstDilation, d), nil,
 		[3]int{ceilDiv(S, channelThreads), 1, 1}, [3]int{channelThreads, 1, 1},
 		params, in("z", z), in("zn", zn), in("w", b.w.whole(lt("ple.conv"))), inout("state", state), inout("x", x))
 }
@@ -288,7 +288,7 @@ func (b *builder) gatedDeltaNet(ly layerSpec, params graph.Binding, xn, mix grap
 	l, lt := ly.n, ly.t
 	grouped := b.a.ModelType == models.TypeQwen3Next // Qwen3-Next interleaves q|k|v|z and b|a per key head
 	dims := func(extra ...any) []graph.Const {
-		return cs(append([]any{"rows", b.T, "nk", g.NumKeyHeads, "nv", g.NumValueHeads, "dk", g.KeyHeadDim, "dv", g.ValueHeadDim, "grouped", grouped}, extra...)...)
+		return cs(append([]any{graph.ConstRows, b.T, graph.ConstNK, g.NumKeyHeads, graph.ConstNV, g.NumValueHeads, graph.ConstDK, g.KeyHeadDim, graph.ConstDV, g.ValueHeadDim, graph.ConstGrouped, grouped}, extra...)...)
 	}
 	// qkv: the conv's input; z: the output gate; b, a: the gates.
 	var qkv, z, beta, alpha graph.Binding
@@ -311,7 +311,7 @@ func (b *builder) gatedDeltaNet(ly layerSpec, params graph.Binding, xn, mix grap
 
 	conv := b.rowsScratch("gdn_conv", g.ConvDim())
 	convState := b.state.alloc(int64((g.ConvKernel - 1) * g.ConvDim() * f32))
-	b.emit("gdn_conv", "gdn_conv", l, dims("kernel", g.ConvKernel), nil, [3]int{ceilDiv(g.ConvDim(), channelThreads), 1, 1}, [3]int{channelThreads, 1, 1},
+	b.emit(string(graph.FamilyGDNConv), graph.FamilyGDNConv, l, dims(graph.ConstKernel, g.ConvKernel), nil, [3]int{ceilDiv(g.ConvDim(), channelThreads), 1, 1}, [3]int{channelThreads, 1, 1},
 		params, qkv, in("w", b.w.whole(lt("gdn.conv"))), inout("state", convState), out("y", conv))
 
 	betaOut := b.rowsScratch("gdn_beta", g.NumValueHeads)
@@ -321,15 +321,15 @@ func (b *builder) gatedDeltaNet(ly layerSpec, params graph.Binding, xn, mix grap
 		gateArgs = append(gateArgs, alpha)
 	}
 	gateArgs = append(gateArgs, in("a_log", b.w.whole(lt("gdn.a_log"))), in("dt_bias", b.w.whole(lt("gdn.dt_bias"))), out("beta", betaOut), out("g", decay))
-	b.emit("gdn_gates", "gdn_gates", l, dims(), nil, [3]int{b.T, 1, 1}, rowGroup(g.NumValueHeads), gateArgs...)
+	b.emit(string(graph.FamilyGDNGates), graph.FamilyGDNGates, l, dims(), nil, [3]int{b.T, 1, 1}, rowGroup(g.NumValueHeads), gateArgs...)
 
 	o := b.rowsScratch("gdn_o", g.ValueDim())
 	rec := b.state.alloc(int64(g.NumValueHeads * g.KeyHeadDim * g.ValueHeadDim * f32))
-	b.emit("gdn_rule", "gdn_rule", l, dims(), nil, [3]int{g.NumValueHeads, ceilDiv(g.ValueHeadDim, ruleSimdgroups*ruleColumns), 1}, [3]int{simdWidth * ruleSimdgroups, 1, 1},
+	b.emit(string(graph.FamilyGDNRule), graph.FamilyGDNRule, l, dims(), nil, [3]int{g.NumValueHeads, ceilDiv(g.ValueHeadDim, ruleSimdgroups*ruleColumns), 1}, [3]int{simdWidth * ruleSimdgroups, 1, 1},
 		params, in("conv", conv), in("beta", betaOut), in("g", decay), inout("state", rec), out("o", o))
 
 	y := b.rowsScratch("gdn_y", g.ValueDim())
-	b.emit("gdn_norm_gate", "gdn_norm_gate", l, dims("gate_sigmoid", g.GateAct == "sigmoid"), []graph.Scalar{{Name: "eps", Value: b.a.RMSNormEps}},
+	b.emit(string(graph.FamilyGDNNormGate), graph.FamilyGDNNormGate, l, dims(graph.ConstGateSigmoid, g.GateAct == "sigmoid"), []graph.Scalar{{Name: "eps", Value: b.a.RMSNormEps}},
 		[3]int{b.T, g.NumValueHeads, 1}, rowGroup(g.ValueHeadDim),
 		params, in("o", o), z, in("w", b.w.whole(lt("gdn.norm"))), out("y", y))
 	b.matmul(l, params, lt("gdn.out"), y, mix)
@@ -356,20 +356,20 @@ func (b *builder) attention(ly layerSpec, params graph.Binding, xn, mix graph.Ra
 	kc := b.kv.alloc(int64(ctx * kvDim * f32))
 	vc := b.kv.alloc(int64(ctx * kvDim * f32))
 	consts := func(extra ...any) []graph.Const {
-		return cs(append([]any{"rows", b.T, "heads", at.NumHeads, "kv_heads", at.NumKVHeads, "head_dim", at.HeadDim,
-			"rot_dim", at.RotaryDim(), "gate", at.OutputGate, "ctx", ctx}, extra...)...)
+		return cs(append([]any{graph.ConstRows, b.T, graph.ConstHeads, at.NumHeads, graph.ConstKVHeads, at.NumKVHeads, graph.ConstHeadDim, at.HeadDim,
+			graph.ConstRotDim, at.RotaryDim(), graph.ConstGate, at.OutputGate, graph.ConstCtx, ctx}, extra...)...)
 	}
 	q := b.rowsScratch("attn_q", at.NumHeads*at.HeadDim)
 	// The KV cache rows written depend on params.pos, so the whole cache is the
 	// declared range: conservative, and what keeps the graph static per shape.
-	b.emit("attn_prep", "attn_prep", l, consts(), []graph.Scalar{{Name: "eps", Value: b.a.RMSNormEps}, {Name: "rope_theta", Value: at.RopeTheta}},
+	b.emit(string(graph.FamilyAttnPrep), graph.FamilyAttnPrep, l, consts(), []graph.Scalar{{Name: "eps", Value: b.a.RMSNormEps}, {Name: "rope_theta", Value: at.RopeTheta}},
 		[3]int{b.T, at.NumHeads + at.NumKVHeads, 1}, rowGroup(at.HeadDim),
 		params, in("qfull", qFull), in("k", k), in("v", v), in("q_norm", b.w.whole(lt("attn.q_norm"))), in("k_norm", b.w.whole(lt("attn.k_norm"))),
 		out("q", q), inout("kcache", kc), inout("vcache", vc))
 	att := b.rowsScratch("attn_out", at.NumHeads*at.HeadDim)
 	args := append([]graph.Binding{params, in("q", q), in("qfull", qFull), in("kcache", kc), in("vcache", vc)}, sel...)
 	ix := b.a.Indexer
-	b.emit("attention", "attention", l, consts("sparse", sparse, "ratio", ix.CompressRatio, "top_k", ix.BlockTopK()), nil,
+	b.emit(string(graph.FamilyAttention), graph.FamilyAttention, l, consts(graph.ConstSparse, sparse, graph.ConstRatio, ix.CompressRatio, graph.ConstTopK, ix.BlockTopK()), nil,
 		[3]int{b.T, at.NumHeads, 1}, [3]int{simdWidth * attnSimdgroups, 1, 1}, append(args, out("y", att))...)
 	b.matmul(l, params, lt("attn.o"), att, mix)
 }
@@ -388,18 +388,18 @@ func (b *builder) indexer(ly layerSpec, params graph.Binding, xn graph.Range) []
 	raw := b.kv.alloc(int64(ctx * ix.HeadDim * f32))
 	pooled := b.kv.alloc(int64(ceilDiv(ctx, ix.CompressRatio) * ix.HeadDim * f32))
 	consts := func() []graph.Const {
-		return cs("rows", b.T, "heads", ix.Heads, "head_dim", ix.HeadDim, "rot_dim", at.RotaryDim(), "ratio", ix.CompressRatio,
-			"top_k", ix.BlockTopK(), "ctx", ctx)
+		return cs(graph.ConstRows, b.T, graph.ConstHeads, ix.Heads, graph.ConstHeadDim, ix.HeadDim, graph.ConstRotDim, at.RotaryDim(), graph.ConstRatio, ix.CompressRatio,
+			graph.ConstTopK, ix.BlockTopK(), graph.ConstCtx, ctx)
 	}
 	rope := []graph.Scalar{{Name: "eps", Value: a.RMSNormEps}, {Name: "rope_theta", Value: at.RopeTheta}}
 	q := b.rowsScratch("idx_q", ix.Heads*ix.HeadDim)
-	b.emit("index_prep", "index_prep", l, consts(), rope, [3]int{b.T, ix.Heads + 1, 1}, rowGroup(ix.HeadDim),
+	b.emit(string(graph.FamilyIndexPrep), graph.FamilyIndexPrep, l, consts(), rope, [3]int{b.T, ix.Heads + 1, 1}, rowGroup(ix.HeadDim),
 		params, in("qk", qk), in("q_norm", b.w.whole(lt("attn.index_q_norm"))), out("q", q), inout("raw", raw))
-	b.emit("index_pool", "index_pool", l, consts(), rope, [3]int{ceilDiv(b.T, ix.CompressRatio) + 1, 1, 1}, rowGroup(ix.HeadDim),
+	b.emit(string(graph.FamilyIndexPool), graph.FamilyIndexPool, l, consts(), rope, [3]int{ceilDiv(b.T, ix.CompressRatio) + 1, 1, 1}, rowGroup(ix.HeadDim),
 		params, in("raw", raw), in("k_norm", b.w.whole(lt("attn.index_k_norm"))), inout("pooled", pooled))
 	sel := b.rowsScratch("idx_sel", max(ix.BlockTopK(), 1))
 	cnt := b.rowsScratch("idx_count", 1)
-	b.emit("index_select", "index_select", l, consts(), nil, [3]int{b.T, 1, 1}, [3]int{selectThreads, 1, 1},
+	b.emit(string(graph.FamilyIndexSelect), graph.FamilyIndexSelect, l, consts(), nil, [3]int{b.T, 1, 1}, [3]int{selectThreads, 1, 1},
 		params, in("q", q), in("pooled", pooled), out("sel", sel), out("count", cnt))
 	return []graph.Binding{in("sel", sel), in("count", cnt)}
 }
@@ -409,16 +409,16 @@ func (b *builder) indexer(ly layerSpec, params graph.Binding, xn graph.Range) []
 // the target layer's routing-visible residency.
 func (b *builder) router(l, target int, params graph.Binding, logits, ids, weights graph.Range) {
 	m, rt := b.a.MoE, b.c.Runtime
-	consts := cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "norm_topk", m.NormTopKProb)
+	consts := cs(graph.ConstRows, b.T, graph.ConstExperts, m.NumExperts, graph.ConstTopK, m.ExpertsPerToken, graph.ConstNormTopK, m.NormTopKProb)
 	args := []graph.Binding{params, in("logits", logits)}
 	var scalars []graph.Scalar
 	if rt.MoCE {
-		consts = append(consts, cs("moce", true, "protect", rt.MoCEProtect, "max_rank", rt.MoCEMaxRank)...)
+		consts = append(consts, cs(graph.ConstMoCE, true, graph.ConstProtect, rt.MoCEProtect, graph.ConstMaxRank, rt.MoCEMaxRank)...)
 		scalars = []graph.Scalar{{Name: "lambda", Value: rt.MoCELambda}}
 		args = append(args, in("resident", graph.Range{Buffer: BufResidency, Offset: int64(target * m.NumExperts * 4), Size: int64(m.NumExperts * 4)}))
 	}
 	args = append(args, out("ids", ids), out("weights", weights))
-	b.emit("router", "router", l, consts, scalars, [3]int{b.T, 1, 1}, [3]int{simdWidth, 1, 1}, args...)
+	b.emit(string(graph.FamilyRouter), graph.FamilyRouter, l, consts, scalars, [3]int{b.T, 1, 1}, [3]int{simdWidth, 1, 1}, args...)
 }
 
 // moe emits the sparse MLP on in: router, host point, shared expert, routed
@@ -459,7 +459,7 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 		b.matmul(l, params, lt("moe.shared.gate"), xn, sg)
 		b.matmul(l, params, lt("moe.shared.up"), xn, su)
 		b.matmul(l, params, lt("moe.shared_gate"), xn, sharedGate)
-		b.emit("swiglu", "swiglu", l, cs("rows", b.T, "dim", I), nil, [3]int{b.T, 1, 1}, rowGroup(I),
+		b.emit(string(graph.FamilySwiGLU), graph.FamilySwiGLU, l, cs(graph.ConstRows, b.T, graph.ConstDim, I), nil, [3]int{b.T, 1, 1}, rowGroup(I),
 			params, in("gate", sg), in("up", su), out("y", sh))
 		b.matmul(l, params, lt("moe.shared.down"), sh, shared)
 	}
@@ -476,15 +476,15 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 	// it reads: a row policy may store down in another format than gate and
 	// up (Flash-Next's 640-wide down rows under rows=fallback).
 	expertConsts := func(parts graph.Tensor) []graph.Const {
-		return cs("rows", b.T, "experts", m.NumExperts, "top_k", m.ExpertsPerToken, "hidden", H, "inter", I,
-			"wfmt", formatCode(parts), "stride", gate.Stride, "gate_off", 0,
-			"up_off", up.Offset-gate.Offset, "down_off", down.Offset-gate.Offset)
+		return cs(graph.ConstRows, b.T, graph.ConstExperts, m.NumExperts, graph.ConstTopK, m.ExpertsPerToken, graph.ConstHidden, H, graph.ConstInter, I,
+			graph.ConstWFmt, formatCode(parts), graph.ConstStride, gate.Stride, graph.ConstGateOff, 0,
+			graph.ConstUpOff, up.Offset-gate.Offset, graph.ConstDownOff, down.Offset-gate.Offset)
 	}
-	b.emit("moe_gate_up_"+gate.Format, "moe_gate_up", l, expertConsts(gate), nil,
+	b.emit(graph.FamilyMoEGateUp.Kernel(gate.Format), graph.FamilyMoEGateUp, l, expertConsts(gate), nil,
 		[3]int{ceilDiv(I, expertSimdgroups), m.ExpertsPerToken, b.T}, expertThreadgroup,
 		params, in("x", xn), in("ids", ids), in("smap", smap), in("experts", experts), out("h", hidden))
 	routed := b.rowsScratch("moe_out", H)
-	b.emit("moe_down_"+down.Format, "moe_down", l, expertConsts(down), nil,
+	b.emit(graph.FamilyMoEDown.Kernel(down.Format), graph.FamilyMoEDown, l, expertConsts(down), nil,
 		[3]int{ceilDiv(H, expertSimdgroups), b.T, 1}, expertThreadgroup,
 		params, in("h", hidden), in("ids", ids), in("weights", weights), in("smap", smap), in("experts", experts), out("y", routed))
 
@@ -496,6 +496,6 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 	if m.SharedExpertIntermediateSize > 0 {
 		args = append(args, in("shared", shared), in("shared_gate", sharedGate))
 	}
-	b.emit("moe_combine", "moe_combine", l, cs("rows", b.T, "dim", H, "shared", m.SharedExpertIntermediateSize > 0, "add", add), nil,
+	b.emit(string(graph.FamilyMoECombine), graph.FamilyMoECombine, l, cs(graph.ConstRows, b.T, graph.ConstDim, H, graph.ConstShared, m.SharedExpertIntermediateSize > 0, graph.ConstAdd, add), nil,
 		[3]int{b.T, 1, 1}, rowGroup(H), args...)
 }

@@ -18,7 +18,7 @@ const (
 	BufResidency = "residency"
 	BufState     = "state"
 	BufAct       = "act"
-	BufParams    = "params"
+	BufParams    = graph.ParamsBuffer
 	// BufState holds the rolling state a window advances in place (conv
 	// windows, GDN recurrent state); BufKV the caches indexed by position (KV,
 	// indexer keys), which a rejected draft row never needs undone: its rows

@@ -80,7 +80,7 @@ type Kernel struct {
 // PipelineConst is one function-constant value of a pipeline.
 type PipelineConst struct {
 	Index int
-	Name  string
+	Name  graph.ConstName
 	Type  string
 	Value int64
 }
@@ -229,7 +229,7 @@ func buildLibraryWith(c *models.Config, graphs []*graph.Graph, fsys fs.FS) (*Lib
 		lib.Missing = append(lib.Missing, MissingKernel{Kernel: name, Reason: why})
 	}
 	sort.Slice(lib.Missing, func(i, j int) bool { return lib.Missing[i].Kernel < lib.Missing[j].Kernel })
-	families, formats := map[string]bool{}, map[string]bool{}
+	families, formats := map[graph.Family]bool{}, map[string]bool{}
 	for _, k := range lib.Kernels {
 		families[k.Family.Name] = true
 		if k.Format != "" {
@@ -272,7 +272,7 @@ func (l *Library) PipelineOf(d *graph.Dispatch) (Pipeline, error) {
 // its pipeline.
 func pipelineOf(f *Family, d *graph.Dispatch) (Pipeline, error) {
 	p := Pipeline{Kernel: d.Kernel}
-	seen := map[string]bool{}
+	seen := map[graph.ConstName]bool{}
 	for _, c := range d.Consts {
 		if seen[c.Name] {
 			return Pipeline{}, fmt.Errorf("function constant %s given twice", c.Name)
@@ -311,7 +311,7 @@ func pipelineOf(f *Family, d *graph.Dispatch) (Pipeline, error) {
 }
 
 // lookupConst finds a function constant of f or a shared grid offset.
-func lookupConst(f *Family, name string) (FamilyConst, int, bool) {
+func lookupConst(f *Family, name graph.ConstName) (FamilyConst, int, bool) {
 	if idx, ok := f.ConstIndex(name); ok {
 		decl, _ := f.Const(name)
 		return decl, idx, true
@@ -328,7 +328,7 @@ func lookupConst(f *Family, name string) (FamilyConst, int, bool) {
 func kernelOf(f *Family, d *graph.Dispatch, g *graph.Graph, index int) (*Kernel, error) {
 	k := &Kernel{Name: d.Kernel, Family: f, ArgsSlot: -1}
 	if len(f.Formatted) > 0 {
-		code, ok := d.Const("wfmt")
+		code, ok := d.Const(graph.ConstWFmt)
 		if !ok {
 			return nil, fmt.Errorf("family %s binds weights but the dispatch has no wfmt", f.Name)
 		}
@@ -338,9 +338,9 @@ func kernelOf(f *Family, d *graph.Dispatch, g *graph.Graph, index int) (*Kernel,
 		}
 		k.Format = qf.Name
 	}
-	want := f.Name
+	want := string(f.Name)
 	if k.Format != "" {
-		want += "_" + k.Format
+		want = f.Name.Kernel(k.Format)
 	}
 	if d.Kernel != want {
 		return nil, fmt.Errorf("kernel name %q, the catalog names it %q (family, then storage format)", d.Kernel, want)
@@ -349,11 +349,11 @@ func kernelOf(f *Family, d *graph.Dispatch, g *graph.Graph, index int) (*Kernel,
 		if a.Slot != i {
 			return nil, fmt.Errorf("binding %s at slot %d, expected %d: slots follow the binding order", a.Name, a.Slot, i)
 		}
-		if !isIdent(a.Name) || reservedNames[a.Name] || (a.Name == "params") != (i == 0) {
+		if !isIdent(a.Name) || reservedNames[a.Name] || (a.Name == graph.ParamsBuffer) != (i == 0) {
 			return nil, fmt.Errorf("binding %q at slot %d: bindings are identifiers, params is slot 0, and %v are taken", a.Name, i, sortedKeys(reservedNames))
 		}
 		kb := KernelBuffer{Slot: i, Name: a.Name, Type: f.elemType(a.Name), Space: "device", Write: a.Access != graph.Read}
-		if a.Name == "params" {
+		if a.Name == graph.ParamsBuffer {
 			if a.Access != graph.Read || a.Buffer != BufParams {
 				return nil, fmt.Errorf("params binding must read the params buffer")
 			}
@@ -430,7 +430,7 @@ func checkWeightFormats(k *Kernel, d *graph.Dispatch, g *graph.Graph, tensors ma
 
 // expertParts are the parts of an expert block each expert family decodes,
 // by the function constant that places them in the block.
-var expertParts = map[string][]string{"moe_gate_up": {"gate_off", "up_off"}, "moe_down": {"down_off"}}
+var expertParts = map[graph.Family][]graph.ConstName{graph.FamilyMoEGateUp: {graph.ConstGateOff, graph.ConstUpOff}, graph.FamilyMoEDown: {graph.ConstDownOff}}
 
 // checkExpertParts verifies that the expert parts a kernel decodes are
 // stored in its format: moe_gate_up is named by gate and up's format,
@@ -456,16 +456,16 @@ func checkExpertParts(k *Kernel, d *graph.Dispatch, gates map[int]graph.Tensor, 
 // checkChunks verifies that the rows a formatted kernel decodes are whole
 // decoder chunks (the kernels have no tail path yet).
 func checkChunks(f *Family, d *graph.Dispatch, format string, chunk int) error {
-	var lens []string
+	var lens []graph.ConstName
 	switch f.Name {
-	case "embed":
-		lens = []string{"dim"}
-	case "matmul":
-		lens = []string{"k"}
-	case "moe_gate_up":
-		lens = []string{"hidden"}
-	case "moe_down":
-		lens = []string{"inter"}
+	case graph.FamilyEmbed:
+		lens = []graph.ConstName{graph.ConstDim}
+	case graph.FamilyMatmul:
+		lens = []graph.ConstName{graph.ConstK}
+	case graph.FamilyMoEGateUp:
+		lens = []graph.ConstName{graph.ConstHidden}
+	case graph.FamilyMoEDown:
+		lens = []graph.ConstName{graph.ConstInter}
 	}
 	for _, name := range lens {
 		v, _ := d.Const(name)
@@ -487,28 +487,28 @@ func checkFits(f *Family, d *graph.Dispatch, baked []BakedConst) error {
 		}
 		panic("gen: no baked constant " + name)
 	}
-	c := func(name string) int64 { v, _ := d.Const(name); return v }
+	c := func(name graph.ConstName) int64 { v, _ := d.Const(name); return v }
 	type limit struct {
 		what       string
 		have, most int64
 	}
 	var limits []limit
 	switch f.Name {
-	case "gdn_conv":
-		limits = append(limits, limit{"conv kernel", c("kernel"), bv("gdn_conv_window")})
-	case "gdn_rule":
-		limits = append(limits, limit{"key head dim", c("dk"), simdWidth * bv("gdn_rule_rows_per_lane")})
-	case "attention":
-		limits = append(limits, limit{"head dim", c("head_dim"), simdWidth * bv("attn_dims_per_lane")})
-	case "router":
-		limits = append(limits, limit{"experts", c("experts"), simdWidth * bv("router_experts_per_lane")})
-	case "ple_conv":
-		limits = append(limits, limit{"conv window", (c("kernel")-1)*c("dilation") + 1, bv("ple_conv_window")})
-	case "index_pool":
-		limits = append(limits, limit{"head dim", c("head_dim"), bv("index_head_dim_max")})
-	case "index_select":
-		limits = append(limits, limit{"query size", c("heads") * c("head_dim"), bv("index_query_max")},
-			limit{"top-k", c("top_k"), 1<<32 - 2})
+	case graph.FamilyGDNConv:
+		limits = append(limits, limit{"conv kernel", c(graph.ConstKernel), bv("gdn_conv_window")})
+	case graph.FamilyGDNRule:
+		limits = append(limits, limit{"key head dim", c(graph.ConstDK), simdWidth * bv("gdn_rule_rows_per_lane")})
+	case graph.FamilyAttention:
+		limits = append(limits, limit{"head dim", c(graph.ConstHeadDim), simdWidth * bv("attn_dims_per_lane")})
+	case graph.FamilyRouter:
+		limits = append(limits, limit{"experts", c(graph.ConstExperts), simdWidth * bv("router_experts_per_lane")})
+	case graph.FamilyPLEConv:
+		limits = append(limits, limit{"conv window", (c(graph.ConstKernel)-1)*c(graph.ConstDilation) + 1, bv("ple_conv_window")})
+	case graph.FamilyIndexPool:
+		limits = append(limits, limit{"head dim", c(graph.ConstHeadDim), bv("index_head_dim_max")})
+	case graph.FamilyIndexSelect:
+		limits = append(limits, limit{"query size", c(graph.ConstHeads) * c(graph.ConstHeadDim), bv("index_query_max")},
+			limit{"top-k", c(graph.ConstTopK), 1<<32 - 2})
 	}
 	for _, l := range limits {
 		if l.have > l.most || l.have < 0 {
@@ -720,7 +720,7 @@ func (l *Library) MSL() ([]byte, error) {
 
 // only is the part of the library that holds the kernels of one family
 // (the broken-template tests type-check families one at a time).
-func (l *Library) only(family string) *Library {
+func (l *Library) only(family graph.Family) *Library {
 	sub := *l
 	sub.Kernels, sub.Families, sub.Formats, sub.Pipelines, sub.Missing = nil, nil, nil, nil, nil
 	formats := map[string]bool{}
@@ -772,23 +772,35 @@ func (k kernelData) Has(name string) bool {
 // FC names the MSL constant holding the family's function constant name
 // (with its default applied when it is optional); an undeclared name fails
 // generation.
-func (k kernelData) FC(name string) (string, error) {
+func (k kernelData) FC(name graph.ConstName) (string, error) {
 	c, ok := k.Family.Const(name)
 	if !ok {
 		return "", fmt.Errorf("template %s: %s is not a function constant of the family", k.Family.Name, name)
 	}
+	ident, derived := k.Family.Name.ConstIdents(name)
 	if c.Optional {
-		return k.Family.Name + "_" + name, nil
+		return derived, nil
 	}
-	return fcIdent(k.Family.Name, name), nil
+	return ident, nil
 }
 
-func fcIdent(family, name string) string { return "fc_" + family + "_" + name }
+// paramsHeader is the params header as the MSL prelude declares it: the word
+// indices the host writes the header's fields at (graph.Param*Word), so that
+// no template spells an index.
+var paramsHeader = []BakedConst{
+	{"params_rows", graph.ParamRowsWord, "graph.ParamRows: live rows of this window (at most the graph's rows)"},
+	{"params_pos", graph.ParamPosWord, "graph.ParamPos: position of row 0"},
+	{"params_tokens", graph.ParamTokensWord, "graph.ParamTokens: token ids of the live rows, one word each"},
+}
+
+// hardIndex finds a template reading the params header at a literal index.
+var hardIndex = regexp.MustCompile(`\bparams\[\s*\d`)
 
 // preludeData is what the prelude template sees.
 type preludeData struct {
 	*Library
 	Baked   []BakedConst // those the kernels use
+	Params  []BakedConst // the params header's word indices (graph.Param*Word)
 	Structs []string     // MSL argument struct definitions
 	FCs     []fcDecl
 }
@@ -810,14 +822,12 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 		return nil, fmt.Errorf("parsing MSL templates: %w", err)
 	}
 	pd := preludeData{Library: l}
-	decl := func(family string, consts []FamilyConst, block int, what string) {
+	decl := func(family graph.Family, consts []FamilyConst, block int, what string) {
 		for i, c := range consts {
-			d := fcDecl{Type: c.Type, Ident: fcIdent(family, c.Name), Index: block + i, Optional: c.Optional, Default: c.Default}
-			if family == "" {
-				d.Ident = "fc_" + c.Name
-				d.Name = c.Name
-			} else if c.Optional {
-				d.Name = family + "_" + c.Name
+			ident, derived := family.ConstIdents(c.Name)
+			d := fcDecl{Type: c.Type, Ident: ident, Index: block + i, Optional: c.Optional, Default: c.Default}
+			if c.Optional {
+				d.Name = derived
 			}
 			if i == 0 {
 				d.Comment = fmt.Sprintf("%s: %d–%d", what, block, block+len(consts)-1)
@@ -827,7 +837,7 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 	}
 	decl("", GridOffsetConsts, GridOffsetBlock, "grid offsets of a chunked dispatch (graph.ConstGridOffset*)")
 	for _, f := range l.Families {
-		decl(f.Name, f.Consts, f.Block, f.Name)
+		decl(f.Name, f.Consts, f.Block, string(f.Name))
 		if l.argsUsed(f) {
 			s, err := f.Args.MSL()
 			if err != nil {
@@ -870,7 +880,7 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 	}
 	for _, f := range l.Families {
 		fmt.Fprintf(&out, "\n// ==== %s ====\n", f.Name)
-		if h := t.Lookup(f.Name + ".helpers"); h != nil {
+		if h := t.Lookup(string(f.Name) + ".helpers"); h != nil {
 			var hb bytes.Buffer
 			if err := h.Execute(&hb, l); err != nil {
 				return nil, fmt.Errorf("MSL template %s.helpers: %w", f.Name, err)
@@ -882,7 +892,7 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 			}
 			out.Write(hb.Bytes())
 		}
-		body := t.Lookup(f.Name)
+		body := t.Lookup(string(f.Name))
 		if body == nil {
 			return nil, fmt.Errorf("no MSL template for kernel family %s (templates/msl/%s.metal.tmpl)", f.Name, f.Name)
 		}
@@ -909,6 +919,9 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 			if strings.Contains(b.String(), "tgpig") {
 				return nil, fmt.Errorf("MSL template %s reads tgpig: use tg, which adds the grid offset of a chunked dispatch", f.Name)
 			}
+			if hardIndex.MatchString(b.String()) {
+				return nil, fmt.Errorf("MSL template %s reads the params header at a literal index: use params_rows, params_pos or params_tokens (graph.Param*Word)", f.Name)
+			}
 			out.WriteString("\n")
 			out.WriteString(l.signature(k))
 			out.WriteString("{\n    const uint3 tg = chunk_origin(tgpig);\n")
@@ -931,6 +944,12 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 		}
 	}
 	pd.Baked = baked
+	pd.Params = nil
+	for _, p := range paramsHeader {
+		if usedSet[p.Name] || p.Name == "params_rows" { // live_rows, in the prelude
+			pd.Params = append(pd.Params, p)
+		}
+	}
 	if err := t.ExecuteTemplate(&prelude, "prelude", pd); err != nil {
 		return nil, fmt.Errorf("MSL prelude: %w", err)
 	}
@@ -1038,14 +1057,14 @@ func (l *Library) CheckSource(src []byte) error {
 	}
 	wantFC := map[int]string{}
 	for i, c := range GridOffsetConsts {
-		wantFC[GridOffsetBlock+i] = "fc_" + c.Name
+		wantFC[GridOffsetBlock+i], _ = graph.Family("").ConstIdents(c.Name)
 	}
 	for _, f := range l.Families {
 		if f.Block%blockSize != 0 || len(f.Consts) >= blockSize {
 			return fmt.Errorf("family %s: block %d must be a multiple of %d holding fewer than %d constants", f.Name, f.Block, blockSize, blockSize)
 		}
 		for i, c := range f.Consts {
-			wantFC[f.Block+i] = fcIdent(f.Name, c.Name)
+			wantFC[f.Block+i], _ = f.Name.ConstIdents(c.Name)
 		}
 	}
 	gotFC := map[int]string{}

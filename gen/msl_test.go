@@ -57,8 +57,8 @@ func testLibraries(t *testing.T) map[string]builtLibrary {
 }
 
 func TestCatalog(t *testing.T) {
-	blocks := map[int]string{GridOffsetBlock: "grid offsets"}
-	names := map[string]bool{}
+	blocks := map[int]graph.Family{GridOffsetBlock: "grid offsets"}
+	names := map[graph.Family]bool{}
 	for _, f := range Families() {
 		if names[f.Name] {
 			t.Errorf("family %s listed twice", f.Name)
@@ -71,9 +71,9 @@ func TestCatalog(t *testing.T) {
 		if f.Block%blockSize != 0 || len(f.Consts) >= blockSize || f.Block == 0 {
 			t.Errorf("family %s: block %d with %d constants", f.Name, f.Block, len(f.Consts))
 		}
-		seen := map[string]bool{}
+		seen := map[graph.ConstName]bool{}
 		for _, c := range append(append([]FamilyConst{}, f.Consts...), GridOffsetConsts...) {
-			if seen[c.Name] || !isIdent(c.Name) || (c.Type != ConstUInt && c.Type != ConstBool) {
+			if seen[c.Name] || !isIdent(string(c.Name)) || (c.Type != ConstUInt && c.Type != ConstBool) {
 				t.Errorf("family %s: constant %+v repeated, not an identifier or of no type", f.Name, c)
 			}
 			seen[c.Name] = true
@@ -87,13 +87,13 @@ func TestCatalog(t *testing.T) {
 	// Every family has a template, and every template is a family's, the
 	// prelude or a storage format's.
 	for _, f := range Families() {
-		if _, err := fs.Stat(msl.FS, f.Name+".metal.tmpl"); err != nil {
+		if _, err := fs.Stat(msl.FS, string(f.Name)+".metal.tmpl"); err != nil {
 			t.Errorf("family %s has no template: %v", f.Name, err)
 		}
 	}
 	tmpls, _ := fs.Glob(msl.FS, "*.metal.tmpl")
 	for _, p := range tmpls {
-		if name := strings.TrimSuffix(p, ".metal.tmpl"); !names[name] && name != "prelude" {
+		if name := strings.TrimSuffix(p, ".metal.tmpl"); !names[graph.Family(name)] && name != "prelude" {
 			t.Errorf("template %s belongs to no kernel family", p)
 		}
 	}
@@ -110,7 +110,7 @@ func TestCatalog(t *testing.T) {
 // library's kernels.metal passes its own metadata check.
 func TestLibraries(t *testing.T) {
 	libs := testLibraries(t)
-	covered := map[string]bool{}
+	covered := map[graph.Family]bool{}
 	for name, b := range libs {
 		if len(b.lib.Missing) > 0 {
 			t.Errorf("%s: kernels not emitted: %v", name, b.lib.Missing)
@@ -148,7 +148,7 @@ func TestLibraries(t *testing.T) {
 	// Each kernel reads every function constant of its family except those
 	// listed here (the format code its name fixes; shapes its variant does
 	// not need), so a template that stops reading one shows up.
-	unread := map[string][]string{
+	unread := map[graph.Family][]graph.ConstName{
 		"embed": {"wfmt"}, "matmul": {"wfmt"}, "router": {"moce", "protect", "max_rank"}, "moe_gate_up": {"wfmt", "stride", "down_off"}, "moe_down": {"wfmt", "stride", "gate_off", "up_off"},
 		"attention": {"rot_dim", "sparse", "ratio", "top_k"}, "index_prep": {"ratio", "top_k"},
 		"index_pool": {"heads", "top_k"}, "index_select": {"rot_dim", "ctx"},
@@ -213,7 +213,7 @@ func TestCheckSourceCatchesDrift(t *testing.T) {
 func TestBuildLibraryRejects(t *testing.T) {
 	b := testLibraries(t)["tiny-a"]
 	base := b.graphs[0]
-	find := func(g *graph.Graph, family string) *graph.Dispatch {
+	find := func(g *graph.Graph, family graph.Family) *graph.Dispatch {
 		for i := range g.Dispatches {
 			if g.Dispatches[i].Family == family {
 				return &g.Dispatches[i]
@@ -253,7 +253,7 @@ func TestBuildLibraryRejects(t *testing.T) {
 	}
 }
 
-func setConst(d *graph.Dispatch, name string, v int64) {
+func setConst(d *graph.Dispatch, name graph.ConstName, v int64) {
 	for i := range d.Consts {
 		if d.Consts[i].Name == name {
 			d.Consts[i].Value = v
@@ -345,20 +345,20 @@ func TestBrokenTemplatesFailTypeCheck(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f.Name, err)
 		}
-		t.Run(f.Name+"/clean", func(t *testing.T) {
+		t.Run(string(f.Name)+"/clean", func(t *testing.T) {
 			t.Parallel()
-			if err := msl.TypeCheck(f.Name+".metal", clean); err != nil {
+			if err := msl.TypeCheck(string(f.Name)+".metal", clean); err != nil {
 				t.Fatal(err)
 			}
 		})
 		for _, fault := range faults {
-			src, err := lib.emit(breakTemplate(t, f.Name, fault.stmt))
+			src, err := lib.emit(breakTemplate(t, string(f.Name), fault.stmt))
 			if err != nil {
 				t.Fatalf("%s/%s: %v", f.Name, fault.name, err)
 			}
-			t.Run(f.Name+"/"+fault.name, func(t *testing.T) {
+			t.Run(string(f.Name)+"/"+fault.name, func(t *testing.T) {
 				t.Parallel()
-				err := msl.TypeCheck(f.Name+".metal", src)
+				err := msl.TypeCheck(string(f.Name)+".metal", src)
 				if err == nil {
 					t.Fatal("the broken template passed the type check")
 				}
@@ -431,6 +431,28 @@ func TestPackageName(t *testing.T) {
 	} {
 		if got := PackageName(model); got != want {
 			t.Errorf("PackageName(%q) = %q, want %q", model, got, want)
+		}
+	}
+}
+
+// A template that reads the params header at a literal index is refused: the
+// indices come from graph.Param*Word through the prelude's params_* names.
+func TestTemplateParamsIndexNamed(t *testing.T) {
+	b := testLibraries(t)["tiny-a"]
+	for _, c := range []struct {
+		stmt string
+		ok   bool
+	}{
+		{"const uint named = params[params_pos];", true},
+		{"const uint literal = params[1];", false},
+		{"const uint literal = params[ 4 + tid];", false},
+	} {
+		_, err := b.lib.emit(breakTemplate(t, string(graph.FamilyEmbed), c.stmt))
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", c.stmt, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "literal index")) {
+			t.Errorf("%s: emitted, or not for the literal index: %v", c.stmt, err)
 		}
 	}
 }

@@ -147,14 +147,14 @@ func cs(kv ...any) []graph.Const {
 				v = 1
 			}
 		}
-		out = append(out, graph.Const{Name: kv[i].(string), Value: v})
+		out = append(out, graph.Const{Name: kv[i].(graph.ConstName), Value: v})
 	}
 	return out
 }
 
 // emit appends a dispatch. Argument slots follow the binding order; reads and
 // writes follow the access modes. Every row-wise kernel binds params first.
-func (b *builder) emit(kernel, family string, layer int, consts []graph.Const, scalars []graph.Scalar, grid, tg [3]int, args ...graph.Binding) {
+func (b *builder) emit(kernel string, family graph.Family, layer int, consts []graph.Const, scalars []graph.Scalar, grid, tg [3]int, args ...graph.Binding) {
 	d := graph.Dispatch{Kernel: kernel, Family: family, Layer: layer, Consts: consts, Scalars: scalars, Grid: grid, Threadgroup: tg}
 	for i, a := range args {
 		a.Slot = i

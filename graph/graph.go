@@ -96,8 +96,8 @@ type Binding struct {
 
 // Const is one specialization value (a function constant on Metal).
 type Const struct {
-	Name  string `json:"name"`
-	Value int64  `json:"value"`
+	Name  ConstName `json:"name"`
+	Value int64     `json:"value"`
 }
 
 // Scalar is a float argument of a kernel (eps, rope theta): floats stay out of
@@ -110,7 +110,7 @@ type Scalar struct {
 // Dispatch is one kernel launch.
 type Dispatch struct {
 	Kernel      string    `json:"kernel"` // family + specialization, unique per pipeline
-	Family      string    `json:"family"`
+	Family      Family    `json:"family"`
 	Layer       int       `json:"layer"`             // -1 outside the layers
 	Consts      []Const   `json:"consts"`            // loop-shaping integers (function constants)
 	Scalars     []Scalar  `json:"scalars,omitempty"` // float arguments (argument struct)
@@ -123,7 +123,7 @@ type Dispatch struct {
 }
 
 // Const returns the specialization value called name.
-func (d *Dispatch) Const(name string) (int64, bool) {
+func (d *Dispatch) Const(name ConstName) (int64, bool) {
 	for _, c := range d.Consts {
 		if c.Name == name {
 			return c.Value, true

@@ -29,9 +29,9 @@ var DefaultLimits = Limits{MaxThreadsPerThreadgroup: 1024, MaxThreadgroupsPerGri
 // dispatch carries all three (zeros included), so its pipelines differ only
 // in these values.
 const (
-	ConstGridOffsetX = "grid_offset_x"
-	ConstGridOffsetY = "grid_offset_y"
-	ConstGridOffsetZ = "grid_offset_z"
+	ConstGridOffsetX ConstName = "grid_offset_x"
+	ConstGridOffsetY ConstName = "grid_offset_y"
+	ConstGridOffsetZ ConstName = "grid_offset_z"
 )
 
 // GridOffset returns the chunk offset of a dispatch and whether it is a chunk
@@ -39,7 +39,7 @@ const (
 // per threadgroup (the cpu backend), runs the chunk at offset zero for the
 // entire grid and skips the others.
 func (d *Dispatch) GridOffset() (offset [3]int, chunked bool) {
-	for a, name := range []string{ConstGridOffsetX, ConstGridOffsetY, ConstGridOffsetZ} {
+	for a, name := range []ConstName{ConstGridOffsetX, ConstGridOffsetY, ConstGridOffsetZ} {
 		if v, ok := d.Const(name); ok {
 			offset[a] = int(v)
 			chunked = true

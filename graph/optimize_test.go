@@ -12,7 +12,7 @@ func act(off, size int64) Range { return Range{Buffer: "act", Offset: off, Size:
 
 // op is a dispatch for hand-made graphs: a name, what it reads and writes.
 func op(name string, reads, writes []Range) Dispatch {
-	d := Dispatch{Kernel: name, Family: name, Grid: [3]int{1, 1, 1}, Threadgroup: [3]int{32, 1, 1}, Reads: reads, Writes: writes}
+	d := Dispatch{Kernel: name, Family: Family(name), Grid: [3]int{1, 1, 1}, Threadgroup: [3]int{32, 1, 1}, Reads: reads, Writes: writes}
 	for _, r := range reads {
 		d.Args = append(d.Args, Binding{Slot: len(d.Args), Name: "in", Access: Read, Range: r})
 	}

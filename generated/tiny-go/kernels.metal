@@ -7,8 +7,9 @@
 // tuple); floats travel in argument structs. Compile with fast math off: window and
 // one-token decode must agree bitwise.
 //
-// Every kernel reads the live row count from params[0] (a graph of T rows runs any window of
-// 1…T rows), the position of row 0 from params[1], the token ids from params[4…].
+// Every kernel reads the live row count from params[params_rows] (a graph of T rows runs any
+// window of 1…T rows), the position of row 0 from params[params_pos], the token ids from
+// params[params_tokens…].
 #include <metal_stdlib>
 using namespace metal;
 
@@ -30,6 +31,11 @@ constexpr constant uint ple_conv_window = 10; // ple_conv: taps of the dilated c
 constexpr constant uint index_head_dim_max = 32; // index_pool: pooled key size
 constexpr constant uint index_query_max = 128; // index_select: indexer query floats per row (heads × head dim)
 constexpr constant uint select_cache = 1024; // index_select: block scores kept in threadgroup memory
+
+// ---- The params header: word indices of the fields the host writes before every window ----
+constexpr constant uint params_rows = 0; // graph.ParamRows: live rows of this window (at most the graph's rows)
+constexpr constant uint params_pos = 1; // graph.ParamPos: position of row 0
+constexpr constant uint params_tokens = 4; // graph.ParamTokens: token ids of the live rows, one word each
 
 // ---- Function constants ----
 // grid offsets of a chunked dispatch (graph.ConstGridOffset*): 0–2
@@ -225,8 +231,8 @@ struct index_pool_args { // 8 bytes, aligned to 4
 
 // ---- Shared helpers ----
 
-// The live rows of this window: params[0], at most the graph's rows.
-inline uint live_rows(constant uint *params, uint rows) { return min(params[0], rows); }
+// The live rows of this window, at most the graph's rows.
+inline uint live_rows(constant uint *params, uint rows) { return min(params[params_rows], rows); }
 
 // The threadgroup's place in the whole grid: a dispatch split into chunks
 // (grids past 2^25 threadgroups) gets each chunk's offset as function constants.
@@ -410,7 +416,7 @@ kernel void embed_bf16(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    const uint token = params[4 + t];
+    const uint token = params[params_tokens + t];
     if (token >= vocab) {
         return; // the runtime validates tokens; never read past the table
     }
@@ -937,7 +943,7 @@ kernel void attn_prep(
     const uint kv_dim = kv_heads * head_dim;
     const uint t = tg.x;
     const uint h = tg.y;
-    const uint pos = params[1] + t;
+    const uint pos = params[params_pos] + t;
     if (t >= live_rows(params, rows) || h >= heads + kv_heads || pos >= ctx) {
         return; // the runtime refuses windows past the context
     }
@@ -988,7 +994,7 @@ kernel void attention(
     const uint kv_dim = kv_heads * head_dim;
     const uint t = tg.x;
     const uint h = tg.y;
-    const uint last = params[1] + t;
+    const uint last = params[params_pos] + t;
     if (t >= live_rows(params, rows) || h >= heads || last >= ctx) {
         return;
     }
@@ -1492,7 +1498,7 @@ kernel void index_prep(
     const uint width = (heads + 1) * head_dim;
     const uint t = tg.x;
     const uint h = tg.y;
-    const uint pos = params[1] + t;
+    const uint pos = params[params_pos] + t;
     if (t >= live_rows(params, rows) || h > heads || pos >= ctx) {
         return;
     }
@@ -1530,7 +1536,7 @@ kernel void index_pool(
     const uint rot_dim = fc_index_pool_rot_dim;
     const uint ratio = fc_index_pool_ratio;
     const uint ctx = fc_index_pool_ctx;
-    const uint pos0 = params[1];
+    const uint pos0 = params[params_pos];
     // Rows t with (pos0 + t + 1) % ratio == 0 complete a block.
     const uint t = (ratio - (pos0 + 1) % ratio) % ratio + tg.x * ratio;
     const uint pos = pos0 + t;
@@ -1603,7 +1609,7 @@ kernel void index_select(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    const uint blocks = (params[1] + t + 1) / ratio; // complete visible blocks
+    const uint blocks = (params[params_pos] + t + 1) / ratio; // complete visible blocks
     if (blocks <= top_k) {
         if (tid == 0) {
             count[t] = 0xffffffffu;

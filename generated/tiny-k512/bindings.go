@@ -593,7 +593,7 @@ var pipelines = []artifact.Pipeline{
 }
 
 // encodeArgs turns a dispatch's scalars (graph: float32, in order) into its family's argument struct.
-func encodeArgs(family string, scalars []graph.Scalar) ([]byte, error) {
+func encodeArgs(family graph.Family, scalars []graph.Scalar) ([]byte, error) {
 	switch family {
 	case "rmsnorm":
 		if !scalarsAre(scalars, "eps") {

@@ -7,8 +7,9 @@
 // tuple); floats travel in argument structs. Compile with fast math off: window and
 // one-token decode must agree bitwise.
 //
-// Every kernel reads the live row count from params[0] (a graph of T rows runs any window of
-// 1…T rows), the position of row 0 from params[1], the token ids from params[4…].
+// Every kernel reads the live row count from params[params_rows] (a graph of T rows runs any
+// window of 1…T rows), the position of row 0 from params[params_pos], the token ids from
+// params[params_tokens…].
 #include <metal_stdlib>
 using namespace metal;
 
@@ -26,6 +27,11 @@ constexpr constant uint gdn_rule_rows_per_lane = 1; // gdn_rule: key rows of the
 constexpr constant uint gdn_conv_window = 4; // gdn_conv: taps of the causal conv
 constexpr constant uint attn_dims_per_lane = 1; // attention: head dims per lane (head dim / 32)
 constexpr constant uint router_experts_per_lane = 16; // router: logits per lane (experts / 32)
+
+// ---- The params header: word indices of the fields the host writes before every window ----
+constexpr constant uint params_rows = 0; // graph.ParamRows: live rows of this window (at most the graph's rows)
+constexpr constant uint params_pos = 1; // graph.ParamPos: position of row 0
+constexpr constant uint params_tokens = 4; // graph.ParamTokens: token ids of the live rows, one word each
 
 // ---- Function constants ----
 // grid offsets of a chunked dispatch (graph.ConstGridOffset*): 0–2
@@ -164,8 +170,8 @@ struct attn_prep_args { // 8 bytes, aligned to 4
 
 // ---- Shared helpers ----
 
-// The live rows of this window: params[0], at most the graph's rows.
-inline uint live_rows(constant uint *params, uint rows) { return min(params[0], rows); }
+// The live rows of this window, at most the graph's rows.
+inline uint live_rows(constant uint *params, uint rows) { return min(params[params_rows], rows); }
 
 // The threadgroup's place in the whole grid: a dispatch split into chunks
 // (grids past 2^25 threadgroups) gets each chunk's offset as function constants.
@@ -349,7 +355,7 @@ kernel void embed_bf16(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    const uint token = params[4 + t];
+    const uint token = params[params_tokens + t];
     if (token >= vocab) {
         return; // the runtime validates tokens; never read past the table
     }
@@ -848,7 +854,7 @@ kernel void attn_prep(
     const uint kv_dim = kv_heads * head_dim;
     const uint t = tg.x;
     const uint h = tg.y;
-    const uint pos = params[1] + t;
+    const uint pos = params[params_pos] + t;
     if (t >= live_rows(params, rows) || h >= heads + kv_heads || pos >= ctx) {
         return; // the runtime refuses windows past the context
     }
@@ -897,7 +903,7 @@ kernel void attention(
     const uint kv_dim = kv_heads * head_dim;
     const uint t = tg.x;
     const uint h = tg.y;
-    const uint last = params[1] + t;
+    const uint last = params[params_pos] + t;
     if (t >= live_rows(params, rows) || h >= heads || last >= ctx) {
         return;
     }

@@ -33,8 +33,8 @@ const (
 // FunctionConstant is a function constant kernels.metal declares.
 type FunctionConstant struct {
 	Index  int
-	Family string // "" for the grid offsets every family shares
-	Name   string
+	Family graph.Family // "" for the grid offsets every family shares
+	Name   graph.ConstName
 	Type   string // UInt or Bool
 	// Optional constants may be left unset; the kernel uses Default.
 	Optional bool
@@ -67,7 +67,7 @@ type Buffer struct {
 // Kernel is one kernel function of kernels.metal.
 type Kernel struct {
 	Name    string
-	Family  string
+	Family  graph.Family
 	Format  string // storage format of its weights, "" if none
 	Buffers []Buffer
 	// ArgsSlot is where the argument struct is bound (after the last buffer),
@@ -102,7 +102,7 @@ type Model struct {
 	Missing []string
 	// EncodeArgs turns a dispatch's scalars into the argument struct bytes
 	// of its family, in MSL layout.
-	EncodeArgs func(family string, scalars []graph.Scalar) ([]byte, error)
+	EncodeArgs func(family graph.Family, scalars []graph.Scalar) ([]byte, error)
 }
 
 var (

@@ -118,8 +118,8 @@ func rmsScale(x []float32, eps float64) float64 {
 
 func embed(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim, vocab, copies := a.int("dim"), a.int("vocab"), a.int("copies")
-	table := a.matrix("table", a.int("wfmt"), vocab, dim)
+	dim, vocab, copies := a.int(graph.ConstDim), a.int(graph.ConstVocab), a.int(graph.ConstCopies)
+	table := a.matrix("table", a.int(graph.ConstWFmt), vocab, dim)
 	W := dim * copies // hyper-connection streams start as copies of the embedding
 	x := a.f32n("x", p.max*W)
 	return func() {
@@ -141,8 +141,8 @@ func embed(d *graph.Dispatch, a *args) (func(), error) {
 // statistics taken per group of values (hyper-connection streams).
 func rmsnorm(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim, group := a.int("dim"), a.int("group")
-	one := float64(a.int("zero_centred"))
+	dim, group := a.int(graph.ConstDim), a.int(graph.ConstGroup)
+	one := float64(a.int(graph.ConstZeroCentred))
 	eps := a.scalar("eps")
 	x, w, y := a.f32n("x", p.max*dim), a.f32n("w", dim), a.f32n("y", p.max*dim)
 	if a.err == nil && (group <= 0 || dim%group != 0) {
@@ -165,9 +165,9 @@ func rmsnorm(d *graph.Dispatch, a *args) (func(), error) {
 // sub-rows (one per hyper-connection stream) that all go through W.
 func matmul(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	n, k := a.int("n"), a.int("k")
-	fold := a.optInt("fold", 1)
-	w := a.matrix("w", a.int("wfmt"), n, k)
+	n, k := a.int(graph.ConstN), a.int(graph.ConstK)
+	fold := a.optInt(graph.ConstFold, 1)
+	w := a.matrix("w", a.int(graph.ConstWFmt), n, k)
 	x, y := a.f32n("x", p.max*fold*k), a.f32n("y", p.max*fold*n)
 	return func() {
 		matmulRows(w, x, y, p.rows()*fold)
@@ -210,7 +210,7 @@ const xBlockBytes = 512 << 10
 
 func residualAdd(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim := a.int("dim")
+	dim := a.int(graph.ConstDim)
 	x, y := a.f32n("x", p.max*dim), a.f32n("y", p.max*dim)
 	return func() {
 		for i := 0; i < p.rows()*dim; i++ {
@@ -221,7 +221,7 @@ func residualAdd(d *graph.Dispatch, a *args) (func(), error) {
 
 func swiglu(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim := a.int("dim")
+	dim := a.int(graph.ConstDim)
 	g, u, y := a.f32n("gate", p.max*dim), a.f32n("up", p.max*dim), a.f32n("y", p.max*dim)
 	return func() {
 		for i := 0; i < p.rows()*dim; i++ {
@@ -233,7 +233,7 @@ func swiglu(d *graph.Dispatch, a *args) (func(), error) {
 // copyRows copies the live rows of x into y.
 func copyRows(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim := a.int("dim")
+	dim := a.int(graph.ConstDim)
 	x, y := a.f32n("x", p.max*dim), a.f32n("y", p.max*dim)
 	return func() { copy(y[:p.rows()*dim], x[:p.rows()*dim]) }, a.err
 }
@@ -241,7 +241,7 @@ func copyRows(d *graph.Dispatch, a *args) (func(), error) {
 // concat writes [x[t] ‖ y[t]] for every live row.
 func concat(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	na, nb := a.int("a"), a.int("b")
+	na, nb := a.int(graph.ConstA), a.int(graph.ConstB)
 	x, y, z := a.f32n("x", p.max*na), a.f32n("y", p.max*nb), a.f32n("z", p.max*(na+nb))
 	return func() {
 		for t := 0; t < p.rows(); t++ {
@@ -254,7 +254,7 @@ func concat(d *graph.Dispatch, a *args) (func(), error) {
 // streamAdd adds y[t] to every hyper-connection stream of x[t].
 func streamAdd(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	H, C := a.int("hidden"), a.int("streams")
+	H, C := a.int(graph.ConstHidden), a.int(graph.ConstStreams)
 	x, y := a.f32n("x", p.max*C*H), a.f32n("y", p.max*H)
 	return func() {
 		for t := 0; t < p.rows(); t++ {
@@ -269,10 +269,10 @@ func streamAdd(d *graph.Dispatch, a *args) (func(), error) {
 
 func copyLastRow(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim := a.int("dim")
+	dim := a.int(graph.ConstDim)
 	x, y := a.f32("x"), a.f32n("y", dim)
 	return func() {
-		last := int(p.p[0]) - 1
+		last := p.rows() - 1 // the last live row, as the MSL reads it (live_rows)
 		copy(y[:dim], x[last*dim:(last+1)*dim])
 	}, a.err
 }
@@ -284,7 +284,7 @@ type gdnDims struct {
 }
 
 func (a *args) gdnDims() gdnDims {
-	g := gdnDims{nk: a.int("nk"), nv: a.int("nv"), dk: a.int("dk"), dv: a.int("dv"), grouped: a.int("grouped") != 0}
+	g := gdnDims{nk: a.int(graph.ConstNK), nv: a.int(graph.ConstNV), dk: a.int(graph.ConstDK), dv: a.int(graph.ConstDV), grouped: a.int(graph.ConstGrouped) != 0}
 	if g.nk > 0 {
 		g.r = g.nv / g.nk
 	}
@@ -334,7 +334,7 @@ func (g gdnDims) zIndex(j, i int) int { return j/g.r*g.group + 2*g.dk + g.r*g.dv
 func gdnConv(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	g := a.gdnDims()
-	K := a.int("kernel")
+	K := a.int(graph.ConstKernel)
 	C := g.convDim
 	width := g.inWidth()
 	inName := "qkv"
@@ -469,7 +469,7 @@ func gdnNormGate(d *graph.Dispatch, a *args) (func(), error) {
 	g := a.gdnDims()
 	eps := a.scalar("eps")
 	act := silu
-	if a.int("gate_sigmoid") != 0 {
+	if a.int(graph.ConstGateSigmoid) != 0 {
 		act = sigmoid
 	}
 	zName, width, zIndex := "z", g.valueDim, func(j, i int) int { return j*g.dv + i }
@@ -496,9 +496,9 @@ func gdnNormGate(d *graph.Dispatch, a *args) (func(), error) {
 type attnDims struct{ heads, kvHeads, headDim, rotDim, ctx, qStride int }
 
 func (a *args) attnDims() attnDims {
-	d := attnDims{heads: a.int("heads"), kvHeads: a.int("kv_heads"), headDim: a.int("head_dim"), rotDim: a.int("rot_dim"), ctx: a.int("ctx")}
+	d := attnDims{heads: a.int(graph.ConstHeads), kvHeads: a.int(graph.ConstKVHeads), headDim: a.int(graph.ConstHeadDim), rotDim: a.int(graph.ConstRotDim), ctx: a.int(graph.ConstCtx)}
 	d.qStride = d.headDim
-	if a.int("gate") != 0 {
+	if a.int(graph.ConstGate) != 0 {
 		d.qStride = 2 * d.headDim // per head: query then gate
 	}
 	return d
@@ -543,16 +543,16 @@ func attnPrep(d *graph.Dispatch, a *args) (func(), error) {
 func attention(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	ad := a.attnDims()
-	gated := a.int("gate") != 0
+	gated := a.int(graph.ConstGate) != 0
 	hd, kvDim := ad.headDim, ad.kvHeads*ad.headDim
 	q, qfull := a.f32n("q", p.max*ad.heads*hd), a.f32n("qfull", p.max*ad.heads*ad.qStride)
 	kc, vc := a.f32n("kcache", ad.ctx*kvDim), a.f32n("vcache", ad.ctx*kvDim)
 	y := a.f32n("y", p.max*ad.heads*hd)
 	scale := 1 / math.Sqrt(float64(hd))
 	group := ad.heads / ad.kvHeads
-	sparse := a.int("sparse") != 0
+	sparse := a.int(graph.ConstSparse) != 0
 	var sel, count []uint32
-	ratio, topK := a.int("ratio"), a.int("top_k")
+	ratio, topK := a.int(graph.ConstRatio), a.int(graph.ConstTopK)
 	if sparse {
 		sel, count = a.u32("sel"), a.u32("count")
 		if a.err == nil && (len(sel) < p.max*topK || len(count) < p.max) {
@@ -634,22 +634,22 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 // windows. The weights stay the true probabilities of the chosen experts.
 func router(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	E, K := a.int("experts"), a.int("top_k")
-	norm := a.int("norm_topk") != 0
+	E, K := a.int(graph.ConstExperts), a.int(graph.ConstTopK)
+	norm := a.int(graph.ConstNormTopK) != 0
 	logits := a.f32n("logits", p.max*E)
 	ids, weights := a.u32("ids"), a.f32n("weights", p.max*K)
 	if a.err == nil && len(ids) < p.max*K {
 		a.fail(fmt.Errorf("binding \"ids\" too small"))
 	}
-	moce := a.optInt("moce", 0) != 0
+	moce := a.optInt(graph.ConstMoCE, 0) != 0
 	var resident []uint32
 	var lambda float64
 	protect, maxRank := 0, E
 	if moce {
 		resident = a.u32("resident")
 		lambda = a.scalar("lambda")
-		protect = a.int("protect")
-		if r := a.int("max_rank"); r > 0 {
+		protect = a.int(graph.ConstProtect)
+		if r := a.int(graph.ConstMaxRank); r > 0 {
 			maxRank = min(r, E)
 		}
 		if a.err == nil && len(resident) < E {
@@ -719,15 +719,15 @@ type expertBlock struct {
 }
 
 func (a *args) expertBlock() expertBlock {
-	eb := expertBlock{data: a.bytes("experts"), smap: a.u32("smap"), experts: a.int("experts"), hidden: a.int("hidden"), inter: a.int("inter"),
-		stride: a.int("stride"), gateOff: a.int("gate_off"), upOff: a.int("up_off"), downOff: a.int("down_off")}
+	eb := expertBlock{data: a.bytes("experts"), smap: a.u32("smap"), experts: a.int(graph.ConstExperts), hidden: a.int(graph.ConstHidden), inter: a.int(graph.ConstInter),
+		stride: a.int(graph.ConstStride), gateOff: a.int(graph.ConstGateOff), upOff: a.int(graph.ConstUpOff), downOff: a.int(graph.ConstDownOff)}
 	// wfmt is the format of the parts this kernel reads: gate and up for
 	// moe_gate_up, down for moe_down (a row policy may store down in another
 	// format). The layer's tensor records (at its base in the experts
 	// buffer) give the row layouts.
-	wfmt := a.int("wfmt")
+	wfmt := a.int(graph.ConstWFmt)
 	base := int(a.expertBase[a.d.Layer])
-	if a.d.Family == "moe_down" {
+	if a.d.Family == graph.FamilyMoEDown {
 		eb.down = a.rowLayout("experts", base+eb.downOff, wfmt, eb.inter)
 	} else {
 		eb.gate = a.rowLayout("experts", base+eb.gateOff, wfmt, eb.hidden)
@@ -788,7 +788,7 @@ func groupByExpert(ids []uint32, experts int, into []expertGroup) []expertGroup 
 func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	eb := a.expertBlock()
-	K := a.int("top_k")
+	K := a.int(graph.ConstTopK)
 	H, I := eb.hidden, eb.inter
 	x, ids, h := a.f32n("x", p.max*H), a.u32("ids"), a.f32n("h", p.max*K*I)
 	var groups []expertGroup
@@ -825,7 +825,7 @@ var scratch = sync.Pool{New: func() any { return new([]float32) }}
 func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	eb := a.expertBlock()
-	K := a.int("top_k")
+	K := a.int(graph.ConstTopK)
 	H, I := eb.hidden, eb.inter
 	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*H)
 	var groups []expertGroup
@@ -873,9 +873,9 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 // plain residual, written for a hyper-connection inject.
 func moeCombine(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim := a.int("dim")
-	hasShared := a.int("shared") != 0
-	add := a.int("add") != 0
+	dim := a.int(graph.ConstDim)
+	hasShared := a.int(graph.ConstShared) != 0
+	add := a.int(graph.ConstAdd) != 0
 	x, routed := a.f32n("x", p.max*dim), a.f32n("routed", p.max*dim)
 	var shared, sg []float32
 	if hasShared {

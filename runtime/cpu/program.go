@@ -38,34 +38,34 @@ type Program struct {
 // returns the closure that runs it.
 type kernelFunc func(d *graph.Dispatch, a *args) (func(), error)
 
-var families = map[string]kernelFunc{
-	"embed":         embed,
-	"rmsnorm":       rmsnorm,
-	"matmul":        matmul,
-	"residual_add":  residualAdd,
-	"gdn_conv":      gdnConv,
-	"gdn_gates":     gdnGates,
-	"gdn_rule":      gdnRule,
-	"gdn_norm_gate": gdnNormGate,
-	"attn_prep":     attnPrep,
-	"attention":     attention,
-	"router":        router,
-	"swiglu":        swiglu,
-	"moe_gate_up":   moeGateUp,
-	"moe_down":      moeDown,
-	"moe_combine":   moeCombine,
-	"copy_last_row": copyLastRow,
-	"hc_act":        hcAct,
-	"hc_mix":        hcMix,
-	"hc_inject":     hcInject,
-	"ple_gate":      pleGate,
-	"ple_conv":      pleConv,
-	"index_prep":    indexPrep,
-	"index_pool":    indexPool,
-	"index_select":  indexSelect,
-	"copy_rows":     copyRows,
-	"concat":        concat,
-	"stream_add":    streamAdd,
+var families = map[graph.Family]kernelFunc{
+	graph.FamilyEmbed:       embed,
+	graph.FamilyRMSNorm:     rmsnorm,
+	graph.FamilyMatmul:      matmul,
+	graph.FamilyResidualAdd: residualAdd,
+	graph.FamilyGDNConv:     gdnConv,
+	graph.FamilyGDNGates:    gdnGates,
+	graph.FamilyGDNRule:     gdnRule,
+	graph.FamilyGDNNormGate: gdnNormGate,
+	graph.FamilyAttnPrep:    attnPrep,
+	graph.FamilyAttention:   attention,
+	graph.FamilyRouter:      router,
+	graph.FamilySwiGLU:      swiglu,
+	graph.FamilyMoEGateUp:   moeGateUp,
+	graph.FamilyMoEDown:     moeDown,
+	graph.FamilyMoECombine:  moeCombine,
+	graph.FamilyCopyLastRow: copyLastRow,
+	graph.FamilyHCAct:       hcAct,
+	graph.FamilyHCMix:       hcMix,
+	graph.FamilyHCInject:    hcInject,
+	graph.FamilyPLEGate:     pleGate,
+	graph.FamilyPLEConv:     pleConv,
+	graph.FamilyIndexPrep:   indexPrep,
+	graph.FamilyIndexPool:   indexPool,
+	graph.FamilyIndexSelect: indexSelect,
+	graph.FamilyCopyRows:    copyRows,
+	graph.FamilyConcat:      concat,
+	graph.FamilyStreamAdd:   streamAdd,
 }
 
 // Compile binds every dispatch of g to mem.
@@ -199,7 +199,7 @@ func (a *args) f32n(name string, n int) []float32 {
 	return v
 }
 
-func (a *args) int(name string) int {
+func (a *args) int(name graph.ConstName) int {
 	v, ok := a.d.Const(name)
 	if !ok {
 		a.fail(fmt.Errorf("missing constant %q", name))
@@ -208,7 +208,7 @@ func (a *args) int(name string) int {
 }
 
 // optInt is a constant that only some dispatches of a family carry.
-func (a *args) optInt(name string, def int) int {
+func (a *args) optInt(name graph.ConstName, def int) int {
 	if v, ok := a.d.Const(name); ok {
 		return int(v)
 	}
@@ -231,11 +231,11 @@ type params struct {
 }
 
 func (a *args) params() params {
-	return params{p: a.u32("params"), max: a.int("rows")}
+	return params{p: a.u32(graph.ParamsBuffer), max: a.int(graph.ConstRows)}
 }
 
-func (p params) rows() int { return min(int(p.p[0]), p.max) }
-func (p params) pos() int  { return int(p.p[1]) }
+func (p params) rows() int { return min(int(p.p[graph.ParamRowsWord]), p.max) }
+func (p params) pos() int  { return int(p.p[graph.ParamPosWord]) }
 func (p params) token(t int) int {
-	return int(p.p[4+t])
+	return int(p.p[graph.ParamTokensWord+t])
 }

@@ -51,7 +51,7 @@ func normalize1p(src, dst, w []float32, eps float64) {
 // hcAct: the gated residual's low-rank activation, silu(x / streams).
 func hcAct(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim, streams := a.int("dim"), float64(a.int("streams"))
+	dim, streams := a.int(graph.ConstDim), float64(a.int(graph.ConstStreams))
 	x, y := a.f32n("x", p.max*dim), a.f32n("y", p.max*dim)
 	return func() {
 		for i := 0; i < p.rows()*dim; i++ {
@@ -63,7 +63,7 @@ func hcAct(d *graph.Dispatch, a *args) (func(), error) {
 // hcMix: the block input, the mean over streams of sigmoid(g_s) ⊙ xn_s.
 func hcMix(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	H, C := a.int("hidden"), a.int("streams")
+	H, C := a.int(graph.ConstHidden), a.int(graph.ConstStreams)
 	xn, g, y := a.f32n("xn", p.max*C*H), a.f32n("g", p.max*C*H), a.f32n("y", p.max*H)
 	return func() {
 		for t := 0; t < p.rows(); t++ {
@@ -83,7 +83,7 @@ func hcMix(d *graph.Dispatch, a *args) (func(), error) {
 // back into every stream with its own dynamic weight.
 func hcInject(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	H, C := a.int("hidden"), a.int("streams")
+	H, C := a.int(graph.ConstHidden), a.int(graph.ConstStreams)
 	x, y, c := a.f32n("x", p.max*C*H), a.f32n("y", p.max*H), a.f32n("c", p.max*C)
 	return func() {
 		for t := 0; t < p.rows(); t++ {
@@ -102,7 +102,7 @@ func hcInject(d *graph.Dispatch, a *args) (func(), error) {
 // z_s = sigmoid(r′)·v.
 func pleGate(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	H, C := a.int("hidden"), a.int("streams")
+	H, C := a.int(graph.ConstHidden), a.int(graph.ConstStreams)
 	k, q, v, z := a.f32n("k", p.max*C*H), a.f32n("q", p.max*C*H), a.f32n("v", p.max*H), a.f32n("z", p.max*C*H)
 	scale := 1 / math.Sqrt(float64(H))
 	return func() {
@@ -127,7 +127,7 @@ func pleGate(d *graph.Dispatch, a *args) (func(), error) {
 // The state keeps the last (K−1)·d normalised inputs.
 func pleConv(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
-	dim, K, dil := a.int("dim"), a.int("kernel"), a.int("dilation")
+	dim, K, dil := a.int(graph.ConstDim), a.int(graph.ConstKernel), a.int(graph.ConstDilation)
 	L := (K - 1) * dil
 	z, zn, w := a.f32n("z", p.max*dim), a.f32n("zn", p.max*dim), a.f32n("w", dim*K)
 	state, x := a.f32n("state", L*dim), a.f32n("x", p.max*dim)
@@ -163,8 +163,8 @@ func pleConv(d *graph.Dispatch, a *args) (func(), error) {
 type indexDims struct{ heads, headDim, rotDim, ratio, topK, ctx int }
 
 func (a *args) indexDims() indexDims {
-	return indexDims{heads: a.int("heads"), headDim: a.int("head_dim"), rotDim: a.int("rot_dim"),
-		ratio: a.int("ratio"), topK: a.int("top_k"), ctx: a.int("ctx")}
+	return indexDims{heads: a.int(graph.ConstHeads), headDim: a.int(graph.ConstHeadDim), rotDim: a.int(graph.ConstRotDim),
+		ratio: a.int(graph.ConstRatio), topK: a.int(graph.ConstTopK), ctx: a.int(graph.ConstCtx)}
 }
 
 // indexPrep: the indexer queries RoPE(q_layernorm(q)) at the row's position,

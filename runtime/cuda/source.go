@@ -197,13 +197,9 @@ func writeWrapper(b *bytes.Buffer, m *artifact.Model, k *artifact.Kernel, name s
 // entryName is every pipeline's __global__ function.
 const entryName = "strata_entry"
 
-// constIdent is the MSL name of a function constant (as gen names it; see
-// runtime/mslemu's constIdents).
+// constIdent is the MSL name of a function constant (graph.Family.ConstIdents).
 func constIdent(c artifact.FunctionConstant) (ident, derived string) {
-	if c.Family == "" {
-		return "fc_" + c.Name, c.Name
-	}
-	return "fc_" + c.Family + "_" + c.Name, c.Family + "_" + c.Name
+	return c.Family.ConstIdents(c.Name)
 }
 
 func isIdent(s string) bool {

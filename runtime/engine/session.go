@@ -144,7 +144,7 @@ func (s *Session) logits(p window, n int) ([][]float32, error) {
 }
 
 func (s *Session) writeParams(g *graph.Graph, tokens []int, pos int) error {
-	buf := s.m.mem.Buffer("params")
+	buf := s.m.mem.Buffer(graph.ParamsBuffer)
 	put := func(name string, i int, v uint32) error {
 		p, ok := g.Param(name)
 		if !ok || i >= p.Count {
@@ -179,7 +179,7 @@ func (s *Session) gatherNgrams(g *graph.Graph, tokens []int) ([]ngram.History, e
 		if !ok {
 			return nil, fmt.Errorf("window graph T=%d has no params field for PLE layer %d", g.Rows, p.layer)
 		}
-		dst := buffers.Float32s(s.m.mem.Buffer("params")[field.Offset : field.Offset+4*int64(field.Count)])
+		dst := buffers.Float32s(s.m.mem.Buffer(graph.ParamsBuffer)[field.Offset : field.Offset+4*int64(field.Count)])
 		if err := p.table.Gather(ids, dst); err != nil {
 			return nil, err
 		}

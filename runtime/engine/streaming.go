@@ -143,9 +143,9 @@ func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
 	if err != nil {
 		return err
 	}
-	rows, _ := router.Const("rows")
-	topK, _ := router.Const("top_k")
-	live := min(int(binary.LittleEndian.Uint32(m.mem.Buffer("params"))), int(rows))
+	rows, _ := router.Const(graph.ConstRows)
+	topK, _ := router.Const(graph.ConstTopK)
+	live := min(int(binary.LittleEndian.Uint32(m.mem.Buffer(graph.ParamsBuffer)[4*graph.ParamRowsWord:])), int(rows))
 	read := func(b []byte) []int {
 		out := make([]int, 0, live*int(topK))
 		for i := 0; i < live*int(topK); i++ {

@@ -27,7 +27,7 @@ func KernelsFrom(m *artifact.Model) (Kernels, error) {
 	if m.EncodeArgs == nil {
 		return Kernels{}, fmt.Errorf("model %s: the bindings have no argument-struct encoder", m.Name)
 	}
-	families := map[string][]ConstantSlot{}
+	families := map[graph.Family][]ConstantSlot{}
 	var shared []ConstantSlot
 	for _, c := range m.Constants {
 		t, err := constType(c.Type)
@@ -117,7 +117,7 @@ func DeclaredFrom(m *artifact.Model) map[string][]DeclaredConstant {
 			if err != nil {
 				continue // KernelsFrom refuses the model
 			}
-			out[k.Name] = append(out[k.Name], DeclaredConstant{Name: c.Name, Index: c.Index, Type: typ, Required: !c.Optional})
+			out[k.Name] = append(out[k.Name], DeclaredConstant{Name: string(c.Name), Index: c.Index, Type: typ, Required: !c.Optional})
 		}
 	}
 	return out

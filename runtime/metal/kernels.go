@@ -190,7 +190,7 @@ type Kernels struct {
 // Optional slots are read through is_function_constant_defined in MSL, so a
 // dispatch may leave them out (the grid offsets of unchunked dispatches).
 type ConstantSlot struct {
-	Name     string
+	Name     graph.ConstName
 	Index    int
 	Type     DataType
 	Optional bool
@@ -202,14 +202,14 @@ type ConstantSlot struct {
 // error (Metal silently ignores a value whose index matches no constant, so
 // a drifted index would otherwise go unnoticed), and so is a required slot
 // the dispatch does not set.
-func TableResolver(families map[string][]ConstantSlot) Resolver {
+func TableResolver(families map[graph.Family][]ConstantSlot) Resolver {
 	return func(d *graph.Dispatch) (Function, error) {
 		slots, ok := families[d.Family]
 		if !ok {
 			return Function{}, fmt.Errorf("kernel family %q has no function-constant table", d.Family)
 		}
 		f := Function{Name: d.Kernel}
-		set := map[string]bool{}
+		set := map[graph.ConstName]bool{}
 		for _, c := range d.Consts {
 			i := slices.IndexFunc(slots, func(s ConstantSlot) bool { return s.Name == c.Name })
 			if i < 0 {

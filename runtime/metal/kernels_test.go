@@ -11,7 +11,7 @@ import (
 )
 
 func TestTableResolver(t *testing.T) {
-	resolve := metal.TableResolver(map[string][]metal.ConstantSlot{
+	resolve := metal.TableResolver(map[graph.Family][]metal.ConstantSlot{
 		"matmul": {
 			{Name: "rows", Index: 301, Type: metal.TypeUInt},
 			{Name: "n", Index: 300, Type: metal.TypeUInt},

@@ -164,7 +164,7 @@ func probeModel() *artifact.Model {
 			{Index: 102, Family: "probe", Name: "extra", Type: artifact.UInt, Optional: true, Default: 7},
 		},
 		Kernels: []artifact.Kernel{kernel("probe", 100, 101, 102), kernel("early_return"), kernel("divergent"), kernel("stuck")},
-		EncodeArgs: func(string, []graph.Scalar) ([]byte, error) {
+		EncodeArgs: func(graph.Family, []graph.Scalar) ([]byte, error) {
 			return nil, nil
 		},
 	}

@@ -101,14 +101,9 @@ func harness(m *artifact.Model) ([]byte, error) {
 }
 
 // constIdents are the MSL names the generator gives a function constant
-// (gen: fcIdent, and the derived constant of an optional one): fc_<name> and
-// <name> for the grid offsets every family shares, fc_<family>_<name> and
-// <family>_<name> for a family's own.
+// (graph.Family.ConstIdents).
 func constIdents(c artifact.FunctionConstant) (ident, derived string) {
-	if c.Family == "" {
-		return "fc_" + c.Name, c.Name
-	}
-	return "fc_" + c.Family + "_" + c.Name, c.Family + "_" + c.Name
+	return c.Family.ConstIdents(c.Name)
 }
 
 func isIdent(s string) bool {
