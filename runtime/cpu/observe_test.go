@@ -12,7 +12,9 @@ import (
 // exactly those rows under the weight tensor's name, and the collector's
 // Σx² per column is the hand-computed one.
 func TestObserverMatmul(t *testing.T) {
-	r := func(buf string, off, size int64) graph.Range { return graph.Range{Buffer: buf, Offset: off, Size: size} }
+	r := func(buf string, off, size int64) graph.Range {
+		return graph.Range{Buffer: buf, Offset: off, Size: size}
+	}
 	g := &graph.Graph{Model: "observe-test", Kind: graph.KindTrunk, Rows: 3, Buffers: []graph.Buffer{
 		{Name: "params", Kind: graph.KindParams, Size: 64}, {Name: "act", Kind: graph.KindScratch, Size: 1024},
 		{Name: "weights", Kind: graph.KindWeights, Size: 64},
