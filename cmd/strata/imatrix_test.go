@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/imatrix"
 )
 
@@ -79,5 +80,62 @@ func TestImatrixConvert(t *testing.T) {
 	}
 	if _, stderr, status := runStrata(t, append(plan, "--allow-no-imatrix")...); status != 0 || !strings.Contains(stderr, "without an importance matrix") {
 		t.Errorf("--allow-no-imatrix: status %d, %q; want a warning", status, stderr)
+	}
+
+	if testing.Short() {
+		return
+	}
+	// An imatrix of ones changes nothing in iq2_xs (its own weights are
+	// multiplied by them): the weighted path (experts by index, tensors
+	// split by rows, value-head columns reordered) writes the same bytes as
+	// the plain one.
+	for _, e := range g.Entries {
+		copy(e.Sums, slices.Repeat(e.Counts[:1], len(e.Sums)))
+		for i := range e.Counts {
+			e.Counts[i] = e.Counts[0]
+		}
+	}
+	ones := filepath.Join(dir, "ones.imatrix")
+	if err := imatrix.Write(ones, g); err != nil {
+		t.Fatal(err)
+	}
+	plain, weighted := filepath.Join(dir, "plain.gguf"), filepath.Join(dir, "weighted.gguf")
+	all := []string{"convert", "--hf", tinyGo, "--quant", "trunk=iq2_xs"}
+	if _, stderr, status := runStrata(t, append(all, "--allow-no-imatrix", "-o", plain)...); status != 0 {
+		t.Fatalf("convert: %s", stderr)
+	}
+	stdout, stderr, status = runStrata(t, append(all, "--imatrix", ones, "-o", weighted)...)
+	if status != 0 {
+		t.Fatalf("convert --imatrix: %s", stderr)
+	}
+	fa, err := gguf.Open(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	fb, err := gguf.Open(weighted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	same := 0
+	for _, ti := range fa.Tensors {
+		if ti.Type.Name != "iq2_xs" {
+			continue // iq4_nl fallbacks weigh by x² without a matrix, by qw·sqrt(σ²+x²) with one
+		}
+		ta, _ := fa.Tensor(ti.Name)
+		tb, ok := fb.Tensor(ti.Name)
+		if !ok || !slices.Equal(ta.Data, tb.Data) {
+			t.Errorf("%s: an imatrix of ones changed its iq2_xs blocks", ti.Name)
+		}
+		same++
+	}
+	if same == 0 {
+		t.Error("no iq2_xs tensor to compare")
+	}
+	for _, n := range []string{"blk.0.attn_qkv.weight", "blk.0.attn_gate.weight", "blk.0.ssm_out.weight"} {
+		if strings.Contains(stderr, n) {
+			t.Errorf("%s (split or with reordered columns) was not weighted: %s", n, stderr)
+		}
 	}
 }

@@ -4,6 +4,8 @@ import "fmt"
 
 func init() {
 	registry["iq2_xs"].EncodeWeighted = encodeIQ2XSWeighted
+	registry["iq4_nl"].EncodeWeighted = encodeIQ4NLWeighted
+	registry["iq4_xs"].EncodeWeighted = encodeIQ4XSWeighted
 }
 
 // EncodeImportance quantizes rows of len(qw) values of src into dst with the

@@ -7,13 +7,19 @@ import (
 	"testing"
 )
 
-// TestIQ2XSImportance: with an importance matrix the quantizer trades error
+// TestIQ2XSImportance (and the iq4 formats): with an importance matrix the quantizer trades error
 // on the unimportant columns for less on the important ones, so the error
 // weighted by the matrix (what a matmul with such activations sees) is
 // lower than without; with a matrix of ones it is the unweighted quantizer
 // bit for bit (ggml's quant_weights multiply its own weights).
 func TestIQ2XSImportance(t *testing.T) {
-	f, _ := Lookup("iq2_xs")
+	for _, name := range []string{"iq2_xs", "iq4_nl", "iq4_xs"} {
+		t.Run(name, func(t *testing.T) { testImportance(t, name) })
+	}
+}
+
+func testImportance(t *testing.T, name string) {
+	f, _ := Lookup(name)
 	const cols, rows = 512, 16
 	rng := rand.New(rand.NewSource(7))
 	x := make([]float32, cols*rows)
@@ -36,7 +42,9 @@ func TestIQ2XSImportance(t *testing.T) {
 	if err := f.EncodeImportance(x, ones, unit); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(unit, plain) {
+	// iq2_xs without a matrix weighs by sqrt(σ² + x²), which ones leave
+	// unchanged; the iq4 formats weigh by x² without one.
+	if name == "iq2_xs" && !bytes.Equal(unit, plain) {
 		t.Error("an importance matrix of ones changed the blocks")
 	}
 	werr := func(b []byte) float64 {
@@ -56,6 +64,9 @@ func TestIQ2XSImportance(t *testing.T) {
 	}
 	if err := f.EncodeImportance(x, qw[:100], weighted); err == nil {
 		t.Error("rows of 100 weights (not whole blocks) accepted")
+	}
+	if err := f.EncodeImportance(x, qw[:90], weighted); err == nil {
+		t.Error("rows of 90 weights (not whole blocks) accepted")
 	}
 	q8, _ := Lookup("q8_0")
 	if err := q8.EncodeImportance(x, qw, weighted); err == nil {

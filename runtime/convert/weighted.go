@@ -11,13 +11,15 @@ import (
 	"github.com/strata-llm/strata/runtime/imatrix"
 )
 
-// writeWeighted writes tensor t quantized with its imatrix weights, when it
-// can: the matrix has an entry for it and it is a whole role (a stacked expert role expert by expert, each with its own
-// weights) rather than rows gathered from one. It reports false, having
-// written nothing, otherwise. An expert the imatrix text never reached is
-// quantized without weights, as llama-quantize does with zero counts.
+// writeWeighted writes tensor t quantized with its imatrix weights, when the
+// matrix has an entry for it, and reports false, having written nothing,
+// otherwise. A stacked expert role goes expert by expert, each with its own
+// weights; a role split across tensors gives each its rows, a role whose
+// columns the tensor reorders is reordered first (the entry is in the
+// tensor's column order already). An expert the imatrix text never reached
+// is quantized without weights, as llama-quantize does with zero counts.
 func writeWeighted(w *gguf.Writer, src Source, t tensor, m *imatrix.Matrix, progress func(int)) (bool, error) {
-	if m == nil || t.runs != nil || t.cols != nil || t.tr != gguf.Same {
+	if m == nil || t.tr != gguf.Same {
 		return false, nil
 	}
 	e, ok := m.Entries[t.info.Name]
@@ -27,7 +29,7 @@ func writeWeighted(w *gguf.Writer, src Source, t tensor, m *imatrix.Matrix, prog
 	if err := e.SplitExperts(t.info.Name, t.rl.Len); err != nil {
 		return false, err
 	}
-	stacked := len(t.spec.Shape) == 3
+	stacked := len(t.spec.Shape) == 3 && t.runs == nil && t.cols == nil
 	nmat := 1
 	if stacked {
 		nmat = t.spec.Shape[0]
@@ -35,21 +37,34 @@ func writeWeighted(w *gguf.Writer, src Source, t tensor, m *imatrix.Matrix, prog
 	if e.Cols != t.rl.Len || e.NMat() != nmat {
 		return false, fmt.Errorf("the imatrix entry has %d matrices of %d columns; the tensor %d of %d", e.NMat(), e.Cols, nmat, t.rl.Len)
 	}
-	rows, n, stored := t.spec.Rows()/nmat, t.rl.Len, t.rl.Stored
-	f32 := make([]byte, 4*rows*n)
-	x := make([]float32, rows*stored) // rows zero-padded to whole blocks
-	out := make([]byte, rows*t.rl.RowBytes())
+	n, stored := t.rl.Len, t.rl.Stored
 	for mat := 0; mat < nmat; mat++ {
-		index := -1
+		var v []float32 // the matrix's rows in the tensor's order, n wide
 		if stacked {
-			index = mat
+			b := make([]byte, 4*t.spec.Rows()/nmat*n)
+			if err := src.Read(t.spec, mat, "f32", b); err != nil {
+				return false, err
+			}
+			v = make([]float32, len(b)/4)
+			for i := range v {
+				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+			}
+		} else {
+			all, err := readF32Any(src, t.spec)
+			if err != nil {
+				return false, err
+			}
+			v = toTensorOrder(t.cols, all, n)
+			if t.runs != nil {
+				v = gatherRows(v, n, int(t.info.Dims[1]), t.runs)
+			}
 		}
-		if err := src.Read(t.spec, index, "f32", f32); err != nil {
-			return false, err
-		}
-		for r := 0; r < rows; r++ {
-			for i := 0; i < n; i++ {
-				x[r*stored+i] = math.Float32frombits(binary.LittleEndian.Uint32(f32[4*(r*n+i):]))
+		rows := len(v) / n
+		x := v
+		if stored > n { // rows zero-padded to whole blocks
+			x = make([]float32, rows*stored)
+			for r := 0; r < rows; r++ {
+				copy(x[r*stored:r*stored+n], v[r*n:(r+1)*n])
 			}
 		}
 		qw, err := m.Weights(t.info.Name, mat)
@@ -59,6 +74,7 @@ func writeWeighted(w *gguf.Writer, src Source, t tensor, m *imatrix.Matrix, prog
 		if qw != nil && stored > n {
 			qw = append(qw, make([]float32, stored-n)...) // the padding's weight: the floor below
 		}
+		out := make([]byte, rows*t.rl.RowBytes())
 		if err := encodeRows(t.rl.Format, x, qw, out); err != nil {
 			return false, err
 		}
@@ -68,6 +84,15 @@ func writeWeighted(w *gguf.Writer, src Source, t tensor, m *imatrix.Matrix, prog
 		progress(len(out))
 	}
 	return true, nil
+}
+
+// gatherRows picks a split tensor's rows (of n values) out of its role's.
+func gatherRows(v []float32, n, rows int, runs []gguf.RowRun) []float32 {
+	out := make([]float32, rows*n)
+	for _, r := range runs {
+		copy(out[r.TensorRow*n:(r.TensorRow+r.Rows)*n], v[r.RoleRow*n:(r.RoleRow+r.Rows)*n])
+	}
+	return out
 }
 
 // encodeRows quantizes x with the weights qw (nil: none). All-zero weights
