@@ -105,8 +105,8 @@ func TestImatrixConvert(t *testing.T) {
 		t.Fatalf("convert: %s", stderr)
 	}
 	stdout, stderr, status = runStrata(t, append(all, "--imatrix", ones, "-o", weighted)...)
-	if status != 0 {
-		t.Fatalf("convert --imatrix: %s", stderr)
+	if status != 0 || !strings.Contains(stdout, "quantized with importance weights") {
+		t.Fatalf("convert --imatrix: status %d, %q %s", status, stdout, stderr)
 	}
 	fa, err := gguf.Open(plain)
 	if err != nil {
