@@ -178,6 +178,6 @@ func imatrixFor(c *models.Config, opt convert.Options, path string, allow bool, 
 func reportImatrix(stdout, stderr io.Writer, rep *convert.Report) {
 	fmt.Fprintf(stdout, "imatrix: %d tensors quantized with importance weights\n", len(rep.Weighted))
 	if n := len(rep.Unweighted); n > 0 {
-		fmt.Fprintf(stderr, "strata: warning: %d tensors in a format that takes an imatrix were quantized without one (not in the matrix, padded rows, or split): %s\n", n, strings.Join(rep.Unweighted, ", "))
+		fmt.Fprintf(stderr, "strata: warning: %d tensors in a format that takes an imatrix were quantized without one (not in the matrix): %s\n", n, strings.Join(rep.Unweighted, ", "))
 	}
 }

@@ -89,7 +89,7 @@ type Report struct {
 	Fallbacks []Fallback
 	// Weighted are the tensors quantized with the imatrix; Unweighted those
 	// in a format whose quantizer takes one that got none (not in the
-	// matrix, rows not whole blocks, or split and gathered rows).
+	// matrix: the token embeddings, for one).
 	Weighted, Unweighted []string
 }
 
