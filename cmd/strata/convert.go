@@ -63,6 +63,11 @@ POLICY (or rows=POLICY in --quant):
 A tensor written in another format than planned is named in a warning, and
 a class that fell back as a whole is recorded in the embedded config (and
 the summary's plan) as the format written.
+--imatrix FILE gives the quantizers that take one (iq2_xs) the importance
+matrix of strata imatrix or llama-imatrix (either file format): each weight's
+error is weighted by its input column's mean x², per routed expert. As
+llama-quantize does, a plan that writes iq2_xs without one is refused unless
+--allow-no-imatrix (docs/imatrix.md: the measured difference).
 For llama.cpp, also pass --no-mtp: llama.cpp has no Qwen3-Next or qwen4exp MTP
 and refuses tensors it does not load.
 
@@ -70,13 +75,15 @@ Then run "strata pack FILE" to write FILE.experts, the routed experts laid
 out for one read per expert.`
 
 func convertCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("convert", "--hf DIR --quant PLAN -o FILE.gguf [--rows POLICY] [--no-mtp]", fmt.Sprintf(convertAbout, strings.Join(quant.Quantizable(), ", ")), stderr)
+	fs := newFlagSet("convert", "--hf DIR --quant PLAN -o FILE.gguf [--rows POLICY] [--no-mtp] [--imatrix F]", fmt.Sprintf(convertAbout, strings.Join(quant.Quantizable(), ", ")), stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + safetensors)")
 	plan := fs.String("quant", "", "quant `plan`, e.g. experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k (default: the checkpoint's dtype for every class)")
 	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: smallest, pad or fallback (default smallest; same as rows= in --quant)")
 	out := fs.String("o", "", "output GGUF `file`")
 	name := fs.String("name", "", "model `name` recorded in the file (default: the checkpoint directory's name)")
 	noMTP := fs.Bool("no-mtp", false, "leave the MTP head out (llama.cpp refuses tensors it does not load)")
+	imPath := fs.String("imatrix", "", "importance matrix `file` (strata imatrix or llama-imatrix; GGUF or legacy .dat) for the quantizers that take one (iq2_xs)")
+	allowNoIM := fs.Bool("allow-no-imatrix", false, "write iq2_xs without --imatrix (llama-quantize refuses; the quality is much worse, see docs/imatrix.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -117,7 +124,11 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeGGUF(*out, c, src, convert.Options{DropMTP: *noMTP, Metadata: textKV}, "convert", stdout, stderr)
+	opt := convert.Options{DropMTP: *noMTP, Metadata: textKV}
+	if opt.Imatrix, err = imatrixFor(c, opt, *imPath, *allowNoIM, stderr); err != nil {
+		return err
+	}
+	return writeGGUF(*out, c, src, opt, "convert", stdout, stderr)
 }
 
 // applyPlan applies --quant and --rows to c's quant plan.
@@ -147,6 +158,9 @@ func writeGGUF(out string, c *models.Config, src convert.Source, opt convert.Opt
 		return err
 	}
 	warnFallbacks(stderr, rep)
+	if opt.Imatrix != nil {
+		reportImatrix(stdout, stderr, rep)
+	}
 	var parts []string
 	for f, n := range rep.ByFormat {
 		parts = append(parts, fmt.Sprintf("%s %s", f, sizeOf(n)))

@@ -282,7 +282,13 @@ func (gr *iq2Group) search(st *iq2SearchTables) {
 // d so the largest group scale is code 15, and for each group tries the
 // 4-bit codes around its scale, re-picking the grid points at each quantized
 // scale and keeping the least error.
-func encodeIQ2XS(src []float32, dst []byte) {
+func encodeIQ2XS(src []float32, dst []byte) { encodeIQ2XSWeighted(src, nil, dst) }
+
+// encodeIQ2XSWeighted is encodeIQ2XS with an importance matrix: qw (one
+// weight per column of the row, repeated for every row of src; nil: all
+// ones) multiplies each weight, w = qw·sqrt(σ² + x²), as ggml's
+// quantize_row_iq2_xs_impl does with its quant_weights.
+func encodeIQ2XSWeighted(src, qw []float32, dst []byte) {
 	st := iq2Search()
 	var w [iq2xsElems]float32
 	var groups [16]iq2Group
@@ -297,6 +303,12 @@ func encodeIQ2XS(src []float32, dst []byte) {
 		sigma2 := sum2 / iq2xsElems
 		for i, v := range x {
 			w[i] = float32(math.Sqrt(float64(sigma2 + v*v)))
+		}
+		if qw != nil {
+			q := qw[(b*iq2xsElems)%len(qw):]
+			for i := range w {
+				w[i] *= q[i]
+			}
 		}
 		var maxScale float32
 		for g := range groups {

@@ -1,6 +1,9 @@
 package quant
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // IQ4_NL (ggml type 20): blocks of 32, d f16 @0, qs[16] @2; the 4-bit codes
 // index the non-uniform table kvalues_iq4nl: y[j] = d·kv[qs[j]&15],
@@ -122,6 +125,26 @@ func iq4Weights(x, w []float32) {
 	}
 }
 
+// iq4Importance fills w for the (super-)block x that starts at element off
+// of src: without an imatrix (qw nil) x²; with one, as ggml's
+// quantize_row_iq4_nl_impl weighs its quant_weights, qw·sqrt(σ² + x²) with
+// σ² twice the block's mean square.
+func iq4Importance(x, qw []float32, off int, w []float32) {
+	if qw == nil {
+		iq4Weights(x, w)
+		return
+	}
+	var sum2 float32
+	for _, v := range x {
+		sum2 += v * v
+	}
+	sigma2 := 2 * sum2 / float32(len(x))
+	q := qw[off%len(qw):]
+	for j, v := range x {
+		w[j] = q[j] * float32(math.Sqrt(float64(sigma2+v*v)))
+	}
+}
+
 func decodeIQ4NL(src []byte, dst []float32) {
 	for b := 0; b*iq4nlElems < len(dst); b++ {
 		blk := src[b*iq4nlBytes : (b+1)*iq4nlBytes]
@@ -135,13 +158,17 @@ func decodeIQ4NL(src []byte, dst []float32) {
 	}
 }
 
-func encodeIQ4NL(src []float32, dst []byte) {
+func encodeIQ4NL(src []float32, dst []byte) { encodeIQ4NLWeighted(src, nil, dst) }
+
+// encodeIQ4NLWeighted is encodeIQ4NL with an importance matrix qw (weights
+// per column of rows of len(qw); nil: none), see iq4Importance.
+func encodeIQ4NLWeighted(src, qw []float32, dst []byte) {
 	var w [32]float32
 	var L [32]uint8
 	for b := 0; b*iq4nlElems < len(src); b++ {
 		x := src[b*iq4nlElems : (b+1)*iq4nlElems]
 		blk := dst[b*iq4nlBytes : (b+1)*iq4nlBytes]
-		iq4Weights(x, w[:])
+		iq4Importance(x, qw, b*iq4nlElems, w[:])
 		d := putF16(blk, iq4Search(x, w[:], L[:]))
 		iq4Requant(x, w[:], d, L[:]) // the codes nearest at the stored f16 scale
 		for j := 0; j < 16; j++ {
@@ -196,7 +223,11 @@ func decodeIQ4XS(src []byte, dst []float32) {
 // eight scales to 6 bits against d = −max/32 (the largest lands on −32, the
 // extra negative level), tries the neighbouring 6-bit codes for each
 // sub-block, and requantizes its values at the scale finally stored.
-func encodeIQ4XS(src []float32, dst []byte) {
+func encodeIQ4XS(src []float32, dst []byte) { encodeIQ4XSWeighted(src, nil, dst) }
+
+// encodeIQ4XSWeighted is encodeIQ4XS with an importance matrix qw (weights
+// per column of rows of len(qw); nil: none), see iq4Importance.
+func encodeIQ4XSWeighted(src, qw []float32, dst []byte) {
 	var w [iq4xsElems]float32
 	var L, tmp [32]uint8
 	var scales [8]float32
@@ -204,7 +235,7 @@ func encodeIQ4XS(src []float32, dst []byte) {
 		x := src[b*iq4xsElems : (b+1)*iq4xsElems]
 		blk := dst[b*iq4xsBytes : (b+1)*iq4xsBytes]
 		clear(blk)
-		iq4Weights(x, w[:])
+		iq4Importance(x, qw, b*iq4xsElems, w[:])
 		var amax, maxScale float32
 		for ib := range scales {
 			scales[ib] = iq4Search(x[32*ib:32*ib+32], w[32*ib:32*ib+32], L[:])

@@ -38,6 +38,12 @@ type Format struct {
 	// iq2_s, iq3_s, iq1_s, iq1_m: ggml's quantizers for them need an
 	// importance matrix).
 	Encode func(src []float32, dst []byte)
+	// EncodeWeighted, where the format's quantizer takes an importance
+	// matrix (ggml's quant_weights; nil otherwise), is Encode with per-column
+	// weights: src is whole rows of len(qw) values (a multiple of
+	// BlockElems), each value's error weighted by qw of its column. Use
+	// EncodeImportance, which checks the lengths.
+	EncodeWeighted func(src, qw []float32, dst []byte)
 	// Dot returns Σ Decode(block)[i]·x[i] over len(x) elements (a multiple of
 	// BlockElems) without materialising the decoded row. It accumulates in
 	// float64: per block (or sub-block) Σ q·x with the small integer levels,

@@ -22,6 +22,7 @@ import (
 	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/imatrix"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -54,6 +55,9 @@ type Options struct {
 	// Metadata are more key/value pairs for the file: the tokenizer and
 	// chat template (runtime/text), for one.
 	Metadata []gguf.KV
+	// Imatrix, when set, gives the quantizers that take one (iq2_xs) their
+	// importance weights, by GGUF tensor name and expert (see weighted.go).
+	Imatrix *imatrix.Matrix
 }
 
 // ErrUnsupported marks models this package cannot write yet.
@@ -83,6 +87,10 @@ type Report struct {
 	// named (Config.Quant names the written format when a whole class fell
 	// back to one).
 	Fallbacks []Fallback
+	// Weighted are the tensors quantized with the imatrix; Unweighted those
+	// in a format whose quantizer takes one that got none (not in the
+	// matrix: the token embeddings, for one).
+	Weighted, Unweighted []string
 }
 
 // Write converts the model c, reading from src, into a GGUF file at path.
@@ -137,6 +145,18 @@ func Write(path string, c *models.Config, src Source, opt Options) (*Report, err
 		data []byte
 	}
 	for _, t := range tensors {
+		if t.rl.Format.EncodeWeighted != nil && !t.table {
+			done, err := writeWeighted(w, src, t, opt.Imatrix, progress)
+			if err != nil {
+				w.Abort()
+				return nil, fmt.Errorf("%s: tensor %s (role %s): %w", path, t.info.Name, t.spec.Name, err)
+			}
+			if done {
+				rep.Weighted = append(rep.Weighted, t.info.Name)
+				continue
+			}
+			rep.Unweighted = append(rep.Unweighted, t.info.Name)
+		}
 		if err := writeTensor(w, src, t, exact, &cached.role, &cached.data, progress); err != nil {
 			w.Abort()
 			return nil, fmt.Errorf("%s: tensor %s (role %s): %w", path, t.info.Name, t.spec.Name, err)

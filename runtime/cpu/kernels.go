@@ -169,7 +169,11 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 	fold := a.optInt(graph.ConstFold, 1)
 	w := a.matrix("w", a.int(graph.ConstWFmt), n, k)
 	x, y := a.f32n("x", p.max*fold*k), a.f32n("y", p.max*fold*n)
+	name := a.tensorName("w", 0)
 	return func() {
+		if o := currentObserver(); o != nil && name != "" {
+			o.Activations(name, 0, 1, k, x[:p.rows()*fold*k])
+		}
 		matmulRows(w, x, y, p.rows()*fold)
 	}, a.err
 }
@@ -791,10 +795,17 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 	K := a.int(graph.ConstTopK)
 	H, I := eb.hidden, eb.inter
 	x, ids, h := a.f32n("x", p.max*H), a.u32("ids"), a.f32n("h", p.max*K*I)
+	base := int(a.expertBase[a.d.Layer])
+	names := []string{a.tensorName("experts", base+eb.gateOff), a.tensorName("experts", base+eb.upOff)}
 	var groups []expertGroup
 	return func() {
 		n := p.rows()
 		groups = groupByExpert(ids[:n*K], eb.experts, groups)
+		if o := currentObserver(); o != nil {
+			for _, g := range groups {
+				observeGroup(o, names, g.e, eb.experts, H, K, x, g.tjs, false)
+			}
+		}
 		parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
 			for _, g := range groups[lo:hi] {
 				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
@@ -828,10 +839,16 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	K := a.int(graph.ConstTopK)
 	H, I := eb.hidden, eb.inter
 	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*H)
+	names := []string{a.tensorName("experts", int(a.expertBase[a.d.Layer])+eb.downOff)}
 	var groups []expertGroup
 	return func() {
 		n := p.rows()
 		groups = groupByExpert(ids[:n*K], eb.experts, groups)
+		if o := currentObserver(); o != nil {
+			for _, g := range groups {
+				observeGroup(o, names, g.e, eb.experts, I, K, h, g.tjs, true)
+			}
+		}
 		buf := scratch.Get().(*[]float32)
 		if cap(*buf) < n*K*H {
 			*buf = make([]float32, n*K*H)
