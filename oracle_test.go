@@ -12,6 +12,7 @@ import (
 	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/weights"
 
+	"github.com/strata-llm/strata/internal/reftensor"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
 )
@@ -24,42 +25,8 @@ type reference struct {
 
 func loadReference(t *testing.T, dir string) reference {
 	t.Helper()
-	f, err := safetensors.Open(filepath.Join(dir, "reference.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ints := func(name string) []int {
-		tt, ok := f.Tensor(name)
-		if !ok {
-			t.Fatalf("%s: no tensor %s", dir, name)
-		}
-		v, err := tt.Int32s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]int, len(v))
-		for i, x := range v {
-			out[i] = int(x)
-		}
-		return out
-	}
-	rows := func(name string) [][]float32 {
-		tt, ok := f.Tensor(name)
-		if !ok {
-			t.Fatalf("%s: no tensor %s", dir, name)
-		}
-		v, err := tt.Float32s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := tt.Shape[1]
-		var out [][]float32
-		for i := 0; i < tt.Shape[0]; i++ {
-			out = append(out, v[i*n:(i+1)*n])
-		}
-		return out
-	}
+	f := reftensor.Open(t, filepath.Join(dir, "reference.safetensors"))
+	ints, rows := f.Ints, f.Rows
 	return reference{tokens: ints("tokens"), greedy: ints("greedy_tokens"), logits: rows("logits"), greedyLogits: rows("greedy_logits")}
 }
 

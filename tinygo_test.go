@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/internal/reftensor"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
@@ -27,42 +28,8 @@ type tinyGoRef struct {
 
 func loadTinyGoRef(t *testing.T) tinyGoRef {
 	t.Helper()
-	f, err := safetensors.Open(filepath.Join(tinyGoDir, "reference.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ints := func(name string) []int {
-		tt, ok := f.Tensor(name)
-		if !ok {
-			t.Fatalf("tiny-go reference: no tensor %s", name)
-		}
-		v, err := tt.Int32s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]int, len(v))
-		for i, x := range v {
-			out[i] = int(x)
-		}
-		return out
-	}
-	rows := func(name string) [][]float32 {
-		tt, ok := f.Tensor(name)
-		if !ok {
-			t.Fatalf("tiny-go reference: no tensor %s", name)
-		}
-		v, err := tt.Float32s()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := tt.Shape[1]
-		var out [][]float32
-		for i := 0; i < tt.Shape[0]; i++ {
-			out = append(out, v[i*n:(i+1)*n])
-		}
-		return out
-	}
+	f := reftensor.Open(t, filepath.Join(tinyGoDir, "reference.safetensors"))
+	ints, rows := f.Ints, f.Rows
 	return tinyGoRef{
 		tokens: ints("tokens"), greedy: ints("greedy_tokens"),
 		positions: ints("logits_positions"), mtpPosition: ints("mtp_positions"),

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -87,17 +86,9 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("naming the tensors as the GGUF does: %w", err)
 	}
-	eos := l.Config.Architecture.EOSTokenIDs[0]
-	var tokens []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("-f: %w", err)
-		}
-		tokens = append(tokens, tm.Tok.Encode(strings.ToValidUTF8(string(b), "\uFFFD"))...)
-		if len(files) > 1 {
-			tokens = append(tokens, eos)
-		}
+	tokens, err := readDocuments(tm.Tok, files, l.Config.Architecture.EOSTokenIDs[0])
+	if err != nil {
+		return err
 	}
 	starts, err := eval.Chunks(len(tokens), *ctx, *chunks, false)
 	if err != nil {

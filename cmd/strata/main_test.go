@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/reftensor"
 	"github.com/strata-llm/strata/runtime/safetensors"
 )
 
@@ -22,23 +23,10 @@ func runStrata(t *testing.T, args ...string) (stdout, stderr string, status int)
 	return o.String(), e.String(), status
 }
 
+// refInts reads an int32 tensor of dir's reference.safetensors.
 func refInts(t *testing.T, dir, name string) []int {
 	t.Helper()
-	f, err := safetensors.Open(filepath.Join(dir, "reference.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tt, _ := f.Tensor(name)
-	v, err := tt.Int32s()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]int, len(v))
-	for i, x := range v {
-		out[i] = int(x)
-	}
-	return out
+	return reftensor.Open(t, filepath.Join(dir, "reference.safetensors")).Ints(name)
 }
 
 func joinInts(v []int, sep string) string {

@@ -133,17 +133,9 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	if *mtp && !l.Model.HasMTP() {
 		return fmt.Errorf("--mtp: model %s has no MTP head", l.Config.Name)
 	}
-	eos := l.Config.Architecture.EOSTokenIDs[0]
-	var tokens []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("-f: %w", err)
-		}
-		tokens = append(tokens, tok.Encode(strings.ToValidUTF8(string(b), "\uFFFD"))...)
-		if len(files) > 1 {
-			tokens = append(tokens, eos)
-		}
+	tokens, err := readDocuments(tok, files, l.Config.Architecture.EOSTokenIDs[0])
+	if err != nil {
+		return err
 	}
 	if *chunks == 0 && *spread {
 		return usagef("--spread needs --chunks")

@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +17,6 @@ import (
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
-	"github.com/strata-llm/strata/runtime/spec"
 	"github.com/strata-llm/strata/runtime/stream"
 )
 
@@ -137,10 +134,6 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("--keepalive must be ≥ 0, got %v", *keepAlive)
 	}
 	sp.SuffixDraft, sp.MTP = *suffix, !*noMTPDraft
-	var gate *spec.Gate
-	if sp.Depth == engine.Auto {
-		gate = spec.NewGate(1) // resized below once the model's window shapes are known
-	}
 	sp.Stats = &engine.SpecStats{}
 	if *n < 0 {
 		return usagef("-n must be ≥ 0, got %d", *n)
@@ -197,21 +190,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	vocab := l.Config.Architecture.VocabSize
 	var logits []float32
 	rows := 0
-	// The gate's timings hold for this machine, backend and arena only.
-	gateKey := fmt.Sprintf("%s backend=%s arena-experts=%d io-threads=%d", l.Config.Name, *backend, *arena, *ioThreads)
-	statePath := *specState
-	if statePath == "" && *ggufPath != "" {
-		statePath = *ggufPath + ".spec"
-	}
-	if gate != nil {
-		gate = spec.NewGate(l.Config.Windows.MaxDecodeRows - 1)
-		sp.Gate = gate
-		if statePath != "" && statePath != "-" {
-			if err := gate.Load(statePath, gateKey); err != nil && !errors.Is(err, os.ErrNotExist) {
-				fmt.Fprintf(stderr, "strata: warning: ignoring the spec gate's saved estimates: %v\n", err)
-			}
-		}
-	}
+	gate := loadSpecGate(&sp, *specState, *ggufPath, l, *backend, *arena, *ioThreads, stderr)
 	eos, err := eosIDs(*hf, *ggufPath, l.Config)
 	if err != nil {
 		return fmt.Errorf("reading the EOS ids: %w", err)
@@ -253,11 +232,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if gate != nil && statePath != "" && statePath != "-" {
-		if err := gate.Save(statePath, gateKey); err != nil {
-			fmt.Fprintf(stderr, "strata: warning: %v\n", err)
-		}
-	}
+	gate.save(stderr)
 	if *dump != "" {
 		data := make([]byte, 4*len(logits))
 		for i, v := range logits {
@@ -294,8 +269,8 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		st := sp.Stats
 		fmt.Fprintf(stderr, "strata: speculation: %d decode windows, %d drafts fed, %d accepted, %d windows re-run after a rejection\n",
 			st.Windows, st.Drafted, st.Accepted, st.Rerun)
-		if gate != nil {
-			fmt.Fprintf(stderr, "strata: %s\n", gate.Report())
+		if gate.gate != nil {
+			fmt.Fprintf(stderr, "strata: %s\n", gate.gate.Report())
 		}
 		if mb, ok := l.Model.Backend().(interface{ Stats() metal.Stats }); ok {
 			ms := mb.Stats()

@@ -20,7 +20,6 @@ import (
 	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/serve"
-	"github.com/strata-llm/strata/runtime/spec"
 	"github.com/strata-llm/strata/runtime/stream"
 	"github.com/strata-llm/strata/runtime/text"
 )
@@ -142,21 +141,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	if v, m := tm.Tok.Vocab(), l.Config.Architecture.VocabSize; v > m {
 		return fmt.Errorf("the tokenizer has %d token ids but model %s only %d", v, l.Config.Name, m)
 	}
-	var gate *spec.Gate
-	gateKey := fmt.Sprintf("%s backend=%s arena-experts=%d io-threads=%d", l.Config.Name, *backend, *arena, *ioThreads)
-	statePath := *specState
-	if statePath == "" && *ggufPath != "" {
-		statePath = *ggufPath + ".spec"
-	}
-	if sp.Depth == engine.Auto {
-		gate = spec.NewGate(l.Config.Windows.MaxDecodeRows - 1)
-		sp.Gate = gate
-		if statePath != "" && statePath != "-" {
-			if err := gate.Load(statePath, gateKey); err != nil && !errors.Is(err, os.ErrNotExist) {
-				fmt.Fprintf(stderr, "strata: warning: ignoring the spec gate's saved estimates: %v\n", err)
-			}
-		}
-	}
+	gate := loadSpecGate(&sp, *specState, *ggufPath, l, *backend, *arena, *ioThreads, stderr)
 	eos, err := eosIDs(*hf, *ggufPath, l.Config)
 	if err != nil {
 		return fmt.Errorf("reading the EOS ids: %w", err)
@@ -210,11 +195,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		srv.Close() // their contexts end; each generation stops at its next token
 	}
 	api.Close()
-	if gate != nil && statePath != "" && statePath != "-" {
-		if err := gate.Save(statePath, gateKey); err != nil {
-			fmt.Fprintf(stderr, "strata: warning: %v\n", err)
-		}
-	}
+	gate.save(stderr)
 	fmt.Fprintln(stderr, "strata: stopped")
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/strata-llm/strata/internal/bytemodel"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/sample"
@@ -375,58 +376,12 @@ func TestChatStartsOverWhenHistoryChanges(t *testing.T) {
 	}
 }
 
-// byteLevelTokenizer writes a tokenizer.json whose vocabulary is the 256 GPT-2
-// byte-level characters (ids 0-255, no merges) and the three ChatML control
-// tokens (256-258), with Qwen3's chat template beside it: a tokenizer that
-// fits the tiny-a oracle's 512-token vocabulary.
+// byteLevelTokenizer writes the tiny-a oracle with a byte-level tokenizer and
+// Qwen3's chat template into dir (see bytemodel.Write).
 func byteLevelTokenizer(t *testing.T, dir string) {
 	t.Helper()
-	vocab := map[string]int{}
-	next := 256
-	for b := 0; b < 256; b++ {
-		r := rune(b)
-		if !(b >= '!' && b <= '~') && !(b >= 0xA1 && b <= 0xAC) && !(b >= 0xAE && b <= 0xFF) {
-			r = rune(next)
-			next++
-		}
-		vocab[string(r)] = b
-	}
-	var added []map[string]any
-	for i, s := range []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"} {
-		added = append(added, map[string]any{"id": 256 + i, "content": s, "special": true})
-	}
-	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
-	tok := map[string]any{
-		"added_tokens": added,
-		"normalizer":   map[string]any{"type": "NFC"},
-		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
-				"behavior": "Isolated", "invert": false}, bl}},
-		"decoder": bl,
-		"model":   map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{}},
-	}
-	data, _ := json.Marshal(tok)
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644); err != nil {
+	if err := bytemodel.Write(dir, "../.."); err != nil {
 		t.Fatal(err)
-	}
-	var cfg map[string]any
-	raw, err := os.ReadFile(filepath.Join(refsDir, "qwen3", "tokenizer_config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	json.Unmarshal(raw, &cfg)
-	data, _ = json.Marshal(map[string]any{"chat_template": cfg["chat_template"], "eos_token": "<|im_end|>"})
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"config.json", "model.safetensors"} {
-		b, err := os.ReadFile(filepath.Join(tinyA, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/internal/reftensor"
 )
 
 const tinyGo = "../../testdata/tiny-go"
@@ -14,25 +14,7 @@ const tinyGo = "../../testdata/tiny-go"
 // refRows reads rows of an f32 [rows, vocab] tensor.
 func refRows(t *testing.T, path, name string) [][]float32 {
 	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tt, ok := f.Tensor(name)
-	if !ok {
-		t.Fatalf("%s: no tensor %s", path, name)
-	}
-	v, err := tt.Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := tt.Shape[1]
-	var out [][]float32
-	for i := 0; i < tt.Shape[0]; i++ {
-		out = append(out, v[i*n:(i+1)*n])
-	}
-	return out
+	return reftensor.Open(t, path).Rows(name)
 }
 
 // TestDumpMTP: strata run --dump-logits F --dump-mtp on tiny-go writes the

@@ -1,82 +1,20 @@
 package serve
 
 import (
-	"encoding/json"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/strata-llm/strata"
+	"github.com/strata-llm/strata/internal/bytemodel"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/text"
 )
 
-const (
-	tinyA   = "../../testdata/oracles/tiny-a"
-	qwenCfg = "../../testdata/tokenizer-refs/qwen3/tokenizer_config.json"
-	imEnd   = 258 // <|im_end|> in the byte-level tokenizer below
-)
-
-// byteModelDir writes the tiny-a oracle with a tokenizer whose vocabulary is
-// the 256 GPT-2 byte-level characters (ids 0-255, no merges) and the three
-// ChatML control tokens (256-258), with Qwen3's chat template: a text model
-// that fits tiny-a's 512-token vocabulary, so the server runs the real engine.
-func writeByteModel(dir string) error {
-	vocab := map[string]int{}
-	next := 256
-	for b := 0; b < 256; b++ {
-		r := rune(b)
-		if !(b >= '!' && b <= '~') && !(b >= 0xA1 && b <= 0xAC) && !(b >= 0xAE && b <= 0xFF) {
-			r = rune(next)
-			next++
-		}
-		vocab[string(r)] = b
-	}
-	var added []map[string]any
-	for i, s := range []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"} {
-		added = append(added, map[string]any{"id": 256 + i, "content": s, "special": true})
-	}
-	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}
-	tok := map[string]any{
-		"added_tokens": added,
-		"normalizer":   map[string]any{"type": "NFC"},
-		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
-			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`},
-				"behavior": "Isolated", "invert": false}, bl}},
-		"decoder": bl,
-		"model":   map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{}},
-	}
-	data, _ := json.Marshal(tok)
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644); err != nil {
-		return err
-	}
-	var cfg map[string]any
-	raw, err := os.ReadFile(qwenCfg)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return err
-	}
-	data, _ = json.Marshal(map[string]any{"chat_template": cfg["chat_template"], "eos_token": "<|im_end|>"})
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), data, 0o644); err != nil {
-		return err
-	}
-	for _, name := range []string{"config.json", "model.safetensors"} {
-		b, err := os.ReadFile(filepath.Join(tinyA, name))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+const imEnd = 258 // <|im_end|> in bytemodel's byte-level tokenizer
 
 // realModel is tiny-a with the byte-level tokenizer, loaded once.
 type realModel struct {
@@ -97,7 +35,7 @@ func loadReal(t testing.TB) *realModel {
 	realOnce.Do(func() {
 		d, err := os.MkdirTemp("", "serve-test-")
 		if err == nil {
-			err = writeByteModel(d)
+			err = bytemodel.Write(d, "../..") // the server runs the real engine
 		}
 		if err != nil {
 			realErr = err
