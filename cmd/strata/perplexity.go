@@ -137,9 +137,6 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *chunks == 0 && *spread {
-		return usagef("--spread needs --chunks")
-	}
 	starts, err := eval.Chunks(len(tokens), *ctx, *chunks, *spread)
 	if err != nil {
 		return fmt.Errorf("%s: %w", strings.Join(files, ", "), err)
