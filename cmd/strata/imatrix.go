@@ -76,7 +76,7 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	opt := strata.HFOptions{PrefillRows: *ctx, AllLogits: true, Context: *ctx, History: "-", Backend: strata.BackendCPU,
-		Warn: func(err error) { fmt.Fprintf(stderr, "strata: warning: %v\n", err) }}
+		Warn: warner(stderr)}
 	l, err := openModel(*hf, *ggufPath, opt)
 	if err != nil {
 		return err

@@ -124,7 +124,7 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := strata.HFOptions{PrefillRows: *batch, AllLogits: true, Context: max(*ctx, 0), ArenaExperts: *arena, History: *history,
 		Stream: stream.Options{Threads: *ioThreads, Trace: *stats}, Backend: *backend, MoCE: *moce, MoCELambda: *moceLambda, MoCEMaxRank: *moceMaxRank,
-		Warn: func(err error) { fmt.Fprintf(stderr, "strata: warning: %v\n", err) }}
+		Warn: warner(stderr)}
 	l, err := openModel(*hf, *ggufPath, opt)
 	if err != nil {
 		return err
@@ -136,9 +136,6 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	tokens, err := readDocuments(tok, files, l.Config.Architecture.EOSTokenIDs[0])
 	if err != nil {
 		return err
-	}
-	if *chunks == 0 && *spread {
-		return usagef("--spread needs --chunks")
 	}
 	starts, err := eval.Chunks(len(tokens), *ctx, *chunks, *spread)
 	if err != nil {

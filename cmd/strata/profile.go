@@ -3,9 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime/pprof"
+
+	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // cpuProfileFlag adds --cpuprofile to fs; start begins the profile when the
@@ -17,24 +17,18 @@ func cpuProfileFlag(fs *flag.FlagSet) (start func() (stop func() error, err erro
 			return func() error { return nil }, nil
 		}
 		// Written beside the target and renamed into place once complete.
-		f, err := os.CreateTemp(filepath.Dir(*path), filepath.Base(*path)+".*.tmp")
+		f, err := outfile.Create(*path)
 		if err != nil {
 			return nil, fmt.Errorf("--cpuprofile: %w", err)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			os.Remove(f.Name())
+			f.Abort()
 			return nil, fmt.Errorf("--cpuprofile %s: %w", *path, err)
 		}
 		return func() error {
 			pprof.StopCPUProfile()
-			err := f.Close()
-			if err == nil {
-				err = os.Rename(f.Name(), *path)
-			}
-			if err != nil {
-				os.Remove(f.Name())
-				return fmt.Errorf("--cpuprofile %s: %w", *path, err)
+			if err := f.Commit(); err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
 			}
 			return nil
 		}, nil

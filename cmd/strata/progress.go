@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/strata-llm/strata/runtime/sysmem"
 )
 
 // progress draws a one-line bar on stderr for long work (conversion, packing),
@@ -77,15 +79,11 @@ func (p *progress) finish() {
 	}
 }
 
-// sizeOf renders a byte count in decimal units.
+// sizeOf renders a byte count in decimal units, as sysmem.Size does, with
+// bytes below a kB.
 func sizeOf(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	if n >= 1e3 {
+		return sysmem.Size(uint64(n))
 	}
 	return fmt.Sprintf("%d B", n)
 }

@@ -1,11 +1,9 @@
 package convert
 
 import (
-	"encoding/binary"
 	"fmt"
-	"github.com/strata-llm/strata/models"
-	"math"
 
+	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/imatrix"
@@ -46,9 +44,7 @@ func writeWeighted(w *gguf.Writer, src Source, t tensor, m *imatrix.Matrix, prog
 				return false, err
 			}
 			v = make([]float32, len(b)/4)
-			for i := range v {
-				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-			}
+			f32Format.Decode(b, v)
 		} else {
 			all, err := readF32Any(src, t.spec)
 			if err != nil {
