@@ -14,16 +14,11 @@ func ExpertSlots(c *models.Config, graphs []*graph.Graph) (slotBytes int64, expe
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	sizes := map[string]int64{}
-	for _, g := range graphs {
-		for _, b := range g.Buffers {
-			if b.Kind != graph.KindMapped && b.Kind != graph.KindExperts {
-				sizes[b.Name] = max(sizes[b.Name], b.Size)
-			}
+	sizes, kinds := allocatedSizes(graphs)
+	for name, s := range sizes {
+		if kinds[name] != graph.KindExperts {
+			other += s
 		}
-	}
-	for _, s := range sizes {
-		other += s
 	}
 	return layout.slotBytes, layout.layers * c.Architecture.MoE.NumExperts, other, nil
 }

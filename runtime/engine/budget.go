@@ -20,19 +20,14 @@ var hostMemory = sysmem.Read
 // summed as NewMemory allocates them (each buffer at its largest; file
 // mappings not counted).
 func checkMemory(c *models.Config, graphs []*graph.Graph) error {
-	sizes := map[string]int64{}
-	kinds := map[string]string{}
 	for _, g := range graphs {
 		for _, b := range g.Buffers {
 			if b.Size < 0 {
 				return fmt.Errorf("model %s: buffer %s overflows (%d bytes): a size asked for is too large", c.Name, b.Name, b.Size)
 			}
-			if b.Kind != graph.KindMapped {
-				sizes[b.Name] = max(sizes[b.Name], b.Size)
-				kinds[b.Name] = b.Kind
-			}
 		}
 	}
+	sizes, kinds := allocatedSizes(graphs)
 	byKind := map[string]float64{}
 	total := 0.0
 	for name, s := range sizes {
@@ -65,6 +60,21 @@ func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 	}
 	return fmt.Errorf("model %s needs %s of host memory for its buffers (%s), the machine has %s available (%s)%s",
 		c.Name, sysmem.Size(uint64(total)), strings.Join(parts, ", "), sysmem.Size(info.Available), info.Source, hint)
+}
+
+// allocatedSizes is every buffer NewMemory allocates (all but the file
+// mappings) at its largest size over the graphs, with its kind.
+func allocatedSizes(graphs []*graph.Graph) (sizes map[string]int64, kinds map[string]string) {
+	sizes, kinds = map[string]int64{}, map[string]string{}
+	for _, g := range graphs {
+		for _, b := range g.Buffers {
+			if b.Kind != graph.KindMapped {
+				sizes[b.Name] = max(sizes[b.Name], b.Size)
+				kinds[b.Name] = b.Kind
+			}
+		}
+	}
+	return sizes, kinds
 }
 
 func largest(m map[string]float64) string {

@@ -21,7 +21,16 @@ type Mark struct {
 // recurrent and convolution state (not the KV cache), so it costs a state's
 // worth of memory.
 func (s *Session) Mark() *Mark {
-	return &Mark{s: s, snap: s.m.mem.Snapshot(graph.KindState, nil), pos: s.pos, history: s.history}
+	m := &Mark{}
+	s.markInto(m)
+	return m
+}
+
+// markInto takes a mark into m, reusing its buffers.
+func (s *Session) markInto(m *Mark) {
+	m.s = s
+	m.snap = s.m.mem.Snapshot(graph.KindState, m.snap)
+	m.pos, m.history = s.pos, s.history
 }
 
 // Pos is the position the mark was taken at.
@@ -36,7 +45,12 @@ func (s *Session) Rewind(m *Mark) error {
 	if m.pos > s.pos {
 		return fmt.Errorf("rewind: the mark is at position %d, past the session's %d", m.pos, s.pos)
 	}
+	s.rewindTo(m)
+	return nil
+}
+
+// rewindTo returns to m without checking it.
+func (s *Session) rewindTo(m *Mark) {
 	s.m.mem.Restore(m.snap)
 	s.pos, s.history = m.pos, m.history
-	return nil
 }

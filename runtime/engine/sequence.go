@@ -1,10 +1,5 @@
 package engine
 
-import (
-	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/models/ngram"
-)
-
 // sequence is what the decode loop drives: a Session, or in tests a
 // synthetic model whose logits are a known function of the tokens (so the
 // loop's output distribution can be derived by hand).
@@ -34,20 +29,11 @@ type seqLimits struct {
 // sessionSeq is a Session as a sequence, with the marked state.
 type sessionSeq struct {
 	*Session
-	snap    map[string][]byte
-	pos     int
-	history []ngram.History
+	at Mark
 }
 
-func (s *sessionSeq) mark() {
-	s.snap = s.m.mem.Snapshot(graph.KindState, s.snap)
-	s.pos, s.history = s.Session.pos, s.Session.history
-}
-
-func (s *sessionSeq) rewind() {
-	s.m.mem.Restore(s.snap)
-	s.Session.pos, s.Session.history = s.pos, s.history
-}
+func (s *sessionSeq) mark()   { s.markInto(&s.at) }
+func (s *sessionSeq) rewind() { s.rewindTo(&s.at) }
 
 func (s *sessionSeq) limits() seqLimits {
 	c := s.m.Config

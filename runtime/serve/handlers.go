@@ -36,10 +36,8 @@ type plan struct {
 }
 
 // plan reads the sampling and length fields against the prompt's length.
+// The handlers have checked the model name already.
 func (s *Server) plan(q *sampling, promptLen int, promptParam string) (*plan, *apiError) {
-	if e := s.checkModel(q.Model); e != nil {
-		return nil, e
-	}
 	if q.N != nil && *q.N != 1 {
 		return nil, badRequest("n", "unsupported_value", "field \"n\": this server makes one choice per request, got n = %d", *q.N)
 	}
@@ -257,11 +255,11 @@ func (e *sse) done() {
 	http.NewResponseController(e.w).Flush()
 }
 
-// fail ends a stream with the error object (or answers with it when the
-// stream has not started).
+// fail ends a stream with the error object (or answers with it, Retry-After
+// on a 503, when the stream has not started).
 func (e *sse) fail(err *apiError) {
 	if !e.started {
-		writeError(e.w, err)
+		writeErrorRetry(e.w, err)
 		return
 	}
 	e.send(map[string]*apiError{"error": err})
@@ -431,10 +429,6 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res.err != nil {
-		if !ev.started {
-			writeErrorRetry(w, res.err)
-			return
-		}
 		ev.fail(res.err)
 		return
 	}
@@ -549,10 +543,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res.err != nil {
-		if !ev.started {
-			writeErrorRetry(w, res.err)
-			return
-		}
 		ev.fail(res.err)
 		return
 	}

@@ -150,19 +150,13 @@ func (p *replyParser) flush() []part {
 	if p.state == partToolCall {
 		rest, p.state = toolOpen+rest, partContent
 	}
-	if p.state == partContent {
-		rest = p.pending + rest
-		p.pending = ""
-		if p.lead {
-			rest = strings.TrimLeft(rest, " \t\r\n")
-		}
-	} else {
-		rest = p.pending + rest
-		p.pending = ""
+	rest = p.pending + rest
+	p.pending = ""
+	if p.state != partContent {
 		rest = strings.TrimRight(rest, " \t\r\n")
-		if p.lead {
-			rest = strings.TrimLeft(rest, " \t\r\n")
-		}
+	}
+	if p.lead {
+		rest = strings.TrimLeft(rest, " \t\r\n")
 	}
 	if rest == "" {
 		return nil

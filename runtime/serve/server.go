@@ -428,11 +428,11 @@ func (s *Server) prepare(prompt []int) (feed, history []int, restored bool) {
 		}
 		s.sess, live = nil, false
 	}
+	if sv, ok := s.sess.(Saver); ok && s.cache != nil && live && !s.cache.has(s.kept) {
+		st, n := sv.Save()
+		s.cache.put(s.kept, st, n)
+	}
 	if saved != nil {
-		if sv, ok := s.sess.(Saver); ok && live && !s.cache.has(s.kept) {
-			st, n := sv.Save()
-			s.cache.put(s.kept, st, n)
-		}
 		if s.sess == nil {
 			s.sess = s.opt.NewSession()
 		}
@@ -444,9 +444,6 @@ func (s *Server) prepare(prompt []int) (feed, history []int, restored bool) {
 				return prompt[len(saved.tokens):], saved.tokens, true
 			}
 		}
-	} else if sv, ok := s.sess.(Saver); ok && s.cache != nil && live && !s.cache.has(s.kept) {
-		st, n := sv.Save()
-		s.cache.put(s.kept, st, n)
 	}
 	if s.sess == nil || s.sess.Pos() > 0 {
 		s.sess = s.opt.NewSession()
