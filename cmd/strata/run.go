@@ -216,8 +216,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	s := l.Model.NewSession()
+	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads())
 	if txt.isText() {
-		txt.stops, txt.label = sf.stops, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads())
+		txt.label = label
 		return txt.run(l, s, gopt, loaded, stdout, stderr)
 	}
 	clock.start = time.Now()
@@ -251,7 +252,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--dump-logits: %w", err)
 		}
 	}
-	printTimings(stderr, fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads()), loaded, clock, len(prompt), end)
+	printTimings(stderr, label, loaded, clock, len(prompt), end)
 	if *stats {
 		ws := l.Model.Weights()
 		how := fmt.Sprintf("%.1f MB used in place from the mapped file (%d stretches wrapped", float64(ws.InPlace)/1e6, ws.Wrapped)

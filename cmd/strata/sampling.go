@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,10 +141,8 @@ func eosIDs(hf, ggufPath string, c *models.Config) ([]int, error) {
 		if id >= uint64(c.Architecture.VocabSize) {
 			return nil, fmt.Errorf("%s: %s is %d, outside the vocabulary of %d ids", ggufPath, key, id, c.Architecture.VocabSize)
 		}
-		for _, have := range ids {
-			if have == int(id) {
-				return ids, nil
-			}
+		if slices.Contains(ids, int(id)) {
+			return ids, nil
 		}
 		return append(ids, int(id)), nil
 	}

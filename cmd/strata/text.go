@@ -118,7 +118,7 @@ func (f *textFlags) open(hf, ggufPath, tokens string, n int, stops []string) (*t
 	if !set {
 		n = textDefaultN
 	}
-	return &textRun{f: f, tm: tm, n: n}, nil
+	return &textRun{f: f, tm: tm, n: n, stops: stops}, nil
 }
 
 // loadText finds the model's tokenizer.
@@ -195,11 +195,7 @@ func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateO
 	if p.err != nil {
 		return p.err
 	}
-	label := t.label
-	if label == "" {
-		label = l.Config.Name
-	}
-	printTimings(stderr, label, loaded, &p.clock, len(prompt), end)
+	printTimings(stderr, t.label, loaded, &p.clock, len(prompt), end)
 	return nil
 }
 

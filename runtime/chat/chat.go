@@ -192,6 +192,7 @@ var (
 	quotedName = regexp.MustCompile(`"([^"]+)"`)
 	raiseCall  = regexp.MustCompile(`raise_exception\(\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")`)
 	blockTag   = regexp.MustCompile(`\{%[-+]?\s*(\w+)`)
+	unclosed   = regexp.MustCompile(`unclosed (\w+)`)
 )
 
 // locate names the template line of an error: the engine reports lines only
@@ -228,7 +229,7 @@ func findLine(src, msg string) int {
 		}
 	}
 	// An unclosed block: the line of the opener left on the stack.
-	if m := regexp.MustCompile(`unclosed (\w+)`).FindStringSubmatch(msg); m != nil {
+	if m := unclosed.FindStringSubmatch(msg); m != nil {
 		var stack []int
 		var names []string
 		for _, tag := range blockTag.FindAllStringSubmatchIndex(src, -1) {

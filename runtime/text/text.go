@@ -235,14 +235,4 @@ func (m *Model) StopIDs() []int {
 }
 
 // IsStop reports whether id ends generation (one of StopIDs).
-func (m *Model) IsStop(id int) bool {
-	if slices.Contains(m.EOS, id) {
-		return true
-	}
-	for _, s := range endOfTurn {
-		if t, ok := m.Tok.TokenID(s); ok && t == id && m.Tok.IsSpecial(id) {
-			return true
-		}
-	}
-	return false
-}
+func (m *Model) IsStop(id int) bool { return slices.Contains(m.StopIDs(), id) }
