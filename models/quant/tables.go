@@ -169,26 +169,26 @@ func (t *ggmlTables) check() error {
 	if t.qkK != 256 || t.qk80 != 32 || t.qk4NL != 32 || t.kScaleSize != 12 {
 		return fmt.Errorf("constants QK_K=%d QK8_0=%d QK4_NL=%d K_SCALE_SIZE=%d, want 256, 32, 32, 12", t.qkK, t.qk80, t.qk4NL, t.kScaleSize)
 	}
-	seen := map[uint64]bool{}
-	for i, g := range t.iq2xsGrid {
-		for j := 0; j < 8; j++ {
-			if b := uint8(g >> (8 * j)); b != 8 && b != 25 && b != 43 {
-				return fmt.Errorf("iq2xs_grid[%d] byte %d is %d, not one of 8, 25, 43", i, j, b)
+	// The IQ2_XXS grid shares IQ2_XS's magnitudes; IQ3_XXS's are
+	// 4, 12, …, 52 and 62.
+	for _, gr := range []struct {
+		name string
+		grid []uint64
+	}{{"iq2xs_grid", t.iq2xsGrid[:]}, {"iq2xxs_grid", t.iq2xxsGrid[:]}} {
+		for i, g := range gr.grid {
+			for j := 0; j < 8; j++ {
+				if b := uint8(g >> (8 * j)); b != 8 && b != 25 && b != 43 {
+					return fmt.Errorf("%s[%d] byte %d is %d, not one of 8, 25, 43", gr.name, i, j, b)
+				}
 			}
 		}
+	}
+	seen := map[uint64]bool{}
+	for i, g := range t.iq2xsGrid {
 		if seen[g] {
 			return fmt.Errorf("iq2xs_grid[%d] repeats an earlier entry", i)
 		}
 		seen[g] = true
-	}
-	// The IQ2_XXS grid shares IQ2_XS's magnitudes; IQ3_XXS's are
-	// 4, 12, …, 52 and 62.
-	for i, g := range t.iq2xxsGrid {
-		for j := 0; j < 8; j++ {
-			if b := uint8(g >> (8 * j)); b != 8 && b != 25 && b != 43 {
-				return fmt.Errorf("iq2xxs_grid[%d] byte %d is %d, not one of 8, 25, 43", i, j, b)
-			}
-		}
 	}
 	for i, g := range t.iq3xxsGrid {
 		for j := 0; j < 4; j++ {
