@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
 
 // IQ2_S (ggml type 22), 82 bytes per 256: d f16 @0, qs[64] @2 (32 low bytes
@@ -64,41 +63,23 @@ var grids = func() *iqGrids {
 }()
 
 func parseIQGrids(raw []byte) (*iqGrids, error) {
-	var doc struct {
-		Tables map[string]struct {
-			Type   string            `json:"type"`
-			Values []json.RawMessage `json:"values"`
-		} `json:"tables"`
-		Declared map[string]int `json:"declared_sizes"`
-	}
+	var doc tableDoc
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
 	read := func(name, typ string, n int, levels map[uint8]bool, width int, put func(i int, v uint64)) error {
-		tb, ok := doc.Tables[name]
-		if !ok || tb.Type != typ || len(tb.Values) != n || doc.Declared[name] != n {
-			return fmt.Errorf("table %s: want %d %s values", name, n, typ)
-		}
-		for i, rv := range tb.Values {
-			var v uint64
-			var s string
-			if json.Unmarshal(rv, &s) == nil {
-				u, err := strconv.ParseUint(s, 0, 64)
-				if err != nil {
-					return fmt.Errorf("table %s[%d]: %w", name, i, err)
-				}
-				v = u
-			} else if err := json.Unmarshal(rv, &v); err != nil || v > 0xffffffff {
-				return fmt.Errorf("table %s[%d]: not a uint32", name, i)
+		return doc.values(name, typ, n, func(i int, v uint64, neg bool) error {
+			if neg || typ == "uint32" && v > 0xffffffff {
+				return fmt.Errorf("not a %s", typ)
 			}
 			for j := 0; j < width; j++ {
 				if !levels[uint8(v>>(8*j))] {
-					return fmt.Errorf("table %s[%d] byte %d is %d, not a level of the grid", name, i, j, uint8(v>>(8*j)))
+					return fmt.Errorf("byte %d is %d, not a level of the grid", j, uint8(v>>(8*j)))
 				}
 			}
 			put(i, v)
-		}
-		return nil
+			return nil
+		})
 	}
 	g := &iqGrids{}
 	if err := read("iq2s_grid", "uint64", iq2sNGrid, map[uint8]bool{8: true, 25: true, 43: true}, 8, func(i int, v uint64) { g.iq2s[i] = v }); err != nil {

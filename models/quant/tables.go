@@ -42,13 +42,60 @@ func mustParseTables(raw []byte) *ggmlTables {
 	return t
 }
 
+// tableDoc is the part of ggml_tables.json and ggml_iq_grids.json that
+// holds the tables: each by name, with its C element type and values.
+type tableDoc struct {
+	Tables map[string]struct {
+		Type   string            `json:"type"`
+		Values []json.RawMessage `json:"values"`
+	} `json:"tables"`
+	Declared map[string]int `json:"declared_sizes"`
+}
+
+// values decodes table name (n entries) through put, checking the declared
+// size and the element type; put checks each value's range.
+func (d *tableDoc) values(name, typ string, n int, put func(i int, v uint64, neg bool) error) error {
+	tb, ok := d.Tables[name]
+	if !ok {
+		return fmt.Errorf("table %s missing", name)
+	}
+	if tb.Type != typ {
+		return fmt.Errorf("table %s: type %q, want %q", name, tb.Type, typ)
+	}
+	if len(tb.Values) != n || d.Declared[name] != n {
+		return fmt.Errorf("table %s: %d values (declared %d), want %d", name, len(tb.Values), d.Declared[name], n)
+	}
+	for i, rv := range tb.Values {
+		var v uint64
+		neg := false
+		var s string
+		if json.Unmarshal(rv, &s) == nil { // uint64 tables are "0x…" strings
+			u, err := strconv.ParseUint(s, 0, 64)
+			if err != nil {
+				return fmt.Errorf("table %s[%d]: %w", name, i, err)
+			}
+			v = u
+		} else {
+			var x int64
+			if err := json.Unmarshal(rv, &x); err != nil {
+				return fmt.Errorf("table %s[%d]: %w", name, i, err)
+			}
+			if x < 0 {
+				neg, v = true, uint64(-x)
+			} else {
+				v = uint64(x)
+			}
+		}
+		if err := put(i, v, neg); err != nil {
+			return fmt.Errorf("table %s[%d]: %w", name, i, err)
+		}
+	}
+	return nil
+}
+
 func parseTables(raw []byte) (*ggmlTables, error) {
 	var doc struct {
-		Tables map[string]struct {
-			Type   string            `json:"type"`
-			Values []json.RawMessage `json:"values"`
-		} `json:"tables"`
-		Declared   map[string]int `json:"declared_sizes"`
+		tableDoc
 		Constants  map[string]int `json:"constants"`
 		BlockSizes map[string]struct {
 			Bytes    int `json:"bytes"`
@@ -59,46 +106,7 @@ func parseTables(raw []byte) (*ggmlTables, error) {
 		return nil, err
 	}
 	t := &ggmlTables{blockSizes: map[string]blockSize{}}
-	// values decodes table name into dst (len(dst) entries), checking the
-	// declared size, the element type and each value's range.
-	values := func(name, typ string, n int, put func(i int, v uint64, neg bool) error) error {
-		tb, ok := doc.Tables[name]
-		if !ok {
-			return fmt.Errorf("table %s missing", name)
-		}
-		if tb.Type != typ {
-			return fmt.Errorf("table %s: type %q, want %q", name, tb.Type, typ)
-		}
-		if len(tb.Values) != n || doc.Declared[name] != n {
-			return fmt.Errorf("table %s: %d values (declared %d), want %d", name, len(tb.Values), doc.Declared[name], n)
-		}
-		for i, rv := range tb.Values {
-			var v uint64
-			neg := false
-			var s string
-			if json.Unmarshal(rv, &s) == nil { // uint64 tables are "0x…" strings
-				u, err := strconv.ParseUint(s, 0, 64)
-				if err != nil {
-					return fmt.Errorf("table %s[%d]: %w", name, i, err)
-				}
-				v = u
-			} else {
-				var x int64
-				if err := json.Unmarshal(rv, &x); err != nil {
-					return fmt.Errorf("table %s[%d]: %w", name, i, err)
-				}
-				if x < 0 {
-					neg, v = true, uint64(-x)
-				} else {
-					v = uint64(x)
-				}
-			}
-			if err := put(i, v, neg); err != nil {
-				return fmt.Errorf("table %s[%d]: %w", name, i, err)
-			}
-		}
-		return nil
-	}
+	values := doc.values
 	u8 := func(dst []uint8) func(int, uint64, bool) error {
 		return func(i int, v uint64, neg bool) error {
 			if neg || v > 255 {
@@ -161,26 +169,26 @@ func (t *ggmlTables) check() error {
 	if t.qkK != 256 || t.qk80 != 32 || t.qk4NL != 32 || t.kScaleSize != 12 {
 		return fmt.Errorf("constants QK_K=%d QK8_0=%d QK4_NL=%d K_SCALE_SIZE=%d, want 256, 32, 32, 12", t.qkK, t.qk80, t.qk4NL, t.kScaleSize)
 	}
-	seen := map[uint64]bool{}
-	for i, g := range t.iq2xsGrid {
-		for j := 0; j < 8; j++ {
-			if b := uint8(g >> (8 * j)); b != 8 && b != 25 && b != 43 {
-				return fmt.Errorf("iq2xs_grid[%d] byte %d is %d, not one of 8, 25, 43", i, j, b)
+	// The IQ2_XXS grid shares IQ2_XS's magnitudes; IQ3_XXS's are
+	// 4, 12, …, 52 and 62.
+	for _, gr := range []struct {
+		name string
+		grid []uint64
+	}{{"iq2xs_grid", t.iq2xsGrid[:]}, {"iq2xxs_grid", t.iq2xxsGrid[:]}} {
+		for i, g := range gr.grid {
+			for j := 0; j < 8; j++ {
+				if b := uint8(g >> (8 * j)); b != 8 && b != 25 && b != 43 {
+					return fmt.Errorf("%s[%d] byte %d is %d, not one of 8, 25, 43", gr.name, i, j, b)
+				}
 			}
 		}
+	}
+	seen := map[uint64]bool{}
+	for i, g := range t.iq2xsGrid {
 		if seen[g] {
 			return fmt.Errorf("iq2xs_grid[%d] repeats an earlier entry", i)
 		}
 		seen[g] = true
-	}
-	// The IQ2_XXS grid shares IQ2_XS's magnitudes; IQ3_XXS's are
-	// 4, 12, …, 52 and 62.
-	for i, g := range t.iq2xxsGrid {
-		for j := 0; j < 8; j++ {
-			if b := uint8(g >> (8 * j)); b != 8 && b != 25 && b != 43 {
-				return fmt.Errorf("iq2xxs_grid[%d] byte %d is %d, not one of 8, 25, 43", i, j, b)
-			}
-		}
 	}
 	for i, g := range t.iq3xxsGrid {
 		for j := 0; j < 4; j++ {

@@ -32,20 +32,15 @@ func ClangCheck(m *artifact.Model, clang string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cuda: %w", err)
 	}
+	firsts, err := firstPipelines(m)
+	if err != nil {
+		return 0, err
+	}
 	values := map[int]int64{}
 	var kernels []*artifact.Kernel
-	seen := map[string]bool{}
-	for _, p := range m.Pipelines {
-		if seen[p.Kernel] {
-			continue
-		}
-		seen[p.Kernel] = true
-		k, ok := m.Kernel(p.Kernel)
-		if !ok {
-			return 0, fmt.Errorf("model %s: pipeline of unknown kernel %s", m.Name, p.Kernel)
-		}
-		kernels = append(kernels, k)
-		for _, v := range pipelineOf(p, k).Values {
+	for _, f := range firsts {
+		kernels = append(kernels, f.kernel)
+		for _, v := range pipelineOf(f.pipeline, f.kernel).Values {
 			if _, ok := values[v.Index]; !ok {
 				values[v.Index] = v.Value
 			}

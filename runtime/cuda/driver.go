@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -110,63 +111,79 @@ func openDriver() (*driver, error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("cuda: the CUDA backend runs on Linux, not %s", runtime.GOOS)
 	}
-	names := driverNames
-	if p := os.Getenv("STRATA_LIBCUDA"); p != "" {
-		names = []string{p}
+	names := libNames("STRATA_LIBCUDA", driverNames)
+	h, name, err := dlopenFirst(names)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: no libcuda loads (tried %s; STRATA_LIBCUDA names one): no NVIDIA driver here (first: %w)", strings.Join(names, ", "), err)
 	}
-	var errs []error
-	for _, name := range names {
+	d := &driver{path: name}
+	syms := map[string]any{
+		"cuInit": &d.init, "cuDriverGetVersion": &d.driverVersion, "cuDeviceGet": &d.deviceGet,
+		"cuDeviceGetCount": &d.deviceGetCount, "cuDeviceGetName": &d.deviceGetName,
+		"cuDeviceGetAttribute": &d.deviceGetAttribute, "cuDevicePrimaryCtxRetain": &d.primaryCtxRetain,
+		"cuDevicePrimaryCtxRelease_v2": &d.primaryCtxRelease, "cuCtxSetCurrent": &d.ctxSetCurrent,
+		"cuCtxSynchronize": &d.ctxSynchronize, "cuGetErrorString": &d.getErrorString, "cuMemGetInfo_v2": &d.memGetInfo,
+		"cuMemAllocManaged": &d.memAllocManaged, "cuMemAlloc_v2": &d.memAlloc, "cuMemFree_v2": &d.memFree,
+		"cuMemHostAlloc": &d.memHostAlloc, "cuMemHostGetDevicePointer_v2": &d.memHostDevPtr, "cuMemFreeHost": &d.memFreeHost,
+		"cuMemcpyDtoDAsync_v2": &d.memcpyDtoDAsync, "cuMemsetD8Async": &d.memsetD8Async,
+		"cuModuleLoadData": &d.moduleLoadData, "cuModuleUnload": &d.moduleUnload, "cuModuleGetFunction": &d.moduleGetFunction,
+		"cuFuncGetAttribute": &d.funcGetAttribute, "cuLaunchKernel": &d.launchKernel,
+		"cuStreamCreate": &d.streamCreate, "cuStreamDestroy_v2": &d.streamDestroy, "cuStreamSynchronize": &d.streamSynchronize,
+		"cuStreamWaitEvent": &d.streamWaitEvent, "cuEventCreate": &d.eventCreate, "cuEventDestroy_v2": &d.eventDestroy,
+		"cuEventRecord": &d.eventRecord, "cuEventSynchronize": &d.eventSynchronize, "cuEventElapsedTime_v2|cuEventElapsedTime": &d.eventElapsedTime,
+		"cuStreamWaitValue32_v2": &d.streamWaitValue32, "cuStreamWriteValue32_v2": &d.streamWriteValue,
+		"cuStreamBeginCapture_v2": &d.beginCapture, "cuStreamEndCapture": &d.endCapture,
+		"cuGraphInstantiateWithFlags": &d.graphInstantiate, "cuGraphLaunch": &d.graphLaunch,
+		"cuGraphExecDestroy": &d.graphExecDestroy, "cuGraphDestroy": &d.graphDestroy, "cuGraphGetNodes": &d.graphGetNodes,
+		"cuGraphGetRootNodes": &d.graphGetRootNodes,
+	}
+	for syms, fn := range syms {
+		found := false
+		for _, sym := range strings.Split(syms, "|") {
+			if _, err := purego.Dlsym(h, sym); err == nil {
+				purego.RegisterLibFunc(fn, h, sym)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("cuda: %s has no %s", name, syms)
+		}
+	}
+	// Edges are only counted for reports: either version will do.
+	if _, err := purego.Dlsym(h, "cuGraphGetEdges_v2"); err == nil {
+		purego.RegisterLibFunc(&d.graphGetEdgesV2, h, "cuGraphGetEdges_v2")
+	} else if _, err := purego.Dlsym(h, "cuGraphGetEdges"); err == nil {
+		purego.RegisterLibFunc(&d.graphGetEdges, h, "cuGraphGetEdges")
+	}
+	if err := d.check("cuInit", d.init(0)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// libNames is the one path $env names, or else the default candidates.
+func libNames(env string, defaults []string) []string {
+	if p := os.Getenv(env); p != "" {
+		return []string{p}
+	}
+	return defaults
+}
+
+// dlopenFirst opens the first of names that loads; when none does, the
+// error is the first one's.
+func dlopenFirst(names []string) (h uintptr, name string, err error) {
+	first := errors.New("no library names")
+	for i, name := range names {
 		h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		if err == nil {
+			return h, name, nil
 		}
-		d := &driver{path: name}
-		syms := map[string]any{
-			"cuInit": &d.init, "cuDriverGetVersion": &d.driverVersion, "cuDeviceGet": &d.deviceGet,
-			"cuDeviceGetCount": &d.deviceGetCount, "cuDeviceGetName": &d.deviceGetName,
-			"cuDeviceGetAttribute": &d.deviceGetAttribute, "cuDevicePrimaryCtxRetain": &d.primaryCtxRetain,
-			"cuDevicePrimaryCtxRelease_v2": &d.primaryCtxRelease, "cuCtxSetCurrent": &d.ctxSetCurrent,
-			"cuCtxSynchronize": &d.ctxSynchronize, "cuGetErrorString": &d.getErrorString, "cuMemGetInfo_v2": &d.memGetInfo,
-			"cuMemAllocManaged": &d.memAllocManaged, "cuMemAlloc_v2": &d.memAlloc, "cuMemFree_v2": &d.memFree,
-			"cuMemHostAlloc": &d.memHostAlloc, "cuMemHostGetDevicePointer_v2": &d.memHostDevPtr, "cuMemFreeHost": &d.memFreeHost,
-			"cuMemcpyDtoDAsync_v2": &d.memcpyDtoDAsync, "cuMemsetD8Async": &d.memsetD8Async,
-			"cuModuleLoadData": &d.moduleLoadData, "cuModuleUnload": &d.moduleUnload, "cuModuleGetFunction": &d.moduleGetFunction,
-			"cuFuncGetAttribute": &d.funcGetAttribute, "cuLaunchKernel": &d.launchKernel,
-			"cuStreamCreate": &d.streamCreate, "cuStreamDestroy_v2": &d.streamDestroy, "cuStreamSynchronize": &d.streamSynchronize,
-			"cuStreamWaitEvent": &d.streamWaitEvent, "cuEventCreate": &d.eventCreate, "cuEventDestroy_v2": &d.eventDestroy,
-			"cuEventRecord": &d.eventRecord, "cuEventSynchronize": &d.eventSynchronize, "cuEventElapsedTime_v2|cuEventElapsedTime": &d.eventElapsedTime,
-			"cuStreamWaitValue32_v2": &d.streamWaitValue32, "cuStreamWriteValue32_v2": &d.streamWriteValue,
-			"cuStreamBeginCapture_v2": &d.beginCapture, "cuStreamEndCapture": &d.endCapture,
-			"cuGraphInstantiateWithFlags": &d.graphInstantiate, "cuGraphLaunch": &d.graphLaunch,
-			"cuGraphExecDestroy": &d.graphExecDestroy, "cuGraphDestroy": &d.graphDestroy, "cuGraphGetNodes": &d.graphGetNodes,
-			"cuGraphGetRootNodes": &d.graphGetRootNodes,
+		if i == 0 {
+			first = err
 		}
-		for syms, fn := range syms {
-			found := false
-			for _, sym := range strings.Split(syms, "|") {
-				if _, err := purego.Dlsym(h, sym); err == nil {
-					purego.RegisterLibFunc(fn, h, sym)
-					found = true
-					break
-				}
-			}
-			if !found {
-				return nil, fmt.Errorf("cuda: %s has no %s", name, syms)
-			}
-		}
-		// Edges are only counted for reports: either version will do.
-		if _, err := purego.Dlsym(h, "cuGraphGetEdges_v2"); err == nil {
-			purego.RegisterLibFunc(&d.graphGetEdgesV2, h, "cuGraphGetEdges_v2")
-		} else if _, err := purego.Dlsym(h, "cuGraphGetEdges"); err == nil {
-			purego.RegisterLibFunc(&d.graphGetEdges, h, "cuGraphGetEdges")
-		}
-		if err := d.check("cuInit", d.init(0)); err != nil {
-			return nil, err
-		}
-		return d, nil
 	}
-	return nil, fmt.Errorf("cuda: no libcuda loads (tried %s; STRATA_LIBCUDA names one): no NVIDIA driver here (first: %w)", strings.Join(names, ", "), errs[0])
+	return 0, "", first
 }
 
 // check turns a CUresult into an error naming the call.

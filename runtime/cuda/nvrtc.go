@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -45,31 +44,23 @@ func openNVRTC() (*nvrtc, error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("cuda: NVRTC is loaded on Linux only, not %s", runtime.GOOS)
 	}
-	names := nvrtcNames
-	if p := os.Getenv("STRATA_NVRTC"); p != "" {
-		names = []string{p}
+	names := libNames("STRATA_NVRTC", nvrtcNames)
+	h, name, err := dlopenFirst(names)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: no libnvrtc loads (tried %s; STRATA_NVRTC names one; first: %w)", strings.Join(names, ", "), err)
 	}
-	var errs []error
-	for _, name := range names {
-		h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	n := &nvrtc{path: name}
+	for sym, fn := range map[string]any{
+		"nvrtcVersion": &n.version, "nvrtcCreateProgram": &n.create, "nvrtcCompileProgram": &n.compile,
+		"nvrtcGetProgramLogSize": &n.logSize, "nvrtcGetProgramLog": &n.log,
+		"nvrtcGetCUBINSize": &n.binSize, "nvrtcGetCUBIN": &n.bin, "nvrtcDestroyProgram": &n.destroy,
+	} {
+		if _, err := purego.Dlsym(h, sym); err != nil {
+			return nil, fmt.Errorf("cuda: %s has no %s: %w", name, sym, err)
 		}
-		n := &nvrtc{path: name}
-		for sym, fn := range map[string]any{
-			"nvrtcVersion": &n.version, "nvrtcCreateProgram": &n.create, "nvrtcCompileProgram": &n.compile,
-			"nvrtcGetProgramLogSize": &n.logSize, "nvrtcGetProgramLog": &n.log,
-			"nvrtcGetCUBINSize": &n.binSize, "nvrtcGetCUBIN": &n.bin, "nvrtcDestroyProgram": &n.destroy,
-		} {
-			if _, err := purego.Dlsym(h, sym); err != nil {
-				return nil, fmt.Errorf("cuda: %s has no %s: %w", name, sym, err)
-			}
-			purego.RegisterLibFunc(fn, h, sym)
-		}
-		return n, nil
+		purego.RegisterLibFunc(fn, h, sym)
 	}
-	return nil, fmt.Errorf("cuda: no libnvrtc loads (tried %s; STRATA_NVRTC names one; first: %w)", strings.Join(names, ", "), errs[0])
+	return n, nil
 }
 
 // Version is NVRTC's major and minor version.

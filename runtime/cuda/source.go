@@ -232,16 +232,12 @@ func CompileAll(m *artifact.Model, major, minor int) (int, error) {
 		return 0, err
 	}
 	headers := map[string][]byte{"kernels.metal": SharedDeclarations(src), "metal_stdlib": prelude}
-	done := map[string]bool{}
-	for _, p := range m.Pipelines {
-		if done[p.Kernel] {
-			continue
-		}
-		done[p.Kernel] = true
-		k, ok := m.Kernel(p.Kernel)
-		if !ok {
-			return 0, fmt.Errorf("model %s: pipeline of unknown kernel %s", m.Name, p.Kernel)
-		}
+	firsts, err := firstPipelines(m)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range firsts {
+		p, k := f.pipeline, f.kernel
 		values := map[int]int64{}
 		for _, v := range pipelineOf(p, k).Values {
 			values[v.Index] = v.Value
@@ -258,7 +254,32 @@ func CompileAll(m *artifact.Model, major, minor int) (int, error) {
 			return 0, fmt.Errorf("model %s, kernel %s: NVRTC gave no ELF cubin", m.Name, k.Name)
 		}
 	}
-	return len(done), nil
+	return len(firsts), nil
+}
+
+// kernelPipeline is a kernel and the first of m.Pipelines that uses it.
+type kernelPipeline struct {
+	kernel   *artifact.Kernel
+	pipeline artifact.Pipeline
+}
+
+// firstPipelines is every kernel m's pipelines use, in their order, each
+// with its first pipeline.
+func firstPipelines(m *artifact.Model) ([]kernelPipeline, error) {
+	var out []kernelPipeline
+	seen := map[string]bool{}
+	for _, p := range m.Pipelines {
+		if seen[p.Kernel] {
+			continue
+		}
+		seen[p.Kernel] = true
+		k, ok := m.Kernel(p.Kernel)
+		if !ok {
+			return nil, fmt.Errorf("model %s: pipeline of unknown kernel %s", m.Name, p.Kernel)
+		}
+		out = append(out, kernelPipeline{k, p})
+	}
+	return out, nil
 }
 
 // NVRTCVersion is the loaded libnvrtc's version, or why none loads.
