@@ -68,161 +68,86 @@ Qwen3.8-Flash-Next-architecture model, Go source and fortunes, with an MTP
 head) on a Go snippet and streams the text, so a fresh clone has something
 to run (with --tokens, it prints ids as for any model). Timing goes to stderr.`
 
+// runFlags are strata run's flags, parsed.
+type runFlags struct {
+	hf, ggufPath, tokens, dump, specFlag, specState, backend, sanitize string
+	n, prefill, context, suffix, threads, arena, ioThreads             int
+	dumpMTP, noMTPDraft, stats, copyWeights, icb                       bool
+	keepAlive                                                          time.Duration
+	sf                                                                 *samplingFlags
+	tf                                                                 *textFlags
+	stf                                                                *streamFlags
+}
+
 func runCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
-	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + model.safetensors or a sharded index)")
-	ggufPath := fs.String("gguf", "", "GGUF model `file` (strata convert or synth, or a llama.cpp qwen3next file; experts through FILE.experts when present)")
-	tokens := fs.String("tokens", "", "prompt token `ids`, comma-separated (default: the default model's reference prompt)")
-	n := fs.Int("n", 16, "number of tokens to generate (0: only run the prompt)")
-	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
-	dump := fs.String("dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
-	dumpMTP := fs.Bool("dump-mtp", false, "with --dump-logits: also write tensor \"mtp_logits\" f32 [fed−1, vocab], row t the MTP head's logits for fed token t+2 given the true token t+1 (teacher-forced)")
-	context := fs.Int("context", 0, "KV-cache length in tokens, at most the model's max_position_embeddings (0, the default: the model config's runtime.context_length, for an HF checkpoint min(max_position_embeddings, 32768))")
-	specFlag := fs.String("spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
-	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
-	noMTPDraft := fs.Bool("no-mtp-draft", false, "with --spec: never draft with the model's MTP head (suffix drafts only)")
-	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
-	sf := addSamplingFlags(fs)
-	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
-	stats := fs.Bool("stats", false, "print one-line reports of what speculation and expert streaming did to stderr (with --gguf, the weights per class: format, MB, in place)")
-	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts, for tests (0: --arena-gb, or sized from the available memory)")
-	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
-	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon), metal-emu (the metal backend's command stream, run by the MSL emulator) or cuda (the generated MSL on an NVIDIA GPU through a CUDA prelude; Linux with libcuda and NVRTC)")
-	copyWeights := fs.Bool("copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
-	icb := fs.Bool("icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them (with --backend cuda: into CUDA graphs)")
-	keepAlive := fs.Duration("keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
-	sanitize := fs.String("sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
-	tf := addTextFlags(fs)
-	stf := addStreamFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := stf.check(*arena); err != nil {
-		return err
-	}
-	sp, err := parseSpec(*specFlag)
+	f, err := parseRunFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	if *suffix < 0 {
-		return usagef("--suffix-draft must be ≥ 0, got %d", *suffix)
-	}
-	if *arena < 0 || *ioThreads < 1 {
-		return usagef("--arena-experts must be ≥ 0 and --io-threads ≥ 1, got %d and %d", *arena, *ioThreads)
-	}
-	sampling, err := sf.params()
+	sampling, err := f.sf.params()
 	if err != nil {
 		return err
 	}
-	if err := checkThreads(*threads); err != nil {
+	sp, err := f.check()
+	if err != nil {
 		return err
 	}
-	if !slices.Contains(strata.Backends, *backend) {
-		return usagef("--backend is %q, expected one of %s", *backend, strings.Join(strata.Backends, ", "))
-	}
-	if *sanitize != "" && (*backend != strata.BackendMSLEmu || *sanitize != mslemu.Thread && *sanitize != mslemu.Address) {
-		return usagef("--sanitize is %q: expected thread or address, with --backend mslemu", *sanitize)
-	}
-	onMetal := *backend == strata.BackendMetal || *backend == strata.BackendMetalEmu
-	if *icb && *backend == strata.BackendCUDA {
-		onMetal = *keepAlive == 0
-	}
-	if (*icb || *keepAlive != 0) && !onMetal {
-		return usagef("--icb and --keepalive apply to --backend metal (or metal-emu), not %s", *backend)
-	}
-	if *keepAlive < 0 {
-		return usagef("--keepalive must be ≥ 0, got %v", *keepAlive)
-	}
-	sp.SuffixDraft, sp.MTP = *suffix, !*noMTPDraft
-	sp.Stats = &engine.SpecStats{}
-	if *n < 0 {
-		return usagef("-n must be ≥ 0, got %d", *n)
-	}
-	if *prefill < 0 {
-		return usagef("--prefill-rows must be ≥ 1, got %d", *prefill)
-	}
-	if *dumpMTP && *dump == "" {
-		return usagef("--dump-mtp adds a tensor to the --dump-logits file; give --dump-logits FILE too")
-	}
-	if *context < 0 {
-		return usagef("--context must be ≥ 1, got %d", *context)
-	}
-	if err := checkModelPaths(*hf, *ggufPath); err != nil {
+	if err := checkModelPaths(f.hf, f.ggufPath); err != nil {
 		return err // a missing model is the first thing to hear about
 	}
-	txt, err := tf.open(*hf, *ggufPath, *tokens, *n, sf.stops)
+	txt, err := f.tf.open(f.hf, f.ggufPath, f.tokens, f.n, f.sf.stops)
 	if err != nil {
 		return err
 	}
-	prompt := strata.DefaultPrompt
-	if *tokens != "" {
-		if prompt, err = parseTokens(*tokens); err != nil {
-			return err
-		}
-	} else if (*hf != "" || *ggufPath != "") && !txt.isText() {
-		return usagef("--tokens is required with --hf or --gguf (a model file has no default prompt), or a text prompt: -p, -f or --chat")
-	}
-	if *hf != "" && *ggufPath != "" {
-		return usagef("--hf and --gguf are two models; give one")
-	}
-	if err := checkRunOutputs(*hf, *ggufPath, map[string]string{"--dump-logits": *dump, "--spec-state": *specState}); err != nil {
+	prompt, err := f.prompt(txt)
+	if err != nil {
 		return err
 	}
 
 	start := time.Now()
-	opt := strata.HFOptions{PrefillRows: *prefill, AllLogits: *dump != "", Context: *context,
-		ArenaExperts: *arena, Stream: stream.Options{Threads: *ioThreads},
-		Backend: *backend, MSLEmu: mslemu.Options{Sanitize: *sanitize}, Metal: metal.Options{ICB: *icb, KeepAlive: *keepAlive}, CUDA: cuda.Options{Replay: *icb}, CopyWeights: *copyWeights, Threads: *threads,
-		Warn: warner(stderr), AutoArena: *arena == 0 && *stf.arenaGB == 0, Note: noter(stderr)}
-	stf.apply(&opt)
+	opt := f.options(stderr)
 	var packIO interface{ IOPath() string } // the pack reader, asked after the run (a refused read may change it)
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
 		return r
 	}
-	l, err := openModel(*hf, *ggufPath, opt)
+	l, err := openModel(f.hf, f.ggufPath, opt)
 	if err != nil {
 		return err
 	}
 	defer closeModel(l, stderr)
 	loaded := time.Since(start)
 
-	vocab := l.Config.Architecture.VocabSize
-	var logits []float32
-	rows := 0
-	gate := loadSpecGate(&sp, *specState, *ggufPath, l, *backend, *arena, *ioThreads, stderr)
-	eos, err := eosIDs(*hf, *ggufPath, l.Config)
+	gate := loadSpecGate(&sp, f.specState, f.ggufPath, l, f.backend, f.arena, f.ioThreads, stderr)
+	eos, err := eosIDs(f.hf, f.ggufPath, l.Config)
 	if err != nil {
 		return fmt.Errorf("reading the EOS ids: %w", err)
 	}
 	printer, clock := &idPrinter{w: stdout}, &phaseClock{}
 	tokenOut, finishText := printer.token, printer.end
-	streamsText := *tokens == "" && *hf == "" && *ggufPath == "" && !txt.isText() // the default model streams text
+	streamsText := f.tokens == "" && f.hf == "" && f.ggufPath == "" && !txt.isText() // the default model streams text
 	if streamsText {
 		if tokenOut, finishText, err = textStream(stdout, prompt); err != nil {
 			return err
 		}
 	}
-	onToken, err := stopOnText(sf.stops, txt.textOf(), func(id int) error { clock.token(); return tokenOut(id) })
+	onToken, err := stopOnText(f.sf.stops, txt.textOf(), func(id int) error { clock.token(); return tokenOut(id) })
 	if err != nil {
 		return err
 	}
-	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *sf.ignoreEOS, OnToken: onToken}
-	if *dump != "" {
-		gopt.OnLogits = func(r []float32) error {
-			logits = append(logits, r...)
-			rows++
-			return nil
-		}
+	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *f.sf.ignoreEOS, OnToken: onToken}
+	var dump logitsDump
+	if f.dump != "" {
+		gopt.OnLogits = dump.add
 	}
 	s := l.Model.NewSession()
-	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, *backend, cpu.Threads())
+	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, f.backend, cpu.Threads())
 	if txt.isText() {
 		txt.label = label
 		return txt.run(l, s, gopt, loaded, stdout, stderr)
 	}
 	clock.start = time.Now()
-	out, err := s.Generate(prompt, *n, gopt)
+	out, err := s.Generate(prompt, f.n, gopt)
 	end := time.Now()
 	if err == nil || printer.n > 0 || streamsText {
 		finishText() // the tokens streamed so far stand, also when the run failed
@@ -234,67 +159,207 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	gate.save(stderr)
-	if *dump != "" {
-		data := make([]byte, 4*len(logits))
-		for i, v := range logits {
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
-		}
-		ts := []safetensors.Tensor{{Name: "logits", DType: "F32", Shape: []int{rows, vocab}, Data: data}}
-		if *dumpMTP {
-			fed := append(slices.Clone(prompt), out[:max(len(out)-1, 0)]...)
-			mt, err := mtpTensor(l, fed)
-			if err != nil {
-				return err
-			}
-			ts = append(ts, mt)
-		}
-		if err := safetensors.WriteFile(*dump, ts, nil); err != nil {
-			return fmt.Errorf("--dump-logits: %w", err)
+	if f.dump != "" {
+		fed := append(slices.Clone(prompt), out[:max(len(out)-1, 0)]...)
+		if err := dump.write(f.dump, l, f.dumpMTP, fed); err != nil {
+			return err
 		}
 	}
 	printTimings(stderr, label, loaded, clock, len(prompt), end)
-	if *stats {
-		ws := l.Model.Weights()
-		how := fmt.Sprintf("%.1f MB used in place from the mapped file (%d stretches wrapped", float64(ws.InPlace)/1e6, ws.Wrapped)
-		if ws.Staged > 0 {
-			how += fmt.Sprintf(", %d staged through aligned copies", ws.Staged)
-		}
-		how += ")"
-		if ws.InPlace == 0 && ws.Staged == 0 {
-			how = "none in place: " + ws.Why
-		}
-		fmt.Fprintf(stderr, "strata: weights: %.1f MB copied; %s\n", float64(ws.Copied)/1e6, how)
-		if *ggufPath != "" { // what each class runs as: the file's own formats
-			printWeightTable(stderr, l)
-		}
-		st := sp.Stats
-		fmt.Fprintf(stderr, "strata: speculation: %d decode windows, %d drafts fed, %d accepted, %d windows re-run after a rejection\n",
-			st.Windows, st.Drafted, st.Accepted, st.Rerun)
-		if gate.gate != nil {
-			fmt.Fprintf(stderr, "strata: %s\n", gate.gate.Report())
-		}
-		if mb, ok := l.Model.Backend().(interface{ Stats() metal.Stats }); ok {
-			ms := mb.Stats()
-			per := func(d time.Duration) time.Duration {
-				return (d / time.Duration(max(ms.Windows, 1))).Round(time.Microsecond)
-			}
-			fmt.Fprintf(stderr, "strata: metal: %d windows; per window: host before %v, encode %v, host points %v (%d), GPU %v, wall %v; %d commands replayed from ICBs, %d encoded directly\n",
-				ms.Windows, per(ms.Total.HostBefore), per(ms.Total.Encode), per(ms.Total.Host), ms.Total.HostPoints/max(ms.Windows, 1),
-				per(ms.Total.GPU), per(ms.Total.Wall), ms.Total.Replayed, ms.Total.Direct)
-		}
-		if l.ArenaExperts > 0 {
-			ss := l.Model.StreamStats()
-			ioPath := "through the weight source (no pack)"
-			if packIO != nil {
-				ioPath = packIO.IOPath()
-			}
-			fmt.Fprintf(stderr, "strata: streaming: arena of %d experts; %d hits, %d misses (%.1f%% hit), %d read-aheads (%d used), %.1f MB read, %v stalled; reads %s, %.0f MB/s per thread, %.0f MB/s while reading\n",
-				l.ArenaExperts, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
-				float64(ss.BytesRead)/1e6, ss.Stall.Round(time.Millisecond), ioPath,
-				float64(ss.BytesRead)/1e6/max(ss.ReadTime.Seconds(), 1e-9), float64(ss.BytesRead)/1e6/max(ss.ReadBusy.Seconds(), 1e-9))
-		}
+	if f.stats {
+		printRunStats(stderr, l, f.ggufPath != "", sp.Stats, gate, packIO)
 	}
 	return nil
+}
+
+// prompt is the token prompt: --tokens, or the default model's reference
+// prompt (nil in text mode, which tokenizes its own); it also checks the
+// model and output paths.
+func (f *runFlags) prompt(txt *textRun) ([]int, error) {
+	prompt := strata.DefaultPrompt
+	if f.tokens != "" {
+		var err error
+		if prompt, err = parseTokens(f.tokens); err != nil {
+			return nil, err
+		}
+	} else if (f.hf != "" || f.ggufPath != "") && !txt.isText() {
+		return nil, usagef("--tokens is required with --hf or --gguf (a model file has no default prompt), or a text prompt: -p, -f or --chat")
+	}
+	if f.hf != "" && f.ggufPath != "" {
+		return nil, usagef("--hf and --gguf are two models; give one")
+	}
+	if err := checkRunOutputs(f.hf, f.ggufPath, map[string]string{"--dump-logits": f.dump, "--spec-state": f.specState}); err != nil {
+		return nil, err
+	}
+	return prompt, nil
+}
+
+// parseRunFlags declares strata run's flags and parses args.
+func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
+	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
+	f := &runFlags{}
+	fs.StringVar(&f.hf, "hf", "", "HF checkpoint `directory` (config.json + model.safetensors or a sharded index)")
+	fs.StringVar(&f.ggufPath, "gguf", "", "GGUF model `file` (strata convert or synth, or a llama.cpp qwen3next file; experts through FILE.experts when present)")
+	fs.StringVar(&f.tokens, "tokens", "", "prompt token `ids`, comma-separated (default: the default model's reference prompt)")
+	fs.IntVar(&f.n, "n", 16, "number of tokens to generate (0: only run the prompt)")
+	fs.IntVar(&f.prefill, "prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
+	fs.StringVar(&f.dump, "dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
+	fs.BoolVar(&f.dumpMTP, "dump-mtp", false, "with --dump-logits: also write tensor \"mtp_logits\" f32 [fed−1, vocab], row t the MTP head's logits for fed token t+2 given the true token t+1 (teacher-forced)")
+	fs.IntVar(&f.context, "context", 0, "KV-cache length in tokens, at most the model's max_position_embeddings (0, the default: the model config's runtime.context_length, for an HF checkpoint min(max_position_embeddings, 32768))")
+	fs.StringVar(&f.specFlag, "spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
+	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
+	fs.BoolVar(&f.noMTPDraft, "no-mtp-draft", false, "with --spec: never draft with the model's MTP head (suffix drafts only)")
+	fs.StringVar(&f.specState, "spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
+	f.sf = addSamplingFlags(fs)
+	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
+	fs.BoolVar(&f.stats, "stats", false, "print one-line reports of what speculation and expert streaming did to stderr (with --gguf, the weights per class: format, MB, in place)")
+	fs.IntVar(&f.arena, "arena-experts", 0, "stream the routed experts through an arena of this many experts, for tests (0: --arena-gb, or sized from the available memory)")
+	fs.IntVar(&f.ioThreads, "io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
+	fs.StringVar(&f.backend, "backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon), metal-emu (the metal backend's command stream, run by the MSL emulator) or cuda (the generated MSL on an NVIDIA GPU through a CUDA prelude; Linux with libcuda and NVRTC)")
+	fs.BoolVar(&f.copyWeights, "copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
+	fs.BoolVar(&f.icb, "icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them (with --backend cuda: into CUDA graphs)")
+	fs.DurationVar(&f.keepAlive, "keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
+	fs.StringVar(&f.sanitize, "sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
+	f.tf = addTextFlags(fs)
+	f.stf = addStreamFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// check validates the flags that stand on their own and returns the
+// speculation settings they ask for.
+func (f *runFlags) check() (engine.SpecOptions, error) {
+	if err := f.stf.check(f.arena); err != nil {
+		return engine.SpecOptions{}, err
+	}
+	sp, err := parseSpec(f.specFlag)
+	if err != nil {
+		return sp, err
+	}
+	if err := checkThreads(f.threads); err != nil {
+		return sp, err
+	}
+	switch {
+	case f.suffix < 0:
+		return sp, usagef("--suffix-draft must be ≥ 0, got %d", f.suffix)
+	case f.arena < 0 || f.ioThreads < 1:
+		return sp, usagef("--arena-experts must be ≥ 0 and --io-threads ≥ 1, got %d and %d", f.arena, f.ioThreads)
+	case !slices.Contains(strata.Backends, f.backend):
+		return sp, usagef("--backend is %q, expected one of %s", f.backend, strings.Join(strata.Backends, ", "))
+	case f.sanitize != "" && (f.backend != strata.BackendMSLEmu || f.sanitize != mslemu.Thread && f.sanitize != mslemu.Address):
+		return sp, usagef("--sanitize is %q: expected thread or address, with --backend mslemu", f.sanitize)
+	}
+	onMetal := f.backend == strata.BackendMetal || f.backend == strata.BackendMetalEmu
+	if f.icb && f.backend == strata.BackendCUDA {
+		onMetal = f.keepAlive == 0
+	}
+	switch {
+	case (f.icb || f.keepAlive != 0) && !onMetal:
+		return sp, usagef("--icb and --keepalive apply to --backend metal (or metal-emu), not %s", f.backend)
+	case f.keepAlive < 0:
+		return sp, usagef("--keepalive must be ≥ 0, got %v", f.keepAlive)
+	case f.n < 0:
+		return sp, usagef("-n must be ≥ 0, got %d", f.n)
+	case f.prefill < 0:
+		return sp, usagef("--prefill-rows must be ≥ 1, got %d", f.prefill)
+	case f.dumpMTP && f.dump == "":
+		return sp, usagef("--dump-mtp adds a tensor to the --dump-logits file; give --dump-logits FILE too")
+	case f.context < 0:
+		return sp, usagef("--context must be ≥ 1, got %d", f.context)
+	}
+	sp.SuffixDraft, sp.MTP = f.suffix, !f.noMTPDraft
+	sp.Stats = &engine.SpecStats{}
+	return sp, nil
+}
+
+// options are the load options the flags ask for.
+func (f *runFlags) options(stderr io.Writer) strata.HFOptions {
+	opt := strata.HFOptions{PrefillRows: f.prefill, AllLogits: f.dump != "", Context: f.context,
+		ArenaExperts: f.arena, Stream: stream.Options{Threads: f.ioThreads},
+		Backend: f.backend, MSLEmu: mslemu.Options{Sanitize: f.sanitize}, Metal: metal.Options{ICB: f.icb, KeepAlive: f.keepAlive}, CUDA: cuda.Options{Replay: f.icb},
+		CopyWeights: f.copyWeights, Threads: f.threads,
+		Warn: warner(stderr), AutoArena: f.arena == 0 && *f.stf.arenaGB == 0, Note: noter(stderr)}
+	f.stf.apply(&opt)
+	return opt
+}
+
+// logitsDump collects the rows --dump-logits writes.
+type logitsDump struct {
+	logits []float32
+	rows   int
+}
+
+func (d *logitsDump) add(r []float32) error {
+	d.logits = append(d.logits, r...)
+	d.rows++
+	return nil
+}
+
+// write saves the rows as tensor "logits" f32 [rows, vocab] (and, with mtp,
+// the MTP head's teacher-forced rows over the fed tokens).
+func (d *logitsDump) write(path string, l *strata.Loaded, mtp bool, fed []int) error {
+	data := make([]byte, 4*len(d.logits))
+	for i, v := range d.logits {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	}
+	ts := []safetensors.Tensor{{Name: "logits", DType: "F32", Shape: []int{d.rows, l.Config.Architecture.VocabSize}, Data: data}}
+	if mtp {
+		mt, err := mtpTensor(l, fed)
+		if err != nil {
+			return err
+		}
+		ts = append(ts, mt)
+	}
+	if err := safetensors.WriteFile(path, ts, nil); err != nil {
+		return fmt.Errorf("--dump-logits: %w", err)
+	}
+	return nil
+}
+
+// printRunStats prints --stats' one-line reports: weights (per class for a
+// GGUF), speculation and the spec gate, the metal backend's window timings,
+// and expert streaming.
+func printRunStats(stderr io.Writer, l *strata.Loaded, gguf bool, st *engine.SpecStats, gate *specGateFile, packIO interface{ IOPath() string }) {
+	ws := l.Model.Weights()
+	how := fmt.Sprintf("%.1f MB used in place from the mapped file (%d stretches wrapped", float64(ws.InPlace)/1e6, ws.Wrapped)
+	if ws.Staged > 0 {
+		how += fmt.Sprintf(", %d staged through aligned copies", ws.Staged)
+	}
+	how += ")"
+	if ws.InPlace == 0 && ws.Staged == 0 {
+		how = "none in place: " + ws.Why
+	}
+	fmt.Fprintf(stderr, "strata: weights: %.1f MB copied; %s\n", float64(ws.Copied)/1e6, how)
+	if gguf { // what each class runs as: the file's own formats
+		printWeightTable(stderr, l)
+	}
+	fmt.Fprintf(stderr, "strata: speculation: %d decode windows, %d drafts fed, %d accepted, %d windows re-run after a rejection\n",
+		st.Windows, st.Drafted, st.Accepted, st.Rerun)
+	if gate.gate != nil {
+		fmt.Fprintf(stderr, "strata: %s\n", gate.gate.Report())
+	}
+	if mb, ok := l.Model.Backend().(interface{ Stats() metal.Stats }); ok {
+		ms := mb.Stats()
+		per := func(d time.Duration) time.Duration {
+			return (d / time.Duration(max(ms.Windows, 1))).Round(time.Microsecond)
+		}
+		fmt.Fprintf(stderr, "strata: metal: %d windows; per window: host before %v, encode %v, host points %v (%d), GPU %v, wall %v; %d commands replayed from ICBs, %d encoded directly\n",
+			ms.Windows, per(ms.Total.HostBefore), per(ms.Total.Encode), per(ms.Total.Host), ms.Total.HostPoints/max(ms.Windows, 1),
+			per(ms.Total.GPU), per(ms.Total.Wall), ms.Total.Replayed, ms.Total.Direct)
+	}
+	if l.ArenaExperts > 0 {
+		ss := l.Model.StreamStats()
+		ioPath := "through the weight source (no pack)"
+		if packIO != nil {
+			ioPath = packIO.IOPath()
+		}
+		fmt.Fprintf(stderr, "strata: streaming: arena of %d experts; %d hits, %d misses (%.1f%% hit), %d read-aheads (%d used), %.1f MB read, %v stalled; reads %s, %.0f MB/s per thread, %.0f MB/s while reading\n",
+			l.ArenaExperts, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
+			float64(ss.BytesRead)/1e6, ss.Stall.Round(time.Millisecond), ioPath,
+			float64(ss.BytesRead)/1e6/max(ss.ReadTime.Seconds(), 1e-9), float64(ss.BytesRead)/1e6/max(ss.ReadBusy.Seconds(), 1e-9))
+	}
 }
 
 // openModel opens the HF checkpoint directory hf, the GGUF file ggufPath,
