@@ -13,6 +13,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
@@ -126,7 +127,7 @@ func tinyA(t *testing.T) (*models.Config, []*graph.Graph, *artifact.Model, engin
 
 // prefill16 runs the first 16 reference tokens in one window and returns
 // every row's logits.
-func prefill16(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, b engine.Backend, ref reference) ([][]float32, error) {
+func prefill16(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, b backend.Backend, ref reference) ([][]float32, error) {
 	m, err := engine.LoadWith(c, graphs, src, b)
 	if err != nil {
 		return nil, err

@@ -6,8 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/engine"
 )
 
 // Memory holds a model's named buffers where both the host and the GPU
@@ -22,7 +22,7 @@ type Memory struct {
 	pinned bool
 }
 
-var _ engine.Memory = (*Memory)(nil)
+var _ backend.Memory = (*Memory)(nil)
 
 // hostSlice is n bytes at address p, which the driver gave and Go's
 // collector does not manage.

@@ -8,8 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/engine"
 )
 
 // Memory holds a model's named buffers in mapped memory (never moved or
@@ -47,7 +47,7 @@ func (h *held) release() error {
 	return errors.Join(errs...)
 }
 
-var _ engine.Memory = (*Memory)(nil)
+var _ backend.Memory = (*Memory)(nil)
 
 func newMemory(shared bool, graphs ...*graph.Graph) (*Memory, error) {
 	m := &Memory{Table: buffers.Table{Index: map[string]int{}}, held: &held{}}

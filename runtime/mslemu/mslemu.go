@@ -27,7 +27,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // Options configure an Emulator.
@@ -44,7 +44,7 @@ type Options struct {
 }
 
 // Emulator is the mslemu backend of one generated model: it implements
-// engine.Backend for graphs of that model.
+// backend.Backend for graphs of that model.
 type Emulator struct {
 	model   *artifact.Model
 	opt     Options
@@ -55,7 +55,7 @@ type Emulator struct {
 	mems    []*Memory
 }
 
-var _ engine.Backend = (*Emulator)(nil)
+var _ backend.Backend = (*Emulator)(nil)
 
 // New builds (or finds in the cache) the model's kernels with the lane
 // emulator. A model whose graphs dispatch kernels kernels.metal lacks is
@@ -88,7 +88,7 @@ func New(m *artifact.Model, opt Options) (*Emulator, error) {
 // NewMemory allocates the buffers the graphs declare (as the cpu backend
 // does), outside the Go heap so the kernels can hold them; with a sanitizer,
 // shared with the child process that runs the kernels.
-func (e *Emulator) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
+func (e *Emulator) NewMemory(graphs ...*graph.Graph) (backend.Memory, error) {
 	m, err := newMemory(e.opt.Sanitize != NoSanitizer, graphs...)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // Program is a window graph bound to a Memory: one prepared dispatch per
@@ -36,7 +36,7 @@ type remoteRange struct {
 	off, size uint64
 }
 
-var _ engine.HostProgram = (*Program)(nil)
+var _ backend.HostProgram = (*Program)(nil)
 
 // argsRef marks the argument-struct slot for the sanitizer process.
 const argsRef = ^uint64(0)
@@ -46,7 +46,7 @@ const argsRef = ^uint64(0)
 // of the dispatch's family, every binding sits at its slot under its name,
 // every function constant the kernel reads is given (or optional), the
 // argument struct has the kernel's size, and the threadgroup fits.
-func (e *Emulator) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, error) {
+func (e *Emulator) Compile(g *graph.Graph, mem backend.Memory) (backend.Program, error) {
 	m, ok := mem.(*Memory)
 	if !ok {
 		return nil, fmt.Errorf("mslemu: memory of type %T, not from this backend", mem)
