@@ -164,7 +164,7 @@ func (p *Program) bind(i int, d *graph.Dispatch) (string, pipeSpec, error) {
 		if a.Access != graph.Read && !kb.Write {
 			return "", pipeSpec{}, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
 		}
-		if _, ok := p.mem.Index[a.Buffer]; !ok {
+		if _, ok := p.mem.Index(a.Buffer); !ok {
 			return "", pipeSpec{}, fmt.Errorf("binding %s: no buffer %q", a.Name, a.Buffer)
 		}
 		buf := p.mem.Buffer(a.Buffer)

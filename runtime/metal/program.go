@@ -179,17 +179,19 @@ func (p *Program) bind(i int, d *graph.Dispatch) error {
 	s := &p.steps[i]
 	s.grid, s.tg, s.barrier = d.Grid, d.Threadgroup, d.Barrier
 	for _, a := range d.Args {
-		mb, ok := p.mem.bufs[a.Buffer]
+		bi, ok := p.mem.Index(a.Buffer)
 		if !ok {
 			return fmt.Errorf("binding %s: the memory has no buffer %q", a.Name, a.Buffer)
 		}
-		if a.End() > mb.size {
-			return fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, mb.size)
+		mb := p.mem.Layout()[bi]
+		if a.End() > mb.Size {
+			return fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, mb.Size)
 		}
-		if mb.handle == 0 {
-			return fmt.Errorf("binding %s: %s buffer %s was never wrapped", a.Name, mb.kind, a.Buffer)
+		h := p.mem.handles[bi]
+		if h == 0 {
+			return fmt.Errorf("binding %s: %s buffer %s was never wrapped", a.Name, mb.Kind, a.Buffer)
 		}
-		s.binds = append(s.binds, BufferBinding{Buffer: mb.handle, Offset: a.Offset, Slot: a.Slot})
+		s.binds = append(s.binds, BufferBinding{Buffer: h, Offset: a.Offset, Slot: a.Slot})
 		s.argsSlot = max(s.argsSlot, a.Slot+1)
 	}
 	args, err := p.b.kernels.Args(d)

@@ -129,11 +129,11 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 		if a.Access != graph.Read && !kb.Write {
 			return s, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
 		}
-		bi, ok := m.Index[a.Buffer]
+		bi, ok := m.Index(a.Buffer)
 		if !ok {
 			return s, fmt.Errorf("binding %s: no buffer %q", a.Name, a.Buffer)
 		}
-		buf := m.Bufs[bi]
+		buf := m.Host(bi)
 		whole := a.Offset == 0 && a.Size == 0
 		if !whole && (a.Offset < 0 || a.Size < 0 || a.End() > int64(len(buf))) {
 			return s, fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, len(buf))
@@ -148,7 +148,7 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 		s.ranges = append(s.ranges, remoteRangeOf(m, bi, a.Range))
 	}
 	for _, r := range append(append([]graph.Range{}, d.Reads...), d.Writes...) {
-		if bi, ok := m.Index[r.Buffer]; ok {
+		if bi, ok := m.Index(r.Buffer); ok {
 			s.ranges = append(s.ranges, remoteRangeOf(m, bi, r))
 		}
 	}
@@ -197,7 +197,7 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 
 func remoteRangeOf(m *Memory, bi int, r graph.Range) remoteRange {
 	if r.Offset == 0 && r.Size == 0 {
-		return remoteRange{buf: uint32(bi), size: uint64(len(m.Bufs[bi]))}
+		return remoteRange{buf: uint32(bi), size: uint64(len(m.Host(bi)))}
 	}
 	return remoteRange{buf: uint32(bi), off: uint64(r.Offset), size: uint64(r.Size)}
 }
@@ -210,7 +210,7 @@ func (p *Program) Run() error { return p.RunHost(nil) }
 // dispatch it follows (its layer's router): dispatches run in graph order,
 // so everything the routed experts read is written by then.
 func (p *Program) RunHost(host func(graph.HostPoint) error) error {
-	if p.mem.Bufs == nil {
+	if p.mem.Dropped() {
 		return fmt.Errorf("mslemu: the memory of this program was closed")
 	}
 	lib := p.e.lib
