@@ -18,14 +18,13 @@ import (
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/weights"
-	"github.com/strata-llm/strata/templates/msl"
 )
 
 // requireEmulator skips when no clang can build the emulator, unless
 // STRATA_REQUIRE_CLANG is set (CI sets it).
 func requireEmulator(t *testing.T) {
 	t.Helper()
-	if _, err := msl.Clang(); errors.Is(err, msl.ErrNoClang) {
+	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
 		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
 			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
 		}

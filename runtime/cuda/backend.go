@@ -1,6 +1,6 @@
 // Package cuda is the backend that runs the generated MSL on an NVIDIA GPU:
 // a model's kernels.metal, compiled by NVRTC as CUDA C++ through a prelude
-// (templates/msl/cuda/metal_stdlib) that gives Metal's names CUDA meanings
+// (prelude/metal_stdlib) that gives Metal's names CUDA meanings
 // (an Apple simdgroup and an NVIDIA warp are both 32 lanes), one program
 // per pipeline with its function constants as compile-time values and a
 // __global__ wrapper written from the artifact's metadata, as runtime/mslemu

@@ -1,9 +1,10 @@
 // Package mslemu is the backend that runs the generated MSL on the CPU: a
 // model's kernels.metal, compiled unmodified by clang (C++ for OpenCL, the
-// type check's mode, for the host) against templates/msl/emu, whose
-// metal_stdlib defines what the type check only declares and whose lane
-// emulator runs every threadgroup's threads as fibers with exact 32-lane
-// simdgroups and real barriers. A harness written from the model's metadata
+// type check's mode, for the host) against emu/, whose metal_stdlib defines
+// what the type check's stand-in (check/metal_stdlib, TypeCheck) only
+// declares and whose lane emulator (emu/runtime.cpp) runs every
+// threadgroup's threads as fibers with exact 32-lane simdgroups and real
+// barriers. A harness written from the model's metadata
 // (runtime/artifact: kernel names, buffer slots, function-constant indices,
 // argument-struct sizes) calls the kernels; the result is a shared library
 // loaded with purego (no cgo), cached per machine under a hash of its inputs.
