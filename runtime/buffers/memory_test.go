@@ -8,7 +8,11 @@ import (
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/backend"
 )
+
+// Memory is the host side of every backend's memory.
+var _ backend.MappedMemory = (*Memory)(nil)
 
 // The streaming arena lives in the experts buffer; O_DIRECT reads into it
 // need a page-aligned start, and every other buffer needs 8 bytes.
