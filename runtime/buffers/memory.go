@@ -162,14 +162,30 @@ func (m *Memory) Index(name string) (int, bool) {
 // Host is the host bytes of buffer i of Layout (nil: none).
 func (m *Memory) Host(i int) []byte { return m.host[i] }
 
-// Bytes returns the bytes of a range, with capacity clipped to the range so a
-// kernel cannot write past what its binding declares. The empty range at
-// offset 0 is the whole buffer (a binding of a buffer sized at run time: the
-// expert arena).
-func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
+// Locate checks that range r lies inside its buffer and returns the
+// buffer's position in Layout: what a backend binding r to a kernel checks.
+// The empty range at offset 0 is the whole buffer (a binding of a buffer
+// sized at run time: the expert arena).
+func (m *Memory) Locate(r graph.Range) (int, error) {
 	i, ok := m.index[r.Buffer]
 	if !ok {
-		return nil, fmt.Errorf("no buffer %q", r.Buffer)
+		return 0, fmt.Errorf("no buffer %q", r.Buffer)
+	}
+	if r.Size == 0 && r.Offset == 0 {
+		return i, nil
+	}
+	if size := m.layout[i].Size; r.Offset < 0 || r.Size < 0 || r.End() > size {
+		return 0, fmt.Errorf("range [%d,%d) outside buffer %q of %d bytes", r.Offset, r.End(), r.Buffer, size)
+	}
+	return i, nil
+}
+
+// Bytes returns the bytes of a range (Locate), with capacity clipped to the
+// range so a kernel cannot write past what its binding declares.
+func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
+	i, err := m.Locate(r)
+	if err != nil {
+		return nil, err
 	}
 	b := m.host[i]
 	if b == nil && m.layout[i].Size > 0 {
@@ -177,9 +193,6 @@ func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
 	}
 	if r.Size == 0 && r.Offset == 0 {
 		return b, nil
-	}
-	if r.Offset < 0 || r.Size < 0 || r.End() > int64(len(b)) {
-		return nil, fmt.Errorf("range [%d,%d) outside buffer %q of %d bytes", r.Offset, r.End(), r.Buffer, len(b))
 	}
 	return b[r.Offset:r.End():r.End()], nil
 }

@@ -144,6 +144,15 @@ func TestWrapAndReads(t *testing.T) {
 	if _, err := m.Bytes(graph.Range{Buffer: "weights.file0", Size: 4}); err == nil || !strings.Contains(err.Error(), "no host memory") {
 		t.Fatalf("reading a mapped buffer before Wrap: err %v", err)
 	}
+	// A binding is checked against the layout, host memory or not.
+	if i, err := m.Locate(graph.Range{Buffer: "weights.file0", Offset: 12, Size: 4}); err != nil || i != 1 {
+		t.Errorf("Locate [12,16) of the 16-byte mapped buffer = %d, %v; want 1", i, err)
+	}
+	for _, r := range []graph.Range{{Buffer: "state", Offset: -4, Size: 4}, {Buffer: "state", Offset: 4, Size: 5}, {Buffer: "x", Size: 1}} {
+		if _, err := m.Locate(r); err == nil {
+			t.Errorf("Locate %+v: no error", r)
+		}
+	}
 	file := AlignedBytes(32, 8)
 	for i := range file {
 		file[i] = byte(i)

@@ -164,13 +164,8 @@ func (p *Program) bind(i int, d *graph.Dispatch) (string, pipeSpec, error) {
 		if a.Access != graph.Read && !kb.Write {
 			return "", pipeSpec{}, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
 		}
-		if _, ok := p.mem.Index(a.Buffer); !ok {
-			return "", pipeSpec{}, fmt.Errorf("binding %s: no buffer %q", a.Name, a.Buffer)
-		}
-		buf := p.mem.Buffer(a.Buffer)
-		whole := a.Offset == 0 && a.Size == 0
-		if !whole && (a.Offset < 0 || a.Size < 0 || a.End() > int64(len(buf))) {
-			return "", pipeSpec{}, fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, len(buf))
+		if _, err := p.mem.Locate(a.Range); err != nil {
+			return "", pipeSpec{}, fmt.Errorf("binding %s: %w", a.Name, err)
 		}
 		if s.vals[j], err = p.mem.ptr(a.Buffer, a.Offset); err != nil {
 			return "", pipeSpec{}, fmt.Errorf("binding %s: %w", a.Name, err)

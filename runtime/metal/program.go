@@ -179,17 +179,13 @@ func (p *Program) bind(i int, d *graph.Dispatch) error {
 	s := &p.steps[i]
 	s.grid, s.tg, s.barrier = d.Grid, d.Threadgroup, d.Barrier
 	for _, a := range d.Args {
-		bi, ok := p.mem.Index(a.Buffer)
-		if !ok {
-			return fmt.Errorf("binding %s: the memory has no buffer %q", a.Name, a.Buffer)
-		}
-		mb := p.mem.Layout()[bi]
-		if a.End() > mb.Size {
-			return fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, mb.Size)
+		bi, err := p.mem.Locate(a.Range)
+		if err != nil {
+			return fmt.Errorf("binding %s: %w", a.Name, err)
 		}
 		h := p.mem.handles[bi]
 		if h == 0 {
-			return fmt.Errorf("binding %s: %s buffer %s was never wrapped", a.Name, mb.Kind, a.Buffer)
+			return fmt.Errorf("binding %s: %s buffer %s was never wrapped", a.Name, p.mem.Layout()[bi].Kind, a.Buffer)
 		}
 		s.binds = append(s.binds, BufferBinding{Buffer: h, Offset: a.Offset, Slot: a.Slot})
 		s.argsSlot = max(s.argsSlot, a.Slot+1)

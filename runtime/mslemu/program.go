@@ -129,15 +129,11 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 		if a.Access != graph.Read && !kb.Write {
 			return s, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
 		}
-		bi, ok := m.Index(a.Buffer)
-		if !ok {
-			return s, fmt.Errorf("binding %s: no buffer %q", a.Name, a.Buffer)
+		bi, err := m.Locate(a.Range)
+		if err != nil {
+			return s, fmt.Errorf("binding %s: %w", a.Name, err)
 		}
 		buf := m.Host(bi)
-		whole := a.Offset == 0 && a.Size == 0
-		if !whole && (a.Offset < 0 || a.Size < 0 || a.End() > int64(len(buf))) {
-			return s, fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, len(buf))
-		}
 		if a.Offset >= 1<<48 {
 			return s, fmt.Errorf("binding %s: offset %d past 2^48", a.Name, a.Offset)
 		}
