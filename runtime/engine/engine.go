@@ -40,6 +40,12 @@ type pleLayer struct {
 	table *weights.NgramTable
 }
 
+// window is a compiled window graph.
+type window struct {
+	g *graph.Graph
+	p backend.Program
+}
+
 // Model is a loaded model: its config, one program per window shape, and the
 // memory they share.
 type Model struct {
