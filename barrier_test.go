@@ -8,6 +8,7 @@ import (
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
@@ -41,7 +42,7 @@ func loadEdited(t *testing.T, name string, extraRows int, edit func(*graph.Graph
 	for _, g := range graphs {
 		edit(g)
 	}
-	m, err := engine.Load(c, graphs, weights.NewHF(ck, c))
+	m, err := engine.LoadWith(c, graphs, weights.NewHF(ck, c), cpu.Backend)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func loadEdited(t *testing.T, name string, extraRows int, edit func(*graph.Graph
 
 // logitsUnder runs 20 reference tokens in windows of 7 rows, then 3 decode
 // rows, with the given order inside barrier groups.
-func logitsUnder(t *testing.T, m *engine.Model, order cpu.Order, seed int64) []float32 {
+func logitsUnder(t *testing.T, m *engine.Model, order backend.Order, seed int64) []float32 {
 	t.Helper()
 	m.SetOrder(order, seed)
 	ref := ref0(t, "tiny-a")
@@ -71,13 +72,13 @@ func logitsUnder(t *testing.T, m *engine.Model, order cpu.Order, seed int64) []f
 // barrier is missing), gives bit-identical logits.
 func TestBarrierGroupsCommute(t *testing.T) {
 	m := loadWithGraphs(t, func(*graph.Graph) {})
-	serial := logitsUnder(t, m, cpu.Serial, 0)
+	serial := logitsUnder(t, m, backend.Serial, 0)
 	for seed := int64(1); seed <= 4; seed++ {
-		if got := logitsUnder(t, m, cpu.Shuffled, seed); !slices.Equal(got, serial) {
+		if got := logitsUnder(t, m, backend.Shuffled, seed); !slices.Equal(got, serial) {
 			t.Fatalf("shuffled order (seed %d) changed the logits", seed)
 		}
 	}
-	if got := logitsUnder(t, m, cpu.Concurrent, 0); !slices.Equal(got, serial) {
+	if got := logitsUnder(t, m, backend.Concurrent, 0); !slices.Equal(got, serial) {
 		t.Fatal("concurrent barrier groups changed the logits")
 	}
 }
@@ -86,13 +87,13 @@ func TestBarrierGroupsCommute(t *testing.T) {
 // barriers dropped, a shuffled order must change the result, so the property
 // test can fail.
 func TestMissingBarriersAreCaught(t *testing.T) {
-	serial := logitsUnder(t, loadWithGraphs(t, func(*graph.Graph) {}), cpu.Serial, 0)
+	serial := logitsUnder(t, loadWithGraphs(t, func(*graph.Graph) {}), backend.Serial, 0)
 	m := loadWithGraphs(t, func(g *graph.Graph) {
 		for i := range g.Dispatches {
 			g.Dispatches[i].Barrier = false
 		}
 	})
-	if got := logitsUnder(t, m, cpu.Shuffled, 1); slices.Equal(got, serial) {
+	if got := logitsUnder(t, m, backend.Shuffled, 1); slices.Equal(got, serial) {
 		t.Fatal("one barrier group in a shuffled order still gave the serial logits: the order test could not fail")
 	}
 }

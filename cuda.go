@@ -5,8 +5,8 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/cuda"
-	"github.com/strata-llm/strata/runtime/engine"
 )
 
 // BackendCUDA runs the generated MSL on an NVIDIA GPU through the CUDA
@@ -16,7 +16,7 @@ const BackendCUDA = "cuda"
 // cudaBackend is the CUDA backend for the graphs of model c, whose
 // kernels.metal is generated in memory as for mslemu. Where no GPU or
 // driver is present it fails saying so.
-func cudaBackend(c *models.Config, graphs []*graph.Graph, opt cuda.Options) (engine.Backend, error) {
+func cudaBackend(c *models.Config, graphs []*graph.Graph, opt cuda.Options) (backend.Backend, error) {
 	if err := cuda.Available(); err != nil {
 		return nil, fmt.Errorf("backend %s needs an NVIDIA GPU with its driver (libcuda) and NVRTC: %w", BackendCUDA, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/cuda"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/mslemu"
 )
 
 // These tests need an NVIDIA GPU with its driver and NVRTC; CI has none and
@@ -103,9 +104,9 @@ func TestCUDAPreludeQuantKernels(t *testing.T) {
 // format, type-checked through the prelude by clang's CUDA mode: what CI
 // runs in place of NVRTC (no CUDA toolkit needed).
 func TestCUDAClangChecksQuantKernels(t *testing.T) {
-	clang := cuda.FindClang()
-	if clang == "" {
-		t.Skip("no clang")
+	clang, err := mslemu.Clang()
+	if err != nil {
+		t.Skip(err)
 	}
 	_, _, am := quantKernelModels(t)
 	n, err := cuda.ClangCheck(am, clang)

@@ -18,6 +18,7 @@ import (
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/convert"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/pack"
@@ -308,7 +309,7 @@ func decodedRun(t *testing.T, path string, cfg *models.Config, opt HFOptions) *L
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := engine.Load(&dc, graphs, asPlanned{g, cfg.Quant})
+	m, err := engine.LoadWith(&dc, graphs, asPlanned{g, cfg.Quant}, cpu.Backend)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -97,7 +98,7 @@ func TestWeightsInPlaceNeedAlignment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := engine.LoadWith(c, graphs, misaligned{src}, engine.CPU)
+	m, err := engine.LoadWith(c, graphs, misaligned{src}, cpu.Backend)
 	if err != nil {
 		t.Fatal(err)
 	}

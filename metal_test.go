@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
@@ -116,7 +117,7 @@ func TestMetalEmuCatchesWrongExecution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := prefill16(c, graphs, src, engine.CPU, ref)
+	want, err := prefill16(c, graphs, src, cpu.Backend, ref)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/backend"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 )
@@ -37,10 +38,10 @@ var Backends = []string{BackendCPU, BackendMSLEmu, BackendMetal, BackendMetalEmu
 // mslemu needs the kernels of exactly these graphs (their shapes and
 // constants come from the config the checkpoint was opened with), so it
 // generates them in memory, as stratagen would for generated/<model>.
-func (opt HFOptions) backend(c *models.Config, graphs []*graph.Graph) (engine.Backend, error) {
+func (opt HFOptions) backend(c *models.Config, graphs []*graph.Graph) (backend.Backend, error) {
 	switch opt.Backend {
 	case "", BackendCPU:
-		return engine.CPU, nil
+		return cpu.Backend, nil
 	case BackendMSLEmu:
 		m, err := ArtifactOf(c, graphs)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
@@ -53,12 +54,12 @@ type diffBackend struct {
 type diffMemory struct {
 	*buffers.Memory                 // the engine's state, advanced by the cpu backend
 	ref             *buffers.Memory // the cpu on poisoned inputs
-	emu             engine.Memory
+	emu             backend.Memory
 	weights, state  []string // buffer names: constant after loading; the rest
 	weightsCopied   bool
 }
 
-func (b *diffBackend) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
+func (b *diffBackend) NewMemory(graphs ...*graph.Graph) (backend.Memory, error) {
 	c, err := buffers.NewMemory(graphs...)
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func (b *diffBackend) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
 type diffStep struct {
 	d              *graph.Dispatch
 	canon, ref     *cpu.Program
-	emu            engine.Program // nil: not compared, cpu only
+	emu            backend.Program // nil: not compared, cpu only
 	index          int
 	kernel         *artifact.Kernel
 	writeOnly, out []graph.Binding
@@ -106,7 +107,7 @@ type diffProgram struct {
 	steps []diffStep
 }
 
-func (b *diffBackend) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, error) {
+func (b *diffBackend) Compile(g *graph.Graph, mem backend.Memory) (backend.Program, error) {
 	m := mem.(*diffMemory)
 	p := &diffProgram{b: b, mem: m, g: g}
 	for i := range g.Dispatches {
@@ -189,7 +190,7 @@ func elemType(k *artifact.Kernel, name string) string {
 	return "float"
 }
 
-func poison(m engine.Memory, a graph.Binding, typ string) {
+func poison(m backend.Memory, a graph.Binding, typ string) {
 	b, err := m.Bytes(a.Range)
 	if err != nil {
 		panic(err)
@@ -393,7 +394,7 @@ func oneDispatch(g *graph.Graph, ds ...graph.Dispatch) *graph.Graph {
 
 // randomize fills every buffer of the memories with the same random floats
 // in [-1, 1).
-func randomize(g *graph.Graph, seed int64, mems ...engine.Memory) {
+func randomize(g *graph.Graph, seed int64, mems ...backend.Memory) {
 	rng := rand.New(rand.NewSource(seed))
 	for _, b := range g.Buffers {
 		vals := make([]float32, b.Size/4)
@@ -406,7 +407,7 @@ func randomize(g *graph.Graph, seed int64, mems ...engine.Memory) {
 	}
 }
 
-func setParams(g *graph.Graph, rows, pos int, mems ...engine.Memory) {
+func setParams(g *graph.Graph, rows, pos int, mems ...backend.Memory) {
 	for _, m := range mems {
 		p := buffers.Uint32s(m.Buffer("params"))
 		p[0], p[1] = uint32(rows), uint32(pos)
@@ -458,7 +459,7 @@ func TestMSLEmuIndexSelectPastCache(t *testing.T) {
 		randomize(single, int64(pos), ref, got)
 		setParams(single, 2, pos, ref, got)
 		pooled, _ := d.Arg("pooled")
-		for _, m := range []engine.Memory{ref, got} {
+		for _, m := range []backend.Memory{ref, got} {
 			keys, _ := m.Bytes(pooled.Range)
 			row := int64(c.Architecture.Indexer.HeadDim * 4)
 			for _, dup := range []int64{7, 100, 2999, 4100} { // ties with block 3

@@ -13,18 +13,18 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/weights"
-	"github.com/strata-llm/strata/templates/msl"
 )
 
 // requireEmulator skips when no clang can build the emulator, unless
 // STRATA_REQUIRE_CLANG is set (CI sets it).
 func requireEmulator(t *testing.T) {
 	t.Helper()
-	if _, err := msl.Clang(); errors.Is(err, msl.ErrNoClang) {
+	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
 		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
 			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
 		}
@@ -126,7 +126,7 @@ func tinyA(t *testing.T) (*models.Config, []*graph.Graph, *artifact.Model, engin
 
 // prefill16 runs the first 16 reference tokens in one window and returns
 // every row's logits.
-func prefill16(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, b engine.Backend, ref reference) ([][]float32, error) {
+func prefill16(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, b backend.Backend, ref reference) ([][]float32, error) {
 	m, err := engine.LoadWith(c, graphs, src, b)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // scramble puts the dispatches of g in a random order that keeps every
@@ -63,7 +63,7 @@ func TestOptimizeRestoresScrambledGraphs(t *testing.T) {
 	barriers := map[int]int{}
 	serial := logitsUnder(t, loadWithGraphs(t, func(g *graph.Graph) {
 		barriers[g.Rows] = graph.NewAudit(g).Barriers
-	}), cpu.Serial, 0)
+	}), backend.Serial, 0)
 	for seed := int64(1); seed <= 2; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		m := loadWithGraphs(t, func(g *graph.Graph) {
@@ -75,7 +75,7 @@ func TestOptimizeRestoresScrambledGraphs(t *testing.T) {
 				t.Errorf("seed %d, T=%d: %d barriers after scrambling, %d before", seed, g.Rows, got, barriers[g.Rows])
 			}
 		})
-		if got := logitsUnder(t, m, cpu.Concurrent, 0); !slices.Equal(got, serial) {
+		if got := logitsUnder(t, m, backend.Concurrent, 0); !slices.Equal(got, serial) {
 			t.Fatalf("seed %d: the scrambled and optimized graphs changed the logits", seed)
 		}
 	}
@@ -102,7 +102,7 @@ func TestScrambleIsWorse(t *testing.T) {
 // into chunks; the cpu backend runs each dispatch once (in its first chunk)
 // and the logits do not change, chunks concurrent or not.
 func TestChunkedGraphsRun(t *testing.T) {
-	serial := logitsUnder(t, loadWithGraphs(t, func(*graph.Graph) {}), cpu.Serial, 0)
+	serial := logitsUnder(t, loadWithGraphs(t, func(*graph.Graph) {}), backend.Serial, 0)
 	lim := graph.DefaultLimits
 	lim.MaxThreadgroupsPerGrid = 3
 	chunked := 0
@@ -116,7 +116,7 @@ func TestChunkedGraphsRun(t *testing.T) {
 	if chunked == 0 {
 		t.Fatal("no dispatch was chunked")
 	}
-	for _, order := range []cpu.Order{cpu.Serial, cpu.Concurrent} {
+	for _, order := range []backend.Order{backend.Serial, backend.Concurrent} {
 		if got := logitsUnder(t, m, order, 0); !slices.Equal(got, serial) {
 			t.Fatalf("chunked graphs (order %d) changed the logits", order)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/weights"
 
 	"github.com/strata-llm/strata/internal/reftensor"
@@ -195,7 +196,7 @@ func TestGeneratedGraphsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	m, err := engine.Load(c, graphs, weights.NewHF(ck, c))
+	m, err := engine.LoadWith(c, graphs, weights.NewHF(ck, c), cpu.Backend)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/internal/reftensor"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -189,7 +190,7 @@ func TestTinyGoMTPReadings(t *testing.T) {
 	if edited == 0 {
 		t.Fatal("no MTP hidden norm found in the graphs: the test is stale")
 	}
-	m, err := engine.Load(c, graphs, weights.NewHF(ck, c))
+	m, err := engine.LoadWith(c, graphs, weights.NewHF(ck, c), cpu.Backend)
 	if err != nil {
 		t.Fatal(err)
 	}

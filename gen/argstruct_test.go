@@ -15,7 +15,7 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
-	"github.com/strata-llm/strata/templates/msl"
+	"github.com/strata-llm/strata/runtime/mslemu"
 )
 
 // mixed exercises every layout rule: 2-byte, 4-byte, 8-byte and 16-byte
@@ -82,7 +82,7 @@ func argStructsUnderTest() []*ArgStruct {
 // clang lays the MSL structs out exactly as Layout says: sizes, alignments
 // and offsets agree (ext_vector_type follows Metal's vector rules).
 func TestArgLayoutMatchesClang(t *testing.T) {
-	if _, err := msl.Clang(); errors.Is(err, msl.ErrNoClang) {
+	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
 		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
 			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
 		}
@@ -103,12 +103,12 @@ func TestArgLayoutMatchesClang(t *testing.T) {
 			fmt.Fprintf(&src, "static_assert(__builtin_offsetof(%s, %s) == %d, \"offset of %s.%s\");\n", s.Name, f.Name, f.Offset, s.Name, f.Name)
 		}
 	}
-	if err := msl.TypeCheck("argstructs.metal", []byte(src.String())); err != nil {
+	if err := mslemu.TypeCheck("argstructs.metal", []byte(src.String())); err != nil {
 		t.Fatal(err)
 	}
 	// And the check can fail: a wrong offset is caught.
 	wrong := strings.Replace(src.String(), "__builtin_offsetof(mixed_args, v4) == 16", "__builtin_offsetof(mixed_args, v4) == 4", 1)
-	if err := msl.TypeCheck("argstructs.metal", []byte(wrong)); err == nil {
+	if err := mslemu.TypeCheck("argstructs.metal", []byte(wrong)); err == nil {
 		t.Error("clang accepted a wrong offset")
 	}
 }

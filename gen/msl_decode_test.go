@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/templates/msl"
 )
 
@@ -25,7 +25,7 @@ import (
 // inside kernels by mslemu (TestMSLEmuQuantKernels).
 func TestMSLDecodersEqualGGML(t *testing.T) {
 	requireClangHere(t)
-	clang, err := msl.Clang()
+	clang, err := mslemu.Clang()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +78,12 @@ extern "C" void strata_decode(int fmt, device const uchar *row, uint n, device f
 `, sw.String())
 	dir := t.TempDir()
 	files := map[string][]byte{"decoders.cl": src, "driver.c": []byte(decodeDriver)}
-	for dst, from := range map[string]string{"include/metal_stdlib": "emu/metal_stdlib", "include/strata_check_metal_stdlib": "check/metal_stdlib"} {
-		b, err := fs.ReadFile(msl.FS, from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[dst] = b
+	headers, err := mslemu.Headers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range headers {
+		files["include/"+name] = b
 	}
 	for name, b := range files {
 		p := filepath.Join(dir, name)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/templates/msl"
 )
 
@@ -132,7 +133,7 @@ func TestDecodersTypeCheck(t *testing.T) {
 	for _, name := range lib.Formats {
 		src = fmt.Appendf(src, "static_assert(%s_chunk == %d, \"chunk\");\n", name, chunks[name])
 	}
-	if err := msl.TypeCheck("decoders.metal", src); err != nil {
+	if err := mslemu.TypeCheck("decoders.metal", src); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -160,7 +161,7 @@ func TestQuantizedKernelsTypeCheck(t *testing.T) {
 		}
 		t.Run(tc.model+"/"+planString(tc.plan), func(t *testing.T) {
 			t.Parallel()
-			if err := msl.TypeCheck(tc.model+".metal", src); err != nil {
+			if err := mslemu.TypeCheck(tc.model+".metal", src); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -169,7 +170,7 @@ func TestQuantizedKernelsTypeCheck(t *testing.T) {
 
 func requireClangHere(t *testing.T) {
 	t.Helper()
-	if _, err := msl.Clang(); errors.Is(err, msl.ErrNoClang) {
+	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
 		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
 			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
 		}
@@ -341,7 +342,7 @@ func TestFormatTablesChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = msl.TypeCheck("undeclared.metal", src)
+	err = mslemu.TypeCheck("undeclared.metal", src)
 	if err == nil || !strings.Contains(err.Error(), "undeclared identifier 'kvalues_iq4nl'") {
 		t.Errorf("a decoder reading a table it does not declare: %v", err)
 	}
@@ -391,7 +392,7 @@ func TestBrokenDecodersFailTypeCheck(t *testing.T) {
 			}
 			t.Run(f+"/"+want, func(t *testing.T) {
 				t.Parallel()
-				err := msl.TypeCheck(f+".metal", src)
+				err := mslemu.TypeCheck(f+".metal", src)
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Errorf("the broken %s decoder: want %q, got %v", f, want, err)
 				}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/templates/msl"
 )
 
@@ -315,7 +316,7 @@ func TestMissingDecoder(t *testing.T) {
 // pointer (wrong address space), and an undeclared identifier. So the check
 // that passes the real templates can fail.
 func TestBrokenTemplatesFailTypeCheck(t *testing.T) {
-	if _, err := msl.Clang(); errors.Is(err, msl.ErrNoClang) {
+	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
 		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
 			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
 		}
@@ -347,7 +348,7 @@ func TestBrokenTemplatesFailTypeCheck(t *testing.T) {
 		}
 		t.Run(string(f.Name)+"/clean", func(t *testing.T) {
 			t.Parallel()
-			if err := msl.TypeCheck(string(f.Name)+".metal", clean); err != nil {
+			if err := mslemu.TypeCheck(string(f.Name)+".metal", clean); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -358,7 +359,7 @@ func TestBrokenTemplatesFailTypeCheck(t *testing.T) {
 			}
 			t.Run(string(f.Name)+"/"+fault.name, func(t *testing.T) {
 				t.Parallel()
-				err := msl.TypeCheck(string(f.Name)+".metal", src)
+				err := mslemu.TypeCheck(string(f.Name)+".metal", src)
 				if err == nil {
 					t.Fatal("the broken template passed the type check")
 				}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-llm/strata/templates/msl"
+	"github.com/strata-llm/strata/runtime/mslemu"
 )
 
 // strata run --backend mslemu continues the default prompt exactly as the
@@ -26,7 +26,7 @@ func TestRunMSLEmu(t *testing.T) {
 			t.Errorf("%v: status %d, stderr %q; want status 2 and %q", c.args, status, errText, c.want)
 		}
 	}
-	if _, err := msl.Clang(); errors.Is(err, msl.ErrNoClang) {
+	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
 		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
 			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
 		}

@@ -1,5 +1,10 @@
-// Package buffers backs the named buffers of window graphs with host memory and
-// gives typed views of them.
+// Package buffers is the host side of a model's memory, one type for every
+// backend: the named buffers of its window graphs as byte slices the engine
+// reads and writes, and typed views of them. The cpu backend keeps the bytes
+// in Go's heap (NewMemory); mslemu, metal and cuda allocate them where their
+// kernels reach them (mapped memory, MTLBuffers over shared pages, managed
+// or pinned memory) and wrap a Memory (New) with only their device's side:
+// the mappings, handles or device addresses behind each buffer.
 package buffers
 
 import (
@@ -9,50 +14,123 @@ import (
 	"github.com/strata-llm/strata/graph"
 )
 
-// Memory backs the named buffers of a model's window graphs. All window shapes
-// of one model share weights and state; scratch and params are sized for the
-// largest shape, since one window runs at a time.
+// Memory backs the named buffers of a model's window graphs (Layout says
+// which, how large). It implements backend.Memory and backend.MappedMemory.
 type Memory struct {
-	bufs  map[string][]byte
-	kinds map[string]string
-	sizes map[string]int64
+	layout []graph.Buffer
+	// host[i] holds layout[i].Size bytes, or is nil where there is no host
+	// memory: a mapped buffer before Wrap, a buffer a device keeps to itself.
+	host    [][]byte
+	index   map[string]int
+	dropped bool
 }
 
-// NewMemory allocates every buffer any of the graphs declares, at the largest
-// size asked. Buffers are 8-byte aligned and zeroed.
-func NewMemory(graphs ...*graph.Graph) (*Memory, error) {
-	sizes := map[string]int64{}
-	kinds := map[string]string{}
-	var order []string
+// Layout is every buffer the graphs declare, in declaration order, each at
+// the largest size any graph asks: the window shapes of one model run one at
+// a time, so they share scratch and params, while weights, experts, state,
+// caches and mapped buffers (fixedLayout) must have one size in every graph.
+// A buffer of two kinds is refused too.
+func Layout(graphs ...*graph.Graph) ([]graph.Buffer, error) {
+	var layout []graph.Buffer
+	index := map[string]int{}
 	for _, g := range graphs {
 		for _, b := range g.Buffers {
-			if k, ok := kinds[b.Name]; ok && k != b.Kind {
-				return nil, fmt.Errorf("buffer %s is %s in one graph and %s in another", b.Name, k, b.Kind)
+			i, ok := index[b.Name]
+			if !ok {
+				index[b.Name] = len(layout)
+				layout = append(layout, graph.Buffer{Name: b.Name, Kind: b.Kind, Size: b.Size})
+				continue
 			}
-			if _, ok := sizes[b.Name]; !ok {
-				order = append(order, b.Name)
+			l := &layout[i]
+			if l.Kind != b.Kind {
+				return nil, fmt.Errorf("buffer %s is %s in one graph and %s in another", b.Name, l.Kind, b.Kind)
 			}
-			kinds[b.Name] = b.Kind
-			if b.Kind == graph.KindWeights || b.Kind == graph.KindExperts || b.Kind == graph.KindState || b.Kind == graph.KindCache || b.Kind == graph.KindMapped {
-				if s, ok := sizes[b.Name]; ok && s != b.Size {
-					return nil, fmt.Errorf("%s buffer %s has %d bytes in one window graph and %d in another: the shapes do not share a layout", b.Kind, b.Name, s, b.Size)
-				}
+			if fixedLayout(b.Kind) && l.Size != b.Size {
+				return nil, fmt.Errorf("%s buffer %s has %d bytes in one window graph and %d in another: the shapes do not share a layout", b.Kind, b.Name, l.Size, b.Size)
 			}
-			sizes[b.Name] = max(sizes[b.Name], b.Size)
+			l.Size = max(l.Size, b.Size)
 		}
 	}
-	m := &Memory{bufs: map[string][]byte{}, kinds: kinds, sizes: sizes}
-	for _, name := range order {
-		if kinds[name] == graph.KindMapped {
-			continue // the loader wraps file memory there
+	return layout, nil
+}
+
+// fixedLayout: buffers whose contents outlive a window (or lie in a file),
+// so every shape must address them alike.
+func fixedLayout(kind string) bool {
+	switch kind {
+	case graph.KindWeights, graph.KindExperts, graph.KindState, graph.KindCache, graph.KindMapped:
+		return true
+	}
+	return false
+}
+
+// Align is the alignment the start of a buffer of kind must have: a page of
+// graph.ExpertPage bytes for the experts (the streaming arena's O_DIRECT
+// reads land there, and smap addresses experts in such pages), 8 bytes for
+// every other buffer (float32, uint32 and uint64 views).
+func Align(kind string) int {
+	if kind == graph.KindExperts {
+		return graph.ExpertPage
+	}
+	return 8
+}
+
+// New is a Memory over host bytes a backend allocated: host[i] holds exactly
+// layout[i].Size zeroed bytes starting on Align(layout[i].Kind), or is nil
+// where the backend keeps no host view (and must be nil for a mapped
+// buffer, which Wrap backs later). The backend keeps the bytes valid until
+// it calls Drop.
+func New(layout []graph.Buffer, host [][]byte) (*Memory, error) {
+	if len(host) != len(layout) {
+		return nil, fmt.Errorf("buffers: %d host slices for %d buffers", len(host), len(layout))
+	}
+	m := &Memory{layout: layout, host: host, index: make(map[string]int, len(layout))}
+	for i, b := range layout {
+		if _, dup := m.index[b.Name]; dup {
+			return nil, fmt.Errorf("buffers: buffer %s is laid out twice", b.Name)
 		}
-		align := 8
-		if kinds[name] == graph.KindExperts {
-			align = graph.ExpertPage
+		m.index[b.Name] = i
+		if host[i] == nil {
+			continue
 		}
-		m.bufs[name] = AlignedBytes(sizes[name], align)
+		if b.Kind == graph.KindMapped {
+			return nil, fmt.Errorf("buffers: mapped buffer %s is backed before Wrap", b.Name)
+		}
+		if err := checkHost(b, host[i]); err != nil {
+			return nil, fmt.Errorf("buffers: %w", err)
+		}
 	}
 	return m, nil
+}
+
+// checkHost: host is exactly b's bytes, from an aligned start.
+func checkHost(b graph.Buffer, host []byte) error {
+	if int64(len(host)) != b.Size {
+		return fmt.Errorf("buffer %s: %d bytes of host memory for a %d-byte buffer", b.Name, len(host), b.Size)
+	}
+	if len(host) > 0 {
+		if at := uintptr(unsafe.Pointer(unsafe.SliceData(host))); at%uintptr(Align(b.Kind)) != 0 {
+			return fmt.Errorf("%s buffer %s starts at %#x, not on a %d-byte boundary", b.Kind, b.Name, at, Align(b.Kind))
+		}
+	}
+	return nil
+}
+
+// NewMemory is the cpu backend's Memory: every buffer any of the graphs
+// declares (Layout) in Go's heap, zeroed and aligned (Align); mapped
+// buffers wait for Wrap.
+func NewMemory(graphs ...*graph.Graph) (*Memory, error) {
+	layout, err := Layout(graphs...)
+	if err != nil {
+		return nil, err
+	}
+	host := make([][]byte, len(layout))
+	for i, b := range layout {
+		if b.Kind != graph.KindMapped {
+			host[i] = AlignedBytes(b.Size, Align(b.Kind))
+		}
+	}
+	return New(layout, host)
 }
 
 // AlignedBytes returns n zeroed bytes whose start is a multiple of align (a
@@ -71,43 +149,100 @@ func AlignedBytes(n int64, align int) []byte {
 	return b[skip : int64(skip)+n : int64(skip)+n]
 }
 
-// Bytes returns the bytes of a range, with capacity clipped to the range so a
-// kernel cannot write past what its binding declares.
-func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
-	b, ok := m.bufs[r.Buffer]
+// Layout is the buffers, in the order of New's host slices. The caller must
+// not change it.
+func (m *Memory) Layout() []graph.Buffer { return m.layout }
+
+// Index is the position of buffer name in Layout.
+func (m *Memory) Index(name string) (int, bool) {
+	i, ok := m.index[name]
+	return i, ok
+}
+
+// Host is the host bytes of buffer i of Layout (nil: none).
+func (m *Memory) Host(i int) []byte { return m.host[i] }
+
+// Locate checks that range r lies inside its buffer and returns the
+// buffer's position in Layout: what a backend binding r to a kernel checks.
+// The empty range at offset 0 is the whole buffer (a binding of a buffer
+// sized at run time: the expert arena).
+func (m *Memory) Locate(r graph.Range) (int, error) {
+	i, ok := m.index[r.Buffer]
 	if !ok {
-		return nil, fmt.Errorf("no buffer %q", r.Buffer)
+		return 0, fmt.Errorf("no buffer %q", r.Buffer)
 	}
 	if r.Size == 0 && r.Offset == 0 {
-		return b, nil // a binding of a buffer sized at run time (the expert arena)
+		return i, nil
 	}
-	if r.Offset < 0 || r.Size < 0 || r.End() > int64(len(b)) {
-		return nil, fmt.Errorf("range [%d,%d) outside buffer %q of %d bytes", r.Offset, r.End(), r.Buffer, len(b))
+	if size := m.layout[i].Size; r.Offset < 0 || r.Size < 0 || r.End() > size {
+		return 0, fmt.Errorf("range [%d,%d) outside buffer %q of %d bytes", r.Offset, r.End(), r.Buffer, size)
+	}
+	return i, nil
+}
+
+// Bytes returns the bytes of a range (Locate), with capacity clipped to the
+// range so a kernel cannot write past what its binding declares.
+func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
+	i, err := m.Locate(r)
+	if err != nil {
+		return nil, err
+	}
+	b := m.host[i]
+	if b == nil && m.layout[i].Size > 0 {
+		return nil, fmt.Errorf("%s buffer %q has no host memory (not wrapped, or the device keeps it)", m.layout[i].Kind, r.Buffer)
+	}
+	if r.Size == 0 && r.Offset == 0 {
+		return b, nil
 	}
 	return b[r.Offset:r.End():r.End()], nil
 }
 
-// Wrap backs a graph.KindMapped buffer with host memory the caller owns and
-// keeps alive (a stretch of a mapped model file), used in place.
-func (m *Memory) Wrap(name string, host []byte) error {
-	size, ok := m.sizes[name]
-	switch {
-	case !ok:
-		return fmt.Errorf("no buffer %q to wrap", name)
-	case m.kinds[name] != graph.KindMapped:
-		return fmt.Errorf("buffer %s is %s, not %s: only mapped buffers are wrapped", name, m.kinds[name], graph.KindMapped)
-	case int64(len(host)) < size:
-		return fmt.Errorf("buffer %s: %d bytes of host memory for a %d-byte buffer", name, len(host), size)
+// Buffer returns a whole buffer (nil for one no graph declares, or without
+// host memory).
+func (m *Memory) Buffer(name string) []byte {
+	if i, ok := m.index[name]; ok {
+		return m.host[i]
 	}
-	m.bufs[name] = host[:size:size]
+	return nil
+}
+
+// Wrap backs a graph.KindMapped buffer with host memory the caller owns and
+// keeps alive (a stretch of a mapped model file), used in place: at least
+// the buffer's size, from an 8-byte aligned start.
+func (m *Memory) Wrap(name string, host []byte) error { return m.WrapWith(name, host, nil) }
+
+// WrapWith is Wrap for a backend that must also hand host to its device:
+// bind runs after Wrap's own checks and before the buffer changes, and an
+// error from it leaves the buffer as it was.
+func (m *Memory) WrapWith(name string, host []byte, bind func(i int, host []byte) error) error {
+	i, ok := m.index[name]
+	if !ok {
+		return fmt.Errorf("no buffer %q to wrap", name)
+	}
+	b := m.layout[i]
+	if b.Kind != graph.KindMapped {
+		return fmt.Errorf("buffer %s is %s, not %s: only mapped buffers are wrapped", name, b.Kind, graph.KindMapped)
+	}
+	if int64(len(host)) < b.Size {
+		return fmt.Errorf("buffer %s: %d bytes of host memory for a %d-byte buffer", name, len(host), b.Size)
+	}
+	if err := checkHost(b, host[:b.Size]); err != nil {
+		return err
+	}
+	if bind != nil {
+		if err := bind(i, host); err != nil {
+			return err
+		}
+	}
+	m.host[i] = host[:b.Size:b.Size]
 	return nil
 }
 
 // Clear zeroes every buffer of a kind (graph.KindState: a new sequence).
 func (m *Memory) Clear(kind string) {
-	for name, k := range m.kinds {
-		if k == kind {
-			clear(m.bufs[name])
+	for i, b := range m.layout {
+		if b.Kind == kind {
+			clear(m.host[i])
 		}
 	}
 }
@@ -120,9 +255,9 @@ func (m *Memory) Snapshot(kind string, dst map[string][]byte) map[string][]byte 
 	if dst == nil {
 		dst = map[string][]byte{}
 	}
-	for name, k := range m.kinds {
-		if k == kind {
-			dst[name] = append(dst[name][:0], m.bufs[name]...)
+	for i, b := range m.layout {
+		if b.Kind == kind {
+			dst[b.Name] = append(dst[b.Name][:0], m.host[i]...)
 		}
 	}
 	return dst
@@ -131,12 +266,20 @@ func (m *Memory) Snapshot(kind string, dst map[string][]byte) map[string][]byte 
 // Restore copies a snapshot back.
 func (m *Memory) Restore(snap map[string][]byte) {
 	for name, b := range snap {
-		copy(m.bufs[name], b)
+		copy(m.Buffer(name), b)
 	}
 }
 
-// Buffer returns a whole buffer.
-func (m *Memory) Buffer(name string) []byte { return m.bufs[name] }
+// Drop forgets every buffer, once the backend has freed their bytes: later
+// reads find no buffer instead of freed memory.
+func (m *Memory) Drop() {
+	m.host = make([][]byte, len(m.layout))
+	m.index = map[string]int{}
+	m.dropped = true
+}
+
+// Dropped reports whether Drop was called.
+func (m *Memory) Dropped() bool { return m.dropped }
 
 // Float32s views bytes as float32s (the length must be a multiple of 4 and the
 // start 4-aligned, which every region of a window graph is).

@@ -12,23 +12,16 @@ import (
 	"sync"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
 )
 
-// Order says how the dispatches inside a barrier group run.
-type Order int
-
-const (
-	Serial     Order = iota // graph order
-	Concurrent              // every dispatch of a group in its own goroutine
-	Shuffled                // a random order per group (Program.Seed)
-)
-
-// Program is a window graph bound to memory: one prepared closure per dispatch.
+// Program is a window graph bound to memory: one prepared closure per
+// dispatch. It is the cpu backend's backend.HostProgram.
 type Program struct {
 	Graph  *graph.Graph
-	Order  Order
-	Seed   int64
+	order  backend.Order
+	seed   int64
 	steps  []func()
 	groups [][]int
 	rng    *rand.Rand
@@ -100,9 +93,15 @@ func Compile(g *graph.Graph, mem *buffers.Memory) (*Program, error) {
 	return p, nil
 }
 
-// Run executes the window once.
-func (p *Program) Run() {
-	_ = p.RunHost(nil)
+var _ backend.Ordered = (*Program)(nil)
+
+// Run executes the window once; without host points to serve it cannot fail.
+func (p *Program) Run() error { return p.RunHost(nil) }
+
+// SetOrder sets how the dispatches of each barrier group run from the next
+// window on (backend.Shuffled draws its orders from seed).
+func (p *Program) SetOrder(o backend.Order, seed int64) {
+	p.order, p.seed, p.rng = o, seed, nil
 }
 
 // RunHost executes the window, calling host at every host point once the
@@ -111,19 +110,19 @@ func (p *Program) Run() {
 func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 	next := 0 // the next host point
 	hps := p.Graph.HostPoints
-	if p.Order == Shuffled && p.rng == nil {
-		p.rng = rand.New(rand.NewSource(p.Seed))
+	if p.order == backend.Shuffled && p.rng == nil {
+		p.rng = rand.New(rand.NewSource(p.seed))
 	}
 	for _, grp := range p.groups {
 		switch {
-		case p.Order == Concurrent && len(grp) > 1:
+		case p.order == backend.Concurrent && len(grp) > 1:
 			var wg sync.WaitGroup
 			for _, i := range grp {
 				wg.Add(1)
 				go func() { defer wg.Done(); p.steps[i]() }()
 			}
 			wg.Wait()
-		case p.Order == Shuffled:
+		case p.order == backend.Shuffled:
 			perm := p.rng.Perm(len(grp))
 			for _, j := range perm {
 				p.steps[grp[j]]()

@@ -1,6 +1,6 @@
 // Package cuda is the backend that runs the generated MSL on an NVIDIA GPU:
 // a model's kernels.metal, compiled by NVRTC as CUDA C++ through a prelude
-// (templates/msl/cuda/metal_stdlib) that gives Metal's names CUDA meanings
+// (prelude/metal_stdlib) that gives Metal's names CUDA meanings
 // (an Apple simdgroup and an NVIDIA warp are both 32 lanes), one program
 // per pipeline with its function constants as compile-time values and a
 // __global__ wrapper written from the artifact's metadata, as runtime/mslemu
@@ -24,7 +24,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // ThreadgroupMemoryLimit is what an Apple GPU gives one threadgroup; a
@@ -127,7 +127,7 @@ type pipeline struct {
 	maxThreads int
 }
 
-var _ engine.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // Available says whether this machine can run the backend (a CUDA driver
 // with at least one GPU, and NVRTC), and if not why.
@@ -339,7 +339,7 @@ type pipeSpec struct {
 
 // NewMemory allocates the buffers the graphs declare (as the cpu backend
 // sizes them), zeroed.
-func (b *Backend) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
+func (b *Backend) NewMemory(graphs ...*graph.Graph) (backend.Memory, error) {
 	m, err := b.newMemory(graphs...)
 	if err != nil {
 		return nil, err

@@ -21,9 +21,9 @@ func (b *Backend) SetMode(s Schedule, replay bool) {
 // the output, and a dropped barrier cannot hide behind the values an
 // earlier window left.
 func (m *Memory) Poison(kind string) {
-	for i, k := range m.Kinds {
-		if k == kind {
-			b := m.Bufs[i]
+	for i, l := range m.Layout() {
+		if l.Kind == kind {
+			b := m.Host(i)
 			for j := range b {
 				b[j] = 0xff
 			}

@@ -10,14 +10,13 @@ import (
 	"strings"
 
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/templates/msl"
 )
 
-// ClangCheck type-checks the CUDA rendering of m's kernels.metal with
-// clang's CUDA mode (device side, no CUDA toolkit: templates/msl/cuda/
-// clang_check.h declares what NVRTC provides): one translation unit with a
-// wrapper for every kernel, each specialized with the constants of its
-// first pipeline. It returns how many kernels the unit wraps. NVRTC on a
+// ClangCheck type-checks the CUDA rendering of m's kernels.metal with the
+// CUDA mode of clang (a path: mslemu.Clang finds one), device side, no CUDA
+// toolkit (prelude/clang_check.h declares what NVRTC provides): one
+// translation unit with a wrapper for every kernel, each specialized with
+// the constants of its first pipeline. It returns how many kernels the unit wraps. NVRTC on a
 // GPU machine remains the compiler of record.
 func ClangCheck(m *artifact.Model, clang string) (int, error) {
 	src, err := m.Source()
@@ -28,7 +27,7 @@ func ClangCheck(m *artifact.Model, clang string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	shim, err := fs.ReadFile(msl.FS, "cuda/clang_check.h")
+	shim, err := fs.ReadFile(preludeFS, "prelude/clang_check.h")
 	if err != nil {
 		return 0, fmt.Errorf("cuda: %w", err)
 	}
@@ -77,18 +76,4 @@ func ClangCheck(m *artifact.Model, clang string) (int, error) {
 		return 0, fmt.Errorf("cuda: clang's CUDA check of model %s: %w\n%s", m.Name, err, strings.ReplaceAll(out.String(), dir+"/", ""))
 	}
 	return len(kernels), nil
-}
-
-// FindClang is the clang ClangCheck can use: $STRATA_CLANG, else clang,
-// clang-19 or clang-14 on PATH; "" if none.
-func FindClang() string {
-	for _, c := range []string{os.Getenv("STRATA_CLANG"), "clang", "clang-19", "clang-14"} {
-		if c == "" {
-			continue
-		}
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
-	}
-	return ""
 }

@@ -6,8 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/engine"
 )
 
 // Memory holds a model's named buffers where both the host and the GPU
@@ -15,14 +15,17 @@ import (
 // touches them; the GPU keeps the weights after the first window), or with
 // Options.Pinned page-locked host memory. The host reads and writes them
 // between windows, and at host points while the GPU runs other buffers.
+// The host side is buffers.Memory, laid out as for every backend; Memory
+// adds the device addresses.
 type Memory struct {
-	buffers.Table
+	*buffers.Memory
 	b      *Backend
-	ptrs   []uintptr // device addresses
+	ptrs   []uintptr // device addresses of the buffers
+	allocs []uintptr // what the driver allocated (the experts start a page inside)
 	pinned bool
 }
 
-var _ engine.Memory = (*Memory)(nil)
+var _ backend.Memory = (*Memory)(nil)
 
 // hostSlice is n bytes at address p, which the driver gave and Go's
 // collector does not manage.
@@ -31,29 +34,17 @@ func hostSlice(p uintptr, n int64) []byte {
 }
 
 func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
-	m := &Memory{Table: buffers.Table{Index: map[string]int{}}, b: b, pinned: b.opt.Pinned}
-	var sizes []int64
-	for _, g := range graphs {
-		for _, buf := range g.Buffers {
-			i, ok := m.Index[buf.Name]
-			if !ok {
-				m.Index[buf.Name] = len(m.Names)
-				m.Names = append(m.Names, buf.Name)
-				m.Kinds = append(m.Kinds, buf.Kind)
-				sizes = append(sizes, buf.Size)
-				continue
-			}
-			if m.Kinds[i] != buf.Kind {
-				return nil, fmt.Errorf("cuda: buffer %s is %s in one graph and %s in another", buf.Name, m.Kinds[i], buf.Kind)
-			}
-			sizes[i] = max(sizes[i], buf.Size)
-		}
+	layout, err := buffers.Layout(graphs...)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
+	m := &Memory{b: b, pinned: b.opt.Pinned}
+	host := make([][]byte, len(layout))
 	var total int64
-	for _, s := range sizes {
-		total += s
+	for _, l := range layout {
+		total += l.Size
 	}
-	err := b.do(func() error {
+	err = b.do(func() error {
 		d := b.d
 		var free, all uintptr
 		if err := d.check("cuMemGetInfo", d.memGetInfo(&free, &all)); err != nil {
@@ -63,33 +54,47 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 		if !m.pinned && total > int64(free)*9/10 {
 			return fmt.Errorf("cuda: the buffers need %d MiB, the GPU has %d MiB free", total>>20, free>>20)
 		}
-		for i, name := range m.Names {
-			size := max(sizes[i], 256)
-			var p uintptr
+		for i, l := range layout {
+			// The driver aligns to 256 bytes at least; a buffer that needs
+			// more (the experts' pages) is allocated larger and starts inside.
+			align := int64(buffers.Align(l.Kind))
+			size := max(l.Size, 256)
+			if align > 256 {
+				size += align
+			}
+			var p, alloc uintptr
+			var h []byte
 			if m.pinned {
-				var host unsafe.Pointer
-				if err := d.check("cuMemHostAlloc", d.memHostAlloc(&host, uintptr(size), hostAllocPortable|hostAllocDevMap)); err != nil {
-					return fmt.Errorf("buffer %s of %d bytes: %w", name, size, err)
+				var ptr unsafe.Pointer
+				if err := d.check("cuMemHostAlloc", d.memHostAlloc(&ptr, uintptr(size), hostAllocPortable|hostAllocDevMap)); err != nil {
+					return fmt.Errorf("buffer %s of %d bytes: %w", l.Name, size, err)
 				}
-				if err := d.check("cuMemHostGetDevicePointer", d.memHostDevPtr(&p, host, 0)); err != nil {
-					d.memFreeHost(host)
+				if err := d.check("cuMemHostGetDevicePointer", d.memHostDevPtr(&p, ptr, 0)); err != nil {
+					d.memFreeHost(ptr)
 					return err
 				}
-				m.Bufs = append(m.Bufs, unsafe.Slice((*byte)(host), size)[:sizes[i]])
-				clear(m.Bufs[i])
+				alloc, h = uintptr(ptr), unsafe.Slice((*byte)(ptr), size)
+				clear(h)
 			} else {
 				if err := d.check("cuMemAllocManaged", d.memAllocManaged(&p, uintptr(size), memAttachGlobal)); err != nil {
-					return fmt.Errorf("buffer %s of %d bytes: %w", name, size, err)
+					return fmt.Errorf("buffer %s of %d bytes: %w", l.Name, size, err)
 				}
 				if err := d.check("cuMemsetD8Async", d.memsetD8Async(p, 0, uintptr(size), 0)); err != nil {
+					d.memFree(p)
 					return err
 				}
-				m.Bufs = append(m.Bufs, hostSlice(p, size)[:sizes[i]])
+				alloc, h = p, hostSlice(p, size)
 			}
-			m.ptrs = append(m.ptrs, p)
+			skip := int64(-uintptr(unsafe.Pointer(unsafe.SliceData(h)))) & (align - 1)
+			m.allocs = append(m.allocs, alloc)
+			m.ptrs = append(m.ptrs, p+uintptr(skip))
+			host[i] = h[skip : skip+l.Size : skip+l.Size]
 		}
 		return d.check("cuCtxSynchronize", d.ctxSynchronize())
 	})
+	if err == nil {
+		m.Memory, err = buffers.New(layout, host)
+	}
 	if err != nil {
 		m.release()
 		return nil, fmt.Errorf("cuda: %w", err)
@@ -100,29 +105,38 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 	return m, nil
 }
 
+// Wrap refuses: the GPU reaches only memory the driver allocated or
+// registered, so the backend copies every weight.
+func (m *Memory) Wrap(name string, _ []byte) error {
+	return fmt.Errorf("cuda: buffer %s: the CUDA backend does not use weights in place", name)
+}
+
 // ptr is the device address of a binding.
 func (m *Memory) ptr(buffer string, offset int64) (uintptr, error) {
-	i, ok := m.Index[buffer]
+	i, ok := m.Index(buffer)
 	if !ok {
 		return 0, fmt.Errorf("no buffer %q", buffer)
 	}
-	if offset < 0 || offset > int64(len(m.Bufs[i])) {
-		return 0, fmt.Errorf("offset %d outside buffer %s of %d bytes", offset, buffer, len(m.Bufs[i]))
+	if n := int64(len(m.Host(i))); offset < 0 || offset > n {
+		return 0, fmt.Errorf("offset %d outside buffer %s of %d bytes", offset, buffer, n)
 	}
 	return m.ptrs[i] + uintptr(offset), nil
 }
 
 func (m *Memory) release() error {
-	if m.ptrs == nil {
+	if m.allocs == nil {
 		return nil
 	}
-	ptrs, bufs := m.ptrs, m.Bufs
-	m.ptrs, m.Bufs, m.Index = nil, nil, map[string]int{}
+	allocs := m.allocs
+	m.ptrs, m.allocs = nil, nil
+	if m.Memory != nil {
+		m.Drop()
+	}
 	var errs []error
 	err := m.b.do(func() error {
-		for i, p := range ptrs {
+		for _, p := range allocs {
 			if m.pinned {
-				errs = append(errs, m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(unsafe.Pointer(unsafe.SliceData(bufs[i])))))
+				errs = append(errs, m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(*(*unsafe.Pointer)(unsafe.Pointer(&p)))))
 			} else {
 				errs = append(errs, m.b.d.check("cuMemFree", m.b.d.memFree(p)))
 			}

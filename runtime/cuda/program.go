@@ -9,7 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // Program is a window graph bound to a Memory: one prepared launch per
@@ -53,13 +53,13 @@ type step struct {
 	params   []unsafe.Pointer // cuLaunchKernel's kernelParams: &vals[i]…, &args[0]
 }
 
-var _ engine.HostProgram = (*Program)(nil)
+var _ backend.HostProgram = (*Program)(nil)
 
 // Compile binds g to mem, checking every dispatch against the kernel
 // metadata (kernel of the dispatch's family, bindings at their slots,
 // constants, argument struct size, threadgroup size, CUDA's grid limits),
 // and compiles the pipelines it needs.
-func (b *Backend) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, error) {
+func (b *Backend) Compile(g *graph.Graph, mem backend.Memory) (backend.Program, error) {
 	p, err := b.compile(g, mem)
 	if err != nil {
 		return nil, err
@@ -67,7 +67,7 @@ func (b *Backend) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, er
 	return p, nil
 }
 
-func (b *Backend) compile(g *graph.Graph, mem engine.Memory) (*Program, error) {
+func (b *Backend) compile(g *graph.Graph, mem backend.Memory) (*Program, error) {
 	m, ok := mem.(*Memory)
 	if !ok || m.b != b {
 		return nil, fmt.Errorf("cuda: memory of type %T, not from this backend", mem)
@@ -164,13 +164,8 @@ func (p *Program) bind(i int, d *graph.Dispatch) (string, pipeSpec, error) {
 		if a.Access != graph.Read && !kb.Write {
 			return "", pipeSpec{}, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
 		}
-		if _, ok := p.mem.Index[a.Buffer]; !ok {
-			return "", pipeSpec{}, fmt.Errorf("binding %s: no buffer %q", a.Name, a.Buffer)
-		}
-		buf := p.mem.Buffer(a.Buffer)
-		whole := a.Offset == 0 && a.Size == 0
-		if !whole && (a.Offset < 0 || a.Size < 0 || a.End() > int64(len(buf))) {
-			return "", pipeSpec{}, fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, len(buf))
+		if _, err := p.mem.Locate(a.Range); err != nil {
+			return "", pipeSpec{}, fmt.Errorf("binding %s: %w", a.Name, err)
 		}
 		if s.vals[j], err = p.mem.ptr(a.Buffer, a.Offset); err != nil {
 			return "", pipeSpec{}, fmt.Errorf("binding %s: %w", a.Name, err)

@@ -2,17 +2,24 @@ package cuda
 
 import (
 	"bytes"
+	"embed"
 	"fmt"
 	"io/fs"
 	"strings"
 
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/templates/msl"
 )
 
-// Prelude is the CUDA metal_stdlib kernels.metal includes (templates/msl/cuda).
+// prelude/ holds metal_stdlib, the CUDA prelude that gives Metal's names
+// CUDA meanings, and clang_check.h, what NVRTC provides declared for
+// ClangCheck.
+//
+//go:embed prelude/metal_stdlib prelude/clang_check.h
+var preludeFS embed.FS
+
+// Prelude is the CUDA metal_stdlib kernels.metal includes (prelude/).
 func Prelude() ([]byte, error) {
-	b, err := fs.ReadFile(msl.FS, "cuda/metal_stdlib")
+	b, err := fs.ReadFile(preludeFS, "prelude/metal_stdlib")
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	_ "github.com/strata-llm/strata/generated/tiny-a"
 	_ "github.com/strata-llm/strata/generated/tiny-k512"
 	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/runtime/mslemu"
 )
 
 // TestSharedDeclarations: a threadgroup that starts a declaration becomes
@@ -61,9 +62,9 @@ func TestGeneratedPipelinesCompile(t *testing.T) {
 // type-checks every generated model's kernels.metal through the prelude,
 // each kernel wrapped from its metadata (skipped where no clang is found).
 func TestClangChecksPrelude(t *testing.T) {
-	clang := FindClang()
-	if clang == "" {
-		t.Skip("no clang")
+	clang, err := mslemu.Clang()
+	if err != nil {
+		t.Skip(err)
 	}
 	for _, name := range artifact.Names() {
 		m, err := artifact.Lookup(name)

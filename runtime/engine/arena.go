@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"fmt"
+
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/buffers"
 )
 
 // ExpertSlots is what sizing an expert arena needs: the bytes of one arena
@@ -14,10 +17,13 @@ func ExpertSlots(c *models.Config, graphs []*graph.Graph) (slotBytes int64, expe
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	sizes, kinds := allocatedSizes(graphs)
-	for name, s := range sizes {
-		if kinds[name] != graph.KindExperts {
-			other += s
+	bufs, err := buffers.Layout(graphs...)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("model %s: %w", c.Name, err)
+	}
+	for _, b := range bufs {
+		if b.Kind != graph.KindExperts && b.Kind != graph.KindMapped {
+			other += b.Size
 		}
 	}
 	return layout.slotBytes, layout.layers * c.Architecture.MoE.NumExperts, other, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/sysmem"
 )
 
@@ -17,8 +18,8 @@ var hostMemory = sysmem.Read
 // checkMemory refuses, before anything is allocated, graphs whose buffers
 // need more memory than the machine has available: a --context or an arena
 // too large for it is a named error, not an out-of-memory crash. Sizes are
-// summed as NewMemory allocates them (each buffer at its largest; file
-// mappings not counted).
+// summed over buffers.Layout, as every backend allocates them (each buffer
+// at its largest; file mappings not counted).
 func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 	for _, g := range graphs {
 		for _, b := range g.Buffers {
@@ -27,12 +28,17 @@ func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 			}
 		}
 	}
-	sizes, kinds := allocatedSizes(graphs)
+	layout, err := buffers.Layout(graphs...)
+	if err != nil {
+		return fmt.Errorf("model %s: %w", c.Name, err)
+	}
 	byKind := map[string]float64{}
 	total := 0.0
-	for name, s := range sizes {
-		byKind[kinds[name]] += float64(s)
-		total += float64(s)
+	for _, b := range layout {
+		if b.Kind != graph.KindMapped { // file memory, not allocated
+			byKind[b.Kind] += float64(b.Size)
+			total += float64(b.Size)
+		}
 	}
 	info, err := hostMemory()
 	if err != nil {
@@ -60,21 +66,6 @@ func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 	}
 	return fmt.Errorf("model %s needs %s of host memory for its buffers (%s), the machine has %s available (%s)%s",
 		c.Name, sysmem.Size(uint64(total)), strings.Join(parts, ", "), sysmem.Size(info.Available), info.Source, hint)
-}
-
-// allocatedSizes is every buffer NewMemory allocates (all but the file
-// mappings) at its largest size over the graphs, with its kind.
-func allocatedSizes(graphs []*graph.Graph) (sizes map[string]int64, kinds map[string]string) {
-	sizes, kinds = map[string]int64{}, map[string]string{}
-	for _, g := range graphs {
-		for _, b := range g.Buffers {
-			if b.Kind != graph.KindMapped {
-				sizes[b.Name] = max(sizes[b.Name], b.Size)
-				kinds[b.Name] = b.Kind
-			}
-		}
-	}
-	return sizes, kinds
 }
 
 func largest(m map[string]float64) string {

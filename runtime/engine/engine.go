@@ -12,8 +12,8 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/ngram"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -40,12 +40,18 @@ type pleLayer struct {
 	table *weights.NgramTable
 }
 
+// window is a compiled window graph.
+type window struct {
+	g *graph.Graph
+	p backend.Program
+}
+
 // Model is a loaded model: its config, one program per window shape, and the
 // memory they share.
 type Model struct {
 	Config   *models.Config
-	mem      Memory
-	backend  Backend
+	mem      backend.Memory
+	backend  backend.Backend
 	weights  WeightStats
 	inPlace  map[string]bool // tensors used where they lie in the mapped file
 	shapes   []int           // ascending window row counts
@@ -56,29 +62,25 @@ type Model struct {
 	eos      int // resets n-gram context; -1 without PLE
 }
 
-// Load allocates memory for graphs (one per window shape, of model c), fills
-// the weights from src and binds every graph to the cpu backend.
-func Load(c *models.Config, graphs []*graph.Graph, src WeightSource) (*Model, error) {
-	return LoadWith(c, graphs, src, CPU)
-}
-
-// LoadWith is Load on a chosen backend.
-func LoadWith(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Backend) (*Model, error) {
+// LoadWith allocates memory for graphs (one per window shape, of model c) on
+// backend be (cpu.Backend: the pure-Go kernels), fills the weights from src
+// and binds every graph to it.
+func LoadWith(c *models.Config, graphs []*graph.Graph, src WeightSource, be backend.Backend) (*Model, error) {
 	if len(graphs) == 0 {
 		return nil, errors.New("no window graphs to load")
 	}
-	return load(c, graphs, src, backend, false)
+	return load(c, graphs, src, be, false)
 }
 
 // load allocates memory and binds the graphs; with streamed experts it
 // leaves the experts to the streamer.
-func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Backend, streamed bool) (*Model, error) {
+func load(c *models.Config, graphs []*graph.Graph, src WeightSource, be backend.Backend, streamed bool) (*Model, error) {
 	if len(graphs) == 0 {
 		return nil, errors.New("no window graphs to load")
 	}
 	var ip *inPlace
 	var why string
-	if b, ok := backend.(InPlaceBackend); ok && b.InPlaceWeights() {
+	if b, ok := be.(backend.InPlace); ok && b.InPlaceWeights() {
 		if ms, ok := src.(MappedSource); ok {
 			var err error
 			if ip, why, err = planInPlace(c, graphs, ms); err != nil {
@@ -95,11 +97,11 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Bac
 	if err := checkMemory(c, graphs); err != nil {
 		return nil, err
 	}
-	mem, err := backend.NewMemory(graphs...)
+	mem, err := be.NewMemory(graphs...)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	m := &Model{Config: c, mem: mem, backend: backend, programs: map[int]window{}, mtp: map[int]window{}, eos: -1}
+	m := &Model{Config: c, mem: mem, backend: be, programs: map[int]window{}, mtp: map[int]window{}, eos: -1}
 	m.weights.Why = why
 	if ip != nil {
 		if err := ip.wrap(mem, &m.weights); err != nil {
@@ -133,7 +135,7 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Bac
 		if _, dup := set[g.Rows]; dup {
 			return nil, fmt.Errorf("model %s: two %s window graphs with %d rows", c.Name, g.Kind, g.Rows)
 		}
-		p, err := backend.Compile(g, mem)
+		p, err := be.Compile(g, mem)
 		if err != nil {
 			return nil, fmt.Errorf("model %s, %s window T=%d: %w", c.Name, g.Kind, g.Rows, err)
 		}
@@ -257,16 +259,21 @@ func (m *Model) tensorBytes(t graph.Tensor, off int64, elems int) ([]byte, error
 	return b, nil
 }
 
-// SetOrder sets how the dispatches of a barrier group run, for every shape.
-// It only applies to the cpu backend.
-func (m *Model) SetOrder(o cpu.Order, seed int64) {
+// SetOrder sets how the dispatches of a barrier group run, for every shape,
+// on a backend whose programs are backend.Ordered (the cpu backend); false
+// when some program is not.
+func (m *Model) SetOrder(o backend.Order, seed int64) bool {
+	all := true
 	for _, set := range []map[int]window{m.programs, m.mtp} {
 		for _, w := range set {
-			if p, ok := w.p.(cpuProgram); ok {
-				p.Order, p.Seed = o, seed
+			p, ok := w.p.(backend.Ordered)
+			if ok {
+				p.SetOrder(o, seed)
 			}
+			all = all && ok
 		}
 	}
+	return all
 }
 
 // Weights says how much of the trunk's weights is used in place from the
@@ -278,7 +285,7 @@ func (m *Model) Weights() WeightStats { return m.weights }
 func (m *Model) UsedInPlace(name string) bool { return m.inPlace[name] }
 
 // Backend is the backend the model's windows run on.
-func (m *Model) Backend() Backend { return m.backend }
+func (m *Model) Backend() backend.Backend { return m.backend }
 
 // HasMTP reports whether the model's MTP draft head is loaded.
 func (m *Model) HasMTP() bool { return len(m.mtp) > 0 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
 )
 
@@ -21,19 +22,6 @@ type MappedSource interface {
 	// Mapped reports where a tensor's bytes lie in Mapping when they are
 	// exactly what Read would write for format.
 	Mapped(spec models.TensorSpec, format string) (offset, size int64, ok bool)
-}
-
-// InPlaceBackend is a Backend whose Memory takes graph.KindMapped buffers
-// from the loader (Wrap) instead of allocating them, so weights can be used
-// in place from a mapped file: no copy at load, no second copy in memory.
-type InPlaceBackend interface {
-	Backend
-	InPlaceWeights() bool
-}
-
-// wrapper is the Memory side of InPlaceBackend.
-type wrapper interface {
-	Wrap(name string, host []byte) error
 }
 
 // WeightStats says how the trunk's weights were loaded.
@@ -191,8 +179,8 @@ func roundUp(n, a int64) int64 { return (n + a - 1) / a * a }
 // wrap hands each mapped stretch to the memory: in place, or, where the
 // backend refuses the stretch (a device page larger than the OS's), a copy
 // in aligned memory.
-func (ip *inPlace) wrap(mem Memory, st *WeightStats) error {
-	w, ok := mem.(wrapper)
+func (ip *inPlace) wrap(mem backend.Memory, st *WeightStats) error {
+	w, ok := mem.(backend.MappedMemory)
 	if !ok {
 		return fmt.Errorf("memory of type %T cannot wrap mapped weights", mem)
 	}

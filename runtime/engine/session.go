@@ -7,6 +7,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
 )
 
@@ -66,7 +67,7 @@ func (m *Model) run(w window) error {
 	if m.stream == nil {
 		return w.p.Run()
 	}
-	hp, ok := w.p.(HostProgram)
+	hp, ok := w.p.(backend.HostProgram)
 	if !ok {
 		return fmt.Errorf("expert streaming needs a backend that stops at host points; %T does not", w.p)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/stream"
 )
@@ -43,7 +44,7 @@ type streamer struct {
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena
 // of st.Slots experts instead of all loaded.
-func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, backend Backend, st Streaming) (*Model, error) {
+func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, be backend.Backend, st Streaming) (*Model, error) {
 	layout, err := expertLayout(c, graphs[0])
 	if err != nil {
 		return nil, err
@@ -63,7 +64,7 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, ba
 			}
 		}
 	}
-	m, err := load(c, graphs, src, backend, true)
+	m, err := load(c, graphs, src, be, true)
 	if err != nil {
 		return nil, err
 	}

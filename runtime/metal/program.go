@@ -179,17 +179,15 @@ func (p *Program) bind(i int, d *graph.Dispatch) error {
 	s := &p.steps[i]
 	s.grid, s.tg, s.barrier = d.Grid, d.Threadgroup, d.Barrier
 	for _, a := range d.Args {
-		mb, ok := p.mem.bufs[a.Buffer]
-		if !ok {
-			return fmt.Errorf("binding %s: the memory has no buffer %q", a.Name, a.Buffer)
+		bi, err := p.mem.Locate(a.Range)
+		if err != nil {
+			return fmt.Errorf("binding %s: %w", a.Name, err)
 		}
-		if a.End() > mb.size {
-			return fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, mb.size)
+		h := p.mem.handles[bi]
+		if h == 0 {
+			return fmt.Errorf("binding %s: %s buffer %s was never wrapped", a.Name, p.mem.Layout()[bi].Kind, a.Buffer)
 		}
-		if mb.handle == 0 {
-			return fmt.Errorf("binding %s: %s buffer %s was never wrapped", a.Name, mb.kind, a.Buffer)
-		}
-		s.binds = append(s.binds, BufferBinding{Buffer: mb.handle, Offset: a.Offset, Slot: a.Slot})
+		s.binds = append(s.binds, BufferBinding{Buffer: h, Offset: a.Offset, Slot: a.Slot})
 		s.argsSlot = max(s.argsSlot, a.Slot+1)
 	}
 	args, err := p.b.kernels.Args(d)

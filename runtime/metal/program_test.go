@@ -319,13 +319,18 @@ func TestMemory(t *testing.T) {
 func TestWrapNeedsPages(t *testing.T) {
 	g := flashNextGraph(t, 1)
 	r := newRig(t, metal.Options{}, nil)
+	page := int(r.b.Info().PageSize)
+	// Only mapped buffers are wrapped: one of a page and a half.
+	const mapped = "weights.file0"
+	g.Buffers = append(g.Buffers, graph.Buffer{Name: mapped, Kind: graph.KindMapped, Size: int64(page + page/2)})
 	mem, err := r.b.NewMemory(g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	page := int(r.b.Info().PageSize)
-	params, _ := g.Buffer("params")
-	n := (int(params.Size) + page - 1) / page * page
+	if err := mem.Wrap("params", make([]byte, page)); err == nil {
+		t.Error("a params buffer was wrapped")
+	}
+	n := 2 * page
 	host, err := syscall.Mmap(-1, 0, n+page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		t.Skip("no anonymous mmap:", err)
@@ -342,16 +347,16 @@ func TestWrapNeedsPages(t *testing.T) {
 		t.Skip("no page-aligned window")
 	}
 	aligned := host[off : off+n]
-	if err := mem.Wrap("params", aligned[8:]); err == nil {
-		t.Error("an unaligned start was wrapped")
+	if err := mem.Wrap(mapped, aligned[8:]); err == nil || !strings.Contains(err.Error(), "start on a") {
+		t.Errorf("an unaligned start was wrapped (err %v)", err)
 	}
-	if err := mem.Wrap("params", aligned[:n-8]); err == nil {
-		t.Error("a partial page was wrapped")
+	if err := mem.Wrap(mapped, aligned[:n-8]); err == nil || !strings.Contains(err.Error(), "whole pages") {
+		t.Errorf("a partial page was wrapped (err %v)", err)
 	}
-	if err := mem.Wrap("params", aligned); err != nil {
+	if err := mem.Wrap(mapped, aligned); err != nil {
 		t.Fatal(err)
 	}
-	b, err := mem.Bytes(graph.Range{Buffer: "params", Size: 4})
+	b, err := mem.Bytes(graph.Range{Buffer: mapped, Size: 4})
 	if err != nil || &b[0] != &aligned[0] {
 		t.Error("the wrapped memory is not what Bytes returns")
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/strata-llm/strata/runtime/buffers"
 )
 
 // OpKind names a recorded Objective-C call of a window.
@@ -271,7 +273,8 @@ func (r *Recorder) NewBuffer(label string, size int64) (Buffer, []byte, error) {
 	r.labels[b] = label
 	var host []byte
 	if size <= r.HostLimit {
-		host = make([]byte, size)
+		// Fresh pages, as a device gives them (16 KiB on Apple silicon).
+		host = buffers.AlignedBytes(size, 16<<10)
 		r.hosts[b] = host
 	}
 	return b, host, nil

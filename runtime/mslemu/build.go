@@ -16,7 +16,6 @@ import (
 	"sync"
 
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/templates/msl"
 )
 
 // Sanitizers a build can carry (Options.Sanitize).
@@ -90,7 +89,7 @@ func build(m *artifact.Model, opt Options) (*built, error) {
 		"runtime.cpp":                       "emu/runtime.cpp",
 		"driver.cpp":                        "emu/driver.cpp",
 	} {
-		b, err := fs.ReadFile(msl.FS, embedded)
+		b, err := fs.ReadFile(sources, embedded)
 		if err != nil {
 			return nil, fmt.Errorf("mslemu: %w", err)
 		}
@@ -290,8 +289,8 @@ func (b *built) readSymbols(m *artifact.Model, checkLimit bool) error {
 	return nil
 }
 
-// compiler is the clang that builds the emulator: Options.Compiler, else the
-// one the MSL type check uses ($STRATA_CLANG, clang, clang-19, clang-14).
+// compiler is the clang that builds the emulator: Options.Compiler, else
+// Clang's.
 func compiler(opt Options) (string, error) {
 	if opt.Compiler != "" {
 		p, err := exec.LookPath(opt.Compiler)
@@ -300,7 +299,7 @@ func compiler(opt Options) (string, error) {
 		}
 		return p, nil
 	}
-	p, err := msl.Clang()
+	p, err := Clang()
 	if err != nil {
 		return "", fmt.Errorf("mslemu: %w", err)
 	}

@@ -85,8 +85,9 @@ func startChild(path string, opt Options, m *Memory) (*child, error) {
 		return nil, fmt.Errorf("mslemu: starting %s: %w", path, err)
 	}
 	msg := binary.NativeEndian.AppendUint32(nil, childMagic)
-	msg = binary.NativeEndian.AppendUint32(msg, uint32(len(m.Bufs)))
-	for i, b := range m.Bufs {
+	msg = binary.NativeEndian.AppendUint32(msg, uint32(len(m.Layout())))
+	for i := range m.Layout() {
+		b := m.Host(i)
 		// Where the buffer starts in its memfd (experts are aligned inside).
 		skip := uint64(0)
 		if len(b) > 0 {

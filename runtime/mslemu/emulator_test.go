@@ -13,14 +13,13 @@ import (
 	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/mslemu"
-	"github.com/strata-llm/strata/templates/msl"
 )
 
 // requireClang skips when no clang can build the emulator, unless
 // STRATA_REQUIRE_CLANG is set (CI sets it).
 func requireClang(t *testing.T) {
 	t.Helper()
-	if _, err := msl.Clang(); errors.Is(err, msl.ErrNoClang) {
+	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
 		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
 			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
 		}

@@ -9,6 +9,8 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/runtime/backend"
+	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
@@ -80,7 +82,7 @@ func TestGeneratedWindows(t *testing.T) {
 			}
 			defer e.Close()
 			prompt := []int{426, 50, 257, 220, 142, 108, 137, 389, 319, 31, 51, 81, 507}
-			run := func(b engine.Backend) ([]int, [][]float32) {
+			run := func(b backend.Backend) ([]int, [][]float32) {
 				mod, err := engine.LoadWith(c, graphs, weights.NewHF(ck, c), b)
 				if err != nil {
 					t.Fatal(err)
@@ -95,7 +97,7 @@ func TestGeneratedWindows(t *testing.T) {
 				}
 				return out, logits
 			}
-			wantTokens, want := run(engine.CPU)
+			wantTokens, want := run(cpu.Backend)
 			gotTokens, got := run(e)
 			if !slices.Equal(gotTokens, wantTokens) {
 				t.Errorf("greedy tokens %v, the cpu backend's %v", gotTokens, wantTokens)

@@ -8,16 +8,16 @@ import (
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/engine"
 )
 
 // Memory holds a model's named buffers in mapped memory (never moved or
-// freed by Go's collector, so the kernels may keep addresses into it), sized
-// and zeroed as the cpu backend's buffers.Memory. With a sanitizer, each
-// buffer is a memfd the child process maps too.
+// freed by Go's collector, so the kernels may keep addresses into it), laid
+// out, sized and zeroed as buffers.NewMemory does for the cpu backend. With a
+// sanitizer, each buffer is a memfd the child process maps too.
 type Memory struct {
-	buffers.Table
+	*buffers.Memory
 	*held
 }
 
@@ -47,55 +47,49 @@ func (h *held) release() error {
 	return errors.Join(errs...)
 }
 
-var _ engine.Memory = (*Memory)(nil)
+var _ backend.Memory = (*Memory)(nil)
 
 func newMemory(shared bool, graphs ...*graph.Graph) (*Memory, error) {
-	m := &Memory{Table: buffers.Table{Index: map[string]int{}}, held: &held{}}
-	runtime.AddCleanup(m, func(h *held) { h.release() }, m.held)
-	var sizes []int64
-	for _, g := range graphs {
-		for _, b := range g.Buffers {
-			i, ok := m.Index[b.Name]
-			if !ok {
-				i = len(m.Names)
-				m.Index[b.Name] = i
-				m.Names = append(m.Names, b.Name)
-				m.Kinds = append(m.Kinds, b.Kind)
-				sizes = append(sizes, b.Size)
-				continue
-			}
-			if m.Kinds[i] != b.Kind {
-				return nil, fmt.Errorf("buffer %s is %s in one graph and %s in another", b.Name, m.Kinds[i], b.Kind)
-			}
-			persistent := b.Kind == graph.KindWeights || b.Kind == graph.KindExperts || b.Kind == graph.KindState || b.Kind == graph.KindCache
-			if persistent && sizes[i] != b.Size {
-				return nil, fmt.Errorf("%s buffer %s has %d bytes in one window graph and %d in another: the shapes do not share a layout", b.Kind, b.Name, sizes[i], b.Size)
-			}
-			sizes[i] = max(sizes[i], b.Size)
-		}
+	layout, err := buffers.Layout(graphs...)
+	if err != nil {
+		return nil, err
 	}
-	for i, name := range m.Names {
-		align := int64(1)
-		if m.Kinds[i] == graph.KindExperts {
-			align = graph.ExpertPage
+	h := &held{}
+	host := make([][]byte, len(layout))
+	for i, b := range layout {
+		if b.Kind == graph.KindMapped {
+			h.maps, h.files = append(h.maps, nil), append(h.files, nil)
+			continue // never wrapped: the emulator is no in-place backend
 		}
-		mapping, buf, f, err := allocate(name, sizes[i], align, shared)
+		mapping, buf, f, err := allocate(b.Name, b.Size, int64(buffers.Align(b.Kind)), shared)
 		if err != nil {
-			m.Close()
-			return nil, fmt.Errorf("mslemu: buffer %s of %d bytes: %w", name, sizes[i], err)
+			h.release()
+			return nil, fmt.Errorf("mslemu: buffer %s of %d bytes: %w", b.Name, b.Size, err)
 		}
-		m.maps = append(m.maps, mapping)
-		m.Bufs = append(m.Bufs, buf)
-		m.files = append(m.files, f)
+		h.maps = append(h.maps, mapping)
+		h.files = append(h.files, f)
+		host[i] = buf
 	}
+	mem, err := buffers.New(layout, host)
+	if err != nil {
+		h.release()
+		return nil, fmt.Errorf("mslemu: %w", err)
+	}
+	m := &Memory{Memory: mem, held: h}
+	runtime.AddCleanup(m, func(h *held) { h.release() }, m.held)
 	return m, nil
+}
+
+// Wrap refuses: the emulator allocates every buffer itself, since with a
+// sanitizer the child process maps them from memfds.
+func (m *Memory) Wrap(name string, _ []byte) error {
+	return fmt.Errorf("mslemu: buffer %s: the emulator does not use weights in place", name)
 }
 
 // Close stops the sanitizer process and unmaps the buffers; the Memory must
 // not be used after.
 func (m *Memory) Close() error {
-	m.Bufs = nil
-	m.Index = map[string]int{}
+	m.Drop()
 	return m.release()
 }
 

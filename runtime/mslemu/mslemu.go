@@ -1,9 +1,10 @@
 // Package mslemu is the backend that runs the generated MSL on the CPU: a
 // model's kernels.metal, compiled unmodified by clang (C++ for OpenCL, the
-// type check's mode, for the host) against templates/msl/emu, whose
-// metal_stdlib defines what the type check only declares and whose lane
-// emulator runs every threadgroup's threads as fibers with exact 32-lane
-// simdgroups and real barriers. A harness written from the model's metadata
+// type check's mode, for the host) against emu/, whose metal_stdlib defines
+// what the type check's stand-in (check/metal_stdlib, TypeCheck) only
+// declares and whose lane emulator (emu/runtime.cpp) runs every
+// threadgroup's threads as fibers with exact 32-lane simdgroups and real
+// barriers. A harness written from the model's metadata
 // (runtime/artifact: kernel names, buffer slots, function-constant indices,
 // argument-struct sizes) calls the kernels; the result is a shared library
 // loaded with purego (no cgo), cached per machine under a hash of its inputs.
@@ -27,7 +28,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // Options configure an Emulator.
@@ -44,7 +45,7 @@ type Options struct {
 }
 
 // Emulator is the mslemu backend of one generated model: it implements
-// engine.Backend for graphs of that model.
+// backend.Backend for graphs of that model.
 type Emulator struct {
 	model   *artifact.Model
 	opt     Options
@@ -55,7 +56,7 @@ type Emulator struct {
 	mems    []*Memory
 }
 
-var _ engine.Backend = (*Emulator)(nil)
+var _ backend.Backend = (*Emulator)(nil)
 
 // New builds (or finds in the cache) the model's kernels with the lane
 // emulator. A model whose graphs dispatch kernels kernels.metal lacks is
@@ -88,7 +89,7 @@ func New(m *artifact.Model, opt Options) (*Emulator, error) {
 // NewMemory allocates the buffers the graphs declare (as the cpu backend
 // does), outside the Go heap so the kernels can hold them; with a sanitizer,
 // shared with the child process that runs the kernels.
-func (e *Emulator) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
+func (e *Emulator) NewMemory(graphs ...*graph.Graph) (backend.Memory, error) {
 	m, err := newMemory(e.opt.Sanitize != NoSanitizer, graphs...)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/artifact"
-	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // Program is a window graph bound to a Memory: one prepared dispatch per
@@ -36,7 +36,7 @@ type remoteRange struct {
 	off, size uint64
 }
 
-var _ engine.HostProgram = (*Program)(nil)
+var _ backend.HostProgram = (*Program)(nil)
 
 // argsRef marks the argument-struct slot for the sanitizer process.
 const argsRef = ^uint64(0)
@@ -46,7 +46,7 @@ const argsRef = ^uint64(0)
 // of the dispatch's family, every binding sits at its slot under its name,
 // every function constant the kernel reads is given (or optional), the
 // argument struct has the kernel's size, and the threadgroup fits.
-func (e *Emulator) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, error) {
+func (e *Emulator) Compile(g *graph.Graph, mem backend.Memory) (backend.Program, error) {
 	m, ok := mem.(*Memory)
 	if !ok {
 		return nil, fmt.Errorf("mslemu: memory of type %T, not from this backend", mem)
@@ -129,15 +129,11 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 		if a.Access != graph.Read && !kb.Write {
 			return s, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
 		}
-		bi, ok := m.Index[a.Buffer]
-		if !ok {
-			return s, fmt.Errorf("binding %s: no buffer %q", a.Name, a.Buffer)
+		bi, err := m.Locate(a.Range)
+		if err != nil {
+			return s, fmt.Errorf("binding %s: %w", a.Name, err)
 		}
-		buf := m.Bufs[bi]
-		whole := a.Offset == 0 && a.Size == 0
-		if !whole && (a.Offset < 0 || a.Size < 0 || a.End() > int64(len(buf))) {
-			return s, fmt.Errorf("binding %s: range [%d,%d) outside buffer %s of %d bytes", a.Name, a.Offset, a.End(), a.Buffer, len(buf))
-		}
+		buf := m.Host(bi)
 		if a.Offset >= 1<<48 {
 			return s, fmt.Errorf("binding %s: offset %d past 2^48", a.Name, a.Offset)
 		}
@@ -148,7 +144,7 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 		s.ranges = append(s.ranges, remoteRangeOf(m, bi, a.Range))
 	}
 	for _, r := range append(append([]graph.Range{}, d.Reads...), d.Writes...) {
-		if bi, ok := m.Index[r.Buffer]; ok {
+		if bi, ok := m.Index(r.Buffer); ok {
 			s.ranges = append(s.ranges, remoteRangeOf(m, bi, r))
 		}
 	}
@@ -197,7 +193,7 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 
 func remoteRangeOf(m *Memory, bi int, r graph.Range) remoteRange {
 	if r.Offset == 0 && r.Size == 0 {
-		return remoteRange{buf: uint32(bi), size: uint64(len(m.Bufs[bi]))}
+		return remoteRange{buf: uint32(bi), size: uint64(len(m.Host(bi)))}
 	}
 	return remoteRange{buf: uint32(bi), off: uint64(r.Offset), size: uint64(r.Size)}
 }
@@ -210,7 +206,7 @@ func (p *Program) Run() error { return p.RunHost(nil) }
 // dispatch it follows (its layer's router): dispatches run in graph order,
 // so everything the routed experts read is written by then.
 func (p *Program) RunHost(host func(graph.HostPoint) error) error {
-	if p.mem.Bufs == nil {
+	if p.mem.Dropped() {
 		return fmt.Errorf("mslemu: the memory of this program was closed")
 	}
 	lib := p.e.lib

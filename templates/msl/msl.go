@@ -1,14 +1,13 @@
-// Package msl holds the MSL kernel templates (Go text/template, one per
-// kernel family, plus the prelude and one decoder per storage format), the
-// metal_stdlib stand-in header that type-checks the generated MSL with
-// clang on machines without Apple's compiler, and the lane emulator that
-// runs it on the CPU (emu/: its metal_stdlib, runtime and sanitizer driver,
-// used by runtime/mslemu).
+// Package msl holds the MSL kernel templates the generator (gen) renders:
+// Go text/template files, one per kernel family, the prelude, and one
+// decoder per storage format (formats/). What compiles or checks the
+// generated MSL lives with its backend: the lane emulator, its headers and
+// the MSL type check in runtime/mslemu, the CUDA prelude in runtime/cuda.
 package msl
 
 import "embed"
 
-// FS holds *.metal.tmpl, formats/*.metal.tmpl, check/metal_stdlib and emu/.
+// FS holds *.metal.tmpl and formats/*.metal.tmpl.
 //
-//go:embed *.metal.tmpl formats/*.metal.tmpl check/metal_stdlib emu/metal_stdlib emu/*.cpp cuda/metal_stdlib cuda/clang_check.h
+//go:embed *.metal.tmpl formats/*.metal.tmpl
 var FS embed.FS

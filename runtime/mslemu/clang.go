@@ -1,7 +1,8 @@
-package msl
+package mslemu
 
 import (
 	"bytes"
+	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,14 +11,43 @@ import (
 	"path/filepath"
 )
 
-// ErrNoClang means no clang was found to type-check MSL with.
+// sources are what the emulator compiles with every model's kernels: emu/
+// (its metal_stdlib, the lane emulator runtime.cpp, the sanitizer driver
+// driver.cpp) and check/metal_stdlib, the type check's stand-in header that
+// emu/metal_stdlib includes and defines.
+//
+//go:embed emu/metal_stdlib emu/*.cpp check/metal_stdlib
+var sources embed.FS
+
+// Headers are the headers kernels.metal compiles against for the CPU, by
+// the name it includes them with (metal_stdlib, and the stand-in
+// strata_check_metal_stdlib it includes), for a build outside Emulator
+// (the generator's decoder tests).
+func Headers() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for name, embedded := range map[string]string{"metal_stdlib": "emu/metal_stdlib", "strata_check_metal_stdlib": "check/metal_stdlib"} {
+		b, err := fs.ReadFile(sources, embedded)
+		if err != nil {
+			return nil, fmt.Errorf("mslemu: %w", err)
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+// ErrNoClang means no clang was found to build or type-check MSL with.
 var ErrNoClang = errors.New("no clang on PATH (apt-get install clang; or set STRATA_CLANG)")
 
-// Clang finds the clang that type-checks MSL: $STRATA_CLANG, else clang,
-// clang-19 or clang-14 on PATH.
+// Clang finds the clang that builds the emulator and type-checks MSL (and
+// that runtime/cuda's clang check runs): $STRATA_CLANG, else clang, clang-19
+// or clang-14 on PATH.
 func Clang() (string, error) {
 	if p := os.Getenv("STRATA_CLANG"); p != "" {
-		return exec.LookPath(p)
+		path, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("STRATA_CLANG=%s: %w", p, err)
+		}
+		return path, nil
 	}
 	for _, name := range []string{"clang", "clang-19", "clang-14"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -38,7 +68,8 @@ var CheckFlags = []string{
 }
 
 // TypeCheck runs clang -fsyntax-only over MSL source src (reported as name)
-// against the metal_stdlib stand-in. It returns ErrNoClang when clang is
+// against the metal_stdlib stand-in (check/metal_stdlib), which declares
+// only what the generator may emit. It returns ErrNoClang when clang is
 // missing, and clang's diagnostics when the source does not pass.
 func TypeCheck(name string, src []byte) error {
 	clang, err := Clang()
@@ -50,7 +81,7 @@ func TypeCheck(name string, src []byte) error {
 		return fmt.Errorf("type-checking %s: %w", name, err)
 	}
 	defer os.RemoveAll(dir)
-	header, err := fs.ReadFile(FS, "check/metal_stdlib")
+	header, err := fs.ReadFile(sources, "check/metal_stdlib")
 	if err != nil {
 		return fmt.Errorf("type-checking %s: %w", name, err)
 	}

@@ -4,24 +4,24 @@ import (
 	"fmt"
 
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
-// Engine is the backend as runtime/engine drives it: memory the host reads
-// and writes in place, one program per window graph, host points served by
-// the engine's expert streaming (Program.RunHost). Closing it closes the
-// backend.
-func (b *Backend) Engine() engine.Backend { return engineBackend{b} }
+// Engine is the backend under the contract runtime/engine drives
+// (runtime/backend): memory the host reads and writes in place, one program
+// per window graph, host points served by the engine's expert streaming
+// (Program.RunHost), weights wrapped in place. Closing it closes the backend.
+func (b *Backend) Engine() backend.Backend { return engineBackend{b} }
 
 type engineBackend struct{ b *Backend }
 
 var (
-	_ engine.InPlaceBackend = engineBackend{}
-	_ engine.Memory         = (*Memory)(nil)
-	_ engine.HostProgram    = (*Program)(nil)
+	_ backend.InPlace      = engineBackend{}
+	_ backend.MappedMemory = (*Memory)(nil)
+	_ backend.HostProgram  = (*Program)(nil)
 )
 
-func (e engineBackend) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) {
+func (e engineBackend) NewMemory(graphs ...*graph.Graph) (backend.Memory, error) {
 	m, err := e.b.NewMemory(graphs...)
 	if err != nil {
 		return nil, err // not a typed nil inside the interface
@@ -29,7 +29,7 @@ func (e engineBackend) NewMemory(graphs ...*graph.Graph) (engine.Memory, error) 
 	return m, nil
 }
 
-func (e engineBackend) Compile(g *graph.Graph, mem engine.Memory) (engine.Program, error) {
+func (e engineBackend) Compile(g *graph.Graph, mem backend.Memory) (backend.Program, error) {
 	m, ok := mem.(*Memory)
 	if !ok {
 		return nil, fmt.Errorf("metal: memory of type %T, not from this backend", mem)

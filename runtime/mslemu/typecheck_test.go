@@ -1,24 +1,13 @@
-package msl
+package mslemu_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// requireClang skips when clang is missing, unless STRATA_REQUIRE_CLANG is
-// set (CI sets it, so a missing compiler fails instead of passing quietly).
-func requireClang(t *testing.T) {
-	t.Helper()
-	if _, err := Clang(); errors.Is(err, ErrNoClang) {
-		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
-			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
-		}
-		t.Skip("skipping the MSL type check: " + err.Error())
-	}
-}
+	"github.com/strata-llm/strata/runtime/mslemu"
+)
 
 // Every checked-in kernels.metal passes clang -fsyntax-only -Werror against
 // the metal_stdlib stand-in.
@@ -35,7 +24,7 @@ func TestGeneratedKernelsTypeCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := TypeCheck(p, src); err != nil {
+			if err := mslemu.TypeCheck(p, src); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -86,12 +75,12 @@ kernel void k(constant uint *params [[buffer(0)]], device const half4 *h [[buffe
 		"y[0] = min(lane, 1);":                               "call to 'min' is ambiguous",
 	}
 	for i, body := range good {
-		if err := TypeCheck("good.metal", []byte(strings.Replace(head, "BODY", body, 1))); err != nil {
+		if err := mslemu.TypeCheck("good.metal", []byte(strings.Replace(head, "BODY", body, 1))); err != nil {
 			t.Errorf("good snippet %d rejected: %v", i, err)
 		}
 	}
 	for body, want := range bad {
-		err := TypeCheck("bad.metal", []byte(strings.Replace(head, "BODY", body, 1)))
+		err := mslemu.TypeCheck("bad.metal", []byte(strings.Replace(head, "BODY", body, 1)))
 		if err == nil {
 			t.Errorf("%q passed the type check", body)
 		} else if !strings.Contains(err.Error(), want) {

@@ -1,0 +1,97 @@
+// Package backend is the contract between the decode loop (runtime/engine)
+// and the backends that execute window graphs (runtime/cpu, runtime/mslemu,
+// runtime/metal, runtime/cuda). The engine imports only this package; each
+// backend implements it and imports neither the engine nor another backend.
+//
+// The life of a model on a backend: NewMemory once for all of its window
+// graphs, the engine fills the weights through Memory, then Compile once per
+// graph; each window the engine writes params, runs one Program, and reads
+// the logits, always between runs. Optional capabilities are the small
+// interfaces below, found by type assertion.
+package backend
+
+import "github.com/strata-llm/strata/graph"
+
+// Memory is a model's named buffers as the host sees them: byte slices over
+// the memory the backend's programs read and write (one address for host
+// and device: Go or mapped memory on the CPU, shared memory on Apple
+// silicon, managed or pinned memory with CUDA). The backend owns the bytes;
+// a slice stays valid until the backend is closed. The host touches them
+// only between runs, or at a host point for the buffers the program is not
+// running on (runtime/buffers.Memory is the implementation all backends
+// share).
+type Memory interface {
+	// Bytes is the range r, capacity clipped to it; an error names a buffer
+	// the graphs never declared or a range outside it.
+	Bytes(r graph.Range) ([]byte, error)
+	// Buffer is a whole buffer, nil for one no graph declares.
+	Buffer(name string) []byte
+	// Clear zeroes every buffer of a kind (graph.KindState: a new sequence).
+	Clear(kind string)
+	// Snapshot copies every buffer of a kind into dst (reused when large
+	// enough) and returns it; Restore copies such a snapshot back.
+	Snapshot(kind string, dst map[string][]byte) map[string][]byte
+	Restore(snap map[string][]byte)
+}
+
+// Program is one window graph bound to a Memory. Run executes every
+// dispatch once, with the graph's barriers, and returns when the results
+// are in memory. One program of a backend runs at a time.
+type Program interface {
+	Run() error
+}
+
+// HostProgram is a Program that can stop at the graph's host points and
+// call the host there (after a layer's router, before its routed experts
+// run): what expert streaming needs from a backend. The program waits while
+// host runs; host may read the router's output and write the expert arena
+// and the residency map, and an error from it ends the run with that error.
+type HostProgram interface {
+	Program
+	RunHost(host func(graph.HostPoint) error) error
+}
+
+// Backend executes window graphs. Compile takes only a Memory the same
+// backend made. A backend that is an io.Closer is closed with the model it
+// loaded (engine.Model.Close), which releases its memories and programs.
+type Backend interface {
+	NewMemory(graphs ...*graph.Graph) (Memory, error)
+	Compile(g *graph.Graph, mem Memory) (Program, error)
+}
+
+// InPlace is a Backend whose Memory takes graph.KindMapped buffers from the
+// loader (MappedMemory.Wrap) instead of allocating them, so weights can be
+// used where they lie in a mapped file: no copy at load, no second copy in
+// memory. InPlaceWeights false turns it off for this backend value.
+type InPlace interface {
+	Backend
+	InPlaceWeights() bool
+}
+
+// MappedMemory is the Memory side of InPlace: Wrap backs the KindMapped
+// buffer name with host memory the caller owns and keeps mapped for the
+// memory's life (a page-aligned stretch of the model file), before any
+// Compile. An error (alignment the device cannot wrap) leaves the buffer
+// unbacked; the loader then copies the stretch to aligned memory and wraps
+// that.
+type MappedMemory interface {
+	Memory
+	Wrap(name string, host []byte) error
+}
+
+// Order says how the dispatches inside one barrier group run.
+type Order int
+
+const (
+	Serial     Order = iota // graph order
+	Concurrent              // every dispatch of a group in its own goroutine
+	Shuffled                // a random order per group, from a seed
+)
+
+// Ordered is a Program that can run the dispatches of a barrier group in
+// another order than the graph's (the cpu backend), which shows whether the
+// graph's barriers are all it needs.
+type Ordered interface {
+	Program
+	SetOrder(o Order, seed int64)
+}
