@@ -22,27 +22,32 @@ type Config struct {
 
 // LoadConfig reads dir/tokenizer_config.json, dir/chat_template.jinja and
 // dir/generation_config.json; missing files leave their fields empty.
-func LoadConfig(dir string) (*Config, error) {
+func LoadConfig(dir string) (*Config, error) { return LoadConfigFS(os.DirFS(dir), dir) }
+
+// LoadConfigFS is LoadConfig over the files at the root of fsys (an
+// embedded model, say); where names the folder in errors.
+func LoadConfigFS(fsys fs.FS, where string) (*Config, error) {
 	c := &Config{}
-	path := filepath.Join(dir, "tokenizer_config.json")
-	if data, err := os.ReadFile(path); err == nil {
-		if err := c.parseTokenizerConfig(data); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+	read := func(name string, parse func([]byte) error) error {
+		data, err := fs.ReadFile(fsys, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+		if err == nil {
+			err = parse(data)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(where, name), err)
+		}
+		return nil
+	}
+	if err := read("tokenizer_config.json", c.parseTokenizerConfig); err != nil {
 		return nil, err
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
-		c.Template = string(data)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if err := read("chat_template.jinja", func(b []byte) error { c.Template = string(b); return nil }); err != nil {
 		return nil, err
 	}
-	path = filepath.Join(dir, "generation_config.json")
-	if data, err := os.ReadFile(path); err == nil {
-		if err := c.parseGenerationConfig(data); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if err := read("generation_config.json", c.parseGenerationConfig); err != nil {
 		return nil, err
 	}
 	return c, nil

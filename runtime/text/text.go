@@ -43,12 +43,23 @@ type Model struct {
 // FromHF reads dir/tokenizer.json with dir's tokenizer_config.json,
 // chat_template.jinja, generation_config.json and config.json (for ids the
 // others lack). ErrNoTokenizer when dir has no tokenizer.json.
-func FromHF(dir string) (*Model, error) {
-	path := filepath.Join(dir, "tokenizer.json")
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", dir, ErrNoTokenizer)
+func FromHF(dir string) (*Model, error) { return FromFS(os.DirFS(dir), dir) }
+
+// FromFS is FromHF over the files at the root of fsys (the embedded default
+// model, read where it lies); where names the folder in errors.
+func FromFS(fsys fs.FS, where string) (*Model, error) {
+	data, err := fs.ReadFile(fsys, "tokenizer.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", where, ErrNoTokenizer)
 	}
-	return FromTokenizerFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	tok, err := tokenizer.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", filepath.Join(where, "tokenizer.json"), err)
+	}
+	return withConfig(tok, fsys, where)
 }
 
 // FromTokenizerFile reads a tokenizer.json (or .json.gz) and the HF config
@@ -59,7 +70,13 @@ func FromTokenizerFile(path string) (*Model, error) {
 		return nil, err
 	}
 	dir := filepath.Dir(path)
-	cfg, err := chat.LoadConfig(dir)
+	return withConfig(tok, os.DirFS(dir), dir)
+}
+
+// withConfig completes tok into a Model from the HF config files at the root
+// of fsys (where names them in errors).
+func withConfig(tok *tokenizer.Tokenizer, fsys fs.FS, where string) (*Model, error) {
+	cfg, err := chat.LoadConfigFS(fsys, where)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +89,7 @@ func FromTokenizerFile(path string) (*Model, error) {
 		return -1
 	}
 	m.eos, m.BOS, m.PAD = lookup(cfg.Tokens.EOS), lookup(cfg.Tokens.BOS), lookup(cfg.Tokens.PAD)
-	model := readModelConfig(dir)
+	model := readModelConfig(fsys)
 	if m.BOS < 0 {
 		m.BOS = firstOr(cfg.BOSTokenID, model.BOS)
 	}
@@ -90,11 +107,11 @@ func FromTokenizerFile(path string) (*Model, error) {
 		m.eos = m.EOS[0]
 	}
 	if err := m.check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if m.TemplateSource != "" {
 		if m.Template, err = chat.Compile(m.TemplateSource, m.Tokens); err != nil {
-			return nil, fmt.Errorf("%s: %w", dir, err)
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 	}
 	return m, nil
@@ -106,9 +123,9 @@ type modelIDs struct {
 	EOS      []int
 }
 
-func readModelConfig(dir string) modelIDs {
+func readModelConfig(fsys fs.FS) modelIDs {
 	var out modelIDs
-	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	data, err := fs.ReadFile(fsys, "config.json")
 	if err != nil {
 		return out
 	}

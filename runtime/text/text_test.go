@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/gguf"
@@ -91,5 +93,43 @@ func TestNoTokenizer(t *testing.T) {
 	defer f.Close()
 	if _, err := FromGGUF(f); !errors.Is(err, ErrNoTokenizer) {
 		t.Fatalf("FromGGUF(bare) = %v", err)
+	}
+}
+
+// TestFromFS: the files read where they lie (an fs.FS, as the embedded
+// default model's are) give the model the same files on disk give, the
+// reference conversation's ids included; a broken config names its file.
+func TestFromFS(t *testing.T) {
+	dir := tinyDir(t)
+	files := fstest.MapFS{}
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = &fstest.MapFile{Data: data}
+	}
+	m, err := FromFS(files, "embedded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.EOS, []int{0, 2}) || m.PAD != 0 || m.Template == nil {
+		t.Fatalf("from an fs.FS: eos %v pad %d template %v", m.EOS, m.PAD, m.Template != nil)
+	}
+	d, err := FromHF(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "func (s *Server) "
+	if got, want := m.Encode(prompt), d.Encode(prompt); !slices.Equal(got, want) || len(want) == 0 || m.TemplateSource != d.TemplateSource || m.BOS != d.BOS || m.eos != d.eos {
+		t.Fatalf("from an fs.FS: %v, bos %d, eos %d; from disk: %v, bos %d, eos %d (templates equal: %v)", got, m.BOS, m.eos, want, d.BOS, d.eos, m.TemplateSource == d.TemplateSource)
+	}
+	files["generation_config.json"] = &fstest.MapFile{Data: []byte("{")}
+	if _, err := FromFS(files, "embedded"); err == nil || !strings.Contains(err.Error(), filepath.Join("embedded", "generation_config.json")) {
+		t.Fatalf("a broken generation_config.json: %v", err)
+	}
+	delete(files, "tokenizer.json")
+	if _, err := FromFS(files, "embedded"); !errors.Is(err, ErrNoTokenizer) {
+		t.Fatalf("no tokenizer.json: %v", err)
 	}
 }
