@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/serve"
 	"github.com/strata-llm/strata/runtime/stream"
 	"github.com/strata-llm/strata/runtime/text"

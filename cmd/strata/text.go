@@ -10,10 +10,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/sample"
 	"github.com/strata-llm/strata/runtime/text"
 	"github.com/strata-llm/strata/runtime/tokenizer"
