@@ -19,15 +19,26 @@ func Generate(c *models.Config) (*artifact.Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Build(c, graphs)
+	a, err := Kernels(c, graphs)
+	if err != nil {
+		return nil, err
+	}
+	files := a.Files.(artifact.MapFS)
+	for _, g := range graphs {
+		all := g.Kind == graph.KindTrunk && g.Rows > c.Windows.MaxDecodeRows && g.LogitRows == g.Rows
+		ref := artifact.GraphRef{Kind: g.Kind, Rows: g.Rows, AllLogits: all, File: artifact.GraphFile(g.Kind, g.Rows, all)}
+		if files[ref.File], err = artifact.EncodeGraph(g); err != nil {
+			return nil, fmt.Errorf("model %s: %w", c.Name, err)
+		}
+		a.Graphs = append(a.Graphs, ref)
+	}
+	return a, nil
 }
 
-// Build is the artifact of graphs of model c: kernels.metal with every
-// kernel they dispatch, its metadata, and the graphs as files (a trunk
-// graph of a prefill shape that computes every row's logits is that shape's
-// all-logits variant). Generate builds the graphs a config asks for; tests
-// build artifacts of graphs of their own.
-func Build(c *models.Config, graphs []*graph.Graph) (*artifact.Artifact, error) {
+// Kernels is the artifact of model c without graphs of its own: kernels.metal
+// with every kernel graphs dispatch and the metadata a backend binds them
+// with, for tests that run graphs they build themselves.
+func Kernels(c *models.Config, graphs []*graph.Graph) (*artifact.Artifact, error) {
 	key, err := artifact.KeyOf(c)
 	if err != nil {
 		return nil, err
@@ -44,23 +55,10 @@ func Build(c *models.Config, graphs []*graph.Graph) (*artifact.Artifact, error) 
 	if err != nil {
 		return nil, err
 	}
-	files := artifact.MapFS{artifact.KernelsFile: src}
-	var refs []artifact.GraphRef
-	for _, g := range graphs {
-		all := g.Kind == graph.KindTrunk && g.Rows > c.Windows.MaxDecodeRows && g.LogitRows == g.Rows
-		ref := artifact.GraphRef{Kind: g.Kind, Rows: g.Rows, AllLogits: all, File: artifact.GraphFile(g.Kind, g.Rows, all)}
-		if _, dup := files[ref.File]; dup {
-			return nil, fmt.Errorf("model %s: two graphs for %s", c.Name, ref.File)
-		}
-		if files[ref.File], err = artifact.EncodeGraph(g); err != nil {
-			return nil, fmt.Errorf("model %s: %w", c.Name, err)
-		}
-		refs = append(refs, ref)
-	}
 	cc := *c
 	a := &artifact.Artifact{
 		Schema: artifact.Schema, Name: c.Name, Key: key, Config: &cc, Formats: formats,
-		Params: artifact.CurrentParams(), Buffers: bufferNames(graphs), Graphs: refs, Files: files,
+		Params: artifact.CurrentParams(), Buffers: bufferNames(graphs), Files: artifact.MapFS{artifact.KernelsFile: src},
 	}
 	if err := lib.describe(a); err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)

@@ -70,6 +70,7 @@ to run (with --tokens, it prints ids as for any model). Timing goes to stderr.`
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
+	arts := addArtifactsFlag(fs)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + model.safetensors or a sharded index)")
 	ggufPath := fs.String("gguf", "", "GGUF model `file` (strata convert or synth, or a llama.cpp qwen3next file; experts through FILE.experts when present)")
 	tokens := fs.String("tokens", "", "prompt token `ids`, comma-separated (default: the default model's reference prompt)")
@@ -180,7 +181,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		packIO, _ = r.(interface{ IOPath() string })
 		return r
 	}
-	l, err := openModel(*hf, *ggufPath, opt)
+	l, err := openModelIn(*arts, *hf, *ggufPath, opt)
 	if err != nil {
 		return err
 	}

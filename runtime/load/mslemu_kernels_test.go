@@ -326,7 +326,7 @@ func TestMSLEmuKernels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			am, err := gen.Build(c, graphs)
+			am, err := gen.Kernels(c, graphs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -437,7 +437,7 @@ func TestMSLEmuIndexSelectPastCache(t *testing.T) {
 		}
 	}
 	single := oneDispatch(g, d)
-	am, err := gen.Build(c, []*graph.Graph{single})
+	am, err := gen.Kernels(c, []*graph.Graph{single})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +519,7 @@ func TestMSLEmuChunkedDispatch(t *testing.T) {
 		chunks = append(chunks, d)
 	}
 	whole, split := oneDispatch(g, head), oneDispatch(g, chunks...)
-	am, err := gen.Build(c, []*graph.Graph{split})
+	am, err := gen.Kernels(c, []*graph.Graph{split})
 	if err != nil {
 		t.Fatal(err)
 	}

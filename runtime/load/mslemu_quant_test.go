@@ -100,7 +100,7 @@ func TestMSLEmuQuantGGUF(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			am, err := gen.Build(emu.Config, graphs)
+			am, err := gen.Kernels(emu.Config, graphs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +341,7 @@ func quantKernelModels(t *testing.T) ([]*models.Config, [][]*graph.Graph, *artif
 		}
 		configs, graphs, all = append(configs, c), append(graphs, gs), append(all, gs...)
 	}
-	am, err := gen.Build(configs[0], all)
+	am, err := gen.Kernels(configs[0], all)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func tinyA(t *testing.T) (*models.Config, []*graph.Graph, *artifact.Artifact, en
 	if err != nil {
 		t.Fatal(err)
 	}
-	am, err := gen.Build(c, graphs)
+	am, err := gen.Kernels(c, graphs)
 	if err != nil {
 		t.Fatal(err)
 	}
