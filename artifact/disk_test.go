@@ -108,7 +108,9 @@ func TestLoadRefusesInconsistentManifests(t *testing.T) {
 		fsys artifact.MapFS
 		want string
 	}{
-		{"key", edit(func(m map[string]any) { m["config"].(map[string]any)["Runtime"].(map[string]any)["ContextLength"] = 8192.0 }), "is not its config's key"},
+		{"key", edit(func(m map[string]any) {
+			m["config"].(map[string]any)["Runtime"].(map[string]any)["ContextLength"] = 8192.0
+		}), "is not its config's key"},
 		{"params", edit(func(m map[string]any) { m["params"].(map[string]any)["pos"] = 2.0 }), "params header field pos"},
 		{"schema", edit(func(m map[string]any) { m["schema"] = 99.0 }), "schema 99"},
 	}
