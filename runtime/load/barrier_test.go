@@ -25,7 +25,7 @@ func loadWithGraphs(t *testing.T, edit func(*graph.Graph)) *engine.Model {
 func loadEdited(t *testing.T, name string, extraRows int, edit func(*graph.Graph)) *engine.Model {
 	t.Helper()
 	dir := filepath.Join("../../testdata/oracles", name)
-	c, err := models.Load(filepath.Join("models", name, "model.toml"))
+	c, err := models.Load(filepath.Join("../../models", name, "model.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
