@@ -1,6 +1,6 @@
-// Package strata holds only the files of the embedded default model (a
-// go:embed cannot reach above its package's folder, and the model lives in
-// testdata/tiny-go); package runtime/load opens it. Everything else is in
+// Package strata holds only the files of the embedded default model (an
+// embed directive cannot reach above its package's folder, and the model
+// lives in testdata/tiny-go); package runtime/load opens it. Everything else is in
 // named packages: see docs/architecture.md.
 package strata
 
