@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
@@ -142,23 +143,32 @@ func noArtifact(c *models.Config, key string, mf modelFile, opt HFOptions, seen 
 // graphsOf decodes the graphs a run of c uses from a: every decode shape,
 // the prefill shape (its all-logits variant when allLogits), and the MTP
 // head's, named after c (the key, not the name, says which models an
-// artifact serves).
+// artifact serves). JSON decoding is most of a small model's load time, so
+// the graphs decode concurrently.
 func graphsOf(a *artifact.Artifact, c *models.Config, allLogits bool) ([]*graph.Graph, error) {
-	var out []*graph.Graph
+	var refs []artifact.GraphRef
 	for _, ref := range a.Graphs {
 		prefill := ref.Kind == graph.KindTrunk && ref.Rows > c.Windows.MaxDecodeRows
-		if ref.AllLogits != (prefill && allLogits) {
-			continue
+		if ref.AllLogits == (prefill && allLogits) {
+			refs = append(refs, ref)
 		}
-		g, err := a.GraphVariant(ref.Kind, ref.Rows, ref.AllLogits)
-		if err != nil {
-			return nil, err
-		}
-		g.Model = c.Name
-		out = append(out, g)
 	}
-	if len(out) == 0 {
+	if len(refs) == 0 {
 		return nil, fmt.Errorf("artifact of %s has no window graphs", a.Name)
+	}
+	out := make([]*graph.Graph, len(refs))
+	errs := make([]error, len(refs))
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Go(func() {
+			if out[i], errs[i] = a.GraphVariant(ref.Kind, ref.Rows, ref.AllLogits); errs[i] == nil {
+				out[i].Model = c.Name
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
