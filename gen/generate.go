@@ -143,15 +143,12 @@ func (l *Library) describe(a *artifact.Artifact) error {
 		sizes[f.Name] = s.Size
 	}
 	for _, k := range l.Kernels {
-		ak := artifact.Kernel{Name: k.Name, Family: k.Family.Name, Format: k.Format, ArgsSlot: k.ArgsSlot, Constants: k.Consts, Buffers: []artifact.Buffer{}}
+		ak := artifact.Kernel{Name: k.Name, Family: k.Family.Name, Format: k.Format, ArgsSlot: k.ArgsSlot, Constants: k.Consts, Buffers: append([]artifact.Buffer{}, k.Buffers...)}
 		if k.ArgsSlot >= 0 {
 			ak.ArgsSize = sizes[k.Family.Name]
 		}
 		if ak.Constants == nil {
 			ak.Constants = []int{}
-		}
-		for _, b := range k.Buffers {
-			ak.Buffers = append(ak.Buffers, artifact.Buffer{Slot: b.Slot, Name: b.Name, Type: b.Type, Space: b.Space, Write: b.Write})
 		}
 		a.Kernels = append(a.Kernels, ak)
 	}
