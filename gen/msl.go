@@ -54,7 +54,7 @@ type BakedConst struct {
 type Kernel struct {
 	Name    string
 	Family  *Family
-	Format  string         // storage format of its weight bindings, "" if none
+	Format  string            // storage format of its weight bindings, "" if none
 	Buffers []artifact.Buffer // in slot order, as the artifact lists them
 	// ArgsSlot is the slot of the argument struct (after the last buffer),
 	// -1 when the family has none.
