@@ -43,17 +43,18 @@ func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Arti
 	if err != nil {
 		return nil, "", err
 	}
-	var seen []string // artifacts looked at that are for other configs
-	look := func(dir string) (*artifact.Artifact, error) {
+	var seen []string // artifacts looked at that are for other configs, or unusable
+	look := func(dir string) *artifact.Artifact {
 		a, err := artifact.Load(os.DirFS(dir))
-		if err != nil {
-			return nil, fmt.Errorf("artifact folder %s: %w", dir, err)
-		}
-		if a.Key != key {
+		switch {
+		case err != nil:
+			seen = append(seen, fmt.Sprintf("%s (unusable: %v)", dir, err))
+		case a.Key != key:
 			seen = append(seen, fmt.Sprintf("%s (key %s, %s)", dir, artifact.ShortKey(a.Key), describe(a.Config)))
-			return nil, nil
+		default:
+			return a
 		}
-		return a, nil
+		return nil
 	}
 	dirs := slices.Clone(opt.Artifacts)
 	for _, d := range opt.Artifacts { // a folder of artifact folders
@@ -77,11 +78,7 @@ func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Arti
 		if _, err := os.Stat(filepath.Join(d, artifact.ManifestFile)); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		a, err := look(d)
-		if err != nil {
-			return nil, "", err
-		}
-		if a != nil {
+		if a := look(d); a != nil {
 			return a, d, nil
 		}
 	}
@@ -135,7 +132,7 @@ func noArtifact(c *models.Config, key string, mf modelFile, opt HFOptions, seen 
 	cmd := strings.Join(append([]string{"stratagen generate", mf.flag, path}, flags...), " ")
 	msg := fmt.Sprintf("no generated artifact for %s (key %s) with %s: run  %s%s", c.Name, artifact.ShortKey(key), describe(c), cmd, then)
 	if len(seen) > 0 {
-		msg += "\n(artifacts for other configs: " + strings.Join(seen, "; ") + ")"
+		msg += "\n(artifacts found that do not match: " + strings.Join(seen, "; ") + ")"
 	}
 	return errors.New(msg)
 }

@@ -110,7 +110,21 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	// The artifact beside it is for 5 prefill rows: the default's 16 is
 	// another key, and the error says what it found.
 	_, err = OpenHF(model, HFOptions{History: "-"})
-	if err == nil || !strings.Contains(err.Error(), "artifacts for other configs") {
+	if err == nil || !strings.Contains(err.Error(), "artifacts found that do not match") {
 		t.Errorf("mismatched artifact: %v", err)
+	}
+	// A broken artifact beside it is passed over, and named.
+	if err := os.WriteFile(filepath.Join(model, "artifact", artifact.ManifestFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenHF(model, opt)
+	if err == nil || !strings.Contains(err.Error(), "unusable") || !strings.Contains(err.Error(), "stratagen generate") {
+		t.Errorf("broken artifact: %v", err)
+	}
+	opt.Artifacts = []string{filepath.Dir(elsewhere)}
+	if l, err = OpenHF(model, opt); err != nil {
+		t.Errorf("a broken artifact beside the model hid the one in --artifacts: %v", err)
+	} else {
+		l.Close()
 	}
 }
