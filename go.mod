@@ -5,15 +5,8 @@ go 1.26.8
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/ardanlabs/jinja v1.8.0
-	github.com/dave/jennifer v1.7.1
 	github.com/dlclark/regexp2 v1.12.0
 	github.com/ebitengine/purego v0.11.3
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.44.0
-	golang.org/x/tools v0.52.0
-)
-
-require (
-	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 )

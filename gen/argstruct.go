@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dave/jennifer/jen"
 	"github.com/strata-llm/strata/graph"
 )
 
@@ -12,9 +11,10 @@ import (
 // run time that is not a buffer or a function constant, bound with setBytes
 // (or from the ICB plan's static argument buffer) at the slot after the
 // dispatch's last binding. Each struct is defined once, here, and emitted
-// twice: as an MSL struct in kernels.metal and as a Go struct with an
-// encoder in the model's bindings.go. Both sides take their layout from
-// Layout, which follows MSL's size and alignment rules.
+// twice: as an MSL struct in kernels.metal and as layout data in the
+// artifact (artifact.ArgStruct, which artifact.EncodeArgs encodes from).
+// Both take their layout from Layout, which follows MSL's size and
+// alignment rules.
 
 // Argument field types: MSL scalar and vector types.
 type ArgType string
@@ -35,32 +35,26 @@ const (
 
 // argTypeInfo is an MSL type's layout (Metal Shading Language
 // Specification, "Scalar data types" and "Vector data types": a 3-component
-// vector has the size and alignment of the 4-component one) and how the Go
-// twin stores it.
-type argTypeInfo struct {
-	size, align int
-	lanes       int    // components
-	laneBytes   int    // bytes per component
-	goElem      string // Go type of one component: float32, uint16 (half bits), int32, uint32
-}
+// vector has the size and alignment of the 4-component one).
+type argTypeInfo struct{ size, align int }
 
 var argTypes = map[ArgType]argTypeInfo{
-	ArgFloat:  {4, 4, 1, 4, "float32"},
-	ArgHalf:   {2, 2, 1, 2, "uint16"},
-	ArgInt:    {4, 4, 1, 4, "int32"},
-	ArgUInt:   {4, 4, 1, 4, "uint32"},
-	ArgFloat2: {8, 8, 2, 4, "float32"},
-	ArgFloat3: {16, 16, 3, 4, "float32"},
-	ArgFloat4: {16, 16, 4, 4, "float32"},
-	ArgUInt2:  {8, 8, 2, 4, "uint32"},
-	ArgUInt4:  {16, 16, 4, 4, "uint32"},
-	ArgHalf2:  {4, 4, 2, 2, "uint16"},
-	ArgHalf4:  {8, 8, 4, 2, "uint16"},
+	ArgFloat:  {4, 4},
+	ArgHalf:   {2, 2},
+	ArgInt:    {4, 4},
+	ArgUInt:   {4, 4},
+	ArgFloat2: {8, 8},
+	ArgFloat3: {16, 16},
+	ArgFloat4: {16, 16},
+	ArgUInt2:  {8, 8},
+	ArgUInt4:  {16, 16},
+	ArgHalf2:  {4, 4},
+	ArgHalf4:  {8, 8},
 }
 
 // ArgField is one member of an argument struct.
 type ArgField struct {
-	Name string // MSL member name (snake_case); the Go field is its CamelCase
+	Name string // MSL member name (snake_case)
 	Type ArgType
 }
 
@@ -124,20 +118,6 @@ func isIdent(s string) bool {
 	return true
 }
 
-// GoName is the Go type name of the struct: CamelCase of its MSL name.
-func (s *ArgStruct) GoName() string { return camel(s.Name) }
-
-func camel(snake string) string {
-	var b strings.Builder
-	for _, part := range strings.Split(snake, "_") {
-		if part == "" {
-			continue
-		}
-		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
-	}
-	return b.String()
-}
-
 // MSL is the struct's MSL definition, with each member's offset.
 func (s *ArgStruct) MSL() (string, error) {
 	l, err := s.Layout()
@@ -184,68 +164,4 @@ func scalarNames(s []graph.Scalar) []string {
 		out[i] = x.Name
 	}
 	return out
-}
-
-// goArgStruct emits the Go twin of s: the struct, its size and alignment,
-// an encoder writing the MSL layout, and (for scalar structs) a
-// constructor from a dispatch's scalars.
-func goArgStruct(f *jen.File, s *ArgStruct) error {
-	l, err := s.Layout()
-	if err != nil {
-		return err
-	}
-	name := s.GoName()
-	var fields []jen.Code
-	for _, fl := range l.Fields {
-		info := argTypes[fl.Type]
-		t := jen.Id(info.goElem)
-		if info.lanes > 1 {
-			t = jen.Index(jen.Lit(info.lanes)).Id(info.goElem)
-		}
-		comment := fmt.Sprintf("MSL %s at offset %d", fl.Type, fl.Offset)
-		if info.goElem == "uint16" {
-			comment += " (IEEE half bits)"
-		}
-		fields = append(fields, jen.Id(camel(fl.Name)).Add(t).Comment(comment))
-	}
-	f.Commentf("%s is the argument struct %s of kernels.metal: %d bytes, aligned to %d.", name, s.Name, l.Size, l.Align)
-	f.Type().Id(name).Struct(fields...)
-	f.Line()
-	f.Commentf("%sSize is the byte size of %s in MSL.", name, name)
-	f.Const().Id(name + "Size").Op("=").Lit(l.Size)
-	f.Line()
-
-	var body []jen.Code
-	body = append(body, jen.Id("_").Op("=").Id("dst").Index(jen.Id(name+"Size").Op("-").Lit(1)).Comment("one bounds check for the whole struct"))
-	for _, fl := range l.Fields {
-		info := argTypes[fl.Type]
-		for lane := 0; lane < info.lanes; lane++ {
-			off := fl.Offset + lane*info.laneBytes
-			v := jen.Id("a").Dot(camel(fl.Name))
-			if info.lanes > 1 {
-				v = v.Index(jen.Lit(lane))
-			}
-			switch info.goElem {
-			case "float32":
-				body = append(body, jen.Qual("encoding/binary", "LittleEndian").Dot("PutUint32").Call(jen.Id("dst").Index(jen.Lit(off).Op(":")), jen.Qual("math", "Float32bits").Call(v)))
-			case "uint32":
-				body = append(body, jen.Qual("encoding/binary", "LittleEndian").Dot("PutUint32").Call(jen.Id("dst").Index(jen.Lit(off).Op(":")), v))
-			case "int32":
-				body = append(body, jen.Qual("encoding/binary", "LittleEndian").Dot("PutUint32").Call(jen.Id("dst").Index(jen.Lit(off).Op(":")), jen.Uint32().Call(v)))
-			case "uint16":
-				body = append(body, jen.Qual("encoding/binary", "LittleEndian").Dot("PutUint16").Call(jen.Id("dst").Index(jen.Lit(off).Op(":")), v))
-			}
-		}
-	}
-	f.Commentf("Encode writes a in its MSL layout into dst[:%sSize]; padding bytes are left as they are.", name)
-	f.Func().Params(jen.Id("a").Op("*").Id(name)).Id("Encode").Params(jen.Id("dst").Index().Byte()).Block(body...)
-	f.Line()
-	f.Comment("Bytes returns a in its MSL layout.")
-	f.Func().Params(jen.Id("a").Op("*").Id(name)).Id("Bytes").Params().Index().Byte().Block(
-		jen.Id("b").Op(":=").Make(jen.Index().Byte(), jen.Id(name+"Size")),
-		jen.Id("a").Dot("Encode").Call(jen.Id("b")),
-		jen.Return(jen.Id("b")),
-	)
-	f.Line()
-	return nil
 }

@@ -3,18 +3,15 @@ package gen
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/dave/jennifer/jen"
-
+	"github.com/strata-llm/strata/artifact"
+	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/mslemu"
 )
 
@@ -113,108 +110,40 @@ func TestArgLayoutMatchesClang(t *testing.T) {
 	}
 }
 
-// The generated Go encoders write the MSL layout: compile them in a scratch
-// module, encode a distinct value per component, and compare each byte with
-// where Layout puts it.
-func TestGoEncoderWritesMSLLayout(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool on PATH")
-	}
-	structs := argStructsUnderTest()
-	f := jen.NewFile("main")
-	for _, s := range structs {
-		if err := goArgStruct(f, s); err != nil {
+// The artifact's encoder writes the MSL layout: each catalog struct, as the
+// artifact describes it, encodes a distinct value per member at the offset
+// Layout gives it (which clang confirms above), the padding zero.
+func TestEncodeArgsWritesMSLLayout(t *testing.T) {
+	for _, f := range Families() {
+		if f.Args == nil {
+			continue
+		}
+		l, err := f.Args.Layout()
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	var body []jen.Code
-	for si, s := range structs {
-		l, _ := s.Layout()
-		var fields []jen.Code
-		for fi, fl := range l.Fields {
-			info := argTypes[fl.Type]
-			var comps []jen.Code
-			for lane := 0; lane < info.lanes; lane++ {
-				comps = append(comps, componentValue(info.goElem, si, fi, lane))
-			}
-			v := comps[0]
-			if info.lanes > 1 {
-				v = jen.Index(jen.Lit(info.lanes)).Id(info.goElem).Values(comps...)
-			}
-			fields = append(fields, jen.Id(camel(fl.Name)).Op(":").Add(v))
+		as := artifact.ArgStruct{Family: f.Name, Name: f.Args.Name, Size: l.Size, Align: l.Align}
+		var scalars []graph.Scalar
+		want := make([]byte, l.Size)
+		for i, fl := range l.Fields {
+			as.Fields = append(as.Fields, artifact.ArgField{Name: fl.Name, Type: string(fl.Type), Offset: fl.Offset})
+			v := float64(i) + 1.5
+			scalars = append(scalars, graph.Scalar{Name: fl.Name, Value: v})
+			binary.LittleEndian.PutUint32(want[fl.Offset:], math.Float32bits(float32(v)))
 		}
-		body = append(body, jen.Block(
-			jen.Id("b").Op(":=").Qual("bytes", "Repeat").Call(jen.Index().Byte().Values(jen.Lit(0xAA)), jen.Id(s.GoName()+"Size")),
-			jen.Id("a"+fmt.Sprint(si)).Op(":=").Id(s.GoName()).Values(fields...),
-			jen.Id("a"+fmt.Sprint(si)).Dot("Encode").Call(jen.Id("b")),
-			jen.Qual("fmt", "Println").Call(jen.Qual("encoding/hex", "EncodeToString").Call(jen.Id("b"))),
-		))
-	}
-	f.Func().Id("main").Params().Block(body...)
-	var src bytes.Buffer
-	if err := f.Render(&src); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module argcheck\n\ngo 1.22\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), src.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goTool, "run", ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("running the generated encoders: %v\n%s\n%s", err, out, src.String())
-	}
-	lines := strings.Fields(string(out))
-	if len(lines) != len(structs) {
-		t.Fatalf("%d outputs for %d structs: %s", len(lines), len(structs), out)
-	}
-	for si, s := range structs {
-		l, _ := s.Layout()
-		want := bytes.Repeat([]byte{0xAA}, l.Size) // padding untouched
-		for fi, fl := range l.Fields {
-			info := argTypes[fl.Type]
-			for lane := 0; lane < info.lanes; lane++ {
-				putComponent(want[fl.Offset+lane*info.laneBytes:], info.goElem, si, fi, lane)
+		a := &artifact.Artifact{Name: "test", Args: []artifact.ArgStruct{as}}
+		got, err := a.EncodeArgs(f.Name, scalars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: encoded %x, MSL layout is %x", f.Args.Name, got, want)
+		}
+		if len(scalars) > 0 {
+			scalars[0].Name += "_wrong"
+			if _, err := a.EncodeArgs(f.Name, scalars); err == nil {
+				t.Errorf("%s: a misnamed scalar was encoded", f.Args.Name)
 			}
 		}
-		if got := lines[si]; got != hex.EncodeToString(want) {
-			t.Errorf("%s: encoder wrote\n %s\nMSL layout is\n %s", s.Name, got, hex.EncodeToString(want))
-		}
-	}
-}
-
-// componentValue is a value distinct per struct, field and lane, exact in
-// its Go type.
-func componentValue(elem string, si, fi, lane int) jen.Code {
-	n := si*1000 + fi*10 + lane + 1
-	switch elem {
-	case "float32":
-		return jen.Float32().Call(jen.Lit(float64(n) + 0.5))
-	case "uint16":
-		return jen.Uint16().Call(jen.Lit(n))
-	case "int32":
-		return jen.Int32().Call(jen.Lit(-n))
-	default:
-		return jen.Uint32().Call(jen.Lit(n))
-	}
-}
-
-func putComponent(dst []byte, elem string, si, fi, lane int) {
-	n := si*1000 + fi*10 + lane + 1
-	switch elem {
-	case "float32":
-		binary.LittleEndian.PutUint32(dst, math.Float32bits(float32(float64(n)+0.5)))
-	case "uint16":
-		binary.LittleEndian.PutUint16(dst, uint16(n))
-	case "int32":
-		binary.LittleEndian.PutUint32(dst, uint32(int32(-n)))
-	default:
-		binary.LittleEndian.PutUint32(dst, uint32(n))
 	}
 }

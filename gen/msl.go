@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
@@ -49,21 +50,12 @@ type BakedConst struct {
 	Comment string
 }
 
-// KernelBuffer is one buffer argument of a kernel.
-type KernelBuffer struct {
-	Slot  int
-	Name  string
-	Type  string // MSL element type
-	Space string // "device" or "constant"
-	Write bool   // written (not const)
-}
-
 // Kernel is one MSL kernel function.
 type Kernel struct {
 	Name    string
 	Family  *Family
-	Format  string         // storage format of its weight bindings, "" if none
-	Buffers []KernelBuffer // in slot order
+	Format  string            // storage format of its weight bindings, "" if none
+	Buffers []artifact.Buffer // in slot order, as the artifact lists them
 	// ArgsSlot is the slot of the argument struct (after the last buffer),
 	// -1 when the family has none.
 	ArgsSlot   int
@@ -352,7 +344,7 @@ func kernelOf(f *Family, d *graph.Dispatch, g *graph.Graph, index int) (*Kernel,
 		if !isIdent(a.Name) || reservedNames[a.Name] || (a.Name == graph.ParamsBuffer) != (i == 0) {
 			return nil, fmt.Errorf("binding %q at slot %d: bindings are identifiers, params is slot 0, and %v are taken", a.Name, i, sortedKeys(reservedNames))
 		}
-		kb := KernelBuffer{Slot: i, Name: a.Name, Type: f.elemType(a.Name), Space: "device", Write: a.Access != graph.Read}
+		kb := artifact.Buffer{Slot: i, Name: a.Name, Type: f.elemType(a.Name), Space: "device", Write: a.Access != graph.Read}
 		if a.Name == graph.ParamsBuffer {
 			if a.Access != graph.Read || a.Buffer != BufParams {
 				return nil, fmt.Errorf("params binding must read the params buffer")

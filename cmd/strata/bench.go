@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/spec"
 	"github.com/strata-llm/strata/runtime/stream"
@@ -68,6 +68,7 @@ type benchRun struct {
 
 func benchCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", "[--hf DIR | --gguf FILE] [-p N] [-n N] [-r N] [--backend LIST] [--spec LIST] [--arena-experts LIST]", benchAbout, stderr)
+	arts := addArtifactsFlag(fs)
 	hf := fs.String("hf", "", "HF checkpoint `directory`")
 	ggufPath := fs.String("gguf", "", "GGUF model `file` (experts through FILE.experts when present)")
 	promptLen := fs.Int("p", 64, "prompt tokens (pp), pseudo-random from --seed unless --tokens is given")
@@ -140,7 +141,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if c.arena > 0 {
 			opt.ArenaGB = 0 // this configuration's --arena-experts value
 		}
-		l, err := openModel(*hf, *ggufPath, opt)
+		l, err := openModelIn(*arts, *hf, *ggufPath, opt)
 		if err != nil {
 			return fmt.Errorf("configuration %s: %w", c.label(nil), err)
 		}

@@ -170,6 +170,7 @@ func writeGGUF(out string, c *models.Config, src convert.Source, opt convert.Opt
 	if rep.ExpertBytes > 0 {
 		fmt.Fprintf(stdout, "one routed expert (gate+up+down): %d bytes\n", rep.ExpertBytes)
 	}
+	noteArtifact(stderr, out)
 	if _, err := os.Stat(pack.Path(out)); err == nil {
 		fmt.Fprintf(stderr, "note: %s belongs to the file this one replaced; run strata pack %s\n", pack.Path(out), out)
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -9,17 +9,20 @@ import (
 
 const tinyK512 = "../../testdata/oracles/tiny-k512"
 
-// convert → pack → run: the GGUF (experts through the pack) decodes the
-// reference greedy continuation of a passthrough conversion exactly, and
-// pack --verify accepts the pack.
+// convert → pack → stratagen generate --gguf → run: the GGUF (experts
+// through the pack) decodes the reference greedy continuation of a
+// passthrough conversion exactly, and pack --verify accepts the pack. Until
+// its artifact is generated, run refuses naming the command.
 func TestConvertPackRun(t *testing.T) {
+	defer noGenerate()()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "k512.gguf")
 	stdout, stderr, status := runStrata(t, "convert", "--hf", tinyK512, "-o", out)
 	if status != 0 {
 		t.Fatalf("convert: status %d: %s", status, stderr)
 	}
-	if !strings.Contains(stdout, "wrote "+out) || !strings.Contains(stdout, "bytes") || !strings.Contains(stderr, "100%") {
+	if !strings.Contains(stdout, "wrote "+out) || !strings.Contains(stdout, "bytes") || !strings.Contains(stderr, "100%") ||
+		!strings.Contains(stderr, "next: stratagen generate --gguf "+out) {
 		t.Errorf("convert output: %q / %q", stdout, stderr)
 	}
 	if _, stderr, status = runStrata(t, "pack", out); status != 0 {
@@ -29,6 +32,11 @@ func TestConvertPackRun(t *testing.T) {
 		t.Fatalf("pack --verify: status %d: %s %s", status, stdout, stderr)
 	}
 	greedy := refInts(t, tinyK512, "greedy_tokens")
+	_, stderr, status = runStrata(t, "run", "--gguf", out, "--tokens", "1", "-n", "1")
+	if status != 1 || !strings.Contains(stderr, "no generated artifact for tiny-k512") || !strings.Contains(stderr, "run  stratagen generate --gguf "+out) {
+		t.Fatalf("run without the artifact: status %d, stderr %q", status, stderr)
+	}
+	stratagenGGUF(t, out)
 	stdout, stderr, status = runStrata(t, "run", "--gguf", out, "--tokens", joinInts(greedy[:16], ","), "-n", "32")
 	if status != 0 {
 		t.Fatalf("run --gguf: status %d: %s", status, stderr)

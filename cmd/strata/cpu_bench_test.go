@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
+	strata "github.com/strata-llm/strata/runtime/load"
 )
 
 // BenchmarkCPU is strata bench's path (benchOnce) as a go benchmark, for

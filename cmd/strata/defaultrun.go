@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/strata-llm/strata"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/tokenizer"
 )
 

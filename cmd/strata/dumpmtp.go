@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/strata-llm/strata"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/safetensors"
 )
 

@@ -4,10 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 )
@@ -42,20 +44,21 @@ func graphCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 const graphAuditAbout = `
-Builds the window graph of a model for windows of T rows, as stratagen does
-(prefill shapes, T > windows.max_decode_rows, compute last-row logits), and
-prints its audit: dispatches, barriers placed by the passes, the naive count
+Prints the audit of one window graph of a model's generated artifact (the
+graph strata runs; prefill shapes, T > windows.max_decode_rows, compute
+last-row logits): dispatches, barriers placed by the passes, the naive count
 (one per dispatch) and the lower bound (the dependency depth: the fewest
 barriers any order needs), host points, declared bytes read and written, the
 critical path and the ICB replay plan, per layer ("other": embedding and head)
 and in total. --json prints one JSON object with the same numbers.
 
-NAME is a model folder under models/ (the configs are built in), or a path to
-a model.toml.`
+NAME is a model whose artifact is compiled in (` + "`strata graph audit --model tiny-go --rows 1`" + `),
+or the path of an artifact folder (generated/<model>/artifact, or one stratagen
+generate --gguf/--hf wrote) or of a generated/<model> folder.`
 
 func graphAuditCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("graph audit", "--model NAME --rows T [--json] [--mtp]", graphAuditAbout, stderr)
-	model := fs.String("model", "", "model `name` (a folder under models/: "+strings.Join(models.EmbeddedNames(), ", ")+") or a model.toml path")
+	model := fs.String("model", "", "model `name` (compiled in: "+strings.Join(artifact.Names(), ", ")+") or an artifact folder")
 	rows := fs.Int("rows", 0, "window shape: rows `T` per window (≥ 1)")
 	asJSON := fs.Bool("json", false, "print the audit as JSON")
 	mtp := fs.Bool("mtp", false, "audit the MTP draft head's graph instead of the trunk window")
@@ -63,31 +66,29 @@ func graphAuditCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *model == "" {
-		return usagef("--model is required (one of %s)", strings.Join(models.EmbeddedNames(), ", "))
+		return usagef("--model is required (compiled in: %s, or an artifact folder)", strings.Join(artifact.Names(), ", "))
 	}
 	if *rows < 1 {
 		return usagef("--rows must be ≥ 1, got %d", *rows)
 	}
-	c, err := loadModel(*model)
+	a, err := artifactOf(*model)
 	if err != nil {
 		return err
 	}
-	graphs, err := gen.Windows(c, false, *rows)
-	if err != nil {
-		return err
-	}
-	var g *graph.Graph
-	for _, x := range graphs {
-		if x.Rows == *rows && (x.Kind == graph.KindMTP) == *mtp {
-			g = x
+	kind := graph.KindTrunk
+	if *mtp {
+		kind = graph.KindMTP
+		if len(a.Shapes(kind)) == 0 {
+			return fmt.Errorf("model %s has no MTP head", a.Name)
 		}
 	}
-	if g == nil {
-		return fmt.Errorf("model %s has no MTP head", c.Name)
+	g, err := a.Graph(kind, *rows)
+	if err != nil {
+		return err
 	}
-	a := graph.NewAudit(g)
+	au := graph.NewAudit(g)
 	if *asJSON {
-		j, err := a.JSON()
+		j, err := au.JSON()
 		if err != nil {
 			return err
 		}
@@ -96,7 +97,31 @@ func graphAuditCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	return a.WriteText(stdout)
+	return au.WriteText(stdout)
+}
+
+// artifactOf is the compiled-in artifact called nameOrPath, or the one in
+// the folder it names (an artifact folder or a generated/<model> folder).
+func artifactOf(nameOrPath string) (*artifact.Artifact, error) {
+	if !strings.ContainsAny(nameOrPath, `/\`) {
+		if slices.Contains(artifact.Names(), nameOrPath) {
+			return artifact.Lookup(nameOrPath)
+		}
+		if _, err := os.Stat(nameOrPath); err != nil {
+			return nil, usagef("--model: no model %q is compiled in (%s); give an artifact folder (stratagen generate writes one)", nameOrPath, strings.Join(artifact.Names(), ", "))
+		}
+	}
+	dir := nameOrPath
+	if _, err := os.Stat(filepath.Join(dir, artifact.ManifestFile)); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, "artifact", artifact.ManifestFile)); err == nil {
+			dir = filepath.Join(dir, "artifact")
+		}
+	}
+	a, err := artifact.Load(os.DirFS(dir))
+	if err != nil {
+		return nil, fmt.Errorf("--model %s: %w", nameOrPath, err)
+	}
+	return a, nil
 }
 
 // loadModel reads a model config by built-in name, or from a path when the

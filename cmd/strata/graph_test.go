@@ -11,7 +11,7 @@ import (
 // strata graph audit --json prints the audit stratagen checked in for the
 // same shape, with the documented fields.
 func TestGraphAuditJSON(t *testing.T) {
-	out, errText, status := runStrata(t, "graph", "audit", "--model", "tiny-a", "--rows", "4", "--json")
+	out, errText, status := runStrata(t, "graph", "audit", "--model", "../../generated/tiny-a", "--rows", "4", "--json")
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errText)
 	}
@@ -53,7 +53,7 @@ func TestGraphAuditJSON(t *testing.T) {
 }
 
 func TestGraphAuditText(t *testing.T) {
-	for _, model := range []string{"tiny-a", "../../models/tiny-a/model.toml"} {
+	for _, model := range []string{"../../generated/tiny-a/artifact", "../../generated/tiny-a"} {
 		out, errText, status := runStrata(t, "graph", "audit", "--model", model, "--rows", "1")
 		if status != 0 {
 			t.Fatalf("%s: status %d: %s", model, status, errText)
@@ -75,11 +75,12 @@ func TestGraphAuditUsage(t *testing.T) {
 		{[]string{"graph"}, 2, "expected a subcommand"},
 		{[]string{"graph", "draw"}, 2, `unknown subcommand "draw"`},
 		{[]string{"graph", "audit", "--rows", "1"}, 2, "--model is required"},
-		{[]string{"graph", "audit", "--model", "tiny-a"}, 2, "--rows must be ≥ 1"},
-		{[]string{"graph", "audit", "--model", "no-such", "--rows", "1"}, 2, `no model "no-such"`},
-		{[]string{"graph", "audit", "--model", "tiny-a", "--rows", "1", "extra"}, 2, "unexpected argument"},
-		{[]string{"graph", "audit", "--model", "tiny-a", "--rows", "1", "--mtp"}, 1, "no MTP head"},
-		{[]string{"graph", "audit", "--model", "/no/such/model.toml", "--rows", "1"}, 1, "/no/such/model.toml"},
+		{[]string{"graph", "audit", "--model", "tiny-go"}, 2, "--rows must be ≥ 1"},
+		{[]string{"graph", "audit", "--model", "no-such", "--rows", "1"}, 2, `no model "no-such" is compiled in`},
+		{[]string{"graph", "audit", "--model", "tiny-go", "--rows", "1", "extra"}, 2, "unexpected argument"},
+		{[]string{"graph", "audit", "--model", "../../generated/tiny-a", "--rows", "1", "--mtp"}, 1, "no MTP head"},
+		{[]string{"graph", "audit", "--model", "tiny-go", "--rows", "5"}, 1, "no trunk graph of 5 rows"},
+		{[]string{"graph", "audit", "--model", "/no/such/artifact", "--rows", "1"}, 1, "/no/such/artifact"},
 		{[]string{"graph", "audit", "--help"}, 0, "--model NAME --rows T"},
 	}
 	for _, c := range cases {

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/convert"
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/eval"
 	"github.com/strata-llm/strata/runtime/imatrix"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/outfile"
 )
 
@@ -42,6 +42,7 @@ Examples:
 
 func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("imatrix", "[--hf DIR | --gguf FILE] -f FILE [FILE …] -o OUT [--ctx N] [--chunks N]", imatrixAbout, stderr)
+	arts := addArtifactsFlag(fs)
 	var files fileList
 	fs.Var(&files, "f", "text `file` to run over (repeat, or list more files after the flags: one document each)")
 	hf := fs.String("hf", "", "HF checkpoint `directory` (default: the embedded tiny-go)")
@@ -77,7 +78,7 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := strata.HFOptions{PrefillRows: *ctx, AllLogits: true, Context: *ctx, History: "-", Backend: strata.BackendCPU,
 		Warn: warner(stderr)}
-	l, err := openModel(*hf, *ggufPath, opt)
+	l, err := openModelIn(*arts, *hf, *ggufPath, opt)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/strata-llm/strata"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/pack"
 )

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/eval"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/stream"
 )
@@ -57,6 +57,7 @@ func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
 
 func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("perplexity", "[--hf DIR | --gguf FILE] -f FILE [FILE …] [--ctx N] [--kl-base F]", perplexityAbout, stderr)
+	arts := addArtifactsFlag(fs)
 	var files fileList
 	fs.Var(&files, "f", "text `file` to score (repeat, or list more files after the flags: one document each)")
 	hf := fs.String("hf", "", "HF checkpoint `directory` (default: the embedded tiny-go)")
@@ -125,7 +126,7 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	opt := strata.HFOptions{PrefillRows: *batch, AllLogits: true, Context: max(*ctx, 0), ArenaExperts: *arena, History: *history,
 		Stream: stream.Options{Threads: *ioThreads, Trace: *stats}, Backend: *backend, MoCE: *moce, MoCELambda: *moceLambda, MoCEMaxRank: *moceMaxRank,
 		Warn: warner(stderr)}
-	l, err := openModel(*hf, *ggufPath, opt)
+	l, err := openModelIn(*arts, *hf, *ggufPath, opt)
 	if err != nil {
 		return err
 	}

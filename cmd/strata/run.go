@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/cuda"
 	"github.com/strata-llm/strata/runtime/engine"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
@@ -75,6 +75,7 @@ type runFlags struct {
 	dumpMTP, noMTPDraft, stats, copyWeights, icb                       bool
 	keepAlive                                                          time.Duration
 	sf                                                                 *samplingFlags
+	arts                                                               *dirList
 	tf                                                                 *textFlags
 	stf                                                                *streamFlags
 }
@@ -111,7 +112,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		packIO, _ = r.(interface{ IOPath() string })
 		return r
 	}
-	l, err := openModel(f.hf, f.ggufPath, opt)
+	l, err := openModelIn(*f.arts, f.hf, f.ggufPath, opt)
 	if err != nil {
 		return err
 	}
@@ -198,6 +199,7 @@ func (f *runFlags) prompt(txt *textRun) ([]int, error) {
 func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
 	f := &runFlags{}
+	f.arts = addArtifactsFlag(fs)
 	fs.StringVar(&f.hf, "hf", "", "HF checkpoint `directory` (config.json + model.safetensors or a sharded index)")
 	fs.StringVar(&f.ggufPath, "gguf", "", "GGUF model `file` (strata convert or synth, or a llama.cpp qwen3next file; experts through FILE.experts when present)")
 	fs.StringVar(&f.tokens, "tokens", "", "prompt token `ids`, comma-separated (default: the default model's reference prompt)")

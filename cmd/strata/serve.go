@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/serve"
 	"github.com/strata-llm/strata/runtime/stream"
 	"github.com/strata-llm/strata/runtime/text"
@@ -60,6 +60,7 @@ var serveSignal = func() (context.Context, context.CancelFunc) {
 
 func serveCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "[--gguf FILE | --hf DIR] [--host 127.0.0.1] [--port 8080] [--queue N]", serveAbout, stderr)
+	arts := addArtifactsFlag(fs)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json, model.safetensors, tokenizer.json)")
 	ggufPath := fs.String("gguf", "", "GGUF model `file` (with its tokenizer metadata)")
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
@@ -131,7 +132,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	defer ln.Close()
 
 	start := time.Now()
-	l, err := openModel(*hf, *ggufPath, strata.HFOptions{PrefillRows: *prefill, Context: *ctxLen, ArenaExperts: *arena,
+	l, err := openModelIn(*arts, *hf, *ggufPath, strata.HFOptions{PrefillRows: *prefill, Context: *ctxLen, ArenaExperts: *arena,
 		Stream: stream.Options{Threads: *ioThreads}, Backend: *backend, Threads: *threads,
 		Warn: func(err error) { fmt.Fprintf(stderr, "strata: warning: %v\n", err) }})
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/spec"
 )
 

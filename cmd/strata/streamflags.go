@@ -6,7 +6,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/strata-llm/strata"
+	strata "github.com/strata-llm/strata/runtime/load"
 )
 
 // streamFlags are the expert-streaming flags run and bench share: the

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/sample"
 	"github.com/strata-llm/strata/runtime/text"
 	"github.com/strata-llm/strata/runtime/tokenizer"
@@ -143,27 +142,10 @@ func loadText(tokPath, hf, ggufPath string) (*text.Model, error) {
 	return defaultText()
 }
 
-// defaultText is the embedded default model's tokenizer, when it has one.
+// defaultText is the embedded default model's tokenizer, read where it lies
+// in the binary.
 func defaultText() (*text.Model, error) {
-	dir, err := os.MkdirTemp("", "strata-text-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "generation_config.json", "config.json"} {
-		data, err := strata.DefaultModelFile(name)
-		if err != nil {
-			continue // not embedded
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return nil, err
-		}
-	}
-	m, err := text.FromHF(dir)
-	if errors.Is(err, text.ErrNoTokenizer) {
-		return nil, fmt.Errorf("the default model: %w", text.ErrNoTokenizer)
-	}
-	return m, err
+	return text.FromFS(strata.DefaultModelFS(), "the default model")
 }
 
 // run generates from the text prompt, or holds the chat.

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/strata-llm/strata"
+	strata "github.com/strata-llm/strata/runtime/load"
 )
 
 // printWeightTable writes the loaded model's weights per class and format

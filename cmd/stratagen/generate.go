@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
 	"io"
 	"maps"
@@ -11,47 +9,87 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/artifact"
 )
 
 func init() {
 	commands["generate"] = command{
-		summary: "write a model's window graphs, MSL kernels and Go bindings under generated/<model>/",
+		summary: "generate a model's artifact (window graphs, MSL kernels, layouts): for a model.toml under generated/<model>/, or for a --gguf/--hf model beside it",
 		help:    generateHelp,
 		run:     runGenerate,
 	}
 }
 
 const generateHelp = `Usage: stratagen generate [--out DIR] path/to/model.toml
+       stratagen generate (--gguf FILE | --hf DIR) [--context N] [--prefill-rows N] [--moce ...] [--out DIR]
 
-Builds the window graph of every window shape the model config asks for
-(decode windows of 1 … windows.max_decode_rows rows, and the prefill chunk of
-windows.prefill_rows rows, which computes the last row's logits only) and
-writes each as deterministic gzipped JSON to DIR/<model>/window-T<rows>.json.gz
-(no name or time in the gzip header, so the bytes depend only on the graph), with
-the barrier audit of every graph in DIR/<model>/audit.txt and audit.json (see
-strata graph audit), the MSL of every kernel the graphs dispatch in
-DIR/<model>/kernels.metal, and DIR/<model>/bindings.go, the Go package that
-embeds them and registers the model with runtime/artifact. Files are written atomically; files of shapes the config
-no longer asks for are removed. Run through go generate from the model's
-folder.
+Generates a model's artifact (gen.Generate): the window graph of every
+window shape the config asks for (decode windows of 1 … windows.max_decode_rows
+rows, and the prefill chunk of windows.prefill_rows rows, twice: last-row
+logits, and every row's for --dump-logits and perplexity), the MTP head's,
+kernels.metal with every kernel they dispatch, and manifest.json: the kernels,
+function constants, pipelines, argument-struct layouts, buffers, params
+header, every tensor's storage format, the config, and its content key, which
+is how strata finds the artifact for a model (docs/artifact.md). Graphs are
+deterministic gzipped JSON (no name or time in the gzip header). The folder
+is written into place whole, or not at all.
+
+With a model.toml (run by go generate from models/<model>/) it writes
+DIR/<model>/artifact/, DIR/<model>/bindings.go (the Go package that embeds the
+artifact and registers it, so programs importing it need no files) and the
+barrier audit of every graph in DIR/<model>/audit.txt and audit.json (see
+strata graph audit).
+
+With --gguf or --hf it generates for that model file as strata opens it:
+its config (an HF config.json; a GGUF's embedded strata.config, or a
+llama.cpp file's qwen3next metadata) with the formats its tensors really
+hold, and the run's --context, --prefill-rows and MoCE knobs, which change
+the graphs (give strata run the same ones). It writes FILE.artifact/ beside
+a GGUF and DIR/artifact/ inside an HF directory, where strata run looks, or
+--out DIR (then run strata with --artifacts DIR).
 
 Flags:
-  --out DIR   the generated/ folder (default: generated, beside models/)
+  --out DIR           model.toml: the generated/ folder (default: generated,
+                      beside models/); --gguf/--hf: the artifact folder
+  --gguf FILE         a GGUF model
+  --hf DIR            an HF checkpoint directory
+  --context N         KV-cache length (default: the model's)
+  --prefill-rows N    rows per prefill window (default: the model's)
+  --moce              cache-aware routing, with the config's knobs or:
+  --moce-lambda X     the non-resident experts' probability scale λ
+  --moce-max-rank N   the deepest rank a resident expert may come from (-1: uncapped)
 
-Example:
+Examples:
   stratagen generate --out generated models/tiny-a/model.toml
+  stratagen generate --gguf model.gguf --context 8192
 `
 
 func runGenerate(args []string, stdout io.Writer) error {
 	fs := newSilentFlagSet("generate")
 	out := fs.String("out", "", "")
+	ggufPath := fs.String("gguf", "", "")
+	hf := fs.String("hf", "", "")
+	context := fs.Int("context", 0, "")
+	prefill := fs.Int("prefill-rows", 0, "")
+	moce := fs.Bool("moce", false, "")
+	moceLambda := fs.Float64("moce-lambda", 0, "")
+	moceMaxRank := fs.Int("moce-max-rank", 0, "")
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	if *ggufPath != "" || *hf != "" {
+		if len(positional) != 0 || (*ggufPath != "" && *hf != "") {
+			return usagef("expected one of --gguf FILE or --hf DIR and no model.toml")
+		}
+		return generateForModel(modelSpec{gguf: *ggufPath, hf: *hf, out: *out, context: *context, prefill: *prefill,
+			moce: *moce, moceLambda: *moceLambda, moceMaxRank: *moceMaxRank}, stdout)
+	}
+	if *context != 0 || *prefill != 0 || *moce {
+		return usagef("--context, --prefill-rows and --moce go with --gguf or --hf (a model.toml says them itself)")
 	}
 	if len(positional) != 1 {
 		return usagef("expected exactly one model.toml path, got %d arguments", len(positional))
@@ -67,13 +105,16 @@ func runGenerate(args []string, stdout io.Writer) error {
 		}
 		*out = filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(abs))), "generated")
 	}
-	files, err := GenerateFiles(c)
+	a, files, err := GenerateFiles(c)
 	if err != nil {
 		return err
 	}
 	dir := filepath.Join(*out, c.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if err := a.Write(filepath.Join(dir, gen.ArtifactDir)); err != nil {
+		return err
 	}
 	names := make([]string, 0, len(files))
 	for name := range files {
@@ -85,83 +126,43 @@ func runGenerate(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	// Stale window files would be loaded as if current.
+	// Files of the layout before the artifact folder.
 	old, _ := filepath.Glob(filepath.Join(dir, "*-T*.json*"))
-	for _, path := range old {
-		if _, keep := files[filepath.Base(path)]; !keep {
-			if err := os.Remove(path); err != nil {
-				return fmt.Errorf("removing stale %s: %w", path, err)
-			}
+	for _, path := range append(old, filepath.Join(dir, artifact.KernelsFile)) {
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("removing stale %s: %w", path, err)
 		}
 	}
-	fmt.Fprintf(stdout, "stratagen: %s: %d files in %s (%s)\n", c.Name, len(names), dir, strings.Join(names, ", "))
+	fmt.Fprintf(stdout, "stratagen: %s: %s/ (%d graphs, key %s) and %s in %s\n", c.Name, gen.ArtifactDir, len(a.Graphs), artifact.ShortKey(a.Key), strings.Join(names, ", "), dir)
 	return nil
 }
 
-// graphFile names a graph's artifact: window-T<rows>.json.gz for the trunk,
-// mtp-T<rows>.json.gz for the MTP draft head.
-func graphFile(g *graph.Graph) string {
-	return artifact.GraphFile(g.Kind, g.Rows)
-}
-
-// gzipped compresses data deterministically: a fixed header (no name, zero
-// time) and the best compression. The graphs are ~25× smaller so, which
-// keeps the checked-in tree small (the big models' graphs were 24 MB).
-func gzipped(data []byte) ([]byte, error) {
-	var b bytes.Buffer
-	w, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+// GenerateFiles is the artifact of a model.toml's config and the files of
+// generated/<model> beside its folder: bindings.go and the audits.
+func GenerateFiles(c *models.Config) (*artifact.Artifact, map[string][]byte, error) {
+	a, err := gen.Generate(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := w.Write(data); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
-// GenerateFiles is every artifact of a model, by file name.
-func GenerateFiles(c *models.Config) (map[string][]byte, error) {
-	graphs, err := gen.Windows(c, false)
-	if err != nil {
-		return nil, err
-	}
-	files := map[string][]byte{}
-	for _, g := range graphs {
-		j, err := g.JSON()
+	var graphs []*graph.Graph // the audits cover the plain graphs, in order
+	for _, ref := range a.Graphs {
+		if ref.AllLogits {
+			continue
+		}
+		g, err := a.Graph(ref.Kind, ref.Rows)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if files[graphFile(g)], err = gzipped(j); err != nil {
-			return nil, err
-		}
+		graphs = append(graphs, g)
 	}
-	audits, err := auditFiles(graphs)
+	files, err := auditFiles(graphs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	maps.Copy(files, audits)
-	// The kernels every graph dispatches, and the Go package that embeds
-	// them with the graphs.
-	lib, err := gen.BuildLibrary(c, graphs)
+	bindings, err := gen.Bindings(c.Name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	src, err := lib.MSL()
-	if err != nil {
-		return nil, err
-	}
-	files["kernels.metal"] = src
-	var graphNames []string
-	for _, g := range graphs {
-		graphNames = append(graphNames, graphFile(g))
-	}
-	bindings, err := lib.Bindings(c, graphs, graphNames)
-	if err != nil {
-		return nil, err
-	}
-	files["bindings.go"] = bindings
-	return files, nil
+	maps.Copy(files, map[string][]byte{"bindings.go": bindings})
+	return a, files, nil
 }

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
 )
 
@@ -23,16 +25,26 @@ func TestGeneratedIsCurrent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files, err := GenerateFiles(c)
+		a, files, err := GenerateFiles(c)
 		if err != nil {
 			t.Fatal(err)
 		}
+		enc, err := a.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, b := range enc {
+			files[filepath.Join(gen.ArtifactDir, n)] = b
+		}
+		files[gen.ArtifactDir] = nil // the folder itself
 		dir := filepath.Join("../../generated", c.Name)
 		onDisk, _ := filepath.Glob(filepath.Join(dir, "*"))
+		inner, _ := filepath.Glob(filepath.Join(dir, gen.ArtifactDir, "*"))
 		var names []string
-		for _, p := range onDisk {
-			names = append(names, filepath.Base(p))
+		for _, p := range append(onDisk, inner...) {
+			names = append(names, strings.TrimPrefix(p, dir+string(filepath.Separator)))
 		}
+		sort.Strings(names)
 		var want []string
 		for n := range files {
 			want = append(want, n)
@@ -43,6 +55,9 @@ func TestGeneratedIsCurrent(t *testing.T) {
 			continue
 		}
 		for n, data := range files {
+			if n == gen.ArtifactDir {
+				continue
+			}
 			got, err := os.ReadFile(filepath.Join(dir, n))
 			if err != nil {
 				t.Fatal(err)
@@ -70,9 +85,9 @@ func TestGenerateWritesAndPrunes(t *testing.T) {
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Error("a stale window graph survived")
 	}
-	got, _ := filepath.Glob(filepath.Join(out, "tiny-a", "window-T*.json.gz"))
-	if len(got) != 5 {
-		t.Errorf("%d window graphs written, want 5 (T = 1..4 and 16)", len(got))
+	got, _ := filepath.Glob(filepath.Join(out, "tiny-a", "artifact", "window-T*.json.gz"))
+	if len(got) != 6 {
+		t.Errorf("%d window graphs written, want 6 (T = 1..4, 16 and 16 with every row's logits): %v", len(got), got)
 	}
 	if status := run([]string{"generate", "--out", out, "no/such/model.toml"}, &stdout, &stderr); status != 1 {
 		t.Errorf("a missing model.toml gave status %d, want 1", status)

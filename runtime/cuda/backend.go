@@ -22,8 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/backend"
 )
 
@@ -102,7 +102,7 @@ type Backend struct {
 	nv      *nvrtc
 	ctx     uintptr
 	dev     int32
-	model   *artifact.Model
+	model   *artifact.Artifact
 	opt     Options
 	info    DeviceInfo
 	headers map[string][]byte
@@ -149,12 +149,9 @@ func Available() error {
 
 // New opens GPU 0 for model m. A model whose graphs dispatch kernels
 // kernels.metal lacks is refused.
-func New(m *artifact.Model, opt Options) (*Backend, error) {
+func New(m *artifact.Artifact, opt Options) (*Backend, error) {
 	if len(m.Missing) > 0 {
 		return nil, fmt.Errorf("cuda: model %s: kernels.metal lacks kernels its graphs dispatch: %v", m.Name, m.Missing)
-	}
-	if m.EncodeArgs == nil {
-		return nil, fmt.Errorf("cuda: model %s has no argument-struct encoder", m.Name)
 	}
 	if err := Available(); err != nil {
 		return nil, err
@@ -215,7 +212,7 @@ func New(m *artifact.Model, opt Options) (*Backend, error) {
 func (b *Backend) Info() DeviceInfo { return b.info }
 
 // Model is the generated model the backend runs.
-func (b *Backend) Model() *artifact.Model { return b.model }
+func (b *Backend) Model() *artifact.Artifact { return b.model }
 
 // Programs are the programs compiled so far, in order.
 func (b *Backend) Programs() []*Program {

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/artifact"
 )
 
 // ClangCheck type-checks the CUDA rendering of m's kernels.metal with the
@@ -18,7 +18,7 @@ import (
 // translation unit with a wrapper for every kernel, each specialized with
 // the constants of its first pipeline. It returns how many kernels the unit wraps. NVRTC on a
 // GPU machine remains the compiler of record.
-func ClangCheck(m *artifact.Model, clang string) (int, error) {
+func ClangCheck(m *artifact.Artifact, clang string) (int, error) {
 	src, err := m.Source()
 	if err != nil {
 		return 0, err

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/artifact"
 )
 
 // TestPlaceHostPoints: a host point signals right after its router and the
@@ -35,7 +35,7 @@ func TestPlaceHostPoints(t *testing.T) {
 // marked undefined (its default applies), bools render as C++ bools, and a
 // value that does not fit its type is refused.
 func TestConstantsRendering(t *testing.T) {
-	m := &artifact.Model{Name: "m", Constants: []artifact.FunctionConstant{
+	m := &artifact.Artifact{Name: "m", Constants: []artifact.FunctionConstant{
 		{Index: 0, Name: "grid_offset_x", Type: artifact.UInt, Optional: true},
 		{Index: 100, Family: "embed", Name: "rows", Type: artifact.UInt},
 		{Index: 101, Family: "embed", Name: "dim", Type: artifact.UInt},

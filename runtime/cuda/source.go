@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/artifact"
 )
 
 // prelude/ holds metal_stdlib, the CUDA prelude that gives Metal's names
@@ -109,7 +109,7 @@ func isIdentByte(c byte) bool {
 // kernels.metal (which includes the prelude), then the __global__ wrapper
 // of kernel k. maxThreads bounds the threadgroups it is launched with
 // (__launch_bounds__).
-func pipelineSource(m *artifact.Model, k *artifact.Kernel, values map[int]int64, maxThreads int) ([]byte, error) {
+func pipelineSource(m *artifact.Artifact, k *artifact.Kernel, values map[int]int64, maxThreads int) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// Pipeline %s of model %s, written by runtime/cuda from its kernel metadata.\n", k.Name, m.Name)
 	if err := writeConstants(&b, m, values); err != nil {
@@ -124,7 +124,7 @@ func pipelineSource(m *artifact.Model, k *artifact.Kernel, values map[int]int64,
 
 // writeConstants defines every function constant's value macro and its
 // defined flag.
-func writeConstants(b *bytes.Buffer, m *artifact.Model, values map[int]int64) error {
+func writeConstants(b *bytes.Buffer, m *artifact.Artifact, values map[int]int64) error {
 	for _, c := range m.Constants {
 		ident, _ := constIdent(c)
 		if !isIdent(ident) {
@@ -163,7 +163,7 @@ func writeConstants(b *bytes.Buffer, m *artifact.Model, values map[int]int64) er
 // writeWrapper writes kernel k's __global__ wrapper, from its metadata: a
 // parameter per buffer slot, typed as the metadata says (const where the
 // kernel only reads), and the argument struct by value.
-func writeWrapper(b *bytes.Buffer, m *artifact.Model, k *artifact.Kernel, name string, maxThreads int) error {
+func writeWrapper(b *bytes.Buffer, m *artifact.Artifact, k *artifact.Kernel, name string, maxThreads int) error {
 	var params, args []string
 	for slot, buf := range k.Buffers {
 		if buf.Slot != slot {
@@ -225,7 +225,7 @@ func isIdent(s string) bool {
 // m.Pipelines lists for it) with NVRTC for compute capability major.minor,
 // no GPU needed, and returns how many kernels it compiled. Where libnvrtc
 // is installed this checks the prelude against a model's kernels.metal.
-func CompileAll(m *artifact.Model, major, minor int) (int, error) {
+func CompileAll(m *artifact.Artifact, major, minor int) (int, error) {
 	n, err := loadNVRTC()
 	if err != nil {
 		return 0, err
@@ -272,7 +272,7 @@ type kernelPipeline struct {
 
 // firstPipelines is every kernel m's pipelines use, in their order, each
 // with its first pipeline.
-func firstPipelines(m *artifact.Model) ([]kernelPipeline, error) {
+func firstPipelines(m *artifact.Artifact) ([]kernelPipeline, error) {
 	var out []kernelPipeline
 	seen := map[string]bool{}
 	for _, p := range m.Pipelines {

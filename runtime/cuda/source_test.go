@@ -3,12 +3,12 @@ package cuda
 import (
 	"testing"
 
+	"github.com/strata-llm/strata/artifact"
 	_ "github.com/strata-llm/strata/generated/q4-a"
 	_ "github.com/strata-llm/strata/generated/qwen3-next-80b-a3b"
 	_ "github.com/strata-llm/strata/generated/qwen38-flash-next"
 	_ "github.com/strata-llm/strata/generated/tiny-a"
 	_ "github.com/strata-llm/strata/generated/tiny-k512"
-	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/mslemu"
 )
 

@@ -5,27 +5,24 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/artifact"
 )
 
 // KernelsFrom builds the backend's Kernels from a generated model
-// (generated/<model>/bindings.go registers it with runtime/artifact):
+// (generated/<model>/bindings.go registers it with artifact):
 // kernels.metal; dispatches resolved through the model's function-constant
 // table (a block per family, the grid offsets shared), each checked against
 // its kernel's buffer table (the slot of every binding, the argument
 // struct's slot and size); argument structs from the generated encoders. A
 // model whose graphs dispatch kernels that kernels.metal lacks is refused.
-func KernelsFrom(m *artifact.Model) (Kernels, error) {
+func KernelsFrom(m *artifact.Artifact) (Kernels, error) {
 	if len(m.Missing) > 0 {
 		return Kernels{}, fmt.Errorf("model %s: kernels.metal lacks kernels its graphs dispatch: %s", m.Name, strings.Join(m.Missing, "; "))
 	}
 	src, err := m.Source()
 	if err != nil {
 		return Kernels{}, err
-	}
-	if m.EncodeArgs == nil {
-		return Kernels{}, fmt.Errorf("model %s: the bindings have no argument-struct encoder", m.Name)
 	}
 	families := map[graph.Family][]ConstantSlot{}
 	var shared []ConstantSlot
@@ -105,7 +102,7 @@ func readOnly(f Function, reads []int) Function {
 // reports for each kernel of a generated model, from the generator's
 // metadata: the constants its code reads, optional ones not required. A
 // Recorder given it makes the backend's load-time check run as on a Mac.
-func DeclaredFrom(m *artifact.Model) map[string][]DeclaredConstant {
+func DeclaredFrom(m *artifact.Artifact) map[string][]DeclaredConstant {
 	out := map[string][]DeclaredConstant{}
 	for _, k := range m.Kernels {
 		out[k.Name] = []DeclaredConstant{}

@@ -9,7 +9,7 @@
 //     bindings, dispatches, barriers, events, ICB execution, commit).
 //   - kernels.go, artifact.go: the contract with the MSL generator (a
 //     dispatch → MSL function + function-constant tuple set by index; the
-//     argument structs), and its adapter from runtime/artifact.
+//     argument structs), and its adapter from artifact.
 //   - backend.go, memory.go, program.go, run.go: load (library, pipelines
 //     per tuple, guards, zero-copy shared buffers, ICB recording) and the
 //     window (one command buffer; a concurrent compute encoder per stretch

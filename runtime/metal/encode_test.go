@@ -8,11 +8,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/gen"
 	_ "github.com/strata-llm/strata/generated/qwen38-flash-next" // registers the model's kernels and bindings
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/metal"
 )
 
@@ -79,7 +79,7 @@ func cloneGraph(t testing.TB, g *graph.Graph) *graph.Graph {
 	return c
 }
 
-func flashNextModel(t testing.TB) *artifact.Model {
+func flashNextModel(t testing.TB) *artifact.Artifact {
 	t.Helper()
 	m, err := artifact.Lookup(flashNext)
 	if err != nil {
@@ -89,14 +89,14 @@ func flashNextModel(t testing.TB) *artifact.Model {
 }
 
 // declared is what the compiled library would declare per kernel.
-func declared(m *artifact.Model) map[string][]metal.DeclaredConstant { return metal.DeclaredFrom(m) }
+func declared(m *artifact.Artifact) map[string][]metal.DeclaredConstant { return metal.DeclaredFrom(m) }
 
 type rig struct {
 	rec   *metal.Recorder
 	b     *metal.Backend
 	mem   *metal.Memory
 	progs map[int]*metal.Program
-	m     *artifact.Model
+	m     *artifact.Artifact
 }
 
 // newRig loads the given window graphs onto a recording backend.
@@ -145,11 +145,11 @@ func (r *rig) runWindow(t testing.TB, rows int) []metal.Op {
 // checker holds a recorded window against its graph, independently of the
 // encoder: it replays the calls on a model of the encoder's state and
 // compares every dispatch with the graph and with the generator's own map
-// from dispatches to pipelines (artifact.Model.Pipeline).
+// from dispatches to pipelines (artifact.Artifact.Pipeline).
 type checker struct {
 	g        *graph.Graph
 	rec      *metal.Recorder
-	m        *artifact.Model
+	m        *artifact.Artifact
 	icb      bool        // ICB replay expected
 	touch    bool        // pipelines touched before ICB executions
 	dispatch map[int]int // dispatch index → op index it ran at
@@ -157,7 +157,7 @@ type checker struct {
 	waits    map[int]int // host point → op index of its wait
 }
 
-func newChecker(g *graph.Graph, rec *metal.Recorder, m *artifact.Model) *checker {
+func newChecker(g *graph.Graph, rec *metal.Recorder, m *artifact.Artifact) *checker {
 	return &checker{g: g, rec: rec, m: m}
 }
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/metal"
 )
 

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/artifact"
 )
 
 // Sanitizers a build can carry (Options.Sanitize).
@@ -55,7 +55,7 @@ var buildMu sync.Mutex
 // library, or with a sanitizer an executable (emu/driver.cpp). Results are
 // kept in the cache directory under a hash of every input, so a model is
 // compiled once per machine.
-func build(m *artifact.Model, opt Options) (*built, error) {
+func build(m *artifact.Artifact, opt Options) (*built, error) {
 	if runtime.GOOS != "linux" {
 		// ELF symbols, memfds and the stack switch's assembly are Linux's;
 		// on a Mac the metal backend runs the MSL itself.
@@ -245,7 +245,7 @@ func compile(clang, cache, dir string, files map[string][]byte, sanitize string,
 
 // readSymbols finds every kernel's threadgroup variables: in C++ for OpenCL
 // a kernel's threadgroup variable is a function-local static, _ZZ<kernel>E…
-func (b *built) readSymbols(m *artifact.Model, checkLimit bool) error {
+func (b *built) readSymbols(m *artifact.Artifact, checkLimit bool) error {
 	f, err := elf.Open(b.path)
 	if err != nil {
 		return err

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/mslemu"
 )
@@ -145,7 +145,7 @@ kernel void stuck(
 }
 `
 
-func probeModel() *artifact.Model {
+func probeModel() *artifact.Artifact {
 	bufs := []artifact.Buffer{
 		{Slot: 0, Name: "params", Type: "uint", Space: "constant"},
 		{Slot: 1, Name: "f", Type: "float", Space: "device", Write: true},
@@ -154,7 +154,7 @@ func probeModel() *artifact.Model {
 	kernel := func(name string, consts ...int) artifact.Kernel {
 		return artifact.Kernel{Name: name, Family: "probe", Buffers: bufs, ArgsSlot: -1, Constants: consts}
 	}
-	return &artifact.Model{
+	return &artifact.Artifact{
 		Name:  "probe",
 		Files: fstest.MapFS{artifact.KernelsFile: &fstest.MapFile{Data: []byte(probeSource)}},
 		Constants: []artifact.FunctionConstant{
@@ -163,9 +163,6 @@ func probeModel() *artifact.Model {
 			{Index: 102, Family: "probe", Name: "extra", Type: artifact.UInt, Optional: true, Default: 7},
 		},
 		Kernels: []artifact.Kernel{kernel("probe", 100, 101, 102), kernel("early_return"), kernel("divergent"), kernel("stuck")},
-		EncodeArgs: func(graph.Family, []graph.Scalar) ([]byte, error) {
-			return nil, nil
-		},
 	}
 }
 

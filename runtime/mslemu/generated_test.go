@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
@@ -48,7 +48,7 @@ func TestGeneratedModelsBuild(t *testing.T) {
 }
 
 // TestGeneratedWindows: the checked-in window graphs and kernels of tiny-a
-// and q4-a (through runtime/artifact, as a GPU backend loads them) over the
+// and q4-a (through artifact, as a GPU backend loads them) over the
 // oracle checkpoints give the cpu backend's logits (prefill in the 16-row
 // shape with 13 rows live, then decode rows) and the same greedy tokens.
 func TestGeneratedWindows(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/artifact"
 )
 
 // harness writes the C++-for-OpenCL file that is compiled in place of
@@ -24,7 +24,7 @@ import (
 // A signature or constant that disagrees with the metadata fails to compile.
 // (The MSL keywords kernel, device, constant, thread and threadgroup are
 // macros here: the harness names nothing after them.)
-func harness(m *artifact.Model) ([]byte, error) {
+func harness(m *artifact.Artifact) ([]byte, error) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// Lane-emulator harness of model %s, written by runtime/mslemu from its kernel metadata.\n", m.Name)
 	b.WriteString("#include \"kernels.metal\"\n\n")

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/strata-llm/strata/runtime/artifact"
+	"github.com/strata-llm/strata/artifact"
 )
 
 // Launch is one dispatch as a GPU command encoder states it, with no window

@@ -5,7 +5,7 @@
 // declares and whose lane emulator (emu/runtime.cpp) runs every
 // threadgroup's threads as fibers with exact 32-lane simdgroups and real
 // barriers. A harness written from the model's metadata
-// (runtime/artifact: kernel names, buffer slots, function-constant indices,
+// (artifact: kernel names, buffer slots, function-constant indices,
 // argument-struct sizes) calls the kernels; the result is a shared library
 // loaded with purego (no cgo), cached per machine under a hash of its inputs.
 //
@@ -26,8 +26,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/artifact"
 	"github.com/strata-llm/strata/runtime/backend"
 )
 
@@ -47,7 +47,7 @@ type Options struct {
 // Emulator is the mslemu backend of one generated model: it implements
 // backend.Backend for graphs of that model.
 type Emulator struct {
-	model   *artifact.Model
+	model   *artifact.Artifact
 	opt     Options
 	kernels map[string]int // index in model.Kernels
 	built   *built         // the library, or with a sanitizer the executable
@@ -61,12 +61,9 @@ var _ backend.Backend = (*Emulator)(nil)
 // New builds (or finds in the cache) the model's kernels with the lane
 // emulator. A model whose graphs dispatch kernels kernels.metal lacks is
 // refused, as a GPU backend refuses it.
-func New(m *artifact.Model, opt Options) (*Emulator, error) {
+func New(m *artifact.Artifact, opt Options) (*Emulator, error) {
 	if len(m.Missing) > 0 {
 		return nil, fmt.Errorf("mslemu: model %s: kernels.metal lacks kernels its graphs dispatch: %v", m.Name, m.Missing)
-	}
-	if m.EncodeArgs == nil {
-		return nil, fmt.Errorf("mslemu: model %s has no argument-struct encoder", m.Name)
 	}
 	e := &Emulator{model: m, opt: opt, kernels: map[string]int{}}
 	for i, k := range m.Kernels {

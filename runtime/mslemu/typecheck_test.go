@@ -13,12 +13,12 @@ import (
 // the metal_stdlib stand-in.
 func TestGeneratedKernelsTypeCheck(t *testing.T) {
 	requireClang(t)
-	paths, _ := filepath.Glob("../../generated/*/kernels.metal")
+	paths, _ := filepath.Glob("../../generated/*/artifact/kernels.metal")
 	if len(paths) == 0 {
 		t.Fatal("no generated kernels.metal found: run go generate ./...")
 	}
 	for _, p := range paths {
-		t.Run(filepath.Base(filepath.Dir(p)), func(t *testing.T) {
+		t.Run(filepath.Base(filepath.Dir(filepath.Dir(p))), func(t *testing.T) {
 			t.Parallel()
 			src, err := os.ReadFile(p)
 			if err != nil {

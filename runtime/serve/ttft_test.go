@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-llm/strata"
 	"github.com/strata-llm/strata/runtime/engine"
+	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/text"
 )
 

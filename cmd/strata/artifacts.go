@@ -1,0 +1,52 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/strata-llm/strata/artifact"
+	strata "github.com/strata-llm/strata/runtime/load"
+)
+
+// dirList is a repeatable, comma-separated list of folders.
+type dirList []string
+
+func (d *dirList) String() string { return strings.Join(*d, ",") }
+
+func (d *dirList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s != "" {
+			*d = append(*d, s)
+		}
+	}
+	return nil
+}
+
+// addArtifactsFlag is --artifacts, for every command that opens a model:
+// where else to look for the model's generated artifact.
+func addArtifactsFlag(fs *flag.FlagSet) *dirList {
+	d := &dirList{}
+	fs.Var(d, "artifacts", "more `folders` to look in for the model's generated artifact (stratagen generate --out's; each an artifact folder or a folder of them; repeatable or comma-separated); "+
+		"strata also looks beside the model (FILE.gguf.artifact, DIR/artifact) and in the artifacts compiled in (the default model's)")
+	return d
+}
+
+// openModelIn is openModel looking for the artifact in arts too.
+func openModelIn(arts dirList, hf, ggufPath string, opt strata.HFOptions) (*strata.Loaded, error) {
+	opt.Artifacts = append(opt.Artifacts, arts...)
+	return openModel(hf, ggufPath, opt)
+}
+
+// noteArtifact tells what to run before strata can run the GGUF out: its
+// artifact, for the formats its tensors hold, is generated ahead.
+func noteArtifact(stderr io.Writer, out string) {
+	dir := artifact.DirFor(true, out)
+	fmt.Fprintf(stderr, "next: stratagen generate --gguf %s   (writes %s, the window graphs and kernels strata run needs for this file)\n", out, dir)
+	if _, err := os.Stat(filepath.Join(dir, artifact.ManifestFile)); err == nil {
+		fmt.Fprintf(stderr, "note: %s was generated for the file this one replaced; strata uses it only while its key still matches\n", dir)
+	}
+}

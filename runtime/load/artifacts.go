@@ -1,0 +1,188 @@
+package load
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/strata-llm/strata/artifact"
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+)
+
+// Where an artifact came from (Loaded.ArtifactFrom), besides a folder.
+const (
+	FromCompiledIn = "compiled in" // registered by an imported generated/<model> package
+	FromGenerate   = "generated in process"
+)
+
+// Generate, when set, makes the artifact of a config no artifact matches.
+// Only programs that link the generator set it (the tests, through
+// gen.Generate); strata never does, and says which command to run instead.
+var Generate func(c *models.Config) (*artifact.Artifact, error)
+
+// modelFile is what a model was opened from, for finding its artifact and
+// naming the command that generates one.
+type modelFile struct {
+	flag, path string // "--hf" or "--gguf", and the path given
+	beside     string // the artifact folder beside the model
+	isDefault  bool   // the embedded default, unpacked to a temporary folder
+}
+
+// findArtifact returns the artifact made for config c: from the folders
+// opt.Artifacts names, the folder beside the model, the compiled-in ones, or
+// Generate; an error naming the model, the key and the command to run when
+// none matches.
+func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Artifact, string, error) {
+	key, err := artifact.KeyOf(c)
+	if err != nil {
+		return nil, "", err
+	}
+	var seen []string // artifacts looked at that are for other configs, or unusable
+	look := func(dir string) *artifact.Artifact {
+		a, err := artifact.Load(os.DirFS(dir))
+		switch {
+		case err != nil:
+			seen = append(seen, fmt.Sprintf("%s (unusable: %v)", dir, err))
+		case a.Key != key:
+			seen = append(seen, fmt.Sprintf("%s (key %s, %s)", dir, artifact.ShortKey(a.Key), describe(a.Config)))
+		default:
+			return a
+		}
+		return nil
+	}
+	dirs := slices.Clone(opt.Artifacts)
+	for _, d := range opt.Artifacts { // a folder of artifact folders
+		if _, err := os.Stat(filepath.Join(d, artifact.ManifestFile)); err == nil {
+			continue
+		}
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			return nil, "", fmt.Errorf("--artifacts %s: %w", d, err)
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	if mf.beside != "" {
+		dirs = append(dirs, mf.beside)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, artifact.ManifestFile)); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if a := look(d); a != nil {
+			return a, d, nil
+		}
+	}
+	if a, ok := artifact.ByKey(key); ok {
+		return a, FromCompiledIn, nil
+	}
+	if Generate != nil {
+		a, err := Generate(c)
+		if err != nil {
+			return nil, "", err
+		}
+		return a, FromGenerate, nil
+	}
+	return nil, "", noArtifact(c, key, mf, opt, seen)
+}
+
+// describe is the graph-relevant settings of c, for messages.
+func describe(c *models.Config) string {
+	s := fmt.Sprintf("context %d, prefill rows %d", c.Runtime.ContextLength, c.Windows.PrefillRows)
+	if c.Runtime.MoCE {
+		s += fmt.Sprintf(", MoCE λ %v protect %d max rank %d", c.Runtime.MoCELambda, c.Runtime.MoCEProtect, c.Runtime.MoCEMaxRank)
+	}
+	return s
+}
+
+// noArtifact is the error when no artifact matches: the model, its key, what
+// was looked at, and the stratagen command that makes the artifact.
+func noArtifact(c *models.Config, key string, mf modelFile, opt HFOptions, seen []string) error {
+	var flags []string
+	if opt.Context > 0 {
+		flags = append(flags, fmt.Sprintf("--context %d", opt.Context))
+	}
+	if opt.PrefillRows > 0 {
+		flags = append(flags, fmt.Sprintf("--prefill-rows %d", opt.PrefillRows))
+	}
+	if opt.MoCE {
+		flags = append(flags, "--moce")
+		if opt.MoCEMaxRank != 0 {
+			flags = append(flags, fmt.Sprintf("--moce-max-rank %d", opt.MoCEMaxRank))
+		}
+		if opt.MoCELambda > 0 {
+			flags = append(flags, fmt.Sprintf("--moce-lambda %v", opt.MoCELambda))
+		}
+	}
+	path, then := mf.path, ""
+	if mf.isDefault {
+		path = "testdata/tiny-go"
+		flags = append(flags, "--out DIR")
+		then = ", then add --artifacts DIR"
+	}
+	cmd := strings.Join(append([]string{"stratagen generate", mf.flag, path}, flags...), " ")
+	msg := fmt.Sprintf("no generated artifact for %s (key %s) with %s: run  %s%s", c.Name, artifact.ShortKey(key), describe(c), cmd, then)
+	if len(seen) > 0 {
+		msg += "\n(artifacts found that do not match: " + strings.Join(seen, "; ") + ")"
+	}
+	return errors.New(msg)
+}
+
+// graphsOf decodes the graphs a run of c uses from a: every decode shape,
+// the prefill shape (its all-logits variant when allLogits), and the MTP
+// head's, named after c (the key, not the name, says which models an
+// artifact serves). JSON decoding is most of a small model's load time, so
+// the graphs decode concurrently.
+func graphsOf(a *artifact.Artifact, c *models.Config, allLogits bool) ([]*graph.Graph, error) {
+	var refs []artifact.GraphRef
+	for _, ref := range a.Graphs {
+		prefill := ref.Kind == graph.KindTrunk && ref.Rows > c.Windows.MaxDecodeRows
+		if ref.AllLogits == (prefill && allLogits) {
+			refs = append(refs, ref)
+		}
+	}
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("artifact of %s has no window graphs", a.Name)
+	}
+	out := make([]*graph.Graph, len(refs))
+	errs := make([]error, len(refs))
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Go(func() {
+			if out[i], errs[i] = a.GraphVariant(ref.Kind, ref.Rows, ref.AllLogits); errs[i] == nil {
+				out[i].Model = c.Name
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// capGraphs keeps the graphs of at most maxRows rows, for an arena that
+// holds maxRows rows' experts; prefill falls back to the largest trunk
+// shape left.
+func capGraphs(graphs []*graph.Graph, maxRows int) ([]*graph.Graph, int) {
+	var out []*graph.Graph
+	largest := 0
+	for _, g := range graphs {
+		if g.Rows <= maxRows {
+			out = append(out, g)
+			if g.Kind == graph.KindTrunk {
+				largest = max(largest, g.Rows)
+			}
+		}
+	}
+	return out, largest
+}

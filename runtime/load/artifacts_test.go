@@ -1,0 +1,130 @@
+package load
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-llm/strata/artifact"
+	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/resolve"
+)
+
+// The embedded default runs through its checked-in artifact: the config
+// strata imports from testdata/tiny-go/config.json has the key of
+// generated/tiny-go (made from models/tiny-go/model.toml), and opening the
+// default finds it compiled in, with Generate unset.
+func TestDefaultRunsCheckedInArtifact(t *testing.T) {
+	c, err := resolve.HF("../../testdata/tiny-go", resolve.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := artifact.KeyOf(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := artifact.Lookup(defaultModelName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != a.Key {
+		t.Fatalf("the default's key %s is not generated/tiny-go's %s: models/tiny-go/model.toml and testdata/tiny-go/config.json differ", key, a.Key)
+	}
+	defer func(g func(*models.Config) (*artifact.Artifact, error)) { Generate = g }(Generate)
+	Generate = nil
+	l, err := OpenDefault(HFOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.ArtifactFrom != FromCompiledIn || l.Artifact != a {
+		t.Errorf("the default ran the artifact from %q", l.ArtifactFrom)
+	}
+	// Another context is another artifact: the error says which command
+	// makes it.
+	_, err = OpenDefault(HFOptions{Context: 1024})
+	if err == nil || !strings.Contains(err.Error(), "stratagen generate --hf testdata/tiny-go --context 1024 --out DIR") || !strings.Contains(err.Error(), "key ") {
+		t.Errorf("no artifact for context 1024: %v", err)
+	}
+}
+
+// An artifact written by stratagen beside an HF checkpoint (DIR/artifact)
+// or given with --artifacts is found by its key; a model with none names
+// the command.
+func TestArtifactBesideTheModel(t *testing.T) {
+	defer func(g func(*models.Config) (*artifact.Artifact, error)) { Generate = g }(Generate)
+	Generate = nil
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny-a")
+	if err := os.Mkdir(model, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join("../../testdata/oracles/tiny-a", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(model, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt := HFOptions{PrefillRows: 5, History: "-"}
+	_, err := OpenHF(model, opt)
+	if err == nil || !strings.Contains(err.Error(), "run  stratagen generate --hf "+model+" --prefill-rows 5") {
+		t.Fatalf("no artifact: %v", err)
+	}
+	c, err := resolve.HF(model, opt.resolveOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := gen.Generate(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(dir, "elsewhere", "tiny-a")
+	if err := a.Write(elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	opt.Artifacts = []string{filepath.Dir(elsewhere)} // a folder of artifact folders
+	l, err := OpenHF(model, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ArtifactFrom != elsewhere || l.PrefillRows != 5 {
+		t.Errorf("ran the artifact from %q with %d prefill rows", l.ArtifactFrom, l.PrefillRows)
+	}
+	l.Close()
+	opt.Artifacts = nil
+	if err := a.Write(artifact.DirFor(false, model)); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = OpenHF(model, opt); err != nil {
+		t.Fatal(err)
+	}
+	if l.ArtifactFrom != filepath.Join(model, "artifact") {
+		t.Errorf("ran the artifact from %q", l.ArtifactFrom)
+	}
+	l.Close()
+	// The artifact beside it is for 5 prefill rows: the default's 16 is
+	// another key, and the error says what it found.
+	_, err = OpenHF(model, HFOptions{History: "-"})
+	if err == nil || !strings.Contains(err.Error(), "artifacts found that do not match") {
+		t.Errorf("mismatched artifact: %v", err)
+	}
+	// A broken artifact beside it is passed over, and named.
+	if err := os.WriteFile(filepath.Join(model, "artifact", artifact.ManifestFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenHF(model, opt)
+	if err == nil || !strings.Contains(err.Error(), "unusable") || !strings.Contains(err.Error(), "stratagen generate") {
+		t.Errorf("broken artifact: %v", err)
+	}
+	opt.Artifacts = []string{filepath.Dir(elsewhere)}
+	if l, err = OpenHF(model, opt); err != nil {
+		t.Errorf("a broken artifact beside the model hid the one in --artifacts: %v", err)
+	} else {
+		l.Close()
+	}
+}

@@ -1,0 +1,89 @@
+package load
+
+import (
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/strata-llm/strata/artifact"
+	"github.com/strata-llm/strata/runtime/backend"
+	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/metal"
+	"github.com/strata-llm/strata/runtime/mslemu"
+)
+
+// Backends HFOptions.Backend names.
+const (
+	BackendCPU    = "cpu"    // the pure-Go kernels (runtime/cpu)
+	BackendMSLEmu = "mslemu" // the generated MSL, run on the CPU (runtime/mslemu)
+	BackendMetal  = "metal"  // the generated MSL on the GPU (runtime/metal; darwin/arm64)
+	// BackendMetalEmu is the Metal backend, every Objective-C call made to a
+	// recording device whose "GPU" runs each encoded dispatch with the MSL
+	// emulator: the backend's encoding, bindings, constants, ICB replay and
+	// host points, checked end to end on any platform.
+	BackendMetalEmu = "metal-emu"
+)
+
+// Backends lists the backend names, default first.
+var Backends = []string{BackendCPU, BackendMSLEmu, BackendMetal, BackendMetalEmu, BackendCUDA}
+
+// backend is the engine backend opt asks for, running artifact a: cpu takes
+// only its graphs (at load), the others its kernels.metal and metadata.
+func (opt HFOptions) backend(a *artifact.Artifact) (backend.Backend, error) {
+	switch opt.Backend {
+	case "", BackendCPU:
+		return cpu.Backend, nil
+	case BackendMSLEmu:
+		return mslemu.New(a, opt.MSLEmu)
+	case BackendMetal, BackendMetalEmu:
+		k, err := metal.KernelsFrom(a)
+		if err != nil {
+			return nil, err
+		}
+		var b *metal.Backend
+		if opt.Backend == BackendMetal {
+			b, err = metal.Open(k, opt.Metal)
+		} else {
+			var rec *metal.Recorder
+			if rec, err = emulatedMetalDevice(a, opt.MSLEmu); err == nil {
+				b, err = metal.New(rec, k, opt.Metal)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return b.Engine(), nil
+	case BackendCUDA:
+		return cudaBackend(a, opt.CUDA)
+	}
+	return nil, fmt.Errorf("unknown backend %q (want one of %v)", opt.Backend, Backends)
+}
+
+// emulatedMetalDevice is a recording Metal device whose GPU runs each
+// dispatch it reaches with the MSL emulator, under the constants, bindings
+// and grid the Metal backend encoded. Its library declares each function's
+// constants as Metal's reflection would, so the backend's load-time check
+// runs too.
+func emulatedMetalDevice(m *artifact.Artifact, opt mslemu.Options) (*metal.Recorder, error) {
+	if opt.Sanitize != mslemu.NoSanitizer {
+		return nil, fmt.Errorf("backend %s runs the kernels in process: no sanitizer (use --backend mslemu)", BackendMetalEmu)
+	}
+	emu, err := mslemu.New(m, opt)
+	if err != nil {
+		return nil, err
+	}
+	rec := metal.NewRecorder()
+	rec.HostLimit = math.MaxInt64
+	info := rec.Info()
+	info.PageSize = int64(os.Getpagesize()) // the emulator's pages are the host's
+	rec.SetInfo(info)
+	rec.Declared = metal.DeclaredFrom(m)
+	rec.Execute = func(l metal.Launch) error {
+		consts := make(map[int]int64, len(l.Function.Constants))
+		for _, c := range l.Function.Constants {
+			consts[c.Index] = c.Value
+		}
+		return emu.Launch(mslemu.Launch{Kernel: l.Function.Name, Constants: consts, Slots: l.Slots, Grid: l.Grid, Threadgroup: l.Threadgroup})
+	}
+	return rec, nil
+}

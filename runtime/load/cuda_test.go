@@ -1,0 +1,594 @@
+package load
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/runtime/buffers"
+	"github.com/strata-llm/strata/runtime/cuda"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/mslemu"
+)
+
+// These tests need an NVIDIA GPU with its driver and NVRTC; CI has none and
+// skips them (runtime/cuda's own tests check the prelude and the wrapper
+// without a GPU). docs/cuda.md says how they were run on the H200.
+
+func requireCUDA(t testing.TB) {
+	t.Helper()
+	if err := cuda.Available(); err != nil {
+		t.Skipf("no CUDA: %v", err)
+	}
+}
+
+func cudaOptions(t testing.TB, replay bool) HFOptions {
+	requireCUDA(t)
+	return HFOptions{Backend: BackendCUDA, CUDA: cuda.Options{Replay: replay}}
+}
+
+func cudaOf(t testing.TB, l *Loaded) *cuda.Backend {
+	t.Helper()
+	b, ok := l.Model.Backend().(*cuda.Backend)
+	if !ok {
+		t.Fatalf("backend %T, not cuda", l.Model.Backend())
+	}
+	return b
+}
+
+// TestCUDABackendOracles: the generated MSL, run on the GPU with each
+// barrier group's dispatches on several streams (direct) and replayed from
+// CUDA graphs recorded the same way, reproduces the HF float64 oracles: a
+// full prefill of the reference tokens (every row's logits) and the greedy
+// path decoded one row at a time.
+func TestCUDABackendOracles(t *testing.T) {
+	const prompt = 16
+	for _, o := range oracles {
+		for _, replay := range []bool{false, true} {
+			name := o.name + "/direct"
+			if replay {
+				name = o.name + "/replay"
+			}
+			t.Run(name, func(t *testing.T) {
+				ref := ref0(t, o.name)
+				opt := cudaOptions(t, replay)
+				opt.AllLogits, opt.PrefillRows = true, len(ref.tokens)
+				l, _ := openOracle(t, o.name, opt)
+				b := cudaOf(t, l)
+				w1 := checkLogits(t, "tokens", runLogits(t, l, ref.tokens, len(ref.tokens)), ref.logits, o.tol)
+				start := time.Now()
+				var logits [][]float32
+				n := len(ref.greedy) - prompt
+				got, err := l.Model.NewSession().Generate(ref.greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt,
+					OnLogits: func(r []float32) error { logits = append(logits, r); return nil }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, want := range ref.greedy[prompt:] {
+					if i >= len(got) || got[i] != want {
+						t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.greedy[prompt:])
+					}
+				}
+				w2 := checkLogits(t, "decode path", logits, ref.greedyLogits[:prompt+n-1], o.tol)
+				t.Logf("%s: worst per-position relative L2: tokens %.3g, decode %.3g; greedy %d+%d tokens identical; %d pipelines compiled in %v; %v",
+					b.Info(), w1, w2, prompt, n, b.Compiled, b.CompileIn.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+			})
+		}
+	}
+}
+
+// TestCUDAPreludeQuantKernels: every quantized storage format's kernels
+// (the models TestMSLEmuQuantKernels builds) compile through the CUDA
+// prelude with NVRTC for sm_90; no GPU needed, only libnvrtc (CI has none
+// and skips).
+func TestCUDAPreludeQuantKernels(t *testing.T) {
+	if _, _, err := cuda.NVRTCVersion(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	_, _, am := quantKernelModels(t)
+	n, err := cuda.CompileAll(am, 9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kernels of %d formats compiled", n, len(quantFormats()))
+}
+
+// TestCUDAClangChecksQuantKernels: the same kernels, every quantized
+// format, type-checked through the prelude by clang's CUDA mode: what CI
+// runs in place of NVRTC (no CUDA toolkit needed).
+func TestCUDAClangChecksQuantKernels(t *testing.T) {
+	clang, err := mslemu.Clang()
+	if err != nil {
+		t.Skip(err)
+	}
+	_, _, am := quantKernelModels(t)
+	n, err := cuda.ClangCheck(am, clang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kernels of %d formats type-checked", n, len(quantFormats()))
+}
+
+// TestCUDAQuantGGUF: the oracles converted to GGUF with quantized plans
+// (every format among them) give on the GPU the cpu backend's logits
+// within the tolerance mslemu is held to, and its greedy tokens.
+func TestCUDAQuantGGUF(t *testing.T) {
+	requireCUDA(t)
+	const prompt, steps = 16, 8
+	for _, tc := range quantGGUFCases {
+		t.Run(tc.oracle+"/"+tc.plan, func(t *testing.T) {
+			path, _ := convertOracle(t, tc.oracle, tc.plan, t.TempDir())
+			ref := ref0(t, tc.oracle)
+			opt := HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)}
+			onCPU := openGGUF(t, path, GGUFOptions{HFOptions: opt})
+			gopt := cudaOptions(t, false)
+			gopt.AllLogits, gopt.PrefillRows = true, len(ref.tokens)
+			gpu := openGGUF(t, path, GGUFOptions{HFOptions: gopt})
+			worst := 0.0
+			want := runLogits(t, onCPU, ref.tokens, len(ref.tokens))
+			got := runLogits(t, gpu, ref.tokens, len(ref.tokens))
+			for i := range want {
+				if e := relL2(got[i], want[i]); !(e <= quantLogitsTol) {
+					t.Errorf("prefill position %d: relative L2 %.3g between cuda and cpu > %.0e", i, e, quantLogitsTol)
+				} else {
+					worst = math.Max(worst, e)
+				}
+			}
+			decode := func(l *Loaded) []int {
+				toks, err := l.Model.NewSession().Generate(ref.tokens[:prompt], steps, engine.GenerateOptions{PrefillRows: prompt})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return toks
+			}
+			if a, b := decode(gpu), decode(onCPU); !slices.Equal(a, b) {
+				t.Errorf("greedy tokens %v on cuda, %v on cpu", a, b)
+			}
+			t.Logf("worst prefill relative L2 vs cpu %.3g; %d greedy tokens equal", worst, steps)
+		})
+	}
+}
+
+// TestCUDABackendStreaming: on the GPU the host points stream the routed
+// experts through a 5% arena (the host serves them while the GPU waits on
+// the release word), and the tokens and every row's logits are those of
+// the fully resident model on the same backend, bit for bit (tiny-k512,
+// 512 experts, top-10), direct and replayed.
+func TestCUDABackendStreaming(t *testing.T) {
+	ref := ref0(t, "tiny-k512")
+	prompt := ref.tokens[:8]
+	const n = 8
+	opt := cudaOptions(t, false)
+	opt.AllLogits, opt.PrefillRows = true, 4
+	base, _ := openOracle(t, "tiny-k512", opt)
+	wantT, wantL := decodeAll(t, base, prompt, n)
+	for _, replay := range []bool{false, true} {
+		opt := cudaOptions(t, replay)
+		opt.AllLogits, opt.PrefillRows, opt.ArenaExperts = true, 4, 4*512*5/100
+		l, _ := openOracle(t, "tiny-k512", opt)
+		gotT, gotL := decodeAll(t, l, prompt, n)
+		sameRun(t, fmt.Sprintf("cuda (replay %v), 5%% arena", replay), gotT, wantT, gotL, wantL)
+		st := l.Model.StreamStats()
+		if st.Misses <= opt.ArenaExperts {
+			t.Errorf("replay %v: a %d-slot arena missed only %d times: the host points never evicted", replay, opt.ArenaExperts, st.Misses)
+		}
+		t.Logf("replay %v: tokens and logits identical to the resident run; %d misses, %d hits", replay, st.Misses, st.Hits)
+	}
+}
+
+// TestCUDABarrierSoundness: for each oracle's prefill window, on the GPU,
+// every schedule the graph allows gives the serial run's logits bit for
+// bit (the placed barriers are enough), and deleting each placed barrier in
+// turn changes them under the schedule that runs each barrier group
+// backwards (the barrier was needed for this input), scratch poisoned
+// before every run so no window can lean on values an earlier one left.
+// STRATA_CUDA_BARRIERS caps how many barriers are tried per model (a
+// sample spread over the window; default all).
+func TestCUDABarrierSoundness(t *testing.T) {
+	for _, o := range oracles {
+		t.Run(o.name, func(t *testing.T) {
+			ref := ref0(t, o.name)
+			opt := cudaOptions(t, false)
+			opt.AllLogits, opt.PrefillRows = true, len(ref.tokens)
+			l, _ := openOracle(t, o.name, opt)
+			b := cudaOf(t, l)
+			var prog *cuda.Program
+			for _, p := range b.Programs() {
+				if p.Graph.Kind == graph.KindTrunk && p.Graph.Rows == len(ref.tokens) {
+					prog = p
+				}
+			}
+			if prog == nil {
+				t.Fatalf("no trunk program of %d rows", len(ref.tokens))
+			}
+			run := func(s cuda.Schedule) [][]float32 {
+				b.SetMode(s, false)
+				prog.Memory().Poison(graph.KindScratch)
+				return runLogits(t, l, ref.tokens, len(ref.tokens))
+			}
+			serial := run(cuda.Serial)
+			checkLogits(t, "serial", serial, ref.logits, o.tol)
+			for _, s := range []cuda.Schedule{cuda.Concurrent, cuda.Reversed} {
+				for rep := 0; rep < 3; rep++ {
+					if got := run(s); !sameLogits(got, serial) {
+						t.Fatalf("%s schedule, run %d: logits differ from the serial run with every barrier placed", s, rep)
+					}
+				}
+			}
+			barriers := prog.Barriers()
+			tried := barriers
+			if v := os.Getenv("STRATA_CUDA_BARRIERS"); v != "" {
+				var limit int
+				fmt.Sscan(v, &limit)
+				if limit > 0 && limit < len(barriers) {
+					tried = nil
+					for k := 0; k < limit; k++ {
+						tried = append(tried, barriers[k*len(barriers)/limit])
+					}
+				}
+			}
+			var silentRev, silentConc []string
+			for _, i := range tried {
+				prog.DropBarrier(i, false)
+				rev := run(cuda.Reversed)
+				conc := run(cuda.Concurrent)
+				prog.DropBarrier(i, true)
+				d := &prog.Graph.Dispatches[i]
+				where := fmt.Sprintf("%d:%s/L%d", i, d.Kernel, d.Layer)
+				if sameLogits(rev, serial) {
+					silentRev = append(silentRev, where)
+				}
+				if sameLogits(conc, serial) {
+					silentConc = append(silentConc, where)
+				}
+			}
+			if got := run(cuda.Concurrent); !sameLogits(got, serial) {
+				t.Fatal("after restoring every barrier the logits differ")
+			}
+			t.Logf("%s T=%d: %d dispatches, %d barriers placed, %d deleted one at a time: the output changed for %d under the reversed schedule, %d under the concurrent one",
+				o.name, prog.Graph.Rows, len(prog.Graph.Dispatches), len(barriers), len(tried), len(tried)-len(silentRev), len(tried)-len(silentConc))
+			if len(silentRev) > 0 {
+				t.Logf("unchanged under the reversed schedule: %s", strings.Join(silentRev, " "))
+			}
+		})
+	}
+}
+
+func sameLogits(a, b [][]float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i]) != len(b[i]) {
+			return false
+		}
+		for j := range a[i] {
+			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestCUDATimings times every trunk window shape of the GGUF model
+// STRATA_CUDA_SYNTH names (a strata synth model, every expert resident):
+// the naive graph (one stream, a barrier after every dispatch), the pruned
+// graph (barrier groups on several streams), and both replayed from CUDA
+// graphs; then each kernel family's achieved bandwidth (declared bytes read
+// plus written over its serial GPU time) against a device-to-device copy
+// measured in the same run. Numbers, not assertions: it fails only when a
+// run fails. STRATA_CUDA_OUT names a file for the table.
+func TestCUDATimings(t *testing.T) {
+	path := os.Getenv("STRATA_CUDA_SYNTH")
+	if path == "" {
+		t.Skip("STRATA_CUDA_SYNTH names no model")
+	}
+	requireCUDA(t)
+	opt := GGUFOptions{HFOptions: HFOptions{Backend: BackendCUDA}, Pack: "-"}
+	l, err := OpenGGUF(path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b := cudaOf(t, l)
+	var out strings.Builder
+	fmt.Fprintf(&out, "%s, model %s (%d layers), %d pipelines compiled in %v\n", b.Info(), l.Config.Name, l.Config.Architecture.NumLayers, b.Compiled, b.CompileIn.Round(time.Millisecond))
+	// A real window first: state, cache and params as decoding leaves them.
+	if _, err := l.Model.NewSession().Generate([]int{1, 2, 3, 4, 5, 6, 7, 8}, 4, engine.GenerateOptions{PrefillRows: l.PrefillRows}); err != nil {
+		t.Fatal(err)
+	}
+	copyBW, err := b.CopyBandwidth(2<<30, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&out, "device-to-device copy: %.0f GB/s (read + written)\n\n", copyBW/1e9)
+	fmt.Fprintf(&out, "| window | round | dispatches | barriers | naive (serial) | pruned (streams) | pruned/naive | naive replayed | pruned replayed | replay/direct (pruned) | replay/direct (naive) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	type fam struct {
+		t       time.Duration
+		bytes   int64
+		n       int
+		inexact bool
+	}
+	const reps = 20
+	var details strings.Builder
+	for _, p := range b.Programs() {
+		g := p.Graph
+		if g.Kind != graph.KindTrunk || !(g.Rows == 1 || g.Rows == 4 || g.Rows == l.PrefillRows) {
+			continue
+		}
+		writeWindowParams(t, p, g)
+		med := func(s cuda.Schedule, replay bool) time.Duration {
+			ts, err := p.Time(s, replay, 3, reps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ts[len(ts)/2]
+		}
+		for round := 1; round <= 2; round++ {
+			naive, pruned := med(cuda.Serial, false), med(cuda.Concurrent, false)
+			naiveR, prunedR := med(cuda.Serial, true), med(cuda.Concurrent, true)
+			fmt.Fprintf(&out, "| T=%d | %d | %d | %d | %v | %v | %.3f | %v | %v | %.3f | %.3f |\n", g.Rows, round, len(g.Dispatches), len(p.Barriers()),
+				naive, pruned, float64(pruned)/float64(naive), naiveR, prunedR, float64(prunedR)/float64(pruned), float64(naiveR)/float64(naive))
+		}
+
+		times, err := p.DispatchTimes(5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]string{}
+		for _, buf := range g.Buffers {
+			kinds[buf.Name] = buf.Kind
+		}
+		fams := map[graph.Family]*fam{}
+		for i := range g.Dispatches {
+			d := &g.Dispatches[i]
+			f := fams[d.Family]
+			if f == nil {
+				f = &fam{}
+				fams[d.Family] = f
+			}
+			f.t += times[i]
+			f.n++
+			n, exact := movedBytes(p, g, i, kinds)
+			f.bytes += n
+			f.inexact = f.inexact || !exact
+		}
+		names := make([]graph.Family, 0, len(fams))
+		for k := range fams {
+			names = append(names, k)
+		}
+		sort.Slice(names, func(i, j int) bool { return fams[names[i]].t > fams[names[j]].t })
+		var sum time.Duration
+		for _, f := range fams {
+			sum += f.t
+		}
+		fmt.Fprintf(&details, "\nT=%d per kernel family (serial, dispatch by dispatch, medians of 5; sum %v; recorded graph %d nodes, %d edges):\n\n| family | dispatches | GPU time | share | bytes moved | GB/s | of copy |\n|---|---|---|---|---|---|---|\n",
+			g.Rows, sum, p.GraphNodes, p.GraphEdges)
+		for _, name := range names {
+			f := fams[name]
+			bw := float64(f.bytes) / f.t.Seconds()
+			if f.inexact {
+				fmt.Fprintf(&details, "| %s | %d | %v | %.1f%% | ≤ %.1f MB (declared: whole cache or table) | — | — |\n", name, f.n, f.t, 100*float64(f.t)/float64(sum), float64(f.bytes)/1e6)
+				continue
+			}
+			fmt.Fprintf(&details, "| %s | %d | %v | %.1f%% | %.1f MB | %.0f | %.3f |\n", name, f.n, f.t, 100*float64(f.t)/float64(sum), float64(f.bytes)/1e6, bw/1e9, bw/copyBW)
+		}
+	}
+	out.WriteString(details.String())
+	t.Log("\n" + out.String())
+	if dst := os.Getenv("STRATA_CUDA_OUT"); dst != "" {
+		if err := os.WriteFile(dst, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// movedBytes is what dispatch i of g reads and writes: its declared ranges,
+// except that a routed-expert kernel reads only the experts routed to
+// (min(rows·top-k, experts) of them, the gate and up or the down part of
+// each) rather than the whole arena it declares. Exact is false where a
+// declared range is a whole KV/indexer cache or embedding table of which
+// the kernel reads a part.
+func movedBytes(p *cuda.Program, g *graph.Graph, i int, kinds map[string]string) (n int64, exact bool) {
+	d := &g.Dispatches[i]
+	exact = true
+	size := func(r graph.Range) int64 {
+		if r.Offset == 0 && r.Size == 0 {
+			return int64(len(p.Memory().Buffer(r.Buffer)))
+		}
+		return r.Size
+	}
+	for _, r := range append(append([]graph.Range{}, d.Reads...), d.Writes...) {
+		switch kinds[r.Buffer] {
+		case graph.KindExperts:
+			continue
+		case graph.KindCache:
+			exact = false
+		}
+		if d.Family == "embed" && kinds[r.Buffer] != graph.KindScratch {
+			exact = false
+		}
+		n += size(r)
+	}
+	if d.Family == "moe_gate_up" || d.Family == "moe_down" {
+		stride, _ := d.Const("stride")
+		down, _ := d.Const("down_off")
+		experts, _ := d.Const("experts")
+		k, _ := d.Const("top_k")
+		part := down
+		if d.Family == "moe_down" {
+			part = stride - down
+		}
+		n += min(int64(g.Rows)*k, experts) * part
+	}
+	return n, exact
+}
+
+// TestCUDASynthBarrierSoundness is TestCUDABarrierSoundness at real
+// dimensions (the model STRATA_CUDA_SYNTH names, its T=4 decode window):
+// from one saved state, scratch poisoned, the concurrent and reversed
+// schedules give the serial run's logits and state bit for bit, and
+// deleting each placed barrier in turn (a sample of STRATA_CUDA_BARRIERS
+// if set; only those before the families STRATA_CUDA_FAMILIES lists, if
+// set) changes them under the reversed one. The window rewrites the same
+// cache rows every run, so the cache needs no restoring; with
+// STRATA_CUDA_POS the window sits at that position over a cache filled
+// with fixed noise (restored before every run), so sparse attention's
+// indexer has more blocks than its top-k to choose from, and the cache the
+// window leaves is compared too.
+func TestCUDASynthBarrierSoundness(t *testing.T) {
+	path := os.Getenv("STRATA_CUDA_SYNTH")
+	if path == "" {
+		t.Skip("STRATA_CUDA_SYNTH names no model")
+	}
+	requireCUDA(t)
+	l, err := OpenGGUF(path, GGUFOptions{HFOptions: HFOptions{Backend: BackendCUDA}, Pack: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b := cudaOf(t, l)
+	if _, err := l.Model.NewSession().Generate([]int{1, 2, 3, 4, 5, 6, 7, 8}, 4, engine.GenerateOptions{PrefillRows: l.PrefillRows}); err != nil {
+		t.Fatal(err)
+	}
+	var prog *cuda.Program
+	for _, p := range b.Programs() {
+		if p.Graph.Kind == graph.KindTrunk && p.Graph.Rows == 4 {
+			prog = p
+		}
+	}
+	if prog == nil {
+		t.Fatal("no T=4 trunk program")
+	}
+	g, mem := prog.Graph, prog.Memory()
+	pos := 16
+	if v := os.Getenv("STRATA_CUDA_POS"); v != "" {
+		fmt.Sscan(v, &pos)
+		rng := uint32(12345)
+		for _, buf := range g.Buffers {
+			if buf.Kind != graph.KindCache {
+				continue
+			}
+			f := buffers.Float32s(mem.Buffer(buf.Name))
+			for i := range f {
+				rng = rng*1664525 + 1013904223
+				f[i] = float32(int32(rng>>8)-1<<23) / float32(1<<23)
+			}
+		}
+	}
+	writeWindowParamsAt(t, prog, g, pos)
+	state := mem.Snapshot(graph.KindState, nil)
+	cache := mem.Snapshot(graph.KindCache, nil)
+	out, err := g.Output(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(s cuda.Schedule) []byte {
+		mem.Restore(state)
+		if os.Getenv("STRATA_CUDA_POS") != "" {
+			mem.Restore(cache)
+		}
+		mem.Poison(graph.KindScratch)
+		b.SetMode(s, false)
+		if err := prog.Run(); err != nil {
+			t.Fatal(err)
+		}
+		logits, err := mem.Bytes(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := append([]byte(nil), logits...)
+		kinds := []string{graph.KindState}
+		if os.Getenv("STRATA_CUDA_POS") != "" {
+			kinds = append(kinds, graph.KindCache) // what the next window reads
+		}
+		for _, kind := range kinds {
+			snap := mem.Snapshot(kind, nil)
+			names := make([]string, 0, len(snap))
+			for k := range snap {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for _, k := range names {
+				res = append(res, snap[k]...)
+			}
+		}
+		return res
+	}
+	serial := run(cuda.Serial)
+	for _, s := range []cuda.Schedule{cuda.Concurrent, cuda.Reversed} {
+		if got := run(s); !bytesEqual(got, serial) {
+			t.Fatalf("%s schedule: logits or state differ from the serial run with every barrier placed", s)
+		}
+	}
+	limit := 0
+	if v := os.Getenv("STRATA_CUDA_BARRIERS"); v != "" {
+		fmt.Sscan(v, &limit)
+	}
+	barriers := prog.Barriers()
+	if fams := os.Getenv("STRATA_CUDA_FAMILIES"); fams != "" {
+		var keep []int
+		for _, i := range barriers {
+			if slices.Contains(strings.Split(fams, ","), string(g.Dispatches[i].Family)) {
+				keep = append(keep, i)
+			}
+		}
+		barriers = keep
+	}
+	tried := barriers
+	if limit > 0 && limit < len(barriers) {
+		tried = nil
+		for k := 0; k < limit; k++ {
+			tried = append(tried, barriers[k*len(barriers)/limit])
+		}
+	}
+	var silent []string
+	for _, i := range tried {
+		prog.DropBarrier(i, false)
+		got := run(cuda.Reversed)
+		prog.DropBarrier(i, true)
+		if bytesEqual(got, serial) {
+			d := &g.Dispatches[i]
+			silent = append(silent, fmt.Sprintf("%d:%s/L%d", i, d.Kernel, d.Layer))
+		}
+	}
+	t.Logf("%s T=4 at position %d: %d dispatches, %d barriers placed (of the families asked for), %d deleted one at a time: the output changed for %d under the reversed schedule",
+		l.Config.Name, pos, len(g.Dispatches), len(barriers), len(tried), len(tried)-len(silent))
+	if len(silent) > 0 {
+		t.Logf("unchanged: %s", strings.Join(silent, " "))
+	}
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// writeWindowParams fills a window's params as a full window of its rows
+// would: every row live, positions after a short context, real token ids.
+func writeWindowParams(t *testing.T, p *cuda.Program, g *graph.Graph) {
+	t.Helper()
+	writeWindowParamsAt(t, p, g, 16)
+}
+
+func writeWindowParamsAt(t *testing.T, p *cuda.Program, g *graph.Graph, pos int) {
+	t.Helper()
+	buf := p.Memory().Buffer("params")
+	put := func(name string, i int, v uint32) {
+		f, ok := g.Param(name)
+		if !ok || i >= f.Count {
+			t.Fatalf("window T=%d has no params field %s[%d]", g.Rows, name, i)
+		}
+		binary.LittleEndian.PutUint32(buf[f.Offset+4*int64(i):], v)
+	}
+	put(graph.ParamRows, 0, uint32(g.Rows))
+	put(graph.ParamPos, 0, uint32(pos))
+	for i := 0; i < g.Rows; i++ {
+		put(graph.ParamTokens, i, uint32(100+7*i))
+	}
+}

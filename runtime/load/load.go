@@ -1,0 +1,218 @@
+// Package load opens a model for the engine: an HF checkpoint directory, a
+// GGUF file or the embedded default (tiny-go). It resolves the exact config
+// the run asks for (package resolve), finds the generated artifact made for
+// it by its content key (compiled in, beside the model, or in --artifacts
+// folders; artifacts.go), takes its window graphs and kernels, picks a
+// backend and loads the weights. It never imports the generator.
+package load
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/strata-llm/strata/artifact"
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/cuda"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/metal"
+	"github.com/strata-llm/strata/runtime/mslemu"
+	"github.com/strata-llm/strata/runtime/resolve"
+	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/stream"
+	"github.com/strata-llm/strata/runtime/weights"
+)
+
+const defaultModelName = "tiny-go"
+
+// DefaultModelFiles are the files of the default model's directory.
+var DefaultModelFiles = []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+
+// DefaultPrompt is the prompt `strata run` feeds the default model when no
+// tokens are given: the 16 tokens of tiny-go's greedy reference prompt, the
+// Go snippet "func (o *Once) doSlow(f func()) {\n\to.m.Lock" (from go/sync/once.go).
+var DefaultPrompt = []int{355, 329, 87, 341, 5756, 17, 694, 59, 787, 525, 871, 2907, 287, 1691, 868, 4068}
+
+// HFOptions tune how an HF checkpoint is opened.
+type HFOptions struct {
+	PrefillRows int  // 0: the model config's windows.prefill_rows
+	AllLogits   bool // compute every row's logits in prefill windows too (for --dump-logits)
+	Context     int  // 0: the imported default
+	// ArenaExperts > 0 streams the routed experts through an arena of that
+	// many experts instead of loading them all (the tokens do not change).
+	ArenaExperts int
+	// ArenaGB > 0 sizes the arena in GB (10⁹ bytes) instead; AutoArena
+	// sizes it from the machine's available memory less the other buffers
+	// and a margin (all experts stay resident when they fit). Note, when
+	// set, hears how the experts are held, once, at load.
+	ArenaGB   float64
+	AutoArena bool
+	Note      func(string)
+	// Stream tunes the streamer's reader pool (with ArenaExperts).
+	Stream stream.Options
+	// WrapReader wraps the expert reader (delay or fault injection).
+	WrapReader func(stream.Reader) stream.Reader
+	// History is the expert usage-history file ("" none; GGUF models with a
+	// pack default to PACK.usage).
+	History string
+	// Warn reports problems that do not stop the run (an unusable history).
+	Warn func(error)
+	// MoCE turns on cache-aware routing (with the config's knobs, or the
+	// defaults) and ReadAhead the next-layer expert prediction.
+	MoCE, ReadAhead bool
+	// MoCEMaxRank overrides the max-rank cap (> 0), or lifts it (< 0);
+	// MoCELambda > 0 overrides λ, the score margin a resident expert may
+	// win by.
+	MoCEMaxRank int
+	MoCELambda  float64
+	// Backend runs the window graphs: BackendCPU ("" too), BackendMSLEmu
+	// (the generated MSL on the CPU, tuned by MSLEmu), BackendMetal (the
+	// GPU) or BackendMetalEmu (the Metal backend's encoding run by the
+	// emulator); see mslemu.go.
+	Backend string
+	MSLEmu  mslemu.Options
+	// CopyWeights copies every weight into the engine's buffers even where
+	// the backend could use a GGUF's mapped tensors in place.
+	CopyWeights bool
+	// Metal tunes the metal backends (ICB replay, keep-alive, guards).
+	Metal metal.Options
+	// Threads overrides the config's runtime.threads (> 0): the goroutines
+	// each cpu kernel splits its work into (see cpu.SetThreads).
+	Threads int
+	// CUDA tunes the cuda backend (streams, schedule, CUDA-graph replay).
+	CUDA cuda.Options
+	// Artifacts are folders to look in for the model's generated artifact
+	// (--artifacts): each an artifact folder or a folder of them. The
+	// compiled-in artifacts and the one beside the model are looked at too.
+	Artifacts []string
+}
+
+// resolveOptions are the options that change the graphs.
+func (opt HFOptions) resolveOptions() resolve.Options {
+	return resolve.Options{Context: opt.Context, PrefillRows: opt.PrefillRows, MoCE: opt.MoCE, ReadAhead: opt.ReadAhead,
+		MoCEMaxRank: opt.MoCEMaxRank, MoCELambda: opt.MoCELambda}
+}
+
+// Loaded is a model ready to run, with what it was built from.
+type Loaded struct {
+	Config      *models.Config
+	Model       *engine.Model
+	PrefillRows int
+	// ArenaExperts is the expert arena's size in slots (0: every expert
+	// resident), however it was asked for.
+	ArenaExperts int
+	// Artifact is the generated artifact the model runs, and ArtifactFrom
+	// where it was found (FromCompiledIn, a folder, FromGenerate).
+	Artifact     *artifact.Artifact
+	ArtifactFrom string
+	checkpoint   *safetensors.Checkpoint
+	closers      []func() error // files a streaming model keeps reading
+}
+
+// Close stops streaming and releases the checkpoint mapping and files.
+func (l *Loaded) Close() error {
+	errs := []error{l.Model.Close()}
+	for _, c := range l.closers {
+		errs = append(errs, c())
+	}
+	if l.checkpoint != nil {
+		errs = append(errs, l.checkpoint.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// loadEngine loads the graphs of artifact a into the engine: every expert
+// resident, or streamed through an arena when opt asks for one (reading
+// through reader, or the weight source when reader is nil).
+func loadEngine(c *models.Config, a *artifact.Artifact, graphs []*graph.Graph, src engine.WeightSource, opt HFOptions, reader stream.Reader) (*engine.Model, error) {
+	backend, err := opt.backend(a)
+	if err != nil {
+		return nil, err
+	}
+	if opt.CopyWeights {
+		src = engine.Copying(src)
+	}
+	threads := c.Runtime.Threads // the cpu kernels' thread count (0: one per core)
+	if opt.Threads > 0 {
+		threads = opt.Threads
+	}
+	cpu.SetThreads(threads)
+	if opt.ArenaExperts <= 0 {
+		return engine.LoadWith(c, graphs, src, backend)
+	}
+	return engine.LoadStreaming(c, graphs, src, backend, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader,
+		History: opt.History, Warn: opt.Warn})
+}
+
+// OpenHF opens an HF checkpoint directory (config.json + safetensors): imports
+// the config, checks every tensor, finds the artifact generated for it and
+// loads its graphs and the weights.
+func OpenHF(dir string, opt HFOptions) (*Loaded, error) {
+	return openHF(dir, modelFile{flag: "--hf", path: dir, beside: artifact.DirFor(false, dir)}, opt)
+}
+
+func openHF(dir string, mf modelFile, opt HFOptions) (*Loaded, error) {
+	c, err := resolve.HF(dir, opt.resolveOptions())
+	if err != nil {
+		return nil, err
+	}
+	ck, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := load(c, ck, mf, opt)
+	if err != nil {
+		ck.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt HFOptions) (*Loaded, error) {
+	src := weights.NewHF(ck, c)
+	if err := src.Check(c.Tensors()); err != nil {
+		return nil, err
+	}
+	a, from, err := findArtifact(c, mf, opt)
+	if err != nil {
+		return nil, err
+	}
+	c, graphs, rows, opt, err := windowsFor(c, a, opt)
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadEngine(c, a, graphs, src, opt, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Config: c, Model: m, PrefillRows: rows, ArenaExperts: opt.ArenaExperts, Artifact: a, ArtifactFrom: from, checkpoint: ck}, nil
+}
+
+// OpenDefault opens the embedded default model with its compiled-in
+// artifact. The checkpoint is copied out of the binary into a temporary
+// directory, since the safetensors reader maps files; the directory is
+// removed again before OpenDefault returns (the mapping stays valid).
+func OpenDefault(opt HFOptions) (*Loaded, error) {
+	tmp, err := os.MkdirTemp("", "strata-default-")
+	if err != nil {
+		return nil, fmt.Errorf("unpacking the default model: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, defaultModelName)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("unpacking the default model: %w", err)
+	}
+	for _, name := range DefaultModelFiles {
+		b, err := DefaultModelFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("unpacking the default model: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return nil, fmt.Errorf("unpacking the default model: %w", err)
+		}
+	}
+	return openHF(dir, modelFile{flag: "--hf", path: dir, isDefault: true}, opt)
+}

@@ -1,0 +1,200 @@
+package load
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/metal"
+	"github.com/strata-llm/strata/runtime/mslemu"
+	"github.com/strata-llm/strata/runtime/stream"
+)
+
+// metalEmuOptions runs the Metal backend (encoder, pipelines per constant
+// tuple, bindings, argument structs, ICB replay, host points) on a recording
+// device whose GPU is the MSL emulator.
+func metalEmuOptions(t *testing.T, icb bool) HFOptions {
+	requireEmulator(t)
+	return HFOptions{Backend: BackendMetalEmu, Metal: metal.Options{ICB: icb}}
+}
+
+// TestMetalBackendOracles: what the Metal backend encodes, run dispatch by
+// dispatch by the emulator, reproduces the HF float64 oracles: a full
+// prefill of the reference tokens (every row's logits) and the greedy path
+// decoded one row at a time, with the commands encoded directly and
+// replayed from indirect command buffers.
+func TestMetalBackendOracles(t *testing.T) {
+	const prompt = 16
+	for _, o := range oracles {
+		for _, icb := range []bool{false, true} {
+			name := o.name + "/direct"
+			if icb {
+				name = o.name + "/icb"
+			}
+			t.Run(name, func(t *testing.T) {
+				if o.name == "tiny-k512" && (testing.Short() || icb) {
+					t.Skip("tiny-k512 (512 experts) through the emulator is the slowest oracle: once, without -short")
+				}
+				ref := ref0(t, o.name)
+				opt := metalEmuOptions(t, icb)
+				opt.AllLogits, opt.PrefillRows = true, len(ref.tokens)
+				l, _ := openOracle(t, o.name, opt)
+				w1 := checkLogits(t, "tokens", runLogits(t, l, ref.tokens, len(ref.tokens)), ref.logits, o.tol)
+
+				start := time.Now()
+				var logits [][]float32
+				n := len(ref.greedy) - prompt
+				got, err := l.Model.NewSession().Generate(ref.greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt,
+					OnLogits: func(r []float32) error { logits = append(logits, r); return nil }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, want := range ref.greedy[prompt:] {
+					if i >= len(got) || got[i] != want {
+						t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.greedy[prompt:])
+					}
+				}
+				w2 := checkLogits(t, "decode path", logits, ref.greedyLogits[:prompt+n-1], o.tol)
+				t.Logf("worst per-position relative L2: tokens %.3g, decode %.3g; %d+%d decode %v", w1, w2, prompt, n, time.Since(start).Round(time.Millisecond))
+			})
+		}
+	}
+}
+
+// TestMetalBackendStreaming: on the Metal backend the host points stream
+// the routed experts through a 5% arena, and the tokens and every row's
+// logits are those of the fully resident model on the same backend, bit
+// for bit (tiny-k512, 512 experts, top-10).
+func TestMetalBackendStreaming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: tiny-k512 through the emulator")
+	}
+	ref := ref0(t, "tiny-k512")
+	prompt := ref.tokens[:8]
+	const n = 8
+	opt := metalEmuOptions(t, false)
+	opt.AllLogits, opt.PrefillRows = true, 4
+	base, _ := openOracle(t, "tiny-k512", opt)
+	wantT, wantL := decodeAll(t, base, prompt, n)
+
+	for _, icb := range []bool{false, true} {
+		opt := metalEmuOptions(t, icb)
+		opt.AllLogits, opt.PrefillRows, opt.ArenaExperts = true, 4, 4*512*5/100
+		l, _ := openOracle(t, "tiny-k512", opt)
+		gotT, gotL := decodeAll(t, l, prompt, n)
+		sameRun(t, fmt.Sprintf("metal (ICB %v), 5%% arena", icb), gotT, wantT, gotL, wantL)
+		st := l.Model.StreamStats()
+		if st.Misses <= opt.ArenaExperts {
+			t.Errorf("a %d-slot arena missed only %d times: the host points never evicted", opt.ArenaExperts, st.Misses)
+		}
+		t.Logf("ICB %v: %d hits, %d misses, %.1f MB read", icb, st.Hits, st.Misses, float64(st.BytesRead)/1e6)
+	}
+}
+
+// The real Metal device exists only on darwin/arm64; elsewhere asking for it
+// is a clear error, not a crash.
+func TestMetalBackendElsewhere(t *testing.T) {
+	if _, err := metal.Open(metal.Kernels{}, metal.Options{}); err == nil {
+		t.Skip("a Metal device is present")
+	}
+	_, err := OpenHF("../../testdata/oracles/tiny-a", HFOptions{Backend: BackendMetal})
+	if err == nil || !strings.Contains(err.Error(), "darwin/arm64") {
+		t.Fatalf("opening tiny-a on the metal backend off a Mac: %v, want an error naming darwin/arm64", err)
+	}
+}
+
+// The check above can fail: a GPU that skips one kind of dispatch (every
+// final-norm launch) or runs one with a wrong function constant moves the
+// logits far past the tolerance, or fails the window.
+func TestMetalEmuCatchesWrongExecution(t *testing.T) {
+	c, graphs, am, src, ref := tinyA(t)
+	k, err := metal.KernelsFrom(am)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := prefill16(c, graphs, src, cpu.Backend, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mutation := range []string{"none", "skip", "constant"} {
+		rec, err := emulatedMetalDevice(am, mslemu.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := rec.Execute
+		rec.Execute = func(l metal.Launch) error {
+			if strings.HasPrefix(l.Function.Name, "rmsnorm") {
+				switch mutation {
+				case "skip":
+					return nil
+				case "constant": // the row width, one less
+					l.Function.Constants = slices.Clone(l.Function.Constants)
+					for i := range l.Function.Constants {
+						if l.Function.Constants[i].Value > 8 {
+							l.Function.Constants[i].Value--
+							break
+						}
+					}
+				}
+			}
+			return run(l)
+		}
+		b, err := metal.New(rec, k, metal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := prefill16(c, graphs, src, b.Engine(), ref)
+		b.Close()
+		worst := 0.0
+		for i := range want {
+			if err == nil {
+				worst = max(worst, relL2(got[i], want[i]))
+			}
+		}
+		switch {
+		case mutation == "none" && (err != nil || worst > 1e-4):
+			t.Fatalf("unmutated: error %v, worst relative L2 %.3g against the cpu backend", err, worst)
+		case mutation != "none" && err == nil && worst < 1e-2:
+			t.Errorf("%s: the run passed (worst relative L2 %.3g)", mutation, worst)
+		}
+		t.Logf("%s: error %v, worst relative L2 vs the cpu backend %.3g", mutation, err, worst)
+	}
+}
+
+// Cache-aware routing (MoCE, with read-ahead) runs in the router's MSL on the
+// Metal backend while experts stream through a 5% arena, and stays
+// independent of I/O timing: runs with different reader threads and random
+// read delays give the same tokens.
+func TestMetalBackendMoCE(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: tiny-k512 through the emulator")
+	}
+	ref := ref0(t, "tiny-k512")
+	prompt := ref.tokens[:8]
+	const n = 6
+	var first []int
+	for run, threads := range []int{8, 1, 3} {
+		opt := metalEmuOptions(t, run == 2)
+		opt.PrefillRows, opt.ArenaExperts, opt.MoCE, opt.ReadAhead = 4, 4*512*5/100, true, true
+		opt.Stream = stream.Options{Threads: threads}
+		opt.WrapReader = func(r stream.Reader) stream.Reader {
+			return &delayed{inner: r, rng: rand.New(rand.NewSource(int64(run))), maxDelay: 2 * time.Millisecond}
+		}
+		l, _ := openOracle(t, "tiny-k512", opt)
+		got, _ := decodeAll(t, l, prompt, n)
+		st := l.Model.StreamStats()
+		t.Logf("run %d, %d threads: %v; %d hits, %d misses, %d read-aheads", run, threads, got, st.Hits, st.Misses, st.Prefetched)
+		if run == 0 {
+			first = got
+			continue
+		}
+		if !slices.Equal(got, first) {
+			t.Fatalf("run %d gave %v, run 0 gave %v: routing depended on I/O timing", run, got, first)
+		}
+	}
+}

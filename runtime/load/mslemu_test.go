@@ -1,0 +1,241 @@
+package load
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-llm/strata/artifact"
+	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/backend"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/mslemu"
+	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/weights"
+)
+
+// requireEmulator skips when no clang can build the emulator, unless
+// STRATA_REQUIRE_CLANG is set (CI sets it).
+func requireEmulator(t *testing.T) {
+	t.Helper()
+	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
+		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
+			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
+		}
+		t.Skip("skipping mslemu: " + err.Error())
+	}
+}
+
+func mslemuOptions(t *testing.T) HFOptions {
+	requireEmulator(t)
+	return HFOptions{Backend: BackendMSLEmu, MSLEmu: mslemu.Options{}}
+}
+
+// TestMSLEmuOracles: the generated MSL, run on the CPU by the lane emulator,
+// reproduces the HF float64 oracles at the cpu backend's tolerances: a full
+// prefill of the reference tokens and of the greedy path (every row's
+// logits), then the 16-token prompt decoded one row at a time, token for
+// token. The slowest oracle runs only without -short.
+func TestMSLEmuOracles(t *testing.T) {
+	const prompt = 16
+	for _, o := range oracles {
+		t.Run(o.name, func(t *testing.T) {
+			if testing.Short() && o.name == "tiny-k512" {
+				t.Skip("-short: tiny-k512 (512 experts) through mslemu is the slowest oracle")
+			}
+			ref := ref0(t, o.name)
+			opt := mslemuOptions(t)
+			opt.AllLogits, opt.PrefillRows = true, len(ref.tokens)
+			start := time.Now()
+			l, _ := openOracle(t, o.name, opt)
+			loaded := time.Since(start)
+			start = time.Now()
+			w1 := checkLogits(t, "tokens", runLogits(t, l, ref.tokens, len(ref.tokens)), ref.logits, o.tol)
+			w2 := checkLogits(t, "greedy_tokens", runLogits(t, l, ref.greedy, len(ref.greedy)), ref.greedyLogits, o.tol)
+			prefill := time.Since(start)
+
+			start = time.Now()
+			s := l.Model.NewSession()
+			var logits [][]float32
+			n := len(ref.greedy) - prompt
+			got, err := s.Generate(ref.greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt, OnLogits: func(r []float32) error {
+				logits = append(logits, r)
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range ref.greedy[prompt:] {
+				if i >= len(got) || got[i] != want {
+					t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.greedy[prompt:])
+				}
+			}
+			w3 := checkLogits(t, "decode path", logits, ref.greedyLogits[:prompt+n-1], o.tol)
+			t.Logf("worst per-position relative L2: tokens %.3g, greedy %.3g, decode %.3g; load+build %v, two %d-row prefills %v, %d+%d decode %v",
+				w1, w2, w3, loaded.Round(time.Millisecond), len(ref.tokens), prefill.Round(time.Millisecond), prompt, n, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// sanitizerEmulator builds the kernels of am with a sanitizer; it skips when
+// clang's sanitizer runtime is missing, unless STRATA_REQUIRE_CLANG is set.
+func sanitizerEmulator(t *testing.T, am *artifact.Artifact, sanitize string) *mslemu.Emulator {
+	t.Helper()
+	e, err := mslemu.New(am, mslemu.Options{Sanitize: sanitize})
+	if err != nil {
+		if strings.Contains(err.Error(), "libclang_rt") && os.Getenv("STRATA_REQUIRE_CLANG") == "" {
+			t.Skipf("skipping the %s sanitizer: clang's sanitizer runtime is missing (apt-get install libclang-rt-dev): %v", sanitize, err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// tinyA is the tiny-a oracle's config, graphs (every row's logits), kernel
+// artifact, weights and reference.
+func tinyA(t *testing.T) (*models.Config, []*graph.Graph, *artifact.Artifact, engine.WeightSource, reference) {
+	t.Helper()
+	requireEmulator(t)
+	c, err := models.Embedded("tiny-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	graphs, err := gen.Windows(c, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	am, err := gen.Kernels(c, graphs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("../../testdata/oracles", "tiny-a")
+	ck, err := safetensors.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	return c, graphs, am, weights.NewHF(ck, c), loadReference(t, dir)
+}
+
+// prefill16 runs the first 16 reference tokens in one window and returns
+// every row's logits.
+func prefill16(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, b backend.Backend, ref reference) ([][]float32, error) {
+	m, err := engine.LoadWith(c, graphs, src, b)
+	if err != nil {
+		return nil, err
+	}
+	var got [][]float32
+	_, err = m.NewSession().Generate(ref.tokens[:16], 0, engine.GenerateOptions{PrefillRows: 16, OnLogits: func(r []float32) error {
+		got = append(got, r)
+		return nil
+	}})
+	return got, err
+}
+
+// withSource is am with kernels.metal replaced.
+func withSource(am *artifact.Artifact, src string) *artifact.Artifact {
+	edited := *am
+	edited.Files = artifact.MapFS{artifact.KernelsFile: []byte(src)}
+	return &edited
+}
+
+// TestMSLEmuSanitizersClean: the tiny-a kernels run clean under
+// ThreadSanitizer and AddressSanitizer (with every byte outside a
+// dispatch's declared ranges poisoned) and still match the oracle.
+func TestMSLEmuSanitizersClean(t *testing.T) {
+	c, graphs, am, src, ref := tinyA(t)
+	for _, san := range []string{mslemu.Thread, mslemu.Address} {
+		t.Run(san, func(t *testing.T) {
+			got, err := prefill16(c, graphs, src, sanitizerEmulator(t, am, san), ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkLogits(t, san, got, ref.logits[:16], 1e-4)
+		})
+	}
+}
+
+// TestMSLEmuCatchesMissingBarrier: with the threadgroup_barrier taken out of
+// a reduction (the prelude's threadgroup_sum, attention's merge), the
+// emulator gives wrong logits (the simdgroup that runs ahead reads the
+// NaN-filled threadgroup memory the others have not written yet) and
+// ThreadSanitizer reports the race in that function.
+func TestMSLEmuCatchesMissingBarrier(t *testing.T) {
+	c, graphs, am, src, ref := tinyA(t)
+	text, err := am.Source()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const barrier = "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+	for _, tc := range []struct{ function, before string }{
+		{"threadgroup_sum", "        scratch[sg] = v;\n    }\n"},
+		{"attention", "        part_acc[(sg * attn_dims_per_lane + dd) * simd_width + lane] = acc[dd];\n    }\n"},
+	} {
+		t.Run(tc.function, func(t *testing.T) {
+			if n := strings.Count(string(text), tc.before+barrier); n != 1 {
+				t.Fatalf("the barrier after %q appears %d times in kernels.metal, expected once", tc.before, n)
+			}
+			broken := withSource(am, strings.Replace(string(text), tc.before+barrier, tc.before, 1))
+			e, err := mslemu.New(broken, mslemu.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			got, err := prefill16(c, graphs, src, e, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for i := range got {
+				e := relL2(got[i], ref.logits[i])
+				if math.IsNaN(e) || e > worst {
+					worst = e
+				}
+			}
+			if !(worst > 1e-4) && !math.IsNaN(worst) {
+				t.Errorf("without the barrier the logits are still within 1e-4 of the reference (worst %.3g)", worst)
+			}
+			_, err = prefill16(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Thread), ref)
+			if err == nil || !strings.Contains(err.Error(), "ThreadSanitizer: data race") || !strings.Contains(err.Error(), tc.function) {
+				t.Errorf("ThreadSanitizer did not report the race in %s: %v", tc.function, err)
+			}
+			t.Logf("without the barrier: worst relative L2 %.3g; ThreadSanitizer: %s", worst, firstLines(err, 4))
+		})
+	}
+}
+
+// TestMSLEmuCatchesStrayRead: a matmul that decodes one weight row past its
+// tensor stays inside the weights buffer, so only AddressSanitizer with the
+// dispatch's declared ranges can see it.
+func TestMSLEmuCatchesStrayRead(t *testing.T) {
+	c, graphs, am, src, ref := tinyA(t)
+	text, err := am.Source()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bound = "            if (first + i < n) {\n                f32_decode("
+	if n := strings.Count(string(text), bound); n != 1 {
+		t.Fatalf("matmul's row bound appears %d times in kernels.metal, expected once", n)
+	}
+	broken := withSource(am, strings.Replace(string(text), bound, strings.Replace(bound, "<", "<=", 1), 1))
+	_, err = prefill16(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Address), ref)
+	if err == nil || !strings.Contains(err.Error(), "AddressSanitizer: use-after-poison") || !strings.Contains(err.Error(), "matmul_f32") {
+		t.Errorf("AddressSanitizer did not report the read past the weights: %v", err)
+	}
+	t.Logf("AddressSanitizer: %s", firstLines(err, 4))
+}
+
+func firstLines(err error, n int) string {
+	if err == nil {
+		return "no error"
+	}
+	lines := strings.Split(err.Error(), "\n")
+	return strings.Join(lines[:min(n, len(lines))], " | ")
+}
