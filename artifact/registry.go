@@ -58,3 +58,15 @@ func Names() []string {
 	sort.Strings(out)
 	return out
 }
+
+// All returns the registered artifacts, sorted by name.
+func All() []*Artifact {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]*Artifact, 0, len(byName))
+	for _, a := range byName {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -103,9 +103,9 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 		w := tokens[s : s+*ctx]
 		var err error
 		if l.Model.HasMTP() {
-			_, _, err = l.Model.TeacherForced(w, *ctx) // the MTP head's experts too
+			_, _, err = l.Model.TeacherForced(w, l.PrefillRows) // the MTP head's experts too
 		} else {
-			_, err = l.Model.TrunkForced(w, *ctx)
+			_, err = l.Model.TrunkForced(w, l.PrefillRows)
 		}
 		if err != nil {
 			return fmt.Errorf("window %d (tokens %d…%d): %w", i+1, s, s+*ctx-1, err)

@@ -131,6 +131,9 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer l.Close()
+	// The model's artifact may have shorter windows than asked for (its
+	// prefill shape): the text is fed in those.
+	*batch = min(*batch, l.PrefillRows)
 	if *mtp && !l.Model.HasMTP() {
 		return fmt.Errorf("--mtp: model %s has no MTP head", l.Config.Name)
 	}

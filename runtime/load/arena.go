@@ -114,6 +114,13 @@ func windowsFor(c *models.Config, a *artifact.Artifact, opt HFOptions) (*models.
 	if err != nil {
 		return nil, nil, 0, opt, err
 	}
+	if want := opt.PrefillRows; want > 0 && want < rows {
+		// The artifact's prefill shape is longer than the windows asked for
+		// (findArtifact took one made for other shapes): the largest shape
+		// that fits serves.
+		graphs, rows = capGraphs(graphs, want)
+		c = capRows(c, want)
+	}
 	p, err := planArena(c, graphs, opt)
 	if err != nil {
 		return nil, nil, 0, opt, fmt.Errorf("model %s: %w", c.Name, err)

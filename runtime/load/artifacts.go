@@ -34,16 +34,33 @@ type modelFile struct {
 	isDefault  bool   // the embedded default, unpacked to a temporary folder
 }
 
-// findArtifact returns the artifact made for config c: from the folders
-// opt.Artifacts names, the folder beside the model, the compiled-in ones, or
-// Generate; an error naming the model, the key and the command to run when
-// none matches.
-func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Artifact, string, error) {
+// findArtifact returns the artifact that serves config c, and c as that
+// artifact runs it. An artifact made for exactly c comes first: from the
+// folders opt.Artifacts names, the folder beside the model, the compiled-in
+// ones, or Generate. Failing that, one made for the same model and formats
+// with a longer context or other window shapes serves too (c takes its
+// context and windows, and opt.Note hears so): a run asking for a context of
+// 512 uses the default model's 4096-token artifact rather than failing. When
+// none serves, the error names the model, the key and the command to run.
+func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Artifact, string, *models.Config, error) {
 	key, err := artifact.KeyOf(c)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	var seen []string // artifacts looked at that are for other configs, or unusable
+	var near *artifact.Artifact
+	var nearFrom string
+	var nearConfig *models.Config
+	consider := func(a *artifact.Artifact, from string) {
+		cc, ok := serves(a, c)
+		if !ok {
+			return
+		}
+		if near == nil || cc.Runtime.ContextLength < nearConfig.Runtime.ContextLength ||
+			cc.Runtime.ContextLength == nearConfig.Runtime.ContextLength && cc.Windows == c.Windows && nearConfig.Windows != c.Windows {
+			near, nearFrom, nearConfig = a, from, cc
+		}
+	}
 	look := func(dir string) *artifact.Artifact {
 		a, err := artifact.Load(os.DirFS(dir))
 		switch {
@@ -51,6 +68,7 @@ func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Arti
 			seen = append(seen, fmt.Sprintf("%s (unusable: %v)", dir, err))
 		case a.Key != key:
 			seen = append(seen, fmt.Sprintf("%s (key %s, %s)", dir, artifact.ShortKey(a.Key), describe(a.Config)))
+			consider(a, dir)
 		default:
 			return a
 		}
@@ -63,7 +81,7 @@ func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Arti
 		}
 		entries, err := os.ReadDir(d)
 		if err != nil {
-			return nil, "", fmt.Errorf("--artifacts %s: %w", d, err)
+			return nil, "", nil, fmt.Errorf("--artifacts %s: %w", d, err)
 		}
 		for _, e := range entries {
 			if e.IsDir() {
@@ -79,20 +97,45 @@ func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Arti
 			continue
 		}
 		if a := look(d); a != nil {
-			return a, d, nil
+			return a, d, c, nil
 		}
 	}
 	if a, ok := artifact.ByKey(key); ok {
-		return a, FromCompiledIn, nil
+		return a, FromCompiledIn, c, nil
 	}
 	if Generate != nil {
 		a, err := Generate(c)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
-		return a, FromGenerate, nil
+		return a, FromGenerate, c, nil
 	}
-	return nil, "", noArtifact(c, key, mf, opt, seen)
+	for _, a := range artifact.All() {
+		consider(a, FromCompiledIn)
+	}
+	if near != nil {
+		if opt.Note != nil {
+			opt.Note(fmt.Sprintf("no artifact for %s with %s: running the one for %s (%s); %s makes an exact one",
+				c.Name, describe(c), describe(nearConfig), nearFrom, generateCommand(mf, opt)))
+		}
+		return near, nearFrom, nearConfig, nil
+	}
+	return nil, "", nil, noArtifact(c, key, mf, opt, seen)
+}
+
+// serves reports whether artifact a, made for the same architecture,
+// formats and routing as c but a context at least as long and perhaps other
+// window shapes, can run c; the config it returns is c with a's context and
+// windows, whose key is a's.
+func serves(a *artifact.Artifact, c *models.Config) (*models.Config, bool) {
+	if a.Config == nil || a.Config.Runtime.ContextLength < c.Runtime.ContextLength {
+		return nil, false
+	}
+	cc := *c
+	cc.Runtime.ContextLength = a.Config.Runtime.ContextLength
+	cc.Windows = a.Config.Windows
+	k, err := artifact.KeyOf(&cc)
+	return &cc, err == nil && k == a.Key
 }
 
 // describe is the graph-relevant settings of c, for messages.
@@ -107,6 +150,17 @@ func describe(c *models.Config) string {
 // noArtifact is the error when no artifact matches: the model, its key, what
 // was looked at, and the stratagen command that makes the artifact.
 func noArtifact(c *models.Config, key string, mf modelFile, opt HFOptions, seen []string) error {
+	msg := fmt.Sprintf("no generated artifact for %s (key %s) with %s: run  %s", c.Name, artifact.ShortKey(key), describe(c), generateCommand(mf, opt))
+	if len(seen) > 0 {
+		msg += "\n(artifacts found that do not match: " + strings.Join(seen, "; ") + ")"
+	}
+	return errors.New(msg)
+}
+
+// generateCommand is the stratagen command that makes the artifact of the
+// model mf opened with opt (for the embedded default, from its source
+// folder into one --artifacts then names).
+func generateCommand(mf modelFile, opt HFOptions) string {
 	var flags []string
 	if opt.Context > 0 {
 		flags = append(flags, fmt.Sprintf("--context %d", opt.Context))
@@ -129,12 +183,7 @@ func noArtifact(c *models.Config, key string, mf modelFile, opt HFOptions, seen 
 		flags = append(flags, "--out DIR")
 		then = ", then add --artifacts DIR"
 	}
-	cmd := strings.Join(append([]string{"stratagen generate", mf.flag, path}, flags...), " ")
-	msg := fmt.Sprintf("no generated artifact for %s (key %s) with %s: run  %s%s", c.Name, artifact.ShortKey(key), describe(c), cmd, then)
-	if len(seen) > 0 {
-		msg += "\n(artifacts found that do not match: " + strings.Join(seen, "; ") + ")"
-	}
-	return errors.New(msg)
+	return strings.Join(append([]string{"stratagen generate", mf.flag, path}, flags...), " ") + then
 }
 
 // graphsOf decodes the graphs a run of c uses from a: every decode shape,

@@ -3,12 +3,14 @@ package load
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/resolve"
 )
 
@@ -42,11 +44,37 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	if l.ArtifactFrom != FromCompiledIn || l.Artifact != a {
 		t.Errorf("the default ran the artifact from %q", l.ArtifactFrom)
 	}
-	// Another context is another artifact: the error says which command
+	want, err := l.Model.NewSession().Generate(DefaultPrompt, 6, engine.GenerateOptions{PrefillRows: l.PrefillRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A shorter context and shorter windows than any artifact's: the
+	// compiled-in artifact serves (its longer context, its largest shape
+	// that fits), says so, and decodes the same tokens.
+	var notes []string
+	short, err := OpenDefault(HFOptions{Context: 1024, PrefillRows: 3, Note: func(s string) { notes = append(notes, s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	if short.Artifact != a || short.Config.Runtime.ContextLength != 4096 || short.PrefillRows != 3 {
+		t.Errorf("context 1024, prefill rows 3: artifact %s from %q, context %d, prefill rows %d", short.Artifact.Name, short.ArtifactFrom, short.Config.Runtime.ContextLength, short.PrefillRows)
+	}
+	if len(notes) == 0 || !strings.Contains(notes[0], "stratagen generate --hf testdata/tiny-go --context 1024 --prefill-rows 3 --out DIR") {
+		t.Errorf("notes %q: want the artifact it ran and the command that makes an exact one", notes)
+	}
+	got, err := short.Model.NewSession().Generate(DefaultPrompt, 6, engine.GenerateOptions{PrefillRows: short.PrefillRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the shorter windows decode %v, the artifact's own %v", got, want)
+	}
+	// Other routing is another artifact: the error says which command
 	// makes it.
-	_, err = OpenDefault(HFOptions{Context: 1024})
-	if err == nil || !strings.Contains(err.Error(), "stratagen generate --hf testdata/tiny-go --context 1024 --out DIR") || !strings.Contains(err.Error(), "key ") {
-		t.Errorf("no artifact for context 1024: %v", err)
+	_, err = OpenDefault(HFOptions{MoCE: true, ArenaExperts: 64})
+	if err == nil || !strings.Contains(err.Error(), "stratagen generate --hf testdata/tiny-go --moce --out DIR") || !strings.Contains(err.Error(), "key ") {
+		t.Errorf("no artifact for MoCE: %v", err)
 	}
 }
 
@@ -107,9 +135,19 @@ func TestArtifactBesideTheModel(t *testing.T) {
 		t.Errorf("ran the artifact from %q", l.ArtifactFrom)
 	}
 	l.Close()
-	// The artifact beside it is for 5 prefill rows: the default's 16 is
-	// another key, and the error says what it found.
-	_, err = OpenHF(model, HFOptions{History: "-"})
+	// The artifact beside it is for 5 prefill rows: it serves the config's
+	// 64 too, in its own windows, and says so.
+	var notes []string
+	if l, err = OpenHF(model, HFOptions{History: "-", Note: func(s string) { notes = append(notes, s) }}); err != nil {
+		t.Fatal(err)
+	}
+	if l.PrefillRows != 5 || len(notes) == 0 || !strings.Contains(notes[0], "prefill rows 64: running the one for") {
+		t.Errorf("the default windows ran %d prefill rows; notes %q", l.PrefillRows, notes)
+	}
+	l.Close()
+	// MoCE routing is another key the artifact cannot serve, and the error
+	// says what it found.
+	_, err = OpenHF(model, HFOptions{History: "-", MoCE: true, ArenaExperts: 8})
 	if err == nil || !strings.Contains(err.Error(), "artifacts found that do not match") {
 		t.Errorf("mismatched artifact: %v", err)
 	}

@@ -73,7 +73,7 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	}
 	var graphs []*graph.Graph
 	var rows int
-	a, from, err := findArtifact(c, modelFile{flag: "--gguf", path: path, beside: artifact.DirFor(true, path)}, opt.HFOptions)
+	a, from, c, err := findArtifact(c, modelFile{flag: "--gguf", path: path, beside: artifact.DirFor(true, path)}, opt.HFOptions)
 	if err == nil {
 		var hopt HFOptions
 		c, graphs, rows, hopt, err = windowsFor(c, a, opt.HFOptions)

@@ -176,7 +176,7 @@ func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt HFOpti
 	if err := src.Check(c.Tensors()); err != nil {
 		return nil, err
 	}
-	a, from, err := findArtifact(c, mf, opt)
+	a, from, c, err := findArtifact(c, mf, opt)
 	if err != nil {
 		return nil, err
 	}
