@@ -1,13 +1,17 @@
 #!/bin/bash
 # The H200 runs of docs/cuda.md: bash runtime/cuda/testdata/h200.sh STEP...
-# from the repository root, with .cudabin/ holding the gzipped x86-64 builds
-# (strata.test, cuda.test, strata: CGO_ENABLED=0, -ldflags=-s -w). Each step
-# logs to $OUT/STEP.log (or /tmp/h200 without $OUT).
+# from the repository root, with .cudabin/ holding the xz-compressed x86-64
+# builds (CGO_ENABLED=0, -ldflags='-s -w', -tags strata_default_on_disk so the
+# default model is read from the tree instead of embedded):
+#   go test -c -o load.test ./runtime/load; go test -c -o cuda.test ./runtime/cuda;
+#   go build -o strata ./cmd/strata; xz -9e each into .cudabin/.
+# Each step logs to $OUT/STEP.log (or /tmp/h200 without $OUT).
 set -u
 out=${OUT:-/tmp/h200}
 mkdir -p "$out" /tmp/sb
-for f in .cudabin/*.gz; do gunzip -c "$f" >"/tmp/sb/$(basename "$f" .gz)"; done
+for f in .cudabin/*.xz; do xz -dc "$f" >"/tmp/sb/$(basename "$f" .xz)"; done
 chmod +x /tmp/sb/*
+export STRATA_SOURCE_ROOT=$PWD
 export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 if ! ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then
@@ -15,7 +19,10 @@ if ! ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then
 	[ -n "$n" ] && export STRATA_NVRTC=$n LD_LIBRARY_PATH=$(dirname "$n"):$LD_LIBRARY_PATH
 fi
 root=$PWD
-t=/tmp/sb/strata.test
+# runtime/load's tests read ../../testdata: they run from their folder.
+printf '#!/bin/bash\ncd "%s/runtime/load" && exec /tmp/sb/load.test "$@"\n' "$root" >/tmp/sb/load.sh
+chmod +x /tmp/sb/load.sh
+t=/tmp/sb/load.sh
 step() { # name timeout command...
 	local name=$1 limit=$2
 	shift 2
