@@ -20,7 +20,7 @@ type ggmlCase struct {
 	f      *Format
 }
 
-func readGGMLCase(t *testing.T, name string) ggmlCase {
+func readGGMLCase(t testing.TB, name string) ggmlCase {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/ggml_" + name + ".bin")
 	if err != nil {
