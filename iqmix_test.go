@@ -111,7 +111,9 @@ func writeIQMix(t *testing.T, src, dst string, rule func(name string, dims []uin
 // not quantize (iq2_xxs, iq3_xxs, iq2_s, iq3_s, iq1_s, iq1_m) in experts,
 // trunk, embeddings and head runs them as stored, on cpu and mslemu: its
 // logits equal those of the same file with every tensor decoded to f32 by
-// models/quant (whose decoders equal ggml's, ggml_blocks_test.go).
+// models/quant (whose decoders equal ggml's, ggml_blocks_test.go). The GDN
+// z (attn_gate) is q5_k beside an IQ attn_qkv: the split projections use
+// both in place, each in its own format.
 func TestGGUFIQMix(t *testing.T) {
 	data, err := os.ReadFile("models/tiny-a/model.toml")
 	if err != nil {
@@ -147,6 +149,9 @@ func TestGGUFIQMix(t *testing.T) {
 		case "down":
 			return []string{"iq1_s", "iq1_m"}[layer%2]
 		case "trunk":
+			if strings.HasSuffix(name, ".attn_gate.weight") {
+				return "q5_k" // the GDN z beside an IQ attn_qkv, as llama.cpp's mixes do
+			}
 			return []string{"iq2_s", "iq3_s"}[layer%2]
 		case "embed":
 			return "iq3_xxs"
@@ -169,6 +174,36 @@ func TestGGUFIQMix(t *testing.T) {
 	l := openGGUF(t, mix, GGUFOptions{HFOptions: opt})
 	if got := classFormats(l.WeightTable(), models.ClassExperts); !slices.Equal(got, []string{"iq1_m", "iq1_s", "iq2_xxs", "iq3_xxs"}) {
 		t.Fatalf("experts run as %v, want iq1_m, iq1_s, iq2_xxs, iq3_xxs", got)
+	}
+	f, err := gguf.Open(mix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := weights.NewGGUF(f, l.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := map[string]models.TensorSpec{}
+	for _, s := range l.Config.Tensors() {
+		specs[s.Name] = s
+	}
+	for role, tensor := range map[string]string{
+		"layers.0.gdn.qkv": "blk.0.attn_qkv.weight", "layers.0.gdn.z": "blk.0.attn_gate.weight",
+		"layers.1.gdn.qkv": "blk.1.attn_qkv.weight", "layers.1.gdn.z": "blk.1.attn_gate.weight",
+	} {
+		ti, ok := f.Tensor(tensor)
+		spec, known := specs[role]
+		if !ok || !known {
+			t.Fatalf("no tensor %s or role %s", tensor, role)
+		}
+		format := spec.Format(l.Config.Quant)
+		if fc, _ := quant.ByCode(ti.Type.Code); fc == nil || fc.Name != format {
+			t.Errorf("role %s runs as %s, its tensor %s is %s", role, format, tensor, ti.Type.Name)
+		}
+		if off, size, ok := r.Mapped(spec, format); !ok || off != f.DataOffset+ti.Offset || size != ti.Size {
+			t.Errorf("role %s is not used in place from %s", role, tensor)
+		}
 	}
 	want := runLogits(t, openGGUF(t, dec, GGUFOptions{HFOptions: opt}), tokens, 4)
 	got := runLogits(t, l, tokens, 4)

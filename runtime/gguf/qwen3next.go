@@ -207,6 +207,24 @@ func QwenNextRole(d QwenNextDims, form QwenNextForm, role string) (RoleMap, erro
 				RowRun{gate, g * rv, base + 2*dk + rv, rv})   // z of g's value heads
 		}
 		return RoleMap{Role: role, Runs: runs}, nil
+	case !form.LegacySSMIn && sub == "gdn.qkv": // split projections (models.LinearAttention.SplitProjections)
+		return RoleMap{Role: role, Tensor: blk + nameAttnQKV}, nil
+	case !form.LegacySSMIn && sub == "gdn.z":
+		return RoleMap{Role: role, Tensor: blk + nameAttnGate}, nil
+	case sub == "gdn.b" || sub == "gdn.a": // ssm_ba: per key head g, b then a of its value heads
+		if d.KeyHeads <= 0 || d.ValueHeads <= 0 || d.ValueHeads%d.KeyHeads != 0 {
+			return RoleMap{}, fmt.Errorf("qwen3next: role %s: GDN dims %d key heads, %d value heads cannot split ssm_ba", role, d.KeyHeads, d.ValueHeads)
+		}
+		r := d.ValueHeads / d.KeyHeads
+		off := 0
+		if sub == "gdn.a" {
+			off = r
+		}
+		runs := make([]RowRun, d.KeyHeads)
+		for g := range runs {
+			runs[g] = RowRun{blk + qwenNextLayer["gdn.ba"].name, 2*g*r + off, g * r, r}
+		}
+		return RoleMap{Role: role, Runs: runs}, nil
 	case form.FusedAttnQKV && (sub == "attn.q" || sub == "attn.k" || sub == "attn.v"):
 		q := d.Heads * d.HeadDim
 		if d.OutputGate {
