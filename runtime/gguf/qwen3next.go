@@ -21,7 +21,10 @@ import (
 //     q_g, k_g, then v and z of its value heads) is, in current llama.cpp
 //     files, split into attn_qkv (flat [Q all | K all | V all]) and attn_gate
 //     (Z, in value-head order); older files (llama.cpp before March 2026) have
-//     ssm_in in the grouped order as is. Both are read;
+//     ssm_in in the grouped order as is. Both are read. With split
+//     projections (models.LinearAttention.SplitProjections, which the loader
+//     sets for attn_qkv + attn_gate files) the roles are gdn.qkv, gdn.z (those
+//     two tensors whole, in place) and gdn.b, gdn.a (rows of ssm_ba);
 //   - optional fused forms: ffn_gate_up_exps (per expert, gate rows then up
 //     rows) for the routed experts, and attn_qkv on full-attention layers
 //     (q with its gate, then k, then v).
