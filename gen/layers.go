@@ -286,7 +286,7 @@ func (b *builder) ple(ly layerSpec, params graph.Binding, x graph.Range) {
 func (b *builder) gatedDeltaNet(ly layerSpec, params graph.Binding, xn, mix graph.Range) {
 	g := b.a.LinearAttention
 	l, lt := ly.n, ly.t
-	grouped := b.a.ModelType == models.TypeQwen3Next // Qwen3-Next interleaves q|k|v|z and b|a per key head
+	grouped := b.a.GroupedGDN() // HF's Qwen3-Next interleaves q|k|v|z and b|a per key head
 	dims := func(extra ...any) []graph.Const {
 		return cs(append([]any{graph.ConstRows, b.T, graph.ConstNK, g.NumKeyHeads, graph.ConstNV, g.NumValueHeads, graph.ConstDK, g.KeyHeadDim, graph.ConstDV, g.ValueHeadDim, graph.ConstGrouped, grouped}, extra...)...)
 	}

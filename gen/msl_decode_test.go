@@ -20,9 +20,10 @@ import (
 // TestMSLDecodersEqualGGML compiles every MSL decoder for the CPU (the
 // emulator's metal_stdlib, C++ for OpenCL, no FP contraction), runs it over
 // the llama.cpp-written blocks of models/quant/testdata and requires ggml's
-// own decode bit for bit. It is the numerical check of the decoders that no
-// plan can hold (the decode-only IQ formats); the planned ones are also run
-// inside kernels by mslemu (TestMSLEmuQuantKernels).
+// own decode bit for bit, on the blocks ggml's quantizer wrote and on random
+// blocks, for every quantized format. The decode-only IQ formats run inside
+// kernels in TestGGUFIQMix (root), the quantizable ones in
+// TestMSLEmuQuantKernels.
 func TestMSLDecodersEqualGGML(t *testing.T) {
 	requireClangHere(t)
 	clang, err := mslemu.Clang()
@@ -40,9 +41,9 @@ func TestMSLDecodersEqualGGML(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	for _, want := range []string{"iq1_m", "iq1_s", "iq2_s", "iq2_xxs", "iq3_s", "iq3_xxs", "q2_k", "q3_k", "q5_k", "q4_0"} {
-		if !slices.Contains(names, want) {
-			t.Fatalf("no MSL decoder with ggml test blocks for %s", want)
+	for name := range chunks {
+		if f, err := quant.Lookup(name); err == nil && f.BlockElems > 1 && !slices.Contains(names, name) {
+			t.Errorf("the MSL decoder for %s has no ggml test blocks (%s)", name, ggmlCasePath(name))
 		}
 	}
 	base, err := quantLibrary(t, "tiny-a", quantPlans[7])
@@ -112,7 +113,7 @@ extern "C" void strata_decode(int fmt, device const uchar *row, uint n, device f
 			if err != nil {
 				t.Fatal(err)
 			}
-			blocks, want := ggmlRandomBlocks(t, name, f)
+			blocks, want := ggmlBlocks(t, name, f)
 			var in bytes.Buffer
 			binary.Write(&in, binary.LittleEndian, [2]uint32{uint32(i), uint32(len(want) / chunks[name])})
 			in.Write(blocks)
@@ -143,26 +144,43 @@ extern "C" void strata_decode(int fmt, device const uchar *row, uint n, device f
 
 func ggmlCasePath(name string) string { return "../models/quant/testdata/ggml_" + name + ".bin" }
 
-// ggmlRandomBlocks reads the random blocks of testdata/ggml_<name>.bin and
-// ggml's decode of them (layout: models/quant/testdata/README.md).
-func ggmlRandomBlocks(t *testing.T, name string, f *quant.Format) ([]byte, []float32) {
+// ggmlBlocks reads the blocks of testdata/ggml_<name>.bin — those ggml's
+// quantizer wrote, then the random ones — and ggml's decode of them
+// (layout: models/quant/testdata/README.md).
+func ggmlBlocks(t *testing.T, name string, f *quant.Format) ([]byte, []float32) {
 	t.Helper()
 	raw, err := os.ReadFile(ggmlCasePath(name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := int(binary.LittleEndian.Uint32(raw))
-	raw = raw[4+8*n+f.Bytes(n):]
-	m := int(binary.LittleEndian.Uint32(raw))
-	raw = raw[4:]
-	blocks := raw[:f.Bytes(m)]
-	raw = raw[f.Bytes(m):]
-	if len(raw) != 4*m {
-		t.Fatalf("%s: %d bytes after the random blocks, want %d", ggmlCasePath(name), len(raw), 4*m)
+	u32 := func() int {
+		if len(raw) < 4 {
+			t.Fatalf("%s: truncated", ggmlCasePath(name))
+		}
+		v := int(binary.LittleEndian.Uint32(raw))
+		raw = raw[4:]
+		return v
 	}
-	want := make([]float32, m)
-	for i := range want {
-		want[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	var blocks []byte
+	var want []float32
+	part := func(n int) {
+		if len(raw) < f.Bytes(n)+4*n {
+			t.Fatalf("%s: truncated", ggmlCasePath(name))
+		}
+		blocks = append(blocks, raw[:f.Bytes(n)]...)
+		raw = raw[f.Bytes(n):]
+		for i := 0; i < n; i++ {
+			want = append(want, math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+		}
+		raw = raw[4*n:]
+	}
+	n := u32()
+	raw = raw[4*n:]     // the inputs
+	raw = raw[4*u32():] // the importance matrix
+	part(n)
+	part(u32())
+	if len(raw) != 0 {
+		t.Fatalf("%s: %d trailing bytes", ggmlCasePath(name), len(raw))
 	}
 	return blocks, want
 }

@@ -142,6 +142,18 @@ type LinearAttention struct {
 	ValueHeadDim  int    `toml:"value_head_dim"`
 	ConvKernel    int    `toml:"conv_kernel"`
 	GateAct       string `toml:"gate_act"` // the gated norm's activation: "silu" (qwen3_next) or "sigmoid"
+	// SplitProjections (qwen3_next) runs the GDN input projections as four
+	// matrices, q|k|v (flat), z, b and a, instead of HF's two grouped ones
+	// (in_proj_qkvz, in_proj_ba): the layout llama.cpp's qwen3next files
+	// store attn_qkv and attn_gate in, so they are used in place and may
+	// differ in format. Set by the GGUF loader; not written to model.toml.
+	SplitProjections bool `toml:"-"`
+}
+
+// GroupedGDN reports whether the GDN input projections are Qwen3-Next's
+// grouped qkvz and ba (per key head: q, k, then v and z of its value heads).
+func (a *Architecture) GroupedGDN() bool {
+	return a.ModelType == TypeQwen3Next && !a.LinearAttention.SplitProjections
 }
 
 // KeyDim is the width of q (and of k) summed over key heads.

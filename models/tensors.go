@@ -129,7 +129,7 @@ func (l *tensorList) layer(p, kind string, ple int) {
 	switch kind {
 	case LayerLinearAttention:
 		g := a.LinearAttention
-		if qwen4 { // Qwen3.5-style separate projections
+		if !a.GroupedGDN() { // Qwen3.5-style separate projections (and llama.cpp's qwen3next)
 			l.add(p+"gdn.qkv", ClassTrunk, false, g.ConvDim(), H)
 			l.add(p+"gdn.z", ClassTrunk, false, g.ValueDim(), H)
 			l.add(p+"gdn.b", ClassTrunk, false, g.NumValueHeads, H)

@@ -229,7 +229,7 @@ func (v *validator) quant(q *QuantPlan) {
 		if !slices.Contains(names, f.name) {
 			v.add("quant."+f.class, "is %q (expected one of %s)", f.name, strings.Join(names, ", "))
 		} else if qf, _ := quant.Lookup(f.name); qf.Encode == nil {
-			v.add("quant."+f.class, "is %q, which strata decodes but cannot quantize (ggml's quantizer for it needs an importance matrix); plan a format with a quantizer", f.name)
+			v.add("quant."+f.class, "is %q, which strata decodes but cannot quantize (no quantizer for it; a file that holds it runs as it is); plan one of %s", f.name, strings.Join(quant.Quantizable(), ", "))
 		}
 	}
 	if q.Router != "" && !slices.Contains(names, q.Router) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -12,13 +13,14 @@ import (
 // decode of those blocks; then random blocks and ggml's decode of them.
 type ggmlCase struct {
 	x, y   []float32
+	qw     []float32 // the importance matrix ggml quantized with (nil: none)
 	blocks []byte
 	rnd    []byte
 	rndY   []float32
 	f      *Format
 }
 
-func readGGMLCase(t *testing.T, name string) ggmlCase {
+func readGGMLCase(t testing.TB, name string) ggmlCase {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/ggml_" + name + ".bin")
 	if err != nil {
@@ -46,6 +48,11 @@ func readGGMLCase(t *testing.T, name string) ggmlCase {
 	n := int(binary.LittleEndian.Uint32(raw))
 	raw = raw[4:]
 	c.x = floats(n)
+	cols := int(binary.LittleEndian.Uint32(raw))
+	raw = raw[4:]
+	if cols > 0 {
+		c.qw = floats(cols)
+	}
 	c.blocks = bytesOf(f.Bytes(n))
 	c.y = floats(n)
 	m := int(binary.LittleEndian.Uint32(raw))
@@ -58,16 +65,28 @@ func readGGMLCase(t *testing.T, name string) ggmlCase {
 	return c
 }
 
-// ggmlFormats are the formats with llama.cpp-written test blocks; those
-// without a quantizer (ggml's needs an importance matrix) have random
-// blocks only.
-var ggmlFormats = []string{"q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q5_k", "q8_0", "q4_k", "q6_k", "iq2_xxs", "iq3_xxs", "iq2_s", "iq3_s", "iq1_s", "iq1_m"}
+// ggmlFormats are the formats with llama.cpp-written test blocks: every
+// quantized format strata has. ggml quantized the IQ formats llama-quantize
+// refuses without one (iq2_xxs, iq2_xs, iq1_s, iq1_m) with an importance
+// matrix, which the file carries.
+var ggmlFormats = []string{"q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q5_k", "q8_0", "q4_k", "q6_k",
+	"iq2_xxs", "iq2_xs", "iq3_xxs", "iq2_s", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs"}
 
 // ownQuantizers are the formats whose quantizers deliberately differ from
-// ggml's reference ones (docs/decisions.md: q8_0 rounds against the stored
-// f16 scale; q4_k and q6_k search their scales their own way), so only
+// ggml's (docs/decisions.md: q8_0 rounds against the stored f16 scale; q4_k,
+// q6_k, iq2_xs and the iq4s search their scales their own way), so only
 // their decoders are compared; their bytes may differ in a level or scale.
-var ownQuantizers = map[string]bool{"q8_0": true, "q4_k": true, "q6_k": true}
+var ownQuantizers = map[string]bool{"q8_0": true, "q4_k": true, "q6_k": true, "iq2_xs": true, "iq4_nl": true, "iq4_xs": true}
+
+// TestGGMLCasesComplete: every quantized format strata registers has
+// ggml-written test blocks.
+func TestGGMLCasesComplete(t *testing.T) {
+	for _, name := range Names() {
+		if f := registry[name]; f.BlockElems > 1 && !slices.Contains(ggmlFormats, name) {
+			t.Errorf("format %s has no ggml-written test blocks (testdata/ggml_%s.bin)", name, name)
+		}
+	}
+}
 
 // Our decoders equal ggml's dequantize_row_* bit for bit, on the blocks
 // ggml's quantizer wrote and on random blocks; our quantizers write ggml's
@@ -103,21 +122,19 @@ func TestGGMLWrittenBlocks(t *testing.T) {
 				for i, v := range part.want {
 					want += float64(v) * float64(x[i])
 				}
-				if got := c.f.Dot(part.blocks, x); math.Abs(got-want) > 1e-9*(1+math.Abs(want))*float64(len(x)) {
+				var mag float64
+				for i, v := range part.want {
+					mag += math.Abs(float64(v) * float64(x[i]))
+				}
+				if got := c.f.Dot(part.blocks, x); math.Abs(got-want) > 2e-7*mag+1e-30 { // the decoder's float32 rounding of each value
 					t.Errorf("%s blocks: Dot %v, ggml decode · x %v", part.what, got, want)
 				}
-			}
-			if c.f.Encode == nil {
-				if len(c.x) != 0 {
-					t.Errorf("ggml quantized %d values but we have no quantizer to compare", len(c.x))
+				if got := c.f.Dot32(part.blocks, x); math.Abs(float64(got)-want) > 1e-5*mag+1e-30 {
+					t.Errorf("%s blocks: Dot32 %v, ggml decode · x %v (Σ|w·x| %v)", part.what, got, want, mag)
 				}
-				return
 			}
-			if len(c.x) == 0 {
-				t.Fatal("no ggml-quantized blocks to compare our quantizer with")
-			}
-			if ownQuantizers[name] {
-				return
+			if c.f.Encode == nil || ownQuantizers[name] || c.qw != nil {
+				return // decode-only, or not ggml's quantizer, or ggml's imatrix path
 			}
 			enc := make([]byte, len(c.blocks))
 			c.f.Encode(c.x, enc)

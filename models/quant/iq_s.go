@@ -30,8 +30,7 @@ import (
 // k/4, …), and the f16 d spread over their top nibbles;
 // y = d·(2s + 1)·(grid ± 0.125).
 //
-// Decoders only (ggml's quantizers for them need an importance matrix). The
-// grids are not in ../shared: ggml_iq_grids.json holds them as data taken
+// Decoder and dot product (iq_dot.go), no quantizer. The grids are not in ../shared: ggml_iq_grids.json holds them as data taken
 // from ggml-common.h (its "source" says which tree).
 
 const (

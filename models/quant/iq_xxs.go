@@ -14,9 +14,8 @@ import "encoding/binary"
 // (one per eight elements, as IQ2_XXS) and the 4-bit scale in the top bits;
 // y = d·(0.5 + s)·0.5·grid·sign.
 //
-// Decoders only: ggml's quantizers for these types need an importance
-// matrix (llama-quantize refuses them without one), which strata does not
-// compute yet, so Encode is nil and quant plans refuse them.
+// Decoder and dot product (iq_dot.go), no quantizer: Encode is nil and
+// quant plans refuse them; files that hold them run as they are.
 
 const (
 	iq2xxsBytes = 66
@@ -69,22 +68,5 @@ func decodeIQ3XXS(src []byte, dst []float32) {
 				}
 			}
 		}
-	}
-}
-
-// dotDecoded is Σ decode(block)·x in float64 through a one-block scratch:
-// the reference dot of the decode-only formats.
-func dotDecoded(decode func([]byte, []float32), blockElems, blockBytes int) func([]byte, []float32) float64 {
-	return func(src []byte, x []float32) float64 {
-		var buf [256]float32
-		y := buf[:blockElems]
-		var s float64
-		for b := 0; b*blockElems < len(x); b++ {
-			decode(src[b*blockBytes:(b+1)*blockBytes], y)
-			for i, v := range x[b*blockElems : (b+1)*blockElems] {
-				s += float64(y[i]) * float64(v)
-			}
-		}
-		return s
 	}
 }

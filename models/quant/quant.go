@@ -35,8 +35,8 @@ type Format struct {
 	// float formats round to nearest even; the quantized formats search their
 	// scales for the least (weighted) squared error, as ggml's reference
 	// quantizers do. Nil for the decode-only formats (iq2_xxs, iq3_xxs,
-	// iq2_s, iq3_s, iq1_s, iq1_m: ggml's quantizers for them need an
-	// importance matrix).
+	// iq2_s, iq3_s, iq1_s, iq1_m): strata has no quantizer for them; files
+	// that hold them run as they are.
 	Encode func(src []float32, dst []byte)
 	// EncodeWeighted, where the format's quantizer takes an importance
 	// matrix (ggml's quant_weights; nil otherwise), is Encode with per-column
@@ -78,12 +78,12 @@ var registry = map[string]*Format{
 	"q5_k":    blockFormat("q5_k", 13, "block_q5_K", decodeQ5K, encodeQ5K, dotQ5K),
 	"q4_k":    blockFormat("q4_k", 12, "block_q4_K", decodeQ4K, encodeQ4K, dotQ4K),
 	"q6_k":    blockFormat("q6_k", 14, "block_q6_K", decodeQ6K, encodeQ6K, dotQ6K),
-	"iq2_xxs": blockFormat("iq2_xxs", 16, "block_iq2_xxs", decodeIQ2XXS, nil, nil),
-	"iq3_xxs": blockFormat("iq3_xxs", 18, "block_iq3_xxs", decodeIQ3XXS, nil, nil),
-	"iq2_s":   blockFormat("iq2_s", 22, "block_iq2_s", decodeIQ2S, nil, nil),
-	"iq3_s":   blockFormat("iq3_s", 21, "block_iq3_s", decodeIQ3S, nil, nil),
-	"iq1_s":   blockFormat("iq1_s", 19, "block_iq1_s", decodeIQ1S, nil, nil),
-	"iq1_m":   blockFormat("iq1_m", 29, "block_iq1_m", decodeIQ1M, nil, nil),
+	"iq2_xxs": blockFormat("iq2_xxs", 16, "block_iq2_xxs", decodeIQ2XXS, nil, dotIQ2XXS),
+	"iq3_xxs": blockFormat("iq3_xxs", 18, "block_iq3_xxs", decodeIQ3XXS, nil, dotIQ3XXS),
+	"iq2_s":   blockFormat("iq2_s", 22, "block_iq2_s", decodeIQ2S, nil, dotIQ2S),
+	"iq3_s":   blockFormat("iq3_s", 21, "block_iq3_s", decodeIQ3S, nil, dotIQ3S),
+	"iq1_s":   blockFormat("iq1_s", 19, "block_iq1_s", decodeIQ1S, nil, dotIQ1S),
+	"iq1_m":   blockFormat("iq1_m", 29, "block_iq1_m", decodeIQ1M, nil, dotIQ1M),
 	"iq2_xs":  blockFormat("iq2_xs", 17, "block_iq2_xs", decodeIQ2XS, encodeIQ2XS, dotIQ2XS),
 	"iq4_nl":  blockFormat("iq4_nl", 20, "block_iq4_nl", decodeIQ4NL, encodeIQ4NL, dotIQ4NL),
 	"iq4_xs":  blockFormat("iq4_xs", 23, "block_iq4_xs", decodeIQ4XS, encodeIQ4XS, dotIQ4XS),
@@ -91,16 +91,12 @@ var registry = map[string]*Format{
 
 // blockFormat builds a quantized format whose block geometry is read from
 // the ggml tables (so it cannot drift from ggml's static_asserts) and checked
-// against the ggml type id. A nil dot (the decode-only formats) is
-// dotDecoded over that geometry.
+// against the ggml type id.
 func blockFormat(name string, code int, cstruct string, dec func([]byte, []float32), enc func([]float32, []byte), dot func([]byte, []float32) float64) *Format {
 	elems, bytes := blockOf(cstruct)
 	t, err := GGMLTypeByCode(code)
 	if err != nil || t.BlockElems != elems || t.BlockBytes != bytes {
 		panic(fmt.Sprintf("quant: %s: ggml type %d does not match %s (%d elements, %d bytes)", name, code, cstruct, elems, bytes))
-	}
-	if dot == nil {
-		dot = dotDecoded(dec, elems, bytes)
 	}
 	return &Format{Name: name, Code: code, BlockElems: elems, BlockBytes: bytes, Decode: dec, Encode: enc, Dot: dot}
 }

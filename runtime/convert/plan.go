@@ -39,7 +39,7 @@ func ParsePlan(base models.QuantPlan, plan string) (models.QuantPlan, error) {
 			return base, fmt.Errorf("item %d %q: %w", i+1, item, err)
 		}
 		if f.Encode == nil {
-			return base, fmt.Errorf("item %d %q: strata decodes %s but cannot quantize to it (ggml's quantizer needs an importance matrix)", i+1, item, f.Name)
+			return base, fmt.Errorf("item %d %q: strata decodes %s but cannot quantize to it: it has no quantizer for it (a file that holds it, e.g. llama-quantize's, runs as it is); plan one of %s", i+1, item, f.Name, strings.Join(quant.Quantizable(), ", "))
 		}
 		switch key {
 		case "trunk":

@@ -66,7 +66,8 @@ func TestPlanFlashNext(t *testing.T) {
 	for _, e := range kv {
 		meta[e.Key] = e.Value
 	}
-	for key, want := range map[string][]int64{
+	// uint64 arrays: llama.cpp's qwen4exp loader refuses int64 ones.
+	for key, want := range map[string][]uint64{
 		"qwen4exp.ple.layer_multipliers": {23703573157769, 20109073645365, 8052911324071},
 		"qwen4exp.ple.head_vocab_sizes": {20000003, 20000023, 20000033, 20000047, 20000059, 20000063, 20000069, 20000077,
 			20000081, 20000093, 20000107, 20000147, 20000153, 20000159, 20000161, 20000171},
@@ -74,7 +75,7 @@ func TestPlanFlashNext(t *testing.T) {
 			160000374, 180000455, 200000548, 220000655, 240000802, 260000955, 280001114, 300001275},
 	} {
 		a, ok := meta[key].(gguf.Array)
-		if got, _ := a.Values.([]int64); !ok || !slices.Equal(got, want) {
+		if got, _ := a.Values.([]uint64); !ok || !slices.Equal(got, want) {
 			t.Errorf("%s = %v, want %v", key, meta[key], want)
 		}
 	}

@@ -21,7 +21,10 @@ import (
 //     q_g, k_g, then v and z of its value heads) is, in current llama.cpp
 //     files, split into attn_qkv (flat [Q all | K all | V all]) and attn_gate
 //     (Z, in value-head order); older files (llama.cpp before March 2026) have
-//     ssm_in in the grouped order as is. Both are read;
+//     ssm_in in the grouped order as is. Both are read. With split
+//     projections (models.LinearAttention.SplitProjections, which the loader
+//     sets for attn_qkv + attn_gate files) the roles are gdn.qkv, gdn.z (those
+//     two tensors whole, in place) and gdn.b, gdn.a (rows of ssm_ba);
 //   - optional fused forms: ffn_gate_up_exps (per expert, gate rows then up
 //     rows) for the routed experts, and attn_qkv on full-attention layers
 //     (q with its gate, then k, then v).
@@ -205,6 +208,24 @@ func QwenNextRole(d QwenNextDims, form QwenNextForm, role string) (RoleMap, erro
 				RowRun{qkv, nk*dk + g*dk, base + dk, dk},     // k_g
 				RowRun{qkv, 2*nk*dk + g*rv, base + 2*dk, rv}, // v of g's value heads
 				RowRun{gate, g * rv, base + 2*dk + rv, rv})   // z of g's value heads
+		}
+		return RoleMap{Role: role, Runs: runs}, nil
+	case !form.LegacySSMIn && sub == "gdn.qkv": // split projections (models.LinearAttention.SplitProjections)
+		return RoleMap{Role: role, Tensor: blk + nameAttnQKV}, nil
+	case !form.LegacySSMIn && sub == "gdn.z":
+		return RoleMap{Role: role, Tensor: blk + nameAttnGate}, nil
+	case sub == "gdn.b" || sub == "gdn.a": // ssm_ba: per key head g, b then a of its value heads
+		if d.KeyHeads <= 0 || d.ValueHeads <= 0 || d.ValueHeads%d.KeyHeads != 0 {
+			return RoleMap{}, fmt.Errorf("qwen3next: role %s: GDN dims %d key heads, %d value heads cannot split ssm_ba", role, d.KeyHeads, d.ValueHeads)
+		}
+		r := d.ValueHeads / d.KeyHeads
+		off := 0
+		if sub == "gdn.a" {
+			off = r
+		}
+		runs := make([]RowRun, d.KeyHeads)
+		for g := range runs {
+			runs[g] = RowRun{blk + qwenNextLayer["gdn.ba"].name, 2*g*r + off, g * r, r}
 		}
 		return RoleMap{Role: role, Runs: runs}, nil
 	case form.FusedAttnQKV && (sub == "attn.q" || sub == "attn.k" || sub == "attn.v"):

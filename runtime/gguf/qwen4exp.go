@@ -350,16 +350,24 @@ func (p Qwen4ExpParams) Metadata() []KV {
 		{k(KeyPLELayers), i32s(p.PLELayers)},
 	}
 	if len(p.PLELayers) > 0 {
-		i64s := func(v []int64) Array { return Array{Elem: TypeInt64, Values: slices.Clone(v)} }
+		// uint64, as llama.cpp's qwen4exp loader reads them (it refuses an
+		// int64 array); the reader takes any integer type.
+		u64s := func(v []int64) Array {
+			out := make([]uint64, len(v))
+			for i, x := range v {
+				out[i] = uint64(x)
+			}
+			return Array{Elem: TypeUint64, Values: out}
+		}
 		kv = append(kv,
 			KV{k(KeyPLENgramSize), u(p.NgramSize)},
 			KV{k(KeyPLEHeadsPerNgram), u(p.HeadsPerNgram)},
 			KV{k(KeyPLEConvKernel), u(p.PLEConvKernel)},
 			KV{k(KeyPLEEOS), u(p.EOS)},
 			KV{k(KeyPLERowWidth), u(p.PLERowWidth)},
-			KV{k(KeyPLEMultipliers), i64s(p.Multipliers)},
-			KV{k(KeyPLEHeadVocabSizes), i64s(p.HeadVocabSizes)},
-			KV{k(KeyPLEHeadOffsets), i64s(p.HeadOffsets)},
+			KV{k(KeyPLEMultipliers), u64s(p.Multipliers)},
+			KV{k(KeyPLEHeadVocabSizes), u64s(p.HeadVocabSizes)},
+			KV{k(KeyPLEHeadOffsets), u64s(p.HeadOffsets)},
 		)
 	}
 	if p.MTPLayers > 0 {

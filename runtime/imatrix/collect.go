@@ -2,6 +2,7 @@ package imatrix
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -89,8 +90,14 @@ func (c *Collector) Matrix(names func(tensor string) []Target) (*Matrix, error) 
 					e.Sums[mat*a.cols+i] = float32(a.sums[mat*a.cols+src])
 				}
 			}
-			if _, dup := m.Entries[t.Name]; dup {
-				return nil, fmt.Errorf("imatrix: two tensors map to %s", t.Name)
+			if prev, dup := m.Entries[t.Name]; dup {
+				// Rows of one GGUF tensor run as several matmuls of the same
+				// input (qwen3next's ssm_ba as the GDN's b and a): the same
+				// statistics, kept once.
+				if !slices.Equal(prev.Sums, e.Sums) || !slices.Equal(prev.Counts, e.Counts) {
+					return nil, fmt.Errorf("imatrix: two tensors with different statistics map to %s", t.Name)
+				}
+				continue
 			}
 			m.Entries[t.Name] = e
 		}

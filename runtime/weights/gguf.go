@@ -33,6 +33,9 @@ type GGUF struct {
 	resolved map[string]*ggufRole
 	// noRequant (WithFileFormats): Read refuses to quantize a tensor again.
 	noRequant bool
+	// splitGDN: a qwen3next file whose GDN input projections are attn_qkv
+	// and attn_gate (not the legacy grouped ssm_in)
+	splitGDN bool
 	// the last pack entry read, since gate, up and down share one
 	entry struct {
 		block, expert int
@@ -145,6 +148,7 @@ func (g *GGUF) qwenNext() error {
 		}
 	}
 	dims, form := QwenNextDims(cfg), gguf.DetectQwenNextForm(f.Has, gdn, attn)
+	g.splitGDN = gdn >= 0 && !form.LegacySSMIn
 	g.roles = func(role string) (gguf.RoleMap, error) {
 		return gguf.QwenNextModelRole(dims, form, a.NumLayers, role)
 	}

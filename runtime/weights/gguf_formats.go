@@ -52,12 +52,19 @@ func (r *ggufRole) fileFormat() string {
 
 // WithFileFormats returns a copy of cfg whose quant plan names, per role,
 // the format the file holds it in (FileFormats), and makes g read for it.
+//
+// A qwen3next file with attn_qkv and attn_gate (llama.cpp's current layout,
+// and strata's) runs its GDN input projections split (SplitProjections):
+// those two tensors are then used in place, whatever formats they are in.
 func (g *GGUF) WithFileFormats(cfg *models.Config) (*models.Config, error) {
-	tf, err := g.FileFormats(cfg.Tensors())
+	c := *cfg
+	if c.Architecture.ModelType == models.TypeQwen3Next && g.splitGDN {
+		c.Architecture.LinearAttention.SplitProjections = true
+	}
+	tf, err := g.FileFormats(c.Tensors())
 	if err != nil {
 		return nil, err
 	}
-	c := *cfg
 	c.Quant.Tensors = tf
 	g.cfg = &c
 	g.noRequant = true
