@@ -1,4 +1,4 @@
-package strata
+package load
 
 import (
 	"encoding/binary"
