@@ -61,8 +61,8 @@ func TestGenerateForModelFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := b.Formats["layers.0.gdn.qkvz"]; f != "q8_0" || !strings.Contains(stdout.String(), gguf+".artifact") {
-		t.Errorf("--gguf: layers.0.gdn.qkvz stored as %q; stdout %q", f, stdout.String())
+	if f := b.Formats["layers.0.gdn.qkv"]; f != "q8_0" || !strings.Contains(stdout.String(), gguf+".artifact") {
+		t.Errorf("--gguf: layers.0.gdn.qkv (split, as the GGUF stores it) stored as %q; stdout %q", f, stdout.String())
 	}
 
 	// Nothing overwrites a model: not its folder, not its file.

@@ -115,11 +115,11 @@ func writeIQMix(t *testing.T, src, dst string, rule func(name string, dims []uin
 // z (attn_gate) is q5_k beside an IQ attn_qkv: the split projections use
 // both in place, each in its own format.
 func TestGGUFIQMix(t *testing.T) {
-	data, err := os.ReadFile("models/tiny-a/model.toml")
+	data, err := os.ReadFile("../../models/tiny-a/model.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := models.Parse(data, "models/tiny-a/model.toml")
+	c, err := models.Parse(data, "../../models/tiny-a/model.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
