@@ -807,13 +807,35 @@ type fcDecl struct {
 	Name     string // derived constant with the default applied (optional ones)
 }
 
-// emit renders kernels.metal from the templates in fsys.
+// emit renders kernels.metal from the templates in fsys: the prelude (the
+// baked and function constants, the argument structs, the params header),
+// then the storage formats' tables and decoders, then each family's helpers
+// and kernels.
 func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 	t, err := template.New("msl").Option("missingkey=error").ParseFS(fsys, "*.metal.tmpl", "formats/*.metal.tmpl")
 	if err != nil {
 		return nil, fmt.Errorf("parsing MSL templates: %w", err)
 	}
-	pd := preludeData{Library: l}
+	var body bytes.Buffer
+	if err := l.emitFormats(t, &body); err != nil {
+		return nil, err
+	}
+	for _, f := range l.Families {
+		if err := l.emitFamily(t, &body, f); err != nil {
+			return nil, err
+		}
+	}
+	prelude, err := l.prelude(t, body.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	return tidy(append(prelude, body.Bytes()...)), nil
+}
+
+// functionConstants declares every function constant: the grid offsets'
+// block, then each family's.
+func (l *Library) functionConstants() []fcDecl {
+	var out []fcDecl
 	decl := func(family graph.Family, consts []FamilyConst, block int, what string) {
 		for i, c := range consts {
 			ident, derived := family.ConstIdents(c.Name)
@@ -824,12 +846,25 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 			if i == 0 {
 				d.Comment = fmt.Sprintf("%s: %d–%d", what, block, block+len(consts)-1)
 			}
-			pd.FCs = append(pd.FCs, d)
+			out = append(out, d)
 		}
 	}
 	decl("", GridOffsetConsts, GridOffsetBlock, "grid offsets of a chunked dispatch (graph.ConstGridOffset*)")
 	for _, f := range l.Families {
 		decl(f.Name, f.Consts, f.Block, string(f.Name))
+	}
+	return out
+}
+
+// mslWord finds the identifiers of MSL source.
+var mslWord = regexp.MustCompile(`\b\w+\b`)
+
+// prelude renders the prelude for body (the rest of kernels.metal): it
+// declares only the baked constants and params-header words body uses, since
+// MSL warns of unused ones.
+func (l *Library) prelude(t *template.Template, body []byte) ([]byte, error) {
+	pd := preludeData{Library: l, FCs: l.functionConstants()}
+	for _, f := range l.Families {
 		if l.argsUsed(f) {
 			s, err := f.Args.MSL()
 			if err != nil {
@@ -838,115 +873,128 @@ func (l *Library) emit(fsys fs.FS) ([]byte, error) {
 			pd.Structs = append(pd.Structs, s)
 		}
 	}
+	used := map[string]bool{}
+	for _, w := range mslWord.FindAll(body, -1) {
+		used[string(w)] = true
+	}
+	for _, b := range l.Baked {
+		if used[b.Name] || b.Name == "simd_width" {
+			pd.Baked = append(pd.Baked, b)
+		}
+	}
+	for _, p := range paramsHeader {
+		if used[p.Name] || p.Name == "params_rows" { // live_rows, in the prelude
+			pd.Params = append(pd.Params, p)
+		}
+	}
 	var out bytes.Buffer
-	// The formats' lookup tables, each once, before the decoders.
+	if err := t.ExecuteTemplate(&out, "prelude", pd); err != nil {
+		return nil, fmt.Errorf("MSL prelude: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// emitFormats writes the storage formats' lookup tables (each once) and
+// decoders.
+func (l *Library) emitFormats(t *template.Template, out *bytes.Buffer) error {
 	need := map[string]bool{}
 	for _, name := range l.Formats {
 		names, err := formatTables(t, name)
 		if err != nil {
-			return nil, fmt.Errorf("MSL decoder %s: %w", name, err)
+			return fmt.Errorf("MSL decoder %s: %w", name, err)
 		}
 		for _, n := range names {
 			need[n] = true
 		}
 	}
 	if len(need) > 0 {
-		fmt.Fprintf(&out, "\n// ---- Lookup tables of the storage formats (generated from models/quant's ggml_tables.json) ----\n")
+		fmt.Fprintf(out, "\n// ---- Lookup tables of the storage formats (generated from models/quant's ggml_tables.json) ----\n")
 		for _, name := range sortedKeys(need) {
-			lookupTables[name].emit(&out, name)
+			lookupTables[name].emit(out, name)
 		}
 	}
 	for _, name := range l.Formats {
 		f, _ := quant.Lookup(name)
-		fmt.Fprintf(&out, "\n// ---- Storage format %s: %d elements in %d-byte blocks ----\n", name, f.BlockElems, f.BlockBytes)
-		fmt.Fprintf(&out, "constexpr constant uint %s_block_elems = %d;\nconstexpr constant uint %s_block_bytes = %d;\n", name, f.BlockElems, name, f.BlockBytes)
-		fmt.Fprintf(&out, "constexpr constant uint %s_chunk = ", name)
-		if err := t.ExecuteTemplate(&out, name+".chunk", nil); err != nil {
-			return nil, fmt.Errorf("MSL decoder %s: %w", name, err)
+		fmt.Fprintf(out, "\n// ---- Storage format %s: %d elements in %d-byte blocks ----\n", name, f.BlockElems, f.BlockBytes)
+		fmt.Fprintf(out, "constexpr constant uint %s_block_elems = %d;\nconstexpr constant uint %s_block_bytes = %d;\n", name, f.BlockElems, name, f.BlockBytes)
+		fmt.Fprintf(out, "constexpr constant uint %s_chunk = ", name)
+		if err := t.ExecuteTemplate(out, name+".chunk", nil); err != nil {
+			return fmt.Errorf("MSL decoder %s: %w", name, err)
 		}
-		fmt.Fprintf(&out, "; // elements per decode call\n")
-		fmt.Fprintf(&out, "// Bytes of a row of n elements, padded to whole blocks.\ninline ulong %s_row_bytes(uint n) { return ulong((n + %s_block_elems - 1) / %s_block_elems) * %s_block_bytes; }\n", name, name, name, name)
-		if err := t.ExecuteTemplate(&out, name+".decode", nil); err != nil {
-			return nil, fmt.Errorf("MSL decoder %s: %w", name, err)
-		}
-	}
-	for _, f := range l.Families {
-		fmt.Fprintf(&out, "\n// ==== %s ====\n", f.Name)
-		if h := t.Lookup(string(f.Name) + ".helpers"); h != nil {
-			var hb bytes.Buffer
-			if err := h.Execute(&hb, l); err != nil {
-				return nil, fmt.Errorf("MSL template %s.helpers: %w", f.Name, err)
-			}
-			// Helpers are shared by the family's kernels: constants reach
-			// them as arguments, so each kernel's reads stay visible.
-			if regexp.MustCompile(`\bfc_\w+`).MatchString(hb.String()) {
-				return nil, fmt.Errorf("MSL template %s.helpers reads a function constant", f.Name)
-			}
-			out.Write(hb.Bytes())
-		}
-		body := t.Lookup(string(f.Name))
-		if body == nil {
-			return nil, fmt.Errorf("no MSL template for kernel family %s (templates/msl/%s.metal.tmpl)", f.Name, f.Name)
-		}
-		for _, k := range l.Kernels {
-			if k.Family != f {
-				continue
-			}
-			var b bytes.Buffer
-			kd := kernelData{Kernel: k, Lib: l}
-			if err := body.Execute(&b, kd); err != nil {
-				return nil, fmt.Errorf("MSL template %s for kernel %s: %w", f.Name, k.Name, err)
-			}
-			k.Consts = nil
-			for i := range GridOffsetConsts { // chunk_origin reads them
-				k.Consts = append(k.Consts, GridOffsetBlock+i)
-			}
-			// What the code reads, not just what the template asked for.
-			for i, c := range f.Consts {
-				ident, _ := kd.FC(c.Name)
-				if regexp.MustCompile(`\b` + ident + `\b`).MatchString(b.String()) {
-					k.Consts = append(k.Consts, f.Block+i)
-				}
-			}
-			if strings.Contains(b.String(), "tgpig") {
-				return nil, fmt.Errorf("MSL template %s reads tgpig: use tg, which adds the grid offset of a chunked dispatch", f.Name)
-			}
-			if hardIndex.MatchString(b.String()) {
-				return nil, fmt.Errorf("MSL template %s reads the params header at a literal index: use params_rows, params_pos or params_tokens (graph.Param*Word)", f.Name)
-			}
-			out.WriteString("\n")
-			out.WriteString(l.signature(k))
-			out.WriteString("{\n    const uint3 tg = chunk_origin(tgpig);\n")
-			out.WriteString(strings.TrimLeft(b.String(), "\n"))
-			out.WriteString("}\n")
+		fmt.Fprintf(out, "; // elements per decode call\n")
+		fmt.Fprintf(out, "// Bytes of a row of n elements, padded to whole blocks.\ninline ulong %s_row_bytes(uint n) { return ulong((n + %s_block_elems - 1) / %s_block_elems) * %s_block_bytes; }\n", name, name, name, name)
+		if err := t.ExecuteTemplate(out, name+".decode", nil); err != nil {
+			return fmt.Errorf("MSL decoder %s: %w", name, err)
 		}
 	}
-	// The prelude declares the baked constants the rest uses (MSL warns of
-	// unused ones).
-	used := regexp.MustCompile(`\b\w+\b`).FindAllString(out.String(), -1)
-	usedSet := map[string]bool{}
-	for _, w := range used {
-		usedSet[w] = true
+	return nil
+}
+
+// readsFC finds a function constant read.
+var readsFC = regexp.MustCompile(`\bfc_\w+`)
+
+// emitFamily writes family f's helpers and its kernels.
+func (l *Library) emitFamily(t *template.Template, out *bytes.Buffer, f *Family) error {
+	fmt.Fprintf(out, "\n// ==== %s ====\n", f.Name)
+	if h := t.Lookup(string(f.Name) + ".helpers"); h != nil {
+		var hb bytes.Buffer
+		if err := h.Execute(&hb, l); err != nil {
+			return fmt.Errorf("MSL template %s.helpers: %w", f.Name, err)
+		}
+		// Helpers are shared by the family's kernels: constants reach
+		// them as arguments, so each kernel's reads stay visible.
+		if readsFC.Match(hb.Bytes()) {
+			return fmt.Errorf("MSL template %s.helpers reads a function constant", f.Name)
+		}
+		out.Write(hb.Bytes())
 	}
-	var prelude bytes.Buffer
-	var baked []BakedConst
-	for _, b := range l.Baked {
-		if usedSet[b.Name] || b.Name == "simd_width" {
-			baked = append(baked, b)
+	body := t.Lookup(string(f.Name))
+	if body == nil {
+		return fmt.Errorf("no MSL template for kernel family %s (templates/msl/%s.metal.tmpl)", f.Name, f.Name)
+	}
+	for _, k := range l.Kernels {
+		if k.Family == f {
+			if err := l.emitKernel(body, out, k); err != nil {
+				return err
+			}
 		}
 	}
-	pd.Baked = baked
-	pd.Params = nil
-	for _, p := range paramsHeader {
-		if usedSet[p.Name] || p.Name == "params_rows" { // live_rows, in the prelude
-			pd.Params = append(pd.Params, p)
+	return nil
+}
+
+// emitKernel renders kernel k from its family's template body, records the
+// function constants its code reads (k.Consts), and refuses code that
+// bypasses the grid offset or spells a params-header index.
+func (l *Library) emitKernel(body *template.Template, out *bytes.Buffer, k *Kernel) error {
+	f := k.Family
+	var b bytes.Buffer
+	kd := kernelData{Kernel: k, Lib: l}
+	if err := body.Execute(&b, kd); err != nil {
+		return fmt.Errorf("MSL template %s for kernel %s: %w", f.Name, k.Name, err)
+	}
+	k.Consts = nil
+	for i := range GridOffsetConsts { // chunk_origin reads them
+		k.Consts = append(k.Consts, GridOffsetBlock+i)
+	}
+	// What the code reads, not just what the template asked for.
+	for i, c := range f.Consts {
+		ident, _ := kd.FC(c.Name)
+		if regexp.MustCompile(`\b` + ident + `\b`).Match(b.Bytes()) {
+			k.Consts = append(k.Consts, f.Block+i)
 		}
 	}
-	if err := t.ExecuteTemplate(&prelude, "prelude", pd); err != nil {
-		return nil, fmt.Errorf("MSL prelude: %w", err)
+	if strings.Contains(b.String(), "tgpig") {
+		return fmt.Errorf("MSL template %s reads tgpig: use tg, which adds the grid offset of a chunked dispatch", f.Name)
 	}
-	prelude.Write(out.Bytes())
-	return tidy(prelude.Bytes()), nil
+	if hardIndex.Match(b.Bytes()) {
+		return fmt.Errorf("MSL template %s reads the params header at a literal index: use params_rows, params_pos or params_tokens (graph.Param*Word)", f.Name)
+	}
+	out.WriteString("\n")
+	out.WriteString(l.signature(k))
+	out.WriteString("{\n    const uint3 tg = chunk_origin(tgpig);\n")
+	out.WriteString(strings.TrimLeft(b.String(), "\n"))
+	out.WriteString("}\n")
+	return nil
 }
 
 // tidy drops trailing blanks and runs of blank lines, so templates may be
