@@ -10,8 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // sectionDocs and fieldDocs become comments in a written model.toml, so the

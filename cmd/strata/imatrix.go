@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/convert"
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/eval"
 	"github.com/strata-llm/strata/runtime/imatrix"
 	strata "github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 func init() {

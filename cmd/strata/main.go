@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/strata-llm/strata/runtime/outfile"
+	"github.com/strata-llm/strata/internal/outfile"
 )
 
 // usageError is a mistake in how strata was called (exit status 2).

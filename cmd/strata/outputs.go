@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	strata "github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/pack"
 )
 

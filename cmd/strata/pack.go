@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/pack"
 	"github.com/strata-llm/strata/runtime/weights"
 )

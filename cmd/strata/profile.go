@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 
-	"github.com/strata-llm/strata/runtime/outfile"
+	"github.com/strata-llm/strata/internal/outfile"
 )
 
 // cpuProfileFlag adds --cpuprofile to fs; start begins the profile when the

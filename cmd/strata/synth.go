@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/convert"
-	"github.com/strata-llm/strata/runtime/outfile"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

@@ -13,8 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // Writer streams a GGUF v3 file: Create writes the header (so every tensor's

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 // The GGUF-based format's keys and tensor suffixes (llama.cpp's imatrix).

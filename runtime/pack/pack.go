@@ -38,8 +38,8 @@ import (
 	"os"
 	"slices"
 
+	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/outfile"
 )
 
 const (

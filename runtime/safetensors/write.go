@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/strata-llm/strata/runtime/outfile"
+	"github.com/strata-llm/strata/internal/outfile"
 )
 
 // WriteFile writes tensors (in the given order, packed back to back as the

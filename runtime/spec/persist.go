@@ -6,7 +6,7 @@ import (
 	"math"
 	"os"
 
-	"github.com/strata-llm/strata/runtime/outfile"
+	"github.com/strata-llm/strata/internal/outfile"
 )
 
 // gateFileVersion is the version of the file Save writes; Load refuses others.

@@ -8,7 +8,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/strata-llm/strata/runtime/outfile"
+	"github.com/strata-llm/strata/internal/outfile"
 )
 
 // Usage is a decayed per-(layer, expert) use count: what a restart's arena
