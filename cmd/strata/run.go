@@ -260,10 +260,9 @@ func (f *runFlags) check() (engine.SpecOptions, error) {
 
 // options are the load options the flags ask for.
 func (f *runFlags) options(stderr io.Writer) strata.HFOptions {
-	opt := strata.HFOptions{AllLogits: f.dump != "",
+	opt := strata.HFOptions{AllLogits: f.dump != "", CopyWeights: f.copyWeights,
 		MSLEmu: mslemu.Options{Sanitize: f.sanitize}, Metal: metal.Options{ICB: f.icb, KeepAlive: f.keepAlive}, CUDA: cuda.Options{Replay: f.icb},
-		CopyWeights: f.copyWeights,
-		Warn:        warner(stderr), AutoArena: f.model.arena == 0 && *f.stf.arenaGB == 0, Note: noter(stderr)}
+		Warn: warner(stderr), AutoArena: f.model.arena == 0 && *f.stf.arenaGB == 0, Note: noter(stderr)}
 	f.model.apply(&opt)
 	f.stf.apply(&opt)
 	return opt
