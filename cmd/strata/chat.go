@@ -50,129 +50,175 @@ func (m engineMark) Rewind() error { return m.s.Rewind(m.m) }
 // the new turn; failing that it starts over on the whole conversation. Either
 // way the state equals a fresh prefill of the conversation as rendered.
 func (t *textRun) chat(name string, newSession func() chatSession, s chatSession, gopt engine.GenerateOptions, stdout, stderr io.Writer) error {
-	var conv []chat.Message
+	c := &conversation{t: t, newSession: newSession, s: s, gopt: gopt,
+		// Marking needs the prompt's last token fed apart; with MTP drafting
+		// that would leave the head's caches a gap, so it is done without.
+		marks: gopt.Spec.Depth == 0 || !gopt.Spec.MTP}
 	if *t.f.system != "" {
-		conv = append(conv, chat.Message{Role: "system", Content: *t.f.system})
+		c.conv = append(c.conv, chat.Message{Role: "system", Content: *t.f.system})
 	}
-	system := len(conv)
-	var seen []int       // the tokens the session has consumed
-	var mark sessionMark // the session before the last reply
-	// Marking needs the prompt's last token fed apart; with MTP drafting
-	// that would leave the head's caches a gap, so it is done without.
-	marks := gopt.Spec.Depth == 0 || !gopt.Spec.MTP
-	// One sampler for the whole conversation: its draws go on across turns
-	// (a fresh one per turn would replay the seed's first draws); /reset
-	// starts it over with the conversation.
-	newSampler := func() error {
-		smp, err := sample.New(gopt.Sampling)
-		if err != nil {
-			return fmt.Errorf("sampling: %w", err)
-		}
-		gopt.Sampler = smp
-		return nil
-	}
-	if err := newSampler(); err != nil {
+	c.system = len(c.conv)
+	if err := c.newSampler(); err != nil {
 		return err
 	}
-	tok := t.tm.Tok
 	in := bufio.NewReader(stdin)
 	fmt.Fprintf(stderr, "strata: chatting with %s (/reset starts over, /exit or Ctrl-D ends)\n", name)
 	for turn := 1; ; {
-		fmt.Fprint(stderr, "> ")
-		line, err := in.ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("reading stdin: %w", err)
+		line, ok, err := readTurn(in, stderr)
+		if err != nil || !ok {
+			return err
 		}
-		if line == "" && err != nil {
-			fmt.Fprintln(stderr)
-			return nil
-		}
-		line = strings.TrimRight(line, "\r\n")
 		switch strings.TrimSpace(line) {
 		case "":
 			continue
 		case "/exit", "/quit":
 			return nil
 		case "/reset":
-			conv, seen, mark = conv[:system], nil, nil
-			s = newSession()
-			if err := newSampler(); err != nil {
+			if err := c.reset(); err != nil {
 				return err
 			}
 			fmt.Fprintln(stderr, "strata: conversation reset")
 			continue
 		}
-		conv = append(conv, chat.Message{Role: "user", Content: line})
-		rendered, err := t.tm.Template.Render(conv, t.chatOptions())
+		c.conv = append(c.conv, chat.Message{Role: "user", Content: line})
+		rendered, err := t.tm.Template.Render(c.conv, t.chatOptions())
 		if err != nil { // the template refuses this conversation: say why, drop the turn
 			fmt.Fprintf(stderr, "strata: %v\n", err)
-			conv = conv[:len(conv)-1]
+			c.conv = c.conv[:len(c.conv)-1]
 			continue
 		}
-		var prompt []int
-		kept := len(seen)
-		if fed := tok.Decode(seen); kept > 0 && strings.HasPrefix(rendered, fed) {
-			prompt = tok.Encode(rendered[len(fed):])
-		} else {
-			whole := tok.Encode(rendered)
-			switch {
-			case kept == 0:
-				prompt = whole
-			case mark != nil && mark.Pos() <= commonPrefix(whole, seen):
-				if err := mark.Rewind(); err != nil {
-					return err
-				}
-				kept = mark.Pos()
-				fmt.Fprintf(stderr, "strata: the template renders the last reply differently from what the model saw; rewound to position %d, before it\n", kept)
-				seen, prompt = seen[:kept], whole[kept:]
-			default:
-				fmt.Fprintln(stderr, "strata: the template renders the earlier turns differently from what the model saw; prefilling the whole conversation again")
-				s = newSession()
-				kept, seen, prompt = 0, nil, whole
-			}
-		}
-		if s.Pos() != kept {
-			return fmt.Errorf("turn %d: the session is at position %d but has %d tokens of the conversation", turn, s.Pos(), kept)
-		}
-		p := newTextPrinter(t.tm, stdout, t.stops)
-		gopt.OnToken = p.token
-		gopt.History = seen // the penalties and the suffix drafter see the earlier turns
-		p.clock.start = time.Now()
-		mark = nil
-		rest := prompt
-		if marks {
-			// Feed the conversation up to the assistant's header, mark, then
-			// the header and the reply.
-			pre := prompt[:t.markAt(conv, rendered, tok.Decode(seen), prompt)]
-			if len(pre) > 0 {
-				if _, err := s.Generate(pre, 0, gopt); err != nil {
-					return fmt.Errorf("turn %d: %w", turn, err)
-				}
-				gopt.History = append(slices.Clone(seen), pre...)
-			}
-			mark, rest = s.Mark(), prompt[len(pre):]
-		}
-		out, err := s.Generate(rest, t.n, gopt)
-		p.finish()
-		end := time.Now()
+		prompt, kept, err := c.prompt(rendered, stderr)
 		if err != nil {
-			return fmt.Errorf("turn %d, after %d generated tokens (printed): %w", turn, len(out), err)
+			return err
 		}
-		if p.err != nil {
-			return p.err
+		if c.s.Pos() != kept {
+			return fmt.Errorf("turn %d: the session is at position %d but has %d tokens of the conversation", turn, c.s.Pos(), kept)
 		}
-		if len(out) == 0 || len(p.shown) == 0 {
-			fmt.Fprintln(stdout)
+		if err := c.reply(turn, rendered, prompt, kept, stdout, stderr); err != nil {
+			return err
 		}
-		seen = append(seen, prompt...)
-		if len(out) > 0 {
-			seen = append(seen, out[:len(out)-1]...) // the last one is fed with the next turn
-		}
-		conv = append(conv, chat.Message{Role: "assistant", Content: p.reply()})
-		fmt.Fprintf(stderr, "strata: turn %d: prefilled %d new tokens after %d kept; %s; session at %d\n",
-			turn, len(prompt), kept, p.timings(end, len(prompt)), s.Pos())
 		turn++
 	}
+}
+
+// conversation is a chat's state between turns.
+type conversation struct {
+	t          *textRun
+	newSession func() chatSession
+	s          chatSession
+	gopt       engine.GenerateOptions
+	conv       []chat.Message
+	system     int         // the messages /reset keeps: the system message
+	seen       []int       // the tokens the session has consumed
+	mark       sessionMark // the session before the last reply
+	marks      bool        // whether to mark the session before each reply
+}
+
+// newSampler gives the conversation a fresh sampler. One sampler serves
+// the whole conversation: its draws go on across turns (a fresh one per
+// turn would replay the seed's first draws); /reset starts it over with the
+// conversation.
+func (c *conversation) newSampler() error {
+	smp, err := sample.New(c.gopt.Sampling)
+	if err != nil {
+		return fmt.Errorf("sampling: %w", err)
+	}
+	c.gopt.Sampler = smp
+	return nil
+}
+
+// reset starts over: the system message only, a fresh session and sampler.
+func (c *conversation) reset() error {
+	c.conv, c.seen, c.mark = c.conv[:c.system], nil, nil
+	c.s = c.newSession()
+	return c.newSampler()
+}
+
+// readTurn reads the user's next line; ok is false at the end of stdin.
+func readTurn(in *bufio.Reader, stderr io.Writer) (line string, ok bool, err error) {
+	fmt.Fprint(stderr, "> ")
+	line, err = in.ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", false, fmt.Errorf("reading stdin: %w", err)
+	}
+	if line == "" && err != nil {
+		fmt.Fprintln(stderr)
+		return "", false, nil
+	}
+	return strings.TrimRight(line, "\r\n"), true, nil
+}
+
+// prompt is what this turn feeds the session: the rendered conversation
+// after the tokens the session holds (kept of them), rewinding to the mark
+// or starting a fresh session when the template re-rendered what it holds.
+func (c *conversation) prompt(rendered string, stderr io.Writer) (prompt []int, kept int, err error) {
+	tok := c.t.tm.Tok
+	kept = len(c.seen)
+	if fed := tok.Decode(c.seen); kept > 0 && strings.HasPrefix(rendered, fed) {
+		return tok.Encode(rendered[len(fed):]), kept, nil
+	}
+	whole := tok.Encode(rendered)
+	switch {
+	case kept == 0:
+		return whole, kept, nil
+	case c.mark != nil && c.mark.Pos() <= commonPrefix(whole, c.seen):
+		if err := c.mark.Rewind(); err != nil {
+			return nil, 0, err
+		}
+		kept = c.mark.Pos()
+		fmt.Fprintf(stderr, "strata: the template renders the last reply differently from what the model saw; rewound to position %d, before it\n", kept)
+		c.seen = c.seen[:kept]
+		return whole[kept:], kept, nil
+	}
+	fmt.Fprintln(stderr, "strata: the template renders the earlier turns differently from what the model saw; prefilling the whole conversation again")
+	c.s = c.newSession()
+	c.seen = nil
+	return whole, 0, nil
+}
+
+// reply feeds the turn's prompt (marking the session before the
+// assistant's header when it can), streams the reply and adds it to the
+// conversation.
+func (c *conversation) reply(turn int, rendered string, prompt []int, kept int, stdout, stderr io.Writer) error {
+	t, s := c.t, c.s
+	p := newTextPrinter(t.tm, stdout, t.stops)
+	c.gopt.OnToken = p.token
+	c.gopt.History = c.seen // the penalties and the suffix drafter see the earlier turns
+	p.clock.start = time.Now()
+	c.mark = nil
+	rest := prompt
+	if c.marks {
+		// Feed the conversation up to the assistant's header, mark, then
+		// the header and the reply.
+		pre := prompt[:t.markAt(c.conv, rendered, t.tm.Tok.Decode(c.seen), prompt)]
+		if len(pre) > 0 {
+			if _, err := s.Generate(pre, 0, c.gopt); err != nil {
+				return fmt.Errorf("turn %d: %w", turn, err)
+			}
+			c.gopt.History = append(slices.Clone(c.seen), pre...)
+		}
+		c.mark, rest = s.Mark(), prompt[len(pre):]
+	}
+	out, err := s.Generate(rest, t.n, c.gopt)
+	p.finish()
+	end := time.Now()
+	if err != nil {
+		return fmt.Errorf("turn %d, after %d generated tokens (printed): %w", turn, len(out), err)
+	}
+	if p.err != nil {
+		return p.err
+	}
+	if len(out) == 0 || len(p.shown) == 0 {
+		fmt.Fprintln(stdout)
+	}
+	c.seen = append(c.seen, prompt...)
+	if len(out) > 0 {
+		c.seen = append(c.seen, out[:len(out)-1]...) // the last one is fed with the next turn
+	}
+	c.conv = append(c.conv, chat.Message{Role: "assistant", Content: p.reply()})
+	fmt.Fprintf(stderr, "strata: turn %d: prefilled %d new tokens after %d kept; %s; session at %d\n",
+		turn, len(prompt), kept, p.timings(end, len(prompt)), s.Pos())
+	return nil
 }
 
 // markAt is where in this turn's prompt to mark the session: where the

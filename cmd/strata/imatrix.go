@@ -40,45 +40,27 @@ Examples:
   strata imatrix --hf testdata/tiny-go --ctx 512 --chunks 16 -f calib.go -o tiny-go.imatrix
   strata convert --hf testdata/tiny-go --quant all=q8_0,experts=iq2_xs --imatrix tiny-go.imatrix -o iq2.gguf`
 
+// imatrixFlags are strata imatrix's flags, parsed.
+type imatrixFlags struct {
+	model        *modelFlags
+	files        fileList
+	tokPath, out string
+	ctx, chunks  int
+}
+
 func imatrixCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("imatrix", "[--hf DIR | --gguf FILE] -f FILE [FILE …] -o OUT [--ctx N] [--chunks N]", imatrixAbout, stderr)
-	arts := addArtifactsFlag(fs)
-	var files fileList
-	fs.Var(&files, "f", "text `file` to run over (repeat, or list more files after the flags: one document each)")
-	hf := fs.String("hf", "", "HF checkpoint `directory` (default: the embedded tiny-go)")
-	ggufPath := fs.String("gguf", "", "GGUF model `file` from strata convert")
-	tokPath := fs.String("tokenizer", "", "tokenizer.json `file` (default: the --hf directory's, the GGUF's metadata, or the default model's)")
-	out := fs.String("o", "", "output `file`: llama.cpp's GGUF imatrix, or the legacy format when it ends in .dat")
-	ctx := fs.Int("ctx", 512, "tokens per window")
-	chunks := fs.Int("chunks", 0, "use this many windows (0: every whole window of the text)")
-	pos, err := parseFlagsAnd(fs, args)
+	f, err := parseImatrixFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	files = append(files, pos...)
-	switch {
-	case len(files) == 0:
-		return usagef("no text: give -f FILE")
-	case *out == "":
-		return usagef("no output: give -o FILE")
-	case *hf != "" && *ggufPath != "":
-		return usagef("--hf and --gguf are two models; give one")
-	case *ctx < 2:
-		return usagef("--ctx must be ≥ 2, got %d", *ctx)
-	case *chunks < 0:
-		return usagef("--chunks must be ≥ 0, got %d", *chunks)
-	}
-	inputs := append([]string{*ggufPath, *hf}, files...)
-	if err := outfile.NotInput("-o", *out, inputs...); err != nil {
+	if err := f.check(); err != nil {
 		return err
 	}
-	tm, err := loadText(*tokPath, *hf, *ggufPath)
+	tm, err := loadText(f.tokPath, f.model.hf, f.model.gguf)
 	if err != nil {
 		return err
 	}
-	opt := strata.HFOptions{PrefillRows: *ctx, AllLogits: true, Context: *ctx, History: "-", Backend: strata.BackendCPU,
-		Warn: warner(stderr)}
-	l, err := openModelIn(*arts, *hf, *ggufPath, opt)
+	l, err := f.model.open(f.options(stderr))
 	if err != nil {
 		return err
 	}
@@ -87,20 +69,84 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("naming the tensors as the GGUF does: %w", err)
 	}
-	tokens, err := readDocuments(tm.Tok, files, l.Config.Architecture.EOSTokenIDs[0])
+	tokens, err := readDocuments(tm.Tok, f.files, l.Config.Architecture.EOSTokenIDs[0])
 	if err != nil {
 		return err
 	}
-	starts, err := eval.Chunks(len(tokens), *ctx, *chunks, false)
+	starts, err := eval.Chunks(len(tokens), f.ctx, f.chunks, false)
 	if err != nil {
-		return fmt.Errorf("%s: %w", strings.Join(files, ", "), err)
+		return fmt.Errorf("%s: %w", strings.Join(f.files, ", "), err)
 	}
+	start := time.Now()
+	col, err := f.collect(l, tokens, starts, stderr)
+	if err != nil {
+		return err
+	}
+	m, err := f.matrix(col, targets, len(starts), stderr)
+	if err != nil {
+		return err
+	}
+	if err := imatrix.Write(f.out, m); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d tensors from %d windows of %d tokens (%d tokens of text) in %v\n",
+		f.out, len(m.Entries), len(starts), f.ctx, len(tokens), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// parseImatrixFlags declares strata imatrix's flags and parses args; the
+// text files listed after the flags join -f's.
+func parseImatrixFlags(args []string, stderr io.Writer) (*imatrixFlags, error) {
+	fs := newFlagSet("imatrix", "[--hf DIR | --gguf FILE] -f FILE [FILE …] -o OUT [--ctx N] [--chunks N]", imatrixAbout, stderr)
+	f := &imatrixFlags{model: addModelFlags(fs, 0)} // the statistics come from the cpu kernels
+	fs.Var(&f.files, "f", "text `file` to run over (repeat, or list more files after the flags: one document each)")
+	fs.StringVar(&f.tokPath, "tokenizer", "", "tokenizer.json `file` (default: the --hf directory's, the GGUF's metadata, or the default model's)")
+	fs.StringVar(&f.out, "o", "", "output `file`: llama.cpp's GGUF imatrix, or the legacy format when it ends in .dat")
+	fs.IntVar(&f.ctx, "ctx", 512, "tokens per window")
+	fs.IntVar(&f.chunks, "chunks", 0, "use this many windows (0: every whole window of the text)")
+	pos, err := parseFlagsAnd(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	f.files = append(f.files, pos...)
+	return f, nil
+}
+
+// check validates the flags and refuses an -o that is one of the inputs.
+func (f *imatrixFlags) check() error {
+	switch {
+	case len(f.files) == 0:
+		return usagef("no text: give -f FILE")
+	case f.out == "":
+		return usagef("no output: give -o FILE")
+	}
+	if err := f.model.check(); err != nil {
+		return err
+	}
+	switch {
+	case f.ctx < 2:
+		return usagef("--ctx must be ≥ 2, got %d", f.ctx)
+	case f.chunks < 0:
+		return usagef("--chunks must be ≥ 0, got %d", f.chunks)
+	}
+	return outfile.NotInput("-o", f.out, append([]string{f.model.gguf, f.model.hf}, f.files...)...)
+}
+
+// options are the load options: windows of --ctx rows on the cpu backend,
+// whose kernels report the activations.
+func (f *imatrixFlags) options(stderr io.Writer) strata.HFOptions {
+	return strata.HFOptions{PrefillRows: f.ctx, AllLogits: true, Context: f.ctx, History: "-", Backend: strata.BackendCPU,
+		Warn: warner(stderr)}
+}
+
+// collect feeds each window from a fresh state with the cpu kernels
+// reporting the activations that enter every weight matrix to a collector.
+func (f *imatrixFlags) collect(l *strata.Loaded, tokens, starts []int, stderr io.Writer) (*imatrix.Collector, error) {
 	col := imatrix.NewCollector()
 	prev := cpu.SetObserver(col)
 	defer cpu.SetObserver(prev)
-	start := time.Now()
 	for i, s := range starts {
-		w := tokens[s : s+*ctx]
+		w := tokens[s : s+f.ctx]
 		var err error
 		if l.Model.HasMTP() {
 			_, _, err = l.Model.TeacherForced(w, l.PrefillRows) // the MTP head's experts too
@@ -108,12 +154,18 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 			_, err = l.Model.TrunkForced(w, l.PrefillRows)
 		}
 		if err != nil {
-			return fmt.Errorf("window %d (tokens %d…%d): %w", i+1, s, s+*ctx-1, err)
+			return nil, fmt.Errorf("window %d (tokens %d…%d): %w", i+1, s, s+f.ctx-1, err)
 		}
 		fmt.Fprintf(stderr, "[%d/%d]", i+1, len(starts))
 	}
 	fmt.Fprintln(stderr)
-	cpu.SetObserver(prev)
+	return col, nil
+}
+
+// matrix is the collected statistics named as the GGUF's tensors, with the
+// datasets and windows; engine tensors the GGUF has no tensor for are left
+// out, with a note.
+func (f *imatrixFlags) matrix(col *imatrix.Collector, targets map[string][]imatrix.Target, windows int, stderr io.Writer) (*imatrix.Matrix, error) {
 	var unnamed []string
 	m, err := col.Matrix(func(t string) []imatrix.Target {
 		tg, ok := targets[t]
@@ -123,25 +175,20 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 		return tg
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(m.Entries) == 0 {
-		return fmt.Errorf("no weight matrix saw an activation (is the model's backend cpu?)")
+		return nil, fmt.Errorf("no weight matrix saw an activation (is the model's backend cpu?)")
 	}
 	sort.Strings(unnamed)
 	if len(unnamed) > 0 {
 		fmt.Fprintf(stderr, "strata: note: %d engine tensors have no GGUF tensor and are left out: %s\n", len(unnamed), strings.Join(unnamed, ", "))
 	}
-	for _, f := range files {
-		m.Datasets = append(m.Datasets, filepath.Base(f))
+	for _, file := range f.files {
+		m.Datasets = append(m.Datasets, filepath.Base(file))
 	}
-	m.ChunkCount, m.ChunkSize = len(starts), *ctx
-	if err := imatrix.Write(*out, m); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s: %d tensors from %d windows of %d tokens (%d tokens of text) in %v\n",
-		*out, len(m.Entries), len(starts), *ctx, len(tokens), time.Since(start).Round(time.Millisecond))
-	return nil
+	m.ChunkCount, m.ChunkSize = windows, f.ctx
+	return m, nil
 }
 
 // imatrixFor reads --imatrix, or refuses a plan that needs one (unless

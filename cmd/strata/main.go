@@ -32,7 +32,12 @@ var commands = map[string]command{
 }
 
 func main() {
-	outfile.RemoveOnSignal() // an interrupted convert, synth or pack leaves no temporary file
+	// An interrupted convert, synth or pack leaves no temporary file; strata
+	// serve takes SIGINT/SIGTERM itself, to finish the running requests and
+	// save its state before it exits.
+	if len(os.Args) < 2 || os.Args[1] != "serve" {
+		outfile.RemoveOnSignal()
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,146 +54,168 @@ type fileList []string
 func (f *fileList) String() string     { return strings.Join(*f, ",") }
 func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
 
+// perplexityFlags are strata perplexity's flags, parsed.
+type perplexityFlags struct {
+	model                 *modelFlags
+	files                 fileList
+	tokPath, klBase, hist string
+	ctx, batch, first     int
+	chunks, moceMaxRank   int
+	moceLambda            float64
+	spread, mtp, moce     bool
+	stats                 bool
+}
+
 func perplexityCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("perplexity", "[--hf DIR | --gguf FILE] -f FILE [FILE …] [--ctx N] [--kl-base F]", perplexityAbout, stderr)
-	arts := addArtifactsFlag(fs)
-	var files fileList
-	fs.Var(&files, "f", "text `file` to score (repeat, or list more files after the flags: one document each)")
-	hf := fs.String("hf", "", "HF checkpoint `directory` (default: the embedded tiny-go)")
-	ggufPath := fs.String("gguf", "", "GGUF model `file` from strata convert")
-	tokPath := fs.String("tokenizer", "", "tokenizer.json `file` (default: the --hf directory's, the GGUF's metadata, or the default model's)")
-	ctx := fs.Int("ctx", 512, "tokens per window")
-	batch := fs.Int("batch", 0, "rows fed per engine window (default: --ctx, one window; 1 feeds a token at a time, as decode does, which is what expert streaming sees)")
-	first := fs.Int("first", -1, "score the tokens after this many of each window (default: --ctx/2, as llama-perplexity)")
-	chunks := fs.Int("chunks", 0, "score this many windows (0: every whole window of the text)")
-	spread := fs.Bool("spread", false, "space the --chunks windows evenly over the text (overlapping if need be) instead of taking the first ones")
-	klBase := fs.String("kl-base", "", "base log-probabilities `file`: written when missing, compared with when present")
-	mtp := fs.Bool("mtp", false, "also score the MTP head (teacher-forced, token t+2 given the true t+1)")
-	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: cpu, mslemu, metal or metal-emu")
-	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts (0: all resident)")
-	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming")
-	moce := fs.Bool("moce", false, "cache-aware routing (MoCE) with the config's knobs, overridden by the next two")
-	moceLambda := fs.Float64("moce-lambda", 0, "with --moce: the non-resident experts' probability scale λ (0: the config's)")
-	moceMaxRank := fs.Int("moce-max-rank", 0, "with --moce: the deepest rank a resident expert may come from (0: the config's; -1: uncapped)")
-	stats := fs.Bool("stats", false, "with --arena-experts: print expert streaming's hit rate, misses per token, and the LRU simulation's and Belady MIN's hit rates on the same access trace")
-	history := fs.String("history", "", "with --arena-experts: the expert usage-history `file`, read at load to seed the arena and written back at the end (default: none)")
-	pos, err := parseFlagsAnd(fs, args)
+	f, err := parsePerplexityFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	files = append(files, pos...)
-	switch {
-	case len(files) == 0:
-		return usagef("no text: give -f FILE")
-	case *hf != "" && *ggufPath != "":
-		return usagef("--hf and --gguf are two models; give one")
-	case *ctx < 2:
-		return usagef("--ctx must be ≥ 2, got %d", *ctx)
-	case *first >= *ctx-1:
-		return usagef("--first must be < --ctx − 1 (%d), got %d", *ctx-1, *first)
-	case *batch < 0:
-		return usagef("--batch must be ≥ 1, got %d", *batch)
-	case *chunks < 0:
-		return usagef("--chunks must be ≥ 0, got %d", *chunks)
-	case *spread && *chunks < 2:
-		return usagef("--spread needs --chunks ≥ 2")
-	case !slices.Contains(strata.Backends, *backend):
-		return usagef("--backend is %q, expected one of %s", *backend, strings.Join(strata.Backends, ", "))
-	case *arena < 0 || *ioThreads < 1:
-		return usagef("--arena-experts must be ≥ 0 and --io-threads ≥ 1, got %d and %d", *arena, *ioThreads)
-	case (*moceLambda != 0 || *moceMaxRank != 0) && !*moce:
-		return usagef("--moce-lambda and --moce-max-rank tune --moce; add --moce")
-	case *moceLambda < 0 || *moceLambda > 1:
-		return usagef("--moce-lambda must be in (0, 1], got %v", *moceLambda)
-	case *moceMaxRank < -1:
-		return usagef("--moce-max-rank must be ≥ 1, 0 (the config's) or -1 (uncapped), got %d", *moceMaxRank)
+	if err := f.check(); err != nil {
+		return err
 	}
-	if *first < 0 {
-		*first = *ctx / 2
-	}
-	if *batch == 0 || *batch > *ctx {
-		*batch = *ctx
-	}
-	tm, err := loadText(*tokPath, *hf, *ggufPath)
+	tm, err := loadText(f.tokPath, f.model.hf, f.model.gguf)
 	if err != nil {
 		return err
 	}
-	tok := tm.Tok
-	if *history == "" {
-		*history = "-"
-	}
-	opt := strata.HFOptions{PrefillRows: *batch, AllLogits: true, Context: max(*ctx, 0), ArenaExperts: *arena, History: *history,
-		Stream: stream.Options{Threads: *ioThreads, Trace: *stats}, Backend: *backend, MoCE: *moce, MoCELambda: *moceLambda, MoCEMaxRank: *moceMaxRank,
-		Warn: warner(stderr)}
-	l, err := openModelIn(*arts, *hf, *ggufPath, opt)
+	l, err := f.model.open(f.options(stderr))
 	if err != nil {
 		return err
 	}
 	defer l.Close()
 	// The model's artifact may have shorter windows than asked for (its
 	// prefill shape): the text is fed in those.
-	*batch = min(*batch, l.PrefillRows)
-	if *mtp && !l.Model.HasMTP() {
+	f.batch = min(f.batch, l.PrefillRows)
+	if f.mtp && !l.Model.HasMTP() {
 		return fmt.Errorf("--mtp: model %s has no MTP head", l.Config.Name)
 	}
-	tokens, err := readDocuments(tok, files, l.Config.Architecture.EOSTokenIDs[0])
+	tokens, err := readDocuments(tm.Tok, f.files, l.Config.Architecture.EOSTokenIDs[0])
 	if err != nil {
 		return err
 	}
-	starts, err := eval.Chunks(len(tokens), *ctx, *chunks, *spread)
+	starts, err := eval.Chunks(len(tokens), f.ctx, f.chunks, f.spread)
 	if err != nil {
-		return fmt.Errorf("%s: %w", strings.Join(files, ", "), err)
+		return fmt.Errorf("%s: %w", strings.Join(f.files, ", "), err)
 	}
-	key := windowsKey(tokens, starts, *ctx, *first)
-	var base *safetensors.File
-	var baseRows int
-	saving := false
-	if *klBase != "" {
-		switch _, err := os.Stat(*klBase); {
-		case errors.Is(err, os.ErrNotExist):
-			saving = true
-		case err != nil:
-			return fmt.Errorf("--kl-base: %w", err)
-		default:
-			if base, baseRows, err = openBase(*klBase, key, l.Config.Architecture.VocabSize); err != nil {
-				return err
-			}
-			defer base.Close()
-		}
+	kl, err := openKLBase(f.klBase, windowsKey(tokens, starts, f.ctx, f.first), l.Config.Architecture.VocabSize)
+	if err != nil {
+		return err
 	}
+	defer kl.close()
 
-	var sc, mtpSc eval.Scores
-	var saved []byte
 	start := time.Now()
-	row := 0
+	sc, mtpSc, err := f.score(l, tokens, starts, kl, stderr)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	if err := kl.save(l); err != nil {
+		return err
+	}
+	f.report(stdout, l, len(tokens), len(starts), sc, mtpSc, kl)
+	fmt.Fprintf(stderr, "strata: %d windows in %v (%.1f tok/s)\n", len(starts), elapsed.Round(time.Millisecond), float64(len(starts)*f.ctx)/elapsed.Seconds())
+	if f.stats && f.model.arena > 0 {
+		printArenaHits(stdout, l, f.model.arena, len(starts)*f.ctx)
+	}
+	return nil
+}
+
+// parsePerplexityFlags declares strata perplexity's flags and parses args;
+// the text files listed after the flags join -f's.
+func parsePerplexityFlags(args []string, stderr io.Writer) (*perplexityFlags, error) {
+	fs := newFlagSet("perplexity", "[--hf DIR | --gguf FILE] -f FILE [FILE …] [--ctx N] [--kl-base F]", perplexityAbout, stderr)
+	f := &perplexityFlags{model: addModelFlags(fs, backendFlag|streamingFlags)}
+	fs.Var(&f.files, "f", "text `file` to score (repeat, or list more files after the flags: one document each)")
+	fs.StringVar(&f.tokPath, "tokenizer", "", "tokenizer.json `file` (default: the --hf directory's, the GGUF's metadata, or the default model's)")
+	fs.IntVar(&f.ctx, "ctx", 512, "tokens per window")
+	fs.IntVar(&f.batch, "batch", 0, "rows fed per engine window (default: --ctx, one window; 1 feeds a token at a time, as decode does, which is what expert streaming sees)")
+	fs.IntVar(&f.first, "first", -1, "score the tokens after this many of each window (default: --ctx/2, as llama-perplexity)")
+	fs.IntVar(&f.chunks, "chunks", 0, "score this many windows (0: every whole window of the text)")
+	fs.BoolVar(&f.spread, "spread", false, "space the --chunks windows evenly over the text (overlapping if need be) instead of taking the first ones")
+	fs.StringVar(&f.klBase, "kl-base", "", "base log-probabilities `file`: written when missing, compared with when present")
+	fs.BoolVar(&f.mtp, "mtp", false, "also score the MTP head (teacher-forced, token t+2 given the true t+1)")
+	fs.BoolVar(&f.moce, "moce", false, "cache-aware routing (MoCE) with the config's knobs, overridden by the next two")
+	fs.Float64Var(&f.moceLambda, "moce-lambda", 0, "with --moce: the non-resident experts' probability scale λ (0: the config's)")
+	fs.IntVar(&f.moceMaxRank, "moce-max-rank", 0, "with --moce: the deepest rank a resident expert may come from (0: the config's; -1: uncapped)")
+	fs.BoolVar(&f.stats, "stats", false, "with --arena-experts: print expert streaming's hit rate, misses per token, and the LRU simulation's and Belady MIN's hit rates on the same access trace")
+	fs.StringVar(&f.hist, "history", "", "with --arena-experts: the expert usage-history `file`, read at load to seed the arena and written back at the end (default: none)")
+	pos, err := parseFlagsAnd(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	f.files = append(f.files, pos...)
+	return f, nil
+}
+
+// check validates the flags and fills in the defaults that follow --ctx.
+func (f *perplexityFlags) check() error {
+	if len(f.files) == 0 {
+		return usagef("no text: give -f FILE")
+	}
+	if err := f.model.check(); err != nil {
+		return err
+	}
+	switch {
+	case f.ctx < 2:
+		return usagef("--ctx must be ≥ 2, got %d", f.ctx)
+	case f.first >= f.ctx-1:
+		return usagef("--first must be < --ctx − 1 (%d), got %d", f.ctx-1, f.first)
+	case f.batch < 0:
+		return usagef("--batch must be ≥ 1, got %d", f.batch)
+	case f.chunks < 0:
+		return usagef("--chunks must be ≥ 0, got %d", f.chunks)
+	case f.spread && f.chunks < 2:
+		return usagef("--spread needs --chunks ≥ 2")
+	case (f.moceLambda != 0 || f.moceMaxRank != 0) && !f.moce:
+		return usagef("--moce-lambda and --moce-max-rank tune --moce; add --moce")
+	case f.moceLambda < 0 || f.moceLambda > 1:
+		return usagef("--moce-lambda must be in (0, 1], got %v", f.moceLambda)
+	case f.moceMaxRank < -1:
+		return usagef("--moce-max-rank must be ≥ 1, 0 (the config's) or -1 (uncapped), got %d", f.moceMaxRank)
+	}
+	if f.first < 0 {
+		f.first = f.ctx / 2
+	}
+	if f.batch == 0 || f.batch > f.ctx {
+		f.batch = f.ctx
+	}
+	return nil
+}
+
+// options are the load options the flags ask for: every position's logits,
+// windows of --batch rows and a context of --ctx.
+func (f *perplexityFlags) options(stderr io.Writer) strata.HFOptions {
+	hist := f.hist
+	if hist == "" {
+		hist = "-"
+	}
+	return strata.HFOptions{PrefillRows: f.batch, AllLogits: true, Context: max(f.ctx, 0), History: hist,
+		Stream: stream.Options{Trace: f.stats}, MoCE: f.moce, MoCELambda: f.moceLambda, MoCEMaxRank: f.moceMaxRank,
+		Warn: warner(stderr)}
+}
+
+// score feeds each window from a fresh state and scores the tokens after
+// --first against the logits before them (and the MTP head's, with --mtp),
+// comparing with or saving the base; it prints the running perplexity.
+func (f *perplexityFlags) score(l *strata.Loaded, tokens, starts []int, kl *klBase, stderr io.Writer) (sc, mtpSc eval.Scores, err error) {
 	for i, s := range starts {
-		w := tokens[s : s+*ctx]
+		w := tokens[s : s+f.ctx]
 		var trunk, heads [][]float32
-		if *mtp {
-			trunk, heads, err = l.Model.TeacherForced(w, *batch)
+		if f.mtp {
+			trunk, heads, err = l.Model.TeacherForced(w, f.batch)
 		} else {
-			trunk, err = l.Model.TrunkForced(w, *batch)
+			trunk, err = l.Model.TrunkForced(w, f.batch)
 		}
 		if err != nil {
-			return fmt.Errorf("window %d (tokens %d…%d): %w", i+1, s, s+*ctx-1, err)
+			return sc, mtpSc, fmt.Errorf("window %d (tokens %d…%d): %w", i+1, s, s+f.ctx-1, err)
 		}
-		for j := *first; j < *ctx-1; j++ {
+		for j := f.first; j < f.ctx-1; j++ {
 			lp := eval.LogSoftmax(trunk[j])
 			sc.Add(lp, w[j+1])
-			if base != nil {
-				b, err := baseRow(base, row, baseRows)
-				if err != nil {
-					return err
-				}
-				sc.AddBase(lp, b)
+			if err := kl.add(&sc, lp); err != nil {
+				return sc, mtpSc, err
 			}
-			if saving {
-				for _, v := range lp {
-					saved = binary.LittleEndian.AppendUint32(saved, math.Float32bits(v))
-				}
-			}
-			row++
-			if *mtp && j < *ctx-2 {
+			if f.mtp && j < f.ctx-2 {
 				mtpSc.Add(eval.LogSoftmax(heads[j]), w[j+2])
 			}
 		}
@@ -202,45 +223,114 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "[%d]%.4f,", i+1, ppl)
 	}
 	fmt.Fprintln(stderr)
-	elapsed := time.Since(start)
-	if saving {
-		t := safetensors.Tensor{Name: "logprobs", DType: "F32", Shape: []int{row, l.Config.Architecture.VocabSize}, Data: saved}
-		if err := safetensors.WriteFile(*klBase, []safetensors.Tensor{t}, map[string]string{"windows": key, "model": l.Config.Name}); err != nil {
-			return fmt.Errorf("--kl-base: %w", err)
-		}
-	}
+	return sc, mtpSc, nil
+}
 
+// report prints the totals: what was scored, the perplexity, the MTP
+// head's, the KL divergence from the base or where the base was saved.
+func (f *perplexityFlags) report(stdout io.Writer, l *strata.Loaded, tokens, windows int, sc, mtpSc eval.Scores, kl *klBase) {
 	ppl, se := sc.Perplexity()
 	how := "the first"
-	if *spread {
+	if f.spread {
 		how = "evenly spaced"
 	}
 	fmt.Fprintf(stdout, "%s: %d tokens of %d file(s); %d scored in %s %d windows of %d tokens (from position %d)\n",
-		l.Config.Name, len(tokens), len(files), sc.N(), how, len(starts), *ctx, *first)
+		l.Config.Name, tokens, len(f.files), sc.N(), how, windows, f.ctx, f.first)
 	fmt.Fprintf(stdout, "perplexity %.4f ± %.4f; mean NLL %.4f nats/token; top-1 %.2f%%\n", ppl, se, sc.MeanNLL(), 100*sc.Top1())
-	if *mtp {
+	if f.mtp {
 		mp, mse := mtpSc.Perplexity()
 		fmt.Fprintf(stdout, "MTP head (token t+2): perplexity %.4f ± %.4f; mean NLL %.4f; top-1 (depth-1 draft acceptance) %.2f%%\n", mp, mse, mtpSc.MeanNLL(), 100*mtpSc.Top1())
 	}
 	if mean, p99, mx, same, ok := sc.KL(); ok {
-		fmt.Fprintf(stdout, "KL divergence from %s: mean %.6f, p99 %.6f, max %.6f; same top token %.2f%%\n", *klBase, mean, p99, mx, 100*same)
+		fmt.Fprintf(stdout, "KL divergence from %s: mean %.6f, p99 %.6f, max %.6f; same top token %.2f%%\n", kl.path, mean, p99, mx, 100*same)
 	}
-	if saving {
-		fmt.Fprintf(stdout, "saved %d rows of log-probabilities to %s (the base for --kl-base)\n", row, *klBase)
+	if kl.saving {
+		fmt.Fprintf(stdout, "saved %d rows of log-probabilities to %s (the base for --kl-base)\n", kl.row, kl.path)
 	}
-	fmt.Fprintf(stderr, "strata: %d windows in %v (%.1f tok/s)\n", len(starts), elapsed.Round(time.Millisecond), float64(len(starts)**ctx)/elapsed.Seconds())
-	if *stats && *arena > 0 {
-		ss, trace := l.Model.StreamStats(), l.Model.StreamTrace()
-		n := float64(max(len(trace), 1))
-		distinct := map[int]bool{}
-		for _, k := range trace {
-			distinct[k] = true
+}
+
+// printArenaHits prints --stats' streaming line: the arena's hit rate
+// against an LRU cache's and Belady MIN's on the same access trace, and the
+// misses per token fed.
+func printArenaHits(stdout io.Writer, l *strata.Loaded, arena, fed int) {
+	ss, trace := l.Model.StreamStats(), l.Model.StreamTrace()
+	n := float64(max(len(trace), 1))
+	distinct := map[int]bool{}
+	for _, k := range trace {
+		distinct[k] = true
+	}
+	fmt.Fprintf(stdout, "streaming: arena of %d experts; hit rate %.4f (LRU simulation %.4f, Belady MIN %.4f, compulsory-miss bound %.4f over %d accesses); %.3f misses per token\n",
+		arena, float64(ss.Hits+ss.Late)/n, float64(stream.LRUHits(trace, arena))/n, float64(stream.BeladyHits(trace, arena))/n,
+		1-float64(len(distinct))/n, len(trace), float64(ss.Misses)/float64(fed))
+}
+
+// klBase is --kl-base: the base file compared with, or the rows saved to
+// it when it does not exist yet.
+type klBase struct {
+	path   string
+	key    string            // the text and windows scored
+	base   *safetensors.File // the file compared with; nil when saving or without --kl-base
+	rows   int               // the base's rows
+	saving bool
+	saved  []byte // the rows to save, f32
+	row    int    // rows scored so far
+}
+
+// openKLBase opens the base at path when it exists, or prepares to save
+// one there ("" for none); key names the text and windows scored.
+func openKLBase(path, key string, vocab int) (*klBase, error) {
+	kl := &klBase{path: path, key: key}
+	if path == "" {
+		return kl, nil
+	}
+	switch _, err := os.Stat(path); {
+	case errors.Is(err, os.ErrNotExist):
+		kl.saving = true
+	case err != nil:
+		return nil, fmt.Errorf("--kl-base: %w", err)
+	default:
+		if kl.base, kl.rows, err = openBase(path, key, vocab); err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(stdout, "streaming: arena of %d experts; hit rate %.4f (LRU simulation %.4f, Belady MIN %.4f, compulsory-miss bound %.4f over %d accesses); %.3f misses per token\n",
-			*arena, float64(ss.Hits+ss.Late)/n, float64(stream.LRUHits(trace, *arena))/n, float64(stream.BeladyHits(trace, *arena))/n,
-			1-float64(len(distinct))/n, len(trace), float64(ss.Misses)/float64(len(starts)**ctx))
+	}
+	return kl, nil
+}
+
+// add compares the scored position's log-probabilities lp with the base's
+// row, or keeps them to save.
+func (kl *klBase) add(sc *eval.Scores, lp []float32) error {
+	if kl.base != nil {
+		b, err := baseRow(kl.base, kl.row, kl.rows)
+		if err != nil {
+			return err
+		}
+		sc.AddBase(lp, b)
+	}
+	if kl.saving {
+		for _, v := range lp {
+			kl.saved = binary.LittleEndian.AppendUint32(kl.saved, math.Float32bits(v))
+		}
+	}
+	kl.row++
+	return nil
+}
+
+// save writes the rows kept when the base did not exist.
+func (kl *klBase) save(l *strata.Loaded) error {
+	if !kl.saving {
+		return nil
+	}
+	t := safetensors.Tensor{Name: "logprobs", DType: "F32", Shape: []int{kl.row, l.Config.Architecture.VocabSize}, Data: kl.saved}
+	if err := safetensors.WriteFile(kl.path, []safetensors.Tensor{t}, map[string]string{"windows": kl.key, "model": l.Config.Name}); err != nil {
+		return fmt.Errorf("--kl-base: %w", err)
 	}
 	return nil
+}
+
+func (kl *klBase) close() {
+	if kl.base != nil {
+		kl.base.Close()
+	}
 }
 
 // windowsKey identifies what a base file scored: the tokens and windows.

@@ -70,14 +70,14 @@ to run (with --tokens, it prints ids as for any model). Timing goes to stderr.`
 
 // runFlags are strata run's flags, parsed.
 type runFlags struct {
-	hf, ggufPath, tokens, dump, specFlag, specState, backend, sanitize string
-	n, prefill, context, suffix, threads, arena, ioThreads             int
-	dumpMTP, noMTPDraft, stats, copyWeights, icb                       bool
-	keepAlive                                                          time.Duration
-	sf                                                                 *samplingFlags
-	arts                                                               *dirList
-	tf                                                                 *textFlags
-	stf                                                                *streamFlags
+	model                                        *modelFlags
+	tokens, dump, specFlag, specState, sanitize  string
+	n, suffix                                    int
+	dumpMTP, noMTPDraft, stats, copyWeights, icb bool
+	keepAlive                                    time.Duration
+	sf                                           *samplingFlags
+	tf                                           *textFlags
+	stf                                          *streamFlags
 }
 
 func runCmd(args []string, stdout, stderr io.Writer) error {
@@ -93,10 +93,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkModelPaths(f.hf, f.ggufPath); err != nil {
+	m := f.model
+	if err := m.checkPaths(); err != nil {
 		return err // a missing model is the first thing to hear about
 	}
-	txt, err := f.tf.open(f.hf, f.ggufPath, f.tokens, f.n, f.sf.stops)
+	txt, err := f.tf.open(m.hf, m.gguf, f.tokens, f.n, f.sf.stops)
 	if err != nil {
 		return err
 	}
@@ -112,21 +113,21 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		packIO, _ = r.(interface{ IOPath() string })
 		return r
 	}
-	l, err := openModelIn(*f.arts, f.hf, f.ggufPath, opt)
+	l, err := m.open(opt)
 	if err != nil {
 		return err
 	}
 	defer closeModel(l, stderr)
 	loaded := time.Since(start)
 
-	gate := loadSpecGate(&sp, f.specState, f.ggufPath, l, f.backend, f.arena, f.ioThreads, stderr)
-	eos, err := eosIDs(f.hf, f.ggufPath, l.Config)
+	gate := loadSpecGate(&sp, f.specState, m.gguf, l, m.backend, m.arena, m.ioThreads, stderr)
+	eos, err := eosIDs(m.hf, m.gguf, l.Config)
 	if err != nil {
 		return fmt.Errorf("reading the EOS ids: %w", err)
 	}
 	printer, clock := &idPrinter{w: stdout}, &phaseClock{}
 	tokenOut, finishText := printer.token, printer.end
-	streamsText := f.tokens == "" && f.hf == "" && f.ggufPath == "" && !txt.isText() // the default model streams text
+	streamsText := f.tokens == "" && m.hf == "" && m.gguf == "" && !txt.isText() // the default model streams text
 	if streamsText {
 		if tokenOut, finishText, err = textStream(stdout, prompt); err != nil {
 			return err
@@ -142,7 +143,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		gopt.OnLogits = dump.add
 	}
 	s := l.Model.NewSession()
-	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, f.backend, cpu.Threads())
+	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, m.backend, cpu.Threads())
 	if txt.isText() {
 		txt.label = label
 		return txt.run(l, s, gopt, loaded, stdout, stderr)
@@ -168,7 +169,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	printTimings(stderr, label, loaded, clock, len(prompt), end)
 	if f.stats {
-		printRunStats(stderr, l, f.ggufPath != "", sp.Stats, gate, packIO)
+		printRunStats(stderr, l, m.gguf != "", sp.Stats, gate, packIO)
 	}
 	return nil
 }
@@ -183,13 +184,10 @@ func (f *runFlags) prompt(txt *textRun) ([]int, error) {
 		if prompt, err = parseTokens(f.tokens); err != nil {
 			return nil, err
 		}
-	} else if (f.hf != "" || f.ggufPath != "") && !txt.isText() {
+	} else if (f.model.hf != "" || f.model.gguf != "") && !txt.isText() {
 		return nil, usagef("--tokens is required with --hf or --gguf (a model file has no default prompt), or a text prompt: -p, -f or --chat")
 	}
-	if f.hf != "" && f.ggufPath != "" {
-		return nil, usagef("--hf and --gguf are two models; give one")
-	}
-	if err := checkRunOutputs(f.hf, f.ggufPath, map[string]string{"--dump-logits": f.dump, "--spec-state": f.specState}); err != nil {
+	if err := checkRunOutputs(f.model.hf, f.model.gguf, map[string]string{"--dump-logits": f.dump, "--spec-state": f.specState}); err != nil {
 		return nil, err
 	}
 	return prompt, nil
@@ -198,26 +196,17 @@ func (f *runFlags) prompt(txt *textRun) ([]int, error) {
 // parseRunFlags declares strata run's flags and parses args.
 func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs := newFlagSet("run", "[--hf DIR | --gguf FILE] [--tokens IDS] [-n N] [--prefill-rows K] [--dump-logits FILE]", runAbout, stderr)
-	f := &runFlags{}
-	f.arts = addArtifactsFlag(fs)
-	fs.StringVar(&f.hf, "hf", "", "HF checkpoint `directory` (config.json + model.safetensors or a sharded index)")
-	fs.StringVar(&f.ggufPath, "gguf", "", "GGUF model `file` (strata convert or synth, or a llama.cpp qwen3next file; experts through FILE.experts when present)")
+	f := &runFlags{model: addModelFlags(fs, allModelFlags)}
 	fs.StringVar(&f.tokens, "tokens", "", "prompt token `ids`, comma-separated (default: the default model's reference prompt)")
 	fs.IntVar(&f.n, "n", 16, "number of tokens to generate (0: only run the prompt)")
-	fs.IntVar(&f.prefill, "prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
 	fs.StringVar(&f.dump, "dump-logits", "", "write the logits of every fed token to this safetensors `file` (tensor \"logits\", f32 [rows, vocab])")
 	fs.BoolVar(&f.dumpMTP, "dump-mtp", false, "with --dump-logits: also write tensor \"mtp_logits\" f32 [fed−1, vocab], row t the MTP head's logits for fed token t+2 given the true token t+1 (teacher-forced)")
-	fs.IntVar(&f.context, "context", 0, "KV-cache length in tokens, at most the model's max_position_embeddings (0, the default: the model config's runtime.context_length, for an HF checkpoint min(max_position_embeddings, 32768))")
 	fs.StringVar(&f.specFlag, "spec", "0", "speculative decoding: `auto` (the spec gate picks the drafts per window), 0 (off), or a fixed number of drafts")
 	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns the suffix drafter off")
 	fs.BoolVar(&f.noMTPDraft, "no-mtp-draft", false, "with --spec: never draft with the model's MTP head (suffix drafts only)")
 	fs.StringVar(&f.specState, "spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
 	f.sf = addSamplingFlags(fs)
-	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	fs.BoolVar(&f.stats, "stats", false, "print one-line reports of what speculation and expert streaming did to stderr (with --gguf, the weights per class: format, MB, in place)")
-	fs.IntVar(&f.arena, "arena-experts", 0, "stream the routed experts through an arena of this many experts, for tests (0: --arena-gb, or sized from the available memory)")
-	fs.IntVar(&f.ioThreads, "io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
-	fs.StringVar(&f.backend, "backend", strata.BackendCPU, "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), metal (the GPU; macOS on Apple silicon), metal-emu (the metal backend's command stream, run by the MSL emulator) or cuda (the generated MSL on an NVIDIA GPU through a CUDA prelude; Linux with libcuda and NVRTC)")
 	fs.BoolVar(&f.copyWeights, "copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
 	fs.BoolVar(&f.icb, "icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them (with --backend cuda: into CUDA graphs)")
 	fs.DurationVar(&f.keepAlive, "keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
@@ -233,43 +222,36 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 // check validates the flags that stand on their own and returns the
 // speculation settings they ask for.
 func (f *runFlags) check() (engine.SpecOptions, error) {
-	if err := f.stf.check(f.arena); err != nil {
+	backend := f.model.backend
+	if err := f.stf.check(f.model.arena); err != nil {
 		return engine.SpecOptions{}, err
 	}
 	sp, err := parseSpec(f.specFlag)
 	if err != nil {
 		return sp, err
 	}
-	if err := checkThreads(f.threads); err != nil {
+	if err := f.model.check(); err != nil {
 		return sp, err
 	}
 	switch {
 	case f.suffix < 0:
 		return sp, usagef("--suffix-draft must be ≥ 0, got %d", f.suffix)
-	case f.arena < 0 || f.ioThreads < 1:
-		return sp, usagef("--arena-experts must be ≥ 0 and --io-threads ≥ 1, got %d and %d", f.arena, f.ioThreads)
-	case !slices.Contains(strata.Backends, f.backend):
-		return sp, usagef("--backend is %q, expected one of %s", f.backend, strings.Join(strata.Backends, ", "))
-	case f.sanitize != "" && (f.backend != strata.BackendMSLEmu || f.sanitize != mslemu.Thread && f.sanitize != mslemu.Address):
+	case f.sanitize != "" && (backend != strata.BackendMSLEmu || f.sanitize != mslemu.Thread && f.sanitize != mslemu.Address):
 		return sp, usagef("--sanitize is %q: expected thread or address, with --backend mslemu", f.sanitize)
 	}
-	onMetal := f.backend == strata.BackendMetal || f.backend == strata.BackendMetalEmu
-	if f.icb && f.backend == strata.BackendCUDA {
+	onMetal := backend == strata.BackendMetal || backend == strata.BackendMetalEmu
+	if f.icb && backend == strata.BackendCUDA {
 		onMetal = f.keepAlive == 0
 	}
 	switch {
 	case (f.icb || f.keepAlive != 0) && !onMetal:
-		return sp, usagef("--icb and --keepalive apply to --backend metal (or metal-emu), not %s", f.backend)
+		return sp, usagef("--icb and --keepalive apply to --backend metal (or metal-emu), not %s", backend)
 	case f.keepAlive < 0:
 		return sp, usagef("--keepalive must be ≥ 0, got %v", f.keepAlive)
 	case f.n < 0:
 		return sp, usagef("-n must be ≥ 0, got %d", f.n)
-	case f.prefill < 0:
-		return sp, usagef("--prefill-rows must be ≥ 1, got %d", f.prefill)
 	case f.dumpMTP && f.dump == "":
 		return sp, usagef("--dump-mtp adds a tensor to the --dump-logits file; give --dump-logits FILE too")
-	case f.context < 0:
-		return sp, usagef("--context must be ≥ 1, got %d", f.context)
 	}
 	sp.SuffixDraft, sp.MTP = f.suffix, !f.noMTPDraft
 	sp.Stats = &engine.SpecStats{}
@@ -278,11 +260,10 @@ func (f *runFlags) check() (engine.SpecOptions, error) {
 
 // options are the load options the flags ask for.
 func (f *runFlags) options(stderr io.Writer) strata.HFOptions {
-	opt := strata.HFOptions{PrefillRows: f.prefill, AllLogits: f.dump != "", Context: f.context,
-		ArenaExperts: f.arena, Stream: stream.Options{Threads: f.ioThreads},
-		Backend: f.backend, MSLEmu: mslemu.Options{Sanitize: f.sanitize}, Metal: metal.Options{ICB: f.icb, KeepAlive: f.keepAlive}, CUDA: cuda.Options{Replay: f.icb},
-		CopyWeights: f.copyWeights, Threads: f.threads,
-		Warn: warner(stderr), AutoArena: f.arena == 0 && *f.stf.arenaGB == 0, Note: noter(stderr)}
+	opt := strata.HFOptions{AllLogits: f.dump != "", CopyWeights: f.copyWeights,
+		MSLEmu: mslemu.Options{Sanitize: f.sanitize}, Metal: metal.Options{ICB: f.icb, KeepAlive: f.keepAlive}, CUDA: cuda.Options{Replay: f.icb},
+		Warn: warner(stderr), AutoArena: f.model.arena == 0 && *f.stf.arenaGB == 0, Note: noter(stderr)}
+	f.model.apply(&opt)
 	f.stf.apply(&opt)
 	return opt
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,7 +19,6 @@ import (
 	"github.com/strata-llm/strata/runtime/engine"
 	strata "github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/serve"
-	"github.com/strata-llm/strata/runtime/stream"
 	"github.com/strata-llm/strata/runtime/text"
 )
 
@@ -58,83 +56,45 @@ var serveSignal = func() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
+// serveFlags are strata serve's flags, parsed.
+type serveFlags struct {
+	model                                 *modelFlags
+	host, alias, specFlag, specState, tok string
+	port, queue, maxTokens, suffix        int
+	timeout, writeTimeout, grace          time.Duration
+	maxBody, cacheMB                      int64
+	noReuse, noThink, seedSet             bool
+	sf                                    *samplingFlags
+}
+
 func serveCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", "[--gguf FILE | --hf DIR] [--host 127.0.0.1] [--port 8080] [--queue N]", serveAbout, stderr)
-	arts := addArtifactsFlag(fs)
-	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json, model.safetensors, tokenizer.json)")
-	ggufPath := fs.String("gguf", "", "GGUF model `file` (with its tokenizer metadata)")
-	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
-	port := fs.Int("port", 8080, "TCP port to listen on (0: any free port, printed at start)")
-	alias := fs.String("alias", "", "the model id /v1/models lists and requests name (default: the file or directory name)")
-	queue := fs.Int("queue", 8, "requests that may wait behind the running one; more get 503")
-	timeout := fs.Duration("timeout", 10*time.Minute, "time limit of one request, its wait in the queue included (0: none)")
-	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "a streaming client that stops reading for this `long` loses its stream, so it cannot hold the engine")
-	maxBody := fs.Int64("max-body", 8<<20, "largest request body in `bytes`")
-	maxTokens := fs.Int("max-tokens", 0, "reply length when a request gives no max_tokens (0: up to the end of the context)")
-	grace := fs.Duration("grace", 30*time.Second, "on SIGINT/SIGTERM, how long running requests may finish before they are cancelled")
-	cacheMB := fs.Int64("cache-mb", 0, "keep copies of the session state of conversations the server switches away from, up to this many `MB` (LRU), so a conversation that comes back resumes without prefilling again (0: only the last one's live session)")
-	noReuse := fs.Bool("no-reuse", false, "prefill every prompt whole on a fresh session (no prefix reuse)")
-	ctxLen := fs.Int("context", 0, "KV-cache length in tokens (default: min(max_position_embeddings, 32768))")
-	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's windows.prefill_rows)")
-	specFlag := fs.String("spec", "0", "speculative decoding: `auto`, 0 (off), or a fixed number of drafts")
-	suffix := fs.Int("suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns it off")
-	specState := fs.String("spec-state", "", "with --spec auto: the spec gate's estimates, read at start and saved at shutdown (default: FILE.spec next to a --gguf FILE; - for none)")
-	sf := addSamplingFlags(fs)
-	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
-	arena := fs.Int("arena-experts", 0, "stream the routed experts through an arena of this many experts (0: all resident)")
-	ioThreads := fs.Int("io-threads", 8, "reader threads for expert streaming")
-	backend := fs.String("backend", strata.BackendCPU, "what runs the window graphs: cpu, mslemu, metal or metal-emu")
-	noThink := fs.Bool("no-think", false, "render the chat template with enable_thinking=false unless a request's chat_template_kwargs says otherwise")
-	tokPath := fs.String("tokenizer", "", "HF tokenizer.json `file` (default: the --hf directory's or the GGUF's own)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case *hf != "" && *ggufPath != "":
-		return usagef("--hf and --gguf are two models; give one")
-	case *port < 0 || *port > 65535:
-		return usagef("--port is %d: expected 0 to 65535", *port)
-	case *queue < 0:
-		return usagef("--queue must be ≥ 0, got %d", *queue)
-	case *maxBody < 1:
-		return usagef("--max-body must be ≥ 1, got %d", *maxBody)
-	case *maxTokens < 0 || *timeout < 0 || *grace < 0 || *cacheMB < 0 || *writeTimeout <= 0:
-		return usagef("--max-tokens, --timeout, --grace and --cache-mb must be ≥ 0 and --write-timeout > 0")
-	case *suffix < 0 || *arena < 0 || *ioThreads < 1 || *ctxLen < 0 || *prefill < 0:
-		return usagef("--suffix-draft, --arena-experts, --context and --prefill-rows must be ≥ 0 and --io-threads ≥ 1")
-	case !slices.Contains(strata.Backends, *backend):
-		return usagef("--backend is %q, expected one of %s", *backend, strings.Join(strata.Backends, ", "))
-	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
-	sampling, err := sf.params()
+	f, err := parseServeFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	sp, err := parseSpec(*specFlag)
+	sp, err := f.check()
 	if err != nil {
 		return err
 	}
-	sp.SuffixDraft, sp.MTP, sp.Stats = *suffix, true, &engine.SpecStats{}
-	tm, err := loadText(*tokPath, *hf, *ggufPath)
+	sampling, err := f.sf.params()
+	if err != nil {
+		return err
+	}
+	tm, err := loadText(f.tok, f.model.hf, f.model.gguf)
 	if errors.Is(err, text.ErrNoTokenizer) {
 		return fmt.Errorf("%w: the server needs one; give --tokenizer tokenizer.json", err)
 	}
 	if err != nil {
 		return err
 	}
-	addr := net.JoinHostPort(*host, strconv.Itoa(*port))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	if err != nil {
 		return fmt.Errorf("--host/--port: %w", err)
 	}
 	defer ln.Close()
 
 	start := time.Now()
-	l, err := openModelIn(*arts, *hf, *ggufPath, strata.HFOptions{PrefillRows: *prefill, Context: *ctxLen, ArenaExperts: *arena,
-		Stream: stream.Options{Threads: *ioThreads}, Backend: *backend, Threads: *threads,
-		Warn: func(err error) { fmt.Fprintf(stderr, "strata: warning: %v\n", err) }})
+	l, err := f.model.open(strata.HFOptions{Warn: warner(stderr)})
 	if err != nil {
 		return err
 	}
@@ -142,28 +102,133 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	if v, m := tm.Tok.Vocab(), l.Config.Architecture.VocabSize; v > m {
 		return fmt.Errorf("the tokenizer has %d token ids but model %s only %d", v, l.Config.Name, m)
 	}
-	gate := loadSpecGate(&sp, *specState, *ggufPath, l, *backend, *arena, *ioThreads, stderr)
-	eos, err := eosIDs(*hf, *ggufPath, l.Config)
+	gate := loadSpecGate(&sp, f.specState, f.model.gguf, l, f.model.backend, f.model.arena, f.model.ioThreads, stderr)
+	eos, err := eosIDs(f.model.hf, f.model.gguf, l.Config)
 	if err != nil {
 		return fmt.Errorf("reading the EOS ids: %w", err)
 	}
-	name := *alias
-	if name == "" && *hf+*ggufPath == "" {
-		name = l.Config.Name // the embedded default model
-	} else if name == "" {
-		name = strings.TrimSuffix(filepath.Base(filepath.Clean(*hf+*ggufPath)), ".gguf")
+	name := f.modelName(l)
+	api, err := serve.New(f.apiOptions(name, l, tm, engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *f.sf.ignoreEOS}, stderr))
+	if err != nil {
+		return err
 	}
-	seedSet := false
-	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
-	api, err := serve.New(serve.Options{
-		RandomSeed: !seedSet,
+	banner := fmt.Sprintf("strata: serving %s (%s, context %d tokens) on http://%s after %v; Ctrl-C stops\n",
+		name, l.Config.Name, l.Config.Runtime.ContextLength, ln.Addr(), time.Since(start).Round(time.Millisecond))
+	if err := f.serveUntilSignal(ln, api, banner, stderr); err != nil {
+		return err
+	}
+	gate.save(stderr)
+	fmt.Fprintln(stderr, "strata: stopped")
+	return nil
+}
+
+// serveUntilSignal serves the API on ln, printing banner once it listens,
+// until serving fails or SIGINT/SIGTERM comes; then it stops taking
+// requests and lets the running ones finish, up to --grace, before it
+// cancels them.
+func (f *serveFlags) serveUntilSignal(ln net.Listener, api *serve.Server, banner string, stderr io.Writer) error {
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	ctx, stop := serveSignal()
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprint(stderr, banner)
+	select {
+	case err := <-served:
+		api.Close()
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	fmt.Fprintf(stderr, "strata: shutting down: finishing the running requests (up to %v)\n", f.grace)
+	sctx, cancel := context.WithTimeout(context.Background(), f.grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		fmt.Fprintf(stderr, "strata: cancelling the requests still running after %v\n", f.grace)
+		srv.Close() // their contexts end; each generation stops at its next token
+	}
+	api.Close()
+	return nil
+}
+
+// parseServeFlags declares strata serve's flags and parses args.
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	fs := newFlagSet("serve", "[--gguf FILE | --hf DIR] [--host 127.0.0.1] [--port 8080] [--queue N]", serveAbout, stderr)
+	f := &serveFlags{model: addModelFlags(fs, allModelFlags)}
+	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
+	fs.IntVar(&f.port, "port", 8080, "TCP port to listen on (0: any free port, printed at start)")
+	fs.StringVar(&f.alias, "alias", "", "the model id /v1/models lists and requests name (default: the file or directory name)")
+	fs.IntVar(&f.queue, "queue", 8, "requests that may wait behind the running one; more get 503")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "time limit of one request, its wait in the queue included (0: none)")
+	fs.DurationVar(&f.writeTimeout, "write-timeout", 30*time.Second, "a streaming client that stops reading for this `long` loses its stream, so it cannot hold the engine")
+	fs.Int64Var(&f.maxBody, "max-body", 8<<20, "largest request body in `bytes`")
+	fs.IntVar(&f.maxTokens, "max-tokens", 0, "reply length when a request gives no max_tokens (0: up to the end of the context)")
+	fs.DurationVar(&f.grace, "grace", 30*time.Second, "on SIGINT/SIGTERM, how long running requests may finish before they are cancelled")
+	fs.Int64Var(&f.cacheMB, "cache-mb", 0, "keep copies of the session state of conversations the server switches away from, up to this many `MB` (LRU), so a conversation that comes back resumes without prefilling again (0: only the last one's live session)")
+	fs.BoolVar(&f.noReuse, "no-reuse", false, "prefill every prompt whole on a fresh session (no prefix reuse)")
+	fs.StringVar(&f.specFlag, "spec", "0", "speculative decoding: `auto`, 0 (off), or a fixed number of drafts")
+	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix (prompt-lookup) drafts per window with --spec; 0 turns it off")
+	fs.StringVar(&f.specState, "spec-state", "", "with --spec auto: the spec gate's estimates, read at start and saved at shutdown (default: FILE.spec next to a --gguf FILE; - for none)")
+	f.sf = addSamplingFlags(fs)
+	fs.BoolVar(&f.noThink, "no-think", false, "render the chat template with enable_thinking=false unless a request's chat_template_kwargs says otherwise")
+	fs.StringVar(&f.tok, "tokenizer", "", "HF tokenizer.json `file` (default: the --hf directory's or the GGUF's own)")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(fl *flag.Flag) { f.seedSet = f.seedSet || fl.Name == "seed" })
+	return f, nil
+}
+
+// check validates the flags and returns the speculation settings they ask
+// for.
+func (f *serveFlags) check() (engine.SpecOptions, error) {
+	if err := f.model.check(); err != nil {
+		return engine.SpecOptions{}, err
+	}
+	switch {
+	case f.port < 0 || f.port > 65535:
+		return engine.SpecOptions{}, usagef("--port is %d: expected 0 to 65535", f.port)
+	case f.queue < 0:
+		return engine.SpecOptions{}, usagef("--queue must be ≥ 0, got %d", f.queue)
+	case f.maxBody < 1:
+		return engine.SpecOptions{}, usagef("--max-body must be ≥ 1, got %d", f.maxBody)
+	case f.maxTokens < 0 || f.timeout < 0 || f.grace < 0 || f.cacheMB < 0 || f.writeTimeout <= 0:
+		return engine.SpecOptions{}, usagef("--max-tokens, --timeout, --grace and --cache-mb must be ≥ 0 and --write-timeout > 0")
+	case f.suffix < 0:
+		return engine.SpecOptions{}, usagef("--suffix-draft must be ≥ 0, got %d", f.suffix)
+	}
+	sp, err := parseSpec(f.specFlag)
+	if err != nil {
+		return sp, err
+	}
+	sp.SuffixDraft, sp.MTP, sp.Stats = f.suffix, true, &engine.SpecStats{}
+	return sp, nil
+}
+
+// modelName is the model id the API lists: --alias, else the file or
+// directory name, else the default model's name.
+func (f *serveFlags) modelName(l *strata.Loaded) string {
+	switch {
+	case f.alias != "":
+		return f.alias
+	case f.model.hf+f.model.gguf == "":
+		return l.Config.Name // the embedded default model
+	}
+	return strings.TrimSuffix(filepath.Base(filepath.Clean(f.model.hf+f.model.gguf)), ".gguf")
+}
+
+// apiOptions are the server's options: the model's sessions, the request
+// defaults and limits the flags set, and the metrics' engine counters.
+func (f *serveFlags) apiOptions(name string, l *strata.Loaded, tm *text.Model, gopt engine.GenerateOptions, stderr io.Writer) serve.Options {
+	sp := gopt.Spec
+	return serve.Options{
+		RandomSeed: !f.seedSet,
 		Model:      name, Text: tm, Context: l.Config.Runtime.ContextLength, Vocab: l.Config.Architecture.VocabSize,
-		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: *cacheMB << 20,
-		Generate:  engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *sf.ignoreEOS},
-		MaxTokens: *maxTokens, Queue: *queue, Timeout: *timeout, MaxBody: *maxBody, WriteTimeout: *writeTimeout, Stop: sf.stops,
-		NoThink: *noThink, NoReuse: *noReuse,
+		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: f.cacheMB << 20,
+		Generate:  gopt,
+		MaxTokens: f.maxTokens, Queue: f.queue, Timeout: f.timeout, MaxBody: f.maxBody, WriteTimeout: f.writeTimeout, Stop: f.sf.stops,
+		NoThink: f.noThink, NoReuse: f.noReuse,
 		EngineStats: func() serve.EngineStats {
-			e := serve.EngineStats{Spec: sp.Depth != 0, Drafted: sp.Stats.Drafted, Accepted: sp.Stats.Accepted, Streaming: *arena > 0}
+			e := serve.EngineStats{Spec: sp.Depth != 0, Drafted: sp.Stats.Drafted, Accepted: sp.Stats.Accepted, Streaming: f.model.arena > 0}
 			if e.Streaming {
 				ss := l.Model.StreamStats()
 				e.ExpertHits, e.ExpertMisses = ss.Hits, ss.Misses
@@ -171,32 +236,5 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 			return e
 		},
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "strata: "+format+"\n", args...) },
-	})
-	if err != nil {
-		return err
 	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 30 * time.Second}
-	ctx, stop := serveSignal()
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stderr, "strata: serving %s (%s, context %d tokens) on http://%s after %v; Ctrl-C stops\n",
-		name, l.Config.Name, l.Config.Runtime.ContextLength, ln.Addr(), time.Since(start).Round(time.Millisecond))
-	select {
-	case err := <-served:
-		api.Close()
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
-	}
-	fmt.Fprintf(stderr, "strata: shutting down: finishing the running requests (up to %v)\n", *grace)
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		fmt.Fprintf(stderr, "strata: cancelling the requests still running after %v\n", *grace)
-		srv.Close() // their contexts end; each generation stops at its next token
-	}
-	api.Close()
-	gate.save(stderr)
-	fmt.Fprintln(stderr, "strata: stopped")
-	return nil
 }
