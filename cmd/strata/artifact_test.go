@@ -9,20 +9,20 @@ import (
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/internal/gentest"
 	"github.com/strata-llm/strata/runtime/gguf"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/resolve"
 )
 
 // The tests synthesize, convert and open models under their own options,
 // for which no artifact is checked in: they generate them in process
 // (strata itself says which stratagen command to run instead).
-func init() { strata.Generate = gentest.Generate }
+func init() { load.Generate = gentest.Generate }
 
 // noGenerate turns the in-process generation off, for a test of what a
 // user sees; it returns what turns it on again.
 func noGenerate() func() {
-	strata.Generate = nil
-	return func() { strata.Generate = gentest.Generate }
+	load.Generate = nil
+	return func() { load.Generate = gentest.Generate }
 }
 
 // stratagenGGUF is stratagen generate --gguf path: the artifact of the

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/strata-llm/strata/artifact"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // dirList is a repeatable, comma-separated list of folders.
@@ -36,7 +36,7 @@ func addArtifactsFlag(fs *flag.FlagSet) *dirList {
 }
 
 // openModelIn is openModel looking for the artifact in arts too.
-func openModelIn(arts dirList, hf, ggufPath string, opt strata.HFOptions) (*strata.Loaded, error) {
+func openModelIn(arts dirList, hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
 	opt.Artifacts = append(opt.Artifacts, arts...)
 	return openModel(hf, ggufPath, opt)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/spec"
 	"github.com/strata-llm/strata/runtime/stream"
@@ -61,7 +61,7 @@ func (c benchConfig) label(vary map[string]bool) string {
 // benchRun is a loaded configuration and its samples.
 type benchRun struct {
 	cfg    benchConfig
-	l      *strata.Loaded
+	l      *load.Loaded
 	sp     engine.SpecOptions
 	pp, tg []float64 // tokens/s per repetition
 }
@@ -79,7 +79,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	repeat := fs.Int("repeat", 1, "repeat the prompt this many times (text where suffix drafts hit)")
 	seed := fs.Int64("seed", 1, "seed of the pseudo-random prompt")
 	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's)")
-	backends := fs.String("backend", strata.BackendCPU, "`backends` to compare, comma-separated: "+strings.Join(strata.Backends, ", "))
+	backends := fs.String("backend", load.BackendCPU, "`backends` to compare, comma-separated: "+strings.Join(load.Backends, ", "))
 	specs := fs.String("spec", "0", "speculation `settings` to compare, comma-separated: auto or a number of drafts")
 	arenas := fs.String("arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
 	suffix := fs.Int("suffix-draft", 3, "most suffix drafts per window with --spec")
@@ -110,8 +110,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	bs, ss, as := splitList(*backends), splitList(*specs), splitList(*arenas)
 	vary["backend"], vary["spec"], vary["arena"] = len(bs) > 1, len(ss) > 1, len(as) > 1
 	for _, b := range bs {
-		if !contains(strata.Backends, b) {
-			return usagef("--backend: %q is not one of %s", b, strings.Join(strata.Backends, ", "))
+		if !contains(load.Backends, b) {
+			return usagef("--backend: %q is not one of %s", b, strings.Join(load.Backends, ", "))
 		}
 		for _, s := range ss {
 			if _, err := parseSpec(s); err != nil {
@@ -134,7 +134,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	for _, c := range configs {
-		opt := strata.HFOptions{PrefillRows: *prefill, ArenaExperts: c.arena, Backend: c.backend, History: "-",
+		opt := load.Options{PrefillRows: *prefill, ArenaExperts: c.arena, Backend: c.backend, History: "-",
 			Stream: stream.Options{}, Metal: metal.Options{ICB: *icb}, Threads: *threads}
 		sf.apply(&opt)
 		opt.Note = noter(stderr)

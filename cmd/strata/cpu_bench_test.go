@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // BenchmarkCPU is strata bench's path (benchOnce) as a go benchmark, for
@@ -18,7 +18,7 @@ func BenchmarkCPU(b *testing.B) {
 	if path == "" {
 		b.Skip("set STRATA_BENCH_GGUF to a GGUF file")
 	}
-	l, err := openModel("", path, strata.HFOptions{Backend: strata.BackendCPU, History: "-"})
+	l, err := openModel("", path, load.Options{Backend: load.BackendCPU, History: "-"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/tokenizer"
 )
 
@@ -13,7 +13,7 @@ import (
 // output: `strata run` with no model and no prompt streams tiny-go's
 // continuation of a Go snippet.
 func textStream(stdout io.Writer, prompt []int) (token func(id int) error, finish func(), err error) {
-	b, err := strata.DefaultModelFile("tokenizer.json")
+	b, err := load.DefaultModelFile("tokenizer.json")
 	if err != nil {
 		return nil, nil, fmt.Errorf("the default model: %w", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/safetensors"
 )
 
@@ -13,7 +13,7 @@ import (
 // t is the MTP head's logits for fed[t+2] from the trunk's state at t and the
 // true fed[t+1] (teacher-forced, as tiny-go's reference), from a second,
 // fresh pass over the fed tokens in windows of the run's prefill rows.
-func mtpTensor(l *strata.Loaded, fed []int) (safetensors.Tensor, error) {
+func mtpTensor(l *load.Loaded, fed []int) (safetensors.Tensor, error) {
 	if !l.Model.HasMTP() {
 		return safetensors.Tensor{}, fmt.Errorf("--dump-mtp: model %s has no MTP head (architecture.mtp.num_layers = 0, or its mtp.* tensors were not loaded)", l.Config.Name)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/eval"
 	"github.com/strata-llm/strata/runtime/imatrix"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 func init() {
@@ -134,14 +134,14 @@ func (f *imatrixFlags) check() error {
 
 // options are the load options: windows of --ctx rows on the cpu backend,
 // whose kernels report the activations.
-func (f *imatrixFlags) options(stderr io.Writer) strata.HFOptions {
-	return strata.HFOptions{PrefillRows: f.ctx, AllLogits: true, Context: f.ctx, History: "-", Backend: strata.BackendCPU,
+func (f *imatrixFlags) options(stderr io.Writer) load.Options {
+	return load.Options{PrefillRows: f.ctx, AllLogits: true, Context: f.ctx, History: "-", Backend: load.BackendCPU,
 		Warn: warner(stderr)}
 }
 
 // collect feeds each window from a fresh state with the cpu kernels
 // reporting the activations that enter every weight matrix to a collector.
-func (f *imatrixFlags) collect(l *strata.Loaded, tokens, starts []int, stderr io.Writer) (*imatrix.Collector, error) {
+func (f *imatrixFlags) collect(l *load.Loaded, tokens, starts []int, stderr io.Writer) (*imatrix.Collector, error) {
 	col := imatrix.NewCollector()
 	prev := cpu.SetObserver(col)
 	defer cpu.SetObserver(prev)

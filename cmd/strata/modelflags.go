@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // modelFlags are the flags the commands that open a model share (run,
@@ -53,7 +53,7 @@ const (
 
 // addModelFlags declares --hf, --gguf, --artifacts and the groups in has.
 func addModelFlags(fs *flag.FlagSet, has modelFlagGroups) *modelFlags {
-	f := &modelFlags{backend: strata.BackendCPU, ioThreads: 8, has: has}
+	f := &modelFlags{backend: load.BackendCPU, ioThreads: 8, has: has}
 	f.arts = addArtifactsFlag(fs)
 	fs.StringVar(&f.hf, "hf", "", hfHelp)
 	fs.StringVar(&f.gguf, "gguf", "", ggufHelp)
@@ -85,8 +85,8 @@ func (f *modelFlags) check() error {
 	switch {
 	case f.arena < 0 || f.ioThreads < 1:
 		return usagef("--arena-experts must be ≥ 0 and --io-threads ≥ 1, got %d and %d", f.arena, f.ioThreads)
-	case !slices.Contains(strata.Backends, f.backend):
-		return usagef("--backend is %q, expected one of %s", f.backend, strings.Join(strata.Backends, ", "))
+	case !slices.Contains(load.Backends, f.backend):
+		return usagef("--backend is %q, expected one of %s", f.backend, strings.Join(load.Backends, ", "))
 	case f.prefill < 0:
 		return usagef("--prefill-rows must be ≥ 1, got %d", f.prefill)
 	case f.context < 0:
@@ -96,7 +96,7 @@ func (f *modelFlags) check() error {
 }
 
 // apply sets the load options of the groups the command declared.
-func (f *modelFlags) apply(opt *strata.HFOptions) {
+func (f *modelFlags) apply(opt *load.Options) {
 	if f.has&backendFlag != 0 {
 		opt.Backend = f.backend
 	}
@@ -112,7 +112,7 @@ func (f *modelFlags) apply(opt *strata.HFOptions) {
 }
 
 // open opens the model the flags name with opt, the shared flags applied.
-func (f *modelFlags) open(opt strata.HFOptions) (*strata.Loaded, error) {
+func (f *modelFlags) open(opt load.Options) (*load.Loaded, error) {
 	f.apply(&opt)
 	return openModelIn(*f.arts, f.hf, f.gguf, opt)
 }

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/strata-llm/strata/internal/outfile"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/pack"
 )
 
@@ -35,7 +35,7 @@ func warner(stderr io.Writer) func(error) {
 
 // closeModel closes l, warning about what could not be saved (the usage
 // history) instead of dropping it.
-func closeModel(l *strata.Loaded, stderr io.Writer) {
+func closeModel(l *load.Loaded, stderr io.Writer) {
 	if err := l.Close(); err != nil {
 		warner(stderr)(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/eval"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/safetensors"
 	"github.com/strata-llm/strata/runtime/stream"
 )
@@ -184,12 +184,12 @@ func (f *perplexityFlags) check() error {
 
 // options are the load options the flags ask for: every position's logits,
 // windows of --batch rows and a context of --ctx.
-func (f *perplexityFlags) options(stderr io.Writer) strata.HFOptions {
+func (f *perplexityFlags) options(stderr io.Writer) load.Options {
 	hist := f.hist
 	if hist == "" {
 		hist = "-"
 	}
-	return strata.HFOptions{PrefillRows: f.batch, AllLogits: true, Context: max(f.ctx, 0), History: hist,
+	return load.Options{PrefillRows: f.batch, AllLogits: true, Context: max(f.ctx, 0), History: hist,
 		Stream: stream.Options{Trace: f.stats}, MoCE: f.moce, MoCELambda: f.moceLambda, MoCEMaxRank: f.moceMaxRank,
 		Warn: warner(stderr)}
 }
@@ -197,7 +197,7 @@ func (f *perplexityFlags) options(stderr io.Writer) strata.HFOptions {
 // score feeds each window from a fresh state and scores the tokens after
 // --first against the logits before them (and the MTP head's, with --mtp),
 // comparing with or saving the base; it prints the running perplexity.
-func (f *perplexityFlags) score(l *strata.Loaded, tokens, starts []int, kl *klBase, stderr io.Writer) (sc, mtpSc eval.Scores, err error) {
+func (f *perplexityFlags) score(l *load.Loaded, tokens, starts []int, kl *klBase, stderr io.Writer) (sc, mtpSc eval.Scores, err error) {
 	for i, s := range starts {
 		w := tokens[s : s+f.ctx]
 		var trunk, heads [][]float32
@@ -228,7 +228,7 @@ func (f *perplexityFlags) score(l *strata.Loaded, tokens, starts []int, kl *klBa
 
 // report prints the totals: what was scored, the perplexity, the MTP
 // head's, the KL divergence from the base or where the base was saved.
-func (f *perplexityFlags) report(stdout io.Writer, l *strata.Loaded, tokens, windows int, sc, mtpSc eval.Scores, kl *klBase) {
+func (f *perplexityFlags) report(stdout io.Writer, l *load.Loaded, tokens, windows int, sc, mtpSc eval.Scores, kl *klBase) {
 	ppl, se := sc.Perplexity()
 	how := "the first"
 	if f.spread {
@@ -252,7 +252,7 @@ func (f *perplexityFlags) report(stdout io.Writer, l *strata.Loaded, tokens, win
 // printArenaHits prints --stats' streaming line: the arena's hit rate
 // against an LRU cache's and Belady MIN's on the same access trace, and the
 // misses per token fed.
-func printArenaHits(stdout io.Writer, l *strata.Loaded, arena, fed int) {
+func printArenaHits(stdout io.Writer, l *load.Loaded, arena, fed int) {
 	ss, trace := l.Model.StreamStats(), l.Model.StreamTrace()
 	n := float64(max(len(trace), 1))
 	distinct := map[int]bool{}
@@ -316,7 +316,7 @@ func (kl *klBase) add(sc *eval.Scores, lp []float32) error {
 }
 
 // save writes the rows kept when the base did not exist.
-func (kl *klBase) save(l *strata.Loaded) error {
+func (kl *klBase) save(l *load.Loaded) error {
 	if !kl.saving {
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/strata-llm/strata/runtime/cpu"
 	"github.com/strata-llm/strata/runtime/cuda"
 	"github.com/strata-llm/strata/runtime/engine"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/metal"
 	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/safetensors"
@@ -178,7 +178,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 // prompt (nil in text mode, which tokenizes its own); it also checks the
 // model and output paths.
 func (f *runFlags) prompt(txt *textRun) ([]int, error) {
-	prompt := strata.DefaultPrompt
+	prompt := load.DefaultPrompt
 	if f.tokens != "" {
 		var err error
 		if prompt, err = parseTokens(f.tokens); err != nil {
@@ -236,11 +236,11 @@ func (f *runFlags) check() (engine.SpecOptions, error) {
 	switch {
 	case f.suffix < 0:
 		return sp, usagef("--suffix-draft must be ≥ 0, got %d", f.suffix)
-	case f.sanitize != "" && (backend != strata.BackendMSLEmu || f.sanitize != mslemu.Thread && f.sanitize != mslemu.Address):
+	case f.sanitize != "" && (backend != load.BackendMSLEmu || f.sanitize != mslemu.Thread && f.sanitize != mslemu.Address):
 		return sp, usagef("--sanitize is %q: expected thread or address, with --backend mslemu", f.sanitize)
 	}
-	onMetal := backend == strata.BackendMetal || backend == strata.BackendMetalEmu
-	if f.icb && backend == strata.BackendCUDA {
+	onMetal := backend == load.BackendMetal || backend == load.BackendMetalEmu
+	if f.icb && backend == load.BackendCUDA {
 		onMetal = f.keepAlive == 0
 	}
 	switch {
@@ -259,8 +259,8 @@ func (f *runFlags) check() (engine.SpecOptions, error) {
 }
 
 // options are the load options the flags ask for.
-func (f *runFlags) options(stderr io.Writer) strata.HFOptions {
-	opt := strata.HFOptions{AllLogits: f.dump != "", CopyWeights: f.copyWeights,
+func (f *runFlags) options(stderr io.Writer) load.Options {
+	opt := load.Options{AllLogits: f.dump != "", CopyWeights: f.copyWeights,
 		MSLEmu: mslemu.Options{Sanitize: f.sanitize}, Metal: metal.Options{ICB: f.icb, KeepAlive: f.keepAlive}, CUDA: cuda.Options{Replay: f.icb},
 		Warn: warner(stderr), AutoArena: f.model.arena == 0 && *f.stf.arenaGB == 0, Note: noter(stderr)}
 	f.model.apply(&opt)
@@ -282,7 +282,7 @@ func (d *logitsDump) add(r []float32) error {
 
 // write saves the rows as tensor "logits" f32 [rows, vocab] (and, with mtp,
 // the MTP head's teacher-forced rows over the fed tokens).
-func (d *logitsDump) write(path string, l *strata.Loaded, mtp bool, fed []int) error {
+func (d *logitsDump) write(path string, l *load.Loaded, mtp bool, fed []int) error {
 	data := make([]byte, 4*len(d.logits))
 	for i, v := range d.logits {
 		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
@@ -304,7 +304,7 @@ func (d *logitsDump) write(path string, l *strata.Loaded, mtp bool, fed []int) e
 // printRunStats prints --stats' one-line reports: weights (per class for a
 // GGUF), speculation and the spec gate, the metal backend's window timings,
 // and expert streaming.
-func printRunStats(stderr io.Writer, l *strata.Loaded, gguf bool, st *engine.SpecStats, gate *specGateFile, packIO interface{ IOPath() string }) {
+func printRunStats(stderr io.Writer, l *load.Loaded, gguf bool, st *engine.SpecStats, gate *specGateFile, packIO interface{ IOPath() string }) {
 	ws := l.Model.Weights()
 	how := fmt.Sprintf("%.1f MB used in place from the mapped file (%d stretches wrapped", float64(ws.InPlace)/1e6, ws.Wrapped)
 	if ws.Staged > 0 {
@@ -347,14 +347,14 @@ func printRunStats(stderr io.Writer, l *strata.Loaded, gguf bool, st *engine.Spe
 
 // openModel opens the HF checkpoint directory hf, the GGUF file ggufPath,
 // or (neither given) the embedded default model.
-func openModel(hf, ggufPath string, opt strata.HFOptions) (*strata.Loaded, error) {
+func openModel(hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
 	switch {
 	case hf != "":
-		return strata.OpenHF(hf, opt)
+		return load.HF(hf, opt)
 	case ggufPath != "":
-		return strata.OpenGGUF(ggufPath, strata.GGUFOptions{HFOptions: opt})
+		return load.GGUF(ggufPath, load.GGUFOptions{Options: opt})
 	}
-	return strata.OpenDefault(opt)
+	return load.Default(opt)
 }
 
 // parseSpec reads --spec: auto, or a number of drafts (0: off).

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/serve"
 	"github.com/strata-llm/strata/runtime/text"
 )
@@ -94,7 +94,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	defer ln.Close()
 
 	start := time.Now()
-	l, err := f.model.open(strata.HFOptions{Warn: warner(stderr)})
+	l, err := f.model.open(load.Options{Warn: warner(stderr)})
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (f *serveFlags) check() (engine.SpecOptions, error) {
 
 // modelName is the model id the API lists: --alias, else the file or
 // directory name, else the default model's name.
-func (f *serveFlags) modelName(l *strata.Loaded) string {
+func (f *serveFlags) modelName(l *load.Loaded) string {
 	switch {
 	case f.alias != "":
 		return f.alias
@@ -218,7 +218,7 @@ func (f *serveFlags) modelName(l *strata.Loaded) string {
 
 // apiOptions are the server's options: the model's sessions, the request
 // defaults and limits the flags set, and the metrics' engine counters.
-func (f *serveFlags) apiOptions(name string, l *strata.Loaded, tm *text.Model, gopt engine.GenerateOptions, stderr io.Writer) serve.Options {
+func (f *serveFlags) apiOptions(name string, l *load.Loaded, tm *text.Model, gopt engine.GenerateOptions, stderr io.Writer) serve.Options {
 	sp := gopt.Spec
 	return serve.Options{
 		RandomSeed: !f.seedSet,

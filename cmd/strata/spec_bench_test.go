@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/spec"
 )
 
@@ -81,8 +81,8 @@ func BenchmarkSpeculationStreaming(b *testing.B) {
 	if _, stderr, status := runStrataB("pack", out); status != 0 {
 		b.Fatalf("pack: %s", stderr)
 	}
-	open := func() *strata.Loaded {
-		l, err := strata.OpenGGUF(out, strata.GGUFOptions{HFOptions: strata.HFOptions{PrefillRows: 4, ArenaExperts: 2 * 512 / 5, History: "-"}})
+	open := func() *load.Loaded {
+		l, err := load.GGUF(out, load.GGUFOptions{Options: load.Options{PrefillRows: 4, ArenaExperts: 2 * 512 / 5, History: "-"}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func BenchmarkSpeculationStreaming(b *testing.B) {
 		wall, cpu := map[specConfig][]float64{}, map[specConfig][]float64{}
 		rows, read := map[specConfig][]float64{}, map[specConfig][]float64{}
 		for round := 0; round < *specRounds; round++ {
-			models := make([]*strata.Loaded, len(configs))
+			models := make([]*load.Loaded, len(configs))
 			gates := make([]*spec.Gate, len(configs))
 			for i, c := range configs {
 				models[i] = open()

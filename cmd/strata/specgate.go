@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/spec"
 )
 
@@ -21,7 +21,7 @@ type specGateFile struct {
 // loadSpecGate gives sp a spec gate sized for the loaded model when sp is
 // --spec auto, seeded from --spec-state (default FILE.spec next to a --gguf
 // FILE; - for none). A file that does not fit is ignored with a warning.
-func loadSpecGate(sp *engine.SpecOptions, specState, ggufPath string, l *strata.Loaded, backend string, arena, ioThreads int, stderr io.Writer) *specGateFile {
+func loadSpecGate(sp *engine.SpecOptions, specState, ggufPath string, l *load.Loaded, backend string, arena, ioThreads int, stderr io.Writer) *specGateFile {
 	// The gate's timings hold for this machine, backend and arena only.
 	g := &specGateFile{path: specState, key: fmt.Sprintf("%s backend=%s arena-experts=%d io-threads=%d", l.Config.Name, backend, arena, ioThreads)}
 	if g.path == "" && ggufPath != "" {

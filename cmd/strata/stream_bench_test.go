@@ -10,7 +10,7 @@ import (
 	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/pack"
 	"github.com/strata-llm/strata/runtime/stream"
 )
@@ -49,7 +49,7 @@ func BenchmarkStreaming(b *testing.B) {
 		wall   time.Duration
 		io     string
 	}
-	decode := func(opt strata.HFOptions) result {
+	decode := func(opt load.Options) result {
 		opt.PrefillRows, opt.AllLogits, opt.History = 4, true, "-"
 		opt.Stream.Trace = true
 		var packIO interface{ IOPath() string }
@@ -57,7 +57,7 @@ func BenchmarkStreaming(b *testing.B) {
 			packIO, _ = r.(interface{ IOPath() string })
 			return r
 		}
-		l, err := strata.OpenGGUF(out, strata.GGUFOptions{HFOptions: opt})
+		l, err := load.GGUF(out, load.GGUFOptions{Options: opt})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func BenchmarkStreaming(b *testing.B) {
 		var exact result
 		for _, pct := range []int{10, 20} {
 			slots := all * pct / 100
-			r := decode(strata.HFOptions{ArenaExperts: slots})
+			r := decode(load.Options{ArenaExperts: slots})
 			if pct == 10 {
 				exact = r
 			}
@@ -100,7 +100,7 @@ func BenchmarkStreaming(b *testing.B) {
 				float64(r.st.Stall.Microseconds())/1e3/float64(r.tokens), float64(r.tokens)/r.wall.Seconds())
 		}
 		for _, m := range []int{16, 24, 32, -1} {
-			r := decode(strata.HFOptions{ArenaExperts: all * 10 / 100, MoCE: true, MoCEMaxRank: m})
+			r := decode(load.Options{ArenaExperts: all * 10 / 100, MoCE: true, MoCEMaxRank: m})
 			var worst float64
 			for i := range exact.logits {
 				worst = math.Max(worst, relL2(r.logits[i], exact.logits[i]))

@@ -6,7 +6,7 @@ import (
 	"io"
 	"math"
 
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // streamFlags are the expert-streaming flags run and bench share: the
@@ -48,7 +48,7 @@ func (f *streamFlags) check(arenaExperts int) error {
 }
 
 // apply sets the options the flags ask for.
-func (f *streamFlags) apply(opt *strata.HFOptions) {
+func (f *streamFlags) apply(opt *load.Options) {
 	opt.ArenaGB = *f.arenaGB
 	opt.MoCE, opt.MoCELambda, opt.MoCEMaxRank = *f.moce, *f.moceLambda, *f.moceMaxRank
 }

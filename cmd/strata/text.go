@@ -12,7 +12,7 @@ import (
 	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/gguf"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/sample"
 	"github.com/strata-llm/strata/runtime/text"
 	"github.com/strata-llm/strata/runtime/tokenizer"
@@ -145,11 +145,11 @@ func loadText(tokPath, hf, ggufPath string) (*text.Model, error) {
 // defaultText is the embedded default model's tokenizer, read where it lies
 // in the binary.
 func defaultText() (*text.Model, error) {
-	return text.FromFS(strata.DefaultModelFS(), "the default model")
+	return text.FromFS(load.DefaultModelFS(), "the default model")
 }
 
 // run generates from the text prompt, or holds the chat.
-func (t *textRun) run(l *strata.Loaded, s *engine.Session, gopt engine.GenerateOptions, loaded time.Duration, stdout, stderr io.Writer) error {
+func (t *textRun) run(l *load.Loaded, s *engine.Session, gopt engine.GenerateOptions, loaded time.Duration, stdout, stderr io.Writer) error {
 	if v, m := t.tm.Tok.Vocab(), l.Config.Architecture.VocabSize; v > m {
 		return fmt.Errorf("the tokenizer has %d token ids but model %s only %d", v, l.Config.Name, m)
 	}

@@ -5,13 +5,13 @@ import (
 	"io"
 	"strings"
 
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // printWeightTable writes the loaded model's weights per class and format
 // (bytes, share used in place from the mapped file) under --stats.
-func printWeightTable(w io.Writer, l *strata.Loaded) {
-	t := strata.FormatWeightTable(l.WeightTable(), l.ArenaExperts > 0)
+func printWeightTable(w io.Writer, l *load.Loaded) {
+	t := load.FormatWeightTable(l.WeightTable(), l.ArenaExperts > 0)
 	for _, line := range strings.Split(strings.TrimRight(t, "\n"), "\n") {
 		fmt.Fprintf(w, "strata: weights: %s\n", line)
 	}

@@ -30,7 +30,7 @@ var readMemory = sysmem.Read
 // Windows are capped to the rows whose experts the arena holds at once
 // (each row needs experts_per_token of a layer's experts), so any arena
 // that holds one row's experts serves any prompt.
-func planArena(c *models.Config, graphs []*graph.Graph, opt HFOptions) (arenaPlan, error) {
+func planArena(c *models.Config, graphs []*graph.Graph, opt Options) (arenaPlan, error) {
 	if opt.ArenaExperts > 0 && opt.ArenaGB > 0 {
 		return arenaPlan{}, fmt.Errorf("--arena-experts and --arena-gb are two sizes for one arena; give one")
 	}
@@ -108,7 +108,7 @@ func capRows(c *models.Config, maxRows int) *models.Config {
 // expert arena planned: opt comes back with ArenaExperts set (0: all
 // resident), and the prefill rows and c's decode rows capped to what the
 // arena holds (prefill falling back to the largest shape left).
-func windowsFor(c *models.Config, a *artifact.Artifact, opt HFOptions) (*models.Config, []*graph.Graph, int, HFOptions, error) {
+func windowsFor(c *models.Config, a *artifact.Artifact, opt Options) (*models.Config, []*graph.Graph, int, Options, error) {
 	rows := c.Windows.PrefillRows
 	graphs, err := graphsOf(a, c, opt.AllLogits)
 	if err != nil {

@@ -21,14 +21,14 @@ import (
 func TestArenaServesAnyPrompt(t *testing.T) {
 	ref := ref0(t, "tiny-k512")
 	prompt := ref.tokens[:16]
-	resident16, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 16})
+	resident16, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: 16})
 	wide, wideL := decodeAll(t, resident16, prompt, 6)
 	for _, slots := range []int{102, 10} {
 		rows := min(slots/10, 4) // decode shapes 1…4, prefill 16
-		resident, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: rows})
+		resident, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: rows})
 		wantT, wantL := decodeAll(t, resident, prompt, 6)
 		var notes []string
-		l, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 16, ArenaExperts: slots, History: "-",
+		l, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: 16, ArenaExperts: slots, History: "-",
 			Note: func(s string) { notes = append(notes, s) }})
 		gotT, gotL := decodeAll(t, l, prompt, 6)
 		sameRun(t, "arena of "+itoa(slots), gotT, wantT, gotL, wantL)
@@ -44,7 +44,7 @@ func TestArenaServesAnyPrompt(t *testing.T) {
 			t.Errorf("arena of %d: prefill rows %d, notes %q; want %d and windows of at most %s", slots, l.PrefillRows, notes, rows, want)
 		}
 	}
-	_, err := OpenHF("../../testdata/oracles/tiny-k512", HFOptions{PrefillRows: 16, ArenaExperts: 9, History: "-"})
+	_, err := HF("../../testdata/oracles/tiny-k512", Options{PrefillRows: 16, ArenaExperts: 9, History: "-"})
 	if err == nil || !strings.Contains(err.Error(), "give it at least 10") {
 		t.Errorf("arena of 9 slots: err %v; want the minimum, 10, named", err)
 	}
@@ -57,7 +57,7 @@ func TestArenaServesAnyPrompt(t *testing.T) {
 func TestAutoArena(t *testing.T) {
 	defer func(f func() (sysmem.Info, error)) { readMemory = f }(readMemory)
 	ref := ref0(t, "tiny-k512")
-	resident, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 4})
+	resident, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: 4})
 	wantT, wantL := decodeAll(t, resident, ref.tokens[:12], 4)
 
 	slotBytes, all, other := expertSizes(t)
@@ -68,7 +68,7 @@ func TestAutoArena(t *testing.T) {
 			return sysmem.Info{Total: 1 << 30, Available: uint64(other + 1<<30 + int64(c.room)*slotBytes), Source: "test"}, nil
 		}
 		var note string
-		l, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 4, AutoArena: true, History: "-", Note: func(s string) { note = s }})
+		l, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: 4, AutoArena: true, History: "-", Note: func(s string) { note = s }})
 		if l.ArenaExperts != c.want {
 			t.Errorf("room for %d experts: arena of %d, want %d (%s)", c.room, l.ArenaExperts, c.want, note)
 		}

@@ -42,7 +42,7 @@ type modelFile struct {
 // context and windows, and opt.Note hears so): a run asking for a context of
 // 512 uses the default model's 4096-token artifact rather than failing. When
 // none serves, the error names the model, the key and the command to run.
-func findArtifact(c *models.Config, mf modelFile, opt HFOptions) (*artifact.Artifact, string, *models.Config, error) {
+func findArtifact(c *models.Config, mf modelFile, opt Options) (*artifact.Artifact, string, *models.Config, error) {
 	key, err := artifact.KeyOf(c)
 	if err != nil {
 		return nil, "", nil, err
@@ -149,7 +149,7 @@ func describe(c *models.Config) string {
 
 // noArtifact is the error when no artifact matches: the model, its key, what
 // was looked at, and the stratagen command that makes the artifact.
-func noArtifact(c *models.Config, key string, mf modelFile, opt HFOptions, seen []string) error {
+func noArtifact(c *models.Config, key string, mf modelFile, opt Options, seen []string) error {
 	msg := fmt.Sprintf("no generated artifact for %s (key %s) with %s: run  %s", c.Name, artifact.ShortKey(key), describe(c), generateCommand(mf, opt))
 	if len(seen) > 0 {
 		msg += "\n(artifacts found that do not match: " + strings.Join(seen, "; ") + ")"
@@ -160,7 +160,7 @@ func noArtifact(c *models.Config, key string, mf modelFile, opt HFOptions, seen 
 // generateCommand is the stratagen command that makes the artifact of the
 // model mf opened with opt (for the embedded default, from its source
 // folder into one --artifacts then names).
-func generateCommand(mf modelFile, opt HFOptions) string {
+func generateCommand(mf modelFile, opt Options) string {
 	var flags []string
 	if opt.Context > 0 {
 		flags = append(flags, fmt.Sprintf("--context %d", opt.Context))

@@ -36,7 +36,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	}
 	defer func(g func(*models.Config) (*artifact.Artifact, error)) { Generate = g }(Generate)
 	Generate = nil
-	l, err := OpenDefault(HFOptions{})
+	l, err := Default(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	// compiled-in artifact serves (its longer context, its largest shape
 	// that fits), says so, and decodes the same tokens.
 	var notes []string
-	short, err := OpenDefault(HFOptions{Context: 1024, PrefillRows: 3, Note: func(s string) { notes = append(notes, s) }})
+	short, err := Default(Options{Context: 1024, PrefillRows: 3, Note: func(s string) { notes = append(notes, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	}
 	// Other routing is another artifact: the error says which command
 	// makes it.
-	_, err = OpenDefault(HFOptions{MoCE: true, ArenaExperts: 64})
+	_, err = Default(Options{MoCE: true, ArenaExperts: 64})
 	if err == nil || !strings.Contains(err.Error(), "stratagen generate --hf testdata/tiny-go --moce --out DIR") || !strings.Contains(err.Error(), "key ") {
 		t.Errorf("no artifact for MoCE: %v", err)
 	}
@@ -98,8 +98,8 @@ func TestArtifactBesideTheModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	opt := HFOptions{PrefillRows: 5, History: "-"}
-	_, err := OpenHF(model, opt)
+	opt := Options{PrefillRows: 5, History: "-"}
+	_, err := HF(model, opt)
 	if err == nil || !strings.Contains(err.Error(), "run  stratagen generate --hf "+model+" --prefill-rows 5") {
 		t.Fatalf("no artifact: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt.Artifacts = []string{filepath.Dir(elsewhere)} // a folder of artifact folders
-	l, err := OpenHF(model, opt)
+	l, err := HF(model, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	if err := a.Write(artifact.DirFor(false, model)); err != nil {
 		t.Fatal(err)
 	}
-	if l, err = OpenHF(model, opt); err != nil {
+	if l, err = HF(model, opt); err != nil {
 		t.Fatal(err)
 	}
 	if l.ArtifactFrom != filepath.Join(model, "artifact") {
@@ -138,7 +138,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	// The artifact beside it is for 5 prefill rows: it serves the config's
 	// 64 too, in its own windows, and says so.
 	var notes []string
-	if l, err = OpenHF(model, HFOptions{History: "-", Note: func(s string) { notes = append(notes, s) }}); err != nil {
+	if l, err = HF(model, Options{History: "-", Note: func(s string) { notes = append(notes, s) }}); err != nil {
 		t.Fatal(err)
 	}
 	if l.PrefillRows != 5 || len(notes) == 0 || !strings.Contains(notes[0], "prefill rows 64: running the one for") {
@@ -147,7 +147,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	l.Close()
 	// MoCE routing is another key the artifact cannot serve, and the error
 	// says what it found.
-	_, err = OpenHF(model, HFOptions{History: "-", MoCE: true, ArenaExperts: 8})
+	_, err = HF(model, Options{History: "-", MoCE: true, ArenaExperts: 8})
 	if err == nil || !strings.Contains(err.Error(), "artifacts found that do not match") {
 		t.Errorf("mismatched artifact: %v", err)
 	}
@@ -155,12 +155,12 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(model, "artifact", artifact.ManifestFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = OpenHF(model, opt)
+	_, err = HF(model, opt)
 	if err == nil || !strings.Contains(err.Error(), "unusable") || !strings.Contains(err.Error(), "stratagen generate") {
 		t.Errorf("broken artifact: %v", err)
 	}
 	opt.Artifacts = []string{filepath.Dir(elsewhere)}
-	if l, err = OpenHF(model, opt); err != nil {
+	if l, err = HF(model, opt); err != nil {
 		t.Errorf("a broken artifact beside the model hid the one in --artifacts: %v", err)
 	} else {
 		l.Close()

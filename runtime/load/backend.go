@@ -12,7 +12,7 @@ import (
 	"github.com/strata-llm/strata/runtime/mslemu"
 )
 
-// Backends HFOptions.Backend names.
+// Backends Options.Backend names.
 const (
 	BackendCPU    = "cpu"    // the pure-Go kernels (runtime/cpu)
 	BackendMSLEmu = "mslemu" // the generated MSL, run on the CPU (runtime/mslemu)
@@ -29,7 +29,7 @@ var Backends = []string{BackendCPU, BackendMSLEmu, BackendMetal, BackendMetalEmu
 
 // backend is the engine backend opt asks for, running artifact a: cpu takes
 // only its graphs (at load), the others its kernels.metal and metadata.
-func (opt HFOptions) backend(a *artifact.Artifact) (backend.Backend, error) {
+func (opt Options) backend(a *artifact.Artifact) (backend.Backend, error) {
 	switch opt.Backend {
 	case "", BackendCPU:
 		return cpu.Backend, nil

@@ -29,9 +29,9 @@ func requireCUDA(t testing.TB) {
 	}
 }
 
-func cudaOptions(t testing.TB, replay bool) HFOptions {
+func cudaOptions(t testing.TB, replay bool) Options {
 	requireCUDA(t)
-	return HFOptions{Backend: BackendCUDA, CUDA: cuda.Options{Replay: replay}}
+	return Options{Backend: BackendCUDA, CUDA: cuda.Options{Replay: replay}}
 }
 
 func cudaOf(t testing.TB, l *Loaded) *cuda.Backend {
@@ -126,11 +126,11 @@ func TestCUDAQuantGGUF(t *testing.T) {
 		t.Run(tc.oracle+"/"+tc.plan, func(t *testing.T) {
 			path, _ := convertOracle(t, tc.oracle, tc.plan, t.TempDir())
 			ref := ref0(t, tc.oracle)
-			opt := HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)}
-			onCPU := openGGUF(t, path, GGUFOptions{HFOptions: opt})
+			opt := Options{AllLogits: true, PrefillRows: len(ref.tokens)}
+			onCPU := openGGUF(t, path, GGUFOptions{Options: opt})
 			gopt := cudaOptions(t, false)
 			gopt.AllLogits, gopt.PrefillRows = true, len(ref.tokens)
-			gpu := openGGUF(t, path, GGUFOptions{HFOptions: gopt})
+			gpu := openGGUF(t, path, GGUFOptions{Options: gopt})
 			worst := 0.0
 			want := runLogits(t, onCPU, ref.tokens, len(ref.tokens))
 			got := runLogits(t, gpu, ref.tokens, len(ref.tokens))
@@ -292,8 +292,8 @@ func TestCUDATimings(t *testing.T) {
 		t.Skip("STRATA_CUDA_SYNTH names no model")
 	}
 	requireCUDA(t)
-	opt := GGUFOptions{HFOptions: HFOptions{Backend: BackendCUDA}, Pack: "-"}
-	l, err := OpenGGUF(path, opt)
+	opt := GGUFOptions{Options: Options{Backend: BackendCUDA}, Pack: "-"}
+	l, err := GGUF(path, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestCUDASynthBarrierSoundness(t *testing.T) {
 		t.Skip("STRATA_CUDA_SYNTH names no model")
 	}
 	requireCUDA(t)
-	l, err := OpenGGUF(path, GGUFOptions{HFOptions: HFOptions{Backend: BackendCUDA}, Pack: "-"})
+	l, err := GGUF(path, GGUFOptions{Options: Options{Backend: BackendCUDA}, Pack: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 // GGUFOptions tune how a GGUF model is opened.
 type GGUFOptions struct {
-	HFOptions // Context 0: the embedded config's runtime.context_length
+	Options // Context 0: the embedded config's runtime.context_length
 	// Config is the model config; nil takes the one strata embeds in the
 	// file (strata.config), or derives it from a qwen3next file's metadata
 	// (weights.ConfigFromMetadata). Its quant plan is replaced by the
@@ -31,7 +31,7 @@ type GGUFOptions struct {
 // llama.cpp qwen3next file as it is), finds the artifact generated for its
 // config and the formats its tensors hold, and loads its graphs and weights, the routed experts through the .experts pack
 // when there is one. A pack that does not belong to the file is refused.
-func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
+func GGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
@@ -73,11 +73,11 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	}
 	var graphs []*graph.Graph
 	var rows int
-	a, from, c, err := findArtifact(c, modelFile{flag: "--gguf", path: path, beside: artifact.DirFor(true, path)}, opt.HFOptions)
+	a, from, c, err := findArtifact(c, modelFile{flag: "--gguf", path: path, beside: artifact.DirFor(true, path)}, opt.Options)
 	if err == nil {
-		var hopt HFOptions
-		c, graphs, rows, hopt, err = windowsFor(c, a, opt.HFOptions)
-		opt.HFOptions = hopt
+		var hopt Options
+		c, graphs, rows, hopt, err = windowsFor(c, a, opt.Options)
+		opt.Options = hopt
 	}
 	if err != nil {
 		if pk != nil {
@@ -99,7 +99,7 @@ func OpenGGUF(path string, opt GGUFOptions) (*Loaded, error) {
 			defer pk.Close()
 		}
 	}
-	m, err := loadEngine(c, a, graphs, src, opt.HFOptions, reader)
+	m, err := loadEngine(c, a, graphs, src, opt.Options, reader)
 	if err != nil {
 		for _, cl := range closers {
 			cl()

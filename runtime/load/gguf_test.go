@@ -109,7 +109,7 @@ func convertOracleTo(name, plan, out string) (*convert.Report, error) {
 
 func openGGUF(t *testing.T, path string, opt GGUFOptions) *Loaded {
 	t.Helper()
-	l, err := OpenGGUF(path, opt)
+	l, err := GGUF(path, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +185,8 @@ func TestGGUFOracles(t *testing.T) {
 			start := time.Now()
 			path, rep := convertOracle(t, c.oracle, c.plan, t.TempDir())
 			ref := ref0(t, c.oracle)
-			opt := HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)}
-			l := openGGUF(t, path, GGUFOptions{HFOptions: opt})
+			opt := Options{AllLogits: true, PrefillRows: len(ref.tokens)}
+			l := openGGUF(t, path, GGUFOptions{Options: opt})
 			got := runLogits(t, l, ref.tokens, len(ref.tokens))
 			greedyLogits := runLogits(t, l, ref.greedy, len(ref.greedy))
 			if c.bound == 0 {
@@ -196,7 +196,7 @@ func TestGGUFOracles(t *testing.T) {
 				if err := packFile(path); err != nil {
 					t.Fatal(err)
 				}
-				packed := runLogits(t, openGGUF(t, path, GGUFOptions{HFOptions: opt}), ref.tokens, len(ref.tokens))
+				packed := runLogits(t, openGGUF(t, path, GGUFOptions{Options: opt}), ref.tokens, len(ref.tokens))
 				for i := range want {
 					if !slices.Equal(got[i], want[i]) || !slices.Equal(packed[i], want[i]) {
 						t.Fatalf("position %d: GGUF logits differ from the HF path's (max |d| %.3g, through the pack %.3g)", i, maxAbs(got[i], want[i]), maxAbs(packed[i], want[i]))
@@ -284,7 +284,7 @@ func (s asPlanned) Read(spec models.TensorSpec, index int, format string, dst []
 
 // decodedRun loads the GGUF at path as the quantized model cfg received its
 // weights, decoded to f32 and run through the f32 kernels.
-func decodedRun(t *testing.T, path string, cfg *models.Config, opt HFOptions) *Loaded {
+func decodedRun(t *testing.T, path string, cfg *models.Config, opt Options) *Loaded {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -417,7 +417,7 @@ func TestGGUFCorrupt(t *testing.T) {
 		}},
 		{"unknown-type", "ggml type", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[typeAt:], 99); return b }},
 	} {
-		_, err := OpenGGUF(variant(c.name, c.edit), GGUFOptions{})
+		_, err := GGUF(variant(c.name, c.edit), GGUFOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
 		} else {
@@ -464,7 +464,7 @@ func TestGGUFCorrupt(t *testing.T) {
 		{"truncated-pack", "past the end", false, orig, packBytes[:len(packBytes)-pack.PageSize]},
 		{"not-a-pack", "not a strata expert pack", false, orig, append([]byte("NOTAPACK"), packBytes[8:]...)},
 	} {
-		_, err := OpenGGUF(withPack(c.name, c.gg, c.pk), GGUFOptions{})
+		_, err := GGUF(withPack(c.name, c.gg, c.pk), GGUFOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, pack.ErrStale) != c.stale {
 			t.Errorf("%s: error %v, want one saying %q (stale %v)", c.name, err, c.want, c.stale)
 		} else {
@@ -777,7 +777,7 @@ func TestQwen4ExpGGUFCorrupt(t *testing.T) {
 		if err := os.WriteFile(p, c.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := OpenGGUF(p, GGUFOptions{})
+		_, err := GGUF(p, GGUFOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
 		} else {
@@ -796,7 +796,7 @@ func TestQwen4ExpGGUFCorrupt(t *testing.T) {
 	}
 	cfg.Architecture.EOSTokenIDs = []int{5}
 	cfg.Architecture.HyperConnections.LowRank = 8
-	_, err = OpenGGUF(good, GGUFOptions{Config: cfg})
+	_, err = GGUF(good, GGUFOptions{Config: cfg})
 	for _, want := range []string{"qwen4exp.ple.eos_token_id = 3, but the model config says 5", "qwen4exp.hyper_connection.low_rank = 16, but the model config says 8"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("other config: error %v, want one saying %q", err, want)

@@ -218,8 +218,8 @@ func TestGGUFLlamaMix(t *testing.T) {
 	path := filepath.Join(dir, "mix.gguf")
 	writeMix(t, conv, path, false, nil)
 	ref := ref0(t, "tiny-a")
-	opt := HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)}
-	l := openGGUF(t, path, GGUFOptions{HFOptions: opt})
+	opt := Options{AllLogits: true, PrefillRows: len(ref.tokens)}
+	l := openGGUF(t, path, GGUFOptions{Options: opt})
 
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -308,7 +308,7 @@ func TestGGUFLlamaMix(t *testing.T) {
 		t.Fatal(err)
 	}
 	decodedCheckpoint(t, "tiny-a", refDir)
-	hf, err := OpenHF(refDir, opt)
+	hf, err := HF(refDir, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestGGUFLlamaMix(t *testing.T) {
 	// only: the metadata's rms epsilon is a float32, the config's 1e-6.)
 	stale := filepath.Join(dir, "stale.gguf")
 	writeMix(t, conv, stale, true, nil)
-	ls := openGGUF(t, stale, GGUFOptions{HFOptions: opt})
+	ls := openGGUF(t, stale, GGUFOptions{Options: opt})
 	if a, b := ls.Config.Quant.Tensors.ByName, l.Config.Quant.Tensors.ByName; !maps.Equal(a, b) {
 		t.Errorf("with the source's strata.config the roles run as %v, from the tensors %v", a, b)
 	}
@@ -346,7 +346,7 @@ func TestGGUFLlamaMix(t *testing.T) {
 		requireEmulator(t)
 		mopt := opt
 		mopt.Backend = BackendMSLEmu
-		lm := openGGUF(t, path, GGUFOptions{HFOptions: mopt})
+		lm := openGGUF(t, path, GGUFOptions{Options: mopt})
 		for i, row := range runLogits(t, lm, ref.tokens, len(ref.tokens)) {
 			if e := relL2(row, want[i]); e > 1e-5 {
 				t.Fatalf("mslemu, position %d: relative L2 %.3g from the decoded HF checkpoint's", i, e)
@@ -362,7 +362,7 @@ func TestGGUFUnsupportedType(t *testing.T) {
 	conv, _ := convertOracle(t, "tiny-a", "", dir)
 	path := filepath.Join(dir, "q8_1.gguf")
 	writeMix(t, conv, path, false, map[string]int{"blk.1.ffn_down_exps.weight": 9}) // q8_1: ggml's activation type
-	_, err := OpenGGUF(path, GGUFOptions{})
+	_, err := GGUF(path, GGUFOptions{})
 	want := "tensor blk.1.ffn_down_exps.weight is ggml type q8_1 (9), which strata cannot decode"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want an error containing %q", err, want)
@@ -447,20 +447,20 @@ func TestGGUFKQuantMix(t *testing.T) {
 		return ""
 	})
 	tokens := []int{5, 17, 300, 2, 99, 411, 64, 7, 250, 128, 33, 1}
-	opt := HFOptions{AllLogits: true, PrefillRows: 4}
-	l := openGGUF(t, mix, GGUFOptions{HFOptions: opt})
+	opt := Options{AllLogits: true, PrefillRows: 4}
+	l := openGGUF(t, mix, GGUFOptions{Options: opt})
 	if got := classFormats(l.WeightTable(), models.ClassExperts); !slices.Equal(got, []string{"q4_k", "q6_k"}) {
 		t.Fatalf("experts run as %v, want q4_k and q6_k", got)
 	}
-	want := runLogits(t, openGGUF(t, dec, GGUFOptions{HFOptions: opt}), tokens, 4)
+	want := runLogits(t, openGGUF(t, dec, GGUFOptions{Options: opt}), tokens, 4)
 	got := runLogits(t, l, tokens, 4)
 	if err := packFile(mix); err != nil {
 		t.Fatal(err)
 	}
 	sopt := opt
 	sopt.ArenaExperts, sopt.History = 20, "-" // of 64
-	streamed := runLogits(t, openGGUF(t, mix, GGUFOptions{HFOptions: sopt}), tokens, 4)
-	orig := runLogits(t, openGGUF(t, src, GGUFOptions{HFOptions: opt}), tokens, 4)
+	streamed := runLogits(t, openGGUF(t, mix, GGUFOptions{Options: sopt}), tokens, 4)
+	orig := runLogits(t, openGGUF(t, src, GGUFOptions{Options: opt}), tokens, 4)
 	var worst, moved float64
 	for i := range want {
 		for _, x := range want[i] {

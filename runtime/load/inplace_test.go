@@ -31,15 +31,15 @@ func TestWeightsInPlace(t *testing.T) {
 		{"tiny-a", "", BackendMSLEmu},
 	} {
 		path, _ := convertOracle(t, c.oracle, c.plan, dir)
-		opt := HFOptions{AllLogits: true, PrefillRows: 8, Backend: c.backend}
+		opt := Options{AllLogits: true, PrefillRows: 8, Backend: c.backend}
 		if c.backend != BackendCPU {
 			requireEmulator(t)
 		}
 		opt.Metal.ICB = c.backend == BackendMetalEmu // the ICB plan is rebuilt after the move
 		copied := opt
 		copied.CopyWeights = true
-		base := openGGUF(t, path, GGUFOptions{HFOptions: copied})
-		l := openGGUF(t, path, GGUFOptions{HFOptions: opt})
+		base := openGGUF(t, path, GGUFOptions{Options: copied})
+		l := openGGUF(t, path, GGUFOptions{Options: opt})
 		st := l.Model.Weights()
 		name := c.oracle + " " + c.plan + " on " + c.backend
 		if bs := base.Model.Weights(); bs.InPlace != 0 || bs.Why == "" {

@@ -170,8 +170,8 @@ func TestGGUFIQMix(t *testing.T) {
 		return ""
 	})
 	tokens := []int{5, 17, 300, 2, 99, 411, 64, 7, 250, 128, 33, 1}
-	opt := HFOptions{AllLogits: true, PrefillRows: 4}
-	l := openGGUF(t, mix, GGUFOptions{HFOptions: opt})
+	opt := Options{AllLogits: true, PrefillRows: 4}
+	l := openGGUF(t, mix, GGUFOptions{Options: opt})
 	if got := classFormats(l.WeightTable(), models.ClassExperts); !slices.Equal(got, []string{"iq1_m", "iq1_s", "iq2_xxs", "iq3_xxs"}) {
 		t.Fatalf("experts run as %v, want iq1_m, iq1_s, iq2_xxs, iq3_xxs", got)
 	}
@@ -205,7 +205,7 @@ func TestGGUFIQMix(t *testing.T) {
 			t.Errorf("role %s is not used in place from %s", role, tensor)
 		}
 	}
-	want := runLogits(t, openGGUF(t, dec, GGUFOptions{HFOptions: opt}), tokens, 4)
+	want := runLogits(t, openGGUF(t, dec, GGUFOptions{Options: opt}), tokens, 4)
 	got := runLogits(t, l, tokens, 4)
 	var worst float64
 	for i := range want {
@@ -223,7 +223,7 @@ func TestGGUFIQMix(t *testing.T) {
 		requireEmulator(t)
 		mopt := opt
 		mopt.Backend = BackendMSLEmu
-		lm := openGGUF(t, mix, GGUFOptions{HFOptions: mopt})
+		lm := openGGUF(t, mix, GGUFOptions{Options: mopt})
 		for i, row := range runLogits(t, lm, tokens, 4) {
 			if e := relL2(row, want[i]); e > 1e-5 || math.IsNaN(e) {
 				t.Fatalf("mslemu, position %d: relative L2 %.3g from the f32-decoded file's", i, e)

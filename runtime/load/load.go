@@ -36,8 +36,8 @@ var DefaultModelFiles = []string{"config.json", "generation_config.json", "model
 // Go snippet "func (o *Once) doSlow(f func()) {\n\to.m.Lock" (from go/sync/once.go).
 var DefaultPrompt = []int{355, 329, 87, 341, 5756, 17, 694, 59, 787, 525, 871, 2907, 287, 1691, 868, 4068}
 
-// HFOptions tune how an HF checkpoint is opened.
-type HFOptions struct {
+// Options tune how an HF checkpoint is opened.
+type Options struct {
 	PrefillRows int  // 0: the model config's windows.prefill_rows
 	AllLogits   bool // compute every row's logits in prefill windows too (for --dump-logits)
 	Context     int  // 0: the imported default
@@ -91,7 +91,7 @@ type HFOptions struct {
 }
 
 // resolveOptions are the options that change the graphs.
-func (opt HFOptions) resolveOptions() resolve.Options {
+func (opt Options) resolveOptions() resolve.Options {
 	return resolve.Options{Context: opt.Context, PrefillRows: opt.PrefillRows, MoCE: opt.MoCE, ReadAhead: opt.ReadAhead,
 		MoCEMaxRank: opt.MoCEMaxRank, MoCELambda: opt.MoCELambda}
 }
@@ -127,7 +127,7 @@ func (l *Loaded) Close() error {
 // loadEngine loads the graphs of artifact a into the engine: every expert
 // resident, or streamed through an arena when opt asks for one (reading
 // through reader, or the weight source when reader is nil).
-func loadEngine(c *models.Config, a *artifact.Artifact, graphs []*graph.Graph, src engine.WeightSource, opt HFOptions, reader stream.Reader) (*engine.Model, error) {
+func loadEngine(c *models.Config, a *artifact.Artifact, graphs []*graph.Graph, src engine.WeightSource, opt Options, reader stream.Reader) (*engine.Model, error) {
 	backend, err := opt.backend(a)
 	if err != nil {
 		return nil, err
@@ -150,11 +150,11 @@ func loadEngine(c *models.Config, a *artifact.Artifact, graphs []*graph.Graph, s
 // OpenHF opens an HF checkpoint directory (config.json + safetensors): imports
 // the config, checks every tensor, finds the artifact generated for it and
 // loads its graphs and the weights.
-func OpenHF(dir string, opt HFOptions) (*Loaded, error) {
+func HF(dir string, opt Options) (*Loaded, error) {
 	return openHF(dir, modelFile{flag: "--hf", path: dir, beside: artifact.DirFor(false, dir)}, opt)
 }
 
-func openHF(dir string, mf modelFile, opt HFOptions) (*Loaded, error) {
+func openHF(dir string, mf modelFile, opt Options) (*Loaded, error) {
 	c, err := resolve.HF(dir, opt.resolveOptions())
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func openHF(dir string, mf modelFile, opt HFOptions) (*Loaded, error) {
 	return l, nil
 }
 
-func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt HFOptions) (*Loaded, error) {
+func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt Options) (*Loaded, error) {
 	src := weights.NewHF(ck, c)
 	if err := src.Check(c.Tensors()); err != nil {
 		return nil, err
@@ -195,7 +195,7 @@ func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt HFOpti
 // artifact. The checkpoint is copied out of the binary into a temporary
 // directory, since the safetensors reader maps files; the directory is
 // removed again before OpenDefault returns (the mapping stays valid).
-func OpenDefault(opt HFOptions) (*Loaded, error) {
+func Default(opt Options) (*Loaded, error) {
 	tmp, err := os.MkdirTemp("", "strata-default-")
 	if err != nil {
 		return nil, fmt.Errorf("unpacking the default model: %w", err)

@@ -18,9 +18,9 @@ import (
 // metalEmuOptions runs the Metal backend (encoder, pipelines per constant
 // tuple, bindings, argument structs, ICB replay, host points) on a recording
 // device whose GPU is the MSL emulator.
-func metalEmuOptions(t *testing.T, icb bool) HFOptions {
+func metalEmuOptions(t *testing.T, icb bool) Options {
 	requireEmulator(t)
-	return HFOptions{Backend: BackendMetalEmu, Metal: metal.Options{ICB: icb}}
+	return Options{Backend: BackendMetalEmu, Metal: metal.Options{ICB: icb}}
 }
 
 // TestMetalBackendOracles: what the Metal backend encodes, run dispatch by
@@ -102,7 +102,7 @@ func TestMetalBackendElsewhere(t *testing.T) {
 	if _, err := metal.Open(metal.Kernels{}, metal.Options{}); err == nil {
 		t.Skip("a Metal device is present")
 	}
-	_, err := OpenHF("../../testdata/oracles/tiny-a", HFOptions{Backend: BackendMetal})
+	_, err := HF("../../testdata/oracles/tiny-a", Options{Backend: BackendMetal})
 	if err == nil || !strings.Contains(err.Error(), "darwin/arm64") {
 		t.Fatalf("opening tiny-a on the metal backend off a Mac: %v, want an error naming darwin/arm64", err)
 	}

@@ -89,11 +89,11 @@ func TestMSLEmuQuantGGUF(t *testing.T) {
 			start := time.Now()
 			path, _ := convertOracle(t, tc.oracle, tc.plan, t.TempDir())
 			ref := ref0(t, tc.oracle)
-			opt := HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)}
-			onCPU := openGGUF(t, path, GGUFOptions{HFOptions: opt})
+			opt := Options{AllLogits: true, PrefillRows: len(ref.tokens)}
+			onCPU := openGGUF(t, path, GGUFOptions{Options: opt})
 			emuOpt := mslemuOptions(t)
 			emuOpt.AllLogits, emuOpt.PrefillRows = true, len(ref.tokens)
-			emu := openGGUF(t, path, GGUFOptions{HFOptions: emuOpt})
+			emu := openGGUF(t, path, GGUFOptions{Options: emuOpt})
 
 			// The kernels mslemu was built with: quantized, none missing.
 			graphs, err := gen.Windows(emu.Config, true, len(ref.tokens))
@@ -160,7 +160,7 @@ func TestMSLEmuQuantGGUF(t *testing.T) {
 			if !tc.slow {
 				asanOpt := emuOpt
 				asanOpt.MSLEmu.Sanitize, asanOpt.PrefillRows = mslemu.Address, prompt
-				l, err := OpenGGUF(path, GGUFOptions{HFOptions: asanOpt})
+				l, err := GGUF(path, GGUFOptions{Options: asanOpt})
 				if err != nil && strings.Contains(err.Error(), "libclang_rt") && os.Getenv("STRATA_REQUIRE_CLANG") == "" {
 					t.Logf("skipping the AddressSanitizer prefill: %v", err)
 				} else if err != nil {

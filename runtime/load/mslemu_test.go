@@ -32,9 +32,9 @@ func requireEmulator(t *testing.T) {
 	}
 }
 
-func mslemuOptions(t *testing.T) HFOptions {
+func mslemuOptions(t *testing.T) Options {
 	requireEmulator(t)
-	return HFOptions{Backend: BackendMSLEmu, MSLEmu: mslemu.Options{}}
+	return Options{Backend: BackendMSLEmu, MSLEmu: mslemu.Options{}}
 }
 
 // TestMSLEmuOracles: the generated MSL, run on the CPU by the lane emulator,

@@ -14,7 +14,7 @@ import (
 // PLE layer: a 16-token prompt and 8 generated tokens (7 decode windows of
 // one row) read 23 × 4 rows ahead, and decode the reference greedy tokens.
 func TestNgramRowsReadAhead(t *testing.T) {
-	l, ref := openOracle(t, "q4-a", HFOptions{PrefillRows: 5})
+	l, ref := openOracle(t, "q4-a", Options{PrefillRows: 5})
 	out, err := l.Model.NewSession().Generate(ref.greedy[:16], 8, engine.GenerateOptions{PrefillRows: l.PrefillRows})
 	if err != nil {
 		t.Fatal(err)

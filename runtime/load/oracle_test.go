@@ -64,10 +64,10 @@ type oracle struct {
 
 var oracles = []oracle{{"tiny-a", 1e-4}, {"tiny-k512", 1e-3}, {"q4-a", 1e-4}}
 
-func openOracle(t *testing.T, name string, opt HFOptions) (*Loaded, reference) {
+func openOracle(t *testing.T, name string, opt Options) (*Loaded, reference) {
 	t.Helper()
 	dir := filepath.Join("../../testdata/oracles", name)
-	l, err := OpenHF(dir, opt)
+	l, err := HF(dir, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestOracleLogits(t *testing.T) {
 	for _, o := range oracles {
 		t.Run(o.name, func(t *testing.T) {
 			ref := ref0(t, o.name)
-			l, _ := openOracle(t, o.name, HFOptions{AllLogits: true, PrefillRows: len(ref.tokens)})
+			l, _ := openOracle(t, o.name, Options{AllLogits: true, PrefillRows: len(ref.tokens)})
 			w1 := checkLogits(t, "tokens", runLogits(t, l, ref.tokens, len(ref.tokens)), ref.logits, o.tol)
 			w2 := checkLogits(t, "greedy_tokens", runLogits(t, l, ref.greedy, len(ref.greedy)), ref.greedyLogits, o.tol)
 			t.Logf("worst per-position relative L2: tokens %.3g, greedy %.3g", w1, w2)
@@ -119,7 +119,7 @@ func TestOracleGreedy(t *testing.T) {
 	const prompt = 16
 	for _, o := range oracles {
 		t.Run(o.name, func(t *testing.T) {
-			l, ref := openOracle(t, o.name, HFOptions{AllLogits: true})
+			l, ref := openOracle(t, o.name, Options{AllLogits: true})
 			s := l.Model.NewSession()
 			var logits [][]float32
 			n := len(ref.greedy) - prompt
@@ -150,7 +150,7 @@ func TestPrefillWindowsAgree(t *testing.T) {
 			ref := ref0(t, o.name)
 			var base [][]float32
 			for _, rows := range []int{len(ref.tokens), 5, 1} {
-				l, _ := openOracle(t, o.name, HFOptions{AllLogits: true, PrefillRows: rows})
+				l, _ := openOracle(t, o.name, Options{AllLogits: true, PrefillRows: rows})
 				got := runLogits(t, l, ref.tokens, rows)
 				if base == nil {
 					base = got

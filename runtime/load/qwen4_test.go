@@ -156,7 +156,7 @@ func withMTP(t *testing.T) string {
 
 func TestMTPHead(t *testing.T) {
 	ref := ref0(t, "q4-a")
-	l, err := OpenHF(withMTP(t), HFOptions{AllLogits: true, PrefillRows: 8})
+	l, err := HF(withMTP(t), Options{AllLogits: true, PrefillRows: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

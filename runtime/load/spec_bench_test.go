@@ -31,7 +31,7 @@ func (r *randomDrafter) Draft(hist []int, n int) ([]int, []float64) {
 //	go test -run XXX -bench Speculation -benchtime 20x .
 func BenchmarkSpeculation(b *testing.B) {
 	t := &testing.T{}
-	l, err := OpenHF("../../testdata/oracles/tiny-k512", HFOptions{})
+	l, err := HF("../../testdata/oracles/tiny-k512", Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func TestSpeculationStopsCleanly(t *testing.T) {
 		prompt = append(prompt, 11, 22, 33, 44)
 	}
 	const n = 32
-	l, _ := openOracle(t, "tiny-a", HFOptions{AllLogits: true})
+	l, _ := openOracle(t, "tiny-a", Options{AllLogits: true})
 	want, wantLogits := decode(t, l, prompt, n, engine.SpecOptions{})
 	step := 1
 	if testing.Short() {

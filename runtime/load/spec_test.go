@@ -39,7 +39,7 @@ func TestSpeculationIsExact(t *testing.T) {
 	runs := []run{{"suffix depth 1", engine.SpecOptions{Depth: 1, SuffixDraft: 3}}, {"suffix depth 3", engine.SpecOptions{Depth: 3, SuffixDraft: 3}},
 		{"suffix auto", engine.SpecOptions{Depth: engine.Auto, SuffixDraft: 3}}}
 	for _, name := range []string{"tiny-a", "tiny-k512"} {
-		l, _ := openOracle(t, name, HFOptions{AllLogits: true})
+		l, _ := openOracle(t, name, Options{AllLogits: true})
 		want, wantLogits := decode(t, l, repetitive, 40, engine.SpecOptions{})
 		for _, r := range runs {
 			st := &engine.SpecStats{}
@@ -65,7 +65,7 @@ func TestSpeculationIsExact(t *testing.T) {
 // kind of state a rejected row could corrupt), drafting with the head, the
 // suffix drafter, or both under the gate.
 func TestSpeculationIsExactQ4(t *testing.T) {
-	l, err := OpenHF(withMTP(t), HFOptions{AllLogits: true})
+	l, err := HF(withMTP(t), Options{AllLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func (k *knownDrafter) Draft(hist []int, n int) ([]int, []float64) {
 // Exactness through both accepted and rejected drafts, on every model kind.
 func TestSpeculationAcceptsAndRejects(t *testing.T) {
 	for _, name := range []string{"tiny-a", "q4-a"} {
-		l, _ := openOracle(t, name, HFOptions{AllLogits: true})
+		l, _ := openOracle(t, name, Options{AllLogits: true})
 		ref := ref0(t, name)
 		prompt := ref.tokens[:16]
 		want, wantLogits := decode(t, l, prompt, 30, engine.SpecOptions{})

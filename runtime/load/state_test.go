@@ -13,7 +13,7 @@ import (
 func TestSessionSaveRestore(t *testing.T) {
 	for _, name := range []string{"tiny-a", "q4-a"} {
 		t.Run(name, func(t *testing.T) {
-			l, err := OpenHF(filepath.Join("../../testdata/oracles", name), HFOptions{})
+			l, err := HF(filepath.Join("../../testdata/oracles", name), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

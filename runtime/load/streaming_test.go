@@ -48,13 +48,13 @@ func TestStreamingIsExact(t *testing.T) {
 	ref := ref0(t, "tiny-k512")
 	prompt := ref.tokens[:12]
 	const n = 20
-	base, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 4})
+	base, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: 4})
 	wantT, wantL := decodeAll(t, base, prompt, n)
 
 	all := 4 * 512
 	small := all * 5 / 100
 	for _, slots := range []int{all, small} {
-		l, _ := openOracle(t, "tiny-k512", HFOptions{AllLogits: true, PrefillRows: 4, ArenaExperts: slots})
+		l, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: 4, ArenaExperts: slots})
 		gotT, gotL := decodeAll(t, l, prompt, n)
 		sameRun(t, "HF checkpoint, arena of "+itoa(slots), gotT, wantT, gotL, wantL)
 		st := l.Model.StreamStats()
@@ -70,7 +70,7 @@ func TestStreamingIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, threads := range []int{1, 8} {
-		l := openGGUF(t, path, GGUFOptions{HFOptions: HFOptions{AllLogits: true, PrefillRows: 4, ArenaExperts: small,
+		l := openGGUF(t, path, GGUFOptions{Options: Options{AllLogits: true, PrefillRows: 4, ArenaExperts: small,
 			Stream: stream.Options{Threads: threads}}})
 		gotT, gotL := decodeAll(t, l, prompt, n)
 		sameRun(t, "GGUF + pack, 5% arena, "+itoa(threads)+" threads", gotT, wantT, gotL, wantL)
@@ -107,7 +107,7 @@ func TestMoCEIsDeterministic(t *testing.T) {
 	small := 4 * 512 * 5 / 100
 	var first []int
 	for run, threads := range []int{8, 1, 3, 8, 2} {
-		l, _ := openOracle(t, "tiny-k512", HFOptions{PrefillRows: 4, ArenaExperts: small, MoCE: true, ReadAhead: true,
+		l, _ := openOracle(t, "tiny-k512", Options{PrefillRows: 4, ArenaExperts: small, MoCE: true, ReadAhead: true,
 			Stream: stream.Options{Threads: threads},
 			WrapReader: func(r stream.Reader) stream.Reader {
 				return &delayed{inner: r, rng: rand.New(rand.NewSource(int64(run))), maxDelay: 3 * time.Millisecond}
@@ -126,7 +126,7 @@ func TestMoCEIsDeterministic(t *testing.T) {
 			t.Fatalf("run %d (%d threads) gave %v, run 0 gave %v: routing depended on I/O timing", run, threads, got, first)
 		}
 	}
-	plain, _ := openOracle(t, "tiny-k512", HFOptions{PrefillRows: 4})
+	plain, _ := openOracle(t, "tiny-k512", Options{PrefillRows: 4})
 	exact, _ := decodeAll(t, plain, prompt, n)
 	t.Logf("without MoCE: %v", exact)
 }
@@ -143,7 +143,7 @@ func TestUsageHistoryAcrossRestarts(t *testing.T) {
 	ref := ref0(t, "tiny-k512")
 	prompt := ref.tokens[:8]
 	run := func(warn func(error)) stream.Stats {
-		l, err := OpenGGUF(path, GGUFOptions{HFOptions: HFOptions{PrefillRows: 4, ArenaExperts: 400, Warn: warn}})
+		l, err := GGUF(path, GGUFOptions{Options: Options{PrefillRows: 4, ArenaExperts: 400, Warn: warn}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestStreamingCorruptPack(t *testing.T) {
 	if err := os.WriteFile(pk, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := OpenGGUF(path, GGUFOptions{HFOptions: HFOptions{PrefillRows: 4, ArenaExperts: 100, History: "-"}})
+	l, err := GGUF(path, GGUFOptions{Options: Options{PrefillRows: 4, ArenaExperts: 100, History: "-"}})
 	if err != nil {
 		if strings.Contains(err.Error(), "checksum") || strings.Contains(err.Error(), "stale") {
 			return // refused at open: fine too

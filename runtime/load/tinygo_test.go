@@ -89,10 +89,10 @@ func iota0(n int) []int {
 // stored trunk rows of a full forward of the reference tokens, the MTP
 // head's teacher-forced rows, the full forward of the greedy path, and the
 // greedy decode token for token.
-func checkTinyGo(t *testing.T, opt HFOptions, window int) {
+func checkTinyGo(t *testing.T, opt Options, window int) {
 	ref := loadTinyGoRef(t)
 	opt.AllLogits, opt.PrefillRows = true, window
-	l, err := OpenHF(tinyGoDir, opt)
+	l, err := HF(tinyGoDir, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,12 +128,12 @@ func checkTinyGo(t *testing.T, opt HFOptions, window int) {
 // (the MTP rows then pair each window's last trunk row with the next
 // window's first token).
 func TestTinyGoReference(t *testing.T) {
-	t.Run("one-window", func(t *testing.T) { checkTinyGo(t, HFOptions{}, 256) })
+	t.Run("one-window", func(t *testing.T) { checkTinyGo(t, Options{}, 256) })
 	t.Run("64-row-windows", func(t *testing.T) {
 		if testing.Short() {
 			t.Skip("-short: one window split is enough")
 		}
-		checkTinyGo(t, HFOptions{}, 64)
+		checkTinyGo(t, Options{}, 64)
 	})
 }
 

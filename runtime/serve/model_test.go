@@ -10,7 +10,7 @@ import (
 
 	"github.com/strata-llm/strata/internal/bytemodel"
 	"github.com/strata-llm/strata/runtime/engine"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/text"
 )
 
@@ -19,7 +19,7 @@ const imEnd = 258 // <|im_end|> in bytemodel's byte-level tokenizer
 // realModel is tiny-a with the byte-level tokenizer, loaded once.
 type realModel struct {
 	dir string
-	l   *strata.Loaded
+	l   *load.Loaded
 	tm  *text.Model
 	mu  sync.Mutex // one server at a time uses the model's memory
 }
@@ -41,7 +41,7 @@ func loadReal(t testing.TB) *realModel {
 			realErr = err
 			return
 		}
-		l, err := strata.OpenHF(d, strata.HFOptions{Context: 1024})
+		l, err := load.HF(d, load.Options{Context: 1024})
 		if err != nil {
 			realErr = err
 			return

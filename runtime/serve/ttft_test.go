@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	strata "github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/text"
 )
 
@@ -21,13 +21,13 @@ import (
 // the first token; one warm-up request first). STRATA_SERVE_TTFT_MODEL=DIR runs it on another HF
 // checkpoint with a tokenizer (docs/serve.md has the numbers).
 func TestTenTurnReuse(t *testing.T) {
-	var l *strata.Loaded
+	var l *load.Loaded
 	var tm *text.Model
 	repeat := 2 // a byte per token here
 	name := "tiny-a with a byte-level tokenizer"
 	if dir := os.Getenv("STRATA_SERVE_TTFT_MODEL"); dir != "" {
 		var err error
-		if l, err = strata.OpenHF(dir, strata.HFOptions{Context: 4096}); err != nil {
+		if l, err = load.HF(dir, load.Options{Context: 4096}); err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
@@ -101,5 +101,5 @@ func TestTenTurnReuse(t *testing.T) {
 			w.ttft.Round(10*time.Microsecond), n.ttft.Round(10*time.Microsecond), float64(n.ttft)/float64(w.ttft))
 	}
 	fmt.Fprintf(&tab, "| all | | | %v | %v | %.2f× |\n", sumW.Round(10*time.Microsecond), sumN.Round(10*time.Microsecond), float64(sumN)/float64(sumW))
-	t.Logf("%s, %s backend:\n%s", name, strata.BackendCPU, tab.String())
+	t.Logf("%s, %s backend:\n%s", name, load.BackendCPU, tab.String())
 }
