@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,28 +106,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if *hf != "" && *ggufPath != "" {
 		return usagef("--hf and --gguf are two models; give one")
 	}
-	var configs []benchConfig
-	vary := map[string]bool{}
-	bs, ss, as := splitList(*backends), splitList(*specs), splitList(*arenas)
-	vary["backend"], vary["spec"], vary["arena"] = len(bs) > 1, len(ss) > 1, len(as) > 1
-	for _, b := range bs {
-		if !contains(load.Backends, b) {
-			return usagef("--backend: %q is not one of %s", b, strings.Join(load.Backends, ", "))
-		}
-		for _, s := range ss {
-			if _, err := parseSpec(s); err != nil {
-				return err
-			}
-			for _, a := range as {
-				n, err := strconv.Atoi(a)
-				if err != nil || n < 0 {
-					return usagef("--arena-experts: %q is not a number of experts ≥ 0", a)
-				}
-				configs = append(configs, benchConfig{backend: b, spec: s, arena: n})
-			}
-		}
+	configs, vary, err := benchConfigs(*backends, *specs, *arenas)
+	if err != nil {
+		return err
 	}
-
 	var runs []*benchRun
 	defer func() {
 		for _, r := range runs {
@@ -141,16 +124,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if c.arena > 0 {
 			opt.ArenaGB = 0 // this configuration's --arena-experts value
 		}
-		l, err := openModelIn(*arts, *hf, *ggufPath, opt)
+		r, err := openBenchRun(c, *arts, *hf, *ggufPath, opt, *suffix)
 		if err != nil {
-			return fmt.Errorf("configuration %s: %w", c.label(nil), err)
+			return err
 		}
-		sp, _ := parseSpec(c.spec)
-		sp.SuffixDraft, sp.MTP = *suffix, true
-		if sp.Depth == engine.Auto {
-			sp.Gate = spec.NewGate(l.Config.Windows.MaxDecodeRows - 1) // kept across repetitions
-		}
-		runs = append(runs, &benchRun{cfg: c, l: l, sp: sp})
+		runs = append(runs, r)
 	}
 
 	cfg := runs[0].l.Config
@@ -167,37 +145,90 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "model %s (%s): prompt %d tokens, %d generated; %d repetitions after %d warm-up, configurations interleaved\n",
 		cfg.Name, cfg.Architecture.ModelType, len(prompt), *gen, *reps, *warmup)
+	if err := measure(runs, prompt, *gen, *warmup, *reps, profile); err != nil {
+		return err
+	}
+	printBenchTable(stdout, runs, vary)
+	return nil
+}
+
+// benchConfigs is every combination of the comma-separated --backend,
+// --spec and --arena-experts lists, and which of the three vary (the
+// table's labels name only those).
+func benchConfigs(backends, specs, arenas string) ([]benchConfig, map[string]bool, error) {
+	var configs []benchConfig
+	bs, ss, as := splitList(backends), splitList(specs), splitList(arenas)
+	vary := map[string]bool{"backend": len(bs) > 1, "spec": len(ss) > 1, "arena": len(as) > 1}
+	for _, b := range bs {
+		if !slices.Contains(load.Backends, b) {
+			return nil, nil, usagef("--backend: %q is not one of %s", b, strings.Join(load.Backends, ", "))
+		}
+		for _, s := range ss {
+			if _, err := parseSpec(s); err != nil {
+				return nil, nil, err
+			}
+			for _, a := range as {
+				n, err := strconv.Atoi(a)
+				if err != nil || n < 0 {
+					return nil, nil, usagef("--arena-experts: %q is not a number of experts ≥ 0", a)
+				}
+				configs = append(configs, benchConfig{backend: b, spec: s, arena: n})
+			}
+		}
+	}
+	return configs, vary, nil
+}
+
+// openBenchRun loads the model for configuration c, with its speculation
+// settings (an --spec auto gate kept across repetitions).
+func openBenchRun(c benchConfig, arts dirList, hf, ggufPath string, opt load.Options, suffix int) (*benchRun, error) {
+	l, err := openModelIn(arts, hf, ggufPath, opt)
+	if err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", c.label(nil), err)
+	}
+	sp, _ := parseSpec(c.spec)
+	sp.SuffixDraft, sp.MTP = suffix, true
+	if sp.Depth == engine.Auto {
+		sp.Gate = spec.NewGate(l.Config.Windows.MaxDecodeRows - 1)
+	}
+	return &benchRun{cfg: c, l: l, sp: sp}, nil
+}
+
+// measure runs warmup and then reps repetitions of every configuration,
+// interleaved (rotating which goes first), recording the measured ones; the
+// CPU profile covers the measured repetitions only.
+func measure(runs []*benchRun, prompt []int, gen, warmup, reps int, profile func() (func() error, error)) (err error) {
 	var stopProfile func() error
 	defer func() {
-		if stopProfile != nil { // a run failed: still end the profile
-			stopProfile()
+		if stopProfile != nil {
+			if serr := stopProfile(); err == nil {
+				err = serr
+			}
 		}
 	}()
-	for rep := 0; rep < *warmup+*reps; rep++ {
-		if rep == *warmup {
+	for rep := 0; rep < warmup+reps; rep++ {
+		if rep == warmup {
 			if stopProfile, err = profile(); err != nil {
 				return err
 			}
 		}
 		for i := range runs {
 			r := runs[(i+rep)%len(runs)]
-			pp, tg, err := benchOnce(r, prompt, *gen)
+			pp, tg, err := benchOnce(r, prompt, gen)
 			if err != nil {
 				return fmt.Errorf("configuration %s: %w", r.cfg.label(nil), err)
 			}
-			if rep >= *warmup {
+			if rep >= warmup {
 				r.pp, r.tg = append(r.pp, pp), append(r.tg, tg)
 			}
 		}
 	}
+	return nil
+}
 
-	if stopProfile != nil {
-		stop := stopProfile
-		stopProfile = nil
-		if err := stop(); err != nil {
-			return err
-		}
-	}
+// printBenchTable prints pp and tg (mean ± sd) per configuration, and tg as
+// a ratio to the first.
+func printBenchTable(stdout io.Writer, runs []*benchRun, vary map[string]bool) {
 	width := len("configuration")
 	for _, r := range runs {
 		width = max(width, len(r.cfg.label(vary)))
@@ -209,7 +240,6 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		tgM, tgSD := meanSD(r.tg)
 		fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8.2f\n", width, r.cfg.label(vary), plusMinus(ppM, ppSD), plusMinus(tgM, tgSD), tgM/baseTG)
 	}
-	return nil
 }
 
 // benchOnce runs the prompt (pp, up to the first sampled token) and then
@@ -265,15 +295,6 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func meanSD(xs []float64) (mean, sd float64) {
