@@ -393,14 +393,11 @@ func TestConvertRouterF16(t *testing.T) {
 	}
 }
 
-// The k-quants of a Q4_K_M-style mix (rows of 256 here): experts gate/up
-// q4_k, down q6_k in even layers and q4_k in odd ones (so the layers' expert
-// blocks take different page counts), router f16, trunk matrices q4_k, the
-// embeddings q4_k and the head q6_k, on a random qwen3_next model at
-// hidden size 256 with no strata.config. Its logits equal those of the same
-// file with every tensor decoded to f32 by models/quant (the f32 kernels),
-// with every expert resident and streamed through an arena from the pack.
-func TestGGUFKQuantMix(t *testing.T) {
+// wideRandomGGUF writes a random qwen3_next model (tiny-a's config at hidden
+// size 256, so every row is whole 256-blocks) as an f32 GGUF with no
+// strata.config, named name; it returns the folder and the file.
+func wideRandomGGUF(t *testing.T, name string) (dir, src string) {
+	t.Helper()
 	data, err := os.ReadFile("../../models/tiny-a/model.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -411,15 +408,41 @@ func TestGGUFKQuantMix(t *testing.T) {
 	}
 	a := &c.Architecture
 	a.HiddenSize, a.MoE.IntermediateSize, a.MoE.SharedExpertIntermediateSize = 256, 256, 256
-	c.Name = "kmix"
+	c.Name = name
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "f32.gguf")
+	dir = t.TempDir()
+	src = filepath.Join(dir, "f32.gguf")
 	if _, err := convert.Write(src, c, weights.NewRandom(7), convert.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	return dir, src
+}
+
+// decodedTwin writes beside mix the same file with every tensor rule
+// quantized decoded to f32 by models/quant: the reference a mix runs against.
+func decodedTwin(t *testing.T, mix string, rule func(name string, dims []uint64) string) string {
+	t.Helper()
+	dec := filepath.Join(filepath.Dir(mix), "decoded.gguf")
+	writeMixRule(t, mix, dec, false, nil, func(name string, dims []uint64) string {
+		if rule(name, dims) != "" {
+			return "f32"
+		}
+		return ""
+	})
+	return dec
+}
+
+// The k-quants of a Q4_K_M-style mix (rows of 256 here): experts gate/up
+// q4_k, down q6_k in even layers and q4_k in odd ones (so the layers' expert
+// blocks take different page counts), router f16, trunk matrices q4_k, the
+// embeddings q4_k and the head q6_k, on a random qwen3_next model at
+// hidden size 256 with no strata.config. Its logits equal those of the same
+// file with every tensor decoded to f32 by models/quant (the f32 kernels),
+// with every expert resident and streamed through an arena from the pack.
+func TestGGUFKQuantMix(t *testing.T) {
+	dir, src := wideRandomGGUF(t, "kmix")
 	rule := func(name string, dims []uint64) string {
 		kind, layer := ggufKind(name, dims)
 		if dims[0]%256 != 0 {
@@ -439,13 +462,7 @@ func TestGGUFKQuantMix(t *testing.T) {
 	}
 	mix := filepath.Join(dir, "kmix.gguf")
 	writeMixRule(t, src, mix, false, nil, rule)
-	dec := filepath.Join(dir, "decoded.gguf")
-	writeMixRule(t, mix, dec, false, nil, func(name string, dims []uint64) string {
-		if rule(name, dims) != "" {
-			return "f32"
-		}
-		return ""
-	})
+	dec := decodedTwin(t, mix, rule)
 	tokens := []int{5, 17, 300, 2, 99, 411, 64, 7, 250, 128, 33, 1}
 	opt := Options{AllLogits: true, PrefillRows: 4}
 	l := openGGUF(t, mix, GGUFOptions{Options: opt})

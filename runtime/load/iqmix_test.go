@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/convert"
 	"github.com/strata-llm/strata/runtime/gguf"
 	"github.com/strata-llm/strata/runtime/weights"
 )
@@ -115,25 +113,7 @@ func writeIQMix(t *testing.T, src, dst string, rule func(name string, dims []uin
 // z (attn_gate) is q5_k beside an IQ attn_qkv: the split projections use
 // both in place, each in its own format.
 func TestGGUFIQMix(t *testing.T) {
-	data, err := os.ReadFile("../../models/tiny-a/model.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := models.Parse(data, "../../models/tiny-a/model.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &c.Architecture
-	a.HiddenSize, a.MoE.IntermediateSize, a.MoE.SharedExpertIntermediateSize = 256, 256, 256
-	c.Name = "iqmix"
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "f32.gguf")
-	if _, err := convert.Write(src, c, weights.NewRandom(7), convert.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	dir, src := wideRandomGGUF(t, "iqmix")
 	rule := func(name string, dims []uint64) string {
 		kind, layer := ggufKind(name, dims)
 		if dims[0]%256 != 0 {
@@ -162,13 +142,7 @@ func TestGGUFIQMix(t *testing.T) {
 	}
 	mix := filepath.Join(dir, "iqmix.gguf")
 	writeIQMix(t, src, mix, rule)
-	dec := filepath.Join(dir, "decoded.gguf")
-	writeMixRule(t, mix, dec, false, nil, func(name string, dims []uint64) string {
-		if rule(name, dims) != "" {
-			return "f32"
-		}
-		return ""
-	})
+	dec := decodedTwin(t, mix, rule)
 	tokens := []int{5, 17, 300, 2, 99, 411, 64, 7, 250, 128, 33, 1}
 	opt := Options{AllLogits: true, PrefillRows: 4}
 	l := openGGUF(t, mix, GGUFOptions{Options: opt})
