@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/strata-llm/strata/models"
@@ -78,7 +79,7 @@ func qwen4ExpConfig(f *gguf.File) (*models.Config, error) {
 		"hidden_size":                     p.Hidden,
 		"num_hidden_layers":               p.Layers,
 		"vocab_size":                      emb.Dims[1],
-		"rms_norm_eps":                    p.RMSEps,
+		"rms_norm_eps":                    shortest32(p.RMSEps),
 		"hidden_act":                      "silu",
 		"output_gate_type":                "sigmoid",
 		"tie_word_embeddings":             !f.Has("output.weight"),
@@ -86,7 +87,7 @@ func qwen4ExpConfig(f *gguf.File) (*models.Config, error) {
 		"num_attention_heads":             p.Heads,
 		"num_key_value_heads":             p.KVHeads,
 		"head_dim":                        p.HeadDim,
-		"rope_theta":                      p.RopeTheta,
+		"rope_theta":                      shortest32(p.RopeTheta),
 		"partial_rotary_factor":           float64(p.RopeDim) / float64(p.HeadDim),
 		"max_position_embeddings":         p.ContextLength,
 		"linear_num_key_heads":            p.KeyHeads,
@@ -149,8 +150,9 @@ func qwen4ExpConfig(f *gguf.File) (*models.Config, error) {
 // takes the (j+1)-th prime above base−1, so every base in (previous prime,
 // P₀] builds the same table: HF's default 20,000,000 when it is one of them,
 // else the roundest), make_ngram_vocab_size_divisible_by from the table's
-// row count (HF's 128 when it gives that count, else the largest power of
-// two that does), and the seed by search (HF's 1234 first, then 0 … 2²²)
+// row count (HF's 128 when it gives that count, else the smallest power of
+// two from 8 that does; any divisor giving that count builds the same table,
+// only the artifact key sees which), and the seed by search (HF's 1234 first, then 0 … 2²²)
 // for the stored multipliers. Whatever is chosen, the table it builds must
 // equal the stored primes, offsets and multipliers, or this is an error
 // naming the field.
@@ -194,10 +196,11 @@ func ngramParams(f *gguf.File, p gguf.Qwen4ExpParams, vocab uint64) (ngram.Param
 	switch {
 	case fits(128):
 		np.DivisibleBy = 128
-	default:
-		for d := int64(1); d <= rows; d *= 2 {
+	default: // the smallest power of two from 8 (tiny configs' choice), else below
+		for _, d := range []int64{8, 16, 32, 64, 256, 512, 1024, 4, 2, 1} {
 			if fits(d) {
 				np.DivisibleBy = int(d)
+				break
 			}
 		}
 	}
@@ -228,6 +231,17 @@ func ngramParams(f *gguf.File, p gguf.Qwen4ExpParams, vocab uint64) (ngram.Param
 		return np, fmt.Errorf("gguf %s: %s / %s are not HF's n-gram construction for ngram_vocab_size_base %d (no key holds it): pass a model config", f.Path, key(gguf.KeyPLEHeadVocabSizes), key(gguf.KeyPLEHeadOffsets), np.Base)
 	}
 	return np, nil
+}
+
+// shortest32 is the float32 v as the shortest decimal that reads back as it
+// (1e-06, not 9.99999997e-07): the value the model's config.json wrote,
+// which the file could keep only as a float32.
+func shortest32(v float64) float64 {
+	d, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', -1, 32), 64)
+	if err != nil {
+		return v
+	}
+	return d
 }
 
 func trailingZeros(n int64) int {
