@@ -489,8 +489,8 @@ func TestRowLayout(t *testing.T) {
 		{"q5_k", 640, Fallback, "q5_1", 640, 480},
 		{"q6_k", 640, Smallest, "q6_k", 768, 630},
 		{"q8_0", 100, Smallest, "q8_0", 128, 136}, // padding (136) beats the f16 fallback (200)
-		{"q8_0", 100, Fallback, "f16", 100, 200}, // a 32-block type: f16, as llama.cpp
-		{"q8_0", 16, Fallback, "f16", 16, 32},    // tiny-go's 16-wide rows
+		{"q8_0", 100, Fallback, "f16", 100, 200},  // a 32-block type: f16, as llama.cpp
+		{"q8_0", 16, Fallback, "f16", 16, 32},     // tiny-go's 16-wide rows
 		{"iq4_nl", 64, Fallback, "iq4_nl", 64, 36},
 		{"q4_k", 64, Fallback, "q5_0", 64, 44},
 		{"iq2_xs", 16, Fallback, "f16", 16, 32}, // iq4_nl does not divide 16 either
