@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/strata-llm/strata/models"
@@ -15,7 +17,10 @@ import (
 
 // withoutConfig copies the GGUF at src to dst less its strata.config key,
 // as llama.cpp's converter writes qwen4exp files.
-func withoutConfig(t *testing.T, src, dst string) {
+func withoutConfig(t *testing.T, src, dst string) { withoutKeys(t, src, dst, gguf.KeyConfig) }
+
+// withoutKeys copies the GGUF at src to dst less the named keys.
+func withoutKeys(t *testing.T, src, dst string, keys ...string) {
 	t.Helper()
 	f, err := gguf.Open(src)
 	if err != nil {
@@ -24,7 +29,7 @@ func withoutConfig(t *testing.T, src, dst string) {
 	defer f.Close()
 	var kv []gguf.KV
 	for _, p := range f.KV {
-		if p.Key != gguf.KeyConfig {
+		if !slices.Contains(keys, p.Key) {
 			kv = append(kv, p)
 		}
 	}
@@ -109,5 +114,32 @@ func TestGGUFQwen4ExpWithoutConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A qwen4exp file without strata.config that lacks a key the config needs is
+// refused naming the key.
+func TestGGUFQwen4ExpMissingKey(t *testing.T) {
+	dir := t.TempDir()
+	c, err := models.Embedded("q4-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "q4-a.gguf")
+	if _, err := convert.Write(path, c, weights.NewRandom(7), convert.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"qwen4exp.hyper_connection.low_rank", "qwen4exp.attention.compress_ratios", "qwen4exp.ple.layer_multipliers"} {
+		bare := filepath.Join(dir, key+".gguf")
+		withoutKeys(t, path, bare, gguf.KeyConfig, key)
+		f, err := gguf.Open(bare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = weights.ConfigFromMetadata(f)
+		f.Close()
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("without %s: %v; want an error naming it", key, err)
+		}
 	}
 }
