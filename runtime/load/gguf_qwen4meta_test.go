@@ -142,4 +142,40 @@ func TestGGUFQwen4ExpMissingKey(t *testing.T) {
 			t.Errorf("without %s: %v; want an error naming it", key, err)
 		}
 	}
+
+	// Multipliers no seed makes: the seed, which no key holds, is named.
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kv []gguf.KV
+	var ts []gguf.Tensor
+	for _, p := range f.KV {
+		if p.Key == gguf.KeyConfig {
+			continue
+		}
+		if p.Key == "qwen4exp.ple.layer_multipliers" {
+			m := slices.Clone(p.Value.(gguf.Array).Values.([]uint64))
+			m[0] += 2
+			p.Value = gguf.Array{Elem: gguf.TypeUint64, Values: m}
+		}
+		kv = append(kv, p)
+	}
+	for _, ti := range f.Tensors {
+		tn, _ := f.Tensor(ti.Name)
+		ts = append(ts, gguf.Tensor{TensorInfo: gguf.TensorInfo{Name: ti.Name, Dims: ti.Dims, Type: ti.Type}, Data: tn.Data})
+	}
+	odd := filepath.Join(dir, "odd.gguf")
+	err = gguf.WriteFile(odd, kv, ts)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = gguf.Open(odd); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := weights.ConfigFromMetadata(f); err == nil || !strings.Contains(err.Error(), "seed") {
+		t.Errorf("multipliers of no seed: %v; want an error naming the seed", err)
+	}
 }
