@@ -209,8 +209,10 @@ type QuantPlan struct {
 	// (A pointer, so a plan stays comparable.)
 	Tensors *TensorFormats `toml:"-"`
 	// Rows is the policy for rows that are not whole blocks of their format
-	// (quant.ParseRowPolicy: "smallest", "pad", "fallback"); optional, empty
-	// means "smallest".
+	// (quant.ParseRowPolicy: "fallback", "pad", "smallest"); optional, empty
+	// means "fallback", llama.cpp's. Files strata writes are always
+	// "fallback"; "pad" and "smallest" remain for in-memory plans and for
+	// the configs older padded files embed.
 	Rows string `toml:"rows"`
 }
 
@@ -229,7 +231,7 @@ func (t *TensorFormats) Of(name string) (string, bool) {
 // RowPolicy returns the plan's policy for rows that are not whole blocks.
 func (q QuantPlan) RowPolicy() (quant.RowPolicy, error) {
 	if q.Rows == "" {
-		return quant.Smallest, nil
+		return quant.Fallback, nil
 	}
 	return quant.ParseRowPolicy(q.Rows)
 }

@@ -45,7 +45,7 @@ var expectations = map[string]string{
 	"quant.experts":                          "a quant format name",
 	"quant.embeddings":                       "a quant format name",
 	"quant.head":                             "a quant format name",
-	"quant.rows":                             `"smallest", "pad" or "fallback"`,
+	"quant.rows":                             `"fallback", "pad" or "smallest"`,
 	"architecture.rms_norm_eps":              "a positive number",
 	"architecture.attention.partial_rotary_factor": "a number in (0, 1]",
 	"architecture.moe.decoder_sparse_step":         "1",

@@ -236,6 +236,6 @@ func (v *validator) quant(q *QuantPlan) {
 		v.add("quant."+ClassRouter, "is %q (expected one of %s, or empty for the trunk's format)", q.Router, strings.Join(names, ", "))
 	}
 	if _, err := q.RowPolicy(); err != nil {
-		v.add("quant.rows", "is %q (expected \"smallest\", \"pad\" or \"fallback\"; empty means smallest)", q.Rows)
+		v.add("quant.rows", "is %q (expected \"fallback\", \"pad\" or \"smallest\"; empty means fallback)", q.Rows)
 	}
 }

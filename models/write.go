@@ -36,7 +36,7 @@ var fieldDocs = map[string]string{
 	"architecture.moe.dense_intermediate_size": "HF intermediate_size; used only by mlp_only_layers",
 	"runtime.context_length":                   "KV cache rows per attention layer",
 	"runtime.threads":                          "0: one per core",
-	"quant.rows":                               "rows that are not whole blocks: smallest, pad or fallback (quant.ForRow)",
+	"quant.rows":                               "rows that are not whole blocks: fallback (default, llama.cpp's), pad or smallest (in memory only) (quant.ForRow)",
 	"quant.router":                             "the MoE routers' format (empty: the trunk's)",
 }
 

@@ -54,12 +54,13 @@ Formats: ` + "%s" + `. Norms, gates, conv taps and other small vectors stay f32,
 as llama.cpp keeps them.
 
 Rows that are not a whole number of blocks (Qwen3.8-Flash-Next's 640-wide
-expert down rows under a 256-block format) follow the row policy, --rows
-POLICY (or rows=POLICY in --quant):
-  smallest  (default) whichever of pad and fallback takes fewer bytes
-  pad       keep the format, zero-pad rows to whole blocks (exact; strata only)
-  fallback  llama.cpp's fallback format (iq2_xs, iq4_xs, q4_k -> iq4_nl;
-            q6_k -> q8_0); files llama.cpp can load
+expert down rows under a 256-block format, tiny-go's 16-wide rows) are
+stored in llama.cpp's fallback format, as llama-quantize does: the IQ types
+-> iq4_nl, q2_k, q3_k -> q4_0, q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, and
+f16 for rows that are not multiples of 32 (q8_0, q4_0, iq4_nl ... included).
+--rows fallback (or rows=fallback in --quant) is the only policy written:
+pad and smallest zero-pad rows, which is not a valid GGUF, and are refused
+(older padded files still load).
 A tensor written in another format than planned is named in a warning, and
 a class that fell back as a whole is recorded in the embedded config (and
 the summary's plan) as the format written.
@@ -78,7 +79,7 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("convert", "--hf DIR --quant PLAN -o FILE.gguf [--rows POLICY] [--no-mtp] [--imatrix F]", fmt.Sprintf(convertAbout, strings.Join(quant.Quantizable(), ", ")), stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + safetensors)")
 	plan := fs.String("quant", "", "quant `plan`, e.g. experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k (default: the checkpoint's dtype for every class)")
-	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: smallest, pad or fallback (default smallest; same as rows= in --quant)")
+	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: fallback, the default and the only one written (same as rows= in --quant)")
 	out := fs.String("o", "", "output GGUF `file`")
 	name := fs.String("name", "", "model `name` recorded in the file (default: the checkpoint directory's name)")
 	noMTP := fs.Bool("no-mtp", false, "leave the MTP head out (llama.cpp refuses tensors it does not load)")

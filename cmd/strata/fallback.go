@@ -15,7 +15,7 @@ func warnFallbacks(stderr io.Writer, rep *convert.Report) {
 	if len(rep.Fallbacks) == 0 {
 		return
 	}
-	fmt.Fprintf(stderr, "warning: %d tensors are not in the planned format (the row policy chose another; --rows pad keeps the format, padded, for strata only):\n", len(rep.Fallbacks))
+	fmt.Fprintf(stderr, "warning: %d tensors are not in the planned format (their rows are not whole blocks of it: llama.cpp's fallback formats, as llama-quantize writes them):\n", len(rep.Fallbacks))
 	for _, line := range convert.Fallbacks(rep.Fallbacks) {
 		fmt.Fprintf(stderr, "  %s\n", line)
 	}

@@ -89,6 +89,11 @@ func splitmix64(v uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
+// Multipliers are the hash multipliers of p (Table.Multipliers) without the
+// primes' search: cheap enough to try many seeds (a GGUF stores the
+// multipliers, not the seed that made them).
+func Multipliers(p Params) []int64 { return multipliers(p) }
+
 // multipliers are odd numbers below 2·half, half = ⌊(2⁶³−1)/V⌋/2, so that
 // token·M never overflows int64.
 func multipliers(p Params) []int64 {

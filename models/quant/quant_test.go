@@ -479,15 +479,21 @@ func TestRowLayout(t *testing.T) {
 		{"iq2_xs", 2560, Smallest, "iq2_xs", 2560, 740},
 		{"iq2_xs", 640, Smallest, "iq2_xs", 768, 222},
 		{"iq2_xs", 640, Pad, "iq2_xs", 768, 222},
+		// llama.cpp v0.5.0's tensor_type_fallback (llama-quant.cpp):
 		{"iq2_xs", 640, Fallback, "iq4_nl", 640, 360},
 		{"iq2_xs", 32, Smallest, "iq4_nl", 32, 18}, // padding 32 → 256 would cost 74
-		{"q4_k", 640, Fallback, "iq4_nl", 640, 360},
-		{"q4_k", 640, Smallest, "iq4_nl", 640, 360}, // tie 432 vs 360: fallback
+		{"q4_k", 640, Fallback, "q5_0", 640, 440},
+		{"q4_k", 640, Smallest, "q4_k", 768, 432}, // 432 < q5_0's 440
 		{"q6_k", 640, Fallback, "q8_0", 640, 680},
-		{"q2_k", 640, Fallback, "iq4_nl", 640, 360}, {"q3_k", 640, Fallback, "iq4_nl", 640, 360},
-		{"q5_k", 640, Fallback, "q5_1", 640, 480}, // llama.cpp's fallbacks
+		{"q2_k", 640, Fallback, "q4_0", 640, 360}, {"q3_k", 640, Fallback, "q4_0", 640, 360},
+		{"q5_k", 640, Fallback, "q5_1", 640, 480},
 		{"q6_k", 640, Smallest, "q6_k", 768, 630},
-		{"q8_0", 100, Smallest, "q8_0", 128, 136}, // no fallback: pad
+		{"q8_0", 100, Smallest, "q8_0", 128, 136}, // padding (136) beats the f16 fallback (200)
+		{"q8_0", 100, Fallback, "f16", 100, 200},  // a 32-block type: f16, as llama.cpp
+		{"q8_0", 16, Fallback, "f16", 16, 32},     // tiny-go's 16-wide rows
+		{"iq4_nl", 64, Fallback, "iq4_nl", 64, 36},
+		{"q4_k", 64, Fallback, "q5_0", 64, 44},
+		{"iq2_xs", 16, Fallback, "f16", 16, 32}, // iq4_nl does not divide 16 either
 		{"iq4_xs", 100, Fallback, "f16", 100, 200},
 		{"q8_0", 100, Pad, "q8_0", 128, 136},
 		{"bf16", 7, Fallback, "bf16", 7, 14},
@@ -501,9 +507,6 @@ func TestRowLayout(t *testing.T) {
 		if l.Format.Name != c.format || l.Stored != c.stored || l.RowBytes() != c.bytes || l.Len != c.n {
 			t.Errorf("ForRow(%s, %d, %v) = %s, stored %d, %d bytes; want %s, %d, %d", c.name, c.n, c.p, l.Format.Name, l.Stored, l.RowBytes(), c.format, c.stored, c.bytes)
 		}
-	}
-	if _, err := ForRow("q8_0", 100, Fallback); err == nil {
-		t.Error("q8_0 has no fallback, but ForRow gave one")
 	}
 	if _, err := ForRow("iq2_xs", 0, Pad); err == nil {
 		t.Error("row length 0 accepted")
@@ -572,11 +575,11 @@ func TestFlashNextExpertBytes(t *testing.T) {
 	}
 	// gate + up: 2·640·10·74 = 947200; down padded: 2560·3·74 = 568320.
 	if got := perExpert(Smallest); got != 1515520 {
-		t.Errorf("default plan: %d bytes per expert, want 1515520", got)
+		t.Errorf("padded (in memory only): %d bytes per expert, want 1515520", got)
 	}
 	// down as IQ4_NL: 2560·20·18 = 921600.
 	if got := perExpert(Fallback); got != 1868800 {
-		t.Errorf("llama.cpp-compatible plan: %d bytes per expert, want 1868800", got)
+		t.Errorf("default (llama.cpp fallback) plan: %d bytes per expert, want 1868800", got)
 	}
 }
 

@@ -8,33 +8,35 @@ import (
 
 // Rows whose length is not a multiple of a format's block size (the 640-wide
 // rows of Qwen3.8-Flash-Next's expert down projection under a 256-element
-// format) cannot be stored in that format as they are. Two remedies:
+// format, tiny-go's 16-wide rows under any block format) cannot be stored in
+// that format as they are. Two remedies:
 //
+//   - Fallback, the default: store the tensor in the format llama.cpp's
+//     quantizer falls back to (v0.5.0's tensor_type_fallback): the 256-block
+//     IQ types go to IQ4_NL, Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to
+//     Q5_1, Q6_K to Q8_0; a 32-block type keeps its format; and where the
+//     result still does not divide the row (rows that are not multiples of
+//     32), F16. The files are valid GGUFs (ggml requires ne[0] to be a
+//     multiple of the block size), so llama.cpp reads them.
 //   - Pad: keep the format and zero-pad each row to whole blocks. The padding
 //     decodes to values that multiply nothing (RowLayout.Dot and DecodeRow
 //     stop at the real length), so nothing changes numerically; the cost is
 //     the padding's bytes, and the stored tensor is wider than the model's,
-//     which llama.cpp would not accept.
-//   - Fallback: store the tensor in a format with 32-element blocks, the type
-//     llama.cpp's quantizer falls back to (llama_tensor_get_type): the 2- and
-//     3-bit types and IQ4_XS go to IQ4_NL, Q5_K to Q5_1, Q6_K to Q8_0; where
-//     llama.cpp takes Q4_K to Q5_0 we take it to IQ4_NL (same 4.5 bits per
-//     weight as Q4_K; chosen before strata had Q5_0, and kept so converted
-//     files do not change). Rows that fit no 32-block go to f16, as in
-//     llama.cpp. Files stay readable by llama.cpp.
+//     which no GGUF reader but strata's accepts. Older strata wrote such
+//     files (the rows' lengths in strata.row_length.* keys) and they still
+//     load; strata convert and synth no longer write them (runtime/convert
+//     refuses a padded layout), so Pad serves in-memory plans and reading.
 //
-// Smallest, the default, picks whichever stores the row in fewer bytes (the
-// fallback on a tie, since it is also the more precise and compatible one).
-// For the Flash-Next down projection under iq2_xs that is Pad: 222 bytes per
-// row against 360 for IQ4_NL.
+// Smallest picks whichever stores the row in fewer bytes (the fallback on a
+// tie); it pads where padding is smaller, so it too is in-memory only.
 
 // RowPolicy chooses the remedy for rows that are not whole blocks.
 type RowPolicy int
 
 const (
-	Smallest RowPolicy = iota // the default: fewer bytes of Pad and Fallback
-	Pad                       // zero-pad rows to whole blocks; strata-only files
-	Fallback                  // llama.cpp's fallback format; llama.cpp-compatible files
+	Fallback RowPolicy = iota // the default: llama.cpp's fallback format
+	Pad                       // zero-pad rows to whole blocks; strata-only, never written
+	Smallest                  // fewer bytes of Pad and Fallback; may pad, never written
 )
 
 // String names the policy as flags and docs spell it.
@@ -50,25 +52,33 @@ func (p RowPolicy) String() string {
 	return fmt.Sprintf("RowPolicy(%d)", int(p))
 }
 
-// ParseRowPolicy reads "smallest", "pad" or "fallback".
+// ParseRowPolicy reads "fallback", "pad" or "smallest".
 func ParseRowPolicy(s string) (RowPolicy, error) {
-	for _, p := range []RowPolicy{Smallest, Pad, Fallback} {
+	for _, p := range []RowPolicy{Fallback, Pad, Smallest} {
 		if strings.EqualFold(s, p.String()) {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown row policy %q (expected smallest, pad or fallback)", s)
+	return 0, fmt.Errorf("unknown row policy %q (expected fallback, pad or smallest)", s)
 }
 
-// fallbacks is the 32-block format for each 256-block format.
+// fallbacks is llama.cpp's fallback for each 256-block format strata has
+// (v0.5.0, llama-quant.cpp's tensor_type_fallback); 32-block formats have
+// none and fall back only to f16.
 var fallbacks = map[string]string{
-	"q2_k":   "iq4_nl", // llama.cpp's too
-	"q3_k":   "iq4_nl",
-	"q5_k":   "q5_1",
-	"iq2_xs": "iq4_nl",
-	"iq4_xs": "iq4_nl",
-	"q4_k":   "iq4_nl",
-	"q6_k":   "q8_0",
+	"iq1_s":   "iq4_nl",
+	"iq1_m":   "iq4_nl",
+	"iq2_xxs": "iq4_nl",
+	"iq2_xs":  "iq4_nl",
+	"iq2_s":   "iq4_nl",
+	"iq3_xxs": "iq4_nl",
+	"iq3_s":   "iq4_nl",
+	"iq4_xs":  "iq4_nl",
+	"q2_k":    "q4_0",
+	"q3_k":    "q4_0",
+	"q4_k":    "q5_0",
+	"q5_k":    "q5_1",
+	"q6_k":    "q8_0",
 }
 
 // RowLayout says how rows of Len elements are stored: in Format, Stored
@@ -111,11 +121,14 @@ func ForRow(name string, rowLen int, p RowPolicy) (RowLayout, error) {
 }
 
 func fallbackFor(f *Format, rowLen int) (RowLayout, error) {
-	name, ok := fallbacks[f.Name]
-	if !ok {
-		return RowLayout{}, fmt.Errorf("format %s has no fallback for rows of %d (block size %d)", f.Name, rowLen, f.BlockElems)
+	fb := f
+	if f.BlockElems > 32 {
+		name, ok := fallbacks[f.Name]
+		if !ok {
+			return RowLayout{}, fmt.Errorf("format %s has no fallback for rows of %d (block size %d)", f.Name, rowLen, f.BlockElems)
+		}
+		fb = registry[name]
 	}
-	fb := registry[name]
 	if rowLen%fb.BlockElems != 0 {
 		fb = registry["f16"]
 	}

@@ -58,6 +58,11 @@ type Options struct {
 	// Imatrix, when set, gives the quantizers that take one (iq2_xs) their
 	// importance weights, by GGUF tensor name and expert (see weighted.go).
 	Imatrix *imatrix.Matrix
+	// LegacyPaddedRows writes rows that are not whole blocks zero-padded, as
+	// strata did before it took llama.cpp's fallbacks (rows=pad or
+	// smallest): files no GGUF reader but strata's accepts. Only for tests
+	// that the loader still reads such files; no command sets it.
+	LegacyPaddedRows bool
 }
 
 // ErrUnsupported marks models this package cannot write yet.
@@ -440,6 +445,9 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 	}
 	kv = append(kv, gguf.KV{Key: gguf.KeyConfig, Value: string(toml)})
 	kv = append(kv, opt.Metadata...)
+	if err := refusePadded(&cfg, tensors, opt); err != nil {
+		return nil, nil, nil, err
+	}
 	for _, t := range tensors {
 		if t.rl.Padded() {
 			kv = append(kv, gguf.KV{Key: gguf.KeyRowLengthPrefix + t.info.Name, Value: uint32(t.rl.Len)})
@@ -570,4 +578,28 @@ func fullAttentionInterval(types []string, attention string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// refusePadded refuses a layout that zero-pads rows to whole blocks: ggml
+// requires a tensor's ne[0] to be a multiple of its type's block size, so
+// such a file is not a valid GGUF (llama.cpp cannot read it). The default
+// row policy, fallback, never pads.
+func refusePadded(cfg *models.Config, tensors []tensor, opt Options) error {
+	if opt.LegacyPaddedRows {
+		return nil
+	}
+	var padded []string
+	for _, t := range tensors {
+		if t.rl.Padded() {
+			padded = append(padded, fmt.Sprintf("%s (rows of %d → %d in %s)", t.info.Name, t.rl.Len, t.rl.Stored, t.rl.Format.Name))
+		}
+	}
+	if len(padded) == 0 {
+		return nil
+	}
+	if len(padded) > 3 {
+		padded = append(padded[:3], fmt.Sprintf("and %d more", len(padded)-3))
+	}
+	return fmt.Errorf("model %s: quant rows=%s would zero-pad rows to whole blocks: %s; a GGUF's rows must be whole blocks of their type (llama.cpp cannot read padded ones), so strata no longer writes them: use rows=fallback (the default: llama.cpp's fallback formats)",
+		cfg.Name, cfg.Quant.Rows, strings.Join(padded, ", "))
 }

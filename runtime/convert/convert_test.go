@@ -84,7 +84,8 @@ func synthFile(t *testing.T, model, plan string) (string, *models.Config) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "m.gguf")
-	rep, err := convert.Write(path, c, weights.NewRandom(7), convert.Options{})
+	// rows=pad: a padded file as older strata wrote them (still read).
+	rep, err := convert.Write(path, c, weights.NewRandom(7), convert.Options{LegacyPaddedRows: c.Quant.Rows == "pad"})
 	if err != nil {
 		t.Fatal(err)
 	}

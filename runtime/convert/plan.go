@@ -13,7 +13,7 @@ const PlanKeys = "trunk, router, experts, embed (or embeddings), head, all, rows
 
 // ParsePlan applies a plan such as "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k"
 // to base: each item sets the format of one tensor class, "all" sets every
-// class, and "rows" the row policy (smallest, pad, fallback). Classes not
+// class, and "rows" the row policy (fallback; pad and smallest are refused by Write). Classes not
 // named keep base's format. Errors name the item.
 func ParsePlan(base models.QuantPlan, plan string) (models.QuantPlan, error) {
 	q := base

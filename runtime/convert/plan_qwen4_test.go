@@ -50,11 +50,15 @@ func TestPlanFlashNext(t *testing.T) {
 		"blk.47.hc_ffn_inject.weight":    {10240, 4},
 		"output_hc_down.weight":          {10240, 320},
 		"blk.48.nextn.hc_head_up.weight": {320, 10240},
-		"blk.48.ffn_down_exps.weight":    {768, 2560, 512}, // 640 padded to whole iq2_xs blocks
+		"blk.48.ffn_down_exps.weight":    {640, 2560, 512}, // rows of 640: not whole iq2_xs blocks
 	} {
 		if tt, ok := byName[name]; !ok || !slices.Equal(tt.info.Dims, dims) {
 			t.Errorf("%s: %+v, want dims %v", name, tt.info, dims)
 		}
+	}
+	// llama-quantize's fallback for iq2_xs on rows of 640: iq4_nl, not padding.
+	if f := byName["blk.48.ffn_down_exps.weight"].info.Type.Name; f != "iq4_nl" {
+		t.Errorf("blk.48.ffn_down_exps.weight is %s, want iq4_nl (llama.cpp's fallback)", f)
 	}
 	if n := len(byName["blk.0.ssm_out.weight"].cols); n != 48 {
 		t.Errorf("ssm_out: %d column runs, want one per value head (48)", n)

@@ -32,8 +32,11 @@ func ConfigFromMetadata(f *gguf.File) (*models.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if arch == gguf.ArchQwen4Exp {
+		return qwen4ExpConfig(f)
+	}
 	if arch != gguf.ArchQwenNext {
-		return nil, fmt.Errorf("gguf %s has no %s metadata, and a model config is derived from metadata only for %s files (general.architecture is %q): pass its model config", f.Path, gguf.KeyConfig, gguf.ArchQwenNext, arch)
+		return nil, fmt.Errorf("gguf %s has no %s metadata, and a model config is derived from metadata only for %s and %s files (general.architecture is %q): pass its model config", f.Path, gguf.KeyConfig, gguf.ArchQwenNext, gguf.ArchQwen4Exp, arch)
 	}
 	p, err := gguf.QwenNextParamsOf(f)
 	if err != nil {
