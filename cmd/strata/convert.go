@@ -58,9 +58,12 @@ expert down rows under a 256-block format, tiny-go's 16-wide rows) are
 stored in llama.cpp's fallback format, as llama-quantize does: the IQ types
 -> iq4_nl, q2_k, q3_k -> q4_0, q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, and
 f16 for rows that are not multiples of 32 (q8_0, q4_0, iq4_nl ... included).
---rows fallback (or rows=fallback in --quant) is the only policy written:
-pad and smallest zero-pad rows, which is not a valid GGUF, and are refused
-(older padded files still load).
+That is --rows fallback (or rows=fallback in --quant), the default. --rows pad
+zero-pads such rows to whole blocks instead, and smallest takes whichever is
+smaller per tensor: the expert stays at the planned bits (Qwen3.8-Flash-Next's
+iq2_xs expert is 1.52 MB padded, 1.87 MB with iq4_nl downs: less to stream
+from SSD per token), but ggml requires whole blocks, so the file is strata's
+only (llama.cpp refuses it) and a warning says so, naming the tensors.
 A tensor written in another format than planned is named in a warning, and
 a class that fell back as a whole is recorded in the embedded config (and
 the summary's plan) as the format written.
@@ -79,7 +82,7 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("convert", "--hf DIR --quant PLAN -o FILE.gguf [--rows POLICY] [--no-mtp] [--imatrix F]", fmt.Sprintf(convertAbout, strings.Join(quant.Quantizable(), ", ")), stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` (config.json + safetensors)")
 	plan := fs.String("quant", "", "quant `plan`, e.g. experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k (default: the checkpoint's dtype for every class)")
-	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: fallback, the default and the only one written (same as rows= in --quant)")
+	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: fallback (the default: llama-quantize's formats), pad or smallest (strata-only files; same as rows= in --quant)")
 	out := fs.String("o", "", "output GGUF `file`")
 	name := fs.String("name", "", "model `name` recorded in the file (default: the checkpoint directory's name)")
 	noMTP := fs.Bool("no-mtp", false, "leave the MTP head out (llama.cpp refuses tensors it does not load)")

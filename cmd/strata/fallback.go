@@ -12,6 +12,14 @@ import (
 // warnFallbacks says loudly which tensors were written in another format
 // than the plan asked for (a plan never falls back silently).
 func warnFallbacks(stderr io.Writer, rep *convert.Report) {
+	if n := len(rep.Padded); n > 0 {
+		names := rep.Padded
+		if n > 4 {
+			names = append(names[:4:4], fmt.Sprintf("and %d more", n-4))
+		}
+		fmt.Fprintf(stderr, "warning: rows=%s zero-padded the rows of %d tensors to whole blocks: %s. A GGUF's rows must be whole blocks of their type, so this file is strata's only (llama.cpp refuses it); rows=fallback, the default, writes llama-quantize's formats instead\n",
+			rep.Config.Quant.Rows, n, strings.Join(names, ", "))
+	}
 	if len(rep.Fallbacks) == 0 {
 		return
 	}

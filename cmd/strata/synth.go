@@ -50,7 +50,7 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	model := fs.String("model", "", "model `name` (a folder under models/) or a model.toml path")
 	out := fs.String("o", "", "output GGUF `file`")
 	plan := fs.String("quant", "", "quant `plan` as in strata convert (default: the model config's [quant])")
-	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: fallback (the default; pad and smallest are refused, see convert --help)")
+	rows := fs.String("rows", "", "`policy` for rows that are not whole blocks: fallback (the default), pad or smallest (strata-only files; see convert --help)")
 	layers := fs.Int("layers", 0, "keep only the first `N` layers (0: all)")
 	experts := fs.Int("experts", 0, "routed experts per layer (0: the model's)")
 	topK := fs.Int("top-k", 0, "experts per token (0: the model's, capped at --experts)")

@@ -58,11 +58,6 @@ type Options struct {
 	// Imatrix, when set, gives the quantizers that take one (iq2_xs) their
 	// importance weights, by GGUF tensor name and expert (see weighted.go).
 	Imatrix *imatrix.Matrix
-	// LegacyPaddedRows writes rows that are not whole blocks zero-padded, as
-	// strata did before it took llama.cpp's fallbacks (rows=pad or
-	// smallest): files no GGUF reader but strata's accepts. Only for tests
-	// that the loader still reads such files; no command sets it.
-	LegacyPaddedRows bool
 }
 
 // ErrUnsupported marks models this package cannot write yet.
@@ -92,6 +87,9 @@ type Report struct {
 	// named (Config.Quant names the written format when a whole class fell
 	// back to one).
 	Fallbacks []Fallback
+	// Padded are the tensors whose rows were zero-padded to whole blocks
+	// (rows=pad or smallest asked for it): a file only strata reads.
+	Padded []string
 	// Weighted are the tensors quantized with the imatrix; Unweighted those
 	// in a format whose quantizer takes one that got none (not in the
 	// matrix: the token embeddings, for one).
@@ -104,7 +102,7 @@ func Write(path string, c *models.Config, src Source, opt Options) (*Report, err
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Config: cfg, Tensors: len(tensors), ByFormat: map[string]int64{}, Fallbacks: fallbacksOf(cfg, c)}
+	rep := &Report{Config: cfg, Tensors: len(tensors), ByFormat: map[string]int64{}, Fallbacks: fallbacksOf(cfg, c), Padded: paddedRows(tensors)}
 	if err := checkNgram(cfg, src, tensors); err != nil {
 		return nil, err
 	}
@@ -445,9 +443,6 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 	}
 	kv = append(kv, gguf.KV{Key: gguf.KeyConfig, Value: string(toml)})
 	kv = append(kv, opt.Metadata...)
-	if err := refusePadded(&cfg, tensors, opt); err != nil {
-		return nil, nil, nil, err
-	}
 	for _, t := range tensors {
 		if t.rl.Padded() {
 			kv = append(kv, gguf.KV{Key: gguf.KeyRowLengthPrefix + t.info.Name, Value: uint32(t.rl.Len)})
@@ -580,26 +575,17 @@ func fullAttentionInterval(types []string, attention string) (int, error) {
 	return n, nil
 }
 
-// refusePadded refuses a layout that zero-pads rows to whole blocks: ggml
-// requires a tensor's ne[0] to be a multiple of its type's block size, so
-// such a file is not a valid GGUF (llama.cpp cannot read it). The default
-// row policy, fallback, never pads.
-func refusePadded(cfg *models.Config, tensors []tensor, opt Options) error {
-	if opt.LegacyPaddedRows {
-		return nil
-	}
+// paddedRows names the tensors whose rows are zero-padded to whole blocks
+// ("name (rows of 16 → 32 in q8_0)"): only a plan's explicit rows=pad or
+// smallest writes them. ggml requires a tensor's ne[0] to be a multiple of
+// its type's block size, so such a file is strata's only (llama.cpp refuses
+// it); the default row policy, fallback, never pads.
+func paddedRows(tensors []tensor) []string {
 	var padded []string
 	for _, t := range tensors {
 		if t.rl.Padded() {
 			padded = append(padded, fmt.Sprintf("%s (rows of %d → %d in %s)", t.info.Name, t.rl.Len, t.rl.Stored, t.rl.Format.Name))
 		}
 	}
-	if len(padded) == 0 {
-		return nil
-	}
-	if len(padded) > 3 {
-		padded = append(padded[:3], fmt.Sprintf("and %d more", len(padded)-3))
-	}
-	return fmt.Errorf("model %s: quant rows=%s would zero-pad rows to whole blocks: %s; a GGUF's rows must be whole blocks of their type (llama.cpp cannot read padded ones), so strata no longer writes them: use rows=fallback (the default: llama.cpp's fallback formats)",
-		cfg.Name, cfg.Quant.Rows, strings.Join(padded, ", "))
+	return padded
 }

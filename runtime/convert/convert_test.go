@@ -84,8 +84,7 @@ func synthFile(t *testing.T, model, plan string) (string, *models.Config) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "m.gguf")
-	// rows=pad: a padded file as older strata wrote them (still read).
-	rep, err := convert.Write(path, c, weights.NewRandom(7), convert.Options{LegacyPaddedRows: c.Quant.Rows == "pad"})
+	rep, err := convert.Write(path, c, weights.NewRandom(7), convert.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package convert_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,8 +57,13 @@ func TestFallbackRowsAsLlamaQuantize(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := tryWrite(t, "q4-a", "all=q8_0,rows=pad", convert.Options{}); err == nil || !strings.Contains(err.Error(), "blk.0.hc_attn_up.weight (rows of 16 → 32 in q8_0)") {
-		t.Errorf("rows=pad: %v; want a refusal naming the padded tensor", err)
+	// rows=pad, asked for, pads (a strata-only file) and names what it padded.
+	_, rep, err := tryWrite(t, "q4-a", "all=q8_0,rows=pad", convert.Options{})
+	if err != nil || !slices.Contains(rep.Padded, "blk.0.hc_attn_up.weight (rows of 16 → 32 in q8_0)") {
+		t.Errorf("rows=pad: %v; padded %q, want blk.0.hc_attn_up.weight named", err, rep.Padded)
+	}
+	if _, rep, err := tryWrite(t, "q4-a", "all=q8_0", convert.Options{}); err != nil || len(rep.Padded) != 0 {
+		t.Errorf("the default rows=fallback: %v; padded %q, want none", err, rep.Padded)
 	}
 }
 

@@ -96,7 +96,7 @@ func TestGGUFQwen4ExpWithoutConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			orig := openGGUF(t, path, GGUFOptions{HFOptions: HFOptions{AllLogits: true, PrefillRows: 8}})
+			orig := openGGUF(t, path, GGUFOptions{Options: Options{AllLogits: true, PrefillRows: 8}})
 			ga, wa := got.Architecture, orig.Config.Architecture
 			if ga.PLE.SplitParts == 0 && wa.PLE.SplitParts != 0 || wa.PLE.SplitParts == 0 && ga.PLE.SplitParts != 0 {
 				t.Errorf("split_parts %d, original %d", ga.PLE.SplitParts, wa.PLE.SplitParts)
@@ -105,7 +105,7 @@ func TestGGUFQwen4ExpWithoutConfig(t *testing.T) {
 			if !reflect.DeepEqual(ga, wa) {
 				t.Errorf("derived architecture\n%+v\nwant\n%+v", ga, wa)
 			}
-			l := openGGUF(t, bare, GGUFOptions{HFOptions: HFOptions{AllLogits: true, PrefillRows: 8}})
+			l := openGGUF(t, bare, GGUFOptions{Options: Options{AllLogits: true, PrefillRows: 8}})
 			tokens := []int{1, 5, 17, 300, 2, 99, 411, 64}
 			want := runLogits(t, orig, tokens, len(tokens))
 			for i, row := range runLogits(t, l, tokens, len(tokens)) {

@@ -104,13 +104,8 @@ func convertOracleTo(name, plan, out string) (*convert.Report, error) {
 		return nil, err
 	}
 	defer ck.Close()
-	// rows=pad: the padded files older strata wrote, which must still load.
-	return convert.Write(out, c, weights.NewHF(ck, c), convert.Options{LegacyPaddedRows: legacyRows(c)})
+	return convert.Write(out, c, weights.NewHF(ck, c), convert.Options{})
 }
-
-// legacyRows reports whether c's plan asks for the padded rows only older
-// strata wrote (convert.Options.LegacyPaddedRows).
-func legacyRows(c *models.Config) bool { return c.Quant.Rows == "pad" || c.Quant.Rows == "smallest" }
 
 func openGGUF(t *testing.T, path string, opt GGUFOptions) *Loaded {
 	t.Helper()
