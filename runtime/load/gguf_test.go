@@ -591,7 +591,8 @@ func TestExpertBytesRealModels(t *testing.T) {
 		stride      int64
 		down        string
 	}{
-		{"qwen38-flash-next", "", 1523712, "iq2_xs padded to 768"}, // smallest: padding beats iq4_nl
+		{"qwen38-flash-next", "", 1884160, "iq4_nl"},                       // the default: llama-quantize's fallback
+		{"qwen38-flash-next", "smallest", 1523712, "iq2_xs padded to 768"}, // padding beats iq4_nl
 		{"qwen38-flash-next", "pad", 1523712, "iq2_xs padded to 768"},
 		{"qwen38-flash-next", "fallback", 1884160, "iq4_nl"},
 		{"qwen3-next-80b-a3b", "", 917504, "iq2_xs"},
