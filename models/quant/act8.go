@@ -77,8 +77,14 @@ func quantizeAct8Block(xs []float32, q []int8, d, s *float32) {
 	id := 127 / amax
 	var sum int32
 	for i, v := range xs {
-		l := int32(math.Round(float64(v * id)))
-		l = max(-127, min(127, l))
+		// round half away from zero (ggml's roundf); |v·id| ≤ 127 (+ rounding)
+		f := v * id
+		var l int32
+		if f >= 0 {
+			l = min(127, int32(f+0.5))
+		} else {
+			l = max(-127, int32(f-0.5))
+		}
 		q[i] = int8(l)
 		sum += l
 	}
@@ -116,15 +122,15 @@ func init() {
 	}
 }
 
-// Act8Kernel is r's integer dot with quantized activations, or nil where
+// Act8Kernel is r's integer dot with quantized activations, ok false where
 // the format has no such kernel on this machine (its rows then go through
 // Dot32 with float32 activations). Look it up once per matrix, not per row.
-func (r RowLayout) Act8Kernel() *Act8Dot {
+func (r RowLayout) Act8Kernel() (Act8Dot, bool) {
 	f, ok := act8Dots[r.Format]
 	if !ok {
-		return nil
+		return Act8Dot{}, false
 	}
-	return &Act8Dot{r: r, one: f, four: act8Dots4[r.Format]}
+	return Act8Dot{r: r, one: f, four: act8Dots4[r.Format]}, true
 }
 
 // Act8Dot multiplies stored rows of one layout with Act8 activations.
@@ -137,7 +143,7 @@ type Act8Dot struct {
 // Dot is Σ DecodeRow(row)[i]·x̂[i] over the row's stored values (the
 // padding meets the activation's zero padding); a must hold a row of at
 // least r.Len values quantized by Quantize.
-func (k *Act8Dot) Dot(row []byte, a *Act8) float32 {
+func (k Act8Dot) Dot(row []byte, a *Act8) float32 {
 	nb := k.r.Stored / k.r.Format.BlockElems
 	n := nb * k.r.Format.BlockElems
 	return k.one(row, a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], nb)
@@ -145,7 +151,7 @@ func (k *Act8Dot) Dot(row []byte, a *Act8) float32 {
 
 // Dot4 is Dot for four activation rows, through a four-row kernel where
 // the format has one.
-func (k *Act8Dot) Dot4(row []byte, a *[4]*Act8, out *[4]float32) {
+func (k Act8Dot) Dot4(row []byte, a *[4]*Act8, out *[4]float32) {
 	if k.four != nil {
 		k.four(row, a, 0, k.r.Stored/k.r.Format.BlockElems, out)
 		return

@@ -80,7 +80,7 @@ func checkAct8(t *testing.T, f *Format, blk []byte, x []float32, a *Act8, got fl
 func TestAct8Kernels(t *testing.T) {
 	if runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
 		for _, name := range act8Formats {
-			if (RowLayout{Format: mustFormat(t, name)}).Act8Kernel() == nil {
+			if _, ok := (RowLayout{Format: mustFormat(t, name)}).Act8Kernel(); !ok {
 				t.Errorf("%s: no integer kernel on this AVX2 machine", name)
 			}
 		}
@@ -91,8 +91,8 @@ func TestAct8Kernels(t *testing.T) {
 		for nb := 1; nb <= 9; nb++ {
 			n := nb * f.BlockElems
 			rl := RowLayout{Format: f, Len: n, Stored: n}
-			k := rl.Act8Kernel()
-			if k == nil {
+			k, ok := rl.Act8Kernel()
+			if !ok {
 				t.Skipf("%s: no integer kernel here", name)
 			}
 			for trial := range 4 {
@@ -124,8 +124,8 @@ func TestAct8Rows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k := rl.Act8Kernel()
-			if k == nil {
+			k, ok := rl.Act8Kernel()
+			if !ok {
 				t.Skipf("%s: no integer kernel here", name)
 			}
 			row := make([]byte, rl.RowBytes())
@@ -166,8 +166,8 @@ func FuzzAct8Dot(f *testing.F) {
 			return
 		}
 		n := nb * fm.BlockElems
-		k := RowLayout{Format: fm, Len: n, Stored: n}.Act8Kernel()
-		if k == nil {
+		k, ok := RowLayout{Format: fm, Len: n, Stored: n}.Act8Kernel()
+		if !ok {
 			return
 		}
 		x := gaussian(n, uint64(seed))

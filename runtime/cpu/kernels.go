@@ -186,6 +186,10 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 // the row to float32 once and taking float32 dots was slower: two float
 // streams per multiply-add against one.)
 func matmulRows(w matrix, x, y []float32, rows int) {
+	if k8, ok := w.act8Kernel(); ok {
+		matmulRowsAct8(w, k8, x, y, rows)
+		return
+	}
 	n, k := w.rows, w.cols
 	block := max(4, min(rows, xBlockBytes/(4*k))/4*4)
 	parallel(n, k*rows, func(lo, hi int) {
@@ -806,6 +810,8 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 				observeGroup(o, names, g.e, eb.experts, H, K, x, g.tjs, false)
 			}
 		}
+		xs := newActRows(x, n, H, eb.gate, eb.up)
+		defer xs.release()
 		parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
 			for _, g := range groups[lo:hi] {
 				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
@@ -815,9 +821,8 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 				}
 				for i := 0; i < I; i++ {
 					for _, tj := range g.tjs {
-						xr := x[tj/K*H : (tj/K+1)*H]
-						gv := gate.dotRow(i, xr)
-						uv := up.dotRow(i, xr)
+						gv := xs.dot(gate, 0, i, tj/K)
+						uv := xs.dot(up, 1, i, tj/K)
 						h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
 					}
 				}
@@ -855,6 +860,8 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 		}
 		vals := (*buf)[:n*K*H] // down_e h[t, j], by tj
 		defer scratch.Put(buf)
+		hs := newActRows(h, n*K, I, eb.down)
+		defer hs.release()
 		parallel(H, n*K*I, func(lo, hi int) {
 			resident := make([]bool, n*K)
 			for _, g := range groups {
@@ -867,7 +874,7 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 				}
 				for o := lo; o < hi; o++ {
 					for _, tj := range g.tjs {
-						vals[tj*H+o] = down.dotRow(o, h[tj*I:(tj+1)*I])
+						vals[tj*H+o] = hs.dot(down, 0, o, tj)
 					}
 				}
 			}
