@@ -149,6 +149,10 @@ func (k Act8Dot) Dot(row []byte, a *Act8) float32 {
 	return k.one(row, a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], nb)
 }
 
+// HasDot4 reports whether Dot4 runs a four-row kernel (each block loaded
+// once for the four) rather than four Dots.
+func (k Act8Dot) HasDot4() bool { return k.four != nil }
+
 // Dot4 is Dot for four activation rows, through a four-row kernel where
 // the format has one.
 func (k Act8Dot) Dot4(row []byte, a *[4]*Act8, out *[4]float32) {

@@ -426,17 +426,16 @@ q4k_done:
 	MOVSS        X2, ret+40(FP)
 	RET
 
-// func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *uint64, signs *uint64) float32
+// func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
-TEXT ·dotIQ2XSQ8AVX2(SB), NOSPLIT, $64-52
+TEXT ·dotIQ2XSQ8AVX2(SB), NOSPLIT, $48-44
 	MOVQ         blk+0(FP), AX
 	MOVQ         q+8(FP), CX
 	MOVQ         d+16(FP), DX
 	MOVQ         nblk+24(FP), BX
-	MOVQ         grid+32(FP), SI
-	MOVQ         signs+40(FP), DI
-	MOVL         $0x0f0f0f0f, R8
-	VMOVD        R8, X0
+	MOVQ         table+32(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X0
 	VPBROADCASTD X0, Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
@@ -444,318 +443,174 @@ TEXT ·dotIQ2XSQ8AVX2(SB), NOSPLIT, $64-52
 	JZ           iq2_done
 
 iq2_loop:
-	VMOVQ        66(AX), X3
-	VPAND        X0, X3, X4
-	VPSRLW       $0x04, X3, X3
-	VPAND        X0, X3, X3
-	VPUNPCKLBW   X3, X4, X4
-	VPADDB       X4, X4, X4
-	VPCMPEQB     X3, X3, X3
-	VPSUBB       X3, X4, X4
-	VPMOVZXBW    X4, Y3
-	VMOVDQU      Y3, (SP)
-	MOVWLZX      (AX), R8
-	VMOVD        R8, X3
-	VCVTPH2PS    X3, X3
-	MOVL         $0x3e000000, R8
-	VMOVD        R8, X4
-	VMULSS       X4, X3, X3
-	VBROADCASTSS X3, Y3
-	VMULPS       (DX), Y3, Y3
-	VMOVUPS      Y3, 32(SP)
-	MOVWQZX      2(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X4
-	VMOVQ        (DI)(R8*8), X5
-	MOVWQZX      4(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X4, X4
-	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
-	MOVWQZX      6(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X3
-	VMOVQ        (DI)(R8*8), X6
-	MOVWQZX      8(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X3, X3
-	VPINSRQ      $0x01, (DI)(R8*8), X6, X6
-	VINSERTI128  $0x01, X3, Y4, Y3
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VMOVDQU      (CX), Y7
-	VPSIGNB      Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y3
-	VPBROADCASTW (SP), X4
-	VPBROADCASTW 2(SP), X5
-	VINSERTI128  $0x01, X5, Y4, Y6
-	VPMADDWD     Y6, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 32(SP), Y6
-	VFMADD231PS  Y6, Y3, Y1
-	MOVWQZX      10(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X4
-	VMOVQ        (DI)(R8*8), X5
-	MOVWQZX      12(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X4, X4
-	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
-	MOVWQZX      14(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X3
-	VMOVQ        (DI)(R8*8), X6
-	MOVWQZX      16(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X3, X3
-	VPINSRQ      $0x01, (DI)(R8*8), X6, X6
-	VINSERTI128  $0x01, X3, Y4, Y3
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VMOVDQU      32(CX), Y7
-	VPSIGNB      Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y3
-	VPBROADCASTW 4(SP), X4
-	VPBROADCASTW 6(SP), X5
-	VINSERTI128  $0x01, X5, Y4, Y6
-	VPMADDWD     Y6, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 36(SP), Y6
-	VFMADD231PS  Y6, Y3, Y2
-	MOVWQZX      18(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X4
-	VMOVQ        (DI)(R8*8), X5
-	MOVWQZX      20(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X4, X4
-	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
-	MOVWQZX      22(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X3
-	VMOVQ        (DI)(R8*8), X6
-	MOVWQZX      24(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X3, X3
-	VPINSRQ      $0x01, (DI)(R8*8), X6, X6
-	VINSERTI128  $0x01, X3, Y4, Y3
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VMOVDQU      64(CX), Y7
-	VPSIGNB      Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y3
-	VPBROADCASTW 8(SP), X4
-	VPBROADCASTW 10(SP), X5
-	VINSERTI128  $0x01, X5, Y4, Y6
-	VPMADDWD     Y6, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 40(SP), Y6
-	VFMADD231PS  Y6, Y3, Y1
-	MOVWQZX      26(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X4
-	VMOVQ        (DI)(R8*8), X5
-	MOVWQZX      28(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X4, X4
-	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
-	MOVWQZX      30(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X3
-	VMOVQ        (DI)(R8*8), X6
-	MOVWQZX      32(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X3, X3
-	VPINSRQ      $0x01, (DI)(R8*8), X6, X6
-	VINSERTI128  $0x01, X3, Y4, Y3
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VMOVDQU      96(CX), Y7
-	VPSIGNB      Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y3
-	VPBROADCASTW 12(SP), X4
-	VPBROADCASTW 14(SP), X5
-	VINSERTI128  $0x01, X5, Y4, Y6
-	VPMADDWD     Y6, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 44(SP), Y6
-	VFMADD231PS  Y6, Y3, Y2
-	MOVWQZX      34(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X4
-	VMOVQ        (DI)(R8*8), X5
-	MOVWQZX      36(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X4, X4
-	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
-	MOVWQZX      38(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X3
-	VMOVQ        (DI)(R8*8), X6
-	MOVWQZX      40(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X3, X3
-	VPINSRQ      $0x01, (DI)(R8*8), X6, X6
-	VINSERTI128  $0x01, X3, Y4, Y3
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VMOVDQU      128(CX), Y7
-	VPSIGNB      Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y3
-	VPBROADCASTW 16(SP), X4
-	VPBROADCASTW 18(SP), X5
-	VINSERTI128  $0x01, X5, Y4, Y6
-	VPMADDWD     Y6, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 48(SP), Y6
-	VFMADD231PS  Y6, Y3, Y1
-	MOVWQZX      42(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X4
-	VMOVQ        (DI)(R8*8), X5
-	MOVWQZX      44(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X4, X4
-	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
-	MOVWQZX      46(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X3
-	VMOVQ        (DI)(R8*8), X6
-	MOVWQZX      48(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X3, X3
-	VPINSRQ      $0x01, (DI)(R8*8), X6, X6
-	VINSERTI128  $0x01, X3, Y4, Y3
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VMOVDQU      160(CX), Y7
-	VPSIGNB      Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y3
-	VPBROADCASTW 20(SP), X4
-	VPBROADCASTW 22(SP), X5
-	VINSERTI128  $0x01, X5, Y4, Y6
-	VPMADDWD     Y6, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 52(SP), Y6
-	VFMADD231PS  Y6, Y3, Y2
-	MOVWQZX      50(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X4
-	VMOVQ        (DI)(R8*8), X5
-	MOVWQZX      52(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X4, X4
-	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
-	MOVWQZX      54(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X3
-	VMOVQ        (DI)(R8*8), X6
-	MOVWQZX      56(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X3, X3
-	VPINSRQ      $0x01, (DI)(R8*8), X6, X6
-	VINSERTI128  $0x01, X3, Y4, Y3
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VMOVDQU      192(CX), Y7
-	VPSIGNB      Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y3
-	VPBROADCASTW 24(SP), X4
-	VPBROADCASTW 26(SP), X5
-	VINSERTI128  $0x01, X5, Y4, Y6
-	VPMADDWD     Y6, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 56(SP), Y6
-	VFMADD231PS  Y6, Y3, Y1
-	MOVWQZX      58(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X4
-	VMOVQ        (DI)(R8*8), X5
-	MOVWQZX      60(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X4, X4
-	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
-	MOVWQZX      62(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VMOVQ        (SI)(R9*8), X3
-	VMOVQ        (DI)(R8*8), X6
-	MOVWQZX      64(AX), R8
-	MOVQ         R8, R9
-	ANDQ         $0x000001ff, R9
-	SHRQ         $0x09, R8
-	VPINSRQ      $0x01, (SI)(R9*8), X3, X3
-	VPINSRQ      $0x01, (DI)(R8*8), X6, X6
-	VINSERTI128  $0x01, X3, Y4, Y3
-	VINSERTI128  $0x01, X6, Y5, Y6
-	VMOVDQU      224(CX), Y7
-	VPSIGNB      Y6, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y3
-	VPBROADCASTW 28(SP), X4
-	VPBROADCASTW 30(SP), X5
-	VINSERTI128  $0x01, X5, Y4, Y6
-	VPMADDWD     Y6, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 60(SP), Y6
-	VFMADD231PS  Y6, Y3, Y2
-	ADDQ         $0x0000004a, AX
-	ADDQ         $0x00000100, CX
-	ADDQ         $0x00000020, DX
-	DECQ         BX
-	JNZ          iq2_loop
+	VMOVQ          66(AX), X3
+	VPAND          X0, X3, X4
+	VPSRLW         $0x04, X3, X3
+	VPAND          X0, X3, X3
+	VPUNPCKLBW     X3, X4, X4
+	VPADDB         X4, X4, X4
+	VPCMPEQB       X3, X3, X3
+	VPSUBB         X3, X4, X4
+	VMOVDQU        X4, (SP)
+	VBROADCASTI128 (SP), Y3
+	MOVWLZX        (AX), DI
+	VMOVD          DI, X4
+	VCVTPH2PS      X4, X4
+	MOVL           $0x3e000000, DI
+	VMOVD          DI, X5
+	VMULSS         X5, X4, X4
+	VBROADCASTSS   X4, Y4
+	VMULPS         (DX), Y4, Y4
+	VMOVUPS        Y4, 16(SP)
+	MOVWQZX        2(AX), DI
+	VMOVQ          (SI)(DI*8), X5
+	MOVWQZX        4(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X5, X5
+	MOVWQZX        6(AX), DI
+	VMOVQ          (SI)(DI*8), X4
+	MOVWQZX        8(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
+	VINSERTI128    $0x01, X4, Y5, Y4
+	VMOVDQU        (CX), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y6, Y4, Y4
+	VPSHUFB        iq2ScaleMasks<>+0(SB), Y3, Y6
+	VPMADDWD       Y6, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   16(SP), Y6
+	VFMADD231PS    Y6, Y4, Y1
+	MOVWQZX        10(AX), DI
+	VMOVQ          (SI)(DI*8), X5
+	MOVWQZX        12(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X5, X5
+	MOVWQZX        14(AX), DI
+	VMOVQ          (SI)(DI*8), X4
+	MOVWQZX        16(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
+	VINSERTI128    $0x01, X4, Y5, Y4
+	VMOVDQU        32(CX), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y6, Y4, Y4
+	VPSHUFB        iq2ScaleMasks<>+32(SB), Y3, Y6
+	VPMADDWD       Y6, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   20(SP), Y6
+	VFMADD231PS    Y6, Y4, Y2
+	MOVWQZX        18(AX), DI
+	VMOVQ          (SI)(DI*8), X5
+	MOVWQZX        20(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X5, X5
+	MOVWQZX        22(AX), DI
+	VMOVQ          (SI)(DI*8), X4
+	MOVWQZX        24(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
+	VINSERTI128    $0x01, X4, Y5, Y4
+	VMOVDQU        64(CX), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y6, Y4, Y4
+	VPSHUFB        iq2ScaleMasks<>+64(SB), Y3, Y6
+	VPMADDWD       Y6, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   24(SP), Y6
+	VFMADD231PS    Y6, Y4, Y1
+	MOVWQZX        26(AX), DI
+	VMOVQ          (SI)(DI*8), X5
+	MOVWQZX        28(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X5, X5
+	MOVWQZX        30(AX), DI
+	VMOVQ          (SI)(DI*8), X4
+	MOVWQZX        32(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
+	VINSERTI128    $0x01, X4, Y5, Y4
+	VMOVDQU        96(CX), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y6, Y4, Y4
+	VPSHUFB        iq2ScaleMasks<>+96(SB), Y3, Y6
+	VPMADDWD       Y6, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   28(SP), Y6
+	VFMADD231PS    Y6, Y4, Y2
+	MOVWQZX        34(AX), DI
+	VMOVQ          (SI)(DI*8), X5
+	MOVWQZX        36(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X5, X5
+	MOVWQZX        38(AX), DI
+	VMOVQ          (SI)(DI*8), X4
+	MOVWQZX        40(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
+	VINSERTI128    $0x01, X4, Y5, Y4
+	VMOVDQU        128(CX), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y6, Y4, Y4
+	VPSHUFB        iq2ScaleMasks<>+128(SB), Y3, Y6
+	VPMADDWD       Y6, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   32(SP), Y6
+	VFMADD231PS    Y6, Y4, Y1
+	MOVWQZX        42(AX), DI
+	VMOVQ          (SI)(DI*8), X5
+	MOVWQZX        44(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X5, X5
+	MOVWQZX        46(AX), DI
+	VMOVQ          (SI)(DI*8), X4
+	MOVWQZX        48(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
+	VINSERTI128    $0x01, X4, Y5, Y4
+	VMOVDQU        160(CX), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y6, Y4, Y4
+	VPSHUFB        iq2ScaleMasks<>+160(SB), Y3, Y6
+	VPMADDWD       Y6, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   36(SP), Y6
+	VFMADD231PS    Y6, Y4, Y2
+	MOVWQZX        50(AX), DI
+	VMOVQ          (SI)(DI*8), X5
+	MOVWQZX        52(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X5, X5
+	MOVWQZX        54(AX), DI
+	VMOVQ          (SI)(DI*8), X4
+	MOVWQZX        56(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
+	VINSERTI128    $0x01, X4, Y5, Y4
+	VMOVDQU        192(CX), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y6, Y4, Y4
+	VPSHUFB        iq2ScaleMasks<>+192(SB), Y3, Y6
+	VPMADDWD       Y6, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   40(SP), Y6
+	VFMADD231PS    Y6, Y4, Y1
+	MOVWQZX        58(AX), DI
+	VMOVQ          (SI)(DI*8), X5
+	MOVWQZX        60(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X5, X5
+	MOVWQZX        62(AX), DI
+	VMOVQ          (SI)(DI*8), X4
+	MOVWQZX        64(AX), DI
+	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
+	VINSERTI128    $0x01, X4, Y5, Y4
+	VMOVDQU        224(CX), Y6
+	VPSIGNB        Y4, Y6, Y6
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y6, Y4, Y4
+	VPSHUFB        iq2ScaleMasks<>+224(SB), Y3, Y3
+	VPMADDWD       Y3, Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	VBROADCASTSS   44(SP), Y3
+	VFMADD231PS    Y3, Y4, Y2
+	ADDQ           $0x0000004a, AX
+	ADDQ           $0x00000100, CX
+	ADDQ           $0x00000020, DX
+	DECQ           BX
+	JNZ            iq2_loop
 
 iq2_done:
 	VADDPS       Y2, Y1, Y1
@@ -766,8 +621,266 @@ iq2_done:
 	VPSHUFD      $0x01, X1, X0
 	VADDSS       X0, X1, X1
 	VZEROUPPER
-	MOVSS        X1, ret+48(FP)
+	MOVSS        X1, ret+40(FP)
 	RET
+
+DATA iq2ScaleMasks<>+0(SB)/1, $0x00
+DATA iq2ScaleMasks<>+1(SB)/1, $0x80
+DATA iq2ScaleMasks<>+2(SB)/1, $0x00
+DATA iq2ScaleMasks<>+3(SB)/1, $0x80
+DATA iq2ScaleMasks<>+4(SB)/1, $0x00
+DATA iq2ScaleMasks<>+5(SB)/1, $0x80
+DATA iq2ScaleMasks<>+6(SB)/1, $0x00
+DATA iq2ScaleMasks<>+7(SB)/1, $0x80
+DATA iq2ScaleMasks<>+8(SB)/1, $0x00
+DATA iq2ScaleMasks<>+9(SB)/1, $0x80
+DATA iq2ScaleMasks<>+10(SB)/1, $0x00
+DATA iq2ScaleMasks<>+11(SB)/1, $0x80
+DATA iq2ScaleMasks<>+12(SB)/1, $0x00
+DATA iq2ScaleMasks<>+13(SB)/1, $0x80
+DATA iq2ScaleMasks<>+14(SB)/1, $0x00
+DATA iq2ScaleMasks<>+15(SB)/1, $0x80
+DATA iq2ScaleMasks<>+16(SB)/1, $0x01
+DATA iq2ScaleMasks<>+17(SB)/1, $0x80
+DATA iq2ScaleMasks<>+18(SB)/1, $0x01
+DATA iq2ScaleMasks<>+19(SB)/1, $0x80
+DATA iq2ScaleMasks<>+20(SB)/1, $0x01
+DATA iq2ScaleMasks<>+21(SB)/1, $0x80
+DATA iq2ScaleMasks<>+22(SB)/1, $0x01
+DATA iq2ScaleMasks<>+23(SB)/1, $0x80
+DATA iq2ScaleMasks<>+24(SB)/1, $0x01
+DATA iq2ScaleMasks<>+25(SB)/1, $0x80
+DATA iq2ScaleMasks<>+26(SB)/1, $0x01
+DATA iq2ScaleMasks<>+27(SB)/1, $0x80
+DATA iq2ScaleMasks<>+28(SB)/1, $0x01
+DATA iq2ScaleMasks<>+29(SB)/1, $0x80
+DATA iq2ScaleMasks<>+30(SB)/1, $0x01
+DATA iq2ScaleMasks<>+31(SB)/1, $0x80
+DATA iq2ScaleMasks<>+32(SB)/1, $0x02
+DATA iq2ScaleMasks<>+33(SB)/1, $0x80
+DATA iq2ScaleMasks<>+34(SB)/1, $0x02
+DATA iq2ScaleMasks<>+35(SB)/1, $0x80
+DATA iq2ScaleMasks<>+36(SB)/1, $0x02
+DATA iq2ScaleMasks<>+37(SB)/1, $0x80
+DATA iq2ScaleMasks<>+38(SB)/1, $0x02
+DATA iq2ScaleMasks<>+39(SB)/1, $0x80
+DATA iq2ScaleMasks<>+40(SB)/1, $0x02
+DATA iq2ScaleMasks<>+41(SB)/1, $0x80
+DATA iq2ScaleMasks<>+42(SB)/1, $0x02
+DATA iq2ScaleMasks<>+43(SB)/1, $0x80
+DATA iq2ScaleMasks<>+44(SB)/1, $0x02
+DATA iq2ScaleMasks<>+45(SB)/1, $0x80
+DATA iq2ScaleMasks<>+46(SB)/1, $0x02
+DATA iq2ScaleMasks<>+47(SB)/1, $0x80
+DATA iq2ScaleMasks<>+48(SB)/1, $0x03
+DATA iq2ScaleMasks<>+49(SB)/1, $0x80
+DATA iq2ScaleMasks<>+50(SB)/1, $0x03
+DATA iq2ScaleMasks<>+51(SB)/1, $0x80
+DATA iq2ScaleMasks<>+52(SB)/1, $0x03
+DATA iq2ScaleMasks<>+53(SB)/1, $0x80
+DATA iq2ScaleMasks<>+54(SB)/1, $0x03
+DATA iq2ScaleMasks<>+55(SB)/1, $0x80
+DATA iq2ScaleMasks<>+56(SB)/1, $0x03
+DATA iq2ScaleMasks<>+57(SB)/1, $0x80
+DATA iq2ScaleMasks<>+58(SB)/1, $0x03
+DATA iq2ScaleMasks<>+59(SB)/1, $0x80
+DATA iq2ScaleMasks<>+60(SB)/1, $0x03
+DATA iq2ScaleMasks<>+61(SB)/1, $0x80
+DATA iq2ScaleMasks<>+62(SB)/1, $0x03
+DATA iq2ScaleMasks<>+63(SB)/1, $0x80
+DATA iq2ScaleMasks<>+64(SB)/1, $0x04
+DATA iq2ScaleMasks<>+65(SB)/1, $0x80
+DATA iq2ScaleMasks<>+66(SB)/1, $0x04
+DATA iq2ScaleMasks<>+67(SB)/1, $0x80
+DATA iq2ScaleMasks<>+68(SB)/1, $0x04
+DATA iq2ScaleMasks<>+69(SB)/1, $0x80
+DATA iq2ScaleMasks<>+70(SB)/1, $0x04
+DATA iq2ScaleMasks<>+71(SB)/1, $0x80
+DATA iq2ScaleMasks<>+72(SB)/1, $0x04
+DATA iq2ScaleMasks<>+73(SB)/1, $0x80
+DATA iq2ScaleMasks<>+74(SB)/1, $0x04
+DATA iq2ScaleMasks<>+75(SB)/1, $0x80
+DATA iq2ScaleMasks<>+76(SB)/1, $0x04
+DATA iq2ScaleMasks<>+77(SB)/1, $0x80
+DATA iq2ScaleMasks<>+78(SB)/1, $0x04
+DATA iq2ScaleMasks<>+79(SB)/1, $0x80
+DATA iq2ScaleMasks<>+80(SB)/1, $0x05
+DATA iq2ScaleMasks<>+81(SB)/1, $0x80
+DATA iq2ScaleMasks<>+82(SB)/1, $0x05
+DATA iq2ScaleMasks<>+83(SB)/1, $0x80
+DATA iq2ScaleMasks<>+84(SB)/1, $0x05
+DATA iq2ScaleMasks<>+85(SB)/1, $0x80
+DATA iq2ScaleMasks<>+86(SB)/1, $0x05
+DATA iq2ScaleMasks<>+87(SB)/1, $0x80
+DATA iq2ScaleMasks<>+88(SB)/1, $0x05
+DATA iq2ScaleMasks<>+89(SB)/1, $0x80
+DATA iq2ScaleMasks<>+90(SB)/1, $0x05
+DATA iq2ScaleMasks<>+91(SB)/1, $0x80
+DATA iq2ScaleMasks<>+92(SB)/1, $0x05
+DATA iq2ScaleMasks<>+93(SB)/1, $0x80
+DATA iq2ScaleMasks<>+94(SB)/1, $0x05
+DATA iq2ScaleMasks<>+95(SB)/1, $0x80
+DATA iq2ScaleMasks<>+96(SB)/1, $0x06
+DATA iq2ScaleMasks<>+97(SB)/1, $0x80
+DATA iq2ScaleMasks<>+98(SB)/1, $0x06
+DATA iq2ScaleMasks<>+99(SB)/1, $0x80
+DATA iq2ScaleMasks<>+100(SB)/1, $0x06
+DATA iq2ScaleMasks<>+101(SB)/1, $0x80
+DATA iq2ScaleMasks<>+102(SB)/1, $0x06
+DATA iq2ScaleMasks<>+103(SB)/1, $0x80
+DATA iq2ScaleMasks<>+104(SB)/1, $0x06
+DATA iq2ScaleMasks<>+105(SB)/1, $0x80
+DATA iq2ScaleMasks<>+106(SB)/1, $0x06
+DATA iq2ScaleMasks<>+107(SB)/1, $0x80
+DATA iq2ScaleMasks<>+108(SB)/1, $0x06
+DATA iq2ScaleMasks<>+109(SB)/1, $0x80
+DATA iq2ScaleMasks<>+110(SB)/1, $0x06
+DATA iq2ScaleMasks<>+111(SB)/1, $0x80
+DATA iq2ScaleMasks<>+112(SB)/1, $0x07
+DATA iq2ScaleMasks<>+113(SB)/1, $0x80
+DATA iq2ScaleMasks<>+114(SB)/1, $0x07
+DATA iq2ScaleMasks<>+115(SB)/1, $0x80
+DATA iq2ScaleMasks<>+116(SB)/1, $0x07
+DATA iq2ScaleMasks<>+117(SB)/1, $0x80
+DATA iq2ScaleMasks<>+118(SB)/1, $0x07
+DATA iq2ScaleMasks<>+119(SB)/1, $0x80
+DATA iq2ScaleMasks<>+120(SB)/1, $0x07
+DATA iq2ScaleMasks<>+121(SB)/1, $0x80
+DATA iq2ScaleMasks<>+122(SB)/1, $0x07
+DATA iq2ScaleMasks<>+123(SB)/1, $0x80
+DATA iq2ScaleMasks<>+124(SB)/1, $0x07
+DATA iq2ScaleMasks<>+125(SB)/1, $0x80
+DATA iq2ScaleMasks<>+126(SB)/1, $0x07
+DATA iq2ScaleMasks<>+127(SB)/1, $0x80
+DATA iq2ScaleMasks<>+128(SB)/1, $0x08
+DATA iq2ScaleMasks<>+129(SB)/1, $0x80
+DATA iq2ScaleMasks<>+130(SB)/1, $0x08
+DATA iq2ScaleMasks<>+131(SB)/1, $0x80
+DATA iq2ScaleMasks<>+132(SB)/1, $0x08
+DATA iq2ScaleMasks<>+133(SB)/1, $0x80
+DATA iq2ScaleMasks<>+134(SB)/1, $0x08
+DATA iq2ScaleMasks<>+135(SB)/1, $0x80
+DATA iq2ScaleMasks<>+136(SB)/1, $0x08
+DATA iq2ScaleMasks<>+137(SB)/1, $0x80
+DATA iq2ScaleMasks<>+138(SB)/1, $0x08
+DATA iq2ScaleMasks<>+139(SB)/1, $0x80
+DATA iq2ScaleMasks<>+140(SB)/1, $0x08
+DATA iq2ScaleMasks<>+141(SB)/1, $0x80
+DATA iq2ScaleMasks<>+142(SB)/1, $0x08
+DATA iq2ScaleMasks<>+143(SB)/1, $0x80
+DATA iq2ScaleMasks<>+144(SB)/1, $0x09
+DATA iq2ScaleMasks<>+145(SB)/1, $0x80
+DATA iq2ScaleMasks<>+146(SB)/1, $0x09
+DATA iq2ScaleMasks<>+147(SB)/1, $0x80
+DATA iq2ScaleMasks<>+148(SB)/1, $0x09
+DATA iq2ScaleMasks<>+149(SB)/1, $0x80
+DATA iq2ScaleMasks<>+150(SB)/1, $0x09
+DATA iq2ScaleMasks<>+151(SB)/1, $0x80
+DATA iq2ScaleMasks<>+152(SB)/1, $0x09
+DATA iq2ScaleMasks<>+153(SB)/1, $0x80
+DATA iq2ScaleMasks<>+154(SB)/1, $0x09
+DATA iq2ScaleMasks<>+155(SB)/1, $0x80
+DATA iq2ScaleMasks<>+156(SB)/1, $0x09
+DATA iq2ScaleMasks<>+157(SB)/1, $0x80
+DATA iq2ScaleMasks<>+158(SB)/1, $0x09
+DATA iq2ScaleMasks<>+159(SB)/1, $0x80
+DATA iq2ScaleMasks<>+160(SB)/1, $0x0a
+DATA iq2ScaleMasks<>+161(SB)/1, $0x80
+DATA iq2ScaleMasks<>+162(SB)/1, $0x0a
+DATA iq2ScaleMasks<>+163(SB)/1, $0x80
+DATA iq2ScaleMasks<>+164(SB)/1, $0x0a
+DATA iq2ScaleMasks<>+165(SB)/1, $0x80
+DATA iq2ScaleMasks<>+166(SB)/1, $0x0a
+DATA iq2ScaleMasks<>+167(SB)/1, $0x80
+DATA iq2ScaleMasks<>+168(SB)/1, $0x0a
+DATA iq2ScaleMasks<>+169(SB)/1, $0x80
+DATA iq2ScaleMasks<>+170(SB)/1, $0x0a
+DATA iq2ScaleMasks<>+171(SB)/1, $0x80
+DATA iq2ScaleMasks<>+172(SB)/1, $0x0a
+DATA iq2ScaleMasks<>+173(SB)/1, $0x80
+DATA iq2ScaleMasks<>+174(SB)/1, $0x0a
+DATA iq2ScaleMasks<>+175(SB)/1, $0x80
+DATA iq2ScaleMasks<>+176(SB)/1, $0x0b
+DATA iq2ScaleMasks<>+177(SB)/1, $0x80
+DATA iq2ScaleMasks<>+178(SB)/1, $0x0b
+DATA iq2ScaleMasks<>+179(SB)/1, $0x80
+DATA iq2ScaleMasks<>+180(SB)/1, $0x0b
+DATA iq2ScaleMasks<>+181(SB)/1, $0x80
+DATA iq2ScaleMasks<>+182(SB)/1, $0x0b
+DATA iq2ScaleMasks<>+183(SB)/1, $0x80
+DATA iq2ScaleMasks<>+184(SB)/1, $0x0b
+DATA iq2ScaleMasks<>+185(SB)/1, $0x80
+DATA iq2ScaleMasks<>+186(SB)/1, $0x0b
+DATA iq2ScaleMasks<>+187(SB)/1, $0x80
+DATA iq2ScaleMasks<>+188(SB)/1, $0x0b
+DATA iq2ScaleMasks<>+189(SB)/1, $0x80
+DATA iq2ScaleMasks<>+190(SB)/1, $0x0b
+DATA iq2ScaleMasks<>+191(SB)/1, $0x80
+DATA iq2ScaleMasks<>+192(SB)/1, $0x0c
+DATA iq2ScaleMasks<>+193(SB)/1, $0x80
+DATA iq2ScaleMasks<>+194(SB)/1, $0x0c
+DATA iq2ScaleMasks<>+195(SB)/1, $0x80
+DATA iq2ScaleMasks<>+196(SB)/1, $0x0c
+DATA iq2ScaleMasks<>+197(SB)/1, $0x80
+DATA iq2ScaleMasks<>+198(SB)/1, $0x0c
+DATA iq2ScaleMasks<>+199(SB)/1, $0x80
+DATA iq2ScaleMasks<>+200(SB)/1, $0x0c
+DATA iq2ScaleMasks<>+201(SB)/1, $0x80
+DATA iq2ScaleMasks<>+202(SB)/1, $0x0c
+DATA iq2ScaleMasks<>+203(SB)/1, $0x80
+DATA iq2ScaleMasks<>+204(SB)/1, $0x0c
+DATA iq2ScaleMasks<>+205(SB)/1, $0x80
+DATA iq2ScaleMasks<>+206(SB)/1, $0x0c
+DATA iq2ScaleMasks<>+207(SB)/1, $0x80
+DATA iq2ScaleMasks<>+208(SB)/1, $0x0d
+DATA iq2ScaleMasks<>+209(SB)/1, $0x80
+DATA iq2ScaleMasks<>+210(SB)/1, $0x0d
+DATA iq2ScaleMasks<>+211(SB)/1, $0x80
+DATA iq2ScaleMasks<>+212(SB)/1, $0x0d
+DATA iq2ScaleMasks<>+213(SB)/1, $0x80
+DATA iq2ScaleMasks<>+214(SB)/1, $0x0d
+DATA iq2ScaleMasks<>+215(SB)/1, $0x80
+DATA iq2ScaleMasks<>+216(SB)/1, $0x0d
+DATA iq2ScaleMasks<>+217(SB)/1, $0x80
+DATA iq2ScaleMasks<>+218(SB)/1, $0x0d
+DATA iq2ScaleMasks<>+219(SB)/1, $0x80
+DATA iq2ScaleMasks<>+220(SB)/1, $0x0d
+DATA iq2ScaleMasks<>+221(SB)/1, $0x80
+DATA iq2ScaleMasks<>+222(SB)/1, $0x0d
+DATA iq2ScaleMasks<>+223(SB)/1, $0x80
+DATA iq2ScaleMasks<>+224(SB)/1, $0x0e
+DATA iq2ScaleMasks<>+225(SB)/1, $0x80
+DATA iq2ScaleMasks<>+226(SB)/1, $0x0e
+DATA iq2ScaleMasks<>+227(SB)/1, $0x80
+DATA iq2ScaleMasks<>+228(SB)/1, $0x0e
+DATA iq2ScaleMasks<>+229(SB)/1, $0x80
+DATA iq2ScaleMasks<>+230(SB)/1, $0x0e
+DATA iq2ScaleMasks<>+231(SB)/1, $0x80
+DATA iq2ScaleMasks<>+232(SB)/1, $0x0e
+DATA iq2ScaleMasks<>+233(SB)/1, $0x80
+DATA iq2ScaleMasks<>+234(SB)/1, $0x0e
+DATA iq2ScaleMasks<>+235(SB)/1, $0x80
+DATA iq2ScaleMasks<>+236(SB)/1, $0x0e
+DATA iq2ScaleMasks<>+237(SB)/1, $0x80
+DATA iq2ScaleMasks<>+238(SB)/1, $0x0e
+DATA iq2ScaleMasks<>+239(SB)/1, $0x80
+DATA iq2ScaleMasks<>+240(SB)/1, $0x0f
+DATA iq2ScaleMasks<>+241(SB)/1, $0x80
+DATA iq2ScaleMasks<>+242(SB)/1, $0x0f
+DATA iq2ScaleMasks<>+243(SB)/1, $0x80
+DATA iq2ScaleMasks<>+244(SB)/1, $0x0f
+DATA iq2ScaleMasks<>+245(SB)/1, $0x80
+DATA iq2ScaleMasks<>+246(SB)/1, $0x0f
+DATA iq2ScaleMasks<>+247(SB)/1, $0x80
+DATA iq2ScaleMasks<>+248(SB)/1, $0x0f
+DATA iq2ScaleMasks<>+249(SB)/1, $0x80
+DATA iq2ScaleMasks<>+250(SB)/1, $0x0f
+DATA iq2ScaleMasks<>+251(SB)/1, $0x80
+DATA iq2ScaleMasks<>+252(SB)/1, $0x0f
+DATA iq2ScaleMasks<>+253(SB)/1, $0x80
+DATA iq2ScaleMasks<>+254(SB)/1, $0x0f
+DATA iq2ScaleMasks<>+255(SB)/1, $0x80
+GLOBL iq2ScaleMasks<>(SB), RODATA|NOPTR, $256
 
 // func dotQ8_0Q8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32)
 // Requires: AVX, AVX2, F16C, FMA3

@@ -184,9 +184,11 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 // once for the four), while it is in cache; the activation rows go in
 // blocks that stay in the core's cache across the weight rows. (Decoding
 // the row to float32 once and taking float32 dots was slower: two float
-// streams per multiply-add against one.)
+// streams per multiply-add against one.) Weights with an integer kernel
+// take it (matmulRowsAct8), unless the rows come four at a time and only
+// the float32 path has a four-row kernel for the format.
 func matmulRows(w matrix, x, y []float32, rows int) {
-	if k8, ok := w.act8Kernel(); ok {
+	if k8, ok := w.act8Kernel(); ok && (rows < 4 || k8.HasDot4() || w.rl.Format.Dot32x4 == nil) {
 		matmulRowsAct8(w, k8, x, y, rows)
 		return
 	}

@@ -320,19 +320,21 @@ func q4kScales(p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
 // IQ2_XS: 74-byte blocks of 256: d f16 @0, qs uint16[32] @2 (9-bit grid
 // index, 7-bit sign index per 8 values), 4-bit scales[8] @66 (one per 16
 // values, byte b's low nibble the first 16 of activation block b, its high
-// nibble the second): y = d·(2s+1)/8·grid·sign. grid is [512]uint64 (8
-// magnitudes 8, 25 or 43 per entry) and signs [128]uint64 (bytes +1 or −1).
+// nibble the second): y = d·(2s+1)/8·grid·sign. table is [65536]uint64:
+// for every qs word, its 8 signed levels (±8, ±25, ±43) as bytes, so one
+// load per 8 values fetches grid and signs together.
 func dotIQ2XS() {
-	TEXT("dotIQ2XSQ8AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, grid, signs *uint64) float32")
+	TEXT("dotIQ2XSQ8AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32")
 	Doc("dotIQ2XSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xs blocks, in integers per 32 values.")
 	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
-	grid, signs := Load(Param("grid"), GP64()), Load(Param("signs"), GP64())
-	sc := AllocLocal(32) // the 16 (2s+1) as int16
+	table := Load(Param("table"), GP64())
+	sc := AllocLocal(16) // the 16 (2s+1) as bytes
 	fs := AllocLocal(32) // d_w/8·d[j] for the block's 8 activation blocks
+	masks := iq2ScaleMasks()
 	m4 := broadcastByte(0x0f)
 	acc := zeroed(2)
 	loop("iq2", n, func() {
-		// scales: bytes b → (2·lo+1, 2·hi+1) interleaved, widened to int16.
+		// scales: bytes b → (2·lo+1, 2·hi+1) interleaved.
 		b, lo, hi := XMM(), XMM(), XMM()
 		VMOVQ(Mem{Base: p, Disp: 66}, b)
 		VPAND(m4.AsX(), b, lo)
@@ -343,9 +345,9 @@ func dotIQ2XS() {
 		one := XMM()
 		VPCMPEQB(one, one, one)
 		VPSUBB(one, lo, lo) // +1
-		s16 := YMM()
-		VPMOVZXBW(lo, s16)
-		VMOVDQU(s16, sc)
+		VMOVDQU(lo, sc)
+		sv := YMM()
+		VBROADCASTI128(sc, sv)
 		dw := f16Scalar(Mem{Base: p})
 		eighth := GP32()
 		MOVL(U32(0x3e000000), eighth) // 0.125
@@ -356,37 +358,27 @@ func dotIQ2XS() {
 		VBROADCASTSS(dw, dwy)
 		blockScales(dwy, Mem{Base: d}, fs)
 		for blk := range 8 {
-			gl, gh, sl, sh := XMM(), XMM(), XMM(), XMM()
+			gl, gh := XMM(), XMM()
 			for k := range 4 {
-				v, gi := GP64(), GP64()
+				v := GP64()
 				MOVWQZX(Mem{Base: p, Disp: 2 + 2*(4*blk+k)}, v)
-				MOVQ(v, gi)
-				ANDQ(U32(511), gi)
-				SHRQ(U8(9), v)
-				g, s := gl, sl
+				g := gl
 				if k >= 2 {
-					g, s = gh, sh
+					g = gh
 				}
 				if k%2 == 0 {
-					VMOVQ(Mem{Base: grid, Index: gi, Scale: 8}, g)
-					VMOVQ(Mem{Base: signs, Index: v, Scale: 8}, s)
+					VMOVQ(Mem{Base: table, Index: v, Scale: 8}, g)
 				} else {
-					VPINSRQ(U8(1), Mem{Base: grid, Index: gi, Scale: 8}, g, g)
-					VPINSRQ(U8(1), Mem{Base: signs, Index: v, Scale: 8}, s, s)
+					VPINSRQ(U8(1), Mem{Base: table, Index: v, Scale: 8}, g, g)
 				}
 			}
-			gy, sy := YMM(), YMM()
+			gy := YMM()
 			VINSERTI128(U8(1), gh, gl.AsY(), gy)
-			VINSERTI128(U8(1), sh, sl.AsY(), sy)
 			a := YMM()
 			VMOVDQU(Mem{Base: q, Disp: 32 * blk}, a)
-			VPSIGNB(sy, a, a)
-			VPMADDUBSW(a, gy, gy)
-			s0, s1 := XMM(), XMM()
-			VPBROADCASTW(sc.Offset(2*(2*blk)), s0)
-			VPBROADCASTW(sc.Offset(2*(2*blk+1)), s1)
+			signedDot(gy, a)
 			scy := YMM()
-			VINSERTI128(U8(1), s1, s0.AsY(), scy)
+			VPSHUFB(masks.Offset(32*blk), sv, scy)
 			VPMADDWD(scy, gy, gy)
 			scaleFMA(gy, fs.Offset(4*blk), acc[blk&1])
 		}
@@ -395,6 +387,25 @@ func dotIQ2XS() {
 		ADDQ(U32(32), d)
 	})
 	hsum(acc...)
+}
+
+// iq2ScaleMasks are the VPSHUFB masks that spread scale bytes 2b (low 128
+// bits) and 2b+1 (high) over 8 words each, zero-extended, for b < 8.
+func iq2ScaleMasks() Mem {
+	m := GLOBL("iq2ScaleMasks", RODATA|NOPTR)
+	for b := range 8 {
+		for i := range 32 {
+			v := uint8(0x80) // zero
+			if i%2 == 0 {
+				v = uint8(2 * b)
+				if i >= 16 {
+					v++
+				}
+			}
+			DATA(32*b+i, U8(v))
+		}
+	}
+	return m
 }
 
 // dotQ8_0x4: four activation rows at once, each block's weights loaded
