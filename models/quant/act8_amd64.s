@@ -5,7 +5,7 @@
 #include "textflag.h"
 
 // func dotQ8_0Q8AVX2(blk *byte, q *int8, d *float32, nblk int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotQ8_0Q8AVX2(SB), NOSPLIT, $0-36
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
@@ -21,6 +21,8 @@ TEXT ·dotQ8_0Q8AVX2(SB), NOSPLIT, $0-36
 	JZ       q8_done
 
 q8_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
 	VMOVDQU      2(AX), Y3
 	VMOVDQU      (CX), Y4
 	VPSIGNB      Y3, Y4, Y4
@@ -83,7 +85,7 @@ q8_tail_done:
 	RET
 
 // func dotQ6KQ8AVX2(blk *byte, q *int8, d *float32, nblk int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotQ6KQ8AVX2(SB), NOSPLIT, $64-36
 	MOVQ         blk+0(FP), AX
 	MOVQ         q+8(FP), CX
@@ -104,6 +106,10 @@ TEXT ·dotQ6KQ8AVX2(SB), NOSPLIT, $64-36
 	JZ           q6k_done
 
 q6k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
 	VPMOVSXBW    192(AX), Y5
 	VMOVDQU      Y5, (SP)
 	MOVWLZX      208(AX), SI
@@ -285,7 +291,7 @@ q6k_done:
 	RET
 
 // func dotQ4KQ8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotQ4KQ8AVX2(SB), NOSPLIT, $32-44
 	MOVQ         blk+0(FP), AX
 	MOVQ         q+8(FP), CX
@@ -304,6 +310,9 @@ TEXT ·dotQ4KQ8AVX2(SB), NOSPLIT, $32-44
 	JZ           q4k_done
 
 q4k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -427,7 +436,7 @@ q4k_done:
 	RET
 
 // func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotIQ2XSQ8AVX2(SB), NOSPLIT, $48-44
 	MOVQ         blk+0(FP), AX
 	MOVQ         q+8(FP), CX
@@ -443,6 +452,8 @@ TEXT ·dotIQ2XSQ8AVX2(SB), NOSPLIT, $48-44
 	JZ           iq2_done
 
 iq2_loop:
+	PREFETCHT0     2048(AX)
+	PREFETCHT0     2112(AX)
 	VMOVQ          66(AX), X3
 	VPAND          X0, X3, X4
 	VPSRLW         $0x04, X3, X3
@@ -883,7 +894,7 @@ DATA iq2ScaleMasks<>+255(SB)/1, $0x80
 GLOBL iq2ScaleMasks<>(SB), RODATA|NOPTR, $256
 
 // func dotQ8_0Q8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ8_0Q8x4AVX2(SB), NOSPLIT, $0-56
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
@@ -903,6 +914,7 @@ TEXT ·dotQ8_0Q8x4AVX2(SB), NOSPLIT, $0-56
 	JZ       q8x4_done
 
 q8x4_loop:
+	PREFETCHT0   2048(AX)
 	VMOVDQU      2(AX), Y5
 	VPSIGNB      Y5, Y5, Y6
 	MOVWLZX      (AX), R10

@@ -25,6 +25,19 @@ func main() {
 	Generate()
 }
 
+// prefetch is how far ahead of the weights being multiplied the kernels
+// ask for the next lines: with the hardware prefetcher alone a 330 MB
+// q8_0 matrix streamed at ~7 GB/s on two threads here, with 2 KiB ahead
+// at ~9 GB/s (512 B: ~8.4).
+const prefetch = 2048
+
+// prefetchLines asks for the lines of the n bytes at p+prefetch.
+func prefetchLines(p reg.Register, n int) {
+	for off := 0; off < n; off += 64 {
+		PREFETCHT0(Mem{Base: p, Disp: prefetch + off})
+	}
+}
+
 const sig = "func(blk *byte, q *int8, d *float32, nblk int) float32"
 
 func hsum(accs ...reg.VecVirtual) {
@@ -132,8 +145,9 @@ func scaleFMA(dot reg.VecVirtual, f Mem, acc reg.VecVirtual) {
 
 // Q8_0: 34-byte blocks of 32, d f16 @0, qs int8[32] @2.
 func dotQ8_0() {
-	TEXT("dotQ8_0Q8AVX2", NOSPLIT, sig)
-	Doc("dotQ8_0Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q8_0 blocks, in integers per block.")
+	name := "dotQ8_0Q8AVX2"
+	TEXT(name, NOSPLIT, sig)
+	Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q8_0 blocks, in integers per block.")
 	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	ones := onesW()
 	acc := zeroed(2)
@@ -154,6 +168,7 @@ func dotQ8_0() {
 		VFMADD231PS(sy, w, acc[k])
 	}
 	loop("q8", pairs, func() {
+		prefetchLines(p, 68)
 		one(0)
 		one(1)
 		ADDQ(U32(68), p)
@@ -181,6 +196,7 @@ func dotQ6K() {
 	m4, m3, c32 := broadcastByte(0x0f), broadcastByte(0x03), broadcastByte(32)
 	acc := zeroed(2)
 	loop("q6k", n, func() {
+		prefetchLines(p, 210)
 		s16 := YMM()
 		VPMOVSXBW(Mem{Base: p, Disp: 192}, s16)
 		VMOVDQU(s16, sc)
@@ -240,6 +256,7 @@ func dotQ4K() {
 	acc := zeroed(2)
 	mins := zeroed(1)[0]
 	loop("q4k", n, func() {
+		prefetchLines(p, 144)
 		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
 		// the mins: acc −= Σ_j mins[j]·s[j]
 		VFNMADD231PS(Mem{Base: s}, mnf, mins)
@@ -334,6 +351,7 @@ func dotIQ2XS() {
 	m4 := broadcastByte(0x0f)
 	acc := zeroed(2)
 	loop("iq2", n, func() {
+		prefetchLines(p, 74)
 		// scales: bytes b → (2·lo+1, 2·hi+1) interleaved.
 		b, lo, hi := XMM(), XMM(), XMM()
 		VMOVQ(Mem{Base: p, Disp: 66}, b)
@@ -421,6 +439,7 @@ func dotQ8_0x4() {
 	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
 	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
 	loop("q8x4", n, func() {
+		PREFETCHT0(Mem{Base: p, Disp: prefetch})
 		w, aw := YMM(), YMM()
 		VMOVDQU(Mem{Base: p, Disp: 2}, w)
 		VPSIGNB(w, w, aw)
