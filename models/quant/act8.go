@@ -59,22 +59,23 @@ func (a *Act8) Quantize(x []float32) {
 }
 
 func quantizeAct8Block(xs []float32, q []int8, d, s *float32) {
-	var amax float32
+	var amax uint32 // max |x| as float32 bits: for finite values and +Inf, the bits order as the values
 	for _, v := range xs {
-		amax = max(amax, abs32(v))
+		amax = max(amax, math.Float32bits(v)&^(1<<31))
 	}
 	if amax == 0 {
 		clear(q)
 		*d, *s = 0, 0
 		return
 	}
-	if !(amax <= math.MaxFloat32) { // NaN or ±Inf: no levels carry it; a NaN scale makes the dot NaN
+	if amax >= 0x7f800000 { // NaN or ±Inf: no levels carry it; a NaN scale makes the dot NaN
 		clear(q)
 		*d, *s = float32(math.NaN()), float32(math.NaN())
 		return
 	}
-	dd := amax / 127
-	id := 127 / amax
+	m := math.Float32frombits(amax)
+	dd := m / 127
+	id := 127 / m
 	var sum int32
 	for i, v := range xs {
 		// round half away from zero (ggml's roundf); |v·id| ≤ 127 (+ rounding)
