@@ -150,6 +150,17 @@ func (k Act8Dot) Dot(row []byte, a *Act8) float32 {
 	return k.one(row, a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], nb)
 }
 
+// DotRows sets out[i] to Dot of the row at data[i·stride:] for every i:
+// consecutive rows of one matrix, in one call.
+func (k Act8Dot) DotRows(data []byte, stride int, a *Act8, out []float32) {
+	nb := k.r.Stored / k.r.Format.BlockElems
+	n := nb * k.r.Format.BlockElems
+	q, d, s := a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block]
+	for i := range out {
+		out[i] = k.one(data[i*stride:], q, d, s, nb)
+	}
+}
+
 // HasDot4 reports whether Dot4 runs a four-row kernel (each block loaded
 // once for the four) rather than four Dots.
 func (k Act8Dot) HasDot4() bool { return k.four != nil }

@@ -53,6 +53,12 @@ func matmulRowsAct8(w matrix, k8 quant.Act8Dot, x, y []float32, rows int) {
 	defer act8Rows.Put(ar)
 	block := max(4, min(rows, xBlockBytes/k)/4*4)
 	parallel(n, k*rows, func(lo, hi int) {
+		if rows < 4 { // decode: each activation row meets the weight rows in one call
+			for t := range rows {
+				k8.DotRows(w.data[lo*w.rowBytes:hi*w.rowBytes], w.rowBytes, ar.Row(t), y[t*n+lo:t*n+hi])
+			}
+			return
+		}
 		var out [4]float32
 		var four [4]*quant.Act8
 		for t0 := 0; t0 < rows; t0 += block {
@@ -109,6 +115,18 @@ func (a actRows) dot(m matrix, l, i, t int) float32 {
 		return a.k8[l].Dot(m.data[i*m.rowBytes:(i+1)*m.rowBytes], a.ar.Row(t))
 	}
 	return m.dotRow(i, a.x[t*a.k:(t+1)*a.k])
+}
+
+// dotRows sets out[i] to row lo+i of m (of the l-th layout) · activation
+// row t, for i < len(out); through one call where the rows are quantized.
+func (a actRows) dotRows(m matrix, l, lo, t int, out []float32) {
+	if a.ar != nil {
+		a.k8[l].DotRows(m.data[lo*m.rowBytes:(lo+len(out))*m.rowBytes], m.rowBytes, a.ar.Row(t), out)
+		return
+	}
+	for i := range out {
+		out[i] = m.dotRow(lo+i, a.x[t*a.k:(t+1)*a.k])
+	}
 }
 
 // release returns the quantized rows to the pool.

@@ -815,17 +815,18 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 		xs := newActRows(x, n, H, eb.gate, eb.up)
 		defer xs.release()
 		parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
+			gu := make([]float32, 2*I) // one row's gate and up values
 			for _, g := range groups[lo:hi] {
 				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
 				up, ok2 := eb.matrix(g.e, eb.upOff, eb.up, I)
 				if !ok1 || !ok2 {
 					continue
 				}
-				for i := 0; i < I; i++ {
-					for _, tj := range g.tjs {
-						gv := xs.dot(gate, 0, i, tj/K)
-						uv := xs.dot(up, 1, i, tj/K)
-						h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
+				for _, tj := range g.tjs {
+					xs.dotRows(gate, 0, 0, tj/K, gu[:I])
+					xs.dotRows(up, 1, 0, tj/K, gu[I:])
+					for i, gv := range gu[:I] {
+						h[tj*I+i] = float32(silu(float64(gv)) * float64(gu[I+i]))
 					}
 				}
 			}
@@ -874,10 +875,8 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 				for _, tj := range g.tjs {
 					resident[tj] = true
 				}
-				for o := lo; o < hi; o++ {
-					for _, tj := range g.tjs {
-						vals[tj*H+o] = hs.dot(down, 0, o, tj)
-					}
+				for _, tj := range g.tjs {
+					hs.dotRows(down, 0, lo, tj, vals[tj*H+lo:tj*H+hi])
 				}
 			}
 			for t := 0; t < n; t++ {
