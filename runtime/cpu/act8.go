@@ -37,8 +37,9 @@ func (m matrix) act8Kernel() (quant.Act8Dot, bool) {
 
 var act8Rows = sync.Pool{New: func() any { return new(quant.Act8Rows) }}
 
-// quantizeRows quantizes rows x[t·k : (t+1)·k], t < rows, split over the
-// threads (every row is its own work); put the result back in act8Rows.
+// quantizeRows quantizes rows x[t·k : (t+1)·k], t < rows, on the calling
+// goroutine (3.5 µs per 2048 values: a few percent of a dispatch); put the
+// result back in act8Rows.
 func quantizeRows(x []float32, rows, k int) *quant.Act8Rows {
 	ar := act8Rows.Get().(*quant.Act8Rows)
 	ar.Quantize(x, rows, k)
@@ -107,14 +108,6 @@ func newActRows(x []float32, rows, k int, layouts ...quant.RowLayout) actRows {
 	}
 	a.ar = quantizeRows(x, rows, k)
 	return a
-}
-
-// dot is row i of m (of the l-th layout) · activation row t.
-func (a actRows) dot(m matrix, l, i, t int) float32 {
-	if a.ar != nil {
-		return a.k8[l].Dot(m.data[i*m.rowBytes:(i+1)*m.rowBytes], a.ar.Row(t))
-	}
-	return m.dotRow(i, a.x[t*a.k:(t+1)*a.k])
 }
 
 // dotRows sets out[i] to row lo+i of m (of the l-th layout) · activation
