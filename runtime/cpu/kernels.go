@@ -184,8 +184,14 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 // once for the four), while it is in cache; the activation rows go in
 // blocks that stay in the core's cache across the weight rows. (Decoding
 // the row to float32 once and taking float32 dots was slower: two float
-// streams per multiply-add against one.)
+// streams per multiply-add against one.) Weights with an integer kernel
+// take it (matmulRowsAct8), unless the rows come four at a time and only
+// the float32 path has a four-row kernel for the format.
 func matmulRows(w matrix, x, y []float32, rows int) {
+	if k8, ok := w.act8Kernel(); ok && (rows < 4 || k8.HasDot4() || w.rl.Format.Dot32x4 == nil) {
+		matmulRowsAct8(w, k8, x, y, rows)
+		return
+	}
 	n, k := w.rows, w.cols
 	block := max(4, min(rows, xBlockBytes/(4*k))/4*4)
 	parallel(n, k*rows, func(lo, hi int) {
@@ -806,19 +812,21 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 				observeGroup(o, names, g.e, eb.experts, H, K, x, g.tjs, false)
 			}
 		}
+		xs := newActRows(x, n, H, eb.gate, eb.up)
+		defer xs.release()
 		parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
+			gu := make([]float32, 2*I) // one row's gate and up values
 			for _, g := range groups[lo:hi] {
 				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
 				up, ok2 := eb.matrix(g.e, eb.upOff, eb.up, I)
 				if !ok1 || !ok2 {
 					continue
 				}
-				for i := 0; i < I; i++ {
-					for _, tj := range g.tjs {
-						xr := x[tj/K*H : (tj/K+1)*H]
-						gv := gate.dotRow(i, xr)
-						uv := up.dotRow(i, xr)
-						h[tj*I+i] = float32(silu(float64(gv)) * float64(uv))
+				for _, tj := range g.tjs {
+					xs.dotRows(gate, 0, 0, tj/K, gu[:I])
+					xs.dotRows(up, 1, 0, tj/K, gu[I:])
+					for i, gv := range gu[:I] {
+						h[tj*I+i] = float32(silu(float64(gv)) * float64(gu[I+i]))
 					}
 				}
 			}
@@ -855,6 +863,8 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 		}
 		vals := (*buf)[:n*K*H] // down_e h[t, j], by tj
 		defer scratch.Put(buf)
+		hs := newActRows(h, n*K, I, eb.down)
+		defer hs.release()
 		parallel(H, n*K*I, func(lo, hi int) {
 			resident := make([]bool, n*K)
 			for _, g := range groups {
@@ -865,10 +875,8 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 				for _, tj := range g.tjs {
 					resident[tj] = true
 				}
-				for o := lo; o < hi; o++ {
-					for _, tj := range g.tjs {
-						vals[tj*H+o] = down.dotRow(o, h[tj*I:(tj+1)*I])
-					}
+				for _, tj := range g.tjs {
+					hs.dotRows(down, 0, lo, tj, vals[tj*H+lo:tj*H+hi])
 				}
 			}
 			for t := 0; t < n; t++ {

@@ -25,6 +25,25 @@ func BenchmarkMatmul(b *testing.B) {
 }
 
 func benchMatmul(b *testing.B, name string, m, k int, scales []int, r *rand.Rand) {
+	w := randomMatrix(name, m, k, scales, r)
+	for _, rows := range []int{1, 8, 512} {
+		x := make([]float32, rows*k)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		y := make([]float32, rows*m)
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			for b.Loop() {
+				matmulRows(w, x, y, rows)
+			}
+			b.ReportMetric(2*float64(m)*float64(k)*float64(rows)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+		})
+	}
+}
+
+// randomMatrix is m rows of k random levels in the named format, its scale
+// fields (at the block offsets scales) set to a small finite value.
+func randomMatrix(name string, m, k int, scales []int, r *rand.Rand) matrix {
 	f, _ := quant.Lookup(name)
 	rl := quant.RowLayout{Format: f, Len: k, Stored: k}
 	data := make([]byte, m*rl.RowBytes())
@@ -42,17 +61,5 @@ func benchMatmul(b *testing.B, name string, m, k int, scales []int, r *rand.Rand
 		}
 	}
 	w := matrix{data: data, rl: rl, rows: m, cols: k, rowBytes: rl.RowBytes()}
-	for _, rows := range []int{1, 8, 512} {
-		x := make([]float32, rows*k)
-		for i := range x {
-			x[i] = float32(r.NormFloat64())
-		}
-		y := make([]float32, rows*m)
-		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
-			for b.Loop() {
-				matmulRows(w, x, y, rows)
-			}
-			b.ReportMetric(2*float64(m)*float64(k)*float64(rows)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
-		})
-	}
+	return w
 }

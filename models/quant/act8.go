@@ -1,0 +1,211 @@
+package quant
+
+import "math"
+
+//go:generate go run -C asm/act8 . -out ../../act8_amd64.s -stubs ../../act8_amd64_decl.go -pkg quant
+
+// Act8 is an activation row quantized to int8 for integer block dots, as
+// ggml quantizes activations (its q8_0 / q8_K) before vec_dot: blocks of
+// Act8Block values, each with one float32 scale D = max|x|/127 and levels
+// Q = round(x/D) in [−127, 127]. Quantize pads the row with zeros to a
+// whole number of 256 values, so every format's blocks (and a padded row's
+// tail) meet whole activation blocks.
+//
+// The integer dot of a weight row with it is exact in the levels: it
+// equals Σ w[i]·x̂[i] for x̂ = Dequantize() up to float32 reassociation,
+// and so differs from Σ w[i]·x[i] by Σ w[i]·(x̂[i]−x[i]), |x̂−x| ≤ D/2 per
+// value: at most Σ_blocks (D_b/2)·Σ_{i∈b}|w[i]| (≈ 0.4% of Σ|w|·max|x| per
+// block, and far less on average, the rounding errors being of both signs).
+type Act8 struct {
+	Q []int8
+	D []float32
+	// S holds D·ΣQ per block: Σ x̂ over the block, for the formats whose
+	// weights carry an offset (q4_K's mins).
+	S []float32
+	n int
+}
+
+// Act8Block is the number of values that share one activation scale.
+const Act8Block = 32
+
+const act8Pad = 256
+
+// Len is the number of values quantized (before padding).
+func (a *Act8) Len() int { return a.n }
+
+// Quantize fills a with x, reusing a's storage.
+func (a *Act8) Quantize(x []float32) {
+	a.n = len(x)
+	n := (len(x) + act8Pad - 1) / act8Pad * act8Pad
+	nb := n / Act8Block
+	if cap(a.Q) < n {
+		a.Q = make([]int8, n)
+	}
+	if cap(a.D) < nb {
+		a.D, a.S = make([]float32, nb), make([]float32, nb)
+	}
+	a.Q, a.D, a.S = a.Q[:n], a.D[:nb], a.S[:nb]
+	for b := range nb {
+		lo := b * Act8Block
+		q := a.Q[lo : lo+Act8Block]
+		if lo >= len(x) {
+			clear(q)
+			a.D[b], a.S[b] = 0, 0
+			continue
+		}
+		xs := x[lo:min(len(x), lo+Act8Block)]
+		quantizeAct8Block(xs, q, &a.D[b], &a.S[b])
+	}
+}
+
+func quantizeAct8Block(xs []float32, q []int8, d, s *float32) {
+	var amax uint32 // max |x| as float32 bits: for finite values and +Inf, the bits order as the values
+	for _, v := range xs {
+		amax = max(amax, math.Float32bits(v)&^(1<<31))
+	}
+	if amax == 0 {
+		clear(q)
+		*d, *s = 0, 0
+		return
+	}
+	if amax >= 0x7f800000 { // NaN or ±Inf: no levels carry it; a NaN scale makes the dot NaN
+		clear(q)
+		*d, *s = float32(math.NaN()), float32(math.NaN())
+		return
+	}
+	m := math.Float32frombits(amax)
+	dd := m / 127
+	id := 127 / m
+	var sum int32
+	for i, v := range xs {
+		// round half away from zero (ggml's roundf); |v·id| ≤ 127 (+ rounding)
+		f := v * id
+		var l int32
+		if f >= 0 {
+			l = min(127, int32(f+0.5))
+		} else {
+			l = max(-127, int32(f-0.5))
+		}
+		q[i] = int8(l)
+		sum += l
+	}
+	clear(q[len(xs):])
+	*d, *s = dd, dd*float32(sum)
+}
+
+// Dequantize returns x̂: D·Q per block, over the Len values.
+func (a *Act8) Dequantize() []float32 {
+	out := make([]float32, a.n)
+	for i := range out {
+		out[i] = a.D[i/Act8Block] * float32(a.Q[i])
+	}
+	return out
+}
+
+// act8Func is a format's integer dot of whole blocks (block holding nblk
+// of them) with the activation levels and scales from q, d, s (its
+// first nblk·BlockElems values).
+type act8Func = func(block []byte, q []int8, d, s []float32, nblk int) float32
+
+type act8x4Func = func(block []byte, a *[4]*Act8, off, nblk int, out *[4]float32)
+
+var (
+	act8Dots  = map[*Format]act8Func{}
+	act8Dots4 = map[*Format]act8x4Func{}
+)
+
+func init() {
+	for name, f := range archAct8() {
+		act8Dots[registry[name]] = f
+	}
+	for name, f := range archAct8x4() {
+		act8Dots4[registry[name]] = f
+	}
+}
+
+// Act8Kernel is r's integer dot with quantized activations, ok false where
+// the format has no such kernel on this machine (its rows then go through
+// Dot32 with float32 activations). Look it up once per matrix, not per row.
+func (r RowLayout) Act8Kernel() (Act8Dot, bool) {
+	f, ok := act8Dots[r.Format]
+	if !ok {
+		return Act8Dot{}, false
+	}
+	return Act8Dot{r: r, one: f, four: act8Dots4[r.Format]}, true
+}
+
+// Act8Dot multiplies stored rows of one layout with Act8 activations.
+type Act8Dot struct {
+	r    RowLayout
+	one  act8Func
+	four act8x4Func
+}
+
+// Dot is Σ DecodeRow(row)[i]·x̂[i] over the row's stored values (the
+// padding meets the activation's zero padding); a must hold a row of at
+// least r.Len values quantized by Quantize.
+func (k Act8Dot) Dot(row []byte, a *Act8) float32 {
+	nb := k.r.Stored / k.r.Format.BlockElems
+	n := nb * k.r.Format.BlockElems
+	return k.one(row, a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], nb)
+}
+
+// DotRows sets out[i] to Dot of the row at data[i·stride:] for every i:
+// consecutive rows of one matrix, in one call.
+func (k Act8Dot) DotRows(data []byte, stride int, a *Act8, out []float32) {
+	nb := k.r.Stored / k.r.Format.BlockElems
+	n := nb * k.r.Format.BlockElems
+	q, d, s := a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block]
+	for i := range out {
+		out[i] = k.one(data[i*stride:], q, d, s, nb)
+	}
+}
+
+// HasDot4 reports whether Dot4 runs a four-row kernel (each block loaded
+// once for the four) rather than four Dots.
+func (k Act8Dot) HasDot4() bool { return k.four != nil }
+
+// Dot4 is Dot for four activation rows, through a four-row kernel where
+// the format has one.
+func (k Act8Dot) Dot4(row []byte, a *[4]*Act8, out *[4]float32) {
+	if k.four != nil {
+		k.four(row, a, 0, k.r.Stored/k.r.Format.BlockElems, out)
+		return
+	}
+	for i, ai := range a {
+		out[i] = k.Dot(row, ai)
+	}
+}
+
+// Act8Rows quantizes rows of one width into one buffer, row r at a fixed
+// stride from row 0, so four-row kernels step between rows by a stride.
+type Act8Rows struct {
+	all  Act8
+	rows []Act8
+}
+
+// Quantize fills a with the rows x[r·k : (r+1)·k], r < rows.
+func (a *Act8Rows) Quantize(x []float32, rows, k int) {
+	w := (k + act8Pad - 1) / act8Pad * act8Pad
+	nb := w / Act8Block
+	all := &a.all
+	if cap(all.Q) < rows*w {
+		all.Q = make([]int8, rows*w)
+	}
+	if cap(all.D) < rows*nb {
+		all.D, all.S = make([]float32, rows*nb), make([]float32, rows*nb)
+	}
+	all.Q, all.D, all.S = all.Q[:rows*w], all.D[:rows*nb], all.S[:rows*nb]
+	if cap(a.rows) < rows {
+		a.rows = make([]Act8, rows)
+	}
+	a.rows = a.rows[:rows]
+	for r := range rows {
+		ar := &a.rows[r]
+		ar.Q, ar.D, ar.S = all.Q[r*w:(r+1)*w:(r+1)*w], all.D[r*nb:(r+1)*nb:(r+1)*nb], all.S[r*nb:(r+1)*nb:(r+1)*nb]
+		ar.Quantize(x[r*k : (r+1)*k])
+	}
+}
+
+// Row is row r, valid until the next Quantize.
+func (a *Act8Rows) Row(r int) *Act8 { return &a.rows[r] }

@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package quant
+
+// archAct8: no integer kernels on this architecture (arm64 NEON's SDOT
+// versions are not written); rows take the float32 path.
+func archAct8() map[string]act8Func { return nil }
+
+func archAct8x4() map[string]act8x4Func { return nil }

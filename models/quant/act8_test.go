@@ -1,0 +1,178 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/cpu"
+)
+
+var act8Formats = []string{"q8_0", "q6_k", "q4_k", "iq2_xs"}
+
+// TestAct8Quantize: a hand-derived block. max|x| = 2 gives D = 2/127 and
+// levels round(x·127/2), halves away from zero as ggml's roundf; the
+// second block is zero, the row is padded with zero blocks to 256.
+func TestAct8Quantize(t *testing.T) {
+	x := make([]float32, 40)
+	copy(x, []float32{2, -1, 0.5, -2, 1.0 / 127})
+	var a Act8
+	a.Quantize(x)
+	if len(a.Q) != 256 || len(a.D) != 8 || a.Len() != 40 {
+		t.Fatalf("padded to %d values, %d scales (Len %d); want 256, 8 (40)", len(a.Q), len(a.D), a.Len())
+	}
+	want := []int8{127, -64, 32, -127, 1} // 63.5 → 64, 31.75 → 32, 0.5 → 1
+	for i, w := range want {
+		if a.Q[i] != w {
+			t.Errorf("Q[%d] = %d, want %d", i, a.Q[i], w)
+		}
+	}
+	if a.D[0] != float32(2)/127 || a.S[0] != a.D[0]*float32(127-64+32-127+1) {
+		t.Errorf("D[0] %g S[0] %g", a.D[0], a.S[0])
+	}
+	for b := 1; b < 8; b++ {
+		if a.D[b] != 0 || a.S[b] != 0 {
+			t.Errorf("block %d (zero/padding): D %g S %g", b, a.D[b], a.S[b])
+		}
+	}
+	for i := 40; i < 256; i++ {
+		if a.Q[i] != 0 {
+			t.Fatalf("padding Q[%d] = %d", i, a.Q[i])
+		}
+	}
+	x[3] = float32(math.NaN())
+	a.Quantize(x)
+	if !math.IsNaN(float64(a.D[0])) {
+		t.Errorf("a NaN activation: scale %g, want NaN", a.D[0])
+	}
+}
+
+// checkAct8 holds an integer dot to two independent references: the
+// reference decoder's values dotted with the dequantized activations in
+// float64 (float32 reassociation only: dot32Tol), and with the original
+// activations, within the documented quantization bound Σ_b D_b/2·Σ|w|.
+func checkAct8(t *testing.T, f *Format, blk []byte, x []float32, a *Act8, got float32, what string) {
+	t.Helper()
+	xh := a.Dequantize()
+	ref, mag := decodedDot(f, blk, xh)
+	if math.IsNaN(ref) || math.IsInf(ref, 0) || mag > math.MaxFloat32/2 {
+		return
+	}
+	if math.Abs(float64(got)-ref) > dot32Tol*mag+1e-30 {
+		t.Errorf("%s %s (%d values): act8 dot %.9g, Decode·x̂ %.9g (Σ|·| %.3g)", f.Name, what, len(x), got, ref, mag)
+	}
+	w := make([]float32, len(x))
+	f.Decode(blk, w)
+	var exact, bound float64
+	for i := range w {
+		exact += float64(w[i]) * float64(x[i])
+		bound += math.Abs(float64(w[i])) * float64(a.D[i/Act8Block]) / 2
+	}
+	if math.Abs(float64(got)-exact) > bound*(1+1e-5)+dot32Tol*mag+1e-30 {
+		t.Errorf("%s %s: act8 dot %.9g, Decode·x %.9g: off by more than the quantization bound %.3g", f.Name, what, got, exact, bound)
+	}
+}
+
+// TestAct8Kernels: every integer kernel against the references above, on
+// random blocks (every bit pattern of levels and scale codes) and real
+// encodings, at one to nine blocks and activations with outliers.
+func TestAct8Kernels(t *testing.T) {
+	if runtime.GOARCH == "amd64" && cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
+		for _, name := range act8Formats {
+			if _, ok := (RowLayout{Format: mustFormat(t, name)}).Act8Kernel(); !ok {
+				t.Errorf("%s: no integer kernel on this AVX2 machine", name)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, name := range act8Formats {
+		f := mustFormat(t, name)
+		for nb := 1; nb <= 9; nb++ {
+			n := nb * f.BlockElems
+			rl := RowLayout{Format: f, Len: n, Stored: n}
+			k, ok := rl.Act8Kernel()
+			if !ok {
+				t.Skipf("%s: no integer kernel here", name)
+			}
+			for trial := range 4 {
+				x := gaussian(n, r.Uint64())
+				if trial >= 2 {
+					x[r.IntN(n)] *= 40 // an outlier block
+				}
+				blk := randomBlocks(f, nb, r)
+				if trial%2 == 1 {
+					f.Encode(gaussian(n, r.Uint64()), blk)
+				}
+				var a Act8
+				a.Quantize(x)
+				checkAct8(t, f, blk, x, &a, k.Dot(blk, &a), "random")
+			}
+		}
+	}
+}
+
+// TestAct8Rows: four rows at once (Act8Rows, the four-row kernel where the
+// format has one) and padded rows (rows not whole blocks), each against
+// the references.
+func TestAct8Rows(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, name := range act8Formats {
+		f := mustFormat(t, name)
+		for _, n := range []int{f.BlockElems, 3 * f.BlockElems, f.BlockElems + 1, 3*f.BlockElems - 7, 640} {
+			rl, err := ForRow(name, n, Pad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, ok := rl.Act8Kernel()
+			if !ok {
+				t.Skipf("%s: no integer kernel here", name)
+			}
+			row := make([]byte, rl.RowBytes())
+			rl.EncodeRow(gaussian(n, r.Uint64()), row)
+			xs := gaussian(5*n, r.Uint64())
+			var ar Act8Rows
+			ar.Quantize(xs, 5, n)
+			var four [4]*Act8
+			for i := range four {
+				four[i] = ar.Row(i + 1)
+			}
+			var out [4]float32
+			k.Dot4(row, &four, &out)
+			w := make([]float32, rl.Stored)
+			clear(w)
+			for i := range out {
+				x := make([]float32, rl.Stored)
+				copy(x, xs[(i+1)*n:(i+2)*n])
+				var a Act8
+				a.Quantize(x)
+				checkAct8(t, f, row, x, &a, out[i], "four rows")
+				if one := k.Dot(row, four[i]); one != k.Dot(row, &a) {
+					t.Errorf("%s row of %d: the row's Act8Rows view and its own Act8 disagree", name, n)
+				}
+			}
+		}
+	}
+}
+
+// FuzzAct8Dot feeds arbitrary bytes as blocks to the integer kernels.
+func FuzzAct8Dot(f *testing.F) {
+	f.Add(uint8(0), make([]byte, 300), int64(1))
+	f.Add(uint8(1), []byte{7, 8, 9}, int64(2))
+	f.Fuzz(func(t *testing.T, which uint8, data []byte, seed int64) {
+		fm := mustFormat(t, act8Formats[int(which)%len(act8Formats)])
+		nb := len(data) / fm.BlockBytes
+		if nb == 0 || nb > 64 {
+			return
+		}
+		n := nb * fm.BlockElems
+		k, ok := RowLayout{Format: fm, Len: n, Stored: n}.Act8Kernel()
+		if !ok {
+			return
+		}
+		x := gaussian(n, uint64(seed))
+		var a Act8
+		a.Quantize(x)
+		checkAct8(t, fm, data[:nb*fm.BlockBytes], x, &a, k.Dot(data[:nb*fm.BlockBytes], &a), "fuzzed")
+	})
+}

@@ -1,0 +1,481 @@
+// Command act8 generates models/quant's amd64 AVX2 integer dot products of
+// stored blocks with q8-quantized activations (act8_amd64.s and their
+// declarations in act8_amd64_decl.go) with avo, as ggml's vec_dot_*_q8_*:
+// the activation row is int8 in blocks of 32, one float32 scale per block
+// (quant.Act8). Per 32 values the kernel forms the integer dot Σ w·a with
+// VPMADDUBSW (unsigned × signed bytes; signed weights go through VPSIGNB:
+// |w| × a·sign(w)) and VPMADDWD, converts it to float32 once and multiplies
+// it by the weight scale × the activation block's scale. Run through
+// `go generate ./models/quant`.
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	ConstraintExpr("amd64")
+	dotQ8_0()
+	dotQ6K()
+	dotQ4K()
+	dotIQ2XS()
+	dotQ8_0x4()
+	Generate()
+}
+
+// prefetch is how far ahead of the weights being multiplied the kernels
+// ask for the next lines: with the hardware prefetcher alone a 330 MB
+// q8_0 matrix streamed at ~7 GB/s on two threads here, with 2 KiB ahead
+// at ~9 GB/s (512 B: ~8.4).
+const prefetch = 2048
+
+// prefetchLines asks for the lines of the n bytes at p+prefetch.
+func prefetchLines(p reg.Register, n int) {
+	for off := 0; off < n; off += 64 {
+		PREFETCHT0(Mem{Base: p, Disp: prefetch + off})
+	}
+}
+
+const sig = "func(blk *byte, q *int8, d *float32, nblk int) float32"
+
+func hsum(accs ...reg.VecVirtual) {
+	for len(accs) > 1 {
+		var next []reg.VecVirtual
+		for i := 0; i+1 < len(accs); i += 2 {
+			VADDPS(accs[i+1], accs[i], accs[i])
+			next = append(next, accs[i])
+		}
+		if len(accs)%2 == 1 {
+			next = append(next, accs[len(accs)-1])
+		}
+		accs = next
+	}
+	y := accs[0]
+	lo := hsumX(y)
+	VZEROUPPER()
+	Store(lo, ReturnIndex(0))
+	RET()
+}
+
+// hsumX leaves the sum of y's 8 lanes in the low lane of the returned xmm.
+func hsumX(y reg.VecVirtual) reg.Register {
+	hi := XMM()
+	VEXTRACTF128(U8(1), y, hi)
+	lo := y.AsX()
+	VADDPS(hi, lo, lo)
+	VMOVHLPS(lo, hi, hi)
+	VADDPS(hi, lo, lo)
+	VPSHUFD(U8(1), lo, hi)
+	VADDSS(hi, lo, lo)
+	return lo
+}
+
+func zeroed(n int) []reg.VecVirtual {
+	out := make([]reg.VecVirtual, n)
+	for i := range out {
+		out[i] = YMM()
+		VXORPS(out[i], out[i], out[i])
+	}
+	return out
+}
+
+func loop(name string, n reg.Register, body func()) {
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	body()
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+}
+
+// f16Scalar loads the ggml_half at m as a float32 in the low lane of an xmm.
+func f16Scalar(m Mem) reg.VecVirtual {
+	t := GP32()
+	MOVWLZX(m, t)
+	x := XMM()
+	VMOVD(t, x)
+	VCVTPH2PS(x, x)
+	return x
+}
+
+func broadcastByte(b uint8) reg.VecVirtual {
+	t := GP32()
+	MOVL(U32(uint32(b)*0x01010101), t)
+	x := XMM()
+	VMOVD(t, x)
+	y := YMM()
+	VPBROADCASTD(x, y)
+	return y
+}
+
+// onesW is a vector of int16 ones (VPMADDWD by it sums adjacent pairs).
+func onesW() reg.VecVirtual {
+	o := YMM()
+	VPCMPEQW(o, o, o)
+	VPSRLW(U8(15), o, o)
+	return o
+}
+
+// signedDot turns the 32 signed weights in w and the activations a into
+// the 16 int16 pair sums of w·a (w and a are clobbered; the result in w).
+func signedDot(w, a reg.VecVirtual) {
+	VPSIGNB(w, a, a)
+	VPSIGNB(w, w, w)
+	VPMADDUBSW(a, w, w)
+}
+
+// blockScales stores the 8 products s·d[j] (s a vector, d the
+// activation scales of one 256-value block's 8 blocks) into f.
+func blockScales(s reg.VecVirtual, d Mem, f Mem) {
+	t := YMM()
+	VMULPS(d, s, t)
+	VMOVUPS(t, f)
+}
+
+// scaleFMA adds float32(dot) × f (a float32 in memory) to acc, dot being 8 int32.
+func scaleFMA(dot reg.VecVirtual, f Mem, acc reg.VecVirtual) {
+	VCVTDQ2PS(dot, dot)
+	t := YMM()
+	VBROADCASTSS(f, t)
+	VFMADD231PS(t, dot, acc)
+}
+
+// Q8_0: 34-byte blocks of 32, d f16 @0, qs int8[32] @2.
+func dotQ8_0() {
+	name := "dotQ8_0Q8AVX2"
+	TEXT(name, NOSPLIT, sig)
+	Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q8_0 blocks, in integers per block.")
+	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
+	ones := onesW()
+	acc := zeroed(2)
+	pairs := GP64()
+	MOVQ(n, pairs)
+	SHRQ(U8(1), pairs)
+	one := func(k int) {
+		w, a := YMM(), YMM()
+		VMOVDQU(Mem{Base: p, Disp: 34*k + 2}, w)
+		VMOVDQU(Mem{Base: q, Disp: 32 * k}, a)
+		signedDot(w, a)
+		VPMADDWD(ones, w, w)
+		s := f16Scalar(Mem{Base: p, Disp: 34 * k})
+		VMULSS(Mem{Base: d, Disp: 4 * k}, s, s)
+		sy := YMM()
+		VBROADCASTSS(s, sy)
+		VCVTDQ2PS(w, w)
+		VFMADD231PS(sy, w, acc[k])
+	}
+	loop("q8", pairs, func() {
+		prefetchLines(p, 68)
+		one(0)
+		one(1)
+		ADDQ(U32(68), p)
+		ADDQ(U32(64), q)
+		ADDQ(U32(8), d)
+	})
+	ANDQ(U32(1), n)
+	JZ(LabelRef("q8_tail_done"))
+	one(0)
+	Label("q8_tail_done")
+	hsum(acc...)
+}
+
+// Q6_K: 210-byte blocks of 256: ql[128] @0, qh[64] @128, int8 scales[16]
+// @192 (one per 16 values), d f16 @208; y = d·sc·(q−32). In each half h of
+// 128 values, 32 values c (0..3) take the low (c even) or high (c odd)
+// nibble of ql[64h + 32·(c&1) ..] and bits 2c, 2c+1 of qh[32h ..]: each such
+// 32 is one activation block, with two scales (its 16s).
+func dotQ6K() {
+	TEXT("dotQ6KQ8AVX2", NOSPLIT, sig)
+	Doc("dotQ6KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q6_K blocks, in integers per 32 values.")
+	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
+	sc := AllocLocal(32) // the 16 scales as int16
+	fs := AllocLocal(32) // d_w·d[j] for the block's 8 activation blocks
+	m4, m3, c32 := broadcastByte(0x0f), broadcastByte(0x03), broadcastByte(32)
+	acc := zeroed(2)
+	loop("q6k", n, func() {
+		prefetchLines(p, 210)
+		s16 := YMM()
+		VPMOVSXBW(Mem{Base: p, Disp: 192}, s16)
+		VMOVDQU(s16, sc)
+		dw := f16Scalar(Mem{Base: p, Disp: 208})
+		dwy := YMM()
+		VBROADCASTSS(dw, dwy)
+		blockScales(dwy, Mem{Base: d}, fs)
+		for half := range 2 {
+			for c := range 4 {
+				l, h := YMM(), YMM()
+				VMOVDQU(Mem{Base: p, Disp: 64*half + 32*(c&1)}, l)
+				if c >= 2 {
+					VPSRLW(U8(4), l, l)
+				}
+				VPAND(m4, l, l)
+				VMOVDQU(Mem{Base: p, Disp: 128 + 32*half}, h)
+				if c > 0 {
+					VPSRLW(U8(2*c), h, h)
+				}
+				VPAND(m3, h, h)
+				VPSLLW(U8(4), h, h)
+				VPOR(h, l, l)
+				VPSUBB(c32, l, l)
+				a := YMM()
+				blk := 4*half + c
+				VMOVDQU(Mem{Base: q, Disp: 32 * blk}, a)
+				signedDot(l, a)
+				// sc16: the first 16's scale in the low 128 bits, the second's in the high.
+				s0, s1 := XMM(), XMM()
+				VPBROADCASTW(sc.Offset(2*(2*blk)), s0)
+				VPBROADCASTW(sc.Offset(2*(2*blk+1)), s1)
+				sy := YMM()
+				VINSERTI128(U8(1), s1, s0.AsY(), sy)
+				VPMADDWD(sy, l, l)
+				scaleFMA(l, fs.Offset(4*blk), acc[c&1])
+			}
+		}
+		ADDQ(U32(210), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+	})
+	hsum(acc...)
+}
+
+// Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit
+// scales and mins @4, qs[128] @16; 8 sub-blocks of 32 (one activation block
+// each): y = d·sc·q − dmin·m, sub-block 2c the low nibbles of
+// qs[32c:32c+32], 2c+1 their high nibbles. The mins meet Σa of the block,
+// s[blk] (quant.Act8's sums, d·Σq), so their term needs no integer dot.
+func dotQ4K() {
+	TEXT("dotQ4KQ8AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, s *float32, nblk int) float32")
+	Doc("dotQ4KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_K blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.")
+	p, q, d, s, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64()), Load(Param("nblk"), GP64())
+	ones := onesW()
+	m4 := broadcastByte(0x0f)
+	fs := AllocLocal(32) // scale_j·d_w·d[j] for the block's 8 sub-blocks
+	acc := zeroed(2)
+	mins := zeroed(1)[0]
+	loop("q4k", n, func() {
+		prefetchLines(p, 144)
+		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
+		// the mins: acc −= Σ_j mins[j]·s[j]
+		VFNMADD231PS(Mem{Base: s}, mnf, mins)
+		blockScales(scf, Mem{Base: d}, fs)
+		for c := range 4 {
+			for half := range 2 {
+				blk := 2*c + half
+				w := YMM()
+				if half == 0 {
+					VMOVDQU(Mem{Base: p, Disp: 16 + 32*c}, w)
+					VPAND(m4, w, w)
+				} else {
+					VMOVDQU(Mem{Base: p, Disp: 16 + 32*c}, w)
+					VPSRLW(U8(4), w, w)
+					VPAND(m4, w, w)
+				}
+				VPMADDUBSW(Mem{Base: q, Disp: 32 * blk}, w, w)
+				VPMADDWD(ones, w, w)
+				scaleFMA(w, fs.Offset(4*blk), acc[half])
+			}
+		}
+		ADDQ(U32(144), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+		ADDQ(U32(32), s)
+	})
+	// mins holds −Σ min·s per lane; the lanes are summed with acc's.
+	VADDPS(mins, acc[0], acc[0])
+	hsum(acc...)
+}
+
+// q4kScales returns the q4_K block at p's 8 scales·d and 8 mins·dmin as
+// float32 vectors.
+func q4kScales(p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
+	// Scales and mins of sub-blocks 0-3 are the low 6 bits of bytes 0-3 and
+	// 4-7; those of 4-7 take their low 4 bits from the nibbles of bytes
+	// 8-11 and their high 2 bits from the top of bytes 0-7.
+	w0, w1, w2 := GP64(), GP64(), GP64()
+	MOVL(Mem{Base: p, Disp: 4}, w0.As32())
+	MOVL(Mem{Base: p, Disp: 8}, w1.As32())
+	MOVL(Mem{Base: p, Disp: 12}, w2.As32())
+	pack := func(w reg.GPVirtual, shift int) reg.VecVirtual {
+		lo, hi, t := GP64(), GP64(), GP64()
+		MOVL(w.As32(), lo.As32())
+		ANDL(U32(0x3f3f3f3f), lo.As32())
+		MOVL(w2.As32(), hi.As32())
+		if shift > 0 {
+			SHRL(U8(shift), hi.As32())
+		}
+		ANDL(U32(0x0f0f0f0f), hi.As32())
+		MOVL(w.As32(), t.As32())
+		SHRL(U8(6), t.As32())
+		ANDL(U32(0x03030303), t.As32())
+		SHLL(U8(4), t.As32())
+		ORL(t.As32(), hi.As32())
+		SHLQ(U8(32), hi)
+		ORQ(hi, lo)
+		x := XMM()
+		VMOVQ(lo, x)
+		v := YMM()
+		VPMOVZXBD(x, v)
+		VCVTDQ2PS(v, v)
+		return v
+	}
+	scf := pack(w0, 0)
+	mnf := pack(w1, 4)
+	dd := f16Scalar(Mem{Base: p})
+	dy := YMM()
+	VBROADCASTSS(dd, dy)
+	VMULPS(dy, scf, scf)
+	dm := f16Scalar(Mem{Base: p, Disp: 2})
+	dmy := YMM()
+	VBROADCASTSS(dm, dmy)
+	VMULPS(dmy, mnf, mnf)
+	return scf, mnf
+}
+
+// IQ2_XS: 74-byte blocks of 256: d f16 @0, qs uint16[32] @2 (9-bit grid
+// index, 7-bit sign index per 8 values), 4-bit scales[8] @66 (one per 16
+// values, byte b's low nibble the first 16 of activation block b, its high
+// nibble the second): y = d·(2s+1)/8·grid·sign. table is [65536]uint64:
+// for every qs word, its 8 signed levels (±8, ±25, ±43) as bytes, so one
+// load per 8 values fetches grid and signs together.
+func dotIQ2XS() {
+	TEXT("dotIQ2XSQ8AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32")
+	Doc("dotIQ2XSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xs blocks, in integers per 32 values.")
+	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
+	table := Load(Param("table"), GP64())
+	sc := AllocLocal(16) // the 16 (2s+1) as bytes
+	fs := AllocLocal(32) // d_w/8·d[j] for the block's 8 activation blocks
+	masks := iq2ScaleMasks()
+	m4 := broadcastByte(0x0f)
+	acc := zeroed(2)
+	loop("iq2", n, func() {
+		prefetchLines(p, 74)
+		// scales: bytes b → (2·lo+1, 2·hi+1) interleaved.
+		b, lo, hi := XMM(), XMM(), XMM()
+		VMOVQ(Mem{Base: p, Disp: 66}, b)
+		VPAND(m4.AsX(), b, lo)
+		VPSRLW(U8(4), b, hi)
+		VPAND(m4.AsX(), hi, hi)
+		VPUNPCKLBW(hi, lo, lo)
+		VPADDB(lo, lo, lo)
+		one := XMM()
+		VPCMPEQB(one, one, one)
+		VPSUBB(one, lo, lo) // +1
+		VMOVDQU(lo, sc)
+		sv := YMM()
+		VBROADCASTI128(sc, sv)
+		dw := f16Scalar(Mem{Base: p})
+		eighth := GP32()
+		MOVL(U32(0x3e000000), eighth) // 0.125
+		e := XMM()
+		VMOVD(eighth, e)
+		VMULSS(e, dw, dw)
+		dwy := YMM()
+		VBROADCASTSS(dw, dwy)
+		blockScales(dwy, Mem{Base: d}, fs)
+		for blk := range 8 {
+			gl, gh := XMM(), XMM()
+			for k := range 4 {
+				v := GP64()
+				MOVWQZX(Mem{Base: p, Disp: 2 + 2*(4*blk+k)}, v)
+				g := gl
+				if k >= 2 {
+					g = gh
+				}
+				if k%2 == 0 {
+					VMOVQ(Mem{Base: table, Index: v, Scale: 8}, g)
+				} else {
+					VPINSRQ(U8(1), Mem{Base: table, Index: v, Scale: 8}, g, g)
+				}
+			}
+			gy := YMM()
+			VINSERTI128(U8(1), gh, gl.AsY(), gy)
+			a := YMM()
+			VMOVDQU(Mem{Base: q, Disp: 32 * blk}, a)
+			signedDot(gy, a)
+			scy := YMM()
+			VPSHUFB(masks.Offset(32*blk), sv, scy)
+			VPMADDWD(scy, gy, gy)
+			scaleFMA(gy, fs.Offset(4*blk), acc[blk&1])
+		}
+		ADDQ(U32(74), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+	})
+	hsum(acc...)
+}
+
+// iq2ScaleMasks are the VPSHUFB masks that spread scale bytes 2b (low 128
+// bits) and 2b+1 (high) over 8 words each, zero-extended, for b < 8.
+func iq2ScaleMasks() Mem {
+	m := GLOBL("iq2ScaleMasks", RODATA|NOPTR)
+	for b := range 8 {
+		for i := range 32 {
+			v := uint8(0x80) // zero
+			if i%2 == 0 {
+				v = uint8(2 * b)
+				if i >= 16 {
+					v++
+				}
+			}
+			DATA(32*b+i, U8(v))
+		}
+	}
+	return m
+}
+
+// dotQ8_0x4: four activation rows at once, each block's weights loaded
+// and their signs taken once for the four.
+func dotQ8_0x4() {
+	TEXT("dotQ8_0Q8x4AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32)")
+	Doc("dotQ8_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
+	p, q, d := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
+	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	ones := onesW()
+	acc := zeroed(4)
+	q3, d3 := GP64(), GP64()
+	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+	loop("q8x4", n, func() {
+		PREFETCHT0(Mem{Base: p, Disp: prefetch})
+		w, aw := YMM(), YMM()
+		VMOVDQU(Mem{Base: p, Disp: 2}, w)
+		VPSIGNB(w, w, aw)
+		dw := f16Scalar(Mem{Base: p})
+		for r := range 4 {
+			qm := Mem{Base: q}
+			dm := Mem{Base: d}
+			switch r {
+			case 1:
+				qm, dm = Mem{Base: q, Index: qs, Scale: 1}, Mem{Base: d, Index: ds, Scale: 1}
+			case 2:
+				qm, dm = Mem{Base: q, Index: qs, Scale: 2}, Mem{Base: d, Index: ds, Scale: 2}
+			case 3:
+				qm, dm = Mem{Base: q, Index: q3, Scale: 1}, Mem{Base: d, Index: d3, Scale: 1}
+			}
+			a := YMM()
+			VMOVDQU(qm, a)
+			VPSIGNB(w, a, a)
+			VPMADDUBSW(a, aw, a)
+			VPMADDWD(ones, a, a)
+			VCVTDQ2PS(a, a)
+			s := XMM()
+			VMULSS(dm, dw, s)
+			sy := YMM()
+			VBROADCASTSS(s, sy)
+			VFMADD231PS(sy, a, acc[r])
+		}
+		ADDQ(U32(34), p)
+		ADDQ(U32(32), q)
+		ADDQ(U32(4), d)
+	})
+	out := Load(Param("out"), GP64())
+	for r := range 4 {
+		lo := hsumX(acc[r])
+		VMOVSS(lo, Mem{Base: out, Disp: 4 * r})
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,62 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/strata-llm/strata/models/quant"
+)
+
+// TestMatmulIntegerDots: matmulRows through the integer kernels against
+// the float64 dot of the decoded weights with the activations, within the
+// activation quantization's bound (quant.Act8), at the tiny models' widths
+// and row counts off the four-row blocks, padded rows included.
+func TestMatmulIntegerDots(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs"} {
+		for _, k := range []int{32, 64, 96, 256, 640} {
+			rl, err := quant.ForRow(name, k, quant.Pad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := rl.Act8Kernel(); !ok {
+				t.Skipf("%s: no integer kernel here", name)
+			}
+			const n = 37
+			rb := rl.RowBytes()
+			data := make([]byte, n*rb)
+			w := make([]float32, n*k)
+			for i := range w {
+				w[i] = float32(r.NormFloat64())
+			}
+			for i := range n {
+				rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
+				rl.DecodeRow(data[i*rb:(i+1)*rb], w[i*k:(i+1)*k])
+			}
+			m := matrix{data: data, rl: rl, rows: n, cols: k, rowBytes: rb}
+			for _, rows := range []int{1, 3, 4, 9} {
+				x := make([]float32, rows*k)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				y := make([]float32, rows*n)
+				matmulRows(m, x, y, rows)
+				for tr := range rows {
+					var a quant.Act8
+					a.Quantize(x[tr*k : (tr+1)*k])
+					for i := range n {
+						var ref, bound float64
+						for c := range k {
+							ref += float64(w[i*k+c]) * float64(x[tr*k+c])
+							bound += math.Abs(float64(w[i*k+c])) * float64(a.D[c/quant.Act8Block]) / 2
+						}
+						if got := float64(y[tr*n+i]); math.Abs(got-ref) > bound*1.001+1e-4 {
+							t.Fatalf("%s k=%d rows=%d: y[%d][%d] = %.6g, decoded·x %.6g (bound %.3g)", name, k, rows, tr, i, got, ref, bound)
+						}
+					}
+				}
+			}
+		}
+	}
+}
