@@ -1,4 +1,4 @@
-package strata
+package load
 
 import "github.com/strata-llm/strata/runtime/cpu"
 
