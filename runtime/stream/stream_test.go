@@ -214,6 +214,39 @@ func TestSplitReads(t *testing.T) {
 	}
 }
 
+// A layer whose reads split into more parts than any fixed queue holds (the
+// real models' 64-row prefill windows: 512 experts × 3 parts) is served:
+// queueing under the streamer's lock never blocks the readers who drain it
+// (before, a channel of 1,024 parts filled and the window hung).
+func TestManyPartsInOneLayer(t *testing.T) {
+	const experts = 512
+	a, err := NewArena(1, experts, 4*PageSize, experts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(experts, 0, 1)
+	s := NewStreamer(a, f, Options{Threads: 4, Urgent: 1, SplitBytes: PageSize})
+	defer s.Close()
+	all := make([]int, experts)
+	for i := range all {
+		all[i] = i
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Ensure(0, all) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a layer of 2,048 parts did not finish in a minute: the queueing deadlocked")
+	}
+	checkContent(t, a, f, 0, all)
+	if f.reads != 4*experts {
+		t.Errorf("%d reads for %d experts of 4 pages split by 1, want %d", f.reads, experts, 4*experts)
+	}
+}
+
 func TestUsageHistory(t *testing.T) {
 	u := NewUsage(2, 4)
 	u.hit(1)

@@ -66,14 +66,19 @@ type part struct {
 // in the previous window has landed; evictions follow the LRU order of
 // accesses, and reads in flight stay pinned until a deterministic point.
 type Streamer struct {
-	a    *Arena
-	r    Reader
-	opt  Options
-	mu   sync.Mutex
-	urg  chan part
-	bg   chan part
-	quit chan struct{}
-	wg   sync.WaitGroup
+	a   *Arena
+	r   Reader
+	opt Options
+	mu  sync.Mutex
+	// The read queues, guarded by mu: urgent parts (a layer waits on them)
+	// before read-aheads. They are slices, not channels, so queueing under
+	// mu never blocks: a 64-row prefill window of a 512-expert layer queues
+	// 1,536 parts, and a full channel waited on with mu held would stop
+	// the readers, who need mu to drain it.
+	urg, bg []part
+	work    *sync.Cond // a part was queued, or the pool closed
+	closed  bool
+	wg      sync.WaitGroup
 
 	inflight map[int]*request
 	limbo    map[int][]*request // read-aheads in flight, by the layer they are for
@@ -102,8 +107,9 @@ func NewStreamer(a *Arena, r Reader, opt Options) *Streamer {
 	if opt.Retries == 0 {
 		opt.Retries = 2
 	}
-	s := &Streamer{a: a, r: r, opt: opt, urg: make(chan part, 1024), bg: make(chan part, 1<<16), quit: make(chan struct{}),
+	s := &Streamer{a: a, r: r, opt: opt,
 		inflight: map[int]*request{}, limbo: map[int][]*request{}, visible: make([]bool, a.Layers*a.Experts), usage: NewUsage(a.Layers, a.Experts)}
+	s.work = sync.NewCond(&s.mu)
 	for i := 0; i < opt.Threads; i++ {
 		s.wg.Add(1)
 		go s.reader(i < opt.Urgent)
@@ -113,36 +119,46 @@ func NewStreamer(a *Arena, r Reader, opt Options) *Streamer {
 
 // Close stops the reader pool.
 func (s *Streamer) Close() {
-	close(s.quit)
+	s.mu.Lock()
+	s.closed = true
+	s.work.Broadcast()
+	s.mu.Unlock()
 	s.wg.Wait()
 }
 
 // reader serves the urgent queue first; reserved readers serve only it. It
-// blocks on the queues, never spins.
+// waits for work, never spins.
 func (s *Streamer) reader(reserved bool) {
 	defer s.wg.Done()
+	s.mu.Lock()
 	for {
 		var p part
-		select {
-		case p = <-s.urg:
+		switch {
+		case len(s.urg) > 0:
+			p, s.urg = s.urg[0], s.urg[1:]
+		case !reserved && len(s.bg) > 0:
+			p, s.bg = s.bg[0], s.bg[1:]
+		case s.closed:
+			s.mu.Unlock()
+			return
 		default:
-			if reserved {
-				select {
-				case p = <-s.urg:
-				case <-s.quit:
-					return
-				}
-			} else {
-				select {
-				case p = <-s.urg:
-				case p = <-s.bg:
-				case <-s.quit:
-					return
-				}
-			}
+			s.work.Wait()
+			continue
 		}
+		s.mu.Unlock()
 		s.read(p)
+		s.mu.Lock()
 	}
+}
+
+// enqueue queues a part for the readers; the caller holds mu.
+func (s *Streamer) enqueue(p part, urgent bool) {
+	if urgent {
+		s.urg = append(s.urg, p)
+	} else {
+		s.bg = append(s.bg, p)
+	}
+	s.work.Broadcast()
 }
 
 func (s *Streamer) read(p part) {
@@ -208,18 +224,14 @@ func (s *Streamer) issue(key int, urgent bool) *request {
 	if s.opt.SplitBytes > 0 && urgent && s.a.SlotBytes >= 2*s.opt.SplitBytes {
 		n = min(s.opt.Threads, s.a.SlotBytes/s.opt.SplitBytes)
 	}
-	q := s.bg
-	if urgent {
-		q = s.urg
-	}
 	step := (s.a.SlotBytes/n + PageSize - 1) / PageSize * PageSize
 	r.left = (s.a.SlotBytes + step - 1) / step
 	// Readers take mu before touching the request, so they cannot finish a
-	// part before r.left is set. The queues are sized for a window's reads.
+	// part before r.left is set.
 	for off := 0; off < s.a.SlotBytes; off += step {
 		p := part{req: r, off: off, len: min(step, s.a.SlotBytes-off), taken: new(bool)}
 		r.parts = append(r.parts, p)
-		q <- p
+		s.enqueue(p, urgent)
 	}
 	return r
 }
@@ -255,7 +267,7 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 				// A layer waits on it now: promote its unread parts.
 				for _, p := range r.parts {
 					if !*p.taken {
-						s.urg <- p
+						s.enqueue(p, true)
 					}
 				}
 			} else {
