@@ -84,6 +84,17 @@ func TestCUDABackendOracles(t *testing.T) {
 	}
 }
 
+// TestCUDATinyGo: the trained default model through the generated MSL on the
+// GPU, directly and replayed from CUDA graphs, reproduces HF's float64
+// trunk and MTP logits and greedy path (checkTinyGo's bounds).
+func TestCUDATinyGo(t *testing.T) {
+	for _, replay := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "replay"}[replay], func(t *testing.T) {
+			checkTinyGo(t, cudaOptions(t, replay), 64)
+		})
+	}
+}
+
 // TestCUDAPreludeQuantKernels: every quantized storage format's kernels
 // (the models TestMSLEmuQuantKernels builds) compile through the CUDA
 // prelude with NVRTC for sm_90; no GPU needed, only libnvrtc (CI has none

@@ -45,6 +45,7 @@ for s in "$@"; do
 		;;
 	compile) step compile 240 bash -c "cd runtime/cuda && /tmp/sb/cuda.test -test.run 'TestSharedDeclarations|TestGeneratedPipelinesCompile' -test.v" ;;
 	oracles) step oracles 300 $t -test.run 'TestCUDABackendOracles' -test.v -test.timeout 290s ;;
+	tinygo) step tinygo 200 $t -test.run 'TestCUDATinyGo' -test.v -test.timeout 190s ;;
 	streaming) step streaming 200 $t -test.run 'TestCUDABackendStreaming' -test.v -test.timeout 190s ;;
 	barriers) step barriers 300 $t -test.run 'TestCUDABarrierSoundness' -test.v -test.timeout 290s ;;
 	memcheck) step memcheck 150 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/tiny-a/direct' -test.v ;;
