@@ -130,6 +130,11 @@ func windowsFor(c *models.Config, a *artifact.Artifact, opt Options) (*models.Co
 		var largest int
 		graphs, largest = capGraphs(graphs, p.maxRows)
 		p.note += fmt.Sprintf("; windows of at most %d rows (%d rows' experts fit)", p.maxRows, p.maxRows)
+		if largest < p.maxRows && rows > largest {
+			// The artifact has no prefill shape near the cap: prefill runs
+			// in its largest shape that fits, at a fraction of the speed.
+			p.note += fmt.Sprintf("; prefill in the artifact's %d-row windows (stratagen generate with --prefill-rows %d, then --prefill-rows %d, fills the arena)", largest, p.maxRows, p.maxRows)
+		}
 		rows = min(rows, largest)
 		c = capRows(c, p.maxRows)
 	}
