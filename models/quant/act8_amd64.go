@@ -38,6 +38,20 @@ func archAct8() map[string]act8Func {
 			_, _, _ = b[nb*iq2xsBytes-1], q[nb*iq2xsElems-1], d[nb*8-1]
 			return dotIQ2XSQ8AVX2(&b[0], &q[0], &d[0], nb, &signed[0])
 		},
+		"iq4_nl": func(b []byte, q []int8, d, _ []float32, nb int) float32 {
+			if nb == 0 {
+				return 0
+			}
+			_, _, _ = b[nb*iq4nlBytes-1], q[nb*iq4nlElems-1], d[nb-1]
+			return dotIQ4NLQ8AVX2(&b[0], &q[0], &d[0], nb, &tables.kvaluesIQ4[0])
+		},
+		"iq4_xs": func(b []byte, q []int8, d, _ []float32, nb int) float32 {
+			if nb == 0 {
+				return 0
+			}
+			_, _, _ = b[nb*iq4xsBytes-1], q[nb*iq4xsElems-1], d[nb*8-1]
+			return dotIQ4XSQ8AVX2(&b[0], &q[0], &d[0], nb, &tables.kvaluesIQ4[0])
+		},
 	}
 }
 

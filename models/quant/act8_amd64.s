@@ -893,6 +893,291 @@ DATA iq2ScaleMasks<>+254(SB)/1, $0x0f
 DATA iq2ScaleMasks<>+255(SB)/1, $0x80
 GLOBL iq2ScaleMasks<>(SB), RODATA|NOPTR, $256
 
+// func dotIQ4NLQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotIQ4NLQ8AVX2(SB), NOSPLIT, $0-44
+	MOVQ           blk+0(FP), AX
+	MOVQ           q+8(FP), CX
+	MOVQ           d+16(FP), DX
+	MOVQ           nblk+24(FP), BX
+	MOVQ           kv+32(FP), SI
+	VBROADCASTI128 (SI), Y0
+	MOVL           $0x0f0f0f0f, SI
+	VMOVD          SI, X1
+	VPBROADCASTD   X1, Y1
+	VPCMPEQW       Y2, Y2, Y2
+	VPSRLW         $0x0f, Y2, Y2
+	VXORPS         Y3, Y3, Y3
+	VXORPS         Y4, Y4, Y4
+	MOVQ           BX, SI
+	SHRQ           $0x01, SI
+	TESTQ          SI, SI
+	JZ             iq4nl_done
+
+iq4nl_loop:
+	PREFETCHT0   2048(AX)
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      Y6, Y0, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPSIGNB      Y6, Y6, Y6
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y2, Y6, Y6
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (DX), X5, X5
+	VBROADCASTSS X5, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y7, Y6, Y3
+	VMOVDQU      20(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      Y6, Y0, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPSIGNB      Y6, Y6, Y6
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y2, Y6, Y6
+	MOVWLZX      18(AX), DI
+	VMOVD        DI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       4(DX), X5, X5
+	VBROADCASTSS X5, Y7
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y7, Y6, Y4
+	ADDQ         $0x00000024, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000008, DX
+	DECQ         SI
+	JNZ          iq4nl_loop
+
+iq4nl_done:
+	ANDQ         $0x00000001, BX
+	JZ           iq4nl_tail_done
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSHUFB      Y5, Y0, Y5
+	VMOVDQU      (CX), Y0
+	VPSIGNB      Y5, Y0, Y0
+	VPSIGNB      Y5, Y5, Y5
+	VPMADDUBSW   Y0, Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	MOVWLZX      (AX), AX
+	VMOVD        AX, X0
+	VCVTPH2PS    X0, X0
+	VMULSS       (DX), X0, X0
+	VBROADCASTSS X0, Y0
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y0, Y5, Y3
+
+iq4nl_tail_done:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VZEROUPPER
+	MOVSS        X3, ret+40(FP)
+	RET
+
+// func dotIQ4XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotIQ4XSQ8AVX2(SB), NOSPLIT, $32-44
+	MOVQ           blk+0(FP), AX
+	MOVQ           q+8(FP), CX
+	MOVQ           d+16(FP), DX
+	MOVQ           nblk+24(FP), BX
+	MOVQ           kv+32(FP), SI
+	VBROADCASTI128 (SI), Y0
+	MOVL           $0x0f0f0f0f, SI
+	VMOVD          SI, X1
+	VPBROADCASTD   X1, Y1
+	VPCMPEQW       Y2, Y2, Y2
+	VPSRLW         $0x0f, Y2, Y2
+	MOVL           $0x0000000f, SI
+	VMOVD          SI, X3
+	VPBROADCASTD   X3, Y3
+	MOVL           $0x00000003, SI
+	VMOVD          SI, X4
+	VPBROADCASTD   X4, Y4
+	MOVL           $0x00000020, SI
+	VMOVD          SI, X5
+	VPBROADCASTD   X5, Y5
+	VXORPS         Y6, Y6, Y6
+	VXORPS         Y7, Y7, Y7
+	TESTQ          BX, BX
+	JZ             iq4xs_done
+
+iq4xs_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VPBROADCASTD 4(AX), Y8
+	VPSRLVD      iq4xsShifts<>+0(SB), Y8, Y8
+	VPAND        Y3, Y8, Y8
+	VPBROADCASTD 2(AX), Y9
+	VPSRLVD      iq4xsShifts<>+32(SB), Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPSLLD       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSUBD       Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VMULPS       Y9, Y8, Y8
+	VMULPS       (DX), Y8, Y8
+	VMOVUPS      Y8, (SP)
+	VMOVDQU      8(AX), X10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y0, Y8
+	VMOVDQU      (CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPSIGNB      Y8, Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVDQU      24(AX), X10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y0, Y8
+	VMOVDQU      32(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPSIGNB      Y8, Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	VMOVDQU      40(AX), X10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y0, Y8
+	VMOVDQU      64(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPSIGNB      Y8, Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVDQU      56(AX), X10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y0, Y8
+	VMOVDQU      96(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPSIGNB      Y8, Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	VMOVDQU      72(AX), X10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y0, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPSIGNB      Y8, Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVDQU      88(AX), X10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y0, Y8
+	VMOVDQU      160(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPSIGNB      Y8, Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	VMOVDQU      104(AX), X10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y0, Y8
+	VMOVDQU      192(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPSIGNB      Y8, Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVDQU      120(AX), X10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y0, Y8
+	VMOVDQU      224(CX), Y9
+	VPSIGNB      Y8, Y9, Y9
+	VPSIGNB      Y8, Y8, Y8
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          iq4xs_loop
+
+iq4xs_done:
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VZEROUPPER
+	MOVSS        X6, ret+40(FP)
+	RET
+
+DATA iq4xsShifts<>+0(SB)/4, $0x00000000
+DATA iq4xsShifts<>+4(SB)/4, $0x00000004
+DATA iq4xsShifts<>+8(SB)/4, $0x00000008
+DATA iq4xsShifts<>+12(SB)/4, $0x0000000c
+DATA iq4xsShifts<>+16(SB)/4, $0x00000010
+DATA iq4xsShifts<>+20(SB)/4, $0x00000014
+DATA iq4xsShifts<>+24(SB)/4, $0x00000018
+DATA iq4xsShifts<>+28(SB)/4, $0x0000001c
+DATA iq4xsShifts<>+32(SB)/4, $0x00000000
+DATA iq4xsShifts<>+36(SB)/4, $0x00000002
+DATA iq4xsShifts<>+40(SB)/4, $0x00000004
+DATA iq4xsShifts<>+44(SB)/4, $0x00000006
+DATA iq4xsShifts<>+48(SB)/4, $0x00000008
+DATA iq4xsShifts<>+52(SB)/4, $0x0000000a
+DATA iq4xsShifts<>+56(SB)/4, $0x0000000c
+DATA iq4xsShifts<>+60(SB)/4, $0x0000000e
+GLOBL iq4xsShifts<>(SB), RODATA|NOPTR, $64
+
 // func dotQ8_0Q8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ8_0Q8x4AVX2(SB), NOSPLIT, $0-56

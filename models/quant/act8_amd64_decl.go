@@ -16,5 +16,11 @@ func dotQ4KQ8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
 // dotIQ2XSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xs blocks, in integers per 32 values.
 func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32
 
+// dotIQ4NLQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq4_nl blocks, kv being kvalues_iq4nl; in integers per block.
+func dotIQ4NLQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
+
+// dotIQ4XSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq4_xs blocks, kv being kvalues_iq4nl; in integers per 32 values.
+func dotIQ4XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
+
 // dotQ8_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotQ8_0Q8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32)

@@ -21,6 +21,8 @@ func main() {
 	dotQ6K()
 	dotQ4K()
 	dotIQ2XS()
+	dotIQ4NL()
+	dotIQ4XS()
 	dotQ8_0x4()
 	Generate()
 }
@@ -424,6 +426,144 @@ func iq2ScaleMasks() Mem {
 		}
 	}
 	return m
+}
+
+// iq4Weights returns the 32 signed levels of the 16 code bytes at m: the
+// low nibbles (values 0-15) in the low 128 bits, the high nibbles (16-31)
+// in the high, each looked up in kv (kvalues_iq4nl in both halves) by one
+// VPSHUFB.
+func iq4Weights(m Mem, kv, m4 reg.VecVirtual) reg.VecVirtual {
+	lo, hi := XMM(), XMM()
+	VMOVDQU(m, lo)
+	VPSRLW(U8(4), lo, hi)
+	w := YMM()
+	VINSERTI128(U8(1), hi, lo.AsY(), w)
+	VPAND(m4, w, w)
+	VPSHUFB(w, kv, w)
+	return w
+}
+
+const iq4Sig = "func(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32"
+
+// IQ4_NL: 18-byte blocks of 32, d f16 @0, qs[16] @2: y[j] = d·kv[qs[j]&15],
+// y[j+16] = d·kv[qs[j]>>4], kv the 16 int8 levels of kvalues_iq4nl (−127 …
+// 113, so |w|·a pairs stay within VPMADDUBSW's int16). Two blocks per
+// iteration, as dotQ8_0.
+func dotIQ4NL() {
+	name := "dotIQ4NLQ8AVX2"
+	TEXT(name, NOSPLIT, iq4Sig)
+	Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq4_nl blocks, kv being kvalues_iq4nl; in integers per block.")
+	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
+	kvp := Load(Param("kv"), GP64())
+	kv := YMM()
+	VBROADCASTI128(Mem{Base: kvp}, kv)
+	m4 := broadcastByte(0x0f)
+	ones := onesW()
+	acc := zeroed(2)
+	pairs := GP64()
+	MOVQ(n, pairs)
+	SHRQ(U8(1), pairs)
+	one := func(k int) {
+		w := iq4Weights(Mem{Base: p, Disp: 18*k + 2}, kv, m4)
+		a := YMM()
+		VMOVDQU(Mem{Base: q, Disp: 32 * k}, a)
+		signedDot(w, a)
+		VPMADDWD(ones, w, w)
+		s := f16Scalar(Mem{Base: p, Disp: 18 * k})
+		VMULSS(Mem{Base: d, Disp: 4 * k}, s, s)
+		sy := YMM()
+		VBROADCASTSS(s, sy)
+		VCVTDQ2PS(w, w)
+		VFMADD231PS(sy, w, acc[k])
+	}
+	loop("iq4nl", pairs, func() {
+		prefetchLines(p, 36)
+		one(0)
+		one(1)
+		ADDQ(U32(36), p)
+		ADDQ(U32(64), q)
+		ADDQ(U32(8), d)
+	})
+	ANDQ(U32(1), n)
+	JZ(LabelRef("iq4nl_tail_done"))
+	one(0)
+	Label("iq4nl_tail_done")
+	hsum(acc...)
+}
+
+// IQ4_XS: 136-byte blocks of 256: d f16 @0, scales_h u16 @2 (bits 2ib,
+// 2ib+1: the high 2 bits of sub-block ib's scale), scales_l[4] @4 (nibble
+// ib: its low 4 bits), qs[128] @8 (16 bytes per sub-block of 32, as
+// IQ4_NL's): y = d·(ls−32)·kv[code]. Each sub-block is one activation block.
+func dotIQ4XS() {
+	name := "dotIQ4XSQ8AVX2"
+	TEXT(name, NOSPLIT, iq4Sig)
+	Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq4_xs blocks, kv being kvalues_iq4nl; in integers per 32 values.")
+	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
+	kvp := Load(Param("kv"), GP64())
+	kv := YMM()
+	VBROADCASTI128(Mem{Base: kvp}, kv)
+	m4 := broadcastByte(0x0f)
+	ones := onesW()
+	shifts := iq4xsShifts()
+	c15, c3, c32 := broadcastDword(15), broadcastDword(3), broadcastDword(32)
+	fs := AllocLocal(32) // d_w·(ls_j−32)·d[j] for the block's 8 sub-blocks
+	acc := zeroed(2)
+	loop("iq4xs", n, func() {
+		prefetchLines(p, 136)
+		// lane j: (scales_l >> 4j) & 15 | ((scales_h >> 2j) & 3) << 4, − 32
+		l, h := YMM(), YMM()
+		VPBROADCASTD(Mem{Base: p, Disp: 4}, l)
+		VPSRLVD(shifts, l, l)
+		VPAND(c15, l, l)
+		VPBROADCASTD(Mem{Base: p, Disp: 2}, h)
+		VPSRLVD(shifts.Offset(32), h, h)
+		VPAND(c3, h, h)
+		VPSLLD(U8(4), h, h)
+		VPOR(h, l, l)
+		VPSUBD(c32, l, l)
+		VCVTDQ2PS(l, l)
+		dw := f16Scalar(Mem{Base: p})
+		dwy := YMM()
+		VBROADCASTSS(dw, dwy)
+		VMULPS(dwy, l, l)
+		blockScales(l, Mem{Base: d}, fs)
+		for ib := range 8 {
+			w := iq4Weights(Mem{Base: p, Disp: 8 + 16*ib}, kv, m4)
+			a := YMM()
+			VMOVDQU(Mem{Base: q, Disp: 32 * ib}, a)
+			signedDot(w, a)
+			VPMADDWD(ones, w, w)
+			scaleFMA(w, fs.Offset(4*ib), acc[ib&1])
+		}
+		ADDQ(U32(136), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+	})
+	hsum(acc...)
+}
+
+// iq4xsShifts are the per-lane shift counts of the 8 sub-blocks' scale
+// bits: 4j (scales_l's nibbles) then 2j (scales_h's pairs).
+func iq4xsShifts() Mem {
+	m := GLOBL("iq4xsShifts", RODATA|NOPTR)
+	for j := range 8 {
+		DATA(4*j, U32(uint32(4*j)))
+	}
+	for j := range 8 {
+		DATA(32+4*j, U32(uint32(2*j)))
+	}
+	return m
+}
+
+func broadcastDword(v uint32) reg.VecVirtual {
+	t := GP32()
+	MOVL(U32(v), t)
+	x := XMM()
+	VMOVD(t, x)
+	y := YMM()
+	VPBROADCASTD(x, y)
+	return y
 }
 
 // dotQ8_0x4: four activation rows at once, each block's weights loaded
