@@ -176,3 +176,53 @@ func FuzzAct8Dot(f *testing.F) {
 		checkAct8(t, fm, data[:nb*fm.BlockBytes], x, &a, k.Dot(data[:nb*fm.BlockBytes], &a), "fuzzed")
 	})
 }
+
+// TestAct8GGMLBlocks: every integer kernel on the blocks ggml wrote
+// (testdata/ggml_<format>.bin: its quantizer's blocks and random blocks),
+// against ggml's own decode of them dotted with x̂ in float64, and with x
+// within the quantization bound: a reference that shares no code with ours.
+// The activations of the first trial follow the weights, so that the
+// float32 tolerance (relative to Σ|w·x̂|) is relative to the dot itself.
+func TestAct8GGMLBlocks(t *testing.T) {
+	for _, name := range act8Formats {
+		c := readGGMLCase(t, name)
+		if _, ok := (RowLayout{Format: c.f, Len: len(c.y), Stored: len(c.y)}).Act8Kernel(); !ok {
+			t.Skipf("%s: no integer kernel here", name)
+		}
+		for _, set := range []struct {
+			what   string
+			blocks []byte
+			y      []float32
+		}{{"ggml-quantized", c.blocks, c.y}, {"ggml-decoded random", c.rnd, c.rndY}} {
+			n := len(set.y)
+			k, _ := RowLayout{Format: c.f, Len: n, Stored: n}.Act8Kernel()
+			for trial := range 2 {
+				x := gaussian(n, uint64(7+trial))
+				if trial == 0 { // along the weights: Σ|w·x| ≈ |Σ w·x|, so a scaled result shows
+					for i, w := range set.y {
+						x[i] = w + x[i]*abs32(w)/8
+					}
+				} else {
+					x[n/3] *= 50
+				}
+				var a Act8
+				a.Quantize(x)
+				got := float64(k.Dot(set.blocks, &a))
+				xh := a.Dequantize()
+				var ref, mag, exact, bound float64
+				for i, w := range set.y {
+					ref += float64(w) * float64(xh[i])
+					mag += math.Abs(float64(w) * float64(xh[i]))
+					exact += float64(w) * float64(x[i])
+					bound += math.Abs(float64(w)) * float64(a.D[i/Act8Block]) / 2
+				}
+				if math.Abs(got-ref) > dot32Tol*mag+1e-30 {
+					t.Errorf("%s %s (%d values): act8 dot %.9g, ggml decode·x̂ %.9g (Σ|·| %.3g)", name, set.what, n, got, ref, mag)
+				}
+				if math.Abs(got-exact) > bound*(1+1e-5)+dot32Tol*mag {
+					t.Errorf("%s %s: act8 dot %.9g, ggml decode·x %.9g: off by more than the bound %.3g", name, set.what, got, exact, bound)
+				}
+			}
+		}
+	}
+}
