@@ -59,8 +59,36 @@ func archAct8x4() map[string]act8x4Func {
 	if !haveAVX2 {
 		return nil
 	}
+	kv := &tables.kvaluesIQ4[0]
 	return map[string]act8x4Func{
 		"q8_0": dotQ8_0Act8x4,
+		"iq4_nl": iq4Act8x4(iq4nlElems, iq4nlBytes, func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32) {
+			dotIQ4NLQ8x4AVX2(b, q, d, qs, ds, nb, out, kv)
+		}, func(b *byte, q *int8, d *float32, nb int) float32 { return dotIQ4NLQ8AVX2(b, q, d, nb, kv) }),
+		"iq4_xs": iq4Act8x4(iq4xsElems, iq4xsBytes, func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32) {
+			dotIQ4XSQ8x4AVX2(b, q, d, qs, ds, nb, out, kv)
+		}, func(b *byte, q *int8, d *float32, nb int) float32 { return dotIQ4XSQ8AVX2(b, q, d, nb, kv) }),
+	}
+}
+
+// iq4Act8x4 is dotQ8_0Act8x4 for a format of blocks of elems values in
+// size bytes: the four-row kernel four at equal strides, else one-row dots.
+func iq4Act8x4(elems, size int, four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32),
+	one func(b *byte, q *int8, d *float32, nb int) float32) act8x4Func {
+	return func(b []byte, a *[4]*Act8, off, nb int, out *[4]float32) {
+		if nb == 0 {
+			*out = [4]float32{}
+			return
+		}
+		_ = b[nb*size-1]
+		qs, ds, ok := act8Strides(a, nb*elems)
+		if !ok {
+			for r, ar := range a {
+				out[r] = one(&b[0], &ar.Q[0], &ar.D[0], nb)
+			}
+			return
+		}
+		four(&b[0], &a[0].Q[0], &a[0].D[0], qs, ds, nb, out)
 	}
 }
 

@@ -24,3 +24,9 @@ func dotIQ4XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
 
 // dotQ8_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotQ8_0Q8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotIQ4NLQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq4_nl blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ4NLQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, kv *int8)
+
+// dotIQ4XSQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq4_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ4XSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, kv *int8)

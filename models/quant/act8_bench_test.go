@@ -7,7 +7,8 @@ import (
 
 // BenchmarkAct8 sets each integer kernel beside the format's float32
 // Dot32 on a 2048-value row held in L1 (compute, not memory), in bytes of
-// weights per second, and times the activation quantization.
+// weights per second, and times the activation quantization; where the
+// format has a four-row kernel, it against four one-row dots.
 func BenchmarkAct8(b *testing.B) {
 	const n = 2048
 	r := rand.New(rand.NewPCG(1, 2))
@@ -32,6 +33,29 @@ func BenchmarkAct8(b *testing.B) {
 			b.SetBytes(int64(len(blk)))
 			for b.Loop() {
 				k.Dot(blk, &a)
+			}
+		})
+		if !k.HasDot4() {
+			continue
+		}
+		// four activation rows (prefill): bytes of weights per second, the
+		// row read once by the four-row kernel, four times by one-row dots
+		var ar Act8Rows
+		ar.Quantize(gaussian(4*n, 5), 4, n)
+		four := [4]*Act8{ar.Row(0), ar.Row(1), ar.Row(2), ar.Row(3)}
+		var out [4]float32
+		b.Run(name+"/act8x4", func(b *testing.B) {
+			b.SetBytes(int64(len(blk)))
+			for b.Loop() {
+				k.Dot4(blk, &four, &out)
+			}
+		})
+		b.Run(name+"/act8x1x4", func(b *testing.B) {
+			b.SetBytes(int64(len(blk)))
+			for b.Loop() {
+				for r, a := range four {
+					out[r] = k.Dot(blk, a)
+				}
 			}
 		})
 	}

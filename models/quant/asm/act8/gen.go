@@ -24,6 +24,8 @@ func main() {
 	dotIQ4NL()
 	dotIQ4XS()
 	dotQ8_0x4()
+	dotIQ4NLx4()
+	dotIQ4XSx4()
 	Generate()
 }
 
@@ -506,27 +508,11 @@ func dotIQ4XS() {
 	m4 := broadcastByte(0x0f)
 	ones := onesW()
 	shifts := iq4xsShifts()
-	c15, c3, c32 := broadcastDword(15), broadcastDword(3), broadcastDword(32)
 	fs := AllocLocal(32) // d_w·(ls_j−32)·d[j] for the block's 8 sub-blocks
 	acc := zeroed(2)
 	loop("iq4xs", n, func() {
 		prefetchLines(p, 136)
-		// lane j: (scales_l >> 4j) & 15 | ((scales_h >> 2j) & 3) << 4, − 32
-		l, h := YMM(), YMM()
-		VPBROADCASTD(Mem{Base: p, Disp: 4}, l)
-		VPSRLVD(shifts, l, l)
-		VPAND(c15, l, l)
-		VPBROADCASTD(Mem{Base: p, Disp: 2}, h)
-		VPSRLVD(shifts.Offset(32), h, h)
-		VPAND(c3, h, h)
-		VPSLLD(U8(4), h, h)
-		VPOR(h, l, l)
-		VPSUBD(c32, l, l)
-		VCVTDQ2PS(l, l)
-		dw := f16Scalar(Mem{Base: p})
-		dwy := YMM()
-		VBROADCASTSS(dw, dwy)
-		VMULPS(dwy, l, l)
+		l := iq4xsScales(p, shifts)
 		blockScales(l, Mem{Base: d}, fs)
 		for ib := range 8 {
 			w := iq4Weights(Mem{Base: p, Disp: 8 + 16*ib}, kv, m4)
@@ -543,28 +529,54 @@ func dotIQ4XS() {
 	hsum(acc...)
 }
 
+// iq4xsScales returns the iq4_xs block at p's 8 sub-block scales
+// d_w·(ls_j−32) as float32 lanes, lane j built from
+// (scales_l >> 4j) & 15 | ((scales_h >> 2j) & 3) << 4.
+func iq4xsScales(p reg.Register, shifts Mem) reg.VecVirtual {
+	l, h, c := YMM(), YMM(), YMM()
+	VPBROADCASTD(Mem{Base: p, Disp: 4}, l)
+	VPSRLVD(shifts, l, l)
+	VPBROADCASTD(shifts.Offset(64), c) // 15
+	VPAND(c, l, l)
+	VPBROADCASTD(Mem{Base: p, Disp: 2}, h)
+	VPSRLVD(shifts.Offset(32), h, h)
+	VPBROADCASTD(shifts.Offset(68), c) // 3
+	VPAND(c, h, h)
+	VPSLLD(U8(4), h, h)
+	VPOR(h, l, l)
+	VPBROADCASTD(shifts.Offset(72), c) // 32
+	VPSUBD(c, l, l)
+	VCVTDQ2PS(l, l)
+	dw := f16Scalar(Mem{Base: p})
+	dwy := YMM()
+	VBROADCASTSS(dw, dwy)
+	VMULPS(dwy, l, l)
+	return l
+}
+
 // iq4xsShifts are the per-lane shift counts of the 8 sub-blocks' scale
 // bits: 4j (scales_l's nibbles) then 2j (scales_h's pairs).
+// and then the masks 15, 3 and the offset 32 (broadcast from here).
+// Declared once, on the first kernel's call.
 func iq4xsShifts() Mem {
+	if iq4xsShiftsSym != nil {
+		return *iq4xsShiftsSym
+	}
 	m := GLOBL("iq4xsShifts", RODATA|NOPTR)
+	iq4xsShiftsSym = &m
 	for j := range 8 {
 		DATA(4*j, U32(uint32(4*j)))
 	}
 	for j := range 8 {
 		DATA(32+4*j, U32(uint32(2*j)))
 	}
+	DATA(64, U32(15))
+	DATA(68, U32(3))
+	DATA(72, U32(32))
 	return m
 }
 
-func broadcastDword(v uint32) reg.VecVirtual {
-	t := GP32()
-	MOVL(U32(v), t)
-	x := XMM()
-	VMOVD(t, x)
-	y := YMM()
-	VPBROADCASTD(x, y)
-	return y
-}
+var iq4xsShiftsSym *Mem
 
 // dotQ8_0x4: four activation rows at once, each block's weights loaded
 // and their signs taken once for the four.
@@ -618,4 +630,123 @@ func dotQ8_0x4() {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+const iq4x4Sig = "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, kv *int8)"
+
+// act8Row4 are the four activation rows' addresses at q and d (row r at
+// r·qstride, r·dstride bytes; q3, d3 three strides) plus disp bytes.
+func act8Row4(q, d, qs, ds, q3, d3 reg.Register, r, qdisp, ddisp int) (Mem, Mem) {
+	switch r {
+	case 1:
+		return Mem{Base: q, Index: qs, Scale: 1, Disp: qdisp}, Mem{Base: d, Index: ds, Scale: 1, Disp: ddisp}
+	case 2:
+		return Mem{Base: q, Index: qs, Scale: 2, Disp: qdisp}, Mem{Base: d, Index: ds, Scale: 2, Disp: ddisp}
+	case 3:
+		return Mem{Base: q, Index: q3, Scale: 1, Disp: qdisp}, Mem{Base: d, Index: d3, Scale: 1, Disp: ddisp}
+	}
+	return Mem{Base: q, Disp: qdisp}, Mem{Base: d, Disp: ddisp}
+}
+
+// storeOut4 writes the four accumulators' sums to out[0..3].
+func storeOut4(acc []reg.VecVirtual) {
+	out := Load(Param("out"), GP64())
+	for r := range 4 {
+		lo := hsumX(acc[r])
+		VMOVSS(lo, Mem{Base: out, Disp: 4 * r})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotIQ4NLx4: dotIQ4NL for four activation rows, each block's 32 levels
+// looked up, their magnitudes taken and its scale converted once for the
+// four (prefill's trunk rows).
+func dotIQ4NLx4() {
+	name := "dotIQ4NLQ8x4AVX2"
+	TEXT(name, NOSPLIT, iq4x4Sig)
+	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq4_nl blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
+	p, q, d := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
+	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	kvp := Load(Param("kv"), GP64())
+	kv := YMM()
+	VBROADCASTI128(Mem{Base: kvp}, kv)
+	m4 := broadcastByte(0x0f)
+	ones := onesW()
+	acc := zeroed(4)
+	q3, d3 := GP64(), GP64()
+	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+	loop("iq4nlx4", n, func() {
+		PREFETCHT0(Mem{Base: p, Disp: prefetch})
+		w := iq4Weights(Mem{Base: p, Disp: 2}, kv, m4)
+		aw := YMM()
+		VPSIGNB(w, w, aw)
+		dw := f16Scalar(Mem{Base: p})
+		for r := range 4 {
+			qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
+			a := YMM()
+			VMOVDQU(qm, a)
+			VPSIGNB(w, a, a)
+			VPMADDUBSW(a, aw, a)
+			VPMADDWD(ones, a, a)
+			VCVTDQ2PS(a, a)
+			s := XMM()
+			VMULSS(dm, dw, s)
+			sy := YMM()
+			VBROADCASTSS(s, sy)
+			VFMADD231PS(sy, a, acc[r])
+		}
+		ADDQ(U32(18), p)
+		ADDQ(U32(32), q)
+		ADDQ(U32(4), d)
+	})
+	storeOut4(acc)
+}
+
+// dotIQ4XSx4: dotIQ4XS for four activation rows: the super-block's scales
+// built once, then each sub-block's levels looked up once for the four.
+func dotIQ4XSx4() {
+	name := "dotIQ4XSQ8x4AVX2"
+	TEXT(name, NOSPLIT, iq4x4Sig)
+	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq4_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
+	p, q, d := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
+	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	kvp := Load(Param("kv"), GP64())
+	kv := YMM()
+	VBROADCASTI128(Mem{Base: kvp}, kv)
+	m4 := broadcastByte(0x0f)
+	ones := onesW()
+	shifts := iq4xsShifts()
+	fs := AllocLocal(4 * 32) // per row r: d_w·(ls_j−32)·d_r[j], j < 8
+	acc := zeroed(4)
+	q3, d3 := GP64(), GP64()
+	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+	loop("iq4xsx4", n, func() {
+		prefetchLines(p, 136)
+		l := iq4xsScales(p, shifts)
+		for r := range 4 {
+			_, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
+			blockScales(l, dm, fs.Offset(32*r))
+		}
+		for ib := range 8 {
+			w := iq4Weights(Mem{Base: p, Disp: 8 + 16*ib}, kv, m4)
+			aw := YMM()
+			VPSIGNB(w, w, aw)
+			for r := range 4 {
+				qm, _ := act8Row4(q, d, qs, ds, q3, d3, r, 32*ib, 0)
+				a := YMM()
+				VMOVDQU(qm, a)
+				VPSIGNB(w, a, a)
+				VPMADDUBSW(a, aw, a)
+				VPMADDWD(ones, a, a)
+				scaleFMA(a, fs.Offset(32*r+4*ib), acc[r])
+			}
+		}
+		ADDQ(U32(136), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+	})
+	storeOut4(acc)
 }
