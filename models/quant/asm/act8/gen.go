@@ -449,8 +449,11 @@ const iq4Sig = "func(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
 
 // IQ4_NL: 18-byte blocks of 32, d f16 @0, qs[16] @2: y[j] = d·kv[qs[j]&15],
 // y[j+16] = d·kv[qs[j]>>4], kv the 16 int8 levels of kvalues_iq4nl (−127 …
-// 113, so |w|·a pairs stay within VPMADDUBSW's int16). Two blocks per
-// iteration, as dotQ8_0.
+// 113, so |w|·a pairs stay within VPMADDUBSW's int16). Eight blocks per
+// iteration, their eight f16 scales gathered and converted in one vector
+// and multiplied by the eight activation scales at once (a scalar chain
+// per block was a quarter of the instructions); the last nblk%8 blocks
+// one at a time.
 func dotIQ4NL() {
 	name := "dotIQ4NLQ8AVX2"
 	TEXT(name, NOSPLIT, iq4Sig)
@@ -461,35 +464,50 @@ func dotIQ4NL() {
 	VBROADCASTI128(Mem{Base: kvp}, kv)
 	m4 := broadcastByte(0x0f)
 	ones := onesW()
+	fs := AllocLocal(32) // d_w·d_a of the eight blocks
 	acc := zeroed(2)
-	pairs := GP64()
-	MOVQ(n, pairs)
-	SHRQ(U8(1), pairs)
-	one := func(k int) {
+	dot := func(k int) reg.VecVirtual {
 		w := iq4Weights(Mem{Base: p, Disp: 18*k + 2}, kv, m4)
 		a := YMM()
 		VMOVDQU(Mem{Base: q, Disp: 32 * k}, a)
 		signedDot(w, a)
 		VPMADDWD(ones, w, w)
-		s := f16Scalar(Mem{Base: p, Disp: 18 * k})
-		VMULSS(Mem{Base: d, Disp: 4 * k}, s, s)
+		return w
+	}
+	groups := GP64()
+	MOVQ(n, groups)
+	SHRQ(U8(3), groups)
+	loop("iq4nl", groups, func() {
+		prefetchLines(p, 144)
+		h := XMM()
+		VPXOR(h, h, h)
+		for k := range 8 {
+			VPINSRW(U8(k), Mem{Base: p, Disp: 18 * k}, h, h)
+		}
+		sc := YMM()
+		VCVTPH2PS(h, sc)
+		VMULPS(Mem{Base: d}, sc, sc)
+		VMOVUPS(sc, fs)
+		for k := range 8 {
+			scaleFMA(dot(k), fs.Offset(4*k), acc[k&1])
+		}
+		ADDQ(U32(144), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+	})
+	ANDQ(U32(7), n)
+	loop("iq4nl_tail", n, func() {
+		w := dot(0)
+		s := f16Scalar(Mem{Base: p})
+		VMULSS(Mem{Base: d}, s, s)
 		sy := YMM()
 		VBROADCASTSS(s, sy)
 		VCVTDQ2PS(w, w)
-		VFMADD231PS(sy, w, acc[k])
-	}
-	loop("iq4nl", pairs, func() {
-		prefetchLines(p, 36)
-		one(0)
-		one(1)
-		ADDQ(U32(36), p)
-		ADDQ(U32(64), q)
-		ADDQ(U32(8), d)
+		VFMADD231PS(sy, w, acc[0])
+		ADDQ(U32(18), p)
+		ADDQ(U32(32), q)
+		ADDQ(U32(4), d)
 	})
-	ANDQ(U32(1), n)
-	JZ(LabelRef("iq4nl_tail_done"))
-	one(0)
-	Label("iq4nl_tail_done")
 	hsum(acc...)
 }
 
@@ -660,8 +678,8 @@ func storeOut4(acc []reg.VecVirtual) {
 }
 
 // dotIQ4NLx4: dotIQ4NL for four activation rows, each block's 32 levels
-// looked up, their magnitudes taken and its scale converted once for the
-// four (prefill's trunk rows).
+// looked up and their magnitudes taken once for the four (prefill's trunk
+// rows); eight blocks' scales converted at once, as dotIQ4NL.
 func dotIQ4NLx4() {
 	name := "dotIQ4NLQ8x4AVX2"
 	TEXT(name, NOSPLIT, iq4x4Sig)
@@ -673,24 +691,61 @@ func dotIQ4NLx4() {
 	VBROADCASTI128(Mem{Base: kvp}, kv)
 	m4 := broadcastByte(0x0f)
 	ones := onesW()
+	fs := AllocLocal(4 * 32) // per row r: d_w·d_r of the eight blocks
 	acc := zeroed(4)
 	q3, d3 := GP64(), GP64()
 	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
 	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	loop("iq4nlx4", n, func() {
-		PREFETCHT0(Mem{Base: p, Disp: prefetch})
-		w := iq4Weights(Mem{Base: p, Disp: 2}, kv, m4)
+	// rowDot is block k's weights (levels w, magnitudes aw) · row r's levels.
+	rowDot := func(w, aw reg.VecVirtual, r, k int) reg.VecVirtual {
+		qm, _ := act8Row4(q, d, qs, ds, q3, d3, r, 32*k, 0)
+		a := YMM()
+		VMOVDQU(qm, a)
+		VPSIGNB(w, a, a)
+		VPMADDUBSW(a, aw, a)
+		VPMADDWD(ones, a, a)
+		return a
+	}
+	weights := func(k int) (reg.VecVirtual, reg.VecVirtual) {
+		w := iq4Weights(Mem{Base: p, Disp: 18*k + 2}, kv, m4)
 		aw := YMM()
 		VPSIGNB(w, w, aw)
+		return w, aw
+	}
+	groups := GP64()
+	MOVQ(n, groups)
+	SHRQ(U8(3), groups)
+	loop("iq4nlx4", groups, func() {
+		prefetchLines(p, 144)
+		h := XMM()
+		VPXOR(h, h, h)
+		for k := range 8 {
+			VPINSRW(U8(k), Mem{Base: p, Disp: 18 * k}, h, h)
+		}
+		dw := YMM()
+		VCVTPH2PS(h, dw)
+		for r := range 4 {
+			_, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
+			blockScales(dw, dm, fs.Offset(32*r))
+		}
+		for k := range 8 {
+			w, aw := weights(k)
+			for r := range 4 {
+				scaleFMA(rowDot(w, aw, r, k), fs.Offset(32*r+4*k), acc[r])
+			}
+		}
+		ADDQ(U32(144), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+	})
+	ANDQ(U32(7), n)
+	loop("iq4nlx4_tail", n, func() {
+		w, aw := weights(0)
 		dw := f16Scalar(Mem{Base: p})
 		for r := range 4 {
-			qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
-			a := YMM()
-			VMOVDQU(qm, a)
-			VPSIGNB(w, a, a)
-			VPMADDUBSW(a, aw, a)
-			VPMADDWD(ones, a, a)
+			a := rowDot(w, aw, r, 0)
 			VCVTDQ2PS(a, a)
+			_, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
 			s := XMM()
 			VMULSS(dm, dw, s)
 			sy := YMM()
