@@ -13,6 +13,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/strata-llm/strata/models/quant/asm/emit"
 )
 
 func main() {
@@ -33,83 +35,13 @@ func main() {
 	Generate()
 }
 
-// hsum reduces the accumulators to their float32 sum and returns it.
-func hsum(accs ...reg.VecVirtual) {
-	for len(accs) > 1 {
-		var next []reg.VecVirtual
-		for i := 0; i+1 < len(accs); i += 2 {
-			VADDPS(accs[i+1], accs[i], accs[i])
-			next = append(next, accs[i])
-		}
-		if len(accs)%2 == 1 {
-			next = append(next, accs[len(accs)-1])
-		}
-		accs = next
-	}
-	y := accs[0]
-	hi := XMM()
-	VEXTRACTF128(U8(1), y, hi)
-	lo := y.AsX()
-	VADDPS(hi, lo, lo)
-	VMOVHLPS(lo, hi, hi)
-	VADDPS(hi, lo, lo)
-	VPSHUFD(U8(1), lo, hi)
-	VADDSS(hi, lo, lo)
-	VZEROUPPER()
-	Store(lo, ReturnIndex(0))
-	RET()
-}
-
-func zeroed(n int) []reg.VecVirtual {
-	out := make([]reg.VecVirtual, n)
-	for i := range out {
-		out[i] = YMM()
-		VXORPS(out[i], out[i], out[i])
-	}
-	return out
-}
-
-// loop emits: if n == 0 skip; do { body } while --n != 0.
-func loop(name string, n reg.Register, body func()) {
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	body()
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-}
-
-// broadcastF16 loads the ggml_half at m and broadcasts it as float32.
-func broadcastF16(m Mem) reg.VecVirtual {
-	t := GP32()
-	MOVWLZX(m, t)
-	x := XMM()
-	VMOVD(t, x)
-	VCVTPH2PS(x, x)
-	y := YMM()
-	VBROADCASTSS(x, y)
-	return y
-}
-
-// broadcastByte returns a vector with every byte b.
-func broadcastByte(b uint8) reg.VecVirtual {
-	t := GP32()
-	MOVL(U32(uint32(b)*0x01010101), t)
-	x := XMM()
-	VMOVD(t, x)
-	y := YMM()
-	VPBROADCASTD(x, y)
-	return y
-}
-
 func dotF32() {
 	TEXT("dotF32AVX2", NOSPLIT, "func(a, b *float32, n int) float32")
 	Doc("dotF32AVX2 is Σ a[i]·b[i] over n elements, n a multiple of 32.")
 	a, b, n := Load(Param("a"), GP64()), Load(Param("b"), GP64()), Load(Param("n"), GP64())
 	SHRQ(U8(5), n)
-	acc := zeroed(4)
-	loop("f32", n, func() {
+	acc := emit.Zeroed(4)
+	emit.Loop("f32", n, func() {
 		for k := range 4 {
 			t := YMM()
 			VMOVUPS(Mem{Base: a, Disp: 32 * k}, t)
@@ -118,7 +50,7 @@ func dotF32() {
 		ADDQ(U32(128), a)
 		ADDQ(U32(128), b)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // dotHalf: f16 (VCVTPH2PS) or bf16 (the bits shifted into a float32's top half).
@@ -127,8 +59,8 @@ func dotHalf(name string, f16 bool) {
 	Doc(fmt.Sprintf("%s is Σ w[i]·x[i] over n elements stored as %s, n a multiple of 32.", name, map[bool]string{true: "f16", false: "bf16"}[f16]))
 	w, x, n := Load(Param("w"), GP64()), Load(Param("x"), GP64()), Load(Param("n"), GP64())
 	SHRQ(U8(5), n)
-	acc := zeroed(4)
-	loop(name, n, func() {
+	acc := emit.Zeroed(4)
+	emit.Loop(name, n, func() {
 		for k := range 4 {
 			t := YMM()
 			if f16 {
@@ -142,7 +74,7 @@ func dotHalf(name string, f16 bool) {
 		ADDQ(U32(64), w)
 		ADDQ(U32(128), x)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // Q8_0: 34-byte blocks of 32, d f16 @0, qs int8[32] @2.
@@ -150,9 +82,9 @@ func dotQ8_0() {
 	TEXT("dotQ8_0AVX2", NOSPLIT, "func(blk *byte, x *float32, nblk int) float32")
 	Doc("dotQ8_0AVX2 is Σ decode(blk)[i]·x[i] over nblk q8_0 blocks.")
 	p, x, n := Load(Param("blk"), GP64()), Load(Param("x"), GP64()), Load(Param("nblk"), GP64())
-	acc := zeroed(4)
-	loop("q8", n, func() {
-		d := broadcastF16(Mem{Base: p})
+	acc := emit.Zeroed(4)
+	emit.Loop("q8", n, func() {
+		d := emit.BroadcastF16(Mem{Base: p})
 		for k := range 4 {
 			q := YMM()
 			VPMOVSXBD(Mem{Base: p, Disp: 2 + 8*k}, q)
@@ -163,7 +95,7 @@ func dotQ8_0() {
 		ADDQ(U32(34), p)
 		ADDQ(U32(128), x)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // scaleVec converts the 8 bytes at the low end of v (signed or not) to
@@ -189,9 +121,9 @@ func dotQ4K() {
 	p, x, n := Load(Param("blk"), GP64()), Load(Param("x"), GP64()), Load(Param("nblk"), GP64())
 	sc := AllocLocal(64) // 8 scales·d, 8 mins·dmin
 	qb := AllocLocal(64) // one 64-value chunk's levels
-	acc := zeroed(4)
-	m4 := broadcastByte(0x0f)
-	loop("q4k", n, func() {
+	acc := emit.Zeroed(4)
+	m4 := emit.BroadcastByte(0x0f)
+	emit.Loop("q4k", n, func() {
 		q4kScales(p, sc)
 		for c := range 4 {
 			q, h := YMM(), YMM()
@@ -227,7 +159,7 @@ func dotQ4K() {
 		ADDQ(U32(144), p)
 		ADDQ(U32(1024), x)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // q4kScales writes the q4_K block at p's 8 scales·d and 8 mins·dmin as
@@ -255,7 +187,7 @@ func q4kScales(p reg.Register, sc Mem) {
 	ORQ(hi, lo)
 	xs := XMM()
 	VMOVQ(lo, xs)
-	d := broadcastF16(Mem{Base: p})
+	d := emit.BroadcastF16(Mem{Base: p})
 	scaleVec(xs, false, d, sc)
 	// mins: lo = w1 & 0x3f3f3f3f, hi = ((w2>>4) & 0x0f0f0f0f) | ((w1>>6) & 0x03030303) << 4
 	MOVL(w1.As32(), lo.As32())
@@ -272,7 +204,7 @@ func q4kScales(p reg.Register, sc Mem) {
 	ORQ(hi, lo)
 	xm := XMM()
 	VMOVQ(lo, xm)
-	dm := broadcastF16(Mem{Base: p, Disp: 2})
+	dm := emit.BroadcastF16(Mem{Base: p, Disp: 2})
 	scaleVec(xm, false, dm, sc.Offset(32))
 }
 
@@ -286,9 +218,9 @@ func dotQ6K() {
 	p, x, n := Load(Param("blk"), GP64()), Load(Param("x"), GP64()), Load(Param("nblk"), GP64())
 	sc := AllocLocal(64)  // 16 scales·d
 	qb := AllocLocal(128) // one half's levels, q−32 as int8
-	acc := zeroed(4)
+	acc := emit.Zeroed(4)
 	masks := newQ6KMasks()
-	loop("q6k", n, func() {
+	emit.Loop("q6k", n, func() {
 		q6kLevels(p, sc, qb, masks, func(half int) {
 			for s := range 8 { // sub-blocks of 16
 				xo := 4 * (128*half + 16*s)
@@ -307,7 +239,7 @@ func dotQ6K() {
 		ADDQ(U32(210), p)
 		ADDQ(U32(1024), x)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // q6kMasks are the byte masks 0x0f, 0x03 and the offset 32, set up once
@@ -315,7 +247,7 @@ func dotQ6K() {
 type q6kMasks [3]reg.VecVirtual
 
 func newQ6KMasks() q6kMasks {
-	return q6kMasks{broadcastByte(0x0f), broadcastByte(0x03), broadcastByte(32)}
+	return q6kMasks{emit.BroadcastByte(0x0f), emit.BroadcastByte(0x03), emit.BroadcastByte(32)}
 }
 
 // q6kLevels writes the q6_K block at p's 16 scales·d as float32 into
@@ -323,7 +255,7 @@ func newQ6KMasks() q6kMasks {
 // qb[0:128] and calls consume(half).
 func q6kLevels(p reg.Register, sc, qb Mem, m q6kMasks, consume func(half int)) {
 	m4, m3, c32 := m[0], m[1], m[2]
-	d := broadcastF16(Mem{Base: p, Disp: 208})
+	d := emit.BroadcastF16(Mem{Base: p, Disp: 208})
 	scaleVec(Mem{Base: p, Disp: 192}, true, d, sc)
 	scaleVec(Mem{Base: p, Disp: 200}, true, d, sc.Offset(32))
 	for half := range 2 {
@@ -351,7 +283,7 @@ func q6kLevels(p reg.Register, sc, qb Mem, m q6kMasks, consume func(half int)) {
 // iq2xsScales writes the iq2_xs block at p's 16 group scales
 // (0.5+s)·0.25·d as float32 into sc[0:64].
 func iq2xsScales(p reg.Register, sc Mem) {
-	d := broadcastF16(Mem{Base: p})
+	d := emit.BroadcastF16(Mem{Base: p})
 	// (0.5+s)·0.25·d = (2s+1)·d/8: the nibbles as 2s+1, times d/8.
 	eighth := GP32()
 	MOVL(U32(0x3e000000), eighth) // 0.125
@@ -363,7 +295,7 @@ func iq2xsScales(p reg.Register, sc Mem) {
 	b := XMM()
 	VMOVQ(Mem{Base: p, Disp: 66}, b)
 	lo, hi := XMM(), XMM()
-	m4 := broadcastByte(0x0f)
+	m4 := emit.BroadcastByte(0x0f)
 	VPAND(m4.AsX(), b, lo)
 	VPSRLW(U8(4), b, hi)
 	VPAND(m4.AsX(), hi, hi)
@@ -397,8 +329,8 @@ func dotIQ2XS() {
 	p, x, n := Load(Param("blk"), GP64()), Load(Param("x"), GP64()), Load(Param("nblk"), GP64())
 	grid, signs := Load(Param("grid"), GP64()), Load(Param("signs"), GP64())
 	sc := AllocLocal(64) // 16 scales·d·0.25 (the 0.5 offset folded in)
-	acc := zeroed(4)
-	loop("iq2", n, func() {
+	acc := emit.Zeroed(4)
+	emit.Loop("iq2", n, func() {
 		iq2xsScales(p, sc)
 		for g := range 16 {
 			t := YMM()
@@ -427,7 +359,7 @@ func dotIQ2XS() {
 		ADDQ(U32(74), p)
 		ADDQ(U32(1024), x)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // The x4 kernels multiply one row of blocks with four activation rows at
@@ -493,8 +425,8 @@ func dotQ8_0x4() {
 	Doc("dotQ8_0x4AVX2: out[r] = Σ decode(blk)[i]·x_r[i] over nblk q8_0 blocks, for the four rows x_r = x + r·stride bytes.")
 	p, n := Load(Param("blk"), GP64()), Load(Param("nblk"), GP64())
 	r := newRows4()
-	loop("q8x4", n, func() {
-		d := broadcastF16(Mem{Base: p})
+	emit.Loop("q8x4", n, func() {
+		d := emit.BroadcastF16(Mem{Base: p})
 		for k := range 4 {
 			v := YMM()
 			VPMOVSXBD(Mem{Base: p, Disp: 2 + 8*k}, v)
@@ -515,8 +447,8 @@ func dotQ4Kx4() {
 	sc := AllocLocal(64)
 	qb := AllocLocal(64)
 	r := newRows4()
-	m4 := broadcastByte(0x0f)
-	loop("q4kx4", n, func() {
+	m4 := emit.BroadcastByte(0x0f)
+	emit.Loop("q4kx4", n, func() {
 		q4kScales(p, sc)
 		for c := range 4 {
 			q, h := YMM(), YMM()
@@ -554,7 +486,7 @@ func dotQ6Kx4() {
 	qb := AllocLocal(128)
 	r := newRows4()
 	masks := newQ6KMasks()
-	loop("q6kx4", n, func() {
+	emit.Loop("q6kx4", n, func() {
 		q6kLevels(p, sc, qb, masks, func(half int) {
 			for s := range 8 {
 				b := YMM()
@@ -581,7 +513,7 @@ func dotIQ2XSx4() {
 	grid, signs := Load(Param("grid"), GP64()), Load(Param("signs"), GP64())
 	sc := AllocLocal(64)
 	r := newRows4()
-	loop("iq2x4", n, func() {
+	emit.Loop("iq2x4", n, func() {
 		iq2xsScales(p, sc)
 		for g := range 16 {
 			s := YMM()
@@ -615,7 +547,7 @@ func dotHalfx4(name string, f16 bool) {
 	w, n := Load(Param("w"), GP64()), Load(Param("n"), GP64())
 	SHRQ(U8(5), n)
 	r := newRows4()
-	loop(name, n, func() {
+	emit.Loop(name, n, func() {
 		for k := range 4 {
 			v := YMM()
 			if f16 {

@@ -13,6 +13,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/strata-llm/strata/models/quant/asm/emit"
 )
 
 func main() {
@@ -43,77 +45,6 @@ func prefetchLines(p reg.Register, n int) {
 }
 
 const sig = "func(blk *byte, q *int8, d *float32, nblk int) float32"
-
-func hsum(accs ...reg.VecVirtual) {
-	for len(accs) > 1 {
-		var next []reg.VecVirtual
-		for i := 0; i+1 < len(accs); i += 2 {
-			VADDPS(accs[i+1], accs[i], accs[i])
-			next = append(next, accs[i])
-		}
-		if len(accs)%2 == 1 {
-			next = append(next, accs[len(accs)-1])
-		}
-		accs = next
-	}
-	y := accs[0]
-	lo := hsumX(y)
-	VZEROUPPER()
-	Store(lo, ReturnIndex(0))
-	RET()
-}
-
-// hsumX leaves the sum of y's 8 lanes in the low lane of the returned xmm.
-func hsumX(y reg.VecVirtual) reg.Register {
-	hi := XMM()
-	VEXTRACTF128(U8(1), y, hi)
-	lo := y.AsX()
-	VADDPS(hi, lo, lo)
-	VMOVHLPS(lo, hi, hi)
-	VADDPS(hi, lo, lo)
-	VPSHUFD(U8(1), lo, hi)
-	VADDSS(hi, lo, lo)
-	return lo
-}
-
-func zeroed(n int) []reg.VecVirtual {
-	out := make([]reg.VecVirtual, n)
-	for i := range out {
-		out[i] = YMM()
-		VXORPS(out[i], out[i], out[i])
-	}
-	return out
-}
-
-func loop(name string, n reg.Register, body func()) {
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	body()
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-}
-
-// f16Scalar loads the ggml_half at m as a float32 in the low lane of an xmm.
-func f16Scalar(m Mem) reg.VecVirtual {
-	t := GP32()
-	MOVWLZX(m, t)
-	x := XMM()
-	VMOVD(t, x)
-	VCVTPH2PS(x, x)
-	return x
-}
-
-func broadcastByte(b uint8) reg.VecVirtual {
-	t := GP32()
-	MOVL(U32(uint32(b)*0x01010101), t)
-	x := XMM()
-	VMOVD(t, x)
-	y := YMM()
-	VPBROADCASTD(x, y)
-	return y
-}
 
 // onesW is a vector of int16 ones (VPMADDWD by it sums adjacent pairs).
 func onesW() reg.VecVirtual {
@@ -154,7 +85,7 @@ func dotQ8_0() {
 	Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q8_0 blocks, in integers per block.")
 	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	ones := onesW()
-	acc := zeroed(2)
+	acc := emit.Zeroed(2)
 	pairs := GP64()
 	MOVQ(n, pairs)
 	SHRQ(U8(1), pairs)
@@ -164,14 +95,14 @@ func dotQ8_0() {
 		VMOVDQU(Mem{Base: q, Disp: 32 * k}, a)
 		signedDot(w, a)
 		VPMADDWD(ones, w, w)
-		s := f16Scalar(Mem{Base: p, Disp: 34 * k})
+		s := emit.F16Scalar(Mem{Base: p, Disp: 34 * k})
 		VMULSS(Mem{Base: d, Disp: 4 * k}, s, s)
 		sy := YMM()
 		VBROADCASTSS(s, sy)
 		VCVTDQ2PS(w, w)
 		VFMADD231PS(sy, w, acc[k])
 	}
-	loop("q8", pairs, func() {
+	emit.Loop("q8", pairs, func() {
 		prefetchLines(p, 68)
 		one(0)
 		one(1)
@@ -183,7 +114,7 @@ func dotQ8_0() {
 	JZ(LabelRef("q8_tail_done"))
 	one(0)
 	Label("q8_tail_done")
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // Q6_K: 210-byte blocks of 256: ql[128] @0, qh[64] @128, int8 scales[16]
@@ -197,14 +128,14 @@ func dotQ6K() {
 	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	sc := AllocLocal(32) // the 16 scales as int16
 	fs := AllocLocal(32) // d_w·d[j] for the block's 8 activation blocks
-	m4, m3, c32 := broadcastByte(0x0f), broadcastByte(0x03), broadcastByte(32)
-	acc := zeroed(2)
-	loop("q6k", n, func() {
+	m4, m3, c32 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x03), emit.BroadcastByte(32)
+	acc := emit.Zeroed(2)
+	emit.Loop("q6k", n, func() {
 		prefetchLines(p, 210)
 		s16 := YMM()
 		VPMOVSXBW(Mem{Base: p, Disp: 192}, s16)
 		VMOVDQU(s16, sc)
-		dw := f16Scalar(Mem{Base: p, Disp: 208})
+		dw := emit.F16Scalar(Mem{Base: p, Disp: 208})
 		dwy := YMM()
 		VBROADCASTSS(dw, dwy)
 		blockScales(dwy, Mem{Base: d}, fs)
@@ -242,7 +173,7 @@ func dotQ6K() {
 		ADDQ(U32(256), q)
 		ADDQ(U32(32), d)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit
@@ -255,11 +186,11 @@ func dotQ4K() {
 	Doc("dotQ4KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_K blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.")
 	p, q, d, s, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64()), Load(Param("nblk"), GP64())
 	ones := onesW()
-	m4 := broadcastByte(0x0f)
+	m4 := emit.BroadcastByte(0x0f)
 	fs := AllocLocal(32) // scale_j·d_w·d[j] for the block's 8 sub-blocks
-	acc := zeroed(2)
-	mins := zeroed(1)[0]
-	loop("q4k", n, func() {
+	acc := emit.Zeroed(2)
+	mins := emit.Zeroed(1)[0]
+	emit.Loop("q4k", n, func() {
 		prefetchLines(p, 144)
 		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
 		// the mins: acc −= Σ_j mins[j]·s[j]
@@ -289,7 +220,7 @@ func dotQ4K() {
 	})
 	// mins holds −Σ min·s per lane; the lanes are summed with acc's.
 	VADDPS(mins, acc[0], acc[0])
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // q4kScales returns the q4_K block at p's 8 scales·d and 8 mins·dmin as
@@ -327,11 +258,11 @@ func q4kScales(p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
 	}
 	scf := pack(w0, 0)
 	mnf := pack(w1, 4)
-	dd := f16Scalar(Mem{Base: p})
+	dd := emit.F16Scalar(Mem{Base: p})
 	dy := YMM()
 	VBROADCASTSS(dd, dy)
 	VMULPS(dy, scf, scf)
-	dm := f16Scalar(Mem{Base: p, Disp: 2})
+	dm := emit.F16Scalar(Mem{Base: p, Disp: 2})
 	dmy := YMM()
 	VBROADCASTSS(dm, dmy)
 	VMULPS(dmy, mnf, mnf)
@@ -352,9 +283,9 @@ func dotIQ2XS() {
 	sc := AllocLocal(16) // the 16 (2s+1) as bytes
 	fs := AllocLocal(32) // d_w/8·d[j] for the block's 8 activation blocks
 	masks := iq2ScaleMasks()
-	m4 := broadcastByte(0x0f)
-	acc := zeroed(2)
-	loop("iq2", n, func() {
+	m4 := emit.BroadcastByte(0x0f)
+	acc := emit.Zeroed(2)
+	emit.Loop("iq2", n, func() {
 		prefetchLines(p, 74)
 		// scales: bytes b → (2·lo+1, 2·hi+1) interleaved.
 		b, lo, hi := XMM(), XMM(), XMM()
@@ -370,7 +301,7 @@ func dotIQ2XS() {
 		VMOVDQU(lo, sc)
 		sv := YMM()
 		VBROADCASTI128(sc, sv)
-		dw := f16Scalar(Mem{Base: p})
+		dw := emit.F16Scalar(Mem{Base: p})
 		eighth := GP32()
 		MOVL(U32(0x3e000000), eighth) // 0.125
 		e := XMM()
@@ -408,7 +339,7 @@ func dotIQ2XS() {
 		ADDQ(U32(256), q)
 		ADDQ(U32(32), d)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // iq2ScaleMasks are the VPSHUFB masks that spread scale bytes 2b (low 128
@@ -462,10 +393,10 @@ func dotIQ4NL() {
 	kvp := Load(Param("kv"), GP64())
 	kv := YMM()
 	VBROADCASTI128(Mem{Base: kvp}, kv)
-	m4 := broadcastByte(0x0f)
+	m4 := emit.BroadcastByte(0x0f)
 	ones := onesW()
 	fs := AllocLocal(32) // d_w·d_a of the eight blocks
-	acc := zeroed(2)
+	acc := emit.Zeroed(2)
 	dot := func(k int) reg.VecVirtual {
 		w := iq4Weights(Mem{Base: p, Disp: 18*k + 2}, kv, m4)
 		a := YMM()
@@ -477,7 +408,7 @@ func dotIQ4NL() {
 	groups := GP64()
 	MOVQ(n, groups)
 	SHRQ(U8(3), groups)
-	loop("iq4nl", groups, func() {
+	emit.Loop("iq4nl", groups, func() {
 		prefetchLines(p, 144)
 		h := XMM()
 		VPXOR(h, h, h)
@@ -496,9 +427,9 @@ func dotIQ4NL() {
 		ADDQ(U32(32), d)
 	})
 	ANDQ(U32(7), n)
-	loop("iq4nl_tail", n, func() {
+	emit.Loop("iq4nl_tail", n, func() {
 		w := dot(0)
-		s := f16Scalar(Mem{Base: p})
+		s := emit.F16Scalar(Mem{Base: p})
 		VMULSS(Mem{Base: d}, s, s)
 		sy := YMM()
 		VBROADCASTSS(s, sy)
@@ -508,7 +439,7 @@ func dotIQ4NL() {
 		ADDQ(U32(32), q)
 		ADDQ(U32(4), d)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // IQ4_XS: 136-byte blocks of 256: d f16 @0, scales_h u16 @2 (bits 2ib,
@@ -523,12 +454,12 @@ func dotIQ4XS() {
 	kvp := Load(Param("kv"), GP64())
 	kv := YMM()
 	VBROADCASTI128(Mem{Base: kvp}, kv)
-	m4 := broadcastByte(0x0f)
+	m4 := emit.BroadcastByte(0x0f)
 	ones := onesW()
 	shifts := iq4xsShifts()
 	fs := AllocLocal(32) // d_w·(ls_j−32)·d[j] for the block's 8 sub-blocks
-	acc := zeroed(2)
-	loop("iq4xs", n, func() {
+	acc := emit.Zeroed(2)
+	emit.Loop("iq4xs", n, func() {
 		prefetchLines(p, 136)
 		l := iq4xsScales(p, shifts)
 		blockScales(l, Mem{Base: d}, fs)
@@ -544,7 +475,7 @@ func dotIQ4XS() {
 		ADDQ(U32(256), q)
 		ADDQ(U32(32), d)
 	})
-	hsum(acc...)
+	emit.Hsum(acc...)
 }
 
 // iq4xsScales returns the iq4_xs block at p's 8 sub-block scales
@@ -565,7 +496,7 @@ func iq4xsScales(p reg.Register, shifts Mem) reg.VecVirtual {
 	VPBROADCASTD(shifts.Offset(72), c) // 32
 	VPSUBD(c, l, l)
 	VCVTDQ2PS(l, l)
-	dw := f16Scalar(Mem{Base: p})
+	dw := emit.F16Scalar(Mem{Base: p})
 	dwy := YMM()
 	VBROADCASTSS(dw, dwy)
 	VMULPS(dwy, l, l)
@@ -604,16 +535,16 @@ func dotQ8_0x4() {
 	p, q, d := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
 	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
 	ones := onesW()
-	acc := zeroed(4)
+	acc := emit.Zeroed(4)
 	q3, d3 := GP64(), GP64()
 	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
 	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	loop("q8x4", n, func() {
+	emit.Loop("q8x4", n, func() {
 		PREFETCHT0(Mem{Base: p, Disp: prefetch})
 		w, aw := YMM(), YMM()
 		VMOVDQU(Mem{Base: p, Disp: 2}, w)
 		VPSIGNB(w, w, aw)
-		dw := f16Scalar(Mem{Base: p})
+		dw := emit.F16Scalar(Mem{Base: p})
 		for r := range 4 {
 			qm := Mem{Base: q}
 			dm := Mem{Base: d}
@@ -643,7 +574,7 @@ func dotQ8_0x4() {
 	})
 	out := Load(Param("out"), GP64())
 	for r := range 4 {
-		lo := hsumX(acc[r])
+		lo := emit.HsumX(acc[r])
 		VMOVSS(lo, Mem{Base: out, Disp: 4 * r})
 	}
 	VZEROUPPER()
@@ -670,7 +601,7 @@ func act8Row4(q, d, qs, ds, q3, d3 reg.Register, r, qdisp, ddisp int) (Mem, Mem)
 func storeOut4(acc []reg.VecVirtual) {
 	out := Load(Param("out"), GP64())
 	for r := range 4 {
-		lo := hsumX(acc[r])
+		lo := emit.HsumX(acc[r])
 		VMOVSS(lo, Mem{Base: out, Disp: 4 * r})
 	}
 	VZEROUPPER()
@@ -689,10 +620,10 @@ func dotIQ4NLx4() {
 	kvp := Load(Param("kv"), GP64())
 	kv := YMM()
 	VBROADCASTI128(Mem{Base: kvp}, kv)
-	m4 := broadcastByte(0x0f)
+	m4 := emit.BroadcastByte(0x0f)
 	ones := onesW()
 	fs := AllocLocal(4 * 32) // per row r: d_w·d_r of the eight blocks
-	acc := zeroed(4)
+	acc := emit.Zeroed(4)
 	q3, d3 := GP64(), GP64()
 	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
 	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
@@ -715,7 +646,7 @@ func dotIQ4NLx4() {
 	groups := GP64()
 	MOVQ(n, groups)
 	SHRQ(U8(3), groups)
-	loop("iq4nlx4", groups, func() {
+	emit.Loop("iq4nlx4", groups, func() {
 		prefetchLines(p, 144)
 		h := XMM()
 		VPXOR(h, h, h)
@@ -739,9 +670,9 @@ func dotIQ4NLx4() {
 		ADDQ(U32(32), d)
 	})
 	ANDQ(U32(7), n)
-	loop("iq4nlx4_tail", n, func() {
+	emit.Loop("iq4nlx4_tail", n, func() {
 		w, aw := weights(0)
-		dw := f16Scalar(Mem{Base: p})
+		dw := emit.F16Scalar(Mem{Base: p})
 		for r := range 4 {
 			a := rowDot(w, aw, r, 0)
 			VCVTDQ2PS(a, a)
@@ -770,15 +701,15 @@ func dotIQ4XSx4() {
 	kvp := Load(Param("kv"), GP64())
 	kv := YMM()
 	VBROADCASTI128(Mem{Base: kvp}, kv)
-	m4 := broadcastByte(0x0f)
+	m4 := emit.BroadcastByte(0x0f)
 	ones := onesW()
 	shifts := iq4xsShifts()
 	fs := AllocLocal(4 * 32) // per row r: d_w·(ls_j−32)·d_r[j], j < 8
-	acc := zeroed(4)
+	acc := emit.Zeroed(4)
 	q3, d3 := GP64(), GP64()
 	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
 	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	loop("iq4xsx4", n, func() {
+	emit.Loop("iq4xsx4", n, func() {
 		prefetchLines(p, 136)
 		l := iq4xsScales(p, shifts)
 		for r := range 4 {
