@@ -260,20 +260,7 @@ func q6kLevels(p reg.Register, sc, qb Mem, m q6kMasks, consume func(half int)) {
 	scaleVec(Mem{Base: p, Disp: 200}, true, d, sc.Offset(32))
 	for half := range 2 {
 		for c := range 4 {
-			l, h := YMM(), YMM()
-			VMOVDQU(Mem{Base: p, Disp: 64*half + 32*(c&1)}, l)
-			if c >= 2 {
-				VPSRLW(U8(4), l, l)
-			}
-			VPAND(m4, l, l)
-			VMOVDQU(Mem{Base: p, Disp: 128 + 32*half}, h)
-			if c > 0 {
-				VPSRLW(U8(2*c), h, h)
-			}
-			VPAND(m3, h, h)
-			VPSLLW(U8(4), h, h)
-			VPOR(h, l, l)
-			VPSUBB(c32, l, l)
+			l := emit.Q6KLevels(p, half, c, m4, m3, c32)
 			VMOVDQU(l, qb.Offset(32*c))
 		}
 		consume(half)

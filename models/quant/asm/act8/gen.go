@@ -141,20 +141,7 @@ func dotQ6K() {
 		blockScales(dwy, Mem{Base: d}, fs)
 		for half := range 2 {
 			for c := range 4 {
-				l, h := YMM(), YMM()
-				VMOVDQU(Mem{Base: p, Disp: 64*half + 32*(c&1)}, l)
-				if c >= 2 {
-					VPSRLW(U8(4), l, l)
-				}
-				VPAND(m4, l, l)
-				VMOVDQU(Mem{Base: p, Disp: 128 + 32*half}, h)
-				if c > 0 {
-					VPSRLW(U8(2*c), h, h)
-				}
-				VPAND(m3, h, h)
-				VPSLLW(U8(4), h, h)
-				VPOR(h, l, l)
-				VPSUBB(c32, l, l)
+				l := emit.Q6KLevels(p, half, c, m4, m3, c32)
 				a := YMM()
 				blk := 4*half + c
 				VMOVDQU(Mem{Base: q, Disp: 32 * blk}, a)
