@@ -59,13 +59,14 @@ func New(p Params) (*Table, error) {
 func nextPrime(n int64) int64 {
 	for {
 		n++
-		if isPrime(n) {
+		if IsPrime(n) {
 			return n
 		}
 	}
 }
 
-func isPrime(n int64) bool {
+// IsPrime reports whether n is prime, by trial division.
+func IsPrime(n int64) bool {
 	if n < 2 {
 		return false
 	}

@@ -173,7 +173,7 @@ func ngramParams(f *gguf.File, p gguf.Qwen4ExpParams, vocab uint64) (ngram.Param
 
 	p0 := p.HeadVocabSizes[0]
 	lo := p0 - 1 // the previous prime, exclusive
-	for lo > 1 && !isPrime(lo) {
+	for lo > 1 && !ngram.IsPrime(lo) {
 		lo--
 	}
 	np.Base = int(p0)
@@ -251,19 +251,4 @@ func trailingZeros(n int64) int {
 		z++
 	}
 	return z
-}
-
-func isPrime(n int64) bool {
-	if n < 2 {
-		return false
-	}
-	if n%2 == 0 {
-		return n == 2
-	}
-	for d := int64(3); d*d <= n; d += 2 {
-		if n%d == 0 {
-			return false
-		}
-	}
-	return true
 }
