@@ -108,16 +108,51 @@ func allowed(from, to string) bool {
 		if under(to, "gen", "templates/msl", "cmd") {
 			return false
 		}
-		if to == "." || under(to, "generated") {
-			return from == "runtime/load" // the embedded default and its compiled-in artifact
-		}
-		return true
+		return runtimeAllowed(from, to)
 	case from == "cmd/strata":
 		return !under(to, "gen", "templates/msl", "cmd")
 	case from == "cmd/stratagen":
-		return leaf(to) || under(to, "models", "artifact", "gen", "runtime/resolve", "runtime/gguf", "runtime/weights", "runtime/pack", "runtime/safetensors", "runtime/mmap")
+		return leaf(to) || under(to, "models", "artifact", "gen", "runtime/resolve", "runtime/format/gguf", "runtime/weights", "runtime/format/pack", "runtime/format/safetensors", "runtime/format/mmap")
 	case from == ".":
 		return false // the root holds only the default model's files
+	}
+	return false
+}
+
+// runtimeAllowed is the runtime's rule by folder: each room of runtime/ may
+// import the leaves, artifact, graph and models, and of the runtime only the
+// rooms below it in the data flow. Folders are matched as prefixes, so a new
+// package in a room inherits the room's rule.
+func runtimeAllowed(from, to string) bool {
+	if leaf(to) || under(to, "runtime/internal", "runtime/sysmem") {
+		return true
+	}
+	base := to == "graph" || to == "models" || to == "artifact"
+	switch {
+	case under(from, "runtime/internal"), from == "runtime/sysmem", from == "runtime/eval":
+		return false
+	case under(from, "runtime/format"): // file formats: bytes on disk, nothing above them
+		return under(to, "runtime/format")
+	case from == "runtime/backend": // the contract the engine drives
+		return to == "graph"
+	case under(from, "runtime/backend"): // one backend: the contract, never the engine or another backend
+		return to == "graph" || to == "artifact" || to == "runtime/backend"
+	case from == "runtime/engine": // the decode loop: the contract, never a concrete backend
+		return base || to == "runtime/backend" || strings.HasPrefix(to, "runtime/engine/") || under(to, "runtime/weights", "runtime/arch")
+	case under(from, "runtime/engine"): // its parts (spec, stream, sample): leaves and each other
+		return strings.HasPrefix(to, "runtime/engine/")
+	case under(from, "runtime/arch"): // one file per architecture: the config and the file formats
+		return base || under(to, "runtime/format")
+	case from == "runtime/weights", from == "runtime/resolve":
+		return base || under(to, "runtime/format", "runtime/arch", "runtime/weights")
+	case under(from, "runtime/tools"): // offline tools (convert, imatrix)
+		return base || under(to, "runtime/format", "runtime/arch", "runtime/weights", "runtime/tools")
+	case under(from, "runtime/text"): // tokenizer, chat templates, detokenized streams
+		return under(to, "runtime/text", "runtime/format")
+	case from == "runtime/serve": // the HTTP API over the engine and the text side
+		return under(to, "runtime/engine", "runtime/text")
+	case from == "runtime/load": // the wiring: anything of the runtime, the embedded default
+		return base || under(to, "runtime", "generated") || to == "."
 	}
 	return false
 }
@@ -148,10 +183,13 @@ func TestImportGraph(t *testing.T) {
 // generator, a model config importing the runtime, a generated package
 // importing more than the contract.
 func TestImportRulesRefuse(t *testing.T) {
-	for _, e := range [][2]string{{"runtime/engine", "gen"}, {"runtime/load", "templates/msl"}, {"models", "runtime/gguf"},
-		{"generated/tiny-go", "graph"}, {"cmd/strata", "gen"}, {"runtime/cpu", "generated/tiny-go"}, {"graph", "models"},
-		{"artifact", "runtime/gguf"}, {"cmd/stratagen", "runtime/load"}, {"runtime/engine", "internal/gentest"},
-		{"cmd/strata", "internal/reftensor"}, {"internal/outfile", "runtime/gguf"}} {
+	for _, e := range [][2]string{{"runtime/engine", "gen"}, {"runtime/load", "templates/msl"}, {"models", "runtime/format/gguf"},
+		{"generated/tiny-go", "graph"}, {"cmd/strata", "gen"}, {"runtime/backend/cpu", "generated/tiny-go"}, {"graph", "models"},
+		{"artifact", "runtime/format/gguf"}, {"cmd/stratagen", "runtime/load"}, {"runtime/engine", "internal/gentest"},
+		{"cmd/strata", "internal/reftensor"}, {"internal/outfile", "runtime/format/gguf"},
+		{"runtime/engine", "runtime/backend/cpu"}, {"runtime/backend/cpu", "runtime/engine"}, {"runtime/backend/cuda", "runtime/backend/mslemu"},
+		{"runtime/backend", "runtime/engine"}, {"runtime/format/gguf", "runtime/weights"}, {"runtime/serve", "runtime/load"},
+		{"runtime/engine/sample", "runtime/engine"}, {"runtime/text/chat", "runtime/engine"}} {
 		if allowed(e[0], e[1]) {
 			t.Errorf("%s → %s is allowed", e[0], e[1])
 		}

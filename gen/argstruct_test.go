@@ -12,7 +12,7 @@ import (
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/mslemu"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 )
 
 // mixed exercises every layout rule: 2-byte, 4-byte, 8-byte and 16-byte

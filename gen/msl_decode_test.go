@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/mslemu"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/templates/msl"
 )
 

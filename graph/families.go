@@ -2,7 +2,7 @@ package graph
 
 // Family names a kernel family: the generator's catalog (gen/catalog.go)
 // declares its constants and bindings, templates/msl/<family>.metal.tmpl holds
-// its MSL body, runtime/cpu has one Go function for it, and every Dispatch
+// its MSL body, runtime/backend/cpu has one Go function for it, and every Dispatch
 // says which family it launches. The names are declared here once so that a
 // misspelt family fails to compile instead of failing at load time.
 type Family string

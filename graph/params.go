@@ -15,7 +15,7 @@ const (
 )
 
 // The params header's layout in 32-bit words: every backend reads the header
-// at these indices (runtime/cpu, and the MSL prelude, where the generator
+// at these indices (runtime/backend/cpu, and the MSL prelude, where the generator
 // emits them as params_rows, params_pos and params_tokens), and the generator
 // places ParamRows, ParamPos and ParamTokens at these offsets (×4 bytes).
 const (

@@ -8,7 +8,7 @@ import (
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/internal/gentest"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/resolve"
 )

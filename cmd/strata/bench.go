@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/spec"
+	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/metal"
-	"github.com/strata-llm/strata/runtime/spec"
-	"github.com/strata-llm/strata/runtime/stream"
 )
 
 func init() {

@@ -13,9 +13,9 @@ import (
 	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/convert"
-	"github.com/strata-llm/strata/runtime/pack"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/pack"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
+	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

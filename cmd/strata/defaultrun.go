@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/tokenizer"
+	"github.com/strata-llm/strata/runtime/text/tokenizer"
 )
 
 // textStream prints the default model's prompt as text and returns the

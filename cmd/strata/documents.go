@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/strata-llm/strata/runtime/tokenizer"
+	"github.com/strata-llm/strata/runtime/text/tokenizer"
 )
 
 // readDocuments tokenizes the -f files in order (invalid UTF-8 as U+FFFD),

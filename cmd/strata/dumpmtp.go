@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/safetensors"
 )
 
 // mtpTensor is --dump-mtp's tensor "mtp_logits" f32 [len(fed)−1, vocab]: row

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/strata-llm/strata/runtime/convert"
+	"github.com/strata-llm/strata/runtime/tools/convert"
 )
 
 // warnFallbacks says loudly which tensors were written in another format

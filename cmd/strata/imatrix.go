@@ -10,11 +10,11 @@ import (
 
 	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/convert"
-	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/eval"
-	"github.com/strata-llm/strata/runtime/imatrix"
 	"github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/tools/convert"
+	"github.com/strata-llm/strata/runtime/tools/imatrix"
 )
 
 func init() {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/imatrix"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/tools/imatrix"
 )
 
 // TestImatrixConvert: strata imatrix on tiny-go writes both file formats

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 )
 
 // A Qwen3-Next checkpoint whose Gated DeltaNet value heads are narrower than

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/internal/reftensor"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 )
 
 const tinyA = "../../testdata/oracles/tiny-a"

@@ -6,8 +6,8 @@ import (
 	"os"
 
 	"github.com/strata-llm/strata/internal/outfile"
+	"github.com/strata-llm/strata/runtime/format/pack"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/pack"
 )
 
 // checkRunOutputs refuses outputs of strata run that would replace one of

@@ -5,8 +5,8 @@ import (
 	"io"
 
 	"github.com/strata-llm/strata/internal/outfile"
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/pack"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/pack"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

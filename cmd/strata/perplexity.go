@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/eval"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/safetensors"
-	"github.com/strata-llm/strata/runtime/stream"
 )
 
 func init() {

@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/cpu"
-	"github.com/strata-llm/strata/runtime/cuda"
+	"github.com/strata-llm/strata/runtime/backend/cpu"
+	"github.com/strata-llm/strata/runtime/backend/cuda"
+	"github.com/strata-llm/strata/runtime/backend/metal"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/stream"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/metal"
-	"github.com/strata-llm/strata/runtime/mslemu"
-	"github.com/strata-llm/strata/runtime/safetensors"
-	"github.com/strata-llm/strata/runtime/stream"
 )
 
 const runAbout = `

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/cuda"
+	"github.com/strata-llm/strata/runtime/backend/cuda"
 )
 
 // TestRunCUDARefusedWithoutGPU: where no CUDA driver loads (CI), --backend

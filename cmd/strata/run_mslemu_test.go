@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/mslemu"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 )
 
 // strata run --backend mslemu continues the default prompt exactly as the

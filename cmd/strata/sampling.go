@@ -15,8 +15,8 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/sample"
+	"github.com/strata-llm/strata/runtime/engine/sample"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // samplingFlags are strata run's sampling-chain flags (llama.cpp's names

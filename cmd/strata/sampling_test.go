@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/cpu"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/backend/cpu"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // A run that fails midway (here at the context limit) has streamed what it

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/spec"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/spec"
 )
 
 // oracleDrafter drafts a known continuation, spoiled at about one position in

@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/spec"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/spec"
 )
 
 // specGateFile is the spec gate of --spec auto (nil otherwise) and the

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/buffers"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/engine/stream"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/pack"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/pack"
-	"github.com/strata-llm/strata/runtime/stream"
 )
 
 // BenchmarkStreaming decodes a synthesized 2-layer Qwen3-Next-80B-A3B (512
@@ -128,7 +128,7 @@ func rawSequentialRead(b *testing.B, ggufPath string) (rawRead, string) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	buf := buffers.AlignedBytes(int64(p.SlotBytes()), pack.PageSize)
+	buf := backend.AlignedBytes(int64(p.SlotBytes()), pack.PageSize)
 	var n int64
 	start := time.Now()
 	for _, block := range p.Blocks() {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/pack"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/pack"
 )
 
 // Streamed experts land in the engine's experts buffer, which is page-aligned,

@@ -9,7 +9,7 @@ import (
 	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/convert"
+	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

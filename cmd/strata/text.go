@@ -9,13 +9,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/engine/sample"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/load"
-	"github.com/strata-llm/strata/runtime/sample"
 	"github.com/strata-llm/strata/runtime/text"
-	"github.com/strata-llm/strata/runtime/tokenizer"
+	"github.com/strata-llm/strata/runtime/text/chat"
+	"github.com/strata-llm/strata/runtime/text/tokenizer"
 )
 
 // stdin is what --chat, -f - and strata tokenize read (a test replaces it).

@@ -17,8 +17,8 @@ import (
 
 	"github.com/strata-llm/strata/internal/bytemodel"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/sample"
+	"github.com/strata-llm/strata/runtime/engine/sample"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 const refsDir = "../../testdata/tokenizer-refs"

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/text"
+	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
 func init() {

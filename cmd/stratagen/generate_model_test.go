@@ -9,8 +9,8 @@ import (
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/convert"
 	"github.com/strata-llm/strata/runtime/resolve"
+	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

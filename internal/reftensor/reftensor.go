@@ -6,7 +6,7 @@ package reftensor
 import (
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 )
 
 // File is a reference file open for one test; it is closed when the test

@@ -24,7 +24,7 @@ import (
 //     the padding's bytes, and the stored tensor is wider than the model's,
 //     which no GGUF reader but strata's accepts. Older strata wrote such
 //     files (the rows' lengths in strata.row_length.* keys) and they still
-//     load; strata convert and synth no longer write them (runtime/convert
+//     load; strata convert and synth no longer write them (runtime/tools/convert
 //     refuses a padded layout), so Pad serves in-memory plans and reading.
 //
 // Smallest picks whichever stores the row in fewer bytes (the fallback on a

@@ -1,6 +1,6 @@
 // Package backend is the contract between the decode loop (runtime/engine)
-// and the backends that execute window graphs (runtime/cpu, runtime/mslemu,
-// runtime/metal, runtime/cuda). The engine imports only this package; each
+// and the backends that execute window graphs (runtime/backend/cpu, runtime/backend/mslemu,
+// runtime/backend/metal, runtime/backend/cuda). The engine imports only this package; each
 // backend implements it and imports neither the engine nor another backend.
 //
 // The life of a model on a backend: NewMemory once for all of its window
@@ -18,7 +18,7 @@ import "github.com/strata-llm/strata/graph"
 // silicon, managed or pinned memory with CUDA). The backend owns the bytes;
 // a slice stays valid until the backend is closed. The host touches them
 // only between runs, or at a host point for the buffers the program is not
-// running on (runtime/buffers.Memory is the implementation all backends
+// running on (HostMemory is the implementation all backends
 // share).
 type Memory interface {
 	// Bytes is the range r, capacity clipped to it; an error names a buffer

@@ -5,7 +5,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/buffers"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // ExpertSlots is what sizing an expert arena needs: the bytes of one arena
@@ -17,7 +17,7 @@ func ExpertSlots(c *models.Config, graphs []*graph.Graph) (slotBytes int64, expe
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	bufs, err := buffers.Layout(graphs...)
+	bufs, err := backend.Layout(graphs...)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("model %s: %w", c.Name, err)
 	}

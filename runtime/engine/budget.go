@@ -8,7 +8,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/buffers"
+	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/sysmem"
 )
 
@@ -18,7 +18,7 @@ var hostMemory = sysmem.Read
 // checkMemory refuses, before anything is allocated, graphs whose buffers
 // need more memory than the machine has available: a --context or an arena
 // too large for it is a named error, not an out-of-memory crash. Sizes are
-// summed over buffers.Layout, as every backend allocates them (each buffer
+// summed over backend.Layout, as every backend allocates them (each buffer
 // at its largest; file mappings not counted).
 func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 	for _, g := range graphs {
@@ -28,7 +28,7 @@ func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 			}
 		}
 	}
-	layout, err := buffers.Layout(graphs...)
+	layout, err := backend.Layout(graphs...)
 	if err != nil {
 		return fmt.Errorf("model %s: %w", c.Name, err)
 	}

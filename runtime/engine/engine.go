@@ -1,7 +1,7 @@
 // Package engine is the decode loop: it loads a model's window graphs and
 // weights into memory, runs prefill in windows of up to the configured rows and
 // then one-row decode windows (speculative ones with drafts), and samples each
-// token through the sampling chain of runtime/sample (greedy by default).
+// token through the sampling chain of runtime/engine/sample (greedy by default).
 package engine
 
 import (
@@ -13,7 +13,6 @@ import (
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/runtime/backend"
-	"github.com/strata-llm/strata/runtime/buffers"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -113,8 +112,8 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, be backend.
 		return nil, err
 	}
 	if res := mem.Buffer("residency"); res != nil && !streamed {
-		for i := range buffers.Uint32s(res) {
-			buffers.Uint32s(res)[i] = 1 // every expert resident: MoCE changes nothing
+		for i := range backend.Uint32s(res) {
+			backend.Uint32s(res)[i] = 1 // every expert resident: MoCE changes nothing
 		}
 	}
 	if err := m.openNgram(src); err != nil {
@@ -235,7 +234,7 @@ func (m *Model) openNgram(src WeightSource) error {
 // experts buffer.
 func (m *Model) mapExperts(g *graph.Graph) {
 	E := m.Config.Architecture.MoE.NumExperts
-	smap := buffers.Uint32s(m.mem.Buffer("smap"))
+	smap := backend.Uint32s(m.mem.Buffer("smap"))
 	for l, t := range graph.ExpertGates(g.Tensors) {
 		for e := 0; e < E; e++ {
 			smap[l*E+e] = uint32((t.Offset + int64(e)*t.Stride) / graph.ExpertPage)

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/sample"
-	"github.com/strata-llm/strata/runtime/spec"
+	"github.com/strata-llm/strata/runtime/engine/sample"
+	"github.com/strata-llm/strata/runtime/engine/spec"
 )
 
 // GenerateOptions control Generate.

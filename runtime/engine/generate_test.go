@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/strata-llm/strata/runtime/engine/sample"
 	"github.com/strata-llm/strata/runtime/internal/chisq"
-	"github.com/strata-llm/strata/runtime/sample"
 )
 
 // fakeSeq is a synthetic model: the logits after a token sequence are a

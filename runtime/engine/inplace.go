@@ -9,7 +9,6 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/backend"
-	"github.com/strata-llm/strata/runtime/buffers"
 )
 
 // MappedSource is a WeightSource over a memory-mapped model file (a GGUF)
@@ -191,7 +190,7 @@ func (ip *inPlace) wrap(mem backend.Memory, st *WeightStats) error {
 			st.InPlace += ch.bytes
 			continue
 		}
-		staged := buffers.AlignedBytes(roundUp(ch.end-ch.start, pageAlign), pageAlign)
+		staged := backend.AlignedBytes(roundUp(ch.end-ch.start, pageAlign), pageAlign)
 		copy(staged, host)
 		if err := w.Wrap(ch.name, staged); err != nil {
 			return fmt.Errorf("mapped weights %s: %w", ch.name, err)

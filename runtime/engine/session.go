@@ -8,7 +8,6 @@ import (
 	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/backend"
-	"github.com/strata-llm/strata/runtime/buffers"
 )
 
 func quantFormat(name string) (*quant.Format, error) { return quant.Lookup(name) }
@@ -134,7 +133,7 @@ func (s *Session) logits(p window, n int) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	all := buffers.Float32s(b)
+	all := backend.Float32s(b)
 	V := c.Architecture.VocabSize
 	rows := min(n, p.g.LogitRows)
 	logits := make([][]float32, rows)
@@ -180,7 +179,7 @@ func (s *Session) gatherNgrams(g *graph.Graph, tokens []int) ([]ngram.History, e
 		if !ok {
 			return nil, fmt.Errorf("window graph T=%d has no params field for PLE layer %d", g.Rows, p.layer)
 		}
-		dst := buffers.Float32s(s.m.mem.Buffer(graph.ParamsBuffer)[field.Offset : field.Offset+4*int64(field.Count)])
+		dst := backend.Float32s(s.m.mem.Buffer(graph.ParamsBuffer)[field.Offset : field.Offset+4*int64(field.Count)])
 		if err := p.table.Gather(ids, dst); err != nil {
 			return nil, err
 		}

@@ -11,8 +11,7 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/backend"
-	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/stream"
+	"github.com/strata-llm/strata/runtime/engine/stream"
 )
 
 // Streaming keeps only Slots routed experts resident, reading the others from
@@ -76,7 +75,7 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, be
 		reader = st.Wrap(reader)
 	}
 	arena, err := stream.NewArenaIn(layout.layers, c.Architecture.MoE.NumExperts, int(layout.slotBytes),
-		[][]byte{m.mem.Buffer("experts")}, buffers.Uint32s(m.mem.Buffer("smap")))
+		[][]byte{m.mem.Buffer("experts")}, backend.Uint32s(m.mem.Buffer("smap")))
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
@@ -175,7 +174,7 @@ func (m *Model) publishResidency() {
 	if buf == nil {
 		return
 	}
-	res := buffers.Uint32s(buf)
+	res := backend.Uint32s(buf)
 	for l := 0; l < m.stream.arena.Layers; l++ {
 		for e, v := range m.stream.Visible(l) {
 			res[l*m.stream.arena.Experts+e] = uint32(boolToInt(v))

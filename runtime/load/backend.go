@@ -7,16 +7,16 @@ import (
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/runtime/backend"
-	"github.com/strata-llm/strata/runtime/cpu"
-	"github.com/strata-llm/strata/runtime/metal"
-	"github.com/strata-llm/strata/runtime/mslemu"
+	"github.com/strata-llm/strata/runtime/backend/cpu"
+	"github.com/strata-llm/strata/runtime/backend/metal"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 )
 
 // Backends Options.Backend names.
 const (
-	BackendCPU    = "cpu"    // the pure-Go kernels (runtime/cpu)
-	BackendMSLEmu = "mslemu" // the generated MSL, run on the CPU (runtime/mslemu)
-	BackendMetal  = "metal"  // the generated MSL on the GPU (runtime/metal; darwin/arm64)
+	BackendCPU    = "cpu"    // the pure-Go kernels (runtime/backend/cpu)
+	BackendMSLEmu = "mslemu" // the generated MSL, run on the CPU (runtime/backend/mslemu)
+	BackendMetal  = "metal"  // the generated MSL on the GPU (runtime/backend/metal; darwin/arm64)
 	// BackendMetalEmu is the Metal backend, every Objective-C call made to a
 	// recording device whose "GPU" runs each encoded dispatch with the MSL
 	// emulator: the backend's encoding, bindings, constants, ICB replay and

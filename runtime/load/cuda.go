@@ -5,11 +5,11 @@ import (
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/runtime/backend"
-	"github.com/strata-llm/strata/runtime/cuda"
+	"github.com/strata-llm/strata/runtime/backend/cuda"
 )
 
 // BackendCUDA runs the generated MSL on an NVIDIA GPU through the CUDA
-// prelude (runtime/cuda): Linux with a CUDA driver and NVRTC.
+// prelude (runtime/backend/cuda): Linux with a CUDA driver and NVRTC.
 const BackendCUDA = "cuda"
 
 // cudaBackend is the CUDA backend running artifact a's kernels.metal.

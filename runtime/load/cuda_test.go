@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/cuda"
+	"github.com/strata-llm/strata/runtime/backend"
+	"github.com/strata-llm/strata/runtime/backend/cuda"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/mslemu"
 )
 
 // These tests need an NVIDIA GPU with its driver and NVRTC; CI has none and
-// skips them (runtime/cuda's own tests check the prelude and the wrapper
+// skips them (runtime/backend/cuda's own tests check the prelude and the wrapper
 // without a GPU). docs/cuda.md says how they were run on the H200.
 
 func requireCUDA(t testing.TB) {
@@ -488,7 +488,7 @@ func TestCUDASynthBarrierSoundness(t *testing.T) {
 			if buf.Kind != graph.KindCache {
 				continue
 			}
-			f := buffers.Float32s(mem.Buffer(buf.Name))
+			f := backend.Float32s(mem.Buffer(buf.Name))
 			for i := range f {
 				rng = rng*1664525 + 1013904223
 				f[i] = float32(int32(rng>>8)-1<<23) / float32(1<<23)

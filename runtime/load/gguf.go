@@ -8,10 +8,10 @@ import (
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/pack"
+	"github.com/strata-llm/strata/runtime/engine/stream"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/pack"
 	"github.com/strata-llm/strata/runtime/resolve"
-	"github.com/strata-llm/strata/runtime/stream"
 )
 
 // GGUFOptions tune how a GGUF model is opened.

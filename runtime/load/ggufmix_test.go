@@ -15,9 +15,9 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/convert"
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
+	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

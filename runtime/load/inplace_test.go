@@ -5,9 +5,9 @@ import (
 
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

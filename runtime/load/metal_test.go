@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/backend/cpu"
+	"github.com/strata-llm/strata/runtime/backend/metal"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/metal"
-	"github.com/strata-llm/strata/runtime/mslemu"
-	"github.com/strata-llm/strata/runtime/stream"
+	"github.com/strata-llm/strata/runtime/engine/stream"
 )
 
 // metalEmuOptions runs the Metal backend (encoder, pipelines per constant

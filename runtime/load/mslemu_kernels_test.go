@@ -15,10 +15,9 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/backend"
-	"github.com/strata-llm/strata/runtime/buffers"
-	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/backend/cpu"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -52,19 +51,19 @@ type diffBackend struct {
 }
 
 type diffMemory struct {
-	*buffers.Memory                 // the engine's state, advanced by the cpu backend
-	ref             *buffers.Memory // the cpu on poisoned inputs
-	emu             backend.Memory
-	weights, state  []string // buffer names: constant after loading; the rest
-	weightsCopied   bool
+	*backend.HostMemory                     // the engine's state, advanced by the cpu backend
+	ref                 *backend.HostMemory // the cpu on poisoned inputs
+	emu                 backend.Memory
+	weights, state      []string // buffer names: constant after loading; the rest
+	weightsCopied       bool
 }
 
 func (b *diffBackend) NewMemory(graphs ...*graph.Graph) (backend.Memory, error) {
-	c, err := buffers.NewMemory(graphs...)
+	c, err := backend.NewHostMemory(graphs...)
 	if err != nil {
 		return nil, err
 	}
-	r, err := buffers.NewMemory(graphs...)
+	r, err := backend.NewHostMemory(graphs...)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +71,7 @@ func (b *diffBackend) NewMemory(graphs ...*graph.Graph) (backend.Memory, error) 
 	if err != nil {
 		return nil, err
 	}
-	m := &diffMemory{Memory: c, ref: r, emu: e}
+	m := &diffMemory{HostMemory: c, ref: r, emu: e}
 	b.mem = m
 	seen := map[string]bool{}
 	for _, g := range graphs {
@@ -116,7 +115,7 @@ func (b *diffBackend) Compile(g *graph.Graph, mem backend.Memory) (backend.Progr
 		single.HostPoints, single.ICB = nil, nil
 		s := diffStep{d: &g.Dispatches[i], index: i}
 		var err error
-		if s.canon, err = cpu.Compile(&single, m.Memory); err != nil {
+		if s.canon, err = cpu.Compile(&single, m.HostMemory); err != nil {
 			return nil, err
 		}
 		if b.only != nil && !b.only(s.d.Kernel) {
@@ -222,7 +221,7 @@ func (b *diffBackend) compare(g *graph.Graph, s *diffStep, m *diffMemory) {
 			}
 			continue
 		}
-		wf, gf := buffers.Float32s(want), buffers.Float32s(got)
+		wf, gf := backend.Float32s(want), backend.Float32s(got)
 		var ss float64
 		n := 0
 		for _, v := range wf {
@@ -344,8 +343,8 @@ func TestMSLEmuKernels(t *testing.T) {
 			rng := rand.New(rand.NewSource(1))
 			if res := b.mem.Buffer("residency"); res != nil {
 				// Half the experts not resident, so MoCE substitutes.
-				for i := range buffers.Uint32s(res) {
-					buffers.Uint32s(res)[i] = uint32(rng.Intn(2))
+				for i := range backend.Uint32s(res) {
+					backend.Uint32s(res)[i] = uint32(rng.Intn(2))
 				}
 			}
 			tokens := make([]int, 40)
@@ -402,14 +401,14 @@ func randomize(g *graph.Graph, seed int64, mems ...backend.Memory) {
 			vals[i] = rng.Float32()*2 - 1
 		}
 		for _, m := range mems {
-			copy(buffers.Float32s(m.Buffer(b.Name)), vals)
+			copy(backend.Float32s(m.Buffer(b.Name)), vals)
 		}
 	}
 }
 
 func setParams(g *graph.Graph, rows, pos int, mems ...backend.Memory) {
 	for _, m := range mems {
-		p := buffers.Uint32s(m.Buffer("params"))
+		p := backend.Uint32s(m.Buffer("params"))
 		p[0], p[1] = uint32(rows), uint32(pos)
 	}
 }
@@ -448,7 +447,7 @@ func TestMSLEmuIndexSelectPastCache(t *testing.T) {
 	}
 	defer emu.Close()
 	for _, pos := range []int{300, 4094, 4200, 4398} {
-		ref, err := buffers.NewMemory(single)
+		ref, err := backend.NewHostMemory(single)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -487,8 +486,8 @@ func TestMSLEmuIndexSelectPastCache(t *testing.T) {
 			a, _ := d.Arg(name)
 			w, _ := ref.Bytes(a.Range)
 			v, _ := got.Bytes(a.Range)
-			if !slices.Equal(buffers.Uint32s(w), buffers.Uint32s(v)) {
-				t.Errorf("position %d: %s is %v, the cpu backend's %v", pos, name, buffers.Uint32s(v), buffers.Uint32s(w))
+			if !slices.Equal(backend.Uint32s(w), backend.Uint32s(v)) {
+				t.Errorf("position %d: %s is %v, the cpu backend's %v", pos, name, backend.Uint32s(v), backend.Uint32s(w))
 			}
 		}
 	}
@@ -529,7 +528,7 @@ func TestMSLEmuChunkedDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer emu.Close()
-	ref, err := buffers.NewMemory(whole)
+	ref, err := backend.NewHostMemory(whole)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +555,7 @@ func TestMSLEmuChunkedDispatch(t *testing.T) {
 	}
 	w, _ := ref.Bytes(y.Range)
 	v, _ := got.Bytes(y.Range)
-	wf, vf := buffers.Float32s(w), buffers.Float32s(v)
+	wf, vf := backend.Float32s(w), backend.Float32s(v)
 	for i := range wf {
 		if !(math.Abs(float64(vf[i]-wf[i])) <= 1e-4*math.Max(1, math.Abs(float64(wf[i])))) {
 			t.Fatalf("logit %d: %g from the chunks, %g from the whole dispatch", i, vf[i], wf[i])

@@ -16,9 +16,9 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/buffers"
+	"github.com/strata-llm/strata/runtime/backend"
+	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/mslemu"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -258,7 +258,7 @@ func (b *quantDiff) compare(g *graph.Graph, s *diffStep, m *diffMemory) {
 	for _, a := range s.out {
 		want, _ := m.ref.Bytes(a.Range)
 		got, _ := m.emu.Bytes(a.Range)
-		wf, gf := buffers.Float32s(want), buffers.Float32s(got)
+		wf, gf := backend.Float32s(want), backend.Float32s(got)
 		var ss float64
 		n := 0
 		for _, v := range wf {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 )
 
 // loadQ4 loads the q4-a oracle over graphs edited by edit, prefill in

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/spec"
+	"github.com/strata-llm/strata/runtime/engine/spec"
 )
 
 // randomDrafter proposes tokens the model almost never produces: the

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/spec"
+	"github.com/strata-llm/strata/runtime/engine/spec"
 )
 
 // decode runs a prompt through a fresh session and returns the tokens and

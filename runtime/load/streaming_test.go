@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/stream"
+	"github.com/strata-llm/strata/runtime/engine/stream"
 )
 
 // decodeAll runs the tiny-k512 reference prompt and returns tokens and every

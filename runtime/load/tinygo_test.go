@@ -9,9 +9,9 @@ import (
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/internal/reftensor"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/cpu"
+	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

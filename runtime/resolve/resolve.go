@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
 // fakeServer serves the byte-level tokenizer over fake sessions that reply

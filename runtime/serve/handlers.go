@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/sample"
+	"github.com/strata-llm/strata/runtime/engine/sample"
+	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
 func jsonMarshal(v any) ([]byte, error) {

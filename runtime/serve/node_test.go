@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/chat"
+	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
 // TestOpenAINodeClient drives the server with the official openai npm

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strata-llm/strata/runtime/chat"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/sample"
+	"github.com/strata-llm/strata/runtime/engine/sample"
+	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
 func TestMain(m *testing.M) {

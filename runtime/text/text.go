@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/strata-llm/strata/runtime/chat"
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/tokenizer"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/text/chat"
+	"github.com/strata-llm/strata/runtime/text/tokenizer"
 )
 
 // ErrNoTokenizer means the model carries no tokenizer (prompts must be ids).

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/strata-llm/strata/runtime/chat"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
 // tinyDir is a copy of the tiny-go checkpoint's text files (tokenizer.json,

@@ -10,12 +10,12 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/gguf"
-	"github.com/strata-llm/strata/runtime/pack"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/pack"
 )
 
 // GGUF reads our roles back from a qwen3next or qwen4exp GGUF file: through
-// the name maps of runtime/gguf (qwen3next: both GDN forms, fused or split
+// the name maps of runtime/format/gguf (qwen3next: both GDN forms, fused or split
 // experts and attention; qwen4exp: value heads in llama.cpp's tiled order),
 // the inverse value transforms (exact, from strata.exact metadata, when
 // strata wrote the file), rows as the file stores them (zero-padded rows

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // ConfigFromMetadata builds the model config of a qwen3next GGUF that has no

@@ -10,7 +10,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/ngram"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // qwen4ExpConfig builds the config of a qwen4exp GGUF without strata.config

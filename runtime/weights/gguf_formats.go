@@ -5,7 +5,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/gguf"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // FileFormats returns the storage format of every device role as the file

@@ -15,7 +15,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 )
 
 // HF reads weights from a Hugging Face safetensors checkpoint. It is not safe

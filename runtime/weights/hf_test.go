@@ -11,7 +11,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 )
 
 // tinyA is testdata/oracles/tiny-a/config.json written out by hand, so this

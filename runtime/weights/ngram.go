@@ -6,7 +6,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
-	"github.com/strata-llm/strata/runtime/safetensors"
+	"github.com/strata-llm/strata/runtime/format/safetensors"
 )
 
 // NgramTable serves rows of a PLE layer's hashed n-gram table from where they

@@ -2,7 +2,7 @@
 // Go text/template files, one per kernel family, the prelude, and one
 // decoder per storage format (formats/). What compiles or checks the
 // generated MSL lives with its backend: the lane emulator, its headers and
-// the MSL type check in runtime/mslemu, the CUDA prelude in runtime/cuda.
+// the MSL type check in runtime/backend/mslemu, the CUDA prelude in runtime/backend/cuda.
 package msl
 
 import "embed"

@@ -1,0 +1,77 @@
+#!/bin/bash
+# The H200 runs of docs/cuda.md: bash runtime/backend/cuda/testdata/h200.sh STEP...
+# from the repository root, with .cudabin/ holding the xz-compressed x86-64
+# builds (CGO_ENABLED=0, -ldflags='-s -w', -tags strata_default_on_disk so the
+# default model is read from the tree instead of embedded):
+#   go test -c -o load.test ./runtime/load; go test -c -o cuda.test ./runtime/backend/cuda;
+#   go build -o strata ./cmd/strata; xz -9e each into .cudabin/.
+# Each step logs to $OUT/STEP.log (or /tmp/h200 without $OUT).
+set -u
+out=${OUT:-/tmp/h200}
+mkdir -p "$out" /tmp/sb
+for f in .cudabin/*.xz; do xz -dc "$f" >"/tmp/sb/$(basename "$f" .xz)"; done
+chmod +x /tmp/sb/*
+export STRATA_SOURCE_ROOT=$PWD
+export PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+if ! ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then
+	n=$(find / -xdev -name 'libnvrtc.so.1[0-9]' 2>/dev/null | head -1)
+	[ -n "$n" ] && export STRATA_NVRTC=$n LD_LIBRARY_PATH=$(dirname "$n"):$LD_LIBRARY_PATH
+fi
+root=$PWD
+# runtime/load's tests read ../../testdata: they run from their folder.
+printf '#!/bin/bash\ncd "%s/runtime/load" && exec /tmp/sb/load.test "$@"\n' "$root" >/tmp/sb/load.sh
+chmod +x /tmp/sb/load.sh
+t=/tmp/sb/load.sh
+step() { # name timeout command...
+	local name=$1 limit=$2
+	shift 2
+	echo "== $name: $*" | tee -a "$out/summary.log"
+	local start=$SECONDS
+	(cd "$root" && timeout "$limit" "$@") >"$out/$name.log" 2>&1
+	local rc=$?
+	echo "== $name: rc $rc in $((SECONDS - start)) s" | tee -a "$out/summary.log"
+	grep -E '^(--- |ok|FAIL|PASS)|panic|cuda_test.go|source_test.go' "$out/$name.log" | head -60 | tee -a "$out/summary.log"
+}
+for s in "$@"; do
+	case $s in
+	env)
+		{
+			nvidia-smi; nvcc --version; compute-sanitizer --version
+			ls -la /usr/local/cuda/lib64/libnvrtc* /usr/local/cuda/lib64/libcudart* 2>&1 | head
+			ldconfig -p | grep -E 'libcuda|nvrtc'; echo "STRATA_NVRTC=${STRATA_NVRTC:-}"; nproc; free -g; df -h /tmp /dev/shm
+		} >"$out/env.log" 2>&1
+		head -30 "$out/env.log" >>"$out/summary.log"
+		;;
+	compile) step compile 240 bash -c "cd runtime/backend/cuda && /tmp/sb/cuda.test -test.run 'TestSharedDeclarations|TestGeneratedPipelinesCompile' -test.v" ;;
+	oracles) step oracles 300 $t -test.run 'TestCUDABackendOracles' -test.v -test.timeout 290s ;;
+	tinygo) step tinygo 200 $t -test.run 'TestCUDATinyGo' -test.v -test.timeout 190s ;;
+	streaming) step streaming 200 $t -test.run 'TestCUDABackendStreaming' -test.v -test.timeout 190s ;;
+	barriers) step barriers 300 $t -test.run 'TestCUDABarrierSoundness' -test.v -test.timeout 290s ;;
+	memcheck) step memcheck 150 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/tiny-a/direct' -test.v ;;
+	racecheck) step racecheck 150 compute-sanitizer --tool racecheck --racecheck-report all $t -test.run 'TestCUDABackendOracles/(tiny-a|q4-a)/direct' -test.v ;;
+	synth) step synth 60 /tmp/sb/strata synth --model qwen38-flash-next --layers 4 --no-mtp --quant experts=q4_k -o /dev/shm/synth.gguf ;;
+	timings) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf STRATA_CUDA_OUT=$out/timings.md step timings 240 $t -test.run 'TestCUDATimings' -test.v -test.timeout 235s ;;
+	synth-barriers) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf step synth-barriers 200 $t -test.run 'TestCUDASynthBarrierSoundness' -test.v -test.timeout 195s ;;
+	synth-barriers-long) STRATA_CUDA_SYNTH=/dev/shm/synth.gguf STRATA_CUDA_POS=3000 STRATA_CUDA_FAMILIES=index_prep,index_pool,index_select,attention step synth-barriers-long 150 $t -test.run 'TestCUDASynthBarrierSoundness' -test.v -test.timeout 145s ;;
+	quant) step quant 110 $t -test.run 'TestCUDAQuantGGUF' -test.v -test.timeout 105s ;;
+	memcheck-q4) step memcheck-q4 260 compute-sanitizer --tool memcheck --leak-check no $t -test.run 'TestCUDABackendOracles/q4-a/direct' -test.v ;;
+	memcheck-run-q4) step memcheck-run-q4 150 compute-sanitizer --tool memcheck --leak-check no /tmp/sb/strata run --backend cuda --hf testdata/oracles/q4-a --tokens 1,2,3,4,5 -n 3 ;;
+	memcheck-run-synth) step memcheck-run-synth 130 compute-sanitizer --tool memcheck --leak-check no /tmp/sb/strata run --backend cuda --gguf /dev/shm/synth.gguf --tokens 1,2,3,4,5 -n 2 ;;
+	racecheck-run-synth) step racecheck-run-synth 130 compute-sanitizer --tool racecheck --racecheck-report all /tmp/sb/strata run --backend cuda --gguf /dev/shm/synth.gguf --tokens 1,2,3,4,5 -n 2 ;;
+	cli)
+		{
+			for b in cpu cuda "cuda --icb"; do
+				echo "--- strata run --backend $b --hf testdata/oracles/q4-a --tokens 1,2,3,4,5 -n 12"
+				/tmp/sb/strata run --backend $b --hf testdata/oracles/q4-a --tokens 1,2,3,4,5 -n 12
+			done
+			for b in cuda "cuda --icb"; do
+				echo "--- strata run --backend $b --gguf /dev/shm/synth.gguf --tokens 1,2,3,4,5 -n 16"
+				/tmp/sb/strata run --backend $b --gguf /dev/shm/synth.gguf --tokens 1,2,3,4,5 -n 16
+			done
+		} >"$out/cli.log" 2>&1
+		cat "$out/cli.log" >>"$out/summary.log"
+		;;
+	*) echo "unknown step $s" >&2 ;;
+	esac
+done
