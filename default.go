@@ -1,8 +1,8 @@
 // Package strata holds only the files of the embedded default model (an
 // embed directive cannot reach above its package's folder, and the model
-// lives in testdata/tiny-go); package runtime/load opens it. Everything else is in
+// lives in models/tiny-go); package runtime/load opens it. Everything else is in
 // named packages: see docs/architecture.md.
 package strata
 
 // DefaultModelDir is the default model's folder in DefaultModel.
-const DefaultModelDir = "testdata/tiny-go"
+const DefaultModelDir = "models/tiny-go"

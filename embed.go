@@ -8,11 +8,11 @@ import (
 )
 
 // embedded holds the default model's checkpoint, under DefaultModelDir:
-// tiny-go (testdata/tiny-go/README.md), an 11.9M-parameter
+// tiny-go (models/tiny-go/README.md), an 11.9M-parameter
 // Qwen3.8-Flash-Next-architecture model trained on Go source and fortunes,
 // with its MTP head and tokenizer.
 //
-//go:embed testdata/tiny-go/config.json testdata/tiny-go/generation_config.json testdata/tiny-go/model.safetensors testdata/tiny-go/tokenizer.json testdata/tiny-go/tokenizer_config.json
+//go:embed models/tiny-go/config.json models/tiny-go/generation_config.json models/tiny-go/model.safetensors models/tiny-go/tokenizer.json models/tiny-go/tokenizer_config.json
 var embedded embed.FS
 
 // DefaultModel holds the default model's files under DefaultModelDir.

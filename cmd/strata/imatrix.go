@@ -37,8 +37,8 @@ so either tool's matrix serves both. The statistics are collected on the
 cpu backend. Use text like the model's use, not the text you evaluate on.
 
 Examples:
-  strata imatrix --hf testdata/tiny-go --ctx 512 --chunks 16 -f calib.go -o tiny-go.imatrix
-  strata convert --hf testdata/tiny-go --quant all=q8_0,experts=iq2_xs --imatrix tiny-go.imatrix -o iq2.gguf`
+  strata imatrix --hf models/tiny-go --ctx 512 --chunks 16 -f calib.go -o tiny-go.imatrix
+  strata convert --hf models/tiny-go --quant all=q8_0,experts=iq2_xs --imatrix tiny-go.imatrix -o iq2.gguf`
 
 // imatrixFlags are strata imatrix's flags, parsed.
 type imatrixFlags struct {

@@ -45,8 +45,8 @@ Examples:
   # tiny-go on held-out Go: the 64 evenly spaced 513-token windows of train.py's evaluation
   strata perplexity --ctx 513 --first 0 --chunks 64 --spread -f a.go -f b.go
   # a quantized model against bf16
-  strata perplexity --hf testdata/tiny-go --kl-base base.st -f text.go
-  strata perplexity --gguf q4k.gguf --tokenizer testdata/tiny-go/tokenizer.json --kl-base base.st -f text.go`
+  strata perplexity --hf models/tiny-go --kl-base base.st -f text.go
+  strata perplexity --gguf q4k.gguf --tokenizer models/tiny-go/tokenizer.json --kl-base base.st -f text.go`
 
 // fileList is a repeatable -f.
 type fileList []string

@@ -25,7 +25,7 @@ const refsDir = "../../testdata/tokenizer-refs"
 
 var (
 	qwenTokenizer = filepath.Join(refsDir, "qwen3", "tokenizer.json.gz")
-	tinyTokenizer = "../../testdata/tiny-go/tokenizer.json"
+	tinyTokenizer = "../../models/tiny-go/tokenizer.json"
 )
 
 // withStdin runs f with stdin reading s.

@@ -9,7 +9,7 @@ import (
 	"github.com/strata-llm/strata/internal/reftensor"
 )
 
-const tinyGo = "../../testdata/tiny-go"
+const tinyGo = "../../models/tiny-go"
 
 // refRows reads rows of an f32 [rows, vocab] tensor.
 func refRows(t *testing.T, path, name string) [][]float32 {

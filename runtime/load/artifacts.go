@@ -179,7 +179,7 @@ func generateCommand(mf modelFile, opt Options) string {
 	}
 	path, then := mf.path, ""
 	if mf.isDefault {
-		path = "testdata/tiny-go"
+		path = "models/tiny-go"
 		flags = append(flags, "--out DIR")
 		then = ", then add --artifacts DIR"
 	}

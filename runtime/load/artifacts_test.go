@@ -15,11 +15,11 @@ import (
 )
 
 // The embedded default runs through its checked-in artifact: the config
-// strata imports from testdata/tiny-go/config.json has the key of
+// strata imports from models/tiny-go/config.json has the key of
 // generated/tiny-go (made from models/tiny-go/model.toml), and opening the
 // default finds it compiled in, with Generate unset.
 func TestDefaultRunsCheckedInArtifact(t *testing.T) {
-	c, err := resolve.HF("../../testdata/tiny-go", resolve.Options{})
+	c, err := resolve.HF("../../models/tiny-go", resolve.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 		t.Fatal(err)
 	}
 	if key != a.Key {
-		t.Fatalf("the default's key %s is not generated/tiny-go's %s: models/tiny-go/model.toml and testdata/tiny-go/config.json differ", key, a.Key)
+		t.Fatalf("the default's key %s is not generated/tiny-go's %s: models/tiny-go/model.toml and models/tiny-go/config.json differ", key, a.Key)
 	}
 	defer func(g func(*models.Config) (*artifact.Artifact, error)) { Generate = g }(Generate)
 	Generate = nil
@@ -60,7 +60,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	if short.Artifact != a || short.Config.Runtime.ContextLength != 4096 || short.PrefillRows != 3 {
 		t.Errorf("context 1024, prefill rows 3: artifact %s from %q, context %d, prefill rows %d", short.Artifact.Name, short.ArtifactFrom, short.Config.Runtime.ContextLength, short.PrefillRows)
 	}
-	if len(notes) == 0 || !strings.Contains(notes[0], "stratagen generate --hf testdata/tiny-go --context 1024 --prefill-rows 3 --out DIR") {
+	if len(notes) == 0 || !strings.Contains(notes[0], "stratagen generate --hf models/tiny-go --context 1024 --prefill-rows 3 --out DIR") {
 		t.Errorf("notes %q: want the artifact it ran and the command that makes an exact one", notes)
 	}
 	got, err := short.Model.NewSession().Generate(DefaultPrompt, 6, engine.GenerateOptions{PrefillRows: short.PrefillRows})
@@ -73,7 +73,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	// Other routing is another artifact: the error says which command
 	// makes it.
 	_, err = Default(Options{MoCE: true, ArenaExperts: 64})
-	if err == nil || !strings.Contains(err.Error(), "stratagen generate --hf testdata/tiny-go --moce --out DIR") || !strings.Contains(err.Error(), "key ") {
+	if err == nil || !strings.Contains(err.Error(), "stratagen generate --hf models/tiny-go --moce --out DIR") || !strings.Contains(err.Error(), "key ") {
 		t.Errorf("no artifact for MoCE: %v", err)
 	}
 }

@@ -53,7 +53,7 @@ func TestGGUFQwen4ExpWithoutConfig(t *testing.T) {
 	dir := t.TempDir()
 	tinyGo := filepath.Join(dir, "tiny-go.gguf")
 	{
-		data, err := os.ReadFile("../../testdata/tiny-go/config.json")
+		data, err := os.ReadFile("../../models/tiny-go/config.json")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestGGUFQwen4ExpWithoutConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ck, err := safetensors.OpenDir("../../testdata/tiny-go")
+		ck, err := safetensors.OpenDir("../../models/tiny-go")
 		if err != nil {
 			t.Fatal(err)
 		}

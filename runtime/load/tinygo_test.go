@@ -15,8 +15,8 @@ import (
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
-// tinyGoDir is the vendored trained model (testdata/tiny-go/README.md).
-const tinyGoDir = "../../testdata/tiny-go"
+// tinyGoDir is the vendored trained model (models/tiny-go/README.md).
+const tinyGoDir = "../../models/tiny-go"
 
 // tinyGoRef is tiny-go's reference.safetensors: float64 HF logits stored as
 // float32, at the rows listed in the *_positions tensors.

@@ -19,7 +19,7 @@ func tinyDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, name := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "tiny-go", name))
+		data, err := os.ReadFile(filepath.Join("..", "..", "models", "tiny-go", name))
 		if err != nil {
 			t.Fatal(err)
 		}

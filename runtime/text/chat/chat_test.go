@@ -32,12 +32,12 @@ func TestReferenceConversations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tiny, err := tokenizer.Load(filepath.Join(testdata, "tiny-go", "tokenizer.json"))
+	tiny, err := tokenizer.Load(filepath.Join("..", "..", "..", "models", "tiny-go", "tokenizer.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tmpls []*Template
-	for _, dir := range []string{filepath.Join(testdata, "tokenizer-refs", "qwen3"), filepath.Join(testdata, "tiny-go")} {
+	for _, dir := range []string{filepath.Join(testdata, "tokenizer-refs", "qwen3"), filepath.Join("..", "..", "..", "models", "tiny-go")} {
 		cfg, err := LoadConfig(dir)
 		if err != nil {
 			t.Fatal(err)

@@ -25,7 +25,7 @@ func testTokenizers(t testing.TB) map[string]*Tokenizer {
 		loaded = map[string]*Tokenizer{}
 		for name, path := range map[string]string{
 			"qwen3":   filepath.Join(refs, "qwen3", "tokenizer.json.gz"),
-			"tiny-go": filepath.Join("..", "..", "..", "testdata", "tiny-go", "tokenizer.json"),
+			"tiny-go": filepath.Join("..", "..", "..", "models", "tiny-go", "tokenizer.json"),
 		} {
 			tok, err := Load(path)
 			if err != nil {
