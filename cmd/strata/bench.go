@@ -3,15 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/strata-llm/strata/runtime/backend/metal"
-	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/engine/spec"
+	"github.com/strata-llm/strata/runtime/bench"
 	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/load"
 )
@@ -35,36 +32,23 @@ The prompt is --tokens, or -p pseudo-random token ids from --seed. Under
 --spec, drafts of the suffix drafter only hit on repetitive prompts; give
 one with --tokens (or --repeat) to measure that case.`
 
-// benchConfig is one column of the comparison.
-type benchConfig struct {
-	backend string
-	spec    string
-	arena   int
-}
-
-func (c benchConfig) label(vary map[string]bool) string {
+// benchLabel names configuration c in the table by what varies (all of
+// it when nothing does).
+func benchLabel(c bench.Config, vary map[string]bool) string {
 	var parts []string
 	if vary["backend"] {
-		parts = append(parts, "backend="+c.backend)
+		parts = append(parts, "backend="+c.Backend)
 	}
 	if vary["spec"] {
-		parts = append(parts, "spec="+c.spec)
+		parts = append(parts, "spec="+c.SpecName())
 	}
 	if vary["arena"] {
-		parts = append(parts, "arena="+strconv.Itoa(c.arena))
+		parts = append(parts, "arena="+strconv.Itoa(c.Arena))
 	}
 	if len(parts) == 0 {
-		return fmt.Sprintf("backend=%s spec=%s arena=%d", c.backend, c.spec, c.arena)
+		return c.String()
 	}
 	return strings.Join(parts, " ")
-}
-
-// benchRun is a loaded configuration and its samples.
-type benchRun struct {
-	cfg    benchConfig
-	l      *load.Loaded
-	sp     engine.SpecOptions
-	pp, tg []float64 // tokens/s per repetition
 }
 
 func benchCmd(args []string, stdout, stderr io.Writer) error {
@@ -110,28 +94,22 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var runs []*benchRun
-	defer func() {
-		for _, r := range runs {
-			r.l.Close()
-		}
-	}()
-	for _, c := range configs {
-		opt := load.Options{PrefillRows: *prefill, ArenaExperts: c.arena, Backend: c.backend, History: "-",
+	runs, err := bench.Open(configs, *suffix, func(c bench.Config) (*load.Loaded, error) {
+		opt := load.Options{PrefillRows: *prefill, ArenaExperts: c.Arena, Backend: c.Backend, History: "-",
 			Stream: stream.Options{}, Metal: metal.Options{ICB: *icb}, Threads: *threads}
 		sf.apply(&opt)
 		opt.Note = noter(stderr)
-		if c.arena > 0 {
+		if c.Arena > 0 {
 			opt.ArenaGB = 0 // this configuration's --arena-experts value
 		}
-		r, err := openBenchRun(c, *arts, *hf, *ggufPath, opt, *suffix)
-		if err != nil {
-			return err
-		}
-		runs = append(runs, r)
+		return openModelIn(*arts, *hf, *ggufPath, opt)
+	})
+	if err != nil {
+		return err
 	}
+	defer bench.Close(runs)
 
-	cfg := runs[0].l.Config
+	cfg := runs[0].Loaded.Config
 	prompt, err := benchPrompt(*tokens, *promptLen, *seed, cfg.Architecture.VocabSize)
 	if err != nil {
 		return err
@@ -145,7 +123,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "model %s (%s): prompt %d tokens, %d generated; %d repetitions after %d warm-up, configurations interleaved\n",
 		cfg.Name, cfg.Architecture.ModelType, len(prompt), *gen, *reps, *warmup)
-	if err := measure(runs, prompt, *gen, *warmup, *reps, profile); err != nil {
+	if err := bench.Measure(runs, bench.Options{Prompt: prompt, Gen: *gen, Warmup: *warmup, Reps: *reps, Profile: profile}); err != nil {
 		return err
 	}
 	printBenchTable(stdout, runs, vary)
@@ -155,8 +133,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 // benchConfigs is every combination of the comma-separated --backend,
 // --spec and --arena-experts lists, and which of the three vary (the
 // table's labels name only those).
-func benchConfigs(backends, specs, arenas string) ([]benchConfig, map[string]bool, error) {
-	var configs []benchConfig
+func benchConfigs(backends, specs, arenas string) ([]bench.Config, map[string]bool, error) {
+	var configs []bench.Config
 	bs, ss, as := splitList(backends), splitList(specs), splitList(arenas)
 	vary := map[string]bool{"backend": len(bs) > 1, "spec": len(ss) > 1, "arena": len(as) > 1}
 	for _, b := range bs {
@@ -164,7 +142,8 @@ func benchConfigs(backends, specs, arenas string) ([]benchConfig, map[string]boo
 			return nil, nil, usagef("--backend: %q is not one of %s", b, strings.Join(load.Backends, ", "))
 		}
 		for _, s := range ss {
-			if _, err := parseSpec(s); err != nil {
+			sp, err := parseSpec(s)
+			if err != nil {
 				return nil, nil, err
 			}
 			for _, a := range as {
@@ -172,93 +151,26 @@ func benchConfigs(backends, specs, arenas string) ([]benchConfig, map[string]boo
 				if err != nil || n < 0 {
 					return nil, nil, usagef("--arena-experts: %q is not a number of experts ≥ 0", a)
 				}
-				configs = append(configs, benchConfig{backend: b, spec: s, arena: n})
+				configs = append(configs, bench.Config{Backend: b, Spec: sp.Depth, Arena: n})
 			}
 		}
 	}
 	return configs, vary, nil
 }
 
-// openBenchRun loads the model for configuration c, with its speculation
-// settings (an --spec auto gate kept across repetitions).
-func openBenchRun(c benchConfig, arts dirList, hf, ggufPath string, opt load.Options, suffix int) (*benchRun, error) {
-	l, err := openModelIn(arts, hf, ggufPath, opt)
-	if err != nil {
-		return nil, fmt.Errorf("configuration %s: %w", c.label(nil), err)
-	}
-	sp, _ := parseSpec(c.spec)
-	sp.SuffixDraft, sp.MTP = suffix, true
-	if sp.Depth == engine.Auto {
-		sp.Gate = spec.NewGate(l.Config.Windows.MaxDecodeRows - 1)
-	}
-	return &benchRun{cfg: c, l: l, sp: sp}, nil
-}
-
-// measure runs warmup and then reps repetitions of every configuration,
-// interleaved (rotating which goes first), recording the measured ones; the
-// CPU profile covers the measured repetitions only.
-func measure(runs []*benchRun, prompt []int, gen, warmup, reps int, profile func() (func() error, error)) (err error) {
-	var stopProfile func() error
-	defer func() {
-		if stopProfile != nil {
-			if serr := stopProfile(); err == nil {
-				err = serr
-			}
-		}
-	}()
-	for rep := 0; rep < warmup+reps; rep++ {
-		if rep == warmup {
-			if stopProfile, err = profile(); err != nil {
-				return err
-			}
-		}
-		for i := range runs {
-			r := runs[(i+rep)%len(runs)]
-			pp, tg, err := benchOnce(r, prompt, gen)
-			if err != nil {
-				return fmt.Errorf("configuration %s: %w", r.cfg.label(nil), err)
-			}
-			if rep >= warmup {
-				r.pp, r.tg = append(r.pp, pp), append(r.tg, tg)
-			}
-		}
-	}
-	return nil
-}
-
 // printBenchTable prints pp and tg (mean ± sd) per configuration, and tg as
 // a ratio to the first.
-func printBenchTable(stdout io.Writer, runs []*benchRun, vary map[string]bool) {
+func printBenchTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool) {
 	width := len("configuration")
 	for _, r := range runs {
-		width = max(width, len(r.cfg.label(vary)))
+		width = max(width, len(benchLabel(r.Config, vary)))
 	}
 	fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8s\n", width, "configuration", "pp tok/s", "tg tok/s", "tg ×base")
-	baseTG, _ := meanSD(runs[0].tg)
+	_, base := runs[0].Speeds()
 	for _, r := range runs {
-		ppM, ppSD := meanSD(r.pp)
-		tgM, tgSD := meanSD(r.tg)
-		fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8.2f\n", width, r.cfg.label(vary), plusMinus(ppM, ppSD), plusMinus(tgM, tgSD), tgM/baseTG)
+		pp, tg := r.Speeds()
+		fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8.2f\n", width, benchLabel(r.Config, vary), plusMinus(pp), plusMinus(tg), tg.Mean/base.Mean)
 	}
-}
-
-// benchOnce runs the prompt (pp, up to the first sampled token) and then
-// gen tokens on a fresh session, returning tokens/s of each.
-func benchOnce(r *benchRun, prompt []int, gen int) (pp, tg float64, err error) {
-	s := r.l.Model.NewSession()
-	start := time.Now()
-	first, err := s.Generate(prompt, 1, engine.GenerateOptions{PrefillRows: r.l.PrefillRows})
-	if err != nil {
-		return 0, 0, err
-	}
-	pp = float64(len(prompt)) / time.Since(start).Seconds()
-	start = time.Now()
-	// The sampled token is fed as a one-row window, then gen−1 decode steps.
-	out, err := s.Generate(first, gen, engine.GenerateOptions{PrefillRows: r.l.PrefillRows, Spec: r.sp})
-	if err != nil {
-		return 0, 0, err
-	}
-	return pp, float64(len(out)) / time.Since(start).Seconds(), nil
 }
 
 // benchPrompt is the given ids, or n pseudo-random ids below vocab.
@@ -275,16 +187,7 @@ func benchPrompt(ids string, n int, seed int64, vocab int) ([]int, error) {
 		}
 		return p, nil
 	}
-	x := uint64(seed)
-	p := make([]int, n)
-	for i := range p {
-		x += 0x9e3779b97f4a7c15 // splitmix64
-		z := x
-		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-		z = (z ^ z>>27) * 0x94d049bb133111eb
-		p[i] = int((z ^ z>>31) % uint64(vocab))
-	}
-	return p, nil
+	return bench.RandomPrompt(n, seed, vocab), nil
 }
 
 func splitList(s string) []string {
@@ -297,18 +200,4 @@ func splitList(s string) []string {
 	return out
 }
 
-func meanSD(xs []float64) (mean, sd float64) {
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	for _, x := range xs {
-		sd += (x - mean) * (x - mean)
-	}
-	if len(xs) > 1 {
-		sd = math.Sqrt(sd / float64(len(xs)-1))
-	}
-	return mean, sd
-}
-
-func plusMinus(m, sd float64) string { return fmt.Sprintf("%.1f ± %.1f", m, sd) }
+func plusMinus(s bench.Speed) string { return fmt.Sprintf("%.1f ± %.1f", s.Mean, s.SD) }
