@@ -51,58 +51,34 @@ func benchLabel(c bench.Config, vary map[string]bool) string {
 	return strings.Join(parts, " ")
 }
 
+// benchFlags are strata bench's flags, parsed.
+type benchFlags struct {
+	arts                    *dirList
+	hf, gguf, tokens        string
+	backends, specs, arenas string
+	promptLen, gen, reps    int
+	warmup, repeat, prefill int
+	suffix, threads         int
+	seed                    int64
+	icb                     bool
+	stream                  *streamFlags
+	profile                 func() (func() error, error)
+}
+
 func benchCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "[--hf DIR | --gguf FILE] [-p N] [-n N] [-r N] [--backend LIST] [--spec LIST] [--arena-experts LIST]", benchAbout, stderr)
-	arts := addArtifactsFlag(fs)
-	hf := fs.String("hf", "", "HF checkpoint `directory`")
-	ggufPath := fs.String("gguf", "", "GGUF model `file` (experts through FILE.experts when present)")
-	promptLen := fs.Int("p", 64, "prompt tokens (pp), pseudo-random from --seed unless --tokens is given")
-	gen := fs.Int("n", 32, "generated tokens (tg)")
-	reps := fs.Int("r", 3, "measured repetitions")
-	warmup := fs.Int("warmup", 1, "unmeasured repetitions first (page faults, kernel builds)")
-	tokens := fs.String("tokens", "", "prompt token `ids`, comma-separated")
-	repeat := fs.Int("repeat", 1, "repeat the prompt this many times (text where suffix drafts hit)")
-	seed := fs.Int64("seed", 1, "seed of the pseudo-random prompt")
-	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's)")
-	backends := fs.String("backend", load.BackendCPU, "`backends` to compare, comma-separated: "+strings.Join(load.Backends, ", "))
-	specs := fs.String("spec", "0", "speculation `settings` to compare, comma-separated: auto or a number of drafts")
-	arenas := fs.String("arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
-	suffix := fs.Int("suffix-draft", 3, "most suffix drafts per window with --spec")
-	profile := cpuProfileFlag(fs)
-	icb := fs.Bool("icb", false, "metal backends: replay indirect command buffers")
-	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
-	sf := addStreamFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
-	if err := sf.check(0); err != nil {
-		return err
-	}
-	if err := checkModelPaths(*hf, *ggufPath); err != nil {
-		return err
-	}
-	if *promptLen < 1 || *gen < 1 || *reps < 1 || *warmup < 0 || *repeat < 1 {
-		return usagef("-p, -n, -r and --repeat must be ≥ 1 and --warmup ≥ 0, got %d, %d, %d, %d, %d", *promptLen, *gen, *reps, *repeat, *warmup)
-	}
-	if *hf != "" && *ggufPath != "" {
-		return usagef("--hf and --gguf are two models; give one")
-	}
-	configs, vary, err := benchConfigs(*backends, *specs, *arenas)
+	f, err := parseBenchFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	runs, err := bench.Open(configs, *suffix, func(c bench.Config) (*load.Loaded, error) {
-		opt := load.Options{PrefillRows: *prefill, ArenaExperts: c.Arena, Backend: c.Backend, History: "-",
-			Stream: stream.Options{}, Metal: metal.Options{ICB: *icb}, Threads: *threads}
-		sf.apply(&opt)
-		opt.Note = noter(stderr)
-		if c.Arena > 0 {
-			opt.ArenaGB = 0 // this configuration's --arena-experts value
-		}
-		return openModelIn(*arts, *hf, *ggufPath, opt)
+	if err := f.check(); err != nil {
+		return err
+	}
+	configs, vary, err := benchConfigs(f.backends, f.specs, f.arenas)
+	if err != nil {
+		return err
+	}
+	runs, err := bench.Open(configs, f.suffix, func(c bench.Config) (*load.Loaded, error) {
+		return openModelIn(*f.arts, f.hf, f.gguf, f.options(c, stderr))
 	})
 	if err != nil {
 		return err
@@ -110,24 +86,94 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	defer bench.Close(runs)
 
 	cfg := runs[0].Loaded.Config
-	prompt, err := benchPrompt(*tokens, *promptLen, *seed, cfg.Architecture.VocabSize)
+	prompt, err := f.prompt(cfg.Architecture.VocabSize)
 	if err != nil {
 		return err
 	}
-	base := prompt
-	for i := 1; i < *repeat; i++ {
-		prompt = append(prompt, base...)
-	}
-	if need := len(prompt) + *gen; need > cfg.Runtime.ContextLength {
-		return usagef("a prompt of %d tokens and %d generated need a context of %d, the model has %d", len(prompt), *gen, need, cfg.Runtime.ContextLength)
+	if need := len(prompt) + f.gen; need > cfg.Runtime.ContextLength {
+		return usagef("a prompt of %d tokens and %d generated need a context of %d, the model has %d", len(prompt), f.gen, need, cfg.Runtime.ContextLength)
 	}
 	fmt.Fprintf(stdout, "model %s (%s): prompt %d tokens, %d generated; %d repetitions after %d warm-up, configurations interleaved\n",
-		cfg.Name, cfg.Architecture.ModelType, len(prompt), *gen, *reps, *warmup)
-	if err := bench.Measure(runs, bench.Options{Prompt: prompt, Gen: *gen, Warmup: *warmup, Reps: *reps, Profile: profile}); err != nil {
+		cfg.Name, cfg.Architecture.ModelType, len(prompt), f.gen, f.reps, f.warmup)
+	if err := bench.Measure(runs, bench.Options{Prompt: prompt, Gen: f.gen, Warmup: f.warmup, Reps: f.reps, Profile: f.profile}); err != nil {
 		return err
 	}
 	printBenchTable(stdout, runs, vary)
 	return nil
+}
+
+// parseBenchFlags declares strata bench's flags and parses args.
+func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
+	fs := newFlagSet("bench", "[--hf DIR | --gguf FILE] [-p N] [-n N] [-r N] [--backend LIST] [--spec LIST] [--arena-experts LIST]", benchAbout, stderr)
+	f := &benchFlags{arts: addArtifactsFlag(fs)}
+	fs.StringVar(&f.hf, "hf", "", "HF checkpoint `directory`")
+	fs.StringVar(&f.gguf, "gguf", "", "GGUF model `file` (experts through FILE.experts when present)")
+	fs.IntVar(&f.promptLen, "p", 64, "prompt tokens (pp), pseudo-random from --seed unless --tokens is given")
+	fs.IntVar(&f.gen, "n", 32, "generated tokens (tg)")
+	fs.IntVar(&f.reps, "r", 3, "measured repetitions")
+	fs.IntVar(&f.warmup, "warmup", 1, "unmeasured repetitions first (page faults, kernel builds)")
+	fs.StringVar(&f.tokens, "tokens", "", "prompt token `ids`, comma-separated")
+	fs.IntVar(&f.repeat, "repeat", 1, "repeat the prompt this many times (text where suffix drafts hit)")
+	fs.Int64Var(&f.seed, "seed", 1, "seed of the pseudo-random prompt")
+	fs.IntVar(&f.prefill, "prefill-rows", 0, "rows per prefill window (default: the model config's)")
+	fs.StringVar(&f.backends, "backend", load.BackendCPU, "`backends` to compare, comma-separated: "+strings.Join(load.Backends, ", "))
+	fs.StringVar(&f.specs, "spec", "0", "speculation `settings` to compare, comma-separated: auto or a number of drafts")
+	fs.StringVar(&f.arenas, "arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
+	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix drafts per window with --spec")
+	f.profile = cpuProfileFlag(fs)
+	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers")
+	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
+	f.stream = addStreamFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// check refuses a mistake in the command line before anything is loaded
+// (the configuration lists are checked by benchConfigs).
+func (f *benchFlags) check() error {
+	if err := checkThreads(f.threads); err != nil {
+		return err
+	}
+	if err := f.stream.check(0); err != nil {
+		return err
+	}
+	if err := checkModelPaths(f.hf, f.gguf); err != nil {
+		return err
+	}
+	if f.promptLen < 1 || f.gen < 1 || f.reps < 1 || f.warmup < 0 || f.repeat < 1 {
+		return usagef("-p, -n, -r and --repeat must be ≥ 1 and --warmup ≥ 0, got %d, %d, %d, %d, %d", f.promptLen, f.gen, f.reps, f.repeat, f.warmup)
+	}
+	if f.hf != "" && f.gguf != "" {
+		return usagef("--hf and --gguf are two models; give one")
+	}
+	return nil
+}
+
+// options are the load options of configuration c.
+func (f *benchFlags) options(c bench.Config, stderr io.Writer) load.Options {
+	opt := load.Options{PrefillRows: f.prefill, ArenaExperts: c.Arena, Backend: c.Backend, History: "-",
+		Stream: stream.Options{}, Metal: metal.Options{ICB: f.icb}, Threads: f.threads}
+	f.stream.apply(&opt)
+	opt.Note = noter(stderr)
+	if c.Arena > 0 {
+		opt.ArenaGB = 0 // this configuration's --arena-experts value
+	}
+	return opt
+}
+
+// prompt is --tokens or the pseudo-random prompt, --repeat times.
+func (f *benchFlags) prompt(vocab int) ([]int, error) {
+	once, err := benchPrompt(f.tokens, f.promptLen, f.seed, vocab)
+	if err != nil {
+		return nil, err
+	}
+	var p []int
+	for range f.repeat {
+		p = append(p, once...)
+	}
+	return p, nil
 }
 
 // benchConfigs is every combination of the comma-separated --backend,
