@@ -96,12 +96,7 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	defer kl.Close()
 
 	start := time.Now()
-	sc, mtpSc, err := eval.Perplexity(l.Model, tokens, starts, eval.Options{Ctx: f.ctx, First: f.first, Rows: f.batch, MTP: f.mtp, Base: kl,
-		Window: func(n int, sc *eval.Scores) {
-			ppl, _ := sc.Perplexity()
-			fmt.Fprintf(stderr, "[%d]%.4f,", n, ppl)
-		}})
-	fmt.Fprintln(stderr)
+	sc, mtpSc, err := f.score(l, tokens, starts, kl, stderr)
 	if err != nil {
 		return err
 	}
@@ -191,6 +186,18 @@ func (f *perplexityFlags) options(stderr io.Writer) load.Options {
 	return load.Options{PrefillRows: f.batch, AllLogits: true, Context: max(f.ctx, 0), History: hist,
 		Stream: stream.Options{Trace: f.stats}, MoCE: f.moce, MoCELambda: f.moceLambda, MoCEMaxRank: f.moceMaxRank,
 		Warn: warner(stderr)}
+}
+
+// score runs eval.Perplexity over the windows, comparing with or saving
+// to the base, and prints the running perplexity after each window.
+func (f *perplexityFlags) score(l *load.Loaded, tokens, starts []int, kl *eval.KLBase, stderr io.Writer) (sc, mtpSc eval.Scores, err error) {
+	sc, mtpSc, err = eval.Perplexity(l.Model, tokens, starts, eval.Options{Ctx: f.ctx, First: f.first, Rows: f.batch, MTP: f.mtp, Base: kl,
+		Window: func(n int, sc *eval.Scores) {
+			ppl, _ := sc.Perplexity()
+			fmt.Fprintf(stderr, "[%d]%.4f,", n, ppl)
+		}})
+	fmt.Fprintln(stderr)
+	return sc, mtpSc, err
 }
 
 // report prints the totals: what was scored, the perplexity, the MTP
