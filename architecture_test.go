@@ -129,7 +129,7 @@ func runtimeAllowed(from, to string) bool {
 	}
 	base := to == "graph" || to == "models" || to == "artifact"
 	switch {
-	case under(from, "runtime/internal"), from == "runtime/sysmem", from == "runtime/eval":
+	case under(from, "runtime/internal"), from == "runtime/sysmem":
 		return false
 	case under(from, "runtime/format"): // file formats: bytes on disk, nothing above them
 		return under(to, "runtime/format")
@@ -151,6 +151,12 @@ func runtimeAllowed(from, to string) bool {
 		return under(to, "runtime/text", "runtime/format")
 	case from == "runtime/serve": // the HTTP API over the engine and the text side
 		return under(to, "runtime/engine", "runtime/text")
+	case from == "runtime/eval": // scoring a loaded model on text: the engine, the base file
+		return base || under(to, "runtime/engine", "runtime/format/safetensors")
+	case from == "runtime/calibrate": // imatrix statistics from the cpu kernels, named as convert writes
+		return base || under(to, "runtime/engine", "runtime/backend/cpu", "runtime/tools/imatrix", "runtime/tools/convert")
+	case from == "runtime/bench": // speed of configurations side by side: each one loaded
+		return base || under(to, "runtime/load", "runtime/engine")
 	case from == "runtime/load": // the wiring: anything of the runtime, the embedded default
 		return base || under(to, "runtime", "generated") || to == "."
 	}
@@ -189,7 +195,9 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"cmd/strata", "internal/reftensor"}, {"internal/outfile", "runtime/format/gguf"},
 		{"runtime/engine", "runtime/backend/cpu"}, {"runtime/backend/cpu", "runtime/engine"}, {"runtime/backend/cuda", "runtime/backend/mslemu"},
 		{"runtime/backend", "runtime/engine"}, {"runtime/format/gguf", "runtime/weights"}, {"runtime/serve", "runtime/load"},
-		{"runtime/engine/sample", "runtime/engine"}, {"runtime/text/chat", "runtime/engine"}} {
+		{"runtime/engine/sample", "runtime/engine"}, {"runtime/text/chat", "runtime/engine"},
+		{"runtime/eval", "runtime/load"}, {"runtime/eval", "runtime/backend/cpu"}, {"runtime/calibrate", "runtime/load"},
+		{"runtime/bench", "runtime/backend/metal"}, {"runtime/engine", "runtime/eval"}} {
 		if allowed(e[0], e[1]) {
 			t.Errorf("%s → %s is allowed", e[0], e[1])
 		}

@@ -3,15 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/strata-llm/strata/runtime/backend/metal"
-	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/engine/spec"
+	"github.com/strata-llm/strata/runtime/bench"
 	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/load"
 )
@@ -35,128 +32,155 @@ The prompt is --tokens, or -p pseudo-random token ids from --seed. Under
 --spec, drafts of the suffix drafter only hit on repetitive prompts; give
 one with --tokens (or --repeat) to measure that case.`
 
-// benchConfig is one column of the comparison.
-type benchConfig struct {
-	backend string
-	spec    string
-	arena   int
-}
-
-func (c benchConfig) label(vary map[string]bool) string {
+// benchLabel names configuration c in the table by what varies (all of
+// it when nothing does).
+func benchLabel(c bench.Config, vary map[string]bool) string {
 	var parts []string
 	if vary["backend"] {
-		parts = append(parts, "backend="+c.backend)
+		parts = append(parts, "backend="+c.Backend)
 	}
 	if vary["spec"] {
-		parts = append(parts, "spec="+c.spec)
+		parts = append(parts, "spec="+c.SpecName())
 	}
 	if vary["arena"] {
-		parts = append(parts, "arena="+strconv.Itoa(c.arena))
+		parts = append(parts, "arena="+strconv.Itoa(c.Arena))
 	}
 	if len(parts) == 0 {
-		return fmt.Sprintf("backend=%s spec=%s arena=%d", c.backend, c.spec, c.arena)
+		return c.String()
 	}
 	return strings.Join(parts, " ")
 }
 
-// benchRun is a loaded configuration and its samples.
-type benchRun struct {
-	cfg    benchConfig
-	l      *load.Loaded
-	sp     engine.SpecOptions
-	pp, tg []float64 // tokens/s per repetition
+// benchFlags are strata bench's flags, parsed.
+type benchFlags struct {
+	arts                    *dirList
+	hf, gguf, tokens        string
+	backends, specs, arenas string
+	promptLen, gen, reps    int
+	warmup, repeat, prefill int
+	suffix, threads         int
+	seed                    int64
+	icb                     bool
+	stream                  *streamFlags
+	profile                 func() (func() error, error)
 }
 
 func benchCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "[--hf DIR | --gguf FILE] [-p N] [-n N] [-r N] [--backend LIST] [--spec LIST] [--arena-experts LIST]", benchAbout, stderr)
-	arts := addArtifactsFlag(fs)
-	hf := fs.String("hf", "", "HF checkpoint `directory`")
-	ggufPath := fs.String("gguf", "", "GGUF model `file` (experts through FILE.experts when present)")
-	promptLen := fs.Int("p", 64, "prompt tokens (pp), pseudo-random from --seed unless --tokens is given")
-	gen := fs.Int("n", 32, "generated tokens (tg)")
-	reps := fs.Int("r", 3, "measured repetitions")
-	warmup := fs.Int("warmup", 1, "unmeasured repetitions first (page faults, kernel builds)")
-	tokens := fs.String("tokens", "", "prompt token `ids`, comma-separated")
-	repeat := fs.Int("repeat", 1, "repeat the prompt this many times (text where suffix drafts hit)")
-	seed := fs.Int64("seed", 1, "seed of the pseudo-random prompt")
-	prefill := fs.Int("prefill-rows", 0, "rows per prefill window (default: the model config's)")
-	backends := fs.String("backend", load.BackendCPU, "`backends` to compare, comma-separated: "+strings.Join(load.Backends, ", "))
-	specs := fs.String("spec", "0", "speculation `settings` to compare, comma-separated: auto or a number of drafts")
-	arenas := fs.String("arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
-	suffix := fs.Int("suffix-draft", 3, "most suffix drafts per window with --spec")
-	profile := cpuProfileFlag(fs)
-	icb := fs.Bool("icb", false, "metal backends: replay indirect command buffers")
-	threads := fs.Int("threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
-	sf := addStreamFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := checkThreads(*threads); err != nil {
-		return err
-	}
-	if err := sf.check(0); err != nil {
-		return err
-	}
-	if err := checkModelPaths(*hf, *ggufPath); err != nil {
-		return err
-	}
-	if *promptLen < 1 || *gen < 1 || *reps < 1 || *warmup < 0 || *repeat < 1 {
-		return usagef("-p, -n, -r and --repeat must be ≥ 1 and --warmup ≥ 0, got %d, %d, %d, %d, %d", *promptLen, *gen, *reps, *repeat, *warmup)
-	}
-	if *hf != "" && *ggufPath != "" {
-		return usagef("--hf and --gguf are two models; give one")
-	}
-	configs, vary, err := benchConfigs(*backends, *specs, *arenas)
+	f, err := parseBenchFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	var runs []*benchRun
-	defer func() {
-		for _, r := range runs {
-			r.l.Close()
-		}
-	}()
-	for _, c := range configs {
-		opt := load.Options{PrefillRows: *prefill, ArenaExperts: c.arena, Backend: c.backend, History: "-",
-			Stream: stream.Options{}, Metal: metal.Options{ICB: *icb}, Threads: *threads}
-		sf.apply(&opt)
-		opt.Note = noter(stderr)
-		if c.arena > 0 {
-			opt.ArenaGB = 0 // this configuration's --arena-experts value
-		}
-		r, err := openBenchRun(c, *arts, *hf, *ggufPath, opt, *suffix)
-		if err != nil {
-			return err
-		}
-		runs = append(runs, r)
+	if err := f.check(); err != nil {
+		return err
 	}
+	configs, vary, err := benchConfigs(f.backends, f.specs, f.arenas)
+	if err != nil {
+		return err
+	}
+	runs, err := bench.Open(configs, f.suffix, func(c bench.Config) (*load.Loaded, error) {
+		return openModelIn(*f.arts, f.hf, f.gguf, f.options(c, stderr))
+	})
+	if err != nil {
+		return err
+	}
+	defer bench.Close(runs)
 
-	cfg := runs[0].l.Config
-	prompt, err := benchPrompt(*tokens, *promptLen, *seed, cfg.Architecture.VocabSize)
+	cfg := runs[0].Loaded.Config
+	prompt, err := f.prompt(cfg.Architecture.VocabSize)
 	if err != nil {
 		return err
 	}
-	base := prompt
-	for i := 1; i < *repeat; i++ {
-		prompt = append(prompt, base...)
-	}
-	if need := len(prompt) + *gen; need > cfg.Runtime.ContextLength {
-		return usagef("a prompt of %d tokens and %d generated need a context of %d, the model has %d", len(prompt), *gen, need, cfg.Runtime.ContextLength)
+	if need := len(prompt) + f.gen; need > cfg.Runtime.ContextLength {
+		return usagef("a prompt of %d tokens and %d generated need a context of %d, the model has %d", len(prompt), f.gen, need, cfg.Runtime.ContextLength)
 	}
 	fmt.Fprintf(stdout, "model %s (%s): prompt %d tokens, %d generated; %d repetitions after %d warm-up, configurations interleaved\n",
-		cfg.Name, cfg.Architecture.ModelType, len(prompt), *gen, *reps, *warmup)
-	if err := measure(runs, prompt, *gen, *warmup, *reps, profile); err != nil {
+		cfg.Name, cfg.Architecture.ModelType, len(prompt), f.gen, f.reps, f.warmup)
+	if err := bench.Measure(runs, bench.Options{Prompt: prompt, Gen: f.gen, Warmup: f.warmup, Reps: f.reps, Profile: f.profile}); err != nil {
 		return err
 	}
 	printBenchTable(stdout, runs, vary)
 	return nil
 }
 
+// parseBenchFlags declares strata bench's flags and parses args.
+func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
+	fs := newFlagSet("bench", "[--hf DIR | --gguf FILE] [-p N] [-n N] [-r N] [--backend LIST] [--spec LIST] [--arena-experts LIST]", benchAbout, stderr)
+	f := &benchFlags{arts: addArtifactsFlag(fs)}
+	fs.StringVar(&f.hf, "hf", "", "HF checkpoint `directory`")
+	fs.StringVar(&f.gguf, "gguf", "", "GGUF model `file` (experts through FILE.experts when present)")
+	fs.IntVar(&f.promptLen, "p", 64, "prompt tokens (pp), pseudo-random from --seed unless --tokens is given")
+	fs.IntVar(&f.gen, "n", 32, "generated tokens (tg)")
+	fs.IntVar(&f.reps, "r", 3, "measured repetitions")
+	fs.IntVar(&f.warmup, "warmup", 1, "unmeasured repetitions first (page faults, kernel builds)")
+	fs.StringVar(&f.tokens, "tokens", "", "prompt token `ids`, comma-separated")
+	fs.IntVar(&f.repeat, "repeat", 1, "repeat the prompt this many times (text where suffix drafts hit)")
+	fs.Int64Var(&f.seed, "seed", 1, "seed of the pseudo-random prompt")
+	fs.IntVar(&f.prefill, "prefill-rows", 0, "rows per prefill window (default: the model config's)")
+	fs.StringVar(&f.backends, "backend", load.BackendCPU, "`backends` to compare, comma-separated: "+strings.Join(load.Backends, ", "))
+	fs.StringVar(&f.specs, "spec", "0", "speculation `settings` to compare, comma-separated: auto or a number of drafts")
+	fs.StringVar(&f.arenas, "arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
+	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix drafts per window with --spec")
+	f.profile = cpuProfileFlag(fs)
+	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers")
+	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
+	f.stream = addStreamFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// check refuses a mistake in the command line before anything is loaded
+// (the configuration lists are checked by benchConfigs).
+func (f *benchFlags) check() error {
+	if err := checkThreads(f.threads); err != nil {
+		return err
+	}
+	if err := f.stream.check(0); err != nil {
+		return err
+	}
+	if err := checkModelPaths(f.hf, f.gguf); err != nil {
+		return err
+	}
+	if f.promptLen < 1 || f.gen < 1 || f.reps < 1 || f.warmup < 0 || f.repeat < 1 {
+		return usagef("-p, -n, -r and --repeat must be ≥ 1 and --warmup ≥ 0, got %d, %d, %d, %d, %d", f.promptLen, f.gen, f.reps, f.repeat, f.warmup)
+	}
+	if f.hf != "" && f.gguf != "" {
+		return usagef("--hf and --gguf are two models; give one")
+	}
+	return nil
+}
+
+// options are the load options of configuration c.
+func (f *benchFlags) options(c bench.Config, stderr io.Writer) load.Options {
+	opt := load.Options{PrefillRows: f.prefill, ArenaExperts: c.Arena, Backend: c.Backend, History: "-",
+		Stream: stream.Options{}, Metal: metal.Options{ICB: f.icb}, Threads: f.threads}
+	f.stream.apply(&opt)
+	opt.Note = noter(stderr)
+	if c.Arena > 0 {
+		opt.ArenaGB = 0 // this configuration's --arena-experts value
+	}
+	return opt
+}
+
+// prompt is --tokens or the pseudo-random prompt, --repeat times.
+func (f *benchFlags) prompt(vocab int) ([]int, error) {
+	once, err := benchPrompt(f.tokens, f.promptLen, f.seed, vocab)
+	if err != nil {
+		return nil, err
+	}
+	var p []int
+	for range f.repeat {
+		p = append(p, once...)
+	}
+	return p, nil
+}
+
 // benchConfigs is every combination of the comma-separated --backend,
 // --spec and --arena-experts lists, and which of the three vary (the
 // table's labels name only those).
-func benchConfigs(backends, specs, arenas string) ([]benchConfig, map[string]bool, error) {
-	var configs []benchConfig
+func benchConfigs(backends, specs, arenas string) ([]bench.Config, map[string]bool, error) {
+	var configs []bench.Config
 	bs, ss, as := splitList(backends), splitList(specs), splitList(arenas)
 	vary := map[string]bool{"backend": len(bs) > 1, "spec": len(ss) > 1, "arena": len(as) > 1}
 	for _, b := range bs {
@@ -164,7 +188,8 @@ func benchConfigs(backends, specs, arenas string) ([]benchConfig, map[string]boo
 			return nil, nil, usagef("--backend: %q is not one of %s", b, strings.Join(load.Backends, ", "))
 		}
 		for _, s := range ss {
-			if _, err := parseSpec(s); err != nil {
+			sp, err := parseSpec(s)
+			if err != nil {
 				return nil, nil, err
 			}
 			for _, a := range as {
@@ -172,93 +197,26 @@ func benchConfigs(backends, specs, arenas string) ([]benchConfig, map[string]boo
 				if err != nil || n < 0 {
 					return nil, nil, usagef("--arena-experts: %q is not a number of experts ≥ 0", a)
 				}
-				configs = append(configs, benchConfig{backend: b, spec: s, arena: n})
+				configs = append(configs, bench.Config{Backend: b, Spec: sp.Depth, Arena: n})
 			}
 		}
 	}
 	return configs, vary, nil
 }
 
-// openBenchRun loads the model for configuration c, with its speculation
-// settings (an --spec auto gate kept across repetitions).
-func openBenchRun(c benchConfig, arts dirList, hf, ggufPath string, opt load.Options, suffix int) (*benchRun, error) {
-	l, err := openModelIn(arts, hf, ggufPath, opt)
-	if err != nil {
-		return nil, fmt.Errorf("configuration %s: %w", c.label(nil), err)
-	}
-	sp, _ := parseSpec(c.spec)
-	sp.SuffixDraft, sp.MTP = suffix, true
-	if sp.Depth == engine.Auto {
-		sp.Gate = spec.NewGate(l.Config.Windows.MaxDecodeRows - 1)
-	}
-	return &benchRun{cfg: c, l: l, sp: sp}, nil
-}
-
-// measure runs warmup and then reps repetitions of every configuration,
-// interleaved (rotating which goes first), recording the measured ones; the
-// CPU profile covers the measured repetitions only.
-func measure(runs []*benchRun, prompt []int, gen, warmup, reps int, profile func() (func() error, error)) (err error) {
-	var stopProfile func() error
-	defer func() {
-		if stopProfile != nil {
-			if serr := stopProfile(); err == nil {
-				err = serr
-			}
-		}
-	}()
-	for rep := 0; rep < warmup+reps; rep++ {
-		if rep == warmup {
-			if stopProfile, err = profile(); err != nil {
-				return err
-			}
-		}
-		for i := range runs {
-			r := runs[(i+rep)%len(runs)]
-			pp, tg, err := benchOnce(r, prompt, gen)
-			if err != nil {
-				return fmt.Errorf("configuration %s: %w", r.cfg.label(nil), err)
-			}
-			if rep >= warmup {
-				r.pp, r.tg = append(r.pp, pp), append(r.tg, tg)
-			}
-		}
-	}
-	return nil
-}
-
 // printBenchTable prints pp and tg (mean ± sd) per configuration, and tg as
 // a ratio to the first.
-func printBenchTable(stdout io.Writer, runs []*benchRun, vary map[string]bool) {
+func printBenchTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool) {
 	width := len("configuration")
 	for _, r := range runs {
-		width = max(width, len(r.cfg.label(vary)))
+		width = max(width, len(benchLabel(r.Config, vary)))
 	}
 	fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8s\n", width, "configuration", "pp tok/s", "tg tok/s", "tg ×base")
-	baseTG, _ := meanSD(runs[0].tg)
+	_, base := runs[0].Speeds()
 	for _, r := range runs {
-		ppM, ppSD := meanSD(r.pp)
-		tgM, tgSD := meanSD(r.tg)
-		fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8.2f\n", width, r.cfg.label(vary), plusMinus(ppM, ppSD), plusMinus(tgM, tgSD), tgM/baseTG)
+		pp, tg := r.Speeds()
+		fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8.2f\n", width, benchLabel(r.Config, vary), plusMinus(pp), plusMinus(tg), tg.Mean/base.Mean)
 	}
-}
-
-// benchOnce runs the prompt (pp, up to the first sampled token) and then
-// gen tokens on a fresh session, returning tokens/s of each.
-func benchOnce(r *benchRun, prompt []int, gen int) (pp, tg float64, err error) {
-	s := r.l.Model.NewSession()
-	start := time.Now()
-	first, err := s.Generate(prompt, 1, engine.GenerateOptions{PrefillRows: r.l.PrefillRows})
-	if err != nil {
-		return 0, 0, err
-	}
-	pp = float64(len(prompt)) / time.Since(start).Seconds()
-	start = time.Now()
-	// The sampled token is fed as a one-row window, then gen−1 decode steps.
-	out, err := s.Generate(first, gen, engine.GenerateOptions{PrefillRows: r.l.PrefillRows, Spec: r.sp})
-	if err != nil {
-		return 0, 0, err
-	}
-	return pp, float64(len(out)) / time.Since(start).Seconds(), nil
 }
 
 // benchPrompt is the given ids, or n pseudo-random ids below vocab.
@@ -275,16 +233,7 @@ func benchPrompt(ids string, n int, seed int64, vocab int) ([]int, error) {
 		}
 		return p, nil
 	}
-	x := uint64(seed)
-	p := make([]int, n)
-	for i := range p {
-		x += 0x9e3779b97f4a7c15 // splitmix64
-		z := x
-		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-		z = (z ^ z>>27) * 0x94d049bb133111eb
-		p[i] = int((z ^ z>>31) % uint64(vocab))
-	}
-	return p, nil
+	return bench.RandomPrompt(n, seed, vocab), nil
 }
 
 func splitList(s string) []string {
@@ -297,18 +246,4 @@ func splitList(s string) []string {
 	return out
 }
 
-func meanSD(xs []float64) (mean, sd float64) {
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	for _, x := range xs {
-		sd += (x - mean) * (x - mean)
-	}
-	if len(xs) > 1 {
-		sd = math.Sqrt(sd / float64(len(xs)-1))
-	}
-	return mean, sd
-}
-
-func plusMinus(m, sd float64) string { return fmt.Sprintf("%.1f ± %.1f", m, sd) }
+func plusMinus(s bench.Speed) string { return fmt.Sprintf("%.1f ± %.1f", s.Mean, s.SD) }

@@ -3,14 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/backend/cpu"
+	"github.com/strata-llm/strata/runtime/calibrate"
 	"github.com/strata-llm/strata/runtime/eval"
 	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/tools/convert"
@@ -65,10 +63,6 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer l.Close()
-	targets, err := convert.ImatrixTargets(l.Config, convert.Options{})
-	if err != nil {
-		return fmt.Errorf("naming the tensors as the GGUF does: %w", err)
-	}
 	tokens, err := readDocuments(tm.Tok, f.files, l.Config.Architecture.EOSTokenIDs[0])
 	if err != nil {
 		return err
@@ -78,13 +72,14 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", strings.Join(f.files, ", "), err)
 	}
 	start := time.Now()
-	col, err := f.collect(l, tokens, starts, stderr)
+	m, unnamed, err := calibrate.Imatrix(l.Model, tokens, starts, calibrate.Options{Ctx: f.ctx, Rows: l.PrefillRows, Files: f.files,
+		Window: func(n, windows int) { fmt.Fprintf(stderr, "[%d/%d]", n, windows) }})
+	fmt.Fprintln(stderr)
 	if err != nil {
 		return err
 	}
-	m, err := f.matrix(col, targets, len(starts), stderr)
-	if err != nil {
-		return err
+	if len(unnamed) > 0 {
+		fmt.Fprintf(stderr, "strata: note: %d engine tensors have no GGUF tensor and are left out: %s\n", len(unnamed), strings.Join(unnamed, ", "))
 	}
 	if err := imatrix.Write(f.out, m); err != nil {
 		return err
@@ -137,58 +132,6 @@ func (f *imatrixFlags) check() error {
 func (f *imatrixFlags) options(stderr io.Writer) load.Options {
 	return load.Options{PrefillRows: f.ctx, AllLogits: true, Context: f.ctx, History: "-", Backend: load.BackendCPU,
 		Warn: warner(stderr)}
-}
-
-// collect feeds each window from a fresh state with the cpu kernels
-// reporting the activations that enter every weight matrix to a collector.
-func (f *imatrixFlags) collect(l *load.Loaded, tokens, starts []int, stderr io.Writer) (*imatrix.Collector, error) {
-	col := imatrix.NewCollector()
-	prev := cpu.SetObserver(col)
-	defer cpu.SetObserver(prev)
-	for i, s := range starts {
-		w := tokens[s : s+f.ctx]
-		var err error
-		if l.Model.HasMTP() {
-			_, _, err = l.Model.TeacherForced(w, l.PrefillRows) // the MTP head's experts too
-		} else {
-			_, err = l.Model.TrunkForced(w, l.PrefillRows)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("window %d (tokens %d…%d): %w", i+1, s, s+f.ctx-1, err)
-		}
-		fmt.Fprintf(stderr, "[%d/%d]", i+1, len(starts))
-	}
-	fmt.Fprintln(stderr)
-	return col, nil
-}
-
-// matrix is the collected statistics named as the GGUF's tensors, with the
-// datasets and windows; engine tensors the GGUF has no tensor for are left
-// out, with a note.
-func (f *imatrixFlags) matrix(col *imatrix.Collector, targets map[string][]imatrix.Target, windows int, stderr io.Writer) (*imatrix.Matrix, error) {
-	var unnamed []string
-	m, err := col.Matrix(func(t string) []imatrix.Target {
-		tg, ok := targets[t]
-		if !ok {
-			unnamed = append(unnamed, t)
-		}
-		return tg
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Entries) == 0 {
-		return nil, fmt.Errorf("no weight matrix saw an activation (is the model's backend cpu?)")
-	}
-	sort.Strings(unnamed)
-	if len(unnamed) > 0 {
-		fmt.Fprintf(stderr, "strata: note: %d engine tensors have no GGUF tensor and are left out: %s\n", len(unnamed), strings.Join(unnamed, ", "))
-	}
-	for _, file := range f.files {
-		m.Datasets = append(m.Datasets, filepath.Base(file))
-	}
-	m.ChunkCount, m.ChunkSize = windows, f.ctx
-	return m, nil
 }
 
 // imatrixFor reads --imatrix, or refuses a plan that needs one (unless

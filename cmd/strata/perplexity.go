@@ -1,21 +1,13 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/eval"
-	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/load"
 )
 
@@ -97,11 +89,11 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", strings.Join(f.files, ", "), err)
 	}
-	kl, err := openKLBase(f.klBase, windowsKey(tokens, starts, f.ctx, f.first), l.Config.Architecture.VocabSize)
+	kl, err := f.openBase(eval.WindowsKey(tokens, starts, f.ctx, f.first), l.Config.Architecture.VocabSize)
 	if err != nil {
 		return err
 	}
-	defer kl.close()
+	defer kl.Close()
 
 	start := time.Now()
 	sc, mtpSc, err := f.score(l, tokens, starts, kl, stderr)
@@ -109,13 +101,15 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	elapsed := time.Since(start)
-	if err := kl.save(l); err != nil {
-		return err
+	if kl != nil {
+		if err := kl.Save(l.Config.Name); err != nil {
+			return fmt.Errorf("--kl-base: %w", err)
+		}
 	}
 	f.report(stdout, l, len(tokens), len(starts), sc, mtpSc, kl)
 	fmt.Fprintf(stderr, "strata: %d windows in %v (%.1f tok/s)\n", len(starts), elapsed.Round(time.Millisecond), float64(len(starts)*f.ctx)/elapsed.Seconds())
 	if f.stats && f.model.arena > 0 {
-		printArenaHits(stdout, l, f.model.arena, len(starts)*f.ctx)
+		printArenaHits(stdout, eval.Arena(l.Model.StreamStats(), l.Model.StreamTrace(), f.model.arena, len(starts)*f.ctx))
 	}
 	return nil
 }
@@ -194,41 +188,21 @@ func (f *perplexityFlags) options(stderr io.Writer) load.Options {
 		Warn: warner(stderr)}
 }
 
-// score feeds each window from a fresh state and scores the tokens after
-// --first against the logits before them (and the MTP head's, with --mtp),
-// comparing with or saving the base; it prints the running perplexity.
-func (f *perplexityFlags) score(l *load.Loaded, tokens, starts []int, kl *klBase, stderr io.Writer) (sc, mtpSc eval.Scores, err error) {
-	for i, s := range starts {
-		w := tokens[s : s+f.ctx]
-		var trunk, heads [][]float32
-		if f.mtp {
-			trunk, heads, err = l.Model.TeacherForced(w, f.batch)
-		} else {
-			trunk, err = l.Model.TrunkForced(w, f.batch)
-		}
-		if err != nil {
-			return sc, mtpSc, fmt.Errorf("window %d (tokens %d…%d): %w", i+1, s, s+f.ctx-1, err)
-		}
-		for j := f.first; j < f.ctx-1; j++ {
-			lp := eval.LogSoftmax(trunk[j])
-			sc.Add(lp, w[j+1])
-			if err := kl.add(&sc, lp); err != nil {
-				return sc, mtpSc, err
-			}
-			if f.mtp && j < f.ctx-2 {
-				mtpSc.Add(eval.LogSoftmax(heads[j]), w[j+2])
-			}
-		}
-		ppl, _ := sc.Perplexity()
-		fmt.Fprintf(stderr, "[%d]%.4f,", i+1, ppl)
-	}
+// score runs eval.Perplexity over the windows, comparing with or saving
+// to the base, and prints the running perplexity after each window.
+func (f *perplexityFlags) score(l *load.Loaded, tokens, starts []int, kl *eval.KLBase, stderr io.Writer) (sc, mtpSc eval.Scores, err error) {
+	sc, mtpSc, err = eval.Perplexity(l.Model, tokens, starts, eval.Options{Ctx: f.ctx, First: f.first, Rows: f.batch, MTP: f.mtp, Base: kl,
+		Window: func(n int, sc *eval.Scores) {
+			ppl, _ := sc.Perplexity()
+			fmt.Fprintf(stderr, "[%d]%.4f,", n, ppl)
+		}})
 	fmt.Fprintln(stderr)
-	return sc, mtpSc, nil
+	return sc, mtpSc, err
 }
 
 // report prints the totals: what was scored, the perplexity, the MTP
 // head's, the KL divergence from the base or where the base was saved.
-func (f *perplexityFlags) report(stdout io.Writer, l *load.Loaded, tokens, windows int, sc, mtpSc eval.Scores, kl *klBase) {
+func (f *perplexityFlags) report(stdout io.Writer, l *load.Loaded, tokens, windows int, sc, mtpSc eval.Scores, kl *eval.KLBase) {
 	ppl, se := sc.Perplexity()
 	how := "the first"
 	if f.spread {
@@ -242,139 +216,30 @@ func (f *perplexityFlags) report(stdout io.Writer, l *load.Loaded, tokens, windo
 		fmt.Fprintf(stdout, "MTP head (token t+2): perplexity %.4f ± %.4f; mean NLL %.4f; top-1 (depth-1 draft acceptance) %.2f%%\n", mp, mse, mtpSc.MeanNLL(), 100*mtpSc.Top1())
 	}
 	if mean, p99, mx, same, ok := sc.KL(); ok {
-		fmt.Fprintf(stdout, "KL divergence from %s: mean %.6f, p99 %.6f, max %.6f; same top token %.2f%%\n", kl.path, mean, p99, mx, 100*same)
+		fmt.Fprintf(stdout, "KL divergence from %s: mean %.6f, p99 %.6f, max %.6f; same top token %.2f%%\n", kl.Path(), mean, p99, mx, 100*same)
 	}
-	if kl.saving {
-		fmt.Fprintf(stdout, "saved %d rows of log-probabilities to %s (the base for --kl-base)\n", kl.row, kl.path)
+	if kl != nil && kl.Saving() {
+		fmt.Fprintf(stdout, "saved %d rows of log-probabilities to %s (the base for --kl-base)\n", kl.Rows(), kl.Path())
 	}
+}
+
+// openBase opens --kl-base (nil without it): the base compared with, or
+// the one this run saves.
+func (f *perplexityFlags) openBase(key string, vocab int) (*eval.KLBase, error) {
+	if f.klBase == "" {
+		return nil, nil
+	}
+	kl, err := eval.OpenKLBase(f.klBase, key, vocab)
+	if err != nil {
+		return nil, fmt.Errorf("--kl-base: %w", err)
+	}
+	return kl, nil
 }
 
 // printArenaHits prints --stats' streaming line: the arena's hit rate
 // against an LRU cache's and Belady MIN's on the same access trace, and the
 // misses per token fed.
-func printArenaHits(stdout io.Writer, l *load.Loaded, arena, fed int) {
-	ss, trace := l.Model.StreamStats(), l.Model.StreamTrace()
-	n := float64(max(len(trace), 1))
-	distinct := map[int]bool{}
-	for _, k := range trace {
-		distinct[k] = true
-	}
+func printArenaHits(stdout io.Writer, h eval.ArenaHits) {
 	fmt.Fprintf(stdout, "streaming: arena of %d experts; hit rate %.4f (LRU simulation %.4f, Belady MIN %.4f, compulsory-miss bound %.4f over %d accesses); %.3f misses per token\n",
-		arena, float64(ss.Hits+ss.Late)/n, float64(stream.LRUHits(trace, arena))/n, float64(stream.BeladyHits(trace, arena))/n,
-		1-float64(len(distinct))/n, len(trace), float64(ss.Misses)/float64(fed))
-}
-
-// klBase is --kl-base: the base file compared with, or the rows saved to
-// it when it does not exist yet.
-type klBase struct {
-	path   string
-	key    string            // the text and windows scored
-	base   *safetensors.File // the file compared with; nil when saving or without --kl-base
-	rows   int               // the base's rows
-	saving bool
-	saved  []byte // the rows to save, f32
-	row    int    // rows scored so far
-}
-
-// openKLBase opens the base at path when it exists, or prepares to save
-// one there ("" for none); key names the text and windows scored.
-func openKLBase(path, key string, vocab int) (*klBase, error) {
-	kl := &klBase{path: path, key: key}
-	if path == "" {
-		return kl, nil
-	}
-	switch _, err := os.Stat(path); {
-	case errors.Is(err, os.ErrNotExist):
-		kl.saving = true
-	case err != nil:
-		return nil, fmt.Errorf("--kl-base: %w", err)
-	default:
-		if kl.base, kl.rows, err = openBase(path, key, vocab); err != nil {
-			return nil, err
-		}
-	}
-	return kl, nil
-}
-
-// add compares the scored position's log-probabilities lp with the base's
-// row, or keeps them to save.
-func (kl *klBase) add(sc *eval.Scores, lp []float32) error {
-	if kl.base != nil {
-		b, err := baseRow(kl.base, kl.row, kl.rows)
-		if err != nil {
-			return err
-		}
-		sc.AddBase(lp, b)
-	}
-	if kl.saving {
-		for _, v := range lp {
-			kl.saved = binary.LittleEndian.AppendUint32(kl.saved, math.Float32bits(v))
-		}
-	}
-	kl.row++
-	return nil
-}
-
-// save writes the rows kept when the base did not exist.
-func (kl *klBase) save(l *load.Loaded) error {
-	if !kl.saving {
-		return nil
-	}
-	t := safetensors.Tensor{Name: "logprobs", DType: "F32", Shape: []int{kl.row, l.Config.Architecture.VocabSize}, Data: kl.saved}
-	if err := safetensors.WriteFile(kl.path, []safetensors.Tensor{t}, map[string]string{"windows": kl.key, "model": l.Config.Name}); err != nil {
-		return fmt.Errorf("--kl-base: %w", err)
-	}
-	return nil
-}
-
-func (kl *klBase) close() {
-	if kl.base != nil {
-		kl.base.Close()
-	}
-}
-
-// windowsKey identifies what a base file scored: the tokens and windows.
-func windowsKey(tokens, starts []int, ctx, first int) string {
-	h := sha256.New()
-	for _, t := range tokens {
-		h.Write(binary.LittleEndian.AppendUint32(nil, uint32(t)))
-	}
-	var s []string
-	for _, v := range starts {
-		s = append(s, strconv.Itoa(v))
-	}
-	sum := h.Sum(nil)
-	h.Reset()
-	h.Write([]byte(strings.Join(s, ",")))
-	return fmt.Sprintf("tokens=%d sha256=%s ctx=%d first=%d starts=%s", len(tokens), hex.EncodeToString(sum[:8]), ctx, first, hex.EncodeToString(h.Sum(nil)[:8]))
-}
-
-func openBase(path, key string, vocab int) (*safetensors.File, int, error) {
-	f, err := safetensors.Open(path)
-	if err != nil {
-		return nil, 0, fmt.Errorf("--kl-base: %w", err)
-	}
-	t, ok := f.Tensor("logprobs")
-	if !ok || t.DType != "F32" || len(t.Shape) != 2 || t.Shape[1] != vocab {
-		f.Close()
-		return nil, 0, fmt.Errorf("--kl-base %s: expected tensor logprobs F32 [rows, %d] written by strata perplexity", path, vocab)
-	}
-	if got := f.Metadata()["windows"]; got != key {
-		f.Close()
-		return nil, 0, fmt.Errorf("--kl-base %s scored other text or windows (%s), not this run's (%s)", path, got, key)
-	}
-	return f, t.Shape[0], nil
-}
-
-func baseRow(f *safetensors.File, row, rows int) ([]float32, error) {
-	if row >= rows {
-		return nil, fmt.Errorf("--kl-base has %d rows; this run scores more", rows)
-	}
-	t, _ := f.Tensor("logprobs")
-	n := t.Shape[1]
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*(row*n+i):]))
-	}
-	return out, nil
+		h.Arena, h.Hit, h.LRU, h.Belady, h.Compulsory, h.Accesses, h.MissesPerToken)
 }
