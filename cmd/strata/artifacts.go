@@ -26,18 +26,32 @@ func (d *dirList) Set(v string) error {
 	return nil
 }
 
-// addArtifactsFlag is --artifacts, for every command that opens a model:
-// where else to look for the model's generated artifact.
-func addArtifactsFlag(fs *flag.FlagSet) *dirList {
-	d := &dirList{}
-	fs.Var(d, "artifacts", "more `folders` to look in for the model's generated artifact (stratagen generate --out's; each an artifact folder or a folder of them; repeatable or comma-separated); "+
-		"strata also looks beside the model (FILE.gguf.artifact, DIR/artifact) and in the artifacts compiled in (the default model's)")
-	return d
+// artifactFlags are --artifacts and --no-generate, for every command that
+// opens a model: where else to look for the model's generated artifact, and
+// whether strata may generate a missing one.
+type artifactFlags struct {
+	dirs       dirList
+	noGenerate bool
+	stderr     io.Writer // hears the generate step
 }
 
-// openModelIn is openModel looking for the artifact in arts too.
-func openModelIn(arts dirList, hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
-	opt.Artifacts = append(opt.Artifacts, arts...)
+// addArtifactsFlag declares --artifacts and --no-generate.
+func addArtifactsFlag(fs *flag.FlagSet) *artifactFlags {
+	a := &artifactFlags{stderr: flagStderr[fs]}
+	fs.Var(&a.dirs, "artifacts", "more `folders` to look in for the model's generated artifact (stratagen generate --out's; each an artifact folder or a folder of them; repeatable or comma-separated); "+
+		"strata also looks beside the model (FILE.gguf.artifact, DIR/artifact), in its artifact cache and in the artifacts compiled in (the default model's)")
+	fs.BoolVar(&a.noGenerate, "no-generate", false, "where no artifact serves the model, stop and name the stratagen command to run, "+
+		"instead of running stratagen (beside strata, else on PATH) into the artifact cache (strata/artifacts in the user cache folder, e.g. ~/.cache)")
+	return a
+}
+
+// openModelIn is openModel with the artifact flags applied.
+func openModelIn(arts artifactFlags, hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
+	opt.Artifacts = append(opt.Artifacts, arts.dirs...)
+	opt.NoGenerate = opt.NoGenerate || arts.noGenerate
+	if opt.GenerateNote == nil && opt.Note == nil && arts.stderr != nil {
+		opt.GenerateNote = noter(arts.stderr)
+	}
 	return openModel(hf, ggufPath, opt)
 }
 

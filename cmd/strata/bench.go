@@ -181,7 +181,7 @@ func benchConfigs(backends, specs, arenas string) ([]benchConfig, map[string]boo
 
 // openBenchRun loads the model for configuration c, with its speculation
 // settings (an --spec auto gate kept across repetitions).
-func openBenchRun(c benchConfig, arts dirList, hf, ggufPath string, opt load.Options, suffix int) (*benchRun, error) {
+func openBenchRun(c benchConfig, arts artifactFlags, hf, ggufPath string, opt load.Options, suffix int) (*benchRun, error) {
 	l, err := openModelIn(arts, hf, ggufPath, opt)
 	if err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", c.label(nil), err)
