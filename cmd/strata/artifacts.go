@@ -55,11 +55,13 @@ func openModelIn(arts artifactFlags, hf, ggufPath string, opt load.Options) (*lo
 	return openModel(hf, ggufPath, opt)
 }
 
-// noteArtifact tells what to run before strata can run the GGUF out: its
-// artifact, for the formats its tensors hold, is generated ahead.
+// noteArtifact tells what the first run of the GGUF out does: generate its
+// artifact, for the formats its tensors hold, into the cache (or what to
+// run ahead, for a machine without stratagen).
 func noteArtifact(stderr io.Writer, out string) {
 	dir := artifact.DirFor(true, out)
-	fmt.Fprintf(stderr, "next: stratagen generate --gguf %s   (writes %s, the window graphs and kernels strata run needs for this file)\n", out, dir)
+	fmt.Fprintf(stderr, "next: strata run --gguf %s   (the first run generates the file's artifact with stratagen and caches it; "+
+		"stratagen generate --gguf %s writes it beside the file, as %s, ahead)\n", out, out, dir)
 	if _, err := os.Stat(filepath.Join(dir, artifact.ManifestFile)); err == nil {
 		fmt.Fprintf(stderr, "note: %s was generated for the file this one replaced; strata uses it only while its key still matches\n", dir)
 	}

@@ -36,11 +36,11 @@ func artifactCache(opt Options) (string, error) {
 		return opt.ArtifactCache, nil
 	}
 	if hermetic {
-		return "", fmt.Errorf("%w: a test binary uses no artifact cache unless Options.ArtifactCache names one", errCannotGenerate)
+		return "", cannotGeneratef("a test binary uses no artifact cache unless Options.ArtifactCache names one")
 	}
 	dir, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("%w: no cache folder for generated artifacts: %w", errCannotGenerate, err)
+		return "", cannotGeneratef("strata generates a missing artifact into the user cache folder, and has none: %v", err)
 	}
 	return filepath.Join(dir, "strata", "artifacts"), nil
 }
@@ -62,7 +62,7 @@ func stratagen(opt Options) (string, error) {
 		return opt.GenerateCommand, nil
 	}
 	if hermetic {
-		return "", fmt.Errorf("%w: a test binary runs stratagen only where Options.GenerateCommand names it", errCannotGenerate)
+		return "", cannotGeneratef("a test binary runs stratagen only where Options.GenerateCommand names it")
 	}
 	name := StratagenName
 	if runtime.GOOS == "windows" {
@@ -84,15 +84,21 @@ func stratagen(opt Options) (string, error) {
 	}
 	how := "go install ./cmd/... installs strata and stratagen together"
 	if selfErr == nil && strings.Contains(self, "go-build") {
-		how = "strata runs under go run, which builds no stratagen: run the command above, or " + how
+		how = "under go run, run the command above; " + how
 	}
-	return "", fmt.Errorf("%w: strata generates a missing artifact with %s, and finds none %s (%s)", errCannotGenerate, name, where, how)
+	return "", cannotGeneratef("strata generates a missing artifact itself with %s, but finds none %s: %s", name, where, how)
 }
 
-// errCannotGenerate is what keeps strata from generating a missing
-// artifact itself (no stratagen, no cache folder): the refusal then stands,
-// with the reason.
-var errCannotGenerate = errors.New("strata cannot generate it")
+// cannotGenerate is what keeps strata from generating a missing artifact
+// itself (no stratagen, no cache folder): the refusal then stands, with the
+// reason.
+type cannotGenerate struct{ reason string }
+
+func (e *cannotGenerate) Error() string { return e.reason }
+
+func cannotGeneratef(format string, args ...any) error {
+	return &cannotGenerate{fmt.Sprintf(format, args...)}
+}
 
 // generateMissing is the last step of findArtifact, where no artifact
 // serves c (key): unless opt.NoGenerate, stratagen generates one into the
@@ -103,8 +109,8 @@ func generateMissing(c *models.Config, key string, mf modelFile, opt Options, se
 		return nil, "", nil, noArtifact(c, key, mf, opt, seen)
 	}
 	a, dir, err := generateIntoCache(c, key, mf, opt)
-	if errors.Is(err, errCannotGenerate) {
-		return nil, "", nil, fmt.Errorf("%w\n%v", noArtifact(c, key, mf, opt, seen), err)
+	if cg := (*cannotGenerate)(nil); errors.As(err, &cg) {
+		return nil, "", nil, fmt.Errorf("%w\n(%v)", noArtifact(c, key, mf, opt, seen), cg)
 	}
 	if err != nil {
 		return nil, "", nil, err
