@@ -53,7 +53,7 @@ func benchLabel(c bench.Config, vary map[string]bool) string {
 
 // benchFlags are strata bench's flags, parsed.
 type benchFlags struct {
-	arts                    *dirList
+	arts                    *artifactFlags
 	hf, gguf, tokens        string
 	backends, specs, arenas string
 	promptLen, gen, reps    int

@@ -22,7 +22,7 @@ func TestConvertPackRun(t *testing.T) {
 		t.Fatalf("convert: status %d: %s", status, stderr)
 	}
 	if !strings.Contains(stdout, "wrote "+out) || !strings.Contains(stdout, "bytes") || !strings.Contains(stderr, "100%") ||
-		!strings.Contains(stderr, "next: stratagen generate --gguf "+out) {
+		!strings.Contains(stderr, "next: strata run --gguf "+out) || !strings.Contains(stderr, "stratagen generate --gguf "+out) {
 		t.Errorf("convert output: %q / %q", stdout, stderr)
 	}
 	if _, stderr, status = runStrata(t, "pack", out); status != 0 {

@@ -125,6 +125,7 @@ func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 	// Parse errors come back as usage errors; the full text only on --help.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	flagStderr[fs] = stderr
 	helps[fs] = func() error {
 		var b strings.Builder
 		fmt.Fprintf(&b, "Usage:\n  strata %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(about))
@@ -136,6 +137,10 @@ func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 
 // helps holds the --help text of each flag set, as a helpRequest error.
 var helps = map[*flag.FlagSet]func() error{}
+
+// flagStderr is the stderr of each command's flag set, for what its
+// shared flags print (the generate step).
+var flagStderr = map[*flag.FlagSet]io.Writer{}
 
 // parseFlags parses args, turning flag errors into usage errors.
 func parseFlags(fs *flag.FlagSet, args []string) error {

@@ -10,13 +10,13 @@ import (
 
 // modelFlags are the flags the commands that open a model share (run,
 // serve, perplexity, imatrix; bench compares lists and has its own): which
-// model (--hf, --gguf, --artifacts, always) and, for the commands that take
+// model (--hf, --gguf, --artifacts, --no-generate, always) and, for the commands that take
 // them, what runs it and how. Each flag has one help text and one check, so
 // the commands teach and refuse it alike.
 type modelFlags struct {
 	hf, gguf, backend                           string
 	threads, arena, ioThreads, context, prefill int
-	arts                                        *dirList
+	arts                                        *artifactFlags
 	has                                         modelFlagGroups
 }
 
@@ -51,7 +51,7 @@ const (
 	prefillHelp = "rows per prefill window (default: the model config's windows.prefill_rows)"
 )
 
-// addModelFlags declares --hf, --gguf, --artifacts and the groups in has.
+// addModelFlags declares --hf, --gguf, --artifacts, --no-generate and the groups in has.
 func addModelFlags(fs *flag.FlagSet, has modelFlagGroups) *modelFlags {
 	f := &modelFlags{backend: load.BackendCPU, ioThreads: 8, has: has}
 	f.arts = addArtifactsFlag(fs)

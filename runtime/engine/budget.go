@@ -64,7 +64,7 @@ func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 	case graph.KindWeights:
 		hint = "; the weights do not fit: use a GGUF (its weights stay in the mapped file) or a smaller quant plan"
 	}
-	return fmt.Errorf("model %s needs %s of host memory for its buffers (%s), the machine has %s available (%s)%s",
+	return fmt.Errorf("model %s needs %s of host memory for its buffers (%s), %s is available to it (per %s)%s",
 		c.Name, sysmem.Size(uint64(total)), strings.Join(parts, ", "), sysmem.Size(info.Available), info.Source, hint)
 }
 

@@ -10,8 +10,9 @@ import (
 	"github.com/strata-llm/strata/runtime/sysmem"
 )
 
-// arenaMargin is what the automatic arena leaves the rest of the machine:
-// 10% of its memory, at least 1 GB.
+// arenaMargin is what the automatic arena leaves the rest of the machine
+// (or of the cgroup the process is held to): 10% of its memory, at least
+// 1 GB.
 func arenaMargin(total uint64) uint64 { return max(total/10, 1<<30) }
 
 // arenaPlan is how the routed experts of a model are held.
@@ -69,15 +70,15 @@ func planArena(c *models.Config, graphs []*graph.Graph, opt Options) (arenaPlan,
 		if budget < int64(c.Architecture.MoE.ExpertsPerToken)*slotBytes {
 			// Not even one row's experts fit beside the rest: the memory
 			// check names what is too big (a --context, the trunk).
-			return arenaPlan{note: fmt.Sprintf("%s available cannot hold the other buffers (%s) and an expert arena", gb(int64(m.Available)), gb(other))}, nil
+			return arenaPlan{note: fmt.Sprintf("%s available (per %s) cannot hold the other buffers (%s) and an expert arena", gb(int64(m.Available)), m.Source, gb(other))}, nil
 		}
 		if allBytes <= budget {
-			return arenaPlan{note: fmt.Sprintf("all %d experts resident (%s; %s available, %s of other buffers, %s kept free)",
-				all, gb(allBytes), gb(int64(m.Available)), gb(other), gb(int64(arenaMargin(m.Total))))}, nil
+			return arenaPlan{note: fmt.Sprintf("all %d experts resident (%s; %s available, %s of other buffers, %s kept free; available per %s)",
+				all, gb(allBytes), gb(int64(m.Available)), gb(other), gb(int64(arenaMargin(m.Total))), m.Source)}, nil
 		}
 		p.slots = int(max(budget, 0) / slotBytes)
-		p.note = fmt.Sprintf("expert arena of %s: %d of %d experts (%s available − %s of other buffers − %s kept free; --arena-gb sets it)",
-			gb(int64(p.slots)*slotBytes), p.slots, all, gb(int64(m.Available)), gb(other), gb(int64(arenaMargin(m.Total))))
+		p.note = fmt.Sprintf("expert arena of %s: %d of %d experts (%s available − %s of other buffers − %s kept free; available per %s; --arena-gb sets it)",
+			gb(int64(p.slots)*slotBytes), p.slots, all, gb(int64(m.Available)), gb(other), gb(int64(arenaMargin(m.Total))), m.Source)
 	}
 	if p.slots >= all {
 		return arenaPlan{note: fmt.Sprintf("all %d experts resident (the arena asked for holds them all)", all)}, nil

@@ -36,12 +36,14 @@ type modelFile struct {
 
 // findArtifact returns the artifact that serves config c, and c as that
 // artifact runs it. An artifact made for exactly c comes first: from the
-// folders opt.Artifacts names, the folder beside the model, the compiled-in
-// ones, or Generate. Failing that, one made for the same model and formats
-// with a longer context or other window shapes serves too (c takes its
-// context and windows, and opt.Note hears so): a run asking for a context of
-// 512 uses the default model's 4096-token artifact rather than failing. When
-// none serves, the error names the model, the key and the command to run.
+// folders opt.Artifacts names, the folder beside the model, the artifact
+// cache, the compiled-in ones, or Generate. Failing that, one made for the
+// same model and formats with a longer context or other window shapes
+// serves too (c takes its context and windows, and opt.Note hears so): a
+// run asking for a context of 512 uses the default model's 4096-token
+// artifact rather than failing. When none serves, stratagen generates one
+// into the cache (generateMissing); with opt.NoGenerate, or no stratagen,
+// the error names the model, the key and the command to run.
 func findArtifact(c *models.Config, mf modelFile, opt Options) (*artifact.Artifact, string, *models.Config, error) {
 	key, err := artifact.KeyOf(c)
 	if err != nil {
@@ -92,6 +94,9 @@ func findArtifact(c *models.Config, mf modelFile, opt Options) (*artifact.Artifa
 	if mf.beside != "" {
 		dirs = append(dirs, mf.beside)
 	}
+	if d := cachedArtifactDir(key, opt); d != "" {
+		dirs = append(dirs, d)
+	}
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, artifact.ManifestFile)); errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -120,7 +125,7 @@ func findArtifact(c *models.Config, mf modelFile, opt Options) (*artifact.Artifa
 		}
 		return near, nearFrom, nearConfig, nil
 	}
-	return nil, "", nil, noArtifact(c, key, mf, opt, seen)
+	return generateMissing(c, key, mf, opt, seen)
 }
 
 // serves reports whether artifact a, made for the same architecture,
@@ -161,29 +166,36 @@ func noArtifact(c *models.Config, key string, mf modelFile, opt Options, seen []
 // model mf opened with opt (for the embedded default, from its source
 // folder into one --artifacts then names).
 func generateCommand(mf modelFile, opt Options) string {
-	var flags []string
+	path, then := mf.path, ""
+	var out []string
+	if mf.isDefault {
+		path = "models/tiny-go"
+		out = []string{"--out", "DIR"}
+		then = ", then add --artifacts DIR"
+	}
+	return strings.Join(append(append([]string{"stratagen"}, generateArgs(mf, opt, path)...), out...), " ") + then
+}
+
+// generateArgs is the arguments of stratagen that generate the artifact of
+// the model at path, opened with opt, but for --out.
+func generateArgs(mf modelFile, opt Options, path string) []string {
+	flags := []string{"generate", mf.flag, path}
 	if opt.Context > 0 {
-		flags = append(flags, fmt.Sprintf("--context %d", opt.Context))
+		flags = append(flags, "--context", fmt.Sprint(opt.Context))
 	}
 	if opt.PrefillRows > 0 {
-		flags = append(flags, fmt.Sprintf("--prefill-rows %d", opt.PrefillRows))
+		flags = append(flags, "--prefill-rows", fmt.Sprint(opt.PrefillRows))
 	}
 	if opt.MoCE {
 		flags = append(flags, "--moce")
 		if opt.MoCEMaxRank != 0 {
-			flags = append(flags, fmt.Sprintf("--moce-max-rank %d", opt.MoCEMaxRank))
+			flags = append(flags, "--moce-max-rank", fmt.Sprint(opt.MoCEMaxRank))
 		}
 		if opt.MoCELambda > 0 {
-			flags = append(flags, fmt.Sprintf("--moce-lambda %v", opt.MoCELambda))
+			flags = append(flags, "--moce-lambda", fmt.Sprint(opt.MoCELambda))
 		}
 	}
-	path, then := mf.path, ""
-	if mf.isDefault {
-		path = "models/tiny-go"
-		flags = append(flags, "--out DIR")
-		then = ", then add --artifacts DIR"
-	}
-	return strings.Join(append([]string{"stratagen generate", mf.flag, path}, flags...), " ") + then
+	return flags
 }
 
 // graphsOf decodes the graphs a run of c uses from a: every decode shape,

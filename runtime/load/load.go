@@ -88,6 +88,16 @@ type Options struct {
 	// (--artifacts): each an artifact folder or a folder of them. The
 	// compiled-in artifacts and the one beside the model are looked at too.
 	Artifacts []string
+	// Where no artifact serves the model, the stratagen executable
+	// GenerateCommand ("": the one beside strata's, else on PATH) generates
+	// one into ArtifactCache/<key> ("": strata/artifacts in the user cache
+	// folder, os.UserCacheDir), where the next load finds it; GenerateNote
+	// (else Note) hears how long that took. NoGenerate keeps the refusal
+	// that names the command instead (--no-generate).
+	NoGenerate      bool
+	GenerateCommand string
+	ArtifactCache   string
+	GenerateNote    func(string)
 }
 
 // resolveOptions are the options that change the graphs.

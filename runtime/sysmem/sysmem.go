@@ -1,6 +1,8 @@
 // Package sysmem says how much memory this machine can give a model: the
 // bound every size a user picks (--context, --arena-experts, --arena-gb) is
-// checked against, and what the default expert arena is sized from.
+// checked against, and what the default expert arena is sized from. On
+// Linux that is the tightest of MemAvailable, the process's cgroup limits
+// (v2 and v1, every ancestor) and RLIMIT_AS.
 package sysmem
 
 import (
@@ -8,11 +10,11 @@ import (
 	"fmt"
 )
 
-// Info is the machine's memory, in bytes.
+// Info is the memory this process may have, in bytes.
 type Info struct {
-	Total     uint64 // physical memory
-	Available uint64 // what a new allocation can take without swapping out others
-	Source    string // where Available comes from, for messages
+	Total     uint64 // physical memory, or the tightest limit when lower
+	Available uint64 // what a new allocation can take without swapping out others or being killed
+	Source    string // which bound Available comes from, for messages
 }
 
 // ErrUnknown is returned where the platform's memory cannot be read.
