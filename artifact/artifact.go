@@ -195,9 +195,10 @@ func (a *Artifact) Graph(kind string, rows int) (*graph.Graph, error) {
 	return a.GraphVariant(kind, rows, false)
 }
 
-// GraphVariant decodes the window graph of kind and rows; allLogits asks
-// for the variant computing every row's logits, which a decode shape's plain
-// graph already is.
+// GraphVariant decodes the window graph of kind and rows and validates it
+// against the manifest (CheckGraph); allLogits asks for the variant
+// computing every row's logits, which a decode shape's plain graph already
+// is.
 func (a *Artifact) GraphVariant(kind string, rows int, allLogits bool) (*graph.Graph, error) {
 	ref, ok := a.graphRef(kind, rows, allLogits)
 	if !ok && allLogits {
@@ -215,6 +216,9 @@ func (a *Artifact) GraphVariant(kind string, rows int, allLogits bool) (*graph.G
 	g, err := ReadGraph(ref.File, b)
 	if err != nil {
 		return nil, fmt.Errorf("artifact of %s: %w", a.Name, err)
+	}
+	if err := a.CheckGraph(g, ref); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
