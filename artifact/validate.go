@@ -91,8 +91,8 @@ func (c *FunctionConstant) Check() error {
 	return nil
 }
 
-// fits reports whether v is a value of the constant's type.
-func (c *FunctionConstant) fits(v int64) bool {
+// Fits reports whether v is a value of the constant's type.
+func (c *FunctionConstant) Fits(v int64) bool {
 	if c.Type == Bool {
 		return v == 0 || v == 1
 	}
@@ -172,7 +172,7 @@ func (a *Artifact) check() error {
 				return fmt.Errorf("pipeline %s sets function constant %d, which kernels.metal does not declare", p.Key(), v.Index)
 			case i > 0 && v.Index <= p.Values[i-1].Index:
 				return fmt.Errorf("pipeline %s: its values are not in ascending index order", p.Key())
-			case !c.fits(v.Value):
+			case !c.Fits(v.Value):
 				return fmt.Errorf("pipeline %s sets %s to %d, not a %s", p.Key(), c.Name, v.Value, c.Type)
 			}
 		}
@@ -212,11 +212,8 @@ func (s *ArgStruct) check() error {
 // CheckGraph validates a decoded graph (already Validate'd on its own by
 // graph.Decode) against the manifest and ref, the entry it was read from:
 // its kind and shape, its buffers among the manifest's, the params header
-// where this runtime writes it, and for every dispatch a kernel of the
-// manifest of the dispatch's family, a binding for each of the kernel's
-// buffers at its slot with the access the kernel declares and a range of
-// whole elements of its type, scalars its family's argument struct encodes
-// to the kernel's size, and a pipeline the manifest lists.
+// where this runtime writes it, and every dispatch (CheckDispatch, and a
+// pipeline the manifest lists).
 func (a *Artifact) CheckGraph(g *graph.Graph, ref GraphRef) error {
 	if err := a.checkGraph(g, ref); err != nil {
 		return fmt.Errorf("artifact of %s: graph %s: %w", a.Name, ref.File, err)
@@ -258,13 +255,13 @@ func (a *Artifact) checkGraph(g *graph.Graph, ref GraphRef) error {
 	for _, p := range a.Pipelines {
 		pipelines[p.Key()] = true
 	}
-	kindOf := make(map[string]string, len(g.Buffers))
-	for _, b := range g.Buffers {
-		kindOf[b.Name] = b.Kind
-	}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
-		if err := a.checkDispatch(d, kindOf, pipelines); err != nil {
+		l, err := a.CheckDispatch(g, d)
+		if err == nil && !pipelines[l.Pipeline.Key()] {
+			err = fmt.Errorf("pipeline %s is not among the manifest's pipelines", l.Pipeline.Key())
+		}
+		if err != nil {
 			return fmt.Errorf("dispatch %d (%s): %w", i, d.Kernel, err)
 		}
 	}
@@ -280,53 +277,84 @@ func logitRows(a *Artifact, ref GraphRef) int {
 	return ref.Rows
 }
 
-func (a *Artifact) checkDispatch(d *graph.Dispatch, kindOf map[string]string, pipelines map[string]bool) error {
+// Launch is a dispatch checked against the manifest (CheckDispatch): its
+// kernel, its pipeline, and its argument struct's bytes (nil without one).
+type Launch struct {
+	Kernel   *Kernel
+	Pipeline Pipeline
+	Args     []byte
+}
+
+// CheckDispatch checks dispatch d against the manifest and returns its
+// launch: a kernel of d's family, a binding of each of its buffers at its
+// slot with its name, the access it declares (written or read-only) and a
+// range of whole elements of its type, the params buffer at its params
+// slot, a value for every required function constant it reads that fits
+// the constant's type, and scalars that encode to the argument struct it
+// takes. Every backend that binds a dispatch of g relies on this much.
+func (a *Artifact) CheckDispatch(g *graph.Graph, d *graph.Dispatch) (Launch, error) {
+	kindOf := func(name string) string {
+		b, _ := g.Buffer(name)
+		return b.Kind
+	}
 	k, ok := a.Kernel(d.Kernel)
 	if !ok {
-		return fmt.Errorf("kernels.metal has no kernel %s", d.Kernel)
+		return Launch{}, fmt.Errorf("kernels.metal has no kernel %s", d.Kernel)
 	}
 	if d.Family != k.Family {
-		return fmt.Errorf("family %s, its kernel's is %s", d.Family, k.Family)
+		return Launch{}, fmt.Errorf("family %s, its kernel's is %s", d.Family, k.Family)
 	}
 	if len(d.Args) != len(k.Buffers) {
-		return fmt.Errorf("%d bindings, its kernel takes %d buffers", len(d.Args), len(k.Buffers))
+		return Launch{}, fmt.Errorf("%d bindings, its kernel takes %d buffers", len(d.Args), len(k.Buffers))
 	}
-	for _, b := range d.Args {
-		if b.Slot < 0 || b.Slot >= len(k.Buffers) {
-			return fmt.Errorf("binding %s at slot %d, its kernel has slots 0…%d", b.Name, b.Slot, len(k.Buffers)-1)
-		}
-		kb := k.Buffers[b.Slot]
-		if b.Name != kb.Name {
-			return fmt.Errorf("binding %s at slot %d, where its kernel takes %s", b.Name, b.Slot, kb.Name)
+	for i, b := range d.Args {
+		kb := k.Buffers[i]
+		if b.Slot != kb.Slot || b.Name != kb.Name {
+			return Launch{}, fmt.Errorf("binding %s at slot %d, where its kernel takes %s at slot %d", b.Name, b.Slot, kb.Name, kb.Slot)
 		}
 		if writes := b.Access != graph.Read; writes != kb.Write {
-			return fmt.Errorf("binding %s has access %q, its kernel's %s buffer %s is %s", b.Name, b.Access, kb.Space, kb.Name, map[bool]string{true: "written", false: "read-only"}[kb.Write])
+			return Launch{}, fmt.Errorf("binding %s has access %q, its kernel's %s buffer %s is %s", b.Name, b.Access, kb.Space, kb.Name, map[bool]string{true: "written", false: "read-only"}[kb.Write])
 		}
-		if kb.Name == graph.ParamsBuffer && kindOf[b.Buffer] != graph.KindParams {
-			return fmt.Errorf("binding %s is to buffer %q of kind %s, the kernel's params slot takes the params buffer", b.Name, b.Buffer, kindOf[b.Buffer])
+		if kb.Name == graph.ParamsBuffer && kindOf(b.Buffer) != graph.KindParams {
+			return Launch{}, fmt.Errorf("binding %s is to buffer %q of kind %s, the kernel's params slot takes the params buffer", b.Name, b.Buffer, kindOf(b.Buffer))
 		}
-		if size := int64(ElemSize(kb.Type)); b.Offset%size != 0 || b.Size%size != 0 {
-			return fmt.Errorf("binding %s is [%d,%d) of buffer %q, not whole %ss (%d bytes)", b.Name, b.Offset, b.End(), b.Buffer, kb.Type, size)
-		}
-	}
-	args, err := a.EncodeArgs(d.Family, d.Scalars)
-	if err != nil {
-		return err
-	}
-	if len(args) > 0 && k.ArgsSlot < 0 || len(args) != max(k.ArgsSize, 0) && len(args) > 0 {
-		return fmt.Errorf("its %d scalars make a %d-byte argument struct, its kernel takes %d bytes at slot %d", len(d.Scalars), len(args), k.ArgsSize, k.ArgsSlot)
-	}
-	if len(args) == 0 && k.ArgsSlot >= 0 {
-		if s, ok := a.ArgStruct(d.Family); !ok || !s.Optional {
-			return fmt.Errorf("no scalars, its kernel takes a %d-byte argument struct", k.ArgsSize)
+		if size := int64(ElemSize(kb.Type)); size == 0 || b.Offset%size != 0 || b.Size%size != 0 {
+			return Launch{}, fmt.Errorf("binding %s is [%d,%d) of buffer %q, not whole %ss", b.Name, b.Offset, b.End(), b.Buffer, kb.Type)
 		}
 	}
 	p, err := a.Pipeline(d)
 	if err != nil {
-		return err
+		return Launch{}, err
 	}
-	if !pipelines[p.Key()] {
-		return fmt.Errorf("pipeline %s is not among the manifest's pipelines", p.Key())
+	for _, idx := range k.Constants {
+		c := a.constant(idx)
+		if c == nil {
+			return Launch{}, fmt.Errorf("kernel %s reads function constant %d, which kernels.metal does not declare", k.Name, idx)
+		}
+		i := slices.IndexFunc(p.Values, func(v ConstValue) bool { return v.Index == idx })
+		switch {
+		case i < 0 && !c.Optional:
+			return Launch{}, fmt.Errorf("kernel %s reads function constant %s (%d), which the dispatch does not set", k.Name, c.Name, idx)
+		case i >= 0 && !c.Fits(p.Values[i].Value):
+			return Launch{}, fmt.Errorf("function constant %s = %d does not fit a %s", c.Name, p.Values[i].Value, c.Type)
+		}
+	}
+	args, err := a.EncodeArgs(d.Family, d.Scalars)
+	if err != nil {
+		return Launch{}, err
+	}
+	if want := max(k.ArgsSize, 0); k.ArgsSlot < 0 && len(args) > 0 || k.ArgsSlot >= 0 && len(args) != want {
+		return Launch{}, fmt.Errorf("its %d scalars make a %d-byte argument struct, its kernel takes %d bytes at slot %d", len(d.Scalars), len(args), k.ArgsSize, k.ArgsSlot)
+	}
+	return Launch{Kernel: k, Pipeline: p, Args: args}, nil
+}
+
+// constant returns the function constant at index idx, nil if none.
+func (a *Artifact) constant(idx int) *FunctionConstant {
+	for i := range a.Constants {
+		if a.Constants[i].Index == idx {
+			return &a.Constants[i]
+		}
 	}
 	return nil
 }

@@ -341,7 +341,7 @@ func kernelOf(f *Family, d *graph.Dispatch, g *graph.Graph, index int) (*Kernel,
 		if a.Slot != i {
 			return nil, fmt.Errorf("binding %s at slot %d, expected %d: slots follow the binding order", a.Name, a.Slot, i)
 		}
-		if !isIdent(a.Name) || reservedNames[a.Name] || (a.Name == graph.ParamsBuffer) != (i == 0) {
+		if !artifact.IsIdent(a.Name) || reservedNames[a.Name] || (a.Name == graph.ParamsBuffer) != (i == 0) {
 			return nil, fmt.Errorf("binding %q at slot %d: bindings are identifiers, params is slot 0, and %v are taken", a.Name, i, sortedKeys(reservedNames))
 		}
 		kb := artifact.Buffer{Slot: i, Name: a.Name, Type: f.elemType(a.Name), Space: "device", Write: a.Access != graph.Read}
