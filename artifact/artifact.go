@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/strata-llm/strata/graph"
@@ -132,6 +133,8 @@ type Artifact struct {
 	Missing []string `json:"missing,omitempty"`
 	// Files holds KernelsFile and every graph's File.
 	Files fs.FS `json:"-"`
+	// pipelineKeys are the Pipelines' keys, set by Load.
+	pipelineKeys map[string]bool `json:"-"`
 }
 
 // Source returns kernels.metal.
@@ -269,9 +272,11 @@ func (a *Artifact) Pipeline(d *graph.Dispatch) (Pipeline, error) {
 
 // Key is the pipeline's cache key.
 func (p Pipeline) Key() string {
-	b := []byte(p.Kernel)
-	for _, v := range p.Values {
-		b = fmt.Appendf(b, " %d=%d", v.Index, v.Value)
+	b := make([]byte, 0, len(p.Kernel)+12*len(p.Values))
+	b = append(b, p.Kernel...)
+	for _, v := range p.Values { // " index=value", without fmt: a load keys every dispatch
+		b = strconv.AppendInt(append(b, ' '), int64(v.Index), 10)
+		b = strconv.AppendInt(append(b, '='), v.Value, 10)
 	}
 	return string(b)
 }

@@ -128,6 +128,7 @@ func Load(fsys fs.FS) (*Artifact, error) {
 	if err := a.Check(); err != nil {
 		return nil, err
 	}
+	a.pipelineKeys = keysOf(a.Pipelines) // read by concurrent GraphVariant calls
 	a.Files = fsys
 	for _, name := range a.fileNames() {
 		if _, err := fs.Stat(fsys, name); err != nil {

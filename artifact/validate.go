@@ -112,6 +112,14 @@ func (a *Artifact) Check() error {
 	return nil
 }
 
+func keysOf(pipelines []Pipeline) map[string]bool {
+	keys := make(map[string]bool, len(pipelines))
+	for _, p := range pipelines {
+		keys[p.Key()] = true
+	}
+	return keys
+}
+
 func (a *Artifact) check() error {
 	seen := map[string]bool{}
 	for _, b := range a.Buffers {
@@ -251,9 +259,9 @@ func (a *Artifact) checkGraph(g *graph.Graph, ref GraphRef) error {
 			return fmt.Errorf("params field %s (%d words at byte %d) is outside the %d-byte params buffer", p.Name, p.Count, p.Offset, params.Size)
 		}
 	}
-	pipelines := make(map[string]bool, len(a.Pipelines))
-	for _, p := range a.Pipelines {
-		pipelines[p.Key()] = true
+	pipelines := a.pipelineKeys
+	if pipelines == nil { // an artifact Load did not make (Load sets them)
+		pipelines = keysOf(a.Pipelines)
 	}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]

@@ -179,3 +179,41 @@ func TestEditedArtifactRefused(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkValidate is the validation's share of a load: the default
+// model's graphs read (gunzip, JSON, validation) and validated alone.
+func BenchmarkValidate(b *testing.B) {
+	a, err := artifact.Load(os.DirFS("../generated/tiny-go/artifact"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var graphs []*graph.Graph
+	for _, ref := range a.Graphs {
+		g, err := a.GraphVariant(ref.Kind, ref.Rows, ref.AllLogits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		graphs = append(graphs, g)
+	}
+	b.Run("read", func(b *testing.B) {
+		for b.Loop() {
+			for _, ref := range a.Graphs {
+				if _, err := a.GraphVariant(ref.Kind, ref.Rows, ref.AllLogits); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("validate", func(b *testing.B) {
+		for b.Loop() {
+			for i, g := range graphs {
+				if err := g.Validate(); err != nil {
+					b.Fatal(err)
+				}
+				if err := a.CheckGraph(g, a.Graphs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
