@@ -74,3 +74,35 @@ func BenchmarkAudit(b *testing.B) {
 		})
 	}
 }
+
+// Each pass of the table, run again on the optimizer's output of a real
+// window, changes nothing: the table is the whole pipeline, and its order
+// is one no pass undoes.
+func TestPassesSettled(t *testing.T) {
+	names := map[string]bool{}
+	for _, p := range graph.Passes {
+		if p.Name == "" || names[p.Name] || p.Fn == nil {
+			t.Fatalf("pass %q: a name and a function, once each", p.Name)
+		}
+		names[p.Name] = true
+	}
+	for _, model := range []string{"tiny-a", "qwen3-next-80b-a3b"} {
+		g := realGraph(t, model, 4)
+		want, err := g.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range graph.Passes {
+			h, err := graph.Decode(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Fn(h, graph.DefaultLimits); err != nil {
+				t.Fatalf("%s: pass %s: %v", model, p.Name, err)
+			}
+			if got, _ := h.JSON(); string(got) != string(want) {
+				t.Errorf("%s: pass %s changes the optimized graph", model, p.Name)
+			}
+		}
+	}
+}
