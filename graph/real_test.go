@@ -3,6 +3,7 @@ package graph_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/strata-llm/strata/gen"
@@ -105,4 +106,34 @@ func TestPassesSettled(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every barrier the passes place is needed: with any one of them removed
+// (and the ICB plan redone to match), the window no longer validates.
+func TestValidateNeedsEveryBarrier(t *testing.T) {
+	g := realGraph(t, "tiny-a", 4)
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	hazards := 0
+	for i := range g.Dispatches {
+		if !g.Dispatches[i].Barrier {
+			continue
+		}
+		h := *g
+		h.Dispatches = slices.Clone(g.Dispatches)
+		h.Dispatches[i].Barrier = false
+		h.ICB = graph.PlanICB(&h)
+		err := h.Validate()
+		if err == nil {
+			t.Fatalf("the window validates without the barrier before dispatch %d (%s)", i, g.Dispatches[i].Kernel)
+		}
+		if strings.Contains(err.Error(), "no barrier between them") {
+			hazards++
+		}
+	}
+	if hazards == 0 {
+		t.Error("no removal was refused as a hazard without a barrier; every one as unwritten scratch")
+	}
+	t.Logf("%d barriers, each needed; %d refused as a hazard across no barrier", graph.NewAudit(g).Barriers, hazards)
 }
