@@ -124,6 +124,9 @@ func sameRanges(a, b []Range) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	if slices.Equal(a, b) { // the generator declares them in binding order
+		return true
+	}
 	less := func(x, y Range) int {
 		if x.Buffer != y.Buffer {
 			if x.Buffer < y.Buffer {
