@@ -3,6 +3,7 @@ package artifact
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/strata-llm/strata/graph"
 )
@@ -221,7 +222,7 @@ func (s *ArgStruct) check() error {
 // graph.Decode) against the manifest and ref, the entry it was read from:
 // its kind and shape, its buffers among the manifest's, the params header
 // where this runtime writes it, and every dispatch (CheckDispatch, and a
-// pipeline the manifest lists).
+// pipeline the manifest lists) but those of the kernels it lists Missing.
 func (a *Artifact) CheckGraph(g *graph.Graph, ref GraphRef) error {
 	if err := a.checkGraph(g, ref); err != nil {
 		return fmt.Errorf("artifact of %s: graph %s: %w", a.Name, ref.File, err)
@@ -265,6 +266,9 @@ func (a *Artifact) checkGraph(g *graph.Graph, ref GraphRef) error {
 	}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
+		if a.missing(d.Kernel) {
+			continue // only the cpu backend runs it; the GPU backends refuse the model
+		}
 		l, err := a.CheckDispatch(g, d)
 		if err == nil && !pipelines[l.Pipeline.Key()] {
 			err = fmt.Errorf("pipeline %s is not among the manifest's pipelines", l.Pipeline.Key())
@@ -355,6 +359,16 @@ func (a *Artifact) CheckDispatch(g *graph.Graph, d *graph.Dispatch) (Launch, err
 		return Launch{}, fmt.Errorf("its %d scalars make a %d-byte argument struct, its kernel takes %d bytes at slot %d", len(d.Scalars), len(args), k.ArgsSize, k.ArgsSlot)
 	}
 	return Launch{Kernel: k, Pipeline: p, Args: args}, nil
+}
+
+// missing reports whether kernels.metal lacks kernel name on purpose (Missing).
+func (a *Artifact) missing(name string) bool {
+	for _, m := range a.Missing {
+		if k, _, _ := strings.Cut(m, ":"); k == name {
+			return true
+		}
+	}
+	return false
 }
 
 // constant returns the function constant at index idx, nil if none.

@@ -217,3 +217,30 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	})
 }
+
+// A kernel kernels.metal lacks on purpose (listed missing: no MSL decoder
+// for its format) does not stop the graphs that dispatch it from loading:
+// the cpu backend runs them, the GPU backends refuse the model.
+func TestMissingKernelLoads(t *testing.T) {
+	files := tinyGo(t)
+	var m artifact.Artifact
+	if err := json.Unmarshal(files[artifact.ManifestFile], &m); err != nil {
+		t.Fatal(err)
+	}
+	const gone = "embed_bf16"
+	m.Kernels = slices.DeleteFunc(m.Kernels, func(k artifact.Kernel) bool { return k.Name == gone })
+	m.Pipelines = slices.DeleteFunc(m.Pipelines, func(p artifact.Pipeline) bool { return p.Kernel == gone })
+	m.Missing = append(m.Missing, gone+": no MSL decoder for format bf16")
+	b, err := json.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[artifact.ManifestFile] = b
+	a, err := artifact.Load(artifact.MapFS(files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Graph(graph.KindTrunk, 1); err != nil {
+		t.Fatal(err)
+	}
+}
