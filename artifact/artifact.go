@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/strata-llm/strata/graph"
@@ -132,6 +133,8 @@ type Artifact struct {
 	Missing []string `json:"missing,omitempty"`
 	// Files holds KernelsFile and every graph's File.
 	Files fs.FS `json:"-"`
+	// pipelineKeys are the Pipelines' keys, set by Load.
+	pipelineKeys map[string]bool `json:"-"`
 }
 
 // Source returns kernels.metal.
@@ -195,9 +198,10 @@ func (a *Artifact) Graph(kind string, rows int) (*graph.Graph, error) {
 	return a.GraphVariant(kind, rows, false)
 }
 
-// GraphVariant decodes the window graph of kind and rows; allLogits asks
-// for the variant computing every row's logits, which a decode shape's plain
-// graph already is.
+// GraphVariant decodes the window graph of kind and rows and validates it
+// against the manifest (CheckGraph); allLogits asks for the variant
+// computing every row's logits, which a decode shape's plain graph already
+// is.
 func (a *Artifact) GraphVariant(kind string, rows int, allLogits bool) (*graph.Graph, error) {
 	ref, ok := a.graphRef(kind, rows, allLogits)
 	if !ok && allLogits {
@@ -215,6 +219,9 @@ func (a *Artifact) GraphVariant(kind string, rows int, allLogits bool) (*graph.G
 	g, err := ReadGraph(ref.File, b)
 	if err != nil {
 		return nil, fmt.Errorf("artifact of %s: %w", a.Name, err)
+	}
+	if err := a.CheckGraph(g, ref); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
@@ -265,9 +272,11 @@ func (a *Artifact) Pipeline(d *graph.Dispatch) (Pipeline, error) {
 
 // Key is the pipeline's cache key.
 func (p Pipeline) Key() string {
-	b := []byte(p.Kernel)
-	for _, v := range p.Values {
-		b = fmt.Appendf(b, " %d=%d", v.Index, v.Value)
+	b := make([]byte, 0, len(p.Kernel)+12*len(p.Values))
+	b = append(b, p.Kernel...)
+	for _, v := range p.Values { // " index=value", without fmt: a load keys every dispatch
+		b = strconv.AppendInt(append(b, ' '), int64(v.Index), 10)
+		b = strconv.AppendInt(append(b, '='), v.Value, 10)
 	}
 	return string(b)
 }

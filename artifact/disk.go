@@ -95,8 +95,9 @@ func (a *Artifact) fileNames() []string {
 // Load reads an artifact from fsys (a folder Write wrote, or one a
 // generated/<model> package embeds): it decodes the manifest, checks that
 // its key is the key of its config under this runtime's KeyOf and that its
-// params header is the one this runtime writes, and that every file is
-// there. Graphs are decoded when asked for.
+// params header is the one this runtime writes, that the manifest is sound
+// (Check), and that every file is there. Graphs are decoded, and validated
+// against the manifest, when asked for.
 func Load(fsys fs.FS) (*Artifact, error) {
 	b, err := fs.ReadFile(fsys, ManifestFile)
 	if err != nil {
@@ -124,6 +125,10 @@ func Load(fsys fs.FS) (*Artifact, error) {
 			return nil, fmt.Errorf("artifact of %s: params header field %s at word %d, this runtime writes it at %d: generate it again", a.Name, name, got, word)
 		}
 	}
+	if err := a.Check(); err != nil {
+		return nil, err
+	}
+	a.pipelineKeys = keysOf(a.Pipelines) // read by concurrent GraphVariant calls
 	a.Files = fsys
 	for _, name := range a.fileNames() {
 		if _, err := fs.Stat(fsys, name); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
 )
 
@@ -91,7 +92,7 @@ func (s *ArgStruct) Layout() (StructLayout, error) {
 		if !ok {
 			return StructLayout{}, fmt.Errorf("argument struct %s: field %s has unsupported type %q", s.Name, f.Name, f.Type)
 		}
-		if seen[f.Name] || !isIdent(f.Name) {
+		if seen[f.Name] || !artifact.IsIdent(f.Name) {
 			return StructLayout{}, fmt.Errorf("argument struct %s: field name %q is repeated or not an identifier", s.Name, f.Name)
 		}
 		seen[f.Name] = true
@@ -105,18 +106,6 @@ func (s *ArgStruct) Layout() (StructLayout, error) {
 }
 
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
-
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		if r != '_' && !(r >= 'a' && r <= 'z') && !(r >= 'A' && r <= 'Z') && !(i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
-}
 
 // MSL is the struct's MSL definition, with each member's offset.
 func (s *ArgStruct) MSL() (string, error) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
@@ -74,7 +75,7 @@ func TestCatalog(t *testing.T) {
 		}
 		seen := map[graph.ConstName]bool{}
 		for _, c := range append(append([]FamilyConst{}, f.Consts...), GridOffsetConsts...) {
-			if seen[c.Name] || !isIdent(string(c.Name)) || (c.Type != ConstUInt && c.Type != ConstBool) {
+			if seen[c.Name] || !artifact.IsIdent(string(c.Name)) || (c.Type != ConstUInt && c.Type != ConstBool) {
 				t.Errorf("family %s: constant %+v repeated, not an identifier or of no type", f.Name, c)
 			}
 			seen[c.Name] = true

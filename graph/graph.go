@@ -243,13 +243,14 @@ func (g *Graph) JSON() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Decode parses a graph from its JSON form and checks it.
+// Decode parses a finished graph from its JSON form and validates it
+// (Validate).
 func Decode(data []byte) (*Graph, error) {
 	var g Graph
 	if err := json.Unmarshal(data, &g); err != nil {
 		return nil, fmt.Errorf("decoding window graph: %w", err)
 	}
-	if err := g.Check(); err != nil {
+	if err := g.Validate(); err != nil {
 		return nil, err
 	}
 	return &g, nil

@@ -3,6 +3,7 @@ package graph_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/strata-llm/strata/gen"
@@ -73,4 +74,66 @@ func BenchmarkAudit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Each pass of the table, run again on the optimizer's output of a real
+// window, changes nothing: the table is the whole pipeline, and its order
+// is one no pass undoes.
+func TestPassesSettled(t *testing.T) {
+	names := map[string]bool{}
+	for _, p := range graph.Passes {
+		if p.Name == "" || names[p.Name] || p.Fn == nil {
+			t.Fatalf("pass %q: a name and a function, once each", p.Name)
+		}
+		names[p.Name] = true
+	}
+	for _, model := range []string{"tiny-a", "qwen3-next-80b-a3b"} {
+		g := realGraph(t, model, 4)
+		want, err := g.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range graph.Passes {
+			h, err := graph.Decode(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Fn(h, graph.DefaultLimits); err != nil {
+				t.Fatalf("%s: pass %s: %v", model, p.Name, err)
+			}
+			if got, _ := h.JSON(); string(got) != string(want) {
+				t.Errorf("%s: pass %s changes the optimized graph", model, p.Name)
+			}
+		}
+	}
+}
+
+// Every barrier the passes place is needed: with any one of them removed
+// (and the ICB plan redone to match), the window no longer validates.
+func TestValidateNeedsEveryBarrier(t *testing.T) {
+	g := realGraph(t, "tiny-a", 4)
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	hazards := 0
+	for i := range g.Dispatches {
+		if !g.Dispatches[i].Barrier {
+			continue
+		}
+		h := *g
+		h.Dispatches = slices.Clone(g.Dispatches)
+		h.Dispatches[i].Barrier = false
+		h.ICB = graph.PlanICB(&h)
+		err := h.Validate()
+		if err == nil {
+			t.Fatalf("the window validates without the barrier before dispatch %d (%s)", i, g.Dispatches[i].Kernel)
+		}
+		if strings.Contains(err.Error(), "no barrier between them") {
+			hazards++
+		}
+	}
+	if hazards == 0 {
+		t.Error("no removal was refused as a hazard without a barrier; every one as unwritten scratch")
+	}
+	t.Logf("%d barriers, each needed; %d refused as a hazard across no barrier", graph.NewAudit(g).Barriers, hazards)
 }

@@ -231,7 +231,7 @@ func blockOf(name string) (elems, bytes int) {
 }
 
 // The lookup tables for code generators (the MSL decoders' constant
-// tables, gen/msl.go), as parsed and checked from the embedded
+// tables, gen/msl_formats.go), as parsed and checked from the embedded
 // ggml_tables.json; each call returns a copy.
 
 // IQ2XSGrid returns iq2xs_grid: 512 entries of eight magnitudes, byte j of an

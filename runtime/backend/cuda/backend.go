@@ -106,7 +106,6 @@ type Backend struct {
 	opt     Options
 	info    DeviceInfo
 	headers map[string][]byte
-	kernels map[string]int
 
 	mu        sync.Mutex // serializes every driver call (one context, made current per call)
 	pipes     map[string]*pipeline
@@ -150,6 +149,9 @@ func Available() error {
 // New opens GPU 0 for model m. A model whose graphs dispatch kernels
 // kernels.metal lacks is refused.
 func New(m *artifact.Artifact, opt Options) (*Backend, error) {
+	if err := m.Check(); err != nil { // the metadata its kernel wrappers are written from
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
 	if len(m.Missing) > 0 {
 		return nil, fmt.Errorf("cuda: model %s: kernels.metal lacks kernels its graphs dispatch: %v", m.Name, m.Missing)
 	}
@@ -164,10 +166,7 @@ func New(m *artifact.Artifact, opt Options) (*Backend, error) {
 	}
 	d, _ := loadDriver()
 	nv, _ := loadNVRTC()
-	b := &Backend{d: d, nv: nv, model: m, opt: opt, pipes: map[string]*pipeline{}, kernels: map[string]int{}}
-	for i, k := range m.Kernels {
-		b.kernels[k.Name] = i
-	}
+	b := &Backend{d: d, nv: nv, model: m, opt: opt, pipes: map[string]*pipeline{}}
 	src, err := m.Source()
 	if err != nil {
 		return nil, err

@@ -117,53 +117,24 @@ func (b *Backend) compile(g *graph.Graph, mem backend.Memory) (*Program, error) 
 // bind prepares dispatch i's launch and names its pipeline.
 func (p *Program) bind(i int, d *graph.Dispatch) (string, pipeSpec, error) {
 	b := p.b
-	ki, ok := b.kernels[d.Kernel]
-	if !ok {
-		return "", pipeSpec{}, fmt.Errorf("kernels.metal of %s has no kernel %s", b.model.Name, d.Kernel)
-	}
-	k := &b.model.Kernels[ki]
-	if k.Family != d.Family {
-		return "", pipeSpec{}, fmt.Errorf("kernel %s is of family %s in kernels.metal, %s in the graph", k.Name, k.Family, d.Family)
-	}
-	pl, err := b.model.Pipeline(d)
+	l, err := b.model.CheckDispatch(p.Graph, d) // kernel, bindings, constants, argument struct
 	if err != nil {
 		return "", pipeSpec{}, err
 	}
+	k, pl := l.Kernel, l.Pipeline
 	values := map[int]int64{}
 	for _, v := range pl.Values {
 		values[v.Index] = v.Value
 	}
-	fcs := map[int]bool{}
-	for _, c := range b.model.Constants {
-		fcs[c.Index] = c.Optional
-	}
 	kept := map[int]int64{}
 	for _, idx := range k.Constants {
-		optional, declared := fcs[idx]
-		if !declared {
-			return "", pipeSpec{}, fmt.Errorf("kernel %s reads function constant %d, which kernels.metal does not declare", k.Name, idx)
-		}
-		v, given := values[idx]
-		if !given && !optional {
-			return "", pipeSpec{}, fmt.Errorf("kernel %s reads function constant %d, which the dispatch does not set", k.Name, idx)
-		}
-		if given {
+		if v, given := values[idx]; given { // else optional (CheckDispatch)
 			kept[idx] = v
 		}
 	}
 	s := &p.steps[i]
-	if len(d.Args) != len(k.Buffers) {
-		return "", pipeSpec{}, fmt.Errorf("%d bindings, kernel %s takes %d buffers", len(d.Args), k.Name, len(k.Buffers))
-	}
 	s.vals = make([]uintptr, len(d.Args))
 	for j, a := range d.Args {
-		kb := k.Buffers[j]
-		if a.Slot != kb.Slot || a.Name != kb.Name {
-			return "", pipeSpec{}, fmt.Errorf("binding %s at slot %d, kernel %s takes %s there", a.Name, a.Slot, k.Name, kb.Name)
-		}
-		if a.Access != graph.Read && !kb.Write {
-			return "", pipeSpec{}, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
-		}
 		if _, err := p.mem.Locate(a.Range); err != nil {
 			return "", pipeSpec{}, fmt.Errorf("binding %s: %w", a.Name, err)
 		}
@@ -171,17 +142,7 @@ func (p *Program) bind(i int, d *graph.Dispatch) (string, pipeSpec, error) {
 			return "", pipeSpec{}, fmt.Errorf("binding %s: %w", a.Name, err)
 		}
 	}
-	args, err := b.model.EncodeArgs(d.Family, d.Scalars)
-	if err != nil {
-		return "", pipeSpec{}, err
-	}
-	wantArgs := 0
-	if k.ArgsSlot >= 0 {
-		wantArgs = k.ArgsSize
-	}
-	if len(args) != wantArgs {
-		return "", pipeSpec{}, fmt.Errorf("argument struct of %d bytes, kernel %s takes %d", len(args), k.Name, wantArgs)
-	}
+	args := l.Args
 	s.args = args
 	for j := range s.vals {
 		s.params = append(s.params, unsafe.Pointer(&s.vals[j]))

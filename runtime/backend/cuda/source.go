@@ -127,29 +127,18 @@ func pipelineSource(m *artifact.Artifact, k *artifact.Kernel, values map[int]int
 func writeConstants(b *bytes.Buffer, m *artifact.Artifact, values map[int]int64) error {
 	for _, c := range m.Constants {
 		ident, _ := constIdent(c)
-		if !isIdent(ident) {
-			return fmt.Errorf("model %s: function constant %q of family %q", m.Name, c.Name, c.Family)
-		}
 		v, given := values[c.Index]
 		val := "0xdeadbeefu"
 		if c.Type == artifact.Bool {
 			val = "false"
 		}
-		if given {
-			switch c.Type {
-			case artifact.UInt:
-				if v < 0 || v > 1<<32-1 {
-					return fmt.Errorf("function constant %s = %d does not fit a uint", c.Name, v)
-				}
-				val = fmt.Sprintf("%du", v)
-			case artifact.Bool:
-				if v != 0 && v != 1 {
-					return fmt.Errorf("function constant %s = %d is not a bool", c.Name, v)
-				}
-				val = fmt.Sprint(v == 1)
-			default:
-				return fmt.Errorf("function constant %s has type %q", c.Name, c.Type)
-			}
+		switch {
+		case given && !c.Fits(v):
+			return fmt.Errorf("function constant %s = %d does not fit a %s", c.Name, v, c.Type)
+		case given && c.Type == artifact.Bool:
+			val = fmt.Sprint(v == 1)
+		case given:
+			val = fmt.Sprintf("%du", v)
 		}
 		def := 0
 		if given {
@@ -165,35 +154,22 @@ func writeConstants(b *bytes.Buffer, m *artifact.Artifact, values map[int]int64)
 // kernel only reads), and the argument struct by value.
 func writeWrapper(b *bytes.Buffer, m *artifact.Artifact, k *artifact.Kernel, name string, maxThreads int) error {
 	var params, args []string
+	if err := k.Check(); err != nil { // the names and types written below
+		return fmt.Errorf("model %s: %w", m.Name, err)
+	}
 	for slot, buf := range k.Buffers {
-		if buf.Slot != slot {
-			return fmt.Errorf("model %s: kernel %s binds %s at slot %d, expected %d", m.Name, k.Name, buf.Name, buf.Slot, slot)
-		}
-		if !isIdent(buf.Type) {
-			return fmt.Errorf("model %s: kernel %s binds %s of type %q", m.Name, k.Name, buf.Name, buf.Type)
-		}
 		qual := ""
-		switch {
-		case buf.Space == "constant", buf.Space == "device" && !buf.Write:
+		if !buf.Write {
 			qual = "const "
-		case buf.Space == "device":
-		default:
-			return fmt.Errorf("model %s: kernel %s binds %s in address space %q", m.Name, k.Name, buf.Name, buf.Space)
 		}
 		params = append(params, fmt.Sprintf("%s%s *b%d", qual, buf.Type, slot))
 		args = append(args, fmt.Sprintf("b%d", slot))
 	}
 	if k.ArgsSlot >= 0 {
-		if k.ArgsSlot != len(k.Buffers) || k.ArgsSize <= 0 {
-			return fmt.Errorf("model %s: kernel %s has its argument struct (%d bytes) at slot %d after %d buffers", m.Name, k.Name, k.ArgsSize, k.ArgsSlot, len(k.Buffers))
-		}
 		params = append(params, fmt.Sprintf("__strata_args<%d> a", k.ArgsSize))
 		args = append(args, fmt.Sprintf("__strata_args_ref<%d>{a.b}", k.ArgsSize))
 	}
 	args = append(args, "__STRATA_BUILTINS")
-	if !isIdent(k.Name) {
-		return fmt.Errorf("model %s: kernel name %q is not an identifier", m.Name, k.Name)
-	}
 	if maxThreads < 1 || maxThreads > 1024 {
 		return fmt.Errorf("kernel %s: %d threads per threadgroup", k.Name, maxThreads)
 	}
@@ -209,23 +185,14 @@ func constIdent(c artifact.FunctionConstant) (ident, derived string) {
 	return c.Family.ConstIdents(c.Name)
 }
 
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
 // CompileAll compiles one pipeline of every kernel of m (the first
 // m.Pipelines lists for it) with NVRTC for compute capability major.minor,
 // no GPU needed, and returns how many kernels it compiled. Where libnvrtc
 // is installed this checks the prelude against a model's kernels.metal.
 func CompileAll(m *artifact.Artifact, major, minor int) (int, error) {
+	if err := m.Check(); err != nil {
+		return 0, err
+	}
 	n, err := loadNVRTC()
 	if err != nil {
 		return 0, err

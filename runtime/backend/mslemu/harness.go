@@ -21,10 +21,14 @@ import (
 //     an optional one's derived constant to its default), then the given
 //     ones are set.
 //
-// A signature or constant that disagrees with the metadata fails to compile.
+// A signature or constant that disagrees with the metadata fails to compile;
+// the metadata itself is checked first (artifact.Artifact.Check).
 // (The MSL keywords kernel, device, constant, thread and threadgroup are
 // macros here: the harness names nothing after them.)
 func harness(m *artifact.Artifact) ([]byte, error) {
+	if err := m.Check(); err != nil { // the names and types written below
+		return nil, err
+	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// Lane-emulator harness of model %s, written by runtime/backend/mslemu from its kernel metadata.\n", m.Name)
 	b.WriteString("#include \"kernels.metal\"\n\n")
@@ -32,32 +36,15 @@ func harness(m *artifact.Artifact) ([]byte, error) {
 	b.WriteString("    const uint3 tgpig = uint3(t->tgpig[0], t->tgpig[1], t->tgpig[2]);\n")
 	b.WriteString("    switch (which) {\n")
 	for i, k := range m.Kernels {
-		if !isIdent(k.Name) {
-			return nil, fmt.Errorf("model %s: kernel name %q is not an identifier", m.Name, k.Name)
-		}
 		var args []string
 		for slot, buf := range k.Buffers {
-			if buf.Slot != slot {
-				return nil, fmt.Errorf("model %s: kernel %s binds %s at slot %d, expected %d", m.Name, k.Name, buf.Name, buf.Slot, slot)
-			}
 			qual := ""
-			switch {
-			case buf.Space == "constant":
-			case buf.Space == "device" && !buf.Write:
+			if buf.Space == artifact.SpaceDevice && !buf.Write {
 				qual = "const "
-			case buf.Space == "device":
-			default:
-				return nil, fmt.Errorf("model %s: kernel %s binds %s in address space %q", m.Name, k.Name, buf.Name, buf.Space)
-			}
-			if !isIdent(buf.Type) {
-				return nil, fmt.Errorf("model %s: kernel %s binds %s of type %q", m.Name, k.Name, buf.Name, buf.Type)
 			}
 			args = append(args, fmt.Sprintf("(%s %s%s *)b[%d]", buf.Space, qual, buf.Type, slot))
 		}
 		if k.ArgsSlot >= 0 {
-			if k.ArgsSlot != len(k.Buffers) || k.ArgsSize <= 0 {
-				return nil, fmt.Errorf("model %s: kernel %s has its argument struct (%d bytes) at slot %d after %d buffers", m.Name, k.Name, k.ArgsSize, k.ArgsSlot, len(k.Buffers))
-			}
 			args = append(args, fmt.Sprintf("__strata_args_ref<%d>{b[%d]}", k.ArgsSize, k.ArgsSlot))
 		}
 		args = append(args, "tgpig", "t->tid", "t->ntg", "t->lane", "t->sg", "t->nsg")
@@ -70,17 +57,9 @@ func harness(m *artifact.Artifact) ([]byte, error) {
 	var cases bytes.Buffer
 	for _, c := range m.Constants {
 		ident, derived := constIdents(c)
-		if !isIdent(ident) || !isIdent(derived) {
-			return nil, fmt.Errorf("model %s: function constant %q of family %q", m.Name, c.Name, c.Family)
-		}
-		var poison, val string
-		switch c.Type {
-		case artifact.UInt:
-			poison, val = "0xdeadbeefu", "value[i]"
-		case artifact.Bool:
+		poison, val := "0xdeadbeefu", "value[i]"
+		if c.Type == artifact.Bool {
 			poison, val = "false", "value[i] != 0u"
-		default:
-			return nil, fmt.Errorf("model %s: function constant %s has type %q", m.Name, c.Name, c.Type)
 		}
 		fmt.Fprintf(&b, "    %s = %s;\n", ident, poison)
 		fmt.Fprintf(&cases, "        case %d:\n            %s = %s;\n", c.Index, ident, val)
@@ -104,16 +83,4 @@ func harness(m *artifact.Artifact) ([]byte, error) {
 // (graph.Family.ConstIdents).
 func constIdents(c artifact.FunctionConstant) (ident, derived string) {
 	return c.Family.ConstIdents(c.Name)
-}
-
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
 }

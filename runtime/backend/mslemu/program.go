@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/backend"
 )
@@ -42,18 +41,13 @@ var _ backend.HostProgram = (*Program)(nil)
 const argsRef = ^uint64(0)
 
 // Compile binds every dispatch of g to mem (a Memory of this emulator),
-// checking each against the model's kernel metadata: the kernel exists and is
-// of the dispatch's family, every binding sits at its slot under its name,
-// every function constant the kernel reads is given (or optional), the
-// argument struct has the kernel's size, and the threadgroup fits.
+// checking each against the model's kernel metadata
+// (artifact.Artifact.CheckDispatch) and the emulator's own limits: the
+// constants and slots it passes, the threadgroup it runs.
 func (e *Emulator) Compile(g *graph.Graph, mem backend.Memory) (backend.Program, error) {
 	m, ok := mem.(*Memory)
 	if !ok {
 		return nil, fmt.Errorf("mslemu: memory of type %T, not from this backend", mem)
-	}
-	fcs := map[int]artifact.FunctionConstant{}
-	for _, c := range e.model.Constants {
-		fcs[c.Index] = c
 	}
 	tgmem := e.built.tgmem
 	p := &Program{e: e, mem: m, g: g, after: map[int][]graph.HostPoint{}}
@@ -62,7 +56,7 @@ func (e *Emulator) Compile(g *graph.Graph, mem backend.Memory) (backend.Program,
 	}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
-		s, err := e.prepare(d, m, fcs, tgmem)
+		s, err := e.prepare(g, d, m, tgmem)
 		if err != nil {
 			return nil, fmt.Errorf("mslemu: dispatch %d (%s, layer %d): %w", i, d.Kernel, d.Layer, err)
 		}
@@ -72,42 +66,25 @@ func (e *Emulator) Compile(g *graph.Graph, mem backend.Memory) (backend.Program,
 	return p, nil
 }
 
-func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.FunctionConstant, tgmem [][][2]uint64) (step, error) {
+func (e *Emulator) prepare(g *graph.Graph, d *graph.Dispatch, m *Memory, tgmem [][][2]uint64) (step, error) {
 	s := step{d: d}
-	ki, ok := e.kernels[d.Kernel]
-	if !ok {
-		return s, fmt.Errorf("kernels.metal of %s has no kernel %s", e.model.Name, d.Kernel)
+	l, err := e.model.CheckDispatch(g, d) // kernel, bindings, constants, argument struct
+	if err != nil {
+		return s, err
 	}
-	k := &e.model.Kernels[ki]
-	if k.Family != d.Family {
-		return s, fmt.Errorf("kernel %s is of family %s in kernels.metal, %s in the graph", k.Name, k.Family, d.Family)
-	}
+	k, ki := l.Kernel, e.kernels[d.Kernel]
 	c := &s.c
 	c.Kernel = int32(ki)
 
 	// Function constants: the ones the kernel's code reads.
-	pl, err := e.model.Pipeline(d)
-	if err != nil {
-		return s, err
-	}
 	values := map[int]int64{}
-	for _, v := range pl.Values {
+	for _, v := range l.Pipeline.Values {
 		values[v.Index] = v.Value
 	}
 	for _, idx := range k.Constants {
-		fc, ok := fcs[idx]
-		if !ok {
-			return s, fmt.Errorf("kernel %s reads function constant %d, which kernels.metal does not declare", k.Name, idx)
-		}
 		v, given := values[idx]
-		if !given {
-			if !fc.Optional {
-				return s, fmt.Errorf("kernel %s reads function constant %s (%d), which the dispatch does not set", k.Name, fc.Name, idx)
-			}
+		if !given { // optional (CheckDispatch)
 			continue
-		}
-		if v < 0 || v > 1<<32-1 || fc.Type == artifact.Bool && v > 1 {
-			return s, fmt.Errorf("function constant %s = %d does not fit a %s", fc.Name, v, fc.Type)
 		}
 		if c.NConst == maxConsts {
 			return s, fmt.Errorf("kernel %s reads more than %d function constants", k.Name, maxConsts)
@@ -118,17 +95,7 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 	}
 
 	// Buffers at their slots.
-	if len(d.Args) != len(k.Buffers) {
-		return s, fmt.Errorf("%d bindings, kernel %s takes %d buffers", len(d.Args), k.Name, len(k.Buffers))
-	}
 	for i, a := range d.Args {
-		kb := k.Buffers[i]
-		if a.Slot != kb.Slot || a.Name != kb.Name {
-			return s, fmt.Errorf("binding %s at slot %d, kernel %s takes %s there", a.Name, a.Slot, k.Name, kb.Name)
-		}
-		if a.Access != graph.Read && !kb.Write {
-			return s, fmt.Errorf("binding %s is written (%s), kernel %s takes it read-only", a.Name, a.Access, k.Name)
-		}
 		bi, err := m.Locate(a.Range)
 		if err != nil {
 			return s, fmt.Errorf("binding %s: %w", a.Name, err)
@@ -150,18 +117,7 @@ func (e *Emulator) prepare(d *graph.Dispatch, m *Memory, fcs map[int]artifact.Fu
 	}
 
 	// The argument struct, at the slot after the last buffer.
-	args, err := e.model.EncodeArgs(d.Family, d.Scalars)
-	if err != nil {
-		return s, err
-	}
-	want := 0
-	if k.ArgsSlot >= 0 {
-		want = k.ArgsSize
-	}
-	if len(args) != want {
-		return s, fmt.Errorf("argument struct of %d bytes, kernel %s takes %d", len(args), k.Name, want)
-	}
-	if k.ArgsSlot >= 0 {
+	if args := l.Args; k.ArgsSlot >= 0 {
 		if k.ArgsSlot >= maxSlots {
 			return s, fmt.Errorf("argument struct at slot %d", k.ArgsSlot)
 		}
