@@ -3,7 +3,6 @@ package gguf
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -247,51 +246,5 @@ func TestTransforms(t *testing.T) {
 	}
 	if Same.ToGGUF(3) != 3 || Same.FromGGUF(3) != 3 {
 		t.Error("Same changes values")
-	}
-}
-
-func TestQwenNextParams(t *testing.T) {
-	p := QwenNextParams{Layers: 48, ContextLength: 262144, Hidden: 2048, FFN: 5120, Heads: 16, KVHeads: 2, HeadDim: 256,
-		RMSEps: 1e-6, RopeTheta: 1e7, RopeDim: 64, Experts: 512, ExpertsUsed: 10, ExpertFFN: 512, SharedFFN: 512,
-		ConvKernel: 4, KeyHeads: 16, ValueHeads: 32, StateSize: 128, ValueHeadDim: 128, FullAttentionInterval: 4}
-	path := filepath.Join(t.TempDir(), "p.gguf")
-	if err := WriteFile(path, p.Metadata(), nil); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	got, err := QwenNextParamsOf(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// eps and θ travel as float32.
-	want := p
-	want.RMSEps, want.RopeTheta = float64(float32(p.RMSEps)), float64(float32(p.RopeTheta))
-	if got != want {
-		t.Errorf("params %+v, want %+v", got, want)
-	}
-	if inner, _ := f.Uint("qwen3next.ssm.inner_size"); inner != 4096 {
-		t.Errorf("ssm.inner_size %d, want 4096", inner)
-	}
-	if got.Dims() != real80B {
-		t.Errorf("dims %+v, want %+v", got.Dims(), real80B)
-	}
-
-	kv := p.Metadata()
-	kv = kv[:len(kv)-1] // drop full_attention_interval
-	path = filepath.Join(t.TempDir(), "q.gguf")
-	if err := WriteFile(path, kv, nil); err != nil {
-		t.Fatal(err)
-	}
-	g, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	if _, err := QwenNextParamsOf(g); err == nil || !strings.Contains(err.Error(), "qwen3next.full_attention_interval missing") || !strings.Contains(err.Error(), "q.gguf") {
-		t.Errorf("missing key: %v", err)
 	}
 }

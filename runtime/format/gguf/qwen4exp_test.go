@@ -1,7 +1,6 @@
 package gguf
 
 import (
-	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -121,35 +120,5 @@ func TestQwen4ExpRunsCover(t *testing.T) {
 				t.Errorf("%s: runs do not cover the role and %s exactly once", role, n)
 			}
 		}
-	}
-}
-
-// Qwen4ExpParams survive a trip through a file, integer arrays included.
-func TestQwen4ExpParamsRoundTrip(t *testing.T) {
-	p := Qwen4ExpParams{Layers: 4, ContextLength: 4096, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 32,
-		RMSEps: 1.0 / 1024, RopeTheta: 10000, RopeDim: 8, RopeSections: []int{11, 11, 10, 0},
-		Experts: 16, ExpertsUsed: 4, ExpertFFN: 32, SharedFFN: 32, ConvKernel: 4, KeyHeads: 2, ValueHeads: 6, StateSize: 16, ValueHeadDim: 16,
-		FullAttentionInterval: 4, HCCount: 4, HCLowRank: 16, IndexerHeads: 4, IndexerHeadDim: 16, IndexerTopK: 16,
-		CompressRatios: []int{0, 0, 0, 4}, PLELayers: []int{1}, NgramSize: 3, HeadsPerNgram: 2, PLEConvKernel: 4,
-		PLERowWidth: 16, EOS: 3, Multipliers: []int64{4295158889763781, 17440218147737327, 1270917961434445},
-		HeadVocabSizes: []int64{1009, 1013, 1019, 1021}, HeadOffsets: []int64{0, 1009, 2022, 3041}, MTPLayers: 1}
-	path := filepath.Join(t.TempDir(), "p.gguf")
-	if err := WriteFile(path, p.Metadata(), nil); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	got, err := Qwen4ExpParamsOf(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, p) {
-		t.Errorf("read back %+v\nwant %+v", got, p)
-	}
-	if _, err := QwenNextParamsOf(f); err == nil {
-		t.Errorf("a qwen4exp file read as qwen3next")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -144,7 +145,7 @@ func reordered(cfg *models.Config, role string) bool {
 	if cfg.Architecture.ModelType != models.TypeQwen4Exp {
 		return false
 	}
-	m, err := gguf.Qwen4ExpRole(weights.Qwen4ExpDims(cfg), role)
+	m, err := gguf.Qwen4ExpRole(arch.Qwen4ExpDims(cfg), role)
 	return err == nil && m.Cols != nil
 }
 

@@ -1,0 +1,389 @@
+package arch
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/models/ngram"
+	"github.com/strata-llm/strata/runtime/format/gguf"
+)
+
+// ErrUnsupported marks configs an architecture's GGUF cannot hold yet.
+var ErrUnsupported = errors.New("not supported yet")
+
+// The n-gram table's hash parameters (qwen4exp keys).
+const (
+	keyMultipliers    = "ple.layer_multipliers"
+	keyHeadVocabSizes = "ple.head_vocab_sizes"
+	keyHeadOffsets    = "ple.head_offsets"
+)
+
+// NgramKeys are the full keys of the n-gram table's hash parameters
+// (multipliers, head vocab sizes, head offsets), which a reader compares
+// with the ones computed from the config.
+var NgramKeys = [3]string{gguf.ArchQwen4Exp + "." + keyMultipliers, gguf.ArchQwen4Exp + "." + keyHeadVocabSizes, gguf.ArchQwen4Exp + "." + keyHeadOffsets}
+
+// Qwen4Exp is Qwen3.8-Flash-Next (HF model_type qwen4_exp or
+// qwen4_exp_text, GGUF architecture qwen4exp, llama.cpp's
+// src/models/qwen4exp.cpp): Gated DeltaNet layers and sparse (QSA) attention
+// layers with an indexer, hyper-connections, an MTP head and a PLE layer
+// reading a hashed n-gram store. The keys' meanings are llama.cpp's;
+// runtime/format/gguf/qwen4exp.go says where the names come from. What no
+// key says: the layer types come from attention.compress_ratios (non-zero on
+// the QSA layers), the indexer's KV heads from indexer.k_proj's rows, the
+// n-gram store's generating parameters from its stored hash constants
+// (ngramParams); hidden_act silu, the GDN output gate sigmoid (llama.cpp's),
+// norm_topk_prob true and split_ngram_parts 512 (HF's defaults; only a
+// checkpoint's sharding: nothing reads it from a GGUF).
+var Qwen4Exp = &Arch{
+	GGUF:      gguf.ArchQwen4Exp,
+	ModelType: models.TypeQwen4Exp,
+	Params: []Param{
+		pBlockCount,
+		pContext,
+		pHidden,
+		pHeads,
+		pKVHeads,
+		pKeyLength,
+		pValueLength,
+		rmsEps(true),
+		ropeTheta(true),
+		pRopeDim,
+		{Key: "rope.dimension_sections", HF: "rope_parameters.mrope_section", Field: "(none: HF's default; for text every section sees the same position, but llama.cpp's loader wants the key)",
+			Type: Int32s, Optional: true,
+			Get: func(*models.Architecture) (Value, error) { return ints([]int{11, 11, 10, 0}), nil }},
+		pExperts,
+		pExpertsUsed,
+		pExpertFFN,
+		pSharedFFN,
+		pConvKernel,
+		pInnerSize,
+		pStateSize,
+		pTimeStepRank,
+		pGroupCount,
+		pInterval(models.LayerSparseAttention, nil), // the layer types come from compress_ratios, which must agree
+		checked(field("hyper_connection.count", "hc_count", "architecture.hyper_connections.count", func(a *models.Architecture) *int { return &a.HyperConnections.Count })),
+		checked(field("hyper_connection.low_rank", "hc_lowrank", "architecture.hyper_connections.low_rank", func(a *models.Architecture) *int { return &a.HyperConnections.LowRank })),
+		checked(field("attention.indexer.head_count", "indexer_n_heads", "architecture.indexer.heads", func(a *models.Architecture) *int { return &a.Indexer.Heads })),
+		checked(Param{Key: "attention.indexer.key_length", HF: "indexer_head_dim", Field: "architecture.indexer.head_dim", Type: Uint,
+			Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.Indexer.HeadDim}, nil },
+			Set: func(a *models.Architecture, v Value, m Meta) error {
+				if v.Int <= 0 {
+					return fmt.Errorf("gguf %s: %s = %d, want a positive head size", m.f.Path, m.Key("attention.indexer.key_length"), v.Int)
+				}
+				a.Indexer.HeadDim = v.Int
+				return nil
+			}}),
+		checked(field("attention.indexer.top_k", "indexer_budget", "architecture.indexer.budget (in tokens)", func(a *models.Architecture) *int { return &a.Indexer.Budget })),
+		checked(Param{Key: "attention.compress_ratios", HF: "indexer_compress_ratio", Field: "architecture.layer_types and architecture.indexer.compress_ratio", Type: Int32s,
+			Says: "compress_ratio on the sparse-attention layers",
+			Get: func(a *models.Architecture) (Value, error) {
+				r := make([]int, a.NumLayers)
+				for i, t := range a.LayerTypes {
+					if t == models.LayerSparseAttention {
+						r[i] = a.Indexer.CompressRatio
+					}
+				}
+				return ints(r), nil
+			},
+			Set: setCompressRatios}),
+		checked(Param{Key: "ple.layers", HF: "ple_layer_ids", Field: "architecture.ple.layer_ids (0-based here)", Type: Int32s,
+			Says: "0-based ple.layer_ids",
+			Get: func(a *models.Architecture) (Value, error) {
+				var ids []int
+				for _, id := range a.PLE.LayerIDs {
+					ids = append(ids, id-1)
+				}
+				return ints(ids), nil
+			},
+			Set: func(a *models.Architecture, v Value, m Meta) error {
+				if len(v.Ints) > 1 {
+					return fmt.Errorf("gguf %s: %s %v: strata reads one PLE layer's table", m.f.Path, m.Key("ple.layers"), v.Ints)
+				}
+				if len(v.Ints) == 1 {
+					a.PLE.LayerIDs = []int{int(v.Ints[0]) + 1}
+				}
+				return nil
+			}}),
+		ple(checked(field("ple.ngram_size", "ngram_size", "architecture.ple.ngram_size", func(a *models.Architecture) *int { return &a.PLE.NgramSize }))),
+		ple(checked(field("ple.heads_per_ngram", "heads_per_ngram", "architecture.ple.heads_per_ngram", func(a *models.Architecture) *int { return &a.PLE.HeadsPerNgram }))),
+		ple(checked(field("ple.conv_kernel", "ple_conv_kernel_size", "architecture.ple.conv_kernel", func(a *models.Architecture) *int { return &a.PLE.ConvKernel }))),
+		ple(checked(Param{Key: "ple.eos_token_id", HF: "eos_token_id", Field: "architecture.eos_token_ids[0] (the n-grams reset on it)", Type: Uint,
+			Get: func(a *models.Architecture) (Value, error) {
+				if len(a.EOSTokenIDs) == 0 {
+					return Value{Int: -1}, nil
+				}
+				return Value{Int: a.EOSTokenIDs[0]}, nil
+			},
+			Set: func(a *models.Architecture, v Value, m Meta) error {
+				eos, err := eosOf(m.f)
+				if err != nil {
+					return err
+				}
+				if eos >= 0 && eos != v.Int {
+					return fmt.Errorf("gguf %s: %s = %d but %s = %d: strata resets the n-grams on its first EOS", m.f.Path, m.Key("ple.eos_token_id"), v.Int, gguf.KeyEOSID, eos)
+				}
+				a.EOSTokenIDs = []int{v.Int}
+				return nil
+			}})),
+		// One head's row of the table: embed_dim = the row width × the hashed heads.
+		ple(checked(Param{Key: "embedding_length_per_layer_input", HF: "ple_embed_dim", Field: "architecture.ple.embed_dim / the hashed heads", Type: Uint,
+			Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.PLE.RowWidth()}, nil },
+			Set: func(a *models.Architecture, v Value, _ Meta) error {
+				a.PLE.EmbedDim = v.Int * (a.PLE.NgramSize - 1) * a.PLE.HeadsPerNgram
+				return nil
+			}})),
+		// The n-gram table's hash parameters, as HF computes them from the
+		// config; a reader recovers the config's from them (ngramParams).
+		ple(Param{Key: keyMultipliers, HF: "seed", Field: "architecture.ple.seed (via ngram.Multipliers)", Type: Uint64s,
+			Get: func(a *models.Architecture) (Value, error) {
+				h, err := ngram.New(a.NgramParams(0))
+				return Value{Ints: h.Multipliers}, err
+			}}),
+		ple(Param{Key: keyHeadVocabSizes, HF: "ngram_vocab_size_base", Field: "architecture.ple.vocab_size_base (via the heads' primes)", Type: Uint64s,
+			Get: func(a *models.Architecture) (Value, error) {
+				h, err := ngram.New(a.NgramParams(0))
+				return Value{Ints: h.Primes}, err
+			}}),
+		ple(Param{Key: keyHeadOffsets, HF: "make_ngram_vocab_size_divisible_by", Field: "architecture.ple.vocab_divisible_by (via the table's rows)", Type: Uint64s,
+			Get: func(a *models.Architecture) (Value, error) {
+				h, err := ngram.New(a.NgramParams(0))
+				return Value{Ints: h.Offsets}, err
+			}}),
+		pNextN(func(a *models.Architecture, v Value, _ Meta) error { a.MTP.NumLayers = v.Int; return nil }),
+	},
+	Extra: []gguf.KV{{Key: gguf.KeyQwen4ExpNames, Value: uint32(gguf.Qwen4ExpNamesVersion)}},
+	writable: func(a *models.Architecture) []error {
+		var errs []error
+		if !a.Attention.OutputGate {
+			errs = append(errs, errors.New("attention.output_gate is false (qwen4exp GGUF assumes gated attention)"))
+		}
+		if la := a.LinearAttention; la.GateAct != "sigmoid" {
+			errs = append(errs, fmt.Errorf("linear_attention.gate_act is %q (qwen4exp GGUF has no key for it; llama.cpp uses sigmoid)", la.GateAct))
+		}
+		if ids := a.PLE.LayerIDs; len(ids) > 1 {
+			errs = append(errs, fmt.Errorf("ple.layer_ids %v: qwen4exp GGUF holds one PLE layer's n-gram table (%s) and hash parameters: %w", ids, gguf.NameNgramTable, ErrUnsupported))
+		}
+		if _, err := fullAttentionInterval(a.LayerTypes, models.LayerSparseAttention); err != nil {
+			errs = append(errs, err)
+		}
+		return errs
+	},
+	opened: func(f *gguf.File) error {
+		if v, err := f.Uint(gguf.KeyQwen4ExpNames); err == nil && v != gguf.Qwen4ExpNamesVersion {
+			return fmt.Errorf("gguf %s: %s = %d, but this strata reads revision %d of its qwen4exp names (a newer strata wrote it?)", f.Path, gguf.KeyQwen4ExpNames, v, gguf.Qwen4ExpNamesVersion)
+		}
+		return nil
+	},
+	finish: func(f *gguf.File, a *models.Architecture, m Meta) error {
+		if err := vocabAndTie(f, a); err != nil {
+			return err
+		}
+		a.HiddenAct = "silu"
+		a.Attention.OutputGate = true
+		a.LinearAttention.GateAct = "sigmoid"
+		a.MoE.NormTopKProb, a.MoE.DecoderSparseStep = true, 1
+		if len(a.EOSTokenIDs) == 0 {
+			eos, err := eosOf(f)
+			if err != nil {
+				return err
+			}
+			if eos >= 0 {
+				a.EOSTokenIDs = []int{eos}
+			}
+		}
+		// The indexer's KV heads: no key holds them.
+		if l := slices.Index(a.LayerTypes, models.LayerSparseAttention); l >= 0 {
+			name := fmt.Sprintf("blk.%d.indexer.k_proj.weight", l)
+			ti, ok := f.Tensor(name)
+			if !ok || len(ti.Dims) != 2 || ti.Dims[1]%uint64(a.Indexer.HeadDim) != 0 {
+				return fmt.Errorf("gguf %s: no 2-D %s whose rows are whole %s = %d heads, to take the indexer's KV heads from (no key holds them)", f.Path, name, m.Key("attention.indexer.key_length"), a.Indexer.HeadDim)
+			}
+			a.Indexer.KVHeads = int(ti.Dims[1]) / a.Indexer.HeadDim
+		}
+		if len(a.PLE.LayerIDs) > 0 {
+			np, err := ngramParams(m, a.PLE.NgramSize, a.PLE.HeadsPerNgram, a.VocabSize)
+			if err != nil {
+				return err
+			}
+			a.PLE.VocabSizeBase, a.PLE.VocabDivisibleBy, a.PLE.Seed = np.Base, np.DivisibleBy, np.Seed
+			a.PLE.SplitParts = 512
+		}
+		return nil
+	},
+	names: func(c *models.Config, _ func(string) bool) Names {
+		d := Qwen4ExpDims(c)
+		return Names{Role: func(role string) (gguf.RoleMap, error) { return gguf.Qwen4ExpRole(d, role) }}
+	},
+}
+
+// ple marks a param only a model with a PLE layer has.
+func ple(p Param) Param {
+	p.When = func(a *models.Architecture) bool { return len(a.PLE.LayerIDs) > 0 }
+	return p
+}
+
+// setCompressRatios takes the layer types from attention.compress_ratios:
+// non-zero on the QSA layers, one ratio (the indexer's), and the layers
+// full_attention_interval marks.
+func setCompressRatios(a *models.Architecture, v Value, m Meta) error {
+	key := m.Key("attention.compress_ratios")
+	if len(v.Ints) != a.NumLayers {
+		return fmt.Errorf("gguf %s: %s has %d entries, want one per block (%s = %d)", m.f.Path, key, len(v.Ints), m.Key(pBlockCount.Key), a.NumLayers)
+	}
+	interval, err := m.Int("full_attention_interval")
+	if err != nil {
+		return err
+	}
+	a.LayerTypes = make([]string, a.NumLayers)
+	ratio := 0
+	for i, r := range v.Ints {
+		a.LayerTypes[i] = models.LayerLinearAttention
+		if r == 0 {
+			continue
+		}
+		a.LayerTypes[i] = models.LayerSparseAttention
+		if ratio != 0 && int(r) != ratio {
+			return fmt.Errorf("gguf %s: %s %v: the QSA layers' ratios differ (strata's indexer has one compress_ratio)", m.f.Path, key, v.Ints)
+		}
+		ratio = int(r)
+		if interval > 0 && (i+1)%interval != 0 {
+			return fmt.Errorf("gguf %s: %s marks layer %d as QSA, but %s = %d does not", m.f.Path, key, i, m.Key("full_attention_interval"), interval)
+		}
+	}
+	a.Indexer.CompressRatio = ratio
+	return nil
+}
+
+// Qwen4ExpDims are the sizes the qwen4exp name map needs, from a config.
+func Qwen4ExpDims(c *models.Config) gguf.Qwen4ExpDims {
+	a := &c.Architecture
+	la := a.LinearAttention
+	d := gguf.Qwen4ExpDims{Layers: a.NumLayers, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads,
+		KeyHeadDim: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim, IndexerHeads: a.Indexer.Heads, IndexerHeadDim: a.Indexer.HeadDim}
+	for _, id := range a.PLE.LayerIDs {
+		d.PLELayers = append(d.PLELayers, id-1)
+	}
+	return d
+}
+
+// ngramParams recovers the n-gram store's generating parameters, which no
+// qwen4exp key holds, from what the file stores (HF 5.17.0's construction,
+// models/ngram): ngram_vocab_size_base from the first head's prime (head j
+// takes the (j+1)-th prime above base−1, so every base in (previous prime,
+// P₀] builds the same table: HF's default 20,000,000 when it is one of them,
+// else the roundest), make_ngram_vocab_size_divisible_by from the table's
+// row count (HF's 128 when it gives that count, else the smallest power of
+// two from 8 that does; any divisor giving that count builds the same table,
+// only the artifact key sees which), and the seed by search (HF's 1234
+// first, then 0 … 2²²) for the stored multipliers. Whatever is chosen, the
+// table it builds must equal the stored primes, offsets and multipliers, or
+// this is an error naming the field.
+func ngramParams(m Meta, ngramSize, headsPerNgram, vocab int) (ngram.Params, error) {
+	f := m.f
+	var stored [3][]int64 // multipliers, head vocab sizes (primes), offsets
+	keys := NgramKeys
+	for i, k := range keys {
+		v, err := f.Ints(k)
+		if err != nil {
+			return ngram.Params{}, err
+		}
+		stored[i] = v
+	}
+	multipliers, primes, offsets := stored[0], stored[1], stored[2]
+	heads := (ngramSize - 1) * headsPerNgram
+	if heads <= 0 || len(primes) != heads || len(offsets) != heads || len(multipliers) != ngramSize {
+		return ngram.Params{}, fmt.Errorf("gguf %s: %s, %s, %s have %d, %d, %d entries; want %d heads and %d multipliers", f.Path,
+			keys[1], keys[2], keys[0], len(primes), len(offsets), len(multipliers), heads, ngramSize)
+	}
+	tab, ok := f.Tensor(gguf.NameNgramTable)
+	if !ok || len(tab.Dims) != 2 {
+		return ngram.Params{}, fmt.Errorf("gguf %s: no 2-D %s (the PLE layer's n-gram table)", f.Path, gguf.NameNgramTable)
+	}
+	rows := int64(tab.Dims[1])
+	np := ngram.Params{VocabSize: vocab, NgramSize: ngramSize, HeadsPerNgram: headsPerNgram}
+
+	p0 := primes[0]
+	lo := p0 - 1 // the previous prime, exclusive
+	for lo > 1 && !ngram.IsPrime(lo) {
+		lo--
+	}
+	np.Base = int(p0)
+	if lo < 20_000_000 && 20_000_000 <= p0 {
+		np.Base = 20_000_000
+	} else {
+		best := -1
+		for b := lo + 1; b <= p0; b++ {
+			if z := trailingZeros(b); z > best {
+				best, np.Base = z, int(b)
+			}
+		}
+	}
+
+	var sum int64
+	for _, v := range primes {
+		sum += v
+	}
+	fits := func(d int64) bool { return (sum+d-1)/d*d == rows }
+	switch {
+	case fits(128):
+		np.DivisibleBy = 128
+	default: // the smallest power of two from 8 (tiny configs' choice), else below
+		for _, d := range []int64{8, 16, 32, 64, 256, 512, 1024, 4, 2, 1} {
+			if fits(d) {
+				np.DivisibleBy = int(d)
+				break
+			}
+		}
+	}
+	if np.DivisibleBy == 0 {
+		return np, fmt.Errorf("gguf %s: %s has %d rows, not the %d the stored %s add up to rounded to a power of two: no make_ngram_vocab_size_divisible_by fits (no key holds it)", f.Path, gguf.NameNgramTable, rows, sum, keys[1])
+	}
+
+	np.Seed = -1
+	for s := -1; s < 1<<22; s++ {
+		try := np
+		try.Seed = max(s, 0)
+		if s < 0 {
+			try.Seed = 1234 // HF's default first
+		}
+		if try.VocabSize > 0 && slices.Equal(ngram.Multipliers(try), multipliers) {
+			np.Seed = try.Seed
+			break
+		}
+	}
+	if np.Seed < 0 {
+		return np, fmt.Errorf("gguf %s: %s %v match no seed in 0 … %d (the PLE seed has no key: pass a model config)", f.Path, keys[0], multipliers, 1<<22)
+	}
+	t, err := ngram.New(np)
+	if err != nil {
+		return np, fmt.Errorf("gguf %s: %w", f.Path, err)
+	}
+	if !slices.Equal(t.Primes, primes) || !slices.Equal(t.Offsets, offsets) {
+		return np, fmt.Errorf("gguf %s: %s / %s are not HF's n-gram construction for ngram_vocab_size_base %d (no key holds it): pass a model config", f.Path, keys[1], keys[2], np.Base)
+	}
+	return np, nil
+}
+
+// shortest32 is the float32 v as the shortest decimal that reads back as it
+// (1e-06, not 9.99999997e-07): the value the model's config.json wrote,
+// which the file could keep only as a float32.
+func shortest32(v float64) float64 {
+	d, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', -1, 32), 64)
+	if err != nil {
+		return v
+	}
+	return d
+}
+
+func trailingZeros(n int64) int {
+	z := 0
+	for n > 0 && n%10 == 0 {
+		n /= 10
+		z++
+	}
+	return z
+}
