@@ -14,6 +14,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/strata-llm/strata/models"
@@ -506,4 +507,28 @@ func eosOf(f *gguf.File) (int, error) {
 		return -1, fmt.Errorf("gguf %s: %s = %d is out of range", f.Path, gguf.KeyEOSID, eos)
 	}
 	return int(eos), nil
+}
+
+// splitLayerRole splits "layers.{l}.{sub}".
+func splitLayerRole(role string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(role, "layers.")
+	if !ok {
+		return 0, "", false
+	}
+	num, sub, ok := strings.Cut(rest, ".")
+	l, err := strconv.Atoi(num)
+	if !ok || err != nil || l < 0 || strconv.Itoa(l) != num {
+		return 0, "", false
+	}
+	return l, sub, true
+}
+
+// rowRun is rows [tensorRow, tensorRow+n) of tensor as role rows [roleRow, roleRow+n).
+func rowRun(tensor string, tensorRow, roleRow, n int) gguf.RowRun {
+	return gguf.RowRun{Tensor: tensor, TensorRow: tensorRow, RoleRow: roleRow, Rows: n}
+}
+
+// colRun is columns [tensorCol, tensorCol+n) of the tensor as role columns [roleCol, roleCol+n).
+func colRun(tensorCol, roleCol, n int) gguf.ColRun {
+	return gguf.ColRun{TensorCol: tensorCol, RoleCol: roleCol, Cols: n}
 }

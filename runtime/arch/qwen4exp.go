@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/ngram"
@@ -24,7 +25,7 @@ const (
 // NgramKeys are the full keys of the n-gram table's hash parameters
 // (multipliers, head vocab sizes, head offsets), which a reader compares
 // with the ones computed from the config.
-var NgramKeys = [3]string{gguf.ArchQwen4Exp + "." + keyMultipliers, gguf.ArchQwen4Exp + "." + keyHeadVocabSizes, gguf.ArchQwen4Exp + "." + keyHeadOffsets}
+var NgramKeys = [3]string{"qwen4exp." + keyMultipliers, "qwen4exp." + keyHeadVocabSizes, "qwen4exp." + keyHeadOffsets}
 
 // Qwen4Exp is Qwen3.8-Flash-Next (HF model_type qwen4_exp or
 // qwen4_exp_text, GGUF architecture qwen4exp, llama.cpp's
@@ -39,7 +40,7 @@ var NgramKeys = [3]string{gguf.ArchQwen4Exp + "." + keyMultipliers, gguf.ArchQwe
 // norm_topk_prob true and split_ngram_parts 512 (HF's defaults; only a
 // checkpoint's sharding: nothing reads it from a GGUF).
 var Qwen4Exp = &Arch{
-	GGUF:      gguf.ArchQwen4Exp,
+	GGUF:      "qwen4exp",
 	ModelType: models.TypeQwen4Exp,
 	Params: []Param{
 		pBlockCount,
@@ -165,7 +166,7 @@ var Qwen4Exp = &Arch{
 			errs = append(errs, fmt.Errorf("linear_attention.gate_act is %q (qwen4exp GGUF has no key for it; llama.cpp uses sigmoid)", la.GateAct))
 		}
 		if ids := a.PLE.LayerIDs; len(ids) > 1 {
-			errs = append(errs, fmt.Errorf("ple.layer_ids %v: qwen4exp GGUF holds one PLE layer's n-gram table (%s) and hash parameters: %w", ids, gguf.NameNgramTable, ErrUnsupported))
+			errs = append(errs, fmt.Errorf("ple.layer_ids %v: qwen4exp GGUF holds one PLE layer's n-gram table (%s) and hash parameters: %w", ids, NameNgramTable, ErrUnsupported))
 		}
 		if _, err := fullAttentionInterval(a.LayerTypes, models.LayerSparseAttention); err != nil {
 			errs = append(errs, err)
@@ -215,8 +216,8 @@ var Qwen4Exp = &Arch{
 		return nil
 	},
 	names: func(c *models.Config, _ func(string) bool) Names {
-		d := Qwen4ExpDims(c)
-		return Names{Role: func(role string) (gguf.RoleMap, error) { return gguf.Qwen4ExpRole(d, role) }}
+		d := Qwen4ExpDimsOf(c)
+		return Names{Role: func(role string) (gguf.RoleMap, error) { return Qwen4ExpRole(d, role) }}
 	},
 }
 
@@ -259,10 +260,10 @@ func setCompressRatios(a *models.Architecture, v Value, m Meta) error {
 }
 
 // Qwen4ExpDims are the sizes the qwen4exp name map needs, from a config.
-func Qwen4ExpDims(c *models.Config) gguf.Qwen4ExpDims {
+func Qwen4ExpDimsOf(c *models.Config) Qwen4ExpDims {
 	a := &c.Architecture
 	la := a.LinearAttention
-	d := gguf.Qwen4ExpDims{Layers: a.NumLayers, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads,
+	d := Qwen4ExpDims{Layers: a.NumLayers, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads,
 		KeyHeadDim: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim, IndexerHeads: a.Indexer.Heads, IndexerHeadDim: a.Indexer.HeadDim}
 	for _, id := range a.PLE.LayerIDs {
 		d.PLELayers = append(d.PLELayers, id-1)
@@ -299,9 +300,9 @@ func ngramParams(m Meta, ngramSize, headsPerNgram, vocab int) (ngram.Params, err
 		return ngram.Params{}, fmt.Errorf("gguf %s: %s, %s, %s have %d, %d, %d entries; want %d heads and %d multipliers", f.Path,
 			keys[1], keys[2], keys[0], len(primes), len(offsets), len(multipliers), heads, ngramSize)
 	}
-	tab, ok := f.Tensor(gguf.NameNgramTable)
+	tab, ok := f.Tensor(NameNgramTable)
 	if !ok || len(tab.Dims) != 2 {
-		return ngram.Params{}, fmt.Errorf("gguf %s: no 2-D %s (the PLE layer's n-gram table)", f.Path, gguf.NameNgramTable)
+		return ngram.Params{}, fmt.Errorf("gguf %s: no 2-D %s (the PLE layer's n-gram table)", f.Path, NameNgramTable)
 	}
 	rows := int64(tab.Dims[1])
 	np := ngram.Params{VocabSize: vocab, NgramSize: ngramSize, HeadsPerNgram: headsPerNgram}
@@ -340,7 +341,7 @@ func ngramParams(m Meta, ngramSize, headsPerNgram, vocab int) (ngram.Params, err
 		}
 	}
 	if np.DivisibleBy == 0 {
-		return np, fmt.Errorf("gguf %s: %s has %d rows, not the %d the stored %s add up to rounded to a power of two: no make_ngram_vocab_size_divisible_by fits (no key holds it)", f.Path, gguf.NameNgramTable, rows, sum, keys[1])
+		return np, fmt.Errorf("gguf %s: %s has %d rows, not the %d the stored %s add up to rounded to a power of two: no make_ngram_vocab_size_divisible_by fits (no key holds it)", f.Path, NameNgramTable, rows, sum, keys[1])
 	}
 
 	np.Seed = -1
@@ -386,4 +387,239 @@ func trailingZeros(n int64) int {
 		z++
 	}
 	return z
+}
+
+// The qwen4exp name map: how a GGUF file of architecture "qwen4exp" holds the
+// roles of a qwen4_exp model (Qwen3.8-Flash-Next).
+//
+// Provenance. llama.cpp's converter (conversion/qwen4exp.py, PR #27742) could
+// not be read here; the names, metadata keys and value rewrites below are
+// those that several independent third-party readers of llama.cpp's qwen4exp
+// files agree on (docs/decisions.md lists them). What none of them shows is
+// marked as ours: the MTP names (llama.cpp exports no qwen4exp MTP head) and
+// everything under "strata.".
+//
+// As in qwen3next, GGUF ne is the torch shape reversed, every zero-centred
+// RMSNorm weight is stored as 1 + w (all norms but the GDN's gated ssm_norm)
+// and ssm_a = −exp(A_log). New here:
+//
+//   - the GDN's value heads are in llama.cpp's tiled order: GGUF value head
+//     r·nk + k is HF value head k·rep + r (rep = nv/nk), on every axis that
+//     indexes value heads: the v rows of attn_qkv, attn_gate (z), ssm_beta,
+//     ssm_alpha, the v channels of ssm_conv1d, ssm_a, ssm_dt.bias, and the
+//     columns of ssm_out. Rows move as RowRuns; columns as ColRuns;
+//   - the indexer's fused q|k projection is two tensors, indexer.q_proj and
+//     indexer.k_proj;
+//   - the n-gram table is one tensor, per_layer_token_embd.weight (one PLE
+//     layer per file), and its hash parameters are int64 metadata arrays.
+
+// NameNgramTable is the n-gram table of the (single) PLE layer.
+const NameNgramTable = "per_layer_token_embd.weight"
+
+type nameTr struct {
+	name string
+	tr   gguf.Transform
+}
+
+var qwen4ExpGlobal = map[string]nameTr{
+	"embed":      {"token_embd.weight", gguf.Same},
+	"head":       {"output.weight", gguf.Same},
+	"mixer.norm": {"output_hc_norm.weight", gguf.PlusOne},
+	"mixer.down": {"output_hc_down.weight", gguf.Same},
+	"mixer.up":   {"output_hc_up.weight", gguf.Same},
+}
+
+// qwen4ExpLayer maps the per-layer roles stored whole and in HF order; the
+// name goes after "blk.{l}.".
+var qwen4ExpLayer = map[string]nameTr{
+	"attn_hc.norm":      {"hc_attn_norm.weight", gguf.PlusOne},
+	"attn_hc.down":      {"hc_attn_down.weight", gguf.Same},
+	"attn_hc.up":        {"hc_attn_up.weight", gguf.Same},
+	"attn_hc.inject":    {"hc_attn_inject.weight", gguf.Same},
+	"mlp_hc.norm":       {"hc_ffn_norm.weight", gguf.PlusOne},
+	"mlp_hc.down":       {"hc_ffn_down.weight", gguf.Same},
+	"mlp_hc.up":         {"hc_ffn_up.weight", gguf.Same},
+	"mlp_hc.inject":     {"hc_ffn_inject.weight", gguf.Same},
+	"gdn.norm":          {"ssm_norm.weight", gguf.Same}, // shared by all value heads: not reordered
+	"attn.q":            {"attn_q.weight", gguf.Same},
+	"attn.k":            {"attn_k.weight", gguf.Same},
+	"attn.v":            {"attn_v.weight", gguf.Same},
+	"attn.o":            {"attn_output.weight", gguf.Same},
+	"attn.q_norm":       {"attn_q_norm.weight", gguf.PlusOne},
+	"attn.k_norm":       {"attn_k_norm.weight", gguf.PlusOne},
+	"attn.index_q_norm": {"indexer.q_norm.weight", gguf.PlusOne},
+	"attn.index_k_norm": {"indexer.k_norm.weight", gguf.PlusOne},
+	"ple.key":           {"ple_key.weight", gguf.Same},
+	"ple.value":         {"ple_value.weight", gguf.Same},
+	"ple.norm_key":      {"ple_norm_key.weight", gguf.PlusOne},
+	"ple.norm_query":    {"ple_norm_query.weight", gguf.PlusOne},
+	"ple.norm_conv":     {"ple_norm_conv.weight", gguf.PlusOne},
+	"ple.conv":          {"ple_conv1d.weight", gguf.Same},
+	"moe.router":        {"ffn_gate_inp.weight", gguf.Same},
+	"moe.experts.gate":  {"ffn_gate_exps.weight", gguf.Same},
+	"moe.experts.up":    {"ffn_up_exps.weight", gguf.Same},
+	"moe.experts.down":  {"ffn_down_exps.weight", gguf.Same},
+	"moe.shared.gate":   {"ffn_gate_shexp.weight", gguf.Same},
+	"moe.shared.up":     {"ffn_up_shexp.weight", gguf.Same},
+	"moe.shared.down":   {"ffn_down_shexp.weight", gguf.Same},
+	"moe.shared_gate":   {"ffn_gate_inp_shexp.weight", gguf.Same},
+}
+
+// qwen4ExpMTP are the MTP head's own tensors, on block num_layers (the
+// decoder layer's tensors follow on the same block). Ours: llama.cpp has no
+// qwen4exp MTP; the hc_head names are those of its MTP sidecar files, the fc
+// pair is split where those files fuse an eh_proj of undocumented half order.
+var qwen4ExpMTP = map[string]nameTr{
+	"mtp.fc_embedding":          {"nextn.fc_embd.weight", gguf.Same},
+	"mtp.fc_hidden":             {"nextn.fc_hidden.weight", gguf.Same},
+	"mtp.pre_fc_norm_embedding": {"nextn.enorm.weight", gguf.PlusOne},
+	"mtp.pre_fc_norm_hidden":    {"nextn.hnorm.weight", gguf.PlusOne},
+	"mtp.mixer.norm":            {"nextn.hc_head_norm.weight", gguf.PlusOne},
+	"mtp.mixer.down":            {"nextn.hc_head_down.weight", gguf.Same},
+	"mtp.mixer.up":              {"nextn.hc_head_up.weight", gguf.Same},
+}
+
+// Qwen4ExpDims are the sizes the qwen4exp name map needs.
+type Qwen4ExpDims struct {
+	Layers                                         int // trunk layers; MTP layer i is block Layers+i
+	KeyHeads, ValueHeads, KeyHeadDim, ValueHeadDim int // Gated DeltaNet
+	IndexerHeads, IndexerHeadDim                   int
+	PLELayers                                      []int // 0-based layers with an n-gram table
+}
+
+// Qwen4ExpRole maps one role (a models.TensorSpec name) to GGUF tensors.
+func Qwen4ExpRole(d Qwen4ExpDims, role string) (gguf.RoleMap, error) {
+	if g, ok := qwen4ExpGlobal[role]; ok {
+		return gguf.RoleMap{Role: role, Tensor: g.name, Transform: g.tr}, nil
+	}
+	if m, ok := qwen4ExpMTP[role]; ok {
+		return gguf.RoleMap{Role: role, Tensor: fmt.Sprintf("blk.%d.%s", d.Layers, m.name), Transform: m.tr}, nil
+	}
+	if rest, ok := strings.CutPrefix(role, "mtp."); ok {
+		l, sub, ok := splitLayerRole(rest)
+		if !ok {
+			return gguf.RoleMap{}, fmt.Errorf("qwen4exp: no GGUF tensor for role %q", role)
+		}
+		m, err := qwen4ExpLayerRole(d, d.Layers+l, sub)
+		if err != nil {
+			return gguf.RoleMap{}, fmt.Errorf("qwen4exp: role %s: %w", role, err)
+		}
+		m.Role = role
+		return m, nil
+	}
+	l, sub, ok := splitLayerRole(role)
+	if !ok {
+		return gguf.RoleMap{}, fmt.Errorf("qwen4exp: no GGUF tensor for role %q", role)
+	}
+	m, err := qwen4ExpLayerRole(d, l, sub)
+	if err != nil {
+		return gguf.RoleMap{}, fmt.Errorf("qwen4exp: role %s: %w", role, err)
+	}
+	m.Role = role
+	return m, nil
+}
+
+// qwen4ExpLayerRole maps the role sub of block l.
+func qwen4ExpLayerRole(d Qwen4ExpDims, l int, sub string) (gguf.RoleMap, error) {
+	blk := "blk." + strconv.Itoa(l) + "."
+	nk, nv, dk, dv := d.KeyHeads, d.ValueHeads, d.KeyHeadDim, d.ValueHeadDim
+	gdn := strings.HasPrefix(sub, "gdn.") && sub != "gdn.norm"
+	if gdn && (nk <= 0 || nv <= 0 || nv%nk != 0 || dk <= 0 || dv <= 0) {
+		return gguf.RoleMap{}, fmt.Errorf("GDN dims %d key heads × %d, %d value heads × %d cannot be reordered", nk, dk, nv, dv)
+	}
+	rows := func(tensor string, base, w int) []gguf.RowRun {
+		var runs []gguf.RowRun
+		if base > 0 {
+			runs = append(runs, rowRun(tensor, 0, 0, base))
+		}
+		for _, p := range tiled(nk, nv) {
+			runs = append(runs, rowRun(tensor, base+p.gguf*w, base+p.hf*w, w))
+		}
+		return mergeRows(runs)
+	}
+	cols := func(w int) []gguf.ColRun {
+		var runs []gguf.ColRun
+		for _, p := range tiled(nk, nv) {
+			runs = append(runs, colRun(p.gguf*w, p.hf*w, w))
+		}
+		return mergeCols(runs)
+	}
+	switch sub {
+	case "gdn.qkv":
+		return gguf.RoleMap{Runs: rows(blk+"attn_qkv.weight", 2*nk*dk, dv)}, nil
+	case "gdn.z":
+		return gguf.RoleMap{Runs: rows(blk+"attn_gate.weight", 0, dv)}, nil
+	case "gdn.b":
+		return gguf.RoleMap{Runs: rows(blk+"ssm_beta.weight", 0, 1)}, nil
+	case "gdn.a":
+		return gguf.RoleMap{Runs: rows(blk+"ssm_alpha.weight", 0, 1)}, nil
+	case "gdn.conv":
+		return gguf.RoleMap{Runs: rows(blk+"ssm_conv1d.weight", 2*nk*dk, dv)}, nil
+	case "gdn.a_log":
+		return gguf.RoleMap{Tensor: blk + "ssm_a", Cols: cols(1), Transform: gguf.NegExp}, nil
+	case "gdn.dt_bias":
+		return gguf.RoleMap{Tensor: blk + "ssm_dt.bias", Cols: cols(1)}, nil
+	case "gdn.out":
+		return gguf.RoleMap{Tensor: blk + "ssm_out.weight", Cols: cols(dv)}, nil
+	case "attn.index_qk":
+		q := d.IndexerHeads * d.IndexerHeadDim
+		if q <= 0 || d.IndexerHeadDim <= 0 {
+			return gguf.RoleMap{}, fmt.Errorf("indexer dims %d heads × %d cannot split index_qk", d.IndexerHeads, d.IndexerHeadDim)
+		}
+		return gguf.RoleMap{Runs: []gguf.RowRun{rowRun(blk+"indexer.q_proj.weight", 0, 0, q), rowRun(blk+"indexer.k_proj.weight", 0, q, d.IndexerHeadDim)}}, nil
+	case "ple.table":
+		if len(d.PLELayers) == 0 || d.PLELayers[0] != l {
+			return gguf.RoleMap{}, fmt.Errorf("only the first PLE layer's n-gram table has a GGUF tensor (%s); PLE layers %v", NameNgramTable, d.PLELayers)
+		}
+		return gguf.RoleMap{Tensor: NameNgramTable}, nil
+	}
+	if m, ok := qwen4ExpLayer[sub]; ok {
+		return gguf.RoleMap{Tensor: blk + m.name, Transform: m.tr}, nil
+	}
+	return gguf.RoleMap{}, errors.New("no GGUF tensor for it")
+}
+
+// headPair says that value head hf (HF's grouped order: key head k's heads
+// are k·rep … k·rep+rep−1) sits at position gguf in llama.cpp's tiled order
+// (r·nk + k), the order ggml's broadcast of the key heads needs.
+type headPair struct{ hf, gguf int }
+
+func tiled(nk, nv int) []headPair {
+	rep := nv / nk
+	out := make([]headPair, 0, nv)
+	for h := 0; h < nv; h++ {
+		k, r := h/rep, h%rep
+		out = append(out, headPair{h, r*nk + k})
+	}
+	return out
+}
+
+// mergeRows joins runs that continue each other in both the tensor and the
+// role (whole blocks when rep = 1), keeping role order.
+func mergeRows(runs []gguf.RowRun) []gguf.RowRun {
+	var out []gguf.RowRun
+	for _, r := range runs {
+		if n := len(out); n > 0 && out[n-1].Tensor == r.Tensor && out[n-1].TensorRow+out[n-1].Rows == r.TensorRow && out[n-1].RoleRow+out[n-1].Rows == r.RoleRow {
+			out[n-1].Rows += r.Rows
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func mergeCols(runs []gguf.ColRun) []gguf.ColRun {
+	slices.SortFunc(runs, func(a, b gguf.ColRun) int { return a.RoleCol - b.RoleCol })
+	var out []gguf.ColRun
+	for _, c := range runs {
+		if n := len(out); n > 0 && out[n-1].TensorCol+out[n-1].Cols == c.TensorCol && out[n-1].RoleCol+out[n-1].Cols == c.RoleCol {
+			out[n-1].Cols += c.Cols
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(out) == 1 && out[0].TensorCol == 0 {
+		return nil // the identity
+	}
+	return out
 }

@@ -1,9 +1,11 @@
-package gguf
+package arch
 
 import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // flashNext are the dims of Qwen3.8-Flash-Next (qwen4_exp.md §1): 48 layers,
@@ -13,30 +15,30 @@ var flashNext = Qwen4ExpDims{Layers: 48, KeyHeads: 16, ValueHeads: 48, KeyHeadDi
 
 func TestQwen4ExpNames(t *testing.T) {
 	for role, w := range map[string]nameTr{
-		"embed":                         {"token_embd.weight", Same},
-		"head":                          {"output.weight", Same},
-		"mixer.norm":                    {"output_hc_norm.weight", PlusOne},
-		"mixer.down":                    {"output_hc_down.weight", Same},
-		"mixer.up":                      {"output_hc_up.weight", Same},
-		"layers.1.ple.table":            {"per_layer_token_embd.weight", Same},
-		"layers.1.ple.key":              {"blk.1.ple_key.weight", Same},
-		"layers.1.ple.norm_conv":        {"blk.1.ple_norm_conv.weight", PlusOne},
-		"layers.1.ple.conv":             {"blk.1.ple_conv1d.weight", Same},
-		"layers.0.attn_hc.norm":         {"blk.0.hc_attn_norm.weight", PlusOne},
-		"layers.0.attn_hc.inject":       {"blk.0.hc_attn_inject.weight", Same},
-		"layers.0.mlp_hc.down":          {"blk.0.hc_ffn_down.weight", Same},
-		"layers.0.gdn.norm":             {"blk.0.ssm_norm.weight", Same}, // a plain gated norm: no +1
-		"layers.3.attn.q":               {"blk.3.attn_q.weight", Same},
-		"layers.3.attn.k_norm":          {"blk.3.attn_k_norm.weight", PlusOne},
-		"layers.3.attn.index_q_norm":    {"blk.3.indexer.q_norm.weight", PlusOne},
-		"layers.47.moe.experts.down":    {"blk.47.ffn_down_exps.weight", Same},
-		"layers.47.moe.shared_gate":     {"blk.47.ffn_gate_inp_shexp.weight", Same},
-		"mtp.fc_embedding":              {"blk.48.nextn.fc_embd.weight", Same},
-		"mtp.pre_fc_norm_hidden":        {"blk.48.nextn.hnorm.weight", PlusOne},
-		"mtp.mixer.norm":                {"blk.48.nextn.hc_head_norm.weight", PlusOne},
-		"mtp.layers.0.attn.o":           {"blk.48.attn_output.weight", Same},
-		"mtp.layers.0.mlp_hc.inject":    {"blk.48.hc_ffn_inject.weight", Same},
-		"mtp.layers.0.moe.experts.gate": {"blk.48.ffn_gate_exps.weight", Same},
+		"embed":                         {"token_embd.weight", gguf.Same},
+		"head":                          {"output.weight", gguf.Same},
+		"mixer.norm":                    {"output_hc_norm.weight", gguf.PlusOne},
+		"mixer.down":                    {"output_hc_down.weight", gguf.Same},
+		"mixer.up":                      {"output_hc_up.weight", gguf.Same},
+		"layers.1.ple.table":            {"per_layer_token_embd.weight", gguf.Same},
+		"layers.1.ple.key":              {"blk.1.ple_key.weight", gguf.Same},
+		"layers.1.ple.norm_conv":        {"blk.1.ple_norm_conv.weight", gguf.PlusOne},
+		"layers.1.ple.conv":             {"blk.1.ple_conv1d.weight", gguf.Same},
+		"layers.0.attn_hc.norm":         {"blk.0.hc_attn_norm.weight", gguf.PlusOne},
+		"layers.0.attn_hc.inject":       {"blk.0.hc_attn_inject.weight", gguf.Same},
+		"layers.0.mlp_hc.down":          {"blk.0.hc_ffn_down.weight", gguf.Same},
+		"layers.0.gdn.norm":             {"blk.0.ssm_norm.weight", gguf.Same}, // a plain gated norm: no +1
+		"layers.3.attn.q":               {"blk.3.attn_q.weight", gguf.Same},
+		"layers.3.attn.k_norm":          {"blk.3.attn_k_norm.weight", gguf.PlusOne},
+		"layers.3.attn.index_q_norm":    {"blk.3.indexer.q_norm.weight", gguf.PlusOne},
+		"layers.47.moe.experts.down":    {"blk.47.ffn_down_exps.weight", gguf.Same},
+		"layers.47.moe.shared_gate":     {"blk.47.ffn_gate_inp_shexp.weight", gguf.Same},
+		"mtp.fc_embedding":              {"blk.48.nextn.fc_embd.weight", gguf.Same},
+		"mtp.pre_fc_norm_hidden":        {"blk.48.nextn.hnorm.weight", gguf.PlusOne},
+		"mtp.mixer.norm":                {"blk.48.nextn.hc_head_norm.weight", gguf.PlusOne},
+		"mtp.layers.0.attn.o":           {"blk.48.attn_output.weight", gguf.Same},
+		"mtp.layers.0.mlp_hc.inject":    {"blk.48.hc_ffn_inject.weight", gguf.Same},
+		"mtp.layers.0.moe.experts.gate": {"blk.48.ffn_gate_exps.weight", gguf.Same},
 	} {
 		m, err := Qwen4ExpRole(flashNext, role)
 		if err != nil || m.Tensor != w.name || m.Transform != w.tr || m.Runs != nil || m.Cols != nil {
@@ -67,7 +69,7 @@ func TestQwen4ExpTiledHeads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ColRun{{0, 0, 16}, {32, 16, 16}, {64, 32, 16}, {16, 48, 16}, {48, 64, 16}, {80, 80, 16}}
+	want := []gguf.ColRun{colRun(0, 0, 16), colRun(32, 16, 16), colRun(64, 32, 16), colRun(16, 48, 16), colRun(48, 64, 16), colRun(80, 80, 16)}
 	if m.Tensor != "blk.0.ssm_out.weight" || !reflect.DeepEqual(m.Cols, want) {
 		t.Errorf("gdn.out: %+v, want ssm_out with columns %v", m, want)
 	}
@@ -76,7 +78,7 @@ func TestQwen4ExpTiledHeads(t *testing.T) {
 	if m, _ := Qwen4ExpRole(same, "layers.0.gdn.out"); m.Cols != nil {
 		t.Errorf("rep 1: gdn.out columns %v, want none", m.Cols)
 	}
-	if m, _ := Qwen4ExpRole(same, "layers.0.gdn.qkv"); !reflect.DeepEqual(m.Runs, []RowRun{{"blk.0.attn_qkv.weight", 0, 0, 96}}) {
+	if m, _ := Qwen4ExpRole(same, "layers.0.gdn.qkv"); !reflect.DeepEqual(m.Runs, []gguf.RowRun{rowRun("blk.0.attn_qkv.weight", 0, 0, 96)}) {
 		t.Errorf("rep 1: gdn.qkv runs %v, want one", m.Runs)
 	}
 }
