@@ -189,7 +189,8 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"cmd/strata", "internal/reftensor"}, {"internal/outfile", "runtime/format/gguf"},
 		{"runtime/engine", "runtime/backend/cpu"}, {"runtime/backend/cpu", "runtime/engine"}, {"runtime/backend/cuda", "runtime/backend/mslemu"},
 		{"runtime/backend", "runtime/engine"}, {"runtime/format/gguf", "runtime/weights"}, {"runtime/serve", "runtime/load"},
-		{"runtime/engine/sample", "runtime/engine"}, {"runtime/text/chat", "runtime/engine"}} {
+		{"runtime/engine/sample", "runtime/engine"}, {"runtime/text/chat", "runtime/engine"}, {"runtime/arch", "runtime/weights"},
+		{"runtime/format/gguf", "runtime/arch"}} {
 		if allowed(e[0], e[1]) {
 			t.Errorf("%s → %s is allowed", e[0], e[1])
 		}

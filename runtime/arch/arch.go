@@ -73,6 +73,9 @@ type Param struct {
 	HF    string // the HF config.json key ("": HF has none)
 	Field string // the model.toml field, or what the value derives from
 	Type  Type
+	// HFAsIs: the HF value is the config field's, unchanged (else the
+	// field derives from it, or it from several).
+	HFAsIs bool
 	// Get is the file's value for a config.
 	Get func(a *models.Architecture) (Value, error)
 	// Set stores a file's value in a config being built, the params before
@@ -349,7 +352,7 @@ func show(t Type, v Value) string {
 
 // field is a param that is one int field of the config, as is.
 func field(key, hf, name string, ptr func(a *models.Architecture) *int) Param {
-	return Param{Key: key, HF: hf, Field: name, Type: Uint,
+	return Param{Key: key, HF: hf, HFAsIs: true, Field: name, Type: Uint,
 		Get: func(a *models.Architecture) (Value, error) { return Value{Int: *ptr(a)}, nil },
 		Set: func(a *models.Architecture, v Value, _ Meta) error { *ptr(a) = v.Int; return nil }}
 }
@@ -393,7 +396,7 @@ var (
 	pGroupCount   = checked(field("ssm.group_count", "linear_num_key_heads", "architecture.linear_attention.num_key_heads", func(a *models.Architecture) *int { return &a.LinearAttention.NumKeyHeads }))
 
 	// head_dim; the rope dimension count below divides by it.
-	pKeyLength = checked(Param{Key: "attention.key_length", HF: "head_dim", Field: "architecture.attention.head_dim", Type: Uint,
+	pKeyLength = checked(Param{Key: "attention.key_length", HF: "head_dim", HFAsIs: true, Field: "architecture.attention.head_dim", Type: Uint,
 		Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.Attention.HeadDim}, nil },
 		Set: func(a *models.Architecture, v Value, m Meta) error {
 			if v.Int <= 0 {
@@ -428,7 +431,7 @@ var (
 // floatParam is a float field; exact says whether the config takes the
 // float32 as widened (else as the shortest decimal that reads back as it).
 func floatParam(key, hf, name string, ptr func(a *models.Architecture) *float64, shortest bool) Param {
-	return Param{Key: key, HF: hf, Field: name, Type: Float,
+	return Param{Key: key, HF: hf, HFAsIs: true, Field: name, Type: Float,
 		Get: func(a *models.Architecture) (Value, error) { return Value{Float: *ptr(a)}, nil },
 		Set: func(a *models.Architecture, v Value, _ Meta) error {
 			*ptr(a) = v.Float

@@ -69,7 +69,7 @@ var Qwen4Exp = &Arch{
 		checked(field("hyper_connection.count", "hc_count", "architecture.hyper_connections.count", func(a *models.Architecture) *int { return &a.HyperConnections.Count })),
 		checked(field("hyper_connection.low_rank", "hc_lowrank", "architecture.hyper_connections.low_rank", func(a *models.Architecture) *int { return &a.HyperConnections.LowRank })),
 		checked(field("attention.indexer.head_count", "indexer_n_heads", "architecture.indexer.heads", func(a *models.Architecture) *int { return &a.Indexer.Heads })),
-		checked(Param{Key: "attention.indexer.key_length", HF: "indexer_head_dim", Field: "architecture.indexer.head_dim", Type: Uint,
+		checked(Param{Key: "attention.indexer.key_length", HF: "indexer_head_dim", HFAsIs: true, Field: "architecture.indexer.head_dim", Type: Uint,
 			Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.Indexer.HeadDim}, nil },
 			Set: func(a *models.Architecture, v Value, m Meta) error {
 				if v.Int <= 0 {
