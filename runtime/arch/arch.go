@@ -11,6 +11,7 @@ package arch
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -266,9 +267,6 @@ type Meta struct {
 // Key is the full metadata key.
 func (m Meta) Key(name string) string { return m.prefix + name }
 
-// File is the file read.
-func (m Meta) File() *gguf.File { return m.f }
-
 // Has reports whether the file has the key.
 func (m Meta) Has(name string) bool {
 	_, ok := m.f.Value(m.Key(name))
@@ -357,6 +355,19 @@ func field(key, hf, name string, ptr func(a *models.Architecture) *int) Param {
 		Set: func(a *models.Architecture, v Value, _ Meta) error { *ptr(a) = v.Int; return nil }}
 }
 
+// headSize is a field that must be positive (other sizes divide by it).
+func headSize(key, hf, name string, ptr func(a *models.Architecture) *int) Param {
+	p := field(key, hf, name, ptr)
+	p.Set = func(a *models.Architecture, v Value, m Meta) error {
+		if v.Int <= 0 {
+			return fmt.Errorf("gguf %s: %s = %d, want a positive head size", m.f.Path, m.Key(key), v.Int)
+		}
+		*ptr(a) = v.Int
+		return nil
+	}
+	return p
+}
+
 // checked marks a param compared against the config a file is loaded with.
 func checked(p Param) Param { p.Check = true; return p }
 
@@ -396,15 +407,7 @@ var (
 	pGroupCount   = checked(field("ssm.group_count", "linear_num_key_heads", "architecture.linear_attention.num_key_heads", func(a *models.Architecture) *int { return &a.LinearAttention.NumKeyHeads }))
 
 	// head_dim; the rope dimension count below divides by it.
-	pKeyLength = checked(Param{Key: "attention.key_length", HF: "head_dim", HFAsIs: true, Field: "architecture.attention.head_dim", Type: Uint,
-		Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.Attention.HeadDim}, nil },
-		Set: func(a *models.Architecture, v Value, m Meta) error {
-			if v.Int <= 0 {
-				return fmt.Errorf("gguf %s: %s = %d, want a positive head size", m.f.Path, m.Key("attention.key_length"), v.Int)
-			}
-			a.Attention.HeadDim = v.Int
-			return nil
-		}})
+	pKeyLength = checked(headSize("attention.key_length", "head_dim", "architecture.attention.head_dim", func(a *models.Architecture) *int { return &a.Attention.HeadDim }))
 	// partial_rotary_factor = rope.dimension_count / head_dim.
 	pRopeDim = Param{Key: "rope.dimension_count", HF: "partial_rotary_factor", Field: "architecture.attention.partial_rotary_factor × head_dim", Type: Uint,
 		Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.Attention.RotaryDim()}, nil },
@@ -485,8 +488,44 @@ func pNextN(set func(a *models.Architecture, v Value, m Meta) error) Param {
 		When: func(a *models.Architecture) bool { return a.MTP.NumLayers > 0 }}
 }
 
-// vocabAndTie reads what both architectures take from tensors: the
-// vocabulary (token_embd's rows) and tied embeddings (no output.weight).
+// gatedEvery adds to errs what both architectures' keys cannot express:
+// ungated attention, and attention layers at other than a fixed interval.
+func gatedEvery(a *models.Architecture, name, attention string, errs []error) []error {
+	if !a.Attention.OutputGate {
+		errs = slices.Insert(errs, 0, fmt.Errorf("attention.output_gate is false (%s GGUF assumes gated attention)", name))
+	}
+	if _, err := fullAttentionInterval(a.LayerTypes, attention); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// qwenDefaults sets on a config read from f what both architectures take
+// from tensors (the vocabulary: token_embd's rows; tied embeddings: no
+// output.weight) and what no key says, as HF's configs have it: silu, gated
+// attention, the GDN output gate gateAct, normalised top-k, MoE in every
+// layer, and the tokenizer's EOS when no key gave one.
+func qwenDefaults(f *gguf.File, a *models.Architecture, gateAct string) error {
+	if err := vocabAndTie(f, a); err != nil {
+		return err
+	}
+	a.HiddenAct = "silu"
+	a.Attention.OutputGate = true
+	a.LinearAttention.GateAct = gateAct
+	a.MoE.NormTopKProb, a.MoE.DecoderSparseStep = true, 1
+	if len(a.EOSTokenIDs) == 0 {
+		eos, err := eosOf(f)
+		if err != nil {
+			return err
+		}
+		if eos >= 0 {
+			a.EOSTokenIDs = []int{eos}
+		}
+	}
+	return nil
+}
+
+// vocabAndTie reads the vocabulary size and tied embeddings from tensors.
 func vocabAndTie(f *gguf.File, a *models.Architecture) error {
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok || len(emb.Dims) != 2 {
@@ -510,6 +549,38 @@ func eosOf(f *gguf.File) (int, error) {
 		return -1, fmt.Errorf("gguf %s: %s = %d is out of range", f.Path, gguf.KeyEOSID, eos)
 	}
 	return int(eos), nil
+}
+
+// nameTr is a role stored whole: the GGUF tensor's name and value transform.
+type nameTr struct {
+	name string
+	tr   gguf.Transform
+}
+
+// sharedLayer are the per-layer tensors both architectures name alike
+// (llama.cpp's attention and MoE names), after "blk.{l}.".
+var sharedLayer = map[string]nameTr{
+	"attn.q":           {"attn_q.weight", gguf.Same},
+	"attn.k":           {"attn_k.weight", gguf.Same},
+	"attn.v":           {"attn_v.weight", gguf.Same},
+	"attn.o":           {"attn_output.weight", gguf.Same},
+	"attn.q_norm":      {"attn_q_norm.weight", gguf.PlusOne},
+	"attn.k_norm":      {"attn_k_norm.weight", gguf.PlusOne},
+	"moe.router":       {"ffn_gate_inp.weight", gguf.Same},
+	"moe.experts.gate": {"ffn_gate_exps.weight", gguf.Same},
+	"moe.experts.up":   {"ffn_up_exps.weight", gguf.Same},
+	"moe.experts.down": {"ffn_down_exps.weight", gguf.Same},
+	"moe.shared.gate":  {"ffn_gate_shexp.weight", gguf.Same},
+	"moe.shared.up":    {"ffn_up_shexp.weight", gguf.Same},
+	"moe.shared.down":  {"ffn_down_shexp.weight", gguf.Same},
+	"moe.shared_gate":  {"ffn_gate_inp_shexp.weight", gguf.Same},
+}
+
+// withShared is an architecture's per-layer name map: own plus sharedLayer.
+func withShared(own map[string]nameTr) map[string]nameTr {
+	m := maps.Clone(own)
+	maps.Copy(m, sharedLayer)
+	return m
 }
 
 // splitLayerRole splits "layers.{l}.{sub}".

@@ -1,7 +1,6 @@
 package arch
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -62,34 +61,12 @@ var QwenNext = &Arch{
 	},
 	writable: func(a *models.Architecture) []error {
 		var errs []error
-		if !a.Attention.OutputGate {
-			errs = append(errs, errors.New("attention.output_gate is false (qwen3next GGUF assumes gated attention)"))
-		}
 		if la := a.LinearAttention; la.GateAct != "" && la.GateAct != "silu" {
 			errs = append(errs, fmt.Errorf("linear_attention.gate_act is %q (qwen3next uses silu)", la.GateAct))
 		}
-		if _, err := fullAttentionInterval(a.LayerTypes, models.LayerFullAttention); err != nil {
-			errs = append(errs, err)
-		}
-		return errs
+		return gatedEvery(a, "qwen3next", models.LayerFullAttention, errs)
 	},
-	finish: func(f *gguf.File, a *models.Architecture, _ Meta) error {
-		if err := vocabAndTie(f, a); err != nil {
-			return err
-		}
-		a.HiddenAct = "silu"
-		a.Attention.OutputGate = true
-		a.LinearAttention.GateAct = "silu"
-		a.MoE.NormTopKProb, a.MoE.DecoderSparseStep = true, 1
-		eos, err := eosOf(f)
-		if err != nil {
-			return err
-		}
-		if eos >= 0 {
-			a.EOSTokenIDs = []int{eos}
-		}
-		return nil
-	},
+	finish: func(f *gguf.File, a *models.Architecture, _ Meta) error { return qwenDefaults(f, a, "silu") },
 	names: func(c *models.Config, has func(string) bool) Names {
 		a := &c.Architecture
 		// We write llama.cpp's current form: attn_qkv + attn_gate for the
@@ -155,10 +132,7 @@ func QwenNextDimsOf(c *models.Config) QwenNextDims {
 //
 
 // qwenNextGlobal maps the roles outside the layers.
-var qwenNextGlobal = map[string]struct {
-	name string
-	tr   gguf.Transform
-}{
+var qwenNextGlobal = map[string]nameTr{
 	"embed":      {"token_embd.weight", gguf.Same},
 	"head":       {"output.weight", gguf.Same},
 	"final_norm": {"output_norm.weight", gguf.PlusOne},
@@ -166,33 +140,16 @@ var qwenNextGlobal = map[string]struct {
 
 // qwenNextLayer maps the per-layer roles that are one tensor each; the name
 // goes after "blk.{l}.".
-var qwenNextLayer = map[string]struct {
-	name string
-	tr   gguf.Transform
-}{
-	"attn_norm":        {"attn_norm.weight", gguf.PlusOne},
-	"ffn_norm":         {"post_attention_norm.weight", gguf.PlusOne},
-	"gdn.ba":           {"ssm_ba.weight", gguf.Same},
-	"gdn.conv":         {"ssm_conv1d.weight", gguf.Same},
-	"gdn.a_log":        {"ssm_a", gguf.NegExp},
-	"gdn.dt_bias":      {"ssm_dt.bias", gguf.Same},
-	"gdn.norm":         {"ssm_norm.weight", gguf.Same},
-	"gdn.out":          {"ssm_out.weight", gguf.Same},
-	"attn.q":           {"attn_q.weight", gguf.Same},
-	"attn.k":           {"attn_k.weight", gguf.Same},
-	"attn.v":           {"attn_v.weight", gguf.Same},
-	"attn.o":           {"attn_output.weight", gguf.Same},
-	"attn.q_norm":      {"attn_q_norm.weight", gguf.PlusOne},
-	"attn.k_norm":      {"attn_k_norm.weight", gguf.PlusOne},
-	"moe.router":       {"ffn_gate_inp.weight", gguf.Same},
-	"moe.experts.gate": {"ffn_gate_exps.weight", gguf.Same},
-	"moe.experts.up":   {"ffn_up_exps.weight", gguf.Same},
-	"moe.experts.down": {"ffn_down_exps.weight", gguf.Same},
-	"moe.shared.gate":  {"ffn_gate_shexp.weight", gguf.Same},
-	"moe.shared.up":    {"ffn_up_shexp.weight", gguf.Same},
-	"moe.shared.down":  {"ffn_down_shexp.weight", gguf.Same},
-	"moe.shared_gate":  {"ffn_gate_inp_shexp.weight", gguf.Same},
-}
+var qwenNextLayer = withShared(map[string]nameTr{
+	"attn_norm":   {"attn_norm.weight", gguf.PlusOne},
+	"ffn_norm":    {"post_attention_norm.weight", gguf.PlusOne},
+	"gdn.ba":      {"ssm_ba.weight", gguf.Same},
+	"gdn.conv":    {"ssm_conv1d.weight", gguf.Same},
+	"gdn.a_log":   {"ssm_a", gguf.NegExp},
+	"gdn.dt_bias": {"ssm_dt.bias", gguf.Same},
+	"gdn.norm":    {"ssm_norm.weight", gguf.Same},
+	"gdn.out":     {"ssm_out.weight", gguf.Same},
+})
 
 // Fused and split GGUF tensors, after "blk.{l}.".
 const (
@@ -346,10 +303,7 @@ func QwenNextRoleOf(name string) (role string, tr gguf.Transform, ok bool) {
 // MTP tensors of qwen3next. llama.cpp has no Qwen3-Next MTP tensors; we
 // follow its "next-n" names (GLM-4.5's): MTP layer i is block
 // num_layers + i, with the decoder layer's usual names plus these.
-var qwenNextMTP = map[string]struct {
-	name string
-	tr   gguf.Transform
-}{
+var qwenNextMTP = map[string]nameTr{
 	"mtp.fc":                    {"nextn.eh_proj.weight", gguf.Same},             // [norm(e) ‖ norm(h)] → hidden
 	"mtp.pre_fc_norm_embedding": {"nextn.enorm.weight", gguf.PlusOne},            // zero-centred, like every norm
 	"mtp.pre_fc_norm_hidden":    {"nextn.hnorm.weight", gguf.PlusOne},            //

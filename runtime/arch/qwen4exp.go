@@ -69,15 +69,7 @@ var Qwen4Exp = &Arch{
 		checked(field("hyper_connection.count", "hc_count", "architecture.hyper_connections.count", func(a *models.Architecture) *int { return &a.HyperConnections.Count })),
 		checked(field("hyper_connection.low_rank", "hc_lowrank", "architecture.hyper_connections.low_rank", func(a *models.Architecture) *int { return &a.HyperConnections.LowRank })),
 		checked(field("attention.indexer.head_count", "indexer_n_heads", "architecture.indexer.heads", func(a *models.Architecture) *int { return &a.Indexer.Heads })),
-		checked(Param{Key: "attention.indexer.key_length", HF: "indexer_head_dim", HFAsIs: true, Field: "architecture.indexer.head_dim", Type: Uint,
-			Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.Indexer.HeadDim}, nil },
-			Set: func(a *models.Architecture, v Value, m Meta) error {
-				if v.Int <= 0 {
-					return fmt.Errorf("gguf %s: %s = %d, want a positive head size", m.f.Path, m.Key("attention.indexer.key_length"), v.Int)
-				}
-				a.Indexer.HeadDim = v.Int
-				return nil
-			}}),
+		checked(headSize("attention.indexer.key_length", "indexer_head_dim", "architecture.indexer.head_dim", func(a *models.Architecture) *int { return &a.Indexer.HeadDim })),
 		checked(field("attention.indexer.top_k", "indexer_budget", "architecture.indexer.budget (in tokens)", func(a *models.Architecture) *int { return &a.Indexer.Budget })),
 		checked(Param{Key: "attention.compress_ratios", HF: "indexer_compress_ratio", Field: "architecture.layer_types and architecture.indexer.compress_ratio", Type: Int32s,
 			Says: "compress_ratio on the sparse-attention layers",
@@ -159,19 +151,13 @@ var Qwen4Exp = &Arch{
 	Extra: []gguf.KV{{Key: gguf.KeyQwen4ExpNames, Value: uint32(gguf.Qwen4ExpNamesVersion)}},
 	writable: func(a *models.Architecture) []error {
 		var errs []error
-		if !a.Attention.OutputGate {
-			errs = append(errs, errors.New("attention.output_gate is false (qwen4exp GGUF assumes gated attention)"))
-		}
 		if la := a.LinearAttention; la.GateAct != "sigmoid" {
 			errs = append(errs, fmt.Errorf("linear_attention.gate_act is %q (qwen4exp GGUF has no key for it; llama.cpp uses sigmoid)", la.GateAct))
 		}
 		if ids := a.PLE.LayerIDs; len(ids) > 1 {
 			errs = append(errs, fmt.Errorf("ple.layer_ids %v: qwen4exp GGUF holds one PLE layer's n-gram table (%s) and hash parameters: %w", ids, NameNgramTable, ErrUnsupported))
 		}
-		if _, err := fullAttentionInterval(a.LayerTypes, models.LayerSparseAttention); err != nil {
-			errs = append(errs, err)
-		}
-		return errs
+		return gatedEvery(a, "qwen4exp", models.LayerSparseAttention, errs)
 	},
 	opened: func(f *gguf.File) error {
 		if v, err := f.Uint(gguf.KeyQwen4ExpNames); err == nil && v != gguf.Qwen4ExpNamesVersion {
@@ -180,21 +166,8 @@ var Qwen4Exp = &Arch{
 		return nil
 	},
 	finish: func(f *gguf.File, a *models.Architecture, m Meta) error {
-		if err := vocabAndTie(f, a); err != nil {
+		if err := qwenDefaults(f, a, "sigmoid"); err != nil {
 			return err
-		}
-		a.HiddenAct = "silu"
-		a.Attention.OutputGate = true
-		a.LinearAttention.GateAct = "sigmoid"
-		a.MoE.NormTopKProb, a.MoE.DecoderSparseStep = true, 1
-		if len(a.EOSTokenIDs) == 0 {
-			eos, err := eosOf(f)
-			if err != nil {
-				return err
-			}
-			if eos >= 0 {
-				a.EOSTokenIDs = []int{eos}
-			}
 		}
 		// The indexer's KV heads: no key holds them.
 		if l := slices.Index(a.LayerTypes, models.LayerSparseAttention); l >= 0 {
@@ -416,11 +389,6 @@ func trailingZeros(n int64) int {
 // NameNgramTable is the n-gram table of the (single) PLE layer.
 const NameNgramTable = "per_layer_token_embd.weight"
 
-type nameTr struct {
-	name string
-	tr   gguf.Transform
-}
-
 var qwen4ExpGlobal = map[string]nameTr{
 	"embed":      {"token_embd.weight", gguf.Same},
 	"head":       {"output.weight", gguf.Same},
@@ -431,7 +399,7 @@ var qwen4ExpGlobal = map[string]nameTr{
 
 // qwen4ExpLayer maps the per-layer roles stored whole and in HF order; the
 // name goes after "blk.{l}.".
-var qwen4ExpLayer = map[string]nameTr{
+var qwen4ExpLayer = withShared(map[string]nameTr{
 	"attn_hc.norm":      {"hc_attn_norm.weight", gguf.PlusOne},
 	"attn_hc.down":      {"hc_attn_down.weight", gguf.Same},
 	"attn_hc.up":        {"hc_attn_up.weight", gguf.Same},
@@ -441,12 +409,6 @@ var qwen4ExpLayer = map[string]nameTr{
 	"mlp_hc.up":         {"hc_ffn_up.weight", gguf.Same},
 	"mlp_hc.inject":     {"hc_ffn_inject.weight", gguf.Same},
 	"gdn.norm":          {"ssm_norm.weight", gguf.Same}, // shared by all value heads: not reordered
-	"attn.q":            {"attn_q.weight", gguf.Same},
-	"attn.k":            {"attn_k.weight", gguf.Same},
-	"attn.v":            {"attn_v.weight", gguf.Same},
-	"attn.o":            {"attn_output.weight", gguf.Same},
-	"attn.q_norm":       {"attn_q_norm.weight", gguf.PlusOne},
-	"attn.k_norm":       {"attn_k_norm.weight", gguf.PlusOne},
 	"attn.index_q_norm": {"indexer.q_norm.weight", gguf.PlusOne},
 	"attn.index_k_norm": {"indexer.k_norm.weight", gguf.PlusOne},
 	"ple.key":           {"ple_key.weight", gguf.Same},
@@ -455,15 +417,7 @@ var qwen4ExpLayer = map[string]nameTr{
 	"ple.norm_query":    {"ple_norm_query.weight", gguf.PlusOne},
 	"ple.norm_conv":     {"ple_norm_conv.weight", gguf.PlusOne},
 	"ple.conv":          {"ple_conv1d.weight", gguf.Same},
-	"moe.router":        {"ffn_gate_inp.weight", gguf.Same},
-	"moe.experts.gate":  {"ffn_gate_exps.weight", gguf.Same},
-	"moe.experts.up":    {"ffn_up_exps.weight", gguf.Same},
-	"moe.experts.down":  {"ffn_down_exps.weight", gguf.Same},
-	"moe.shared.gate":   {"ffn_gate_shexp.weight", gguf.Same},
-	"moe.shared.up":     {"ffn_up_shexp.weight", gguf.Same},
-	"moe.shared.down":   {"ffn_down_shexp.weight", gguf.Same},
-	"moe.shared_gate":   {"ffn_gate_inp_shexp.weight", gguf.Same},
-}
+})
 
 // qwen4ExpMTP are the MTP head's own tensors, on block num_layers (the
 // decoder layer's tensors follow on the same block). Ours: llama.cpp has no
