@@ -2,10 +2,12 @@
 // architecture is described outside strata: every hyperparameter's GGUF
 // metadata key, its HF config.json key and the models.Config field it is,
 // with the transform between them (one declarative table, Arch.Params), and
-// the GGUF tensor names of its roles. Generic loops over the table write a
-// GGUF file's metadata (Metadata), check a file against a config (Check) and
-// build a config from a file's metadata alone (Config), so an architecture's
-// keys are written once.
+// the GGUF tensor names of its roles (hf.go: the HF checkpoint names, which
+// both share). Generic loops over the table write a GGUF file's metadata
+// (Metadata), check a file against a config (Check) and build a config from
+// a file's metadata alone (Config), so an architecture's keys are written
+// once. models.ImportHF reads an HF config.json itself; TestTables holds the
+// tables' HF keys to it.
 package arch
 
 import (
@@ -95,6 +97,9 @@ type Param struct {
 	Says string
 }
 
+// ErrUnsupported marks configs an architecture's GGUF cannot hold yet.
+var ErrUnsupported = errors.New("not supported yet")
+
 // All are the architectures strata reads and writes GGUF files of.
 var All = []*Arch{QwenNext, Qwen4Exp}
 
@@ -106,20 +111,6 @@ func ByModelType(t string) (*Arch, error) {
 		}
 	}
 	return nil, fmt.Errorf("model type %q is %w in GGUF (only %s)", t, ErrUnsupported, strings.Join(list(func(a *Arch) string { return fmt.Sprintf("%q", a.ModelType) }), " and "))
-}
-
-// Of finds the architecture of a GGUF file by general.architecture.
-func Of(f *gguf.File) (*Arch, error) {
-	name, err := f.String("general.architecture")
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range All {
-		if a.GGUF == name {
-			return a, nil
-		}
-	}
-	return nil, fmt.Errorf("gguf %s: general.architecture is %q, which strata does not read (only %s)", f.Path, name, strings.Join(list(func(a *Arch) string { return a.GGUF }), " and "))
 }
 
 func list(f func(a *Arch) string) []string {
@@ -233,11 +224,16 @@ func (ar *Arch) Config(f *gguf.File) (*models.Config, error) {
 // ConfigOf builds the config of a GGUF file without strata.config from its
 // metadata (Arch.Config of its architecture).
 func ConfigOf(f *gguf.File) (*models.Config, error) {
-	ar, err := Of(f)
+	name, err := f.String("general.architecture")
 	if err != nil {
-		return nil, fmt.Errorf("gguf %s has no %s metadata, and a model config is derived from metadata only for %s files (%w): pass its model config", f.Path, gguf.KeyConfig, strings.Join(list(func(a *Arch) string { return a.GGUF }), " and "), err)
+		return nil, err
 	}
-	return ar.Config(f)
+	for _, ar := range All {
+		if ar.GGUF == name {
+			return ar.Config(f)
+		}
+	}
+	return nil, fmt.Errorf("gguf %s has no %s metadata, and a model config is derived from metadata only for %s files (general.architecture is %q): pass its model config", f.Path, gguf.KeyConfig, strings.Join(list(func(a *Arch) string { return a.GGUF }), " and "), name)
 }
 
 func (ar *Arch) open(f *gguf.File) (Meta, error) {

@@ -93,6 +93,14 @@ func TestCheckMissingKey(t *testing.T) {
 	}
 }
 
+// A file of an architecture strata has no table for is refused naming it.
+func TestConfigOfOtherArchitecture(t *testing.T) {
+	f := metadataFile(t, []gguf.KV{{Key: "general.architecture", Value: "llama"}})
+	if _, err := ConfigOf(f); err == nil || !strings.Contains(err.Error(), `general.architecture is "llama"`) || !strings.Contains(err.Error(), "pass its model config") {
+		t.Errorf("llama file: %v", err)
+	}
+}
+
 // The metadata of the 80B model are llama.cpp's (qwen3_next.md §8), in its
 // converter's order and types.
 func TestQwenNextMetadata(t *testing.T) {

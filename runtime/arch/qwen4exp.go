@@ -12,9 +12,6 @@ import (
 	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
-// ErrUnsupported marks configs an architecture's GGUF cannot hold yet.
-var ErrUnsupported = errors.New("not supported yet")
-
 // The n-gram table's hash parameters (qwen4exp keys).
 const (
 	keyMultipliers    = "ple.layer_multipliers"
