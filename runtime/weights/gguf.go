@@ -97,7 +97,8 @@ func NewGGUF(f *gguf.File, cfg *models.Config) (*GGUF, error) {
 }
 
 // ConfigFromMetadata builds the model config of a GGUF without
-// strata.config (a llama.cpp file) from its metadata: arch.ConfigOf.
+// strata.config (a llama.cpp file) from its metadata: arch.ConfigOf, under
+// the name runtime/load's tests call it by.
 func ConfigFromMetadata(f *gguf.File) (*models.Config, error) { return arch.ConfigOf(f) }
 
 // UsePack reads routed experts from p instead of the GGUF's tensors. p must

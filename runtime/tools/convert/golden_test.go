@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/tools/convert"
@@ -132,7 +133,7 @@ func goldenDump(t *testing.T, model, oracle, plan string, mtp int) string {
 		t.Fatal(err)
 	}
 	defer bf.Close()
-	mc, err := weights.ConfigFromMetadata(bf)
+	mc, err := arch.ConfigOf(bf)
 	if err != nil {
 		fmt.Fprintf(&b, "config from metadata: error %v\n", strings.ReplaceAll(err.Error(), dir, "DIR"))
 		return b.String()
