@@ -29,7 +29,7 @@ var NgramKeys = [3]string{"qwen4exp." + keyMultipliers, "qwen4exp." + keyHeadVoc
 // src/models/qwen4exp.cpp): Gated DeltaNet layers and sparse (QSA) attention
 // layers with an indexer, hyper-connections, an MTP head and a PLE layer
 // reading a hashed n-gram store. The keys' meanings are llama.cpp's;
-// runtime/format/gguf/qwen4exp.go says where the names come from. What no
+// the name map below says where its names come from. What no
 // key says: the layer types come from attention.compress_ratios (non-zero on
 // the QSA layers), the indexer's KV heads from indexer.k_proj's rows, the
 // n-gram store's generating parameters from its stored hash constants
