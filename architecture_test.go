@@ -197,7 +197,8 @@ func TestImportRulesRefuse(t *testing.T) {
 		{"runtime/backend", "runtime/engine"}, {"runtime/format/gguf", "runtime/weights"}, {"runtime/serve", "runtime/load"},
 		{"runtime/engine/sample", "runtime/engine"}, {"runtime/text/chat", "runtime/engine"},
 		{"runtime/eval", "runtime/load"}, {"runtime/eval", "runtime/backend/cpu"}, {"runtime/calibrate", "runtime/load"},
-		{"runtime/bench", "runtime/backend/metal"}, {"runtime/engine", "runtime/eval"}} {
+		{"runtime/bench", "runtime/backend/metal"}, {"runtime/engine", "runtime/eval"}, {"runtime/arch", "runtime/weights"},
+		{"runtime/format/gguf", "runtime/arch"}} {
 		if allowed(e[0], e[1]) {
 			t.Errorf("%s → %s is allowed", e[0], e[1])
 		}

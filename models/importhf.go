@@ -32,17 +32,33 @@ var supportedHFTypes = []string{TypeQwen3Next, TypeQwen4Exp, "qwen4_exp_text"}
 // ImportHF builds a validated Config from an HF config.json. Errors name the
 // HF key; problems found by Validate afterwards name the model.toml field.
 func ImportHF(configJSON []byte, opts ImportOptions) (*Config, error) {
-	c, err := importHF(configJSON, opts)
+	c, err := importHF(configJSON)
 	if err != nil {
 		return nil, inFile(opts.Source, err)
 	}
+	return Imported(c, opts)
+}
+
+// Imported completes an architecture read from a model's own description
+// (an HF config.json, a GGUF file's metadata): the name, windows and context
+// length of opts (their defaults for zero fields), then validation, whose
+// errors name opts.Source and the model.toml field.
+func Imported(c *Config, opts ImportOptions) (*Config, error) {
+	c.Name = opts.Name
+	c.Windows.MaxDecodeRows = orDefault(opts.MaxDecodeRows, DefaultMaxDecodeRows)
+	c.Windows.PrefillRows = orDefault(opts.PrefillRows, DefaultPrefillRows)
+	c.Runtime.ContextLength = opts.ContextLength
+	if c.Runtime.ContextLength == 0 {
+		c.Runtime.ContextLength = min(c.Architecture.Attention.MaxPositions, DefaultContextCap)
+	}
+	c.normalize()
 	if err := c.Validate(); err != nil {
 		return nil, inFile(opts.Source, prefixEach("imported config is invalid", err))
 	}
 	return c, nil
 }
 
-func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
+func importHF(configJSON []byte) (*Config, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(configJSON, &m); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
@@ -75,7 +91,6 @@ func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
 	qwen4 := modelType == TypeQwen4Exp
 
 	var c Config
-	c.Name = opts.Name
 	a := &c.Architecture
 	a.ModelType = modelType
 	a.HiddenSize = r.reqInt("hidden_size")
@@ -164,17 +179,9 @@ func importHF(configJSON []byte, opts ImportOptions) (*Config, error) {
 	format := quantFromDType(r)
 	c.Quant = QuantPlan{Trunk: format, Experts: format, Embeddings: format, Head: format}
 
-	c.Windows.MaxDecodeRows = orDefault(opts.MaxDecodeRows, DefaultMaxDecodeRows)
-	c.Windows.PrefillRows = orDefault(opts.PrefillRows, DefaultPrefillRows)
-	c.Runtime.ContextLength = opts.ContextLength
-	if c.Runtime.ContextLength == 0 {
-		c.Runtime.ContextLength = min(at.MaxPositions, DefaultContextCap)
-	}
-
 	if err := r.err(); err != nil {
 		return nil, err
 	}
-	c.normalize()
 	return &c, nil
 }
 

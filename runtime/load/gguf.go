@@ -19,7 +19,7 @@ type GGUFOptions struct {
 	Options // Context 0: the embedded config's runtime.context_length
 	// Config is the model config; nil takes the one strata embeds in the
 	// file (strata.config), or derives it from a qwen3next or qwen4exp file's metadata
-	// (weights.ConfigFromMetadata). Its quant plan is replaced by the
+	// (arch.ConfigOf). Its quant plan is replaced by the
 	// formats the file's tensors hold: every role runs as it is stored.
 	Config *models.Config
 	// Pack is the .experts file to read routed experts from: "" takes

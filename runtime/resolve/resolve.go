@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/weights"
 )
@@ -89,12 +90,12 @@ func GGUF(f *gguf.File, base *models.Config, opt Options) (*models.Config, *weig
 }
 
 // configOf is the config strata embeds in the file, or, in a file without
-// one (llama.cpp's), the one its qwen3next metadata gives.
+// one (llama.cpp's), the one its architecture's metadata gives.
 func configOf(f *gguf.File) (*models.Config, error) {
 	if _, ok := f.Value(gguf.KeyConfig); ok {
 		return weights.ConfigOf(f)
 	}
-	return weights.ConfigFromMetadata(f)
+	return arch.ConfigOf(f)
 }
 
 // CheckContext bounds an asked-for context by the model's positions (past

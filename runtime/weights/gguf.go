@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/format/pack"
 )
@@ -64,17 +65,6 @@ type ggufSegment struct {
 	trow, rrow, rows int
 }
 
-// QwenNextDims are the sizes the qwen3next name map needs, from a config.
-func QwenNextDims(c *models.Config) gguf.QwenNextDims {
-	a := &c.Architecture
-	la := a.LinearAttention
-	return gguf.QwenNextDims{
-		KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, KeyHeadDim: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim,
-		Heads: a.Attention.NumHeads, KVHeads: a.Attention.NumKVHeads, HeadDim: a.Attention.HeadDim,
-		OutputGate: a.Attention.OutputGate, ExpertFFN: a.MoE.IntermediateSize,
-	}
-}
-
 // ConfigOf reads the model config strata embeds in the files it writes.
 func ConfigOf(f *gguf.File) (*models.Config, error) {
 	v, ok := f.Value(gguf.KeyConfig)
@@ -94,148 +84,22 @@ func ConfigOf(f *gguf.File) (*models.Config, error) {
 func NewGGUF(f *gguf.File, cfg *models.Config) (*GGUF, error) {
 	g := &GGUF{f: f, cfg: cfg, resolved: map[string]*ggufRole{}}
 	g.entry.block = -1
-	var err error
-	switch t := cfg.Architecture.ModelType; t {
-	case models.TypeQwen3Next:
-		err = g.qwenNext()
-	case models.TypeQwen4Exp:
-		err = g.qwen4Exp()
-	default:
-		err = fmt.Errorf("gguf %s: model type %q cannot be read from GGUF (only %q and %q)", f.Path, t, models.TypeQwen3Next, models.TypeQwen4Exp)
-	}
+	ar, err := arch.ByModelType(cfg.Architecture.ModelType)
 	if err != nil {
+		return nil, fmt.Errorf("gguf %s: %w", f.Path, err)
+	}
+	if err := ar.Check(f, cfg); err != nil {
 		return nil, err
 	}
+	names := ar.Names(cfg, f)
+	g.roles, g.splitGDN = names.Role, names.SplitGDN
 	return g, nil
 }
 
-// qwenNext checks a qwen3next file against the config and picks its form.
-func (g *GGUF) qwenNext() error {
-	f, cfg := g.f, g.cfg
-	a := &cfg.Architecture
-	p, err := gguf.QwenNextParamsOf(f)
-	if err != nil {
-		return err
-	}
-	la := a.LinearAttention
-	var errs []error
-	for _, c := range []struct {
-		key       string
-		file, cfg int
-	}{
-		{gguf.KeyBlockCount, p.Layers, a.NumLayers}, {gguf.KeyEmbeddingLength, p.Hidden, a.HiddenSize},
-		{gguf.KeyHeadCount, p.Heads, a.Attention.NumHeads}, {gguf.KeyHeadCountKV, p.KVHeads, a.Attention.NumKVHeads},
-		{gguf.KeyKeyLength, p.HeadDim, a.Attention.HeadDim}, {gguf.KeyExpertCount, p.Experts, a.MoE.NumExperts},
-		{gguf.KeyExpertUsedCount, p.ExpertsUsed, a.MoE.ExpertsPerToken}, {gguf.KeyExpertFFNLength, p.ExpertFFN, a.MoE.IntermediateSize},
-		{gguf.KeyExpertSharedFFNLength, p.SharedFFN, a.MoE.SharedExpertIntermediateSize}, {gguf.KeySSMConvKernel, p.ConvKernel, la.ConvKernel},
-		{gguf.KeySSMGroupCount, p.KeyHeads, la.NumKeyHeads}, {gguf.KeySSMTimeStepRank, p.ValueHeads, la.NumValueHeads},
-		{gguf.KeySSMStateSize, p.StateSize, la.KeyHeadDim}, {gguf.KeySSMInnerSize, p.ValueHeads * p.ValueHeadDim, la.ValueDim()},
-	} {
-		if c.file != c.cfg {
-			errs = append(errs, fmt.Errorf("gguf %s: %s.%s = %d, but the model config says %d", f.Path, gguf.ArchQwenNext, c.key, c.file, c.cfg))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	gdn, attn := -1, -1
-	for l, t := range a.LayerTypes {
-		if t == models.LayerLinearAttention && gdn < 0 {
-			gdn = l
-		}
-		if t == models.LayerFullAttention && attn < 0 {
-			attn = l
-		}
-	}
-	dims, form := QwenNextDims(cfg), gguf.DetectQwenNextForm(f.Has, gdn, attn)
-	g.splitGDN = gdn >= 0 && !form.LegacySSMIn
-	g.roles = func(role string) (gguf.RoleMap, error) {
-		return gguf.QwenNextModelRole(dims, form, a.NumLayers, role)
-	}
-	return nil
-}
-
-// Qwen4ExpDims are the sizes the qwen4exp name map needs, from a config.
-func Qwen4ExpDims(c *models.Config) gguf.Qwen4ExpDims {
-	a := &c.Architecture
-	la := a.LinearAttention
-	d := gguf.Qwen4ExpDims{Layers: a.NumLayers, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads,
-		KeyHeadDim: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim, IndexerHeads: a.Indexer.Heads, IndexerHeadDim: a.Indexer.HeadDim}
-	for _, id := range a.PLE.LayerIDs {
-		d.PLELayers = append(d.PLELayers, id-1)
-	}
-	return d
-}
-
-// qwen4Exp checks a qwen4exp file against the config.
-func (g *GGUF) qwen4Exp() error {
-	f, a := g.f, &g.cfg.Architecture
-	p, err := gguf.Qwen4ExpParamsOf(f)
-	if err != nil {
-		return err
-	}
-	la, ix := a.LinearAttention, a.Indexer
-	var errs []error
-	bad := func(key string, file, cfg any) {
-		errs = append(errs, fmt.Errorf("gguf %s: %s.%s = %v, but the model config says %v", f.Path, gguf.ArchQwen4Exp, key, file, cfg))
-	}
-	for _, c := range []struct {
-		key       string
-		file, cfg int
-	}{
-		{gguf.KeyBlockCount, p.Layers, a.NumLayers}, {gguf.KeyEmbeddingLength, p.Hidden, a.HiddenSize},
-		{gguf.KeyHeadCount, p.Heads, a.Attention.NumHeads}, {gguf.KeyHeadCountKV, p.KVHeads, a.Attention.NumKVHeads},
-		{gguf.KeyKeyLength, p.HeadDim, a.Attention.HeadDim}, {gguf.KeyExpertCount, p.Experts, a.MoE.NumExperts},
-		{gguf.KeyExpertUsedCount, p.ExpertsUsed, a.MoE.ExpertsPerToken}, {gguf.KeyExpertFFNLength, p.ExpertFFN, a.MoE.IntermediateSize},
-		{gguf.KeyExpertSharedFFNLength, p.SharedFFN, a.MoE.SharedExpertIntermediateSize}, {gguf.KeySSMConvKernel, p.ConvKernel, la.ConvKernel},
-		{gguf.KeySSMGroupCount, p.KeyHeads, la.NumKeyHeads}, {gguf.KeySSMTimeStepRank, p.ValueHeads, la.NumValueHeads},
-		{gguf.KeySSMStateSize, p.StateSize, la.KeyHeadDim}, {gguf.KeySSMInnerSize, p.ValueHeads * p.ValueHeadDim, la.ValueDim()},
-		{gguf.KeyHCCount, p.HCCount, a.HyperConnections.Count},
-		{gguf.KeyHCLowRank, p.HCLowRank, a.HyperConnections.LowRank}, {gguf.KeyIndexerHeadCount, p.IndexerHeads, ix.Heads},
-		{gguf.KeyIndexerKeyLength, p.IndexerHeadDim, ix.HeadDim}, {gguf.KeyIndexerTopK, p.IndexerTopK, ix.Budget},
-	} {
-		if c.file != c.cfg {
-			bad(c.key, c.file, c.cfg)
-		}
-	}
-	ratios := make([]int, a.NumLayers)
-	for i, t := range a.LayerTypes {
-		if t != models.LayerLinearAttention {
-			ratios[i] = ix.CompressRatio
-		}
-	}
-	if !slices.Equal(p.CompressRatios, ratios) {
-		bad(gguf.KeyCompressRatios, p.CompressRatios, fmt.Sprintf("%v (compress_ratio on the sparse-attention layers)", ratios))
-	}
-	d := Qwen4ExpDims(g.cfg)
-	if !slices.Equal(p.PLELayers, d.PLELayers) {
-		bad(gguf.KeyPLELayers, p.PLELayers, fmt.Sprintf("%v (0-based ple.layer_ids)", d.PLELayers))
-	}
-	if len(d.PLELayers) > 0 {
-		pl := a.PLE
-		eos := -1
-		if len(a.EOSTokenIDs) > 0 {
-			eos = a.EOSTokenIDs[0]
-		}
-		for _, c := range []struct {
-			key       string
-			file, cfg int
-		}{
-			{gguf.KeyPLENgramSize, p.NgramSize, pl.NgramSize}, {gguf.KeyPLEHeadsPerNgram, p.HeadsPerNgram, pl.HeadsPerNgram},
-			{gguf.KeyPLEConvKernel, p.PLEConvKernel, pl.ConvKernel}, {gguf.KeyPLEEOS, p.EOS, eos},
-			{gguf.KeyPLERowWidth, p.PLERowWidth, pl.RowWidth()},
-		} {
-			if c.file != c.cfg {
-				bad(c.key, c.file, c.cfg)
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	g.roles = func(role string) (gguf.RoleMap, error) { return gguf.Qwen4ExpRole(d, role) }
-	return nil
-}
+// ConfigFromMetadata builds the model config of a GGUF without
+// strata.config (a llama.cpp file) from its metadata: arch.ConfigOf, under
+// the name runtime/load's tests call it by.
+func ConfigFromMetadata(f *gguf.File) (*models.Config, error) { return arch.ConfigOf(f) }
 
 // UsePack reads routed experts from p instead of the GGUF's tensors. p must
 // have been opened against the same file (pack.Open checks the tie).
@@ -687,11 +551,10 @@ func (g *GGUF) NgramTable(spec models.TensorSpec) (*NgramTable, error) {
 // the ones computed from the config. Every qwen4exp file with a table records
 // them, so their absence is an error too.
 func (g *GGUF) CheckNgram(layer int, multipliers, primes, offsets []int64) error {
-	names := [3]string{gguf.KeyPLEMultipliers, gguf.KeyPLEHeadVocabSizes, gguf.KeyPLEHeadOffsets}
+	names := arch.NgramKeys
 	var got [3][]int64
 	for i, n := range names {
-		names[i] = gguf.ArchQwen4Exp + "." + n
-		v, err := g.f.Ints(names[i])
+		v, err := g.f.Ints(n)
 		if err != nil {
 			return fmt.Errorf("%w (the n-gram table's hash parameters, layer %d)", err, layer)
 		}

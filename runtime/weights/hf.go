@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/safetensors"
 )
 
@@ -32,86 +33,6 @@ type HF struct {
 // checked here; call Check before loading to see every problem at once.
 func NewHF(ck *safetensors.Checkpoint, cfg *models.Config) *HF {
 	return &HF{ck: ck, cfg: cfg, resolved: map[string]*binding{}}
-}
-
-// Roles outside the layers; {text} stands for the decoder's prefix.
-var topLevel = map[string]string{
-	"embed":                     "{text}embed_tokens.weight",
-	"final_norm":                "{text}norm.weight",
-	"head":                      "lm_head.weight",
-	"mixer.norm":                "{text}hyper_connection_mixer.hc_norm.weight",
-	"mixer.down":                "{text}hyper_connection_mixer.input_mix_weight_down.weight",
-	"mixer.up":                  "{text}hyper_connection_mixer.input_mix_weight_up.weight",
-	"mtp.fc":                    "mtp.fc.weight",
-	"mtp.norm":                  "mtp.norm.weight",
-	"mtp.fc_embedding":          "mtp.fc_embedding.weight",
-	"mtp.fc_hidden":             "mtp.fc_hidden.weight",
-	"mtp.pre_fc_norm_embedding": "mtp.pre_fc_norm_embedding.weight",
-	"mtp.pre_fc_norm_hidden":    "mtp.pre_fc_norm_hidden.weight",
-	"mtp.mixer.norm":            "mtp.hyper_connection_mixer.hc_norm.weight",
-	"mtp.mixer.down":            "mtp.hyper_connection_mixer.input_mix_weight_down.weight",
-	"mtp.mixer.up":              "mtp.hyper_connection_mixer.input_mix_weight_up.weight",
-}
-
-// Per-layer roles that map one-to-one onto an HF tensor under a layer's
-// prefix (model.layers.{l}. or mtp.layers.{l}.), for both model types.
-var layerRoles = map[string]string{
-	// qwen4_exp: hyper-connections, separate GDN projections, the QSA indexer, PLE.
-	"attn_hc.norm":      "attn_hyper_connection.hc_norm.weight",
-	"attn_hc.down":      "attn_hyper_connection.input_mix_weight_down.weight",
-	"attn_hc.up":        "attn_hyper_connection.input_mix_weight_up.weight",
-	"attn_hc.inject":    "attn_hyper_connection.block_inject_weight.weight",
-	"mlp_hc.norm":       "mlp_hyper_connection.hc_norm.weight",
-	"mlp_hc.down":       "mlp_hyper_connection.input_mix_weight_down.weight",
-	"mlp_hc.up":         "mlp_hyper_connection.input_mix_weight_up.weight",
-	"mlp_hc.inject":     "mlp_hyper_connection.block_inject_weight.weight",
-	"gdn.qkv":           "linear_attn.in_proj_qkv.weight",
-	"gdn.z":             "linear_attn.in_proj_z.weight",
-	"gdn.b":             "linear_attn.in_proj_b.weight",
-	"gdn.a":             "linear_attn.in_proj_a.weight",
-	"attn.index_qk":     "self_attn.indexer.index_qk_proj.weight",
-	"attn.index_q_norm": "self_attn.indexer.q_layernorm.weight",
-	"attn.index_k_norm": "self_attn.indexer.k_layernorm.weight",
-	"ple.key":           "ple.key_proj.weight",
-	"ple.value":         "ple.value_proj.weight",
-	"ple.norm_key":      "ple.norm_key.weight",
-	"ple.norm_query":    "ple.norm_query.weight",
-	"ple.norm_conv":     "ple.norm_conv.weight",
-	"ple.conv":          "ple.conv1d.weight",
-	// both
-
-	"attn_norm":       "input_layernorm.weight",
-	"ffn_norm":        "post_attention_layernorm.weight",
-	"gdn.qkvz":        "linear_attn.in_proj_qkvz.weight",
-	"gdn.ba":          "linear_attn.in_proj_ba.weight",
-	"gdn.conv":        "linear_attn.conv1d.weight",
-	"gdn.a_log":       "linear_attn.A_log",
-	"gdn.dt_bias":     "linear_attn.dt_bias",
-	"gdn.norm":        "linear_attn.norm.weight",
-	"gdn.out":         "linear_attn.out_proj.weight",
-	"attn.q":          "self_attn.q_proj.weight",
-	"attn.k":          "self_attn.k_proj.weight",
-	"attn.v":          "self_attn.v_proj.weight",
-	"attn.o":          "self_attn.o_proj.weight",
-	"attn.q_norm":     "self_attn.q_norm.weight",
-	"attn.k_norm":     "self_attn.k_norm.weight",
-	"moe.router":      "mlp.gate.weight",
-	"moe.shared.gate": "mlp.shared_expert.gate_proj.weight",
-	"moe.shared.up":   "mlp.shared_expert.up_proj.weight",
-	"moe.shared.down": "mlp.shared_expert.down_proj.weight",
-	"moe.shared_gate": "mlp.shared_expert_gate.weight",
-}
-
-// Routed-expert roles: the per-expert projection name, and where the role
-// sits in the fused tensors (gate_up_proj holds gate rows first, then up).
-var qwen3NextExperts = map[string]struct {
-	proj  string // mlp.experts.{e}.<proj>.weight
-	fused string // mlp.experts.<fused>[.weight]
-	half  int    // -1: the whole fused tensor; 0/1: gate/up half of each expert
-}{
-	"moe.experts.gate": {"gate_proj", "gate_up_proj", 0},
-	"moe.experts.up":   {"up_proj", "gate_up_proj", 1},
-	"moe.experts.down": {"down_proj", "down_proj", -1},
 }
 
 // binding is a role resolved against the checkpoint: the source tensors, and
@@ -355,7 +276,7 @@ func (h *HF) resolve(spec models.TensorSpec) (*binding, error) {
 	b.stride = b.slab
 	text := h.textPrefix()
 
-	if name, ok := topLevel[spec.Name]; ok {
+	if name, ok := arch.HFTop[spec.Name]; ok {
 		name = strings.Replace(name, "{text}", text, 1)
 		// Tied: HF points lm_head at the embeddings, whatever the file holds.
 		if spec.Name == "head" && h.cfg.Architecture.TieWordEmbeddings {
@@ -371,7 +292,7 @@ func (h *HF) resolve(spec models.TensorSpec) (*binding, error) {
 	if !strings.HasPrefix(prefix, "mtp.") {
 		prefix = text + prefix
 	}
-	if name, ok := layerRoles[role]; ok {
+	if name, ok := arch.HFLayer[role]; ok {
 		hfShape := spec.Shape
 		if (role == "gdn.conv" || role == "ple.conv") && len(spec.Shape) == 2 {
 			// HF keeps Conv1d's in-channels-per-group axis (1); same bytes.
@@ -379,8 +300,8 @@ func (h *HF) resolve(spec models.TensorSpec) (*binding, error) {
 		}
 		return b, h.direct(b, prefix+name, hfShape)
 	}
-	if ex, ok := qwen3NextExperts[role]; ok {
-		return b, h.experts(b, prefix, ex.proj, ex.fused, ex.half)
+	if ex, ok := arch.HFExperts[role]; ok {
+		return b, h.experts(b, prefix, ex.Proj, ex.Fused, ex.Half)
 	}
 	return nil, fmt.Errorf("unknown tensor role %q for %s", spec.Name, mt)
 }

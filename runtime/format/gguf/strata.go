@@ -1,7 +1,6 @@
 package gguf
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -24,42 +23,13 @@ const (
 	KeyNextNLayers = "nextn_predict_layers"
 )
 
-// MTP tensors of qwen3next. llama.cpp has no Qwen3-Next MTP tensors; we
-// follow its "next-n" names (GLM-4.5's): MTP layer i is block
-// num_layers + i, with the decoder layer's usual names plus these.
-var qwenNextMTP = map[string]struct {
-	name string
-	tr   Transform
-}{
-	"mtp.fc":                    {"nextn.eh_proj.weight", Same},             // [norm(e) ‖ norm(h)] → hidden
-	"mtp.pre_fc_norm_embedding": {"nextn.enorm.weight", PlusOne},            // zero-centred, like every norm
-	"mtp.pre_fc_norm_hidden":    {"nextn.hnorm.weight", PlusOne},            //
-	"mtp.norm":                  {"nextn.shared_head_norm.weight", PlusOne}, // before the shared head
-}
-
-// QwenNextModelRole is QwenNextRole for a whole model of numLayers trunk
-// layers: it also maps the MTP head's roles ("mtp.fc", "mtp.layers.0.attn.q",
-// …) to blocks numLayers, numLayers+1, … .
-func QwenNextModelRole(d QwenNextDims, form QwenNextForm, numLayers int, role string) (RoleMap, error) {
-	rest, ok := strings.CutPrefix(role, "mtp.")
-	if !ok {
-		return QwenNextRole(d, form, role)
-	}
-	if m, ok := qwenNextMTP[role]; ok {
-		// One set of next-n tensors, on the first MTP block.
-		return RoleMap{Role: role, Tensor: fmt.Sprintf("blk.%d.%s", numLayers, m.name), Transform: m.tr}, nil
-	}
-	l, sub, ok := splitLayerRole(rest)
-	if !ok {
-		return RoleMap{}, fmt.Errorf("qwen3next: no GGUF tensor for role %q", role)
-	}
-	m, err := QwenNextRole(d, form, "layers."+strconv.Itoa(numLayers+l)+"."+sub)
-	if err != nil {
-		return RoleMap{}, fmt.Errorf("qwen3next: role %s: %w", role, err)
-	}
-	m.Role = role
-	return m, nil
-}
+// KeyQwen4ExpNames records which revision of this name map wrote a file (it
+// follows readings of llama.cpp's converter, not the converter itself, so a
+// correction bumps it and older files stay recognisable).
+const (
+	KeyQwen4ExpNames     = "strata.qwen4exp_names"
+	Qwen4ExpNamesVersion = 1
+)
 
 // BlockOf returns N for a tensor called "blk.N.…".
 func BlockOf(name string) (int, bool) {

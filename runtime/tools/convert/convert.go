@@ -12,7 +12,6 @@ package convert
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/tools/imatrix"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -61,7 +61,7 @@ type Options struct {
 }
 
 // ErrUnsupported marks models this package cannot write yet.
-var ErrUnsupported = errors.New("not supported yet")
+var ErrUnsupported = arch.ErrUnsupported
 
 // tensor is one GGUF tensor and where its data come from.
 type tensor struct {
@@ -356,37 +356,15 @@ func plan(c *models.Config, opt Options) (*models.Config, []tensor, []gguf.KV, e
 	if _, err := resolvePlan(&cfg); err != nil {
 		return nil, nil, nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	a := &cfg.Architecture
-	var kv []gguf.KV
-	var names func(role string) (gguf.RoleMap, error)
-	switch a.ModelType {
-	case models.TypeQwen3Next:
-		params, err := QwenNextParams(&cfg)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		kv = params.Metadata()
-		if a.MTP.NumLayers > 0 {
-			kv = append(kv, gguf.KV{Key: gguf.ArchQwenNext + "." + gguf.KeyNextNLayers, Value: uint32(a.MTP.NumLayers)})
-		}
-		// We write llama.cpp's current form: attn_qkv + attn_gate for the
-		// GDN input, gate and up experts apart, q/k/v apart.
-		dims := QwenNextDims(&cfg)
-		names = func(role string) (gguf.RoleMap, error) {
-			return gguf.QwenNextModelRole(dims, gguf.QwenNextForm{}, a.NumLayers, role)
-		}
-	case models.TypeQwen4Exp:
-		params, err := Qwen4ExpParams(&cfg)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		kv = append(params.Metadata(), gguf.KV{Key: gguf.KeyQwen4ExpNames, Value: uint32(gguf.Qwen4ExpNamesVersion)})
-		dims := weights.Qwen4ExpDims(&cfg)
-		names = func(role string) (gguf.RoleMap, error) { return gguf.Qwen4ExpRole(dims, role) }
-	default:
-		return nil, nil, nil, fmt.Errorf("model %s: GGUF conversion of model type %q is %w (only %q and %q)",
-			c.Name, a.ModelType, ErrUnsupported, models.TypeQwen3Next, models.TypeQwen4Exp)
+	ar, err := arch.ByModelType(cfg.Architecture.ModelType)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("model %s: GGUF conversion: %w", c.Name, err)
 	}
+	kv, err := ar.Metadata(&cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	names := ar.Names(&cfg, nil).Role
 	var tensors []tensor
 	quantized := false
 	for _, s := range cfg.Tensors() {
@@ -460,119 +438,6 @@ func ggufDims(shape []int, stored int) []uint64 {
 	}
 	d[0] = uint64(stored)
 	return d
-}
-
-// QwenNextDims are the sizes the qwen3next name map needs, from a config.
-func QwenNextDims(c *models.Config) gguf.QwenNextDims {
-	a := &c.Architecture
-	la := a.LinearAttention
-	return gguf.QwenNextDims{
-		KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, KeyHeadDim: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim,
-		Heads: a.Attention.NumHeads, KVHeads: a.Attention.NumKVHeads, HeadDim: a.Attention.HeadDim,
-		OutputGate: a.Attention.OutputGate, ExpertFFN: a.MoE.IntermediateSize,
-	}
-}
-
-// QwenNextParams are the qwen3next hyperparameters of a config, or an error
-// naming what llama.cpp's keys cannot express.
-func QwenNextParams(c *models.Config) (gguf.QwenNextParams, error) {
-	a := &c.Architecture
-	la := a.LinearAttention
-	var errs []error
-	if !a.Attention.OutputGate {
-		errs = append(errs, errors.New("attention.output_gate is false (qwen3next GGUF assumes gated attention)"))
-	}
-	if la.GateAct != "" && la.GateAct != "silu" {
-		errs = append(errs, fmt.Errorf("linear_attention.gate_act is %q (qwen3next uses silu)", la.GateAct))
-	}
-	interval, err := fullAttentionInterval(a.LayerTypes, models.LayerFullAttention)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return gguf.QwenNextParams{}, fmt.Errorf("model %s cannot be written as qwen3next GGUF: %w", c.Name, err)
-	}
-	return gguf.QwenNextParams{
-		Layers: a.NumLayers, ContextLength: a.Attention.MaxPositions, Hidden: a.HiddenSize, FFN: a.MoE.DenseIntermediateSize,
-		Heads: a.Attention.NumHeads, KVHeads: a.Attention.NumKVHeads, HeadDim: a.Attention.HeadDim,
-		RMSEps: a.RMSNormEps, RopeTheta: a.Attention.RopeTheta, RopeDim: a.Attention.RotaryDim(),
-		Experts: a.MoE.NumExperts, ExpertsUsed: a.MoE.ExpertsPerToken,
-		ExpertFFN: a.MoE.IntermediateSize, SharedFFN: a.MoE.SharedExpertIntermediateSize,
-		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim,
-		FullAttentionInterval: interval,
-	}, nil
-}
-
-// Qwen4ExpParams are the qwen4exp hyperparameters of a config, with the
-// n-gram table's hash parameters computed from it, or an error naming what
-// llama.cpp's keys cannot express.
-func Qwen4ExpParams(c *models.Config) (gguf.Qwen4ExpParams, error) {
-	a := &c.Architecture
-	la, ix, pl := a.LinearAttention, a.Indexer, a.PLE
-	var errs []error
-	if !a.Attention.OutputGate {
-		errs = append(errs, errors.New("attention.output_gate is false (qwen4exp GGUF assumes gated attention)"))
-	}
-	if la.GateAct != "sigmoid" {
-		errs = append(errs, fmt.Errorf("linear_attention.gate_act is %q (qwen4exp GGUF has no key for it; llama.cpp uses sigmoid)", la.GateAct))
-	}
-	if len(pl.LayerIDs) > 1 {
-		errs = append(errs, fmt.Errorf("ple.layer_ids %v: qwen4exp GGUF holds one PLE layer's n-gram table (%s) and hash parameters: %w", pl.LayerIDs, gguf.NameNgramTable, ErrUnsupported))
-	}
-	interval, err := fullAttentionInterval(a.LayerTypes, models.LayerSparseAttention)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return gguf.Qwen4ExpParams{}, fmt.Errorf("model %s cannot be written as qwen4exp GGUF: %w", c.Name, err)
-	}
-	p := gguf.Qwen4ExpParams{
-		Layers: a.NumLayers, ContextLength: a.Attention.MaxPositions, Hidden: a.HiddenSize,
-		Heads: a.Attention.NumHeads, KVHeads: a.Attention.NumKVHeads, HeadDim: a.Attention.HeadDim,
-		RMSEps: a.RMSNormEps, RopeTheta: a.Attention.RopeTheta, RopeDim: a.Attention.RotaryDim(),
-		// HF's default mrope_section: for text every section sees the same
-		// position, so it changes nothing; llama.cpp's loader wants the key.
-		RopeSections: []int{11, 11, 10, 0},
-		Experts:      a.MoE.NumExperts, ExpertsUsed: a.MoE.ExpertsPerToken,
-		ExpertFFN: a.MoE.IntermediateSize, SharedFFN: a.MoE.SharedExpertIntermediateSize,
-		ConvKernel: la.ConvKernel, KeyHeads: la.NumKeyHeads, ValueHeads: la.NumValueHeads, StateSize: la.KeyHeadDim, ValueHeadDim: la.ValueHeadDim,
-		FullAttentionInterval: interval,
-		HCCount:               a.HyperConnections.Count, HCLowRank: a.HyperConnections.LowRank,
-		IndexerHeads: ix.Heads, IndexerHeadDim: ix.HeadDim, IndexerTopK: ix.Budget,
-		CompressRatios: make([]int, a.NumLayers),
-		MTPLayers:      a.MTP.NumLayers,
-	}
-	for i, t := range a.LayerTypes {
-		if t == models.LayerSparseAttention {
-			p.CompressRatios[i] = ix.CompressRatio
-		}
-	}
-	if len(pl.LayerIDs) == 1 {
-		h, err := ngram.New(a.NgramParams(0))
-		if err != nil {
-			return p, fmt.Errorf("model %s: %w", c.Name, err)
-		}
-		p.PLELayers = []int{pl.LayerIDs[0] - 1}
-		p.NgramSize, p.HeadsPerNgram, p.PLEConvKernel, p.PLERowWidth = pl.NgramSize, pl.HeadsPerNgram, pl.ConvKernel, pl.RowWidth()
-		p.EOS = a.EOSTokenIDs[0]
-		p.Multipliers, p.HeadVocabSizes, p.HeadOffsets = h.Multipliers, h.Primes, h.Offsets
-	}
-	return p, nil
-}
-
-// fullAttentionInterval is n such that layer i is of kind attention exactly
-// when (i+1) % n == 0, as llama.cpp's full_attention_interval says.
-func fullAttentionInterval(types []string, attention string) (int, error) {
-	n := len(types) + 1 // no attention layer at all
-	if i := slices.Index(types, attention); i >= 0 {
-		n = i + 1
-	}
-	for i, t := range types {
-		if (t == attention) != ((i+1)%n == 0) {
-			return 0, fmt.Errorf("layer_types %s do not repeat every %d layers (the GGUF records attention layers as a fixed interval)", strings.Join(types, ","), n)
-		}
-	}
-	return n, nil
 }
 
 // paddedRows names the tensors whose rows are zero-padded to whole blocks

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -144,7 +145,7 @@ func reordered(cfg *models.Config, role string) bool {
 	if cfg.Architecture.ModelType != models.TypeQwen4Exp {
 		return false
 	}
-	m, err := gguf.Qwen4ExpRole(weights.Qwen4ExpDims(cfg), role)
+	m, err := arch.Qwen4ExpRole(arch.Qwen4ExpDimsOf(cfg), role)
 	return err == nil && m.Cols != nil
 }
 
@@ -290,7 +291,7 @@ func TestReadsOlderForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	form := gguf.DetectQwenNextForm(lf.Has, 0, 3)
+	form := arch.DetectQwenNextForm(lf.Has, 0, 3)
 	lf.Close()
 	if !form.LegacySSMIn || !form.FusedGateUp {
 		t.Fatalf("detected %+v, want legacy ssm_in and fused gate_up", form)
@@ -316,7 +317,7 @@ func TestQwen4WithoutPLE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if ids, err := f.Ints("qwen4exp.ple.layers"); err != nil || len(ids) != 0 || f.Has(gguf.NameNgramTable) {
-		t.Errorf("ple.layers %v (%v), table present %v", ids, err, f.Has(gguf.NameNgramTable))
+	if ids, err := f.Ints("qwen4exp.ple.layers"); err != nil || len(ids) != 0 || f.Has(arch.NameNgramTable) {
+		t.Errorf("ple.layers %v (%v), table present %v", ids, err, f.Has(arch.NameNgramTable))
 	}
 }

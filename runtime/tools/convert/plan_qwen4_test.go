@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
@@ -31,7 +32,7 @@ func TestPlanFlashNext(t *testing.T) {
 		}
 		byName[tt.info.Name] = tt
 	}
-	tab, ok := byName[gguf.NameNgramTable]
+	tab, ok := byName[arch.NameNgramTable]
 	if !ok || !tab.table || !slices.Equal(tab.info.Dims, []uint64{160, 320001536}) || tab.info.Type.Name != "iq4_nl" {
 		t.Fatalf("n-gram table: %+v", tab.info)
 	}

@@ -1,12 +1,12 @@
-package gguf
+package arch
 
 import (
 	"fmt"
-	"math"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // The per-layer roles of models.Config.Tensors for qwen3_next (models/tensors.go),
@@ -25,34 +25,34 @@ var real80B = QwenNextDims{KeyHeads: 16, ValueHeads: 32, KeyHeadDim: 128, ValueH
 func TestQwenNextNames(t *testing.T) {
 	want := map[string]struct {
 		name string
-		tr   Transform
+		tr   gguf.Transform
 	}{
-		"embed":                       {"token_embd.weight", Same},
-		"head":                        {"output.weight", Same},
-		"final_norm":                  {"output_norm.weight", PlusOne},
-		"layers.0.attn_norm":          {"blk.0.attn_norm.weight", PlusOne},
-		"layers.0.ffn_norm":           {"blk.0.post_attention_norm.weight", PlusOne},
-		"layers.0.gdn.ba":             {"blk.0.ssm_ba.weight", Same},
-		"layers.0.gdn.conv":           {"blk.0.ssm_conv1d.weight", Same},
-		"layers.0.gdn.a_log":          {"blk.0.ssm_a", NegExp},
-		"layers.0.gdn.dt_bias":        {"blk.0.ssm_dt.bias", Same},
-		"layers.0.gdn.norm":           {"blk.0.ssm_norm.weight", Same}, // no +1: a plain gated norm
-		"layers.0.gdn.out":            {"blk.0.ssm_out.weight", Same},
-		"layers.3.attn.q":             {"blk.3.attn_q.weight", Same},
-		"layers.3.attn.k":             {"blk.3.attn_k.weight", Same},
-		"layers.3.attn.v":             {"blk.3.attn_v.weight", Same},
-		"layers.3.attn.o":             {"blk.3.attn_output.weight", Same},
-		"layers.3.attn.q_norm":        {"blk.3.attn_q_norm.weight", PlusOne},
-		"layers.3.attn.k_norm":        {"blk.3.attn_k_norm.weight", PlusOne},
-		"layers.47.moe.router":        {"blk.47.ffn_gate_inp.weight", Same},
-		"layers.47.moe.experts.gate":  {"blk.47.ffn_gate_exps.weight", Same},
-		"layers.47.moe.experts.up":    {"blk.47.ffn_up_exps.weight", Same},
-		"layers.47.moe.experts.down":  {"blk.47.ffn_down_exps.weight", Same},
-		"layers.47.moe.shared.gate":   {"blk.47.ffn_gate_shexp.weight", Same},
-		"layers.47.moe.shared.up":     {"blk.47.ffn_up_shexp.weight", Same},
-		"layers.47.moe.shared.down":   {"blk.47.ffn_down_shexp.weight", Same},
-		"layers.47.moe.shared_gate":   {"blk.47.ffn_gate_inp_shexp.weight", Same},
-		"layers.10.gdn.qkvz (legacy)": {"blk.10.ssm_in.weight", Same},
+		"embed":                       {"token_embd.weight", gguf.Same},
+		"head":                        {"output.weight", gguf.Same},
+		"final_norm":                  {"output_norm.weight", gguf.PlusOne},
+		"layers.0.attn_norm":          {"blk.0.attn_norm.weight", gguf.PlusOne},
+		"layers.0.ffn_norm":           {"blk.0.post_attention_norm.weight", gguf.PlusOne},
+		"layers.0.gdn.ba":             {"blk.0.ssm_ba.weight", gguf.Same},
+		"layers.0.gdn.conv":           {"blk.0.ssm_conv1d.weight", gguf.Same},
+		"layers.0.gdn.a_log":          {"blk.0.ssm_a", gguf.NegExp},
+		"layers.0.gdn.dt_bias":        {"blk.0.ssm_dt.bias", gguf.Same},
+		"layers.0.gdn.norm":           {"blk.0.ssm_norm.weight", gguf.Same}, // no +1: a plain gated norm
+		"layers.0.gdn.out":            {"blk.0.ssm_out.weight", gguf.Same},
+		"layers.3.attn.q":             {"blk.3.attn_q.weight", gguf.Same},
+		"layers.3.attn.k":             {"blk.3.attn_k.weight", gguf.Same},
+		"layers.3.attn.v":             {"blk.3.attn_v.weight", gguf.Same},
+		"layers.3.attn.o":             {"blk.3.attn_output.weight", gguf.Same},
+		"layers.3.attn.q_norm":        {"blk.3.attn_q_norm.weight", gguf.PlusOne},
+		"layers.3.attn.k_norm":        {"blk.3.attn_k_norm.weight", gguf.PlusOne},
+		"layers.47.moe.router":        {"blk.47.ffn_gate_inp.weight", gguf.Same},
+		"layers.47.moe.experts.gate":  {"blk.47.ffn_gate_exps.weight", gguf.Same},
+		"layers.47.moe.experts.up":    {"blk.47.ffn_up_exps.weight", gguf.Same},
+		"layers.47.moe.experts.down":  {"blk.47.ffn_down_exps.weight", gguf.Same},
+		"layers.47.moe.shared.gate":   {"blk.47.ffn_gate_shexp.weight", gguf.Same},
+		"layers.47.moe.shared.up":     {"blk.47.ffn_up_shexp.weight", gguf.Same},
+		"layers.47.moe.shared.down":   {"blk.47.ffn_down_shexp.weight", gguf.Same},
+		"layers.47.moe.shared_gate":   {"blk.47.ffn_gate_inp_shexp.weight", gguf.Same},
+		"layers.10.gdn.qkvz (legacy)": {"blk.10.ssm_in.weight", gguf.Same},
 	}
 	for role, w := range want {
 		form := QwenNextForm{}
@@ -102,7 +102,7 @@ func TestQwenNextNames(t *testing.T) {
 }
 
 // gather applies a role map's runs to labelled source rows.
-func gather(t *testing.T, m RoleMap, src map[string][]string, roleRows int) []string {
+func gather(t *testing.T, m gguf.RoleMap, src map[string][]string, roleRows int) []string {
 	t.Helper()
 	out := make([]string, roleRows)
 	for _, r := range m.Runs {
@@ -231,67 +231,5 @@ func TestDetectQwenNextForm(t *testing.T) {
 		if got := DetectQwenNextForm(c.has, 0, 3); got != c.want {
 			t.Errorf("case %d: %+v, want %+v", i, got, c.want)
 		}
-	}
-}
-
-func TestTransforms(t *testing.T) {
-	if v := PlusOne.ToGGUF(0.25); v != 1.25 || PlusOne.FromGGUF(v) != 0.25 {
-		t.Errorf("PlusOne: %v", v)
-	}
-	// A_log = ln 2 → ssm_a = −2.
-	if v := NegExp.ToGGUF(float32(math.Ln2)); math.Abs(float64(v)+2) > 1e-6 || math.Abs(float64(NegExp.FromGGUF(v))-math.Ln2) > 1e-6 {
-		t.Errorf("NegExp: %v", v)
-	}
-	if v := NegExp.FromGGUF(0.5); !math.IsNaN(float64(v)) {
-		t.Errorf("NegExp of a positive ssm_a: %v, want NaN", v)
-	}
-	if Same.ToGGUF(3) != 3 || Same.FromGGUF(3) != 3 {
-		t.Error("Same changes values")
-	}
-}
-
-func TestQwenNextParams(t *testing.T) {
-	p := QwenNextParams{Layers: 48, ContextLength: 262144, Hidden: 2048, FFN: 5120, Heads: 16, KVHeads: 2, HeadDim: 256,
-		RMSEps: 1e-6, RopeTheta: 1e7, RopeDim: 64, Experts: 512, ExpertsUsed: 10, ExpertFFN: 512, SharedFFN: 512,
-		ConvKernel: 4, KeyHeads: 16, ValueHeads: 32, StateSize: 128, ValueHeadDim: 128, FullAttentionInterval: 4}
-	path := filepath.Join(t.TempDir(), "p.gguf")
-	if err := WriteFile(path, p.Metadata(), nil); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	got, err := QwenNextParamsOf(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// eps and θ travel as float32.
-	want := p
-	want.RMSEps, want.RopeTheta = float64(float32(p.RMSEps)), float64(float32(p.RopeTheta))
-	if got != want {
-		t.Errorf("params %+v, want %+v", got, want)
-	}
-	if inner, _ := f.Uint("qwen3next.ssm.inner_size"); inner != 4096 {
-		t.Errorf("ssm.inner_size %d, want 4096", inner)
-	}
-	if got.Dims() != real80B {
-		t.Errorf("dims %+v, want %+v", got.Dims(), real80B)
-	}
-
-	kv := p.Metadata()
-	kv = kv[:len(kv)-1] // drop full_attention_interval
-	path = filepath.Join(t.TempDir(), "q.gguf")
-	if err := WriteFile(path, kv, nil); err != nil {
-		t.Fatal(err)
-	}
-	g, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	if _, err := QwenNextParamsOf(g); err == nil || !strings.Contains(err.Error(), "qwen3next.full_attention_interval missing") || !strings.Contains(err.Error(), "q.gguf") {
-		t.Errorf("missing key: %v", err)
 	}
 }

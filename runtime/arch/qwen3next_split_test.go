@@ -1,8 +1,10 @@
-package gguf
+package arch
 
 import (
 	"reflect"
 	"testing"
+
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // The split GDN projections (models.LinearAttention.SplitProjections) read
@@ -12,13 +14,13 @@ import (
 // b0 b1 a0 a1 b2 b3 a2 a3.
 func TestQwenNextSplitRoles(t *testing.T) {
 	d := QwenNextDims{KeyHeads: 2, ValueHeads: 4, KeyHeadDim: 8, ValueHeadDim: 8}
-	for role, want := range map[string]RoleMap{
+	for role, want := range map[string]gguf.RoleMap{
 		"layers.1.gdn.qkv": {Role: "layers.1.gdn.qkv", Tensor: "blk.1.attn_qkv.weight"},
 		"layers.1.gdn.z":   {Role: "layers.1.gdn.z", Tensor: "blk.1.attn_gate.weight"},
-		"layers.1.gdn.b": {Role: "layers.1.gdn.b", Runs: []RowRun{
-			{"blk.1.ssm_ba.weight", 0, 0, 2}, {"blk.1.ssm_ba.weight", 4, 2, 2}}},
-		"layers.1.gdn.a": {Role: "layers.1.gdn.a", Runs: []RowRun{
-			{"blk.1.ssm_ba.weight", 2, 0, 2}, {"blk.1.ssm_ba.weight", 6, 2, 2}}},
+		"layers.1.gdn.b": {Role: "layers.1.gdn.b", Runs: []gguf.RowRun{
+			rowRun("blk.1.ssm_ba.weight", 0, 0, 2), rowRun("blk.1.ssm_ba.weight", 4, 2, 2)}},
+		"layers.1.gdn.a": {Role: "layers.1.gdn.a", Runs: []gguf.RowRun{
+			rowRun("blk.1.ssm_ba.weight", 2, 0, 2), rowRun("blk.1.ssm_ba.weight", 6, 2, 2)}},
 	} {
 		got, err := QwenNextRole(d, QwenNextForm{}, role)
 		if err != nil {

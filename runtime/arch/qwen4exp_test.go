@@ -1,10 +1,11 @@
-package gguf
+package arch
 
 import (
-	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
 // flashNext are the dims of Qwen3.8-Flash-Next (qwen4_exp.md §1): 48 layers,
@@ -14,30 +15,30 @@ var flashNext = Qwen4ExpDims{Layers: 48, KeyHeads: 16, ValueHeads: 48, KeyHeadDi
 
 func TestQwen4ExpNames(t *testing.T) {
 	for role, w := range map[string]nameTr{
-		"embed":                         {"token_embd.weight", Same},
-		"head":                          {"output.weight", Same},
-		"mixer.norm":                    {"output_hc_norm.weight", PlusOne},
-		"mixer.down":                    {"output_hc_down.weight", Same},
-		"mixer.up":                      {"output_hc_up.weight", Same},
-		"layers.1.ple.table":            {"per_layer_token_embd.weight", Same},
-		"layers.1.ple.key":              {"blk.1.ple_key.weight", Same},
-		"layers.1.ple.norm_conv":        {"blk.1.ple_norm_conv.weight", PlusOne},
-		"layers.1.ple.conv":             {"blk.1.ple_conv1d.weight", Same},
-		"layers.0.attn_hc.norm":         {"blk.0.hc_attn_norm.weight", PlusOne},
-		"layers.0.attn_hc.inject":       {"blk.0.hc_attn_inject.weight", Same},
-		"layers.0.mlp_hc.down":          {"blk.0.hc_ffn_down.weight", Same},
-		"layers.0.gdn.norm":             {"blk.0.ssm_norm.weight", Same}, // a plain gated norm: no +1
-		"layers.3.attn.q":               {"blk.3.attn_q.weight", Same},
-		"layers.3.attn.k_norm":          {"blk.3.attn_k_norm.weight", PlusOne},
-		"layers.3.attn.index_q_norm":    {"blk.3.indexer.q_norm.weight", PlusOne},
-		"layers.47.moe.experts.down":    {"blk.47.ffn_down_exps.weight", Same},
-		"layers.47.moe.shared_gate":     {"blk.47.ffn_gate_inp_shexp.weight", Same},
-		"mtp.fc_embedding":              {"blk.48.nextn.fc_embd.weight", Same},
-		"mtp.pre_fc_norm_hidden":        {"blk.48.nextn.hnorm.weight", PlusOne},
-		"mtp.mixer.norm":                {"blk.48.nextn.hc_head_norm.weight", PlusOne},
-		"mtp.layers.0.attn.o":           {"blk.48.attn_output.weight", Same},
-		"mtp.layers.0.mlp_hc.inject":    {"blk.48.hc_ffn_inject.weight", Same},
-		"mtp.layers.0.moe.experts.gate": {"blk.48.ffn_gate_exps.weight", Same},
+		"embed":                         {"token_embd.weight", gguf.Same},
+		"head":                          {"output.weight", gguf.Same},
+		"mixer.norm":                    {"output_hc_norm.weight", gguf.PlusOne},
+		"mixer.down":                    {"output_hc_down.weight", gguf.Same},
+		"mixer.up":                      {"output_hc_up.weight", gguf.Same},
+		"layers.1.ple.table":            {"per_layer_token_embd.weight", gguf.Same},
+		"layers.1.ple.key":              {"blk.1.ple_key.weight", gguf.Same},
+		"layers.1.ple.norm_conv":        {"blk.1.ple_norm_conv.weight", gguf.PlusOne},
+		"layers.1.ple.conv":             {"blk.1.ple_conv1d.weight", gguf.Same},
+		"layers.0.attn_hc.norm":         {"blk.0.hc_attn_norm.weight", gguf.PlusOne},
+		"layers.0.attn_hc.inject":       {"blk.0.hc_attn_inject.weight", gguf.Same},
+		"layers.0.mlp_hc.down":          {"blk.0.hc_ffn_down.weight", gguf.Same},
+		"layers.0.gdn.norm":             {"blk.0.ssm_norm.weight", gguf.Same}, // a plain gated norm: no +1
+		"layers.3.attn.q":               {"blk.3.attn_q.weight", gguf.Same},
+		"layers.3.attn.k_norm":          {"blk.3.attn_k_norm.weight", gguf.PlusOne},
+		"layers.3.attn.index_q_norm":    {"blk.3.indexer.q_norm.weight", gguf.PlusOne},
+		"layers.47.moe.experts.down":    {"blk.47.ffn_down_exps.weight", gguf.Same},
+		"layers.47.moe.shared_gate":     {"blk.47.ffn_gate_inp_shexp.weight", gguf.Same},
+		"mtp.fc_embedding":              {"blk.48.nextn.fc_embd.weight", gguf.Same},
+		"mtp.pre_fc_norm_hidden":        {"blk.48.nextn.hnorm.weight", gguf.PlusOne},
+		"mtp.mixer.norm":                {"blk.48.nextn.hc_head_norm.weight", gguf.PlusOne},
+		"mtp.layers.0.attn.o":           {"blk.48.attn_output.weight", gguf.Same},
+		"mtp.layers.0.mlp_hc.inject":    {"blk.48.hc_ffn_inject.weight", gguf.Same},
+		"mtp.layers.0.moe.experts.gate": {"blk.48.ffn_gate_exps.weight", gguf.Same},
 	} {
 		m, err := Qwen4ExpRole(flashNext, role)
 		if err != nil || m.Tensor != w.name || m.Transform != w.tr || m.Runs != nil || m.Cols != nil {
@@ -68,7 +69,7 @@ func TestQwen4ExpTiledHeads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ColRun{{0, 0, 16}, {32, 16, 16}, {64, 32, 16}, {16, 48, 16}, {48, 64, 16}, {80, 80, 16}}
+	want := []gguf.ColRun{colRun(0, 0, 16), colRun(32, 16, 16), colRun(64, 32, 16), colRun(16, 48, 16), colRun(48, 64, 16), colRun(80, 80, 16)}
 	if m.Tensor != "blk.0.ssm_out.weight" || !reflect.DeepEqual(m.Cols, want) {
 		t.Errorf("gdn.out: %+v, want ssm_out with columns %v", m, want)
 	}
@@ -77,7 +78,7 @@ func TestQwen4ExpTiledHeads(t *testing.T) {
 	if m, _ := Qwen4ExpRole(same, "layers.0.gdn.out"); m.Cols != nil {
 		t.Errorf("rep 1: gdn.out columns %v, want none", m.Cols)
 	}
-	if m, _ := Qwen4ExpRole(same, "layers.0.gdn.qkv"); !reflect.DeepEqual(m.Runs, []RowRun{{"blk.0.attn_qkv.weight", 0, 0, 96}}) {
+	if m, _ := Qwen4ExpRole(same, "layers.0.gdn.qkv"); !reflect.DeepEqual(m.Runs, []gguf.RowRun{rowRun("blk.0.attn_qkv.weight", 0, 0, 96)}) {
 		t.Errorf("rep 1: gdn.qkv runs %v, want one", m.Runs)
 	}
 }
@@ -121,35 +122,5 @@ func TestQwen4ExpRunsCover(t *testing.T) {
 				t.Errorf("%s: runs do not cover the role and %s exactly once", role, n)
 			}
 		}
-	}
-}
-
-// Qwen4ExpParams survive a trip through a file, integer arrays included.
-func TestQwen4ExpParamsRoundTrip(t *testing.T) {
-	p := Qwen4ExpParams{Layers: 4, ContextLength: 4096, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 32,
-		RMSEps: 1.0 / 1024, RopeTheta: 10000, RopeDim: 8, RopeSections: []int{11, 11, 10, 0},
-		Experts: 16, ExpertsUsed: 4, ExpertFFN: 32, SharedFFN: 32, ConvKernel: 4, KeyHeads: 2, ValueHeads: 6, StateSize: 16, ValueHeadDim: 16,
-		FullAttentionInterval: 4, HCCount: 4, HCLowRank: 16, IndexerHeads: 4, IndexerHeadDim: 16, IndexerTopK: 16,
-		CompressRatios: []int{0, 0, 0, 4}, PLELayers: []int{1}, NgramSize: 3, HeadsPerNgram: 2, PLEConvKernel: 4,
-		PLERowWidth: 16, EOS: 3, Multipliers: []int64{4295158889763781, 17440218147737327, 1270917961434445},
-		HeadVocabSizes: []int64{1009, 1013, 1019, 1021}, HeadOffsets: []int64{0, 1009, 2022, 3041}, MTPLayers: 1}
-	path := filepath.Join(t.TempDir(), "p.gguf")
-	if err := WriteFile(path, p.Metadata(), nil); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	got, err := Qwen4ExpParamsOf(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, p) {
-		t.Errorf("read back %+v\nwant %+v", got, p)
-	}
-	if _, err := QwenNextParamsOf(f); err == nil {
-		t.Errorf("a qwen4exp file read as qwen3next")
 	}
 }
