@@ -113,7 +113,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	banner := fmt.Sprintf("strata: serving %s (%s, context %d tokens) on http://%s after %v; Ctrl-C stops\n",
-		name, l.Config.Name, l.Config.Runtime.ContextLength, ln.Addr(), time.Since(start).Round(time.Millisecond))
+		name, l.Config.Name, l.Model.Context(), ln.Addr(), time.Since(start).Round(time.Millisecond))
 	if err := f.serveUntilSignal(ln, api, banner, stderr); err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func (f *serveFlags) apiOptions(name string, l *load.Loaded, tm *text.Model, gop
 	sp := gopt.Spec
 	return serve.Options{
 		RandomSeed: !f.seedSet,
-		Model:      name, Text: tm, Context: l.Config.Runtime.ContextLength, Vocab: l.Config.Architecture.VocabSize,
+		Model:      name, Text: tm, Context: l.Model.Context(), Vocab: l.Config.Architecture.VocabSize,
 		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: f.cacheMB << 20,
 		Generate:  gopt,
 		MaxTokens: f.maxTokens, Queue: f.queue, Timeout: f.timeout, MaxBody: f.maxBody, WriteTimeout: f.writeTimeout, Stop: f.sf.stops,
