@@ -146,7 +146,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, m.backend, cpu.Threads())
 	if txt.isText() {
 		txt.label = label
-		return txt.run(l, s, gopt, loaded, stdout, stderr)
+		if err := txt.run(l, s, gopt, loaded, stdout, stderr); err != nil {
+			return err
+		}
+		gate.save(stderr)
+		if f.stats {
+			printRunStats(stderr, l, m.gguf != "", sp.Stats, gate, packIO)
+		}
+		return nil
 	}
 	clock.start = time.Now()
 	out, err := s.Generate(prompt, f.n, gopt)

@@ -171,8 +171,11 @@ func (t *textRun) run(l *load.Loaded, s *engine.Session, gopt engine.GenerateOpt
 	out, err := s.Generate(prompt, t.n, gopt)
 	p.finish()
 	end := time.Now()
-	if err != nil {
+	if err != nil && len(out) > 0 {
 		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
+	}
+	if err != nil {
+		return err
 	}
 	if p.err != nil {
 		return p.err
