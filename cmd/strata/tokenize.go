@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -21,7 +23,8 @@ func init() {
 const tokenizeAbout = `
 Tokenizes text with a model's own tokenizer, as llama.cpp's llama-tokenize
 does: the HF tokenizer.json of --hf DIR or --tokenizer FILE, or the tokenizer
-a GGUF file carries (--gguf). The text comes from -p or stdin; the ids are
+a GGUF file carries (--gguf). The text comes from -p, -f FILE or stdin (an
+empty -p '' is the empty text, no ids); the ids are
 printed on one line, comma-separated (what strata run --tokens takes). No
 special tokens are added (HF add_special_tokens=False); special-token text
 such as <|im_end|> in the input is its token.
@@ -47,11 +50,14 @@ Examples:
     strata tokenize --tokenizer tokenizer.json --batch`
 
 func tokenizeCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tokenize", "(--hf DIR | --gguf FILE | --tokenizer FILE) [-p TEXT] [--decode | --batch]", tokenizeAbout, stderr)
+	fs := newFlagSet("tokenize", "(--hf DIR | --gguf FILE | --tokenizer FILE) [-p TEXT | -f FILE] [--decode | --batch]", tokenizeAbout, stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` with a tokenizer.json (and tokenizer_config.json for the chat template)")
 	ggufPath := fs.String("gguf", "", "GGUF `file` with tokenizer metadata")
 	tokPath := fs.String("tokenizer", "", "HF tokenizer.json `file` (.json.gz too); tokenizer_config.json beside it gives the chat template")
 	prompt := fs.String("p", "", "the `text` (or with --decode the ids); default: all of stdin")
+	fs.StringVar(prompt, "prompt", "", "long for -p `text`")
+	file := fs.String("f", "", "read the text (or with --decode the ids) from this `file` (- for stdin)")
+	fs.StringVar(file, "file", "", "long for -f `file`")
 	decode := fs.Bool("decode", false, "read token ids and print their text")
 	batch := fs.Bool("batch", false, "read JSON lines from stdin, write one JSON line per input (see above)")
 	if err := parseFlags(fs, args); err != nil {
@@ -66,8 +72,18 @@ func tokenizeCmd(args []string, stdout, stderr io.Writer) error {
 	if given != 1 {
 		return usagef("give exactly one of --hf, --gguf and --tokenizer")
 	}
-	if *batch && (*decode || *prompt != "") {
-		return usagef("--batch reads its inputs from stdin; drop -p and --decode")
+	hasPrompt, hasFile := false, false
+	fs.Visit(func(fl *flag.Flag) {
+		hasPrompt = hasPrompt || fl.Name == "p" || fl.Name == "prompt"
+		hasFile = hasFile || fl.Name == "f" || fl.Name == "file"
+	})
+	switch {
+	case *batch && (*decode || hasPrompt || hasFile):
+		return usagef("--batch reads its inputs from stdin; drop -p, -f and --decode")
+	case hasPrompt && hasFile:
+		return usagef("-p and -f are two inputs; give one")
+	case hasFile && *file == "":
+		return usagef("-f is empty: give a file name (- for stdin)")
 	}
 	tm, err := loadText(*tokPath, *hf, *ggufPath)
 	if err != nil {
@@ -77,9 +93,14 @@ func tokenizeCmd(args []string, stdout, stderr io.Writer) error {
 		return tokenizeBatch(tm, stdin, stdout)
 	}
 	in := *prompt
-	if in == "" {
-		data, err := io.ReadAll(stdin)
-		if err != nil {
+	if !hasPrompt {
+		var data []byte
+		var err error
+		if hasFile && *file != "-" {
+			if data, err = os.ReadFile(*file); err != nil {
+				return fmt.Errorf("-f: %w", err)
+			}
+		} else if data, err = io.ReadAll(stdin); err != nil {
 			return fmt.Errorf("reading stdin: %w", err)
 		}
 		in = string(data)
