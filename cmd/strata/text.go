@@ -54,7 +54,7 @@ func (f *textFlags) given(names ...string) bool {
 }
 
 // hasPrompt and hasFile report -p and -f: given at all, since an empty
-// -p ” is a prompt (refused as empty), not the default one.
+// -p "" is a prompt (refused as empty), not the default one.
 func (f *textFlags) hasPrompt() bool { return f.given("p", "prompt") }
 func (f *textFlags) hasFile() bool   { return f.given("f", "file") }
 
