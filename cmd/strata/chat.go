@@ -87,7 +87,7 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 			continue
 		}
 		c.conv = append(c.conv, chat.Message{Role: "user", Content: line})
-		rendered, err := t.tm.Template.Render(c.conv, t.chatOptions())
+		rendered, err := t.tm.Render(c.conv, t.chatOptions(), *t.f.parseSpecial)
 		if err != nil { // the template refuses this conversation: say why, drop the turn
 			fmt.Fprintf(stderr, "strata: %v\n", err)
 			c.conv = c.conv[:len(c.conv)-1]
@@ -257,9 +257,12 @@ func (c *conversation) prompt(rendered string, stderr io.Writer) (prompt []int, 
 	tok := c.t.tm.Tok
 	kept = len(c.seen)
 	if fed := tok.Decode(c.seen); kept > 0 && strings.HasPrefix(rendered, fed) {
-		return tok.Encode(rendered[len(fed):]), kept, nil
+		return c.t.tm.EncodeRendered(rendered[len(fed):]), kept, nil
 	}
-	whole := tok.Encode(rendered)
+	// Escaped special-token text in a message (see text.Model.Render) never
+	// equals the decoded tokens, so such a conversation comes here: the
+	// ids still agree up to the mark.
+	whole := c.t.tm.EncodeRendered(rendered)
 	switch {
 	case kept == 0:
 		return whole, kept, nil
@@ -342,11 +345,11 @@ func (t *textRun) markAt(conv []chat.Message, rendered, fed string, prompt []int
 	at := len(prompt) - 1
 	opt := t.chatOptions()
 	opt.AddGenerationPrompt = false
-	base, err := t.tm.Template.Render(conv, opt)
+	base, err := t.tm.Render(conv, opt, *t.f.parseSpecial)
 	if err != nil || !strings.HasPrefix(rendered, base) || !strings.HasPrefix(base, fed) {
 		return at
 	}
-	pre := t.tm.Tok.Encode(base[len(fed):])
+	pre := t.tm.EncodeRendered(base[len(fed):])
 	if len(pre) < len(prompt) && slices.Equal(prompt[:len(pre)], pre) {
 		return len(pre)
 	}

@@ -63,7 +63,7 @@ type serveFlags struct {
 	port, queue, maxTokens, suffix        int
 	timeout, writeTimeout, grace          time.Duration
 	maxBody, cacheMB                      int64
-	noReuse, noThink, seedSet             bool
+	noReuse, noThink, seedSet, special    bool
 	sf                                    *samplingFlags
 }
 
@@ -170,6 +170,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.specState, "spec-state", "", "with --spec auto: the spec gate's estimates, read at start and saved at shutdown (default: FILE.spec next to a --gguf FILE; - for none)")
 	f.sf = addSamplingFlags(fs)
 	fs.BoolVar(&f.noThink, "no-think", false, "render the chat template with enable_thinking=false unless a request's chat_template_kwargs says otherwise")
+	fs.BoolVar(&f.special, "parse-special", false, "special-token text in chat messages (<|im_end|>, …) is control tokens unless a request's parse_special is false (default: plain text, so a client cannot write a turn of its own)")
 	fs.StringVar(&f.tok, "tokenizer", "", "HF tokenizer.json `file` (default: the --hf directory's or the GGUF's own)")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -226,7 +227,7 @@ func (f *serveFlags) apiOptions(name string, l *load.Loaded, tm *text.Model, gop
 		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: f.cacheMB << 20,
 		Generate:  gopt,
 		MaxTokens: f.maxTokens, Queue: f.queue, Timeout: f.timeout, MaxBody: f.maxBody, WriteTimeout: f.writeTimeout, Stop: f.sf.stops,
-		NoThink: f.noThink, NoReuse: f.noReuse,
+		NoThink: f.noThink, NoReuse: f.noReuse, ParseSpecial: f.special,
 		EngineStats: func() serve.EngineStats {
 			e := serve.EngineStats{Spec: sp.Depth != 0, Drafted: sp.Stats.Drafted, Accepted: sp.Stats.Accepted, Streaming: f.model.arena > 0}
 			if e.Streaming {

@@ -30,7 +30,7 @@ const textDefaultN = 256
 type textFlags struct {
 	fs                              *flag.FlagSet
 	prompt, file, system, tokenizer *string
-	chat, noThink                   *bool
+	chat, noThink, parseSpecial     *bool
 }
 
 func addTextFlags(fs *flag.FlagSet) *textFlags {
@@ -42,6 +42,7 @@ func addTextFlags(fs *flag.FlagSet) *textFlags {
 	f.system = fs.String("system", "", "system message `text`: the prompt becomes a conversation rendered with the model's chat template")
 	f.chat = fs.Bool("chat", false, "interactive chat on stdin, rendered with the model's chat template; each turn prefills only its new tokens (/reset, /exit, Ctrl-D)")
 	f.noThink = fs.Bool("no-think", false, "render the chat template with enable_thinking=false (Qwen3: reply without a <think> block)")
+	f.parseSpecial = fs.Bool("parse-special", false, "with --chat or --system: special-token text in the messages (<|im_end|>, …) is control tokens (default: plain text, so only the chat template's markup is special)")
 	f.tokenizer = fs.String("tokenizer", "", "HF tokenizer.json `file` for text prompts (default: the --hf directory's, the GGUF's own, or the default model's)")
 	return f
 }
@@ -233,11 +234,11 @@ func (t *textRun) promptIDs() ([]int, error) {
 	if s == "" {
 		return nil, usagef("the prompt (%s) is empty: give the user's message", from)
 	}
-	r, err := t.tm.Template.Render([]chat.Message{{Role: "system", Content: *t.f.system}, {Role: "user", Content: s}}, t.chatOptions())
+	r, err := t.tm.Render([]chat.Message{{Role: "system", Content: *t.f.system}, {Role: "user", Content: s}}, t.chatOptions(), *t.f.parseSpecial)
 	if err != nil {
 		return nil, err
 	}
-	return t.tm.Tok.Encode(r), nil
+	return t.tm.EncodeRendered(r), nil
 }
 
 func (t *textRun) chatOptions() chat.Options {

@@ -41,7 +41,11 @@ into text.
 (a line with "messages" is a conversation even when it also has "ids").
 A conversation is rendered with the model's chat template (enable_thinking
 null or absent leaves it undefined), then tokenized without adding special
-tokens. A line that fails gives {"error": "..."} and the exit status is 1.
+tokens. The messages' special-token text (<|im_end|>, …) is tokenized as
+plain text, so only the template's markup is special, unless the line has
+"parse_special": true (or --parse-special sets that default); "rendered" is
+the text as the model reads it. A line that fails gives {"error": "..."}
+and the exit status is 1.
 
 Examples:
   strata tokenize --hf ./tiny-go -p 'func main() {'
@@ -60,6 +64,7 @@ func tokenizeCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(file, "file", "", "long for -f `file`")
 	decode := fs.Bool("decode", false, "read token ids and print their text")
 	batch := fs.Bool("batch", false, "read JSON lines from stdin, write one JSON line per input (see above)")
+	parseSpecial := fs.Bool("parse-special", false, "with --batch: special-token text in conversations' messages is control tokens unless a line says \"parse_special\": false (default: plain text)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,7 +95,7 @@ func tokenizeCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *batch {
-		return tokenizeBatch(tm, stdin, stdout)
+		return tokenizeBatch(tm, stdin, stdout, *parseSpecial)
 	}
 	in := *prompt
 	if !hasPrompt {
@@ -146,6 +151,7 @@ type batchIn struct {
 	Tools               json.RawMessage `json:"tools"`
 	AddGenerationPrompt bool            `json:"add_generation_prompt"`
 	EnableThinking      *bool           `json:"enable_thinking"`
+	ParseSpecial        *bool           `json:"parse_special"`
 }
 
 type batchOut struct {
@@ -157,7 +163,7 @@ type batchOut struct {
 
 var errBatch = errors.New("some --batch inputs failed (their lines hold the errors)")
 
-func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer) error {
+func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer, parseSpecial bool) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 64<<20)
 	bw := bufio.NewWriter(w)
@@ -168,7 +174,7 @@ func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer) error {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		out, err := tokenizeOne(tm, sc.Bytes())
+		out, err := tokenizeOne(tm, sc.Bytes(), parseSpecial)
 		if err != nil {
 			failed = true
 			out = batchOut{Error: fmt.Sprintf("line %d: %v", line, err)}
@@ -189,7 +195,7 @@ func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer) error {
 	return nil
 }
 
-func tokenizeOne(tm *text.Model, line []byte) (batchOut, error) {
+func tokenizeOne(tm *text.Model, line []byte, parseSpecial bool) (batchOut, error) {
 	var in batchIn
 	if err := json.Unmarshal(line, &in); err != nil {
 		return batchOut{}, fmt.Errorf("not a JSON object: %w", err)
@@ -220,11 +226,15 @@ func tokenizeOne(tm *text.Model, line []byte) (batchOut, error) {
 	if string(in.Tools) != "null" {
 		opt.Tools = in.Tools
 	}
-	rendered, err := tm.Template.RenderJSON(in.Messages, opt)
+	if in.ParseSpecial != nil {
+		parseSpecial = *in.ParseSpecial
+	}
+	rendered, err := tm.RenderJSON(in.Messages, opt, parseSpecial)
 	if err != nil {
 		return batchOut{}, err
 	}
-	ids := append([]int{}, tm.Tok.Encode(rendered)...)
+	ids := append([]int{}, tm.EncodeRendered(rendered)...)
 	d := tm.Tok.Decode(ids)
+	rendered = tm.Shown(rendered)
 	return batchOut{IDs: &ids, Decoded: &d, Rendered: &rendered}, nil
 }
