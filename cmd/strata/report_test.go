@@ -76,6 +76,9 @@ func TestEmptyPromptAndTokenizeFile(t *testing.T) {
 			t.Errorf("run %q: status %d, %s", args, status, stderr)
 		}
 	}
+	if _, stderr, status := runStrata(t, "run", "--tokens", ""); status != 2 || !strings.Contains(stderr, "--tokens: item 1") {
+		t.Errorf("run --tokens '': status %d, %s", status, stderr)
+	}
 	f := filepath.Join(t.TempDir(), "x.go")
 	if err := os.WriteFile(f, []byte("func main() {\n"), 0o644); err != nil {
 		t.Fatal(err)

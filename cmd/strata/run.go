@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -223,6 +224,11 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "tokens" && f.tokens == "" {
+			f.tokens = " " // given but empty: refused by parseTokens, not the default prompt
+		}
+	})
 	return f, nil
 }
 
