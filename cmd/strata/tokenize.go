@@ -24,12 +24,12 @@ const tokenizeAbout = `
 Tokenizes text with a model's own tokenizer, as llama.cpp's llama-tokenize
 does: the HF tokenizer.json of --hf DIR or --tokenizer FILE, or the tokenizer
 a GGUF file carries (--gguf). The text comes from -p, -f FILE or stdin (an
-empty -p '' is the empty text, no ids); the ids are
-printed on one line, comma-separated (what strata run --tokens takes). No
-special tokens are added (HF add_special_tokens=False); special-token text
-such as <|im_end|> in the input is its token.
+empty -p '' is the empty text, no ids); the ids are printed on one line,
+comma-separated (what strata run --tokens takes). No special tokens are
+added (HF add_special_tokens=False); special-token text such as <|im_end|>
+in the input is its token.
 
---decode turns ids (from -p or stdin, separated by commas or spaces) back
+--decode turns ids (from -p, -f or stdin, separated by commas or spaces) back
 into text.
 
 --batch reads JSON lines from stdin and writes one JSON line per input:
