@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -102,9 +103,10 @@ func TestLongPromptRefusedFirst(t *testing.T) {
 	}
 }
 
-// corruptGGUF writes tiny-go as a GGUF and overwrites 64 KiB of one
-// attention tensor's data with random bytes.
-func corruptGGUF(t *testing.T) string {
+// corruptGGUF writes tiny-go as a GGUF and overwrites 64 KiB of the first
+// tensor of layer that large (not an expert's, not a norm) with random
+// bytes.
+func corruptGGUF(t *testing.T, layer int) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "tiny-go.gguf")
 	if _, stderr, status := runStrata(t, "convert", "--hf", tinyGo, "-o", out); status != 0 {
@@ -116,7 +118,7 @@ func corruptGGUF(t *testing.T) string {
 	}
 	var at, size int64 = -1, 0
 	for i, ti := range f.Tensors {
-		if strings.HasPrefix(ti.Name, "blk.0.") && !strings.Contains(ti.Name, "exps") && !strings.Contains(ti.Name, "norm") {
+		if strings.HasPrefix(ti.Name, fmt.Sprintf("blk.%d.", layer)) && !strings.Contains(ti.Name, "exps") && !strings.Contains(ti.Name, "norm") {
 			end := f.DataOffset + ti.Offset + 64<<10
 			if i+1 < len(f.Tensors) && f.DataOffset+f.Tensors[i+1].Offset < end {
 				continue // too small
@@ -127,7 +129,7 @@ func corruptGGUF(t *testing.T) string {
 	}
 	f.Close()
 	if at < 0 {
-		t.Fatal("no attention tensor of 64 KiB in blk.0")
+		t.Fatalf("no tensor of 64 KiB in blk.%d", layer)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -146,11 +148,14 @@ func corruptGGUF(t *testing.T) string {
 // Corrupt weights that make the logits NaN stop the run with an error
 // naming the position; the server answers with an error, streamed or not.
 func TestNonFiniteLogitsFail(t *testing.T) {
-	g := corruptGGUF(t)
+	// The layer named is the first whose state or caches went non-finite:
+	// the corrupt one, or the one after when the fault comes after them.
+	g := corruptGGUF(t, 4)
 	out, stderr, status := runStrata(t, "run", "--gguf", g, "-p", "func main() {", "-n", "4", "--ignore-eos")
-	if status != 1 || !regexp.MustCompile(`the logits at position \d: non-finite logits: token \d+'s logit is NaN`).MatchString(stderr) {
+	if status != 1 || !regexp.MustCompile(`the logits at position \d: non-finite logits: token \d+'s logit is NaN .*; layer [45] is the first whose (state|cache)`).MatchString(stderr) {
 		t.Errorf("run on a corrupt GGUF: status %d, stdout %q, stderr %s", status, out, stderr)
 	}
+	t.Logf("run: %s", stderr)
 	url, _ := startServe(t, "--gguf", g)
 	code, body := post(t, url+"/v1/completions", `{"prompt":"func main() {","max_tokens":4}`)
 	if code == http.StatusOK || !strings.Contains(body, "non-finite logits") {

@@ -146,7 +146,7 @@ func (s *Session) logits(p window, n, pos int) ([][]float32, error) {
 	for r := range logits {
 		logits[r] = append([]float32(nil), all[r*V:(r+1)*V]...)
 		if err := checkFinite(logits[r]); err != nil {
-			return nil, fmt.Errorf("model %s, %s window of %d rows: the logits at position %d: %w", c.Name, p.g.Kind, n, first+r, err)
+			return nil, fmt.Errorf("model %s, %s window of %d rows: the logits at position %d: %w%s", c.Name, p.g.Kind, n, first+r, err, m.firstNonFinite(p.g))
 		}
 	}
 	return logits, nil
