@@ -305,6 +305,9 @@ func (d *decoder) drafts(want int) ([]int, []float64, int) {
 // (1 + accepted drafts); stop says generation ended among them.
 func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 	s := d.s
+	// Near the end of the context a window carries only the drafts that
+	// fit, so speculation stops where plain decoding would.
+	remaining = max(min(remaining, d.lim.context-s.Pos()), 1)
 	drafts, probs, source := d.drafts(remaining - 1)
 	k := 0
 	switch {

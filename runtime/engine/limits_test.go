@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -9,6 +11,14 @@ import (
 type shortSeq struct {
 	*fakeSeq
 	ctx int
+}
+
+// Window refuses what does not fit, as Session's does.
+func (s shortSeq) Window(tokens []int) ([][]float32, error) {
+	if s.Pos()+len(tokens) > s.ctx {
+		return nil, fmt.Errorf("%w: %d tokens after this window", ErrContext, s.Pos()+len(tokens))
+	}
+	return s.fakeSeq.Window(tokens)
 }
 
 func (s shortSeq) limits() seqLimits {
@@ -50,5 +60,24 @@ func TestCheckFinite(t *testing.T) {
 	}
 	if err := checkFinite([]float32{-3e38, 0, 3e38}); err != nil {
 		t.Errorf("finite row: %v", err)
+	}
+}
+
+// With drafts, generation runs to the end of the context as plain decoding
+// does: the last windows carry only the drafts that fit.
+func TestSpecStopsAtTheContextAsPlainDecoding(t *testing.T) {
+	gen := func(depth int) ([]int, error) {
+		opt := GenerateOptions{PrefillRows: 4, Spec: SpecOptions{Depth: depth, SuffixDraft: 3, Drafter: guessDrafter{V: 5}}}
+		return generate(shortSeq{&fakeSeq{V: 5}, 10}, []int{1, 2}, 100, opt)
+	}
+	plain, err := gen(0)
+	if !errors.Is(err, ErrContext) || len(plain) != 9 {
+		t.Fatalf("plain: %d tokens, %v; want the 9 a context of 10 holds after a 2-token prompt, then ErrContext", len(plain), err)
+	}
+	for _, depth := range []int{1, 3} {
+		got, err := gen(depth)
+		if !errors.Is(err, ErrContext) || !slices.Equal(got, plain) {
+			t.Errorf("--spec %d: %v, %v; want %v and ErrContext", depth, got, err, plain)
+		}
 	}
 }
