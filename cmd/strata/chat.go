@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"time"
@@ -61,10 +63,14 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 	if err := c.newSampler(); err != nil {
 		return err
 	}
-	in := bufio.NewReader(stdin)
-	fmt.Fprintf(stderr, "strata: chatting with %s (/reset starts over, /exit or Ctrl-D ends)\n", name)
+	sigs, stopSignals := chatInterrupts()
+	defer stopSignals()
+	c.sigs = sigs
+	in := newTurnReader(stdin)
+	defer in.close()
+	fmt.Fprintf(stderr, "strata: chatting with %s (/reset starts over; Ctrl-C stops a reply; /exit, Ctrl-D or Ctrl-C at the prompt ends)\n", name)
 	for turn := 1; ; {
-		line, ok, err := readTurn(in, stderr)
+		line, ok, err := in.next(sigs, stderr)
 		if err != nil || !ok {
 			return err
 		}
@@ -81,7 +87,7 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 			continue
 		}
 		c.conv = append(c.conv, chat.Message{Role: "user", Content: line})
-		rendered, err := t.tm.Template.Render(c.conv, t.chatOptions())
+		rendered, err := t.tm.Render(c.conv, t.chatOptions(), *t.f.parseSpecial)
 		if err != nil { // the template refuses this conversation: say why, drop the turn
 			fmt.Fprintf(stderr, "strata: %v\n", err)
 			c.conv = c.conv[:len(c.conv)-1]
@@ -112,6 +118,17 @@ type conversation struct {
 	seen       []int       // the tokens the session has consumed
 	mark       sessionMark // the session before the last reply
 	marks      bool        // whether to mark the session before each reply
+	sigs       <-chan os.Signal
+}
+
+// interrupted reports a Ctrl-C that came since the last look.
+func (c *conversation) interrupted() bool {
+	select {
+	case <-c.sigs:
+		return true
+	default:
+		return false
+	}
 }
 
 // newSampler gives the conversation a fresh sampler. One sampler serves
@@ -134,18 +151,103 @@ func (c *conversation) reset() error {
 	return c.newSampler()
 }
 
-// readTurn reads the user's next line; ok is false at the end of stdin.
-func readTurn(in *bufio.Reader, stderr io.Writer) (line string, ok bool, err error) {
+// chatInterrupts is where a chat hears Ctrl-C (a test replaces it): SIGINT
+// stops the reply being generated, or at the prompt ends the chat. It takes
+// SIGINT from the handler that removes temporary files and exits (strata
+// writes no file while chatting). A second Ctrl-C before the chat has acted
+// on the first (a long prefill makes no tokens to stop at) exits at once.
+var chatInterrupts = func() (<-chan os.Signal, func()) {
+	signal.Reset(os.Interrupt)
+	raw := make(chan os.Signal, 1)
+	signal.Notify(raw, os.Interrupt)
+	sigs := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-raw:
+				select {
+				case sigs <- s:
+				default: // the last one is still pending: twice quickly
+					fmt.Fprintln(os.Stderr)
+					os.Exit(130)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return sigs, func() { signal.Stop(raw); close(done) }
+}
+
+// errInterrupted ends a chat on Ctrl-C at the prompt: exit status 130, as
+// a shell reports a process SIGINT ended.
+var errInterrupted = exitStatus{130, "interrupted"}
+
+// exitStatus is an error that ends strata with its own exit status.
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e exitStatus) Error() string { return e.msg }
+
+// turnReader reads the user's lines on a goroutine, so that the prompt
+// can wait for a line and for Ctrl-C at once.
+type turnReader struct {
+	lines chan turnLine
+	done  chan struct{}
+}
+
+type turnLine struct {
+	s   string
+	err error // io.EOF at the end of stdin
+}
+
+func newTurnReader(r io.Reader) *turnReader {
+	t := &turnReader{lines: make(chan turnLine), done: make(chan struct{})}
+	go func() {
+		in := bufio.NewReader(r)
+		for {
+			line, err := in.ReadString('\n')
+			if line != "" || err != nil {
+				if line != "" && errors.Is(err, io.EOF) {
+					err = nil // the last line, unterminated; EOF comes next
+				}
+				select {
+				case t.lines <- turnLine{line, err}:
+				case <-t.done:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return t
+}
+
+func (t *turnReader) close() { close(t.done) }
+
+// next reads the user's next line; ok is false at the end of stdin. Ctrl-C
+// at the prompt ends the chat (errInterrupted).
+func (t *turnReader) next(sigs <-chan os.Signal, stderr io.Writer) (line string, ok bool, err error) {
 	fmt.Fprint(stderr, "> ")
-	line, err = in.ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return "", false, fmt.Errorf("reading stdin: %w", err)
-	}
-	if line == "" && err != nil {
+	select {
+	case l := <-t.lines:
+		if l.err != nil && !errors.Is(l.err, io.EOF) {
+			return "", false, fmt.Errorf("reading stdin: %w", l.err)
+		}
+		if l.err != nil {
+			fmt.Fprintln(stderr)
+			return "", false, nil
+		}
+		return strings.TrimRight(l.s, "\r\n"), true, nil
+	case <-sigs:
 		fmt.Fprintln(stderr)
-		return "", false, nil
+		return "", false, errInterrupted
 	}
-	return strings.TrimRight(line, "\r\n"), true, nil
 }
 
 // prompt is what this turn feeds the session: the rendered conversation
@@ -155,9 +257,12 @@ func (c *conversation) prompt(rendered string, stderr io.Writer) (prompt []int, 
 	tok := c.t.tm.Tok
 	kept = len(c.seen)
 	if fed := tok.Decode(c.seen); kept > 0 && strings.HasPrefix(rendered, fed) {
-		return tok.Encode(rendered[len(fed):]), kept, nil
+		return c.t.tm.EncodeRendered(rendered[len(fed):]), kept, nil
 	}
-	whole := tok.Encode(rendered)
+	// Escaped special-token text in a message (see text.Model.Render) never
+	// equals the decoded tokens, so such a conversation comes here: the
+	// ids still agree up to the mark.
+	whole := c.t.tm.EncodeRendered(rendered)
 	switch {
 	case kept == 0:
 		return whole, kept, nil
@@ -182,7 +287,14 @@ func (c *conversation) prompt(rendered string, stderr io.Writer) (prompt []int, 
 func (c *conversation) reply(turn int, rendered string, prompt []int, kept int, stdout, stderr io.Writer) error {
 	t, s := c.t, c.s
 	p := newTextPrinter(t.tm, stdout, t.stops)
-	c.gopt.OnToken = p.token
+	stopped := false // by Ctrl-C: the token it came before is not shown, and not part of the reply
+	c.gopt.OnToken = func(id int) error {
+		if c.interrupted() {
+			stopped = true
+			return engine.ErrStop
+		}
+		return p.token(id)
+	}
 	c.gopt.History = c.seen // the penalties and the suffix drafter see the earlier turns
 	p.clock.start = time.Now()
 	c.mark = nil
@@ -216,6 +328,9 @@ func (c *conversation) reply(turn int, rendered string, prompt []int, kept int, 
 		c.seen = append(c.seen, out[:len(out)-1]...) // the last one is fed with the next turn
 	}
 	c.conv = append(c.conv, chat.Message{Role: "assistant", Content: p.reply()})
+	if stopped {
+		fmt.Fprintln(stderr, "strata: reply stopped (Ctrl-C); Ctrl-C again, /exit or Ctrl-D ends the chat")
+	}
 	fmt.Fprintf(stderr, "strata: turn %d: prefilled %d new tokens after %d kept; %s; session at %d\n",
 		turn, len(prompt), kept, p.timings(end, len(prompt)), s.Pos())
 	return nil
@@ -230,11 +345,11 @@ func (t *textRun) markAt(conv []chat.Message, rendered, fed string, prompt []int
 	at := len(prompt) - 1
 	opt := t.chatOptions()
 	opt.AddGenerationPrompt = false
-	base, err := t.tm.Template.Render(conv, opt)
+	base, err := t.tm.Render(conv, opt, *t.f.parseSpecial)
 	if err != nil || !strings.HasPrefix(rendered, base) || !strings.HasPrefix(base, fed) {
 		return at
 	}
-	pre := t.tm.Tok.Encode(base[len(fed):])
+	pre := t.tm.EncodeRendered(base[len(fed):])
 	if len(pre) < len(prompt) && slices.Equal(prompt[:len(pre)], pre) {
 		return len(pre)
 	}

@@ -80,6 +80,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, new(exitStatus)):
+		var e exitStatus
+		errors.As(err, &e)
+		return e.code
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "strata %s: %v\n(see strata %s --help)\n", args[0], err, args[0])
 		return 2

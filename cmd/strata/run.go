@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -146,7 +147,14 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, m.backend, cpu.Threads())
 	if txt.isText() {
 		txt.label = label
-		return txt.run(l, s, gopt, loaded, stdout, stderr)
+		if err := txt.run(l, s, gopt, loaded, stdout, stderr); err != nil {
+			return err
+		}
+		gate.save(stderr)
+		if f.stats {
+			printRunStats(stderr, l, m.gguf != "", sp.Stats, gate, packIO)
+		}
+		return nil
 	}
 	clock.start = time.Now()
 	out, err := s.Generate(prompt, f.n, gopt)
@@ -216,6 +224,11 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "tokens" && f.tokens == "" {
+			f.tokens = " " // given but empty: refused by parseTokens, not the default prompt
+		}
+	})
 	return f, nil
 }
 

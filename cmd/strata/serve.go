@@ -63,7 +63,7 @@ type serveFlags struct {
 	port, queue, maxTokens, suffix        int
 	timeout, writeTimeout, grace          time.Duration
 	maxBody, cacheMB                      int64
-	noReuse, noThink, seedSet             bool
+	noReuse, noThink, seedSet, special    bool
 	sf                                    *samplingFlags
 }
 
@@ -113,7 +113,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	banner := fmt.Sprintf("strata: serving %s (%s, context %d tokens) on http://%s after %v; Ctrl-C stops\n",
-		name, l.Config.Name, l.Config.Runtime.ContextLength, ln.Addr(), time.Since(start).Round(time.Millisecond))
+		name, l.Config.Name, l.Model.Context(), ln.Addr(), time.Since(start).Round(time.Millisecond))
 	if err := f.serveUntilSignal(ln, api, banner, stderr); err != nil {
 		return err
 	}
@@ -170,6 +170,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.specState, "spec-state", "", "with --spec auto: the spec gate's estimates, read at start and saved at shutdown (default: FILE.spec next to a --gguf FILE; - for none)")
 	f.sf = addSamplingFlags(fs)
 	fs.BoolVar(&f.noThink, "no-think", false, "render the chat template with enable_thinking=false unless a request's chat_template_kwargs says otherwise")
+	fs.BoolVar(&f.special, "parse-special", false, "special-token text in chat messages (<|im_end|>, …) is control tokens unless a request's parse_special is false (default: plain text, so a client cannot write a turn of its own)")
 	fs.StringVar(&f.tok, "tokenizer", "", "HF tokenizer.json `file` (default: the --hf directory's or the GGUF's own)")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -222,11 +223,11 @@ func (f *serveFlags) apiOptions(name string, l *load.Loaded, tm *text.Model, gop
 	sp := gopt.Spec
 	return serve.Options{
 		RandomSeed: !f.seedSet,
-		Model:      name, Text: tm, Context: l.Config.Runtime.ContextLength, Vocab: l.Config.Architecture.VocabSize,
+		Model:      name, Text: tm, Context: l.Model.Context(), Vocab: l.Config.Architecture.VocabSize,
 		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: f.cacheMB << 20,
 		Generate:  gopt,
 		MaxTokens: f.maxTokens, Queue: f.queue, Timeout: f.timeout, MaxBody: f.maxBody, WriteTimeout: f.writeTimeout, Stop: f.sf.stops,
-		NoThink: f.noThink, NoReuse: f.noReuse,
+		NoThink: f.noThink, NoReuse: f.noReuse, ParseSpecial: f.special,
 		EngineStats: func() serve.EngineStats {
 			e := serve.EngineStats{Spec: sp.Depth != 0, Drafted: sp.Stats.Drafted, Accepted: sp.Stats.Accepted, Streaming: f.model.arena > 0}
 			if e.Streaming {

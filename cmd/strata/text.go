@@ -30,7 +30,7 @@ const textDefaultN = 256
 type textFlags struct {
 	fs                              *flag.FlagSet
 	prompt, file, system, tokenizer *string
-	chat, noThink                   *bool
+	chat, noThink, parseSpecial     *bool
 }
 
 func addTextFlags(fs *flag.FlagSet) *textFlags {
@@ -42,13 +42,26 @@ func addTextFlags(fs *flag.FlagSet) *textFlags {
 	f.system = fs.String("system", "", "system message `text`: the prompt becomes a conversation rendered with the model's chat template")
 	f.chat = fs.Bool("chat", false, "interactive chat on stdin, rendered with the model's chat template; each turn prefills only its new tokens (/reset, /exit, Ctrl-D)")
 	f.noThink = fs.Bool("no-think", false, "render the chat template with enable_thinking=false (Qwen3: reply without a <think> block)")
+	f.parseSpecial = fs.Bool("parse-special", false, "with --chat or --system: special-token text in the messages (<|im_end|>, …) is control tokens (default: plain text, so only the chat template's markup is special)")
 	f.tokenizer = fs.String("tokenizer", "", "HF tokenizer.json `file` for text prompts (default: the --hf directory's, the GGUF's own, or the default model's)")
 	return f
 }
 
+// given reports whether one of the named flags was given, empty or not.
+func (f *textFlags) given(names ...string) bool {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || slices.Contains(names, fl.Name) })
+	return set
+}
+
+// hasPrompt and hasFile report -p and -f: given at all, since an empty
+// -p "" is a prompt (refused as empty), not the default one.
+func (f *textFlags) hasPrompt() bool { return f.given("p", "prompt") }
+func (f *textFlags) hasFile() bool   { return f.given("f", "file") }
+
 // active reports whether the run is in text mode.
 func (f *textFlags) active() bool {
-	return *f.prompt != "" || *f.file != "" || *f.chat || *f.system != ""
+	return f.hasPrompt() || f.hasFile() || *f.chat || *f.system != ""
 }
 
 // textRun is a text-mode run: the model's text side and the prompt.
@@ -59,6 +72,9 @@ type textRun struct {
 	stops []string // stop strings (matched on the text, across tokens)
 	label string   // the model, backend and threads, for the timings
 	ids   bool     // the prompt is --tokens: the tokenizer only serves --stop
+	// prompt is -p/-f tokenized (nil with --chat), read before the model
+	// loads so that a bad prompt is heard about first.
+	prompt []int
 }
 
 // isText reports whether the run prompts with text (-p, -f, --chat).
@@ -95,12 +111,14 @@ func (f *textFlags) open(hf, ggufPath, tokens string, n int, stops []string) (*t
 	switch {
 	case tokens != "":
 		return nil, usagef("--tokens and a text prompt (-p, -f, --chat) are two prompts; give one")
-	case *f.prompt != "" && *f.file != "":
+	case f.hasPrompt() && f.hasFile():
 		return nil, usagef("-p and -f are two prompts; give one")
-	case *f.chat && (*f.prompt != "" || *f.file != ""):
+	case *f.chat && (f.hasPrompt() || f.hasFile()):
 		return nil, usagef("--chat reads its turns from stdin; drop -p/-f (--system sets its system message)")
-	case !*f.chat && *f.prompt == "" && *f.file == "":
+	case !*f.chat && !f.hasPrompt() && !f.hasFile():
 		return nil, usagef("--system needs a prompt: -p TEXT, -f FILE or --chat")
+	case f.hasFile() && *f.file == "":
+		return nil, usagef("-f is empty: give a file name (- for stdin)")
 	}
 	tm, err := loadText(*f.tokenizer, hf, ggufPath)
 	if errors.Is(err, text.ErrNoTokenizer) {
@@ -117,7 +135,13 @@ func (f *textFlags) open(hf, ggufPath, tokens string, n int, stops []string) (*t
 	if !set {
 		n = textDefaultN
 	}
-	return &textRun{f: f, tm: tm, n: n, stops: stops}, nil
+	t := &textRun{f: f, tm: tm, n: n, stops: stops}
+	if !*f.chat {
+		if t.prompt, err = t.promptIDs(); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 // loadText finds the model's tokenizer.
@@ -161,18 +185,18 @@ func (t *textRun) run(l *load.Loaded, s *engine.Session, gopt engine.GenerateOpt
 	if *t.f.chat {
 		return t.chat(l.Config.Name, func() chatSession { return engineSession{l.Model.NewSession()} }, engineSession{s}, gopt, stdout, stderr)
 	}
-	prompt, err := t.promptIDs()
-	if err != nil {
-		return err
-	}
+	prompt := t.prompt
 	p := newTextPrinter(t.tm, stdout, t.stops)
 	gopt.OnToken = p.token
 	p.clock.start = time.Now()
 	out, err := s.Generate(prompt, t.n, gopt)
 	p.finish()
 	end := time.Now()
-	if err != nil {
+	if err != nil && len(out) > 0 {
 		return fmt.Errorf("after %d generated tokens (printed): %w", len(out), err)
+	}
+	if err != nil {
+		return err
 	}
 	if p.err != nil {
 		return p.err
@@ -184,8 +208,9 @@ func (t *textRun) run(l *load.Loaded, s *engine.Session, gopt engine.GenerateOpt
 // promptIDs reads -p/-f and tokenizes it: as is (with BOS when the model adds
 // one), or with --system as a conversation through the chat template.
 func (t *textRun) promptIDs() ([]int, error) {
-	s := *t.f.prompt
-	if *t.f.file != "" {
+	s, from := *t.f.prompt, "-p"
+	if t.f.hasFile() {
+		from = "-f " + *t.f.file
 		var data []byte
 		var err error
 		if *t.f.file == "-" {
@@ -198,17 +223,22 @@ func (t *textRun) promptIDs() ([]int, error) {
 		}
 		s = string(data)
 	}
-	if s == "" {
-		return nil, usagef("the prompt is empty")
-	}
 	if *t.f.system == "" {
-		return t.tm.Encode(s), nil
+		// As llama-cli: an empty prompt is the BOS alone where the model
+		// starts prompts with one, else an error.
+		if ids := t.tm.Encode(s); len(ids) > 0 {
+			return ids, nil
+		}
+		return nil, usagef("the prompt (%s) is empty and the model adds no BOS token to start from: give the prompt text", from)
 	}
-	r, err := t.tm.Template.Render([]chat.Message{{Role: "system", Content: *t.f.system}, {Role: "user", Content: s}}, t.chatOptions())
+	if s == "" {
+		return nil, usagef("the prompt (%s) is empty: give the user's message", from)
+	}
+	r, err := t.tm.Render([]chat.Message{{Role: "system", Content: *t.f.system}, {Role: "user", Content: s}}, t.chatOptions(), *t.f.parseSpecial)
 	if err != nil {
 		return nil, err
 	}
-	return t.tm.Tok.Encode(r), nil
+	return t.tm.EncodeRendered(r), nil
 }
 
 func (t *textRun) chatOptions() chat.Options {

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -21,12 +23,13 @@ func init() {
 const tokenizeAbout = `
 Tokenizes text with a model's own tokenizer, as llama.cpp's llama-tokenize
 does: the HF tokenizer.json of --hf DIR or --tokenizer FILE, or the tokenizer
-a GGUF file carries (--gguf). The text comes from -p or stdin; the ids are
-printed on one line, comma-separated (what strata run --tokens takes). No
-special tokens are added (HF add_special_tokens=False); special-token text
-such as <|im_end|> in the input is its token.
+a GGUF file carries (--gguf). The text comes from -p, -f FILE or stdin (an
+empty -p '' is the empty text, no ids); the ids are printed on one line,
+comma-separated (what strata run --tokens takes). No special tokens are
+added (HF add_special_tokens=False); special-token text such as <|im_end|>
+in the input is its token.
 
---decode turns ids (from -p or stdin, separated by commas or spaces) back
+--decode turns ids (from -p, -f or stdin, separated by commas or spaces) back
 into text.
 
 --batch reads JSON lines from stdin and writes one JSON line per input:
@@ -38,7 +41,11 @@ into text.
 (a line with "messages" is a conversation even when it also has "ids").
 A conversation is rendered with the model's chat template (enable_thinking
 null or absent leaves it undefined), then tokenized without adding special
-tokens. A line that fails gives {"error": "..."} and the exit status is 1.
+tokens. The messages' special-token text (<|im_end|>, …) is tokenized as
+plain text, so only the template's markup is special, unless the line has
+"parse_special": true (or --parse-special sets that default); "rendered" is
+the text as the model reads it. A line that fails gives {"error": "..."}
+and the exit status is 1.
 
 Examples:
   strata tokenize --hf ./tiny-go -p 'func main() {'
@@ -47,13 +54,17 @@ Examples:
     strata tokenize --tokenizer tokenizer.json --batch`
 
 func tokenizeCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tokenize", "(--hf DIR | --gguf FILE | --tokenizer FILE) [-p TEXT] [--decode | --batch]", tokenizeAbout, stderr)
+	fs := newFlagSet("tokenize", "(--hf DIR | --gguf FILE | --tokenizer FILE) [-p TEXT | -f FILE] [--decode | --batch]", tokenizeAbout, stderr)
 	hf := fs.String("hf", "", "HF checkpoint `directory` with a tokenizer.json (and tokenizer_config.json for the chat template)")
 	ggufPath := fs.String("gguf", "", "GGUF `file` with tokenizer metadata")
 	tokPath := fs.String("tokenizer", "", "HF tokenizer.json `file` (.json.gz too); tokenizer_config.json beside it gives the chat template")
 	prompt := fs.String("p", "", "the `text` (or with --decode the ids); default: all of stdin")
+	fs.StringVar(prompt, "prompt", "", "long for -p `text`")
+	file := fs.String("f", "", "read the text (or with --decode the ids) from this `file` (- for stdin)")
+	fs.StringVar(file, "file", "", "long for -f `file`")
 	decode := fs.Bool("decode", false, "read token ids and print their text")
 	batch := fs.Bool("batch", false, "read JSON lines from stdin, write one JSON line per input (see above)")
+	parseSpecial := fs.Bool("parse-special", false, "with --batch: special-token text in conversations' messages is control tokens unless a line says \"parse_special\": false (default: plain text)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -66,20 +77,35 @@ func tokenizeCmd(args []string, stdout, stderr io.Writer) error {
 	if given != 1 {
 		return usagef("give exactly one of --hf, --gguf and --tokenizer")
 	}
-	if *batch && (*decode || *prompt != "") {
-		return usagef("--batch reads its inputs from stdin; drop -p and --decode")
+	hasPrompt, hasFile := false, false
+	fs.Visit(func(fl *flag.Flag) {
+		hasPrompt = hasPrompt || fl.Name == "p" || fl.Name == "prompt"
+		hasFile = hasFile || fl.Name == "f" || fl.Name == "file"
+	})
+	switch {
+	case *batch && (*decode || hasPrompt || hasFile):
+		return usagef("--batch reads its inputs from stdin; drop -p, -f and --decode")
+	case hasPrompt && hasFile:
+		return usagef("-p and -f are two inputs; give one")
+	case hasFile && *file == "":
+		return usagef("-f is empty: give a file name (- for stdin)")
 	}
 	tm, err := loadText(*tokPath, *hf, *ggufPath)
 	if err != nil {
 		return err
 	}
 	if *batch {
-		return tokenizeBatch(tm, stdin, stdout)
+		return tokenizeBatch(tm, stdin, stdout, *parseSpecial)
 	}
 	in := *prompt
-	if in == "" {
-		data, err := io.ReadAll(stdin)
-		if err != nil {
+	if !hasPrompt {
+		var data []byte
+		var err error
+		if hasFile && *file != "-" {
+			if data, err = os.ReadFile(*file); err != nil {
+				return fmt.Errorf("-f: %w", err)
+			}
+		} else if data, err = io.ReadAll(stdin); err != nil {
 			return fmt.Errorf("reading stdin: %w", err)
 		}
 		in = string(data)
@@ -125,6 +151,7 @@ type batchIn struct {
 	Tools               json.RawMessage `json:"tools"`
 	AddGenerationPrompt bool            `json:"add_generation_prompt"`
 	EnableThinking      *bool           `json:"enable_thinking"`
+	ParseSpecial        *bool           `json:"parse_special"`
 }
 
 type batchOut struct {
@@ -136,7 +163,7 @@ type batchOut struct {
 
 var errBatch = errors.New("some --batch inputs failed (their lines hold the errors)")
 
-func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer) error {
+func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer, parseSpecial bool) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 64<<20)
 	bw := bufio.NewWriter(w)
@@ -147,7 +174,7 @@ func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer) error {
 		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
-		out, err := tokenizeOne(tm, sc.Bytes())
+		out, err := tokenizeOne(tm, sc.Bytes(), parseSpecial)
 		if err != nil {
 			failed = true
 			out = batchOut{Error: fmt.Sprintf("line %d: %v", line, err)}
@@ -168,7 +195,7 @@ func tokenizeBatch(tm *text.Model, r io.Reader, w io.Writer) error {
 	return nil
 }
 
-func tokenizeOne(tm *text.Model, line []byte) (batchOut, error) {
+func tokenizeOne(tm *text.Model, line []byte, parseSpecial bool) (batchOut, error) {
 	var in batchIn
 	if err := json.Unmarshal(line, &in); err != nil {
 		return batchOut{}, fmt.Errorf("not a JSON object: %w", err)
@@ -199,11 +226,15 @@ func tokenizeOne(tm *text.Model, line []byte) (batchOut, error) {
 	if string(in.Tools) != "null" {
 		opt.Tools = in.Tools
 	}
-	rendered, err := tm.Template.RenderJSON(in.Messages, opt)
+	if in.ParseSpecial != nil {
+		parseSpecial = *in.ParseSpecial
+	}
+	rendered, err := tm.RenderJSON(in.Messages, opt, parseSpecial)
 	if err != nil {
 		return batchOut{}, err
 	}
-	ids := append([]int{}, tm.Tok.Encode(rendered)...)
+	ids := append([]int{}, tm.EncodeRendered(rendered)...)
 	d := tm.Tok.Decode(ids)
+	rendered = tm.Shown(rendered)
 	return batchOut{IDs: &ids, Decoded: &d, Rendered: &rendered}, nil
 }

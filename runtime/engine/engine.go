@@ -59,6 +59,10 @@ type Model struct {
 	stream   *streamer      // nil: every routed expert resident
 	ple      []pleLayer
 	eos      int // resets n-gram context; -1 without PLE
+	// context is the most positions a session may use: the config's
+	// runtime.context_length, or less when the run asked for less than
+	// the artifact it runs was made for (LimitContext).
+	context int
 }
 
 // LoadWith allocates memory for graphs (one per window shape, of model c) on
@@ -100,7 +104,8 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, be backend.
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", c.Name, err)
 	}
-	m := &Model{Config: c, mem: mem, backend: be, programs: map[int]window{}, mtp: map[int]window{}, eos: -1}
+	m := &Model{Config: c, mem: mem, backend: be, programs: map[int]window{}, mtp: map[int]window{}, eos: -1,
+		context: c.Runtime.ContextLength}
 	m.weights.Why = why
 	if ip != nil {
 		if err := ip.wrap(mem, &m.weights); err != nil {
@@ -291,3 +296,18 @@ func (m *Model) HasMTP() bool { return len(m.mtp) > 0 }
 
 // Shapes lists the window row counts the model can run, ascending.
 func (m *Model) Shapes() []int { return append([]int(nil), m.shapes...) }
+
+// Context is the most tokens a session may hold: what the run asked for,
+// at most the config's runtime.context_length (the KV caches' length).
+func (m *Model) Context() int { return m.context }
+
+// LimitContext lowers the context sessions may use to n tokens: a run that
+// asked for a shorter context than the artifact it runs was made for keeps
+// its own limit, though the caches are longer.
+func (m *Model) LimitContext(n int) error {
+	if n < 1 || n > m.Config.Runtime.ContextLength {
+		return fmt.Errorf("model %s: a context of %d tokens: expected 1 to runtime.context_length = %d", m.Config.Name, n, m.Config.Runtime.ContextLength)
+	}
+	m.context = n
+	return nil
+}

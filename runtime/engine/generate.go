@@ -36,6 +36,18 @@ type GenerateOptions struct {
 	Spec    SpecOptions
 }
 
+// ErrContext is the error a prompt or a window that does not fit in the
+// model's context wraps.
+var ErrContext = errors.New("context length exceeded")
+
+// after is " after the N tokens the session holds", or "" at position 0.
+func after(pos int) string {
+	if pos == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" after the %d tokens the session holds", pos)
+}
+
 // ErrStop, returned by GenerateOptions.OnToken, ends generation after the
 // token it was called with; Generate then returns no error.
 var ErrStop = errors.New("generation stopped by the caller")
@@ -100,6 +112,11 @@ func generate(seq sequence, prompt []int, n int, opt GenerateOptions) ([]int, er
 		}
 	}
 	d := &decoder{s: seq, lim: seq.limits(), opt: opt, smp: smp}
+	if at := seq.Pos(); at+len(prompt) > d.lim.context {
+		// Refused before any window runs: a long prompt would otherwise
+		// fail only after prefilling all that fits.
+		return nil, fmt.Errorf("%w: the prompt is %d tokens%s, but model %s runs with a context of %d tokens", ErrContext, len(prompt), after(at), d.lim.name, d.lim.context)
+	}
 	if err := d.setup(); err != nil {
 		return nil, err
 	}
@@ -288,6 +305,9 @@ func (d *decoder) drafts(want int) ([]int, []float64, int) {
 // (1 + accepted drafts); stop says generation ended among them.
 func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 	s := d.s
+	// Near the end of the context a window carries only the drafts that
+	// fit, so speculation stops where plain decoding would.
+	remaining = max(min(remaining, d.lim.context-s.Pos()), 1)
 	drafts, probs, source := d.drafts(remaining - 1)
 	k := 0
 	switch {

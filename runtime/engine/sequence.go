@@ -22,7 +22,7 @@ type seqLimits struct {
 	name          string
 	shapes        []int // window row counts, ascending
 	maxDecodeRows int   // windows.max_decode_rows
-	context       int   // runtime.context_length
+	context       int   // Model.Context: the most positions a session may use
 	hasMTP        bool
 }
 
@@ -38,5 +38,5 @@ func (s *sessionSeq) rewind() { s.rewindTo(&s.at) }
 func (s *sessionSeq) limits() seqLimits {
 	c := s.m.Config
 	return seqLimits{name: c.Name, shapes: s.m.shapes, maxDecodeRows: c.Windows.MaxDecodeRows,
-		context: c.Runtime.ContextLength, hasMTP: s.m.HasMTP()}
+		context: s.m.context, hasMTP: s.m.HasMTP()}
 }

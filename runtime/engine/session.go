@@ -2,7 +2,9 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models/ngram"
@@ -54,9 +56,10 @@ func (s *Session) window(tokens []int) ([][]float32, error) {
 	if err := s.m.run(p); err != nil {
 		return nil, fmt.Errorf("model %s, window of %d rows at position %d: %w", s.m.Config.Name, n, s.pos, err)
 	}
+	at := s.pos
 	s.pos += n
 	s.history = next
-	return s.logits(p, n)
+	return s.logits(p, n, at)
 }
 
 // run executes one window; with streamed experts, the residency the router
@@ -97,8 +100,8 @@ func (s *Session) program(set map[int]window, tokens []int, pos int) (window, er
 			return window{}, fmt.Errorf("token %d (position %d) is out of range: model %s has a vocabulary of %d ids (0..%d)", tok, pos+i, c.Name, c.Architecture.VocabSize, c.Architecture.VocabSize-1)
 		}
 	}
-	if pos+n > c.Runtime.ContextLength {
-		return window{}, fmt.Errorf("context length exceeded: %d tokens after this window, but model %s has runtime.context_length = %d", pos+n, c.Name, c.Runtime.ContextLength)
+	if pos+n > s.m.context {
+		return window{}, fmt.Errorf("%w: %d tokens after this window, but model %s runs with a context of %d tokens", ErrContext, pos+n, c.Name, s.m.context)
 	}
 	return set[shape], nil
 }
@@ -118,12 +121,14 @@ func (s *Session) mtpWindow(tokens []int, pos int) ([][]float32, error) {
 	if err := s.m.run(p); err != nil {
 		return nil, fmt.Errorf("model %s, MTP window at position %d: %w", s.m.Config.Name, pos, err)
 	}
-	return s.logits(p, len(tokens))
+	return s.logits(p, len(tokens), pos)
 }
 
 // logits copies the logits a window computed: one row per token, or only
-// the last row when the shape computes last-row logits.
-func (s *Session) logits(p window, n int) ([][]float32, error) {
+// the last row when the shape computes last-row logits. A non-finite logit
+// (corrupt weights, an overflow) is an error naming the position, since no
+// token sampled from it means anything.
+func (s *Session) logits(p window, n, pos int) ([][]float32, error) {
 	m, c := s.m, s.m.Config
 	out, err := p.g.Output(0)
 	if err != nil {
@@ -137,10 +142,27 @@ func (s *Session) logits(p window, n int) ([][]float32, error) {
 	V := c.Architecture.VocabSize
 	rows := min(n, p.g.LogitRows)
 	logits := make([][]float32, rows)
+	first := pos + n - rows // the position of row 0
 	for r := range logits {
 		logits[r] = append([]float32(nil), all[r*V:(r+1)*V]...)
+		if err := checkFinite(logits[r]); err != nil {
+			return nil, fmt.Errorf("model %s, %s window of %d rows: the logits at position %d: %w%s", c.Name, p.g.Kind, n, first+r, err, m.firstNonFinite(p.g))
+		}
 	}
 	return logits, nil
+}
+
+// ErrNonFinite is the error non-finite logits wrap.
+var ErrNonFinite = errors.New("non-finite logits")
+
+// checkFinite reports the first NaN or ±Inf in row.
+func checkFinite(row []float32) error {
+	for i, v := range row {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("%w: token %d's logit is %v (corrupt weights, or an overflow)", ErrNonFinite, i, v)
+		}
+	}
+	return nil
 }
 
 func (s *Session) writeParams(g *graph.Graph, tokens []int, pos int) error {

@@ -73,6 +73,7 @@ func GGUF(path string, opt GGUFOptions) (*Loaded, error) {
 	}
 	var graphs []*graph.Graph
 	var rows int
+	want := c.Runtime.ContextLength // an artifact made for a longer context may serve; the run keeps this limit
 	a, from, c, err := findArtifact(c, modelFile{flag: "--gguf", path: path, beside: artifact.DirFor(true, path)}, opt.Options)
 	if err == nil {
 		var hopt Options
@@ -100,6 +101,11 @@ func GGUF(path string, opt GGUFOptions) (*Loaded, error) {
 		}
 	}
 	m, err := loadEngine(c, a, graphs, src, opt.Options, reader)
+	if err == nil {
+		if err = m.LimitContext(want); err != nil {
+			m.Close()
+		}
+	}
 	if err != nil {
 		for _, cl := range closers {
 			cl()

@@ -186,6 +186,7 @@ func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt Option
 	if err := src.Check(c.Tensors()); err != nil {
 		return nil, err
 	}
+	want := c.Runtime.ContextLength // an artifact made for a longer context may serve; the run keeps this limit
 	a, from, c, err := findArtifact(c, mf, opt)
 	if err != nil {
 		return nil, err
@@ -196,6 +197,10 @@ func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt Option
 	}
 	m, err := loadEngine(c, a, graphs, src, opt, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.LimitContext(want); err != nil {
+		m.Close()
 		return nil, err
 	}
 	return &Loaded{Config: c, Model: m, PrefillRows: rows, ArenaExperts: opt.ArenaExperts, Artifact: a, ArtifactFrom: from, checkpoint: ck}, nil

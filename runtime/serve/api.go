@@ -49,6 +49,10 @@ type chatRequest struct {
 	ChatTemplateKwargs struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	} `json:"chat_template_kwargs"`
+	// ParseSpecial lets special-token text in the messages (<|im_end|>, …)
+	// be control tokens; absent, the server's default (Options.ParseSpecial),
+	// normally off: only the chat template's markup is special.
+	ParseSpecial *bool `json:"parse_special"`
 }
 
 // completionRequest is POST /v1/completions' body.

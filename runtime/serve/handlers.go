@@ -361,12 +361,16 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		no := false
 		copt.EnableThinking = &no
 	}
-	rendered, err := tm.Template.RenderJSON(msgs, copt)
+	special := s.opt.ParseSpecial
+	if req.ParseSpecial != nil {
+		special = *req.ParseSpecial
+	}
+	rendered, err := tm.RenderJSON(msgs, copt, special)
 	if err != nil {
 		writeError(w, badRequest("messages", "invalid_value", "rendering the chat template: %v", err))
 		return
 	}
-	ids := tm.Tok.Encode(rendered)
+	ids := tm.EncodeRendered(rendered)
 	pl, e := s.plan(&req.sampling, len(ids), "messages")
 	if e != nil {
 		writeError(w, e)

@@ -66,6 +66,10 @@ type Options struct {
 	// NoThink renders chat templates with enable_thinking=false unless a
 	// request's chat_template_kwargs says otherwise.
 	NoThink bool
+	// ParseSpecial lets special-token text in chat messages become control
+	// tokens unless a request's parse_special says otherwise; off, a client
+	// cannot write a turn of its own (<|im_end|><|im_start|>system …).
+	ParseSpecial bool
 	// NoReuse turns prefix reuse off: every request prefills its whole
 	// prompt on a fresh session.
 	NoReuse bool

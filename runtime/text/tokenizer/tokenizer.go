@@ -61,10 +61,20 @@ const (
 // Encode tokenizes text without adding any special tokens (HF
 // encode(text, add_special_tokens=False)). Added tokens written in the text are
 // matched whole wherever they occur.
-func (t *Tokenizer) Encode(text string) []int {
+func (t *Tokenizer) Encode(text string) []int { return t.encode(text, nil) }
+
+// encode is Encode; literal, when set, turns each piece of text between
+// added tokens into the text to tokenize (EncodeEscaped's marks).
+func (t *Tokenizer) encode(text string, literal func(string) string) []int {
 	var out []int
 	var ends []int
 	var syms []int32
+	plain := func(seg string) {
+		if literal != nil {
+			seg = literal(seg)
+		}
+		t.encodeText(seg, &out, &ends, &syms)
+	}
 	t.splitAdded(text, false, func(seg string, id int32) {
 		if id >= 0 {
 			out = append(out, int(id))
@@ -74,7 +84,7 @@ func (t *Tokenizer) Encode(text string) []int {
 			seg = norm.NFC.String(seg)
 		}
 		if !t.anyNormalized {
-			t.encodeText(seg, &out, &ends, &syms)
+			plain(seg)
 			return
 		}
 		t.splitAdded(seg, true, func(seg string, id int32) {
@@ -82,7 +92,7 @@ func (t *Tokenizer) Encode(text string) []int {
 				out = append(out, int(id))
 				return
 			}
-			t.encodeText(seg, &out, &ends, &syms)
+			plain(seg)
 		})
 	})
 	return out
