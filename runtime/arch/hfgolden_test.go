@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,7 +16,7 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/hfimport.golden"
 
 // hfImport is the importer the golden test holds to its recorded output.
 func hfImport(data []byte, opts models.ImportOptions) (*models.Config, error) {
-	return models.ImportHF(data, opts)
+	return ImportHF(data, opts)
 }
 
 // hfCase is one config.json the golden test imports: a file of the tree,
@@ -164,8 +165,9 @@ func hfCases(t *testing.T) []hfCase {
 	return cases
 }
 
-// TestHFImportGolden holds the HF importer to the configs (or errors) it
-// produced for every config.json in the tree and edits of them, recorded in
+// TestHFImportGolden holds the HF importer to the configs (or the set of
+// errors) it produced for every config.json in the tree and edits of them,
+// recorded in
 // testdata/hfimport.golden (go test -run HFImportGolden -update rewrites it).
 func TestHFImportGolden(t *testing.T) {
 	var b strings.Builder
@@ -173,7 +175,11 @@ func TestHFImportGolden(t *testing.T) {
 		b.WriteString("=== " + tc.name + "\n")
 		c, err := hfImport(tc.data, models.ImportOptions{Name: "golden", Source: "cfg.json"})
 		if err != nil {
-			b.WriteString("error:\n" + err.Error() + "\n")
+			// The lines of a report in order: which problems, not the order
+			// the table's rows meet them in.
+			lines := strings.Split(err.Error(), "\n")
+			slices.Sort(lines)
+			b.WriteString("error:\n" + strings.Join(lines, "\n") + "\n")
 			continue
 		}
 		out, err := json.MarshalIndent(c, "", " ")
