@@ -527,9 +527,9 @@ func pInterval(attention string, set func(a *models.Architecture, v Value, m Met
 func pNextN(set func(a *models.Architecture, v Value, m Meta) error, from func(a *models.Architecture, r *hfReader)) Param {
 	return Param{Key: gguf.KeyNextNLayers, HF: "num_nextn_predict_layers", Field: "architecture.mtp.num_layers", Type: Uint, Optional: true,
 		FromHF: from,
-		Get:  func(a *models.Architecture) (Value, error) { return Value{Int: a.MTP.NumLayers}, nil },
-		Set:  set,
-		When: func(a *models.Architecture) bool { return a.MTP.NumLayers > 0 }}
+		Get:    func(a *models.Architecture) (Value, error) { return Value{Int: a.MTP.NumLayers}, nil },
+		Set:    set,
+		When:   func(a *models.Architecture) bool { return a.MTP.NumLayers > 0 }}
 }
 
 // gatedEvery adds to errs what both architectures' keys cannot express:

@@ -137,7 +137,7 @@ var Qwen4Exp = &Arch{
 		// One head's row of the table: embed_dim = the row width × the hashed heads.
 		ple(checked(Param{Key: "embedding_length_per_layer_input", HF: "ple_embed_dim", Field: "architecture.ple.embed_dim / the hashed heads", Type: Uint,
 			FromHF: func(a *models.Architecture, r *hfReader) { a.PLE.EmbedDim = r.intOr("ple_embed_dim", a.HiddenSize) },
-			Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.PLE.RowWidth()}, nil },
+			Get:    func(a *models.Architecture) (Value, error) { return Value{Int: a.PLE.RowWidth()}, nil },
 			Set: func(a *models.Architecture, v Value, _ Meta) error {
 				a.PLE.EmbedDim = v.Int * (a.PLE.NgramSize - 1) * a.PLE.HeadsPerNgram
 				return nil
@@ -151,7 +151,9 @@ var Qwen4Exp = &Arch{
 				return Value{Ints: h.Multipliers}, err
 			}}),
 		ple(Param{Key: keyHeadVocabSizes, HF: "ngram_vocab_size_base", Field: "architecture.ple.vocab_size_base (via the heads' primes)", Type: Uint64s,
-			FromHF: func(a *models.Architecture, r *hfReader) { a.PLE.VocabSizeBase = r.intOr("ngram_vocab_size_base", 20_000_000) },
+			FromHF: func(a *models.Architecture, r *hfReader) {
+				a.PLE.VocabSizeBase = r.intOr("ngram_vocab_size_base", 20_000_000)
+			},
 			Get: func(a *models.Architecture) (Value, error) {
 				h, err := ngram.New(a.NgramParams(0))
 				return Value{Ints: h.Primes}, err
