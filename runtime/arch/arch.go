@@ -44,7 +44,8 @@ type Arch struct {
 	// hfNested is the key under which a config of model_type ModelType
 	// nests the decoder's fields ("": none).
 	hfNested string
-	// hfFixed sets on a config being imported from HF what no HF key says.
+	// hfFixed sets on a config being imported from HF what no HF key says
+	// (nil: nothing).
 	hfFixed func(a *models.Architecture)
 	// names is the tensor-name map for config c and a file that has the
 	// tensors has says (nil: the form strata writes).

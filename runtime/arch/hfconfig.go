@@ -78,7 +78,9 @@ func importHF(configJSON []byte) (*models.Config, error) {
 	var c models.Config
 	a := &c.Architecture
 	a.ModelType = ar.ModelType
-	ar.hfFixed(a)
+	if ar.hfFixed != nil {
+		ar.hfFixed(a)
+	}
 	for _, p := range ar.Params {
 		if p.FromHF != nil {
 			p.FromHF(a, r)
