@@ -159,6 +159,8 @@ func hfCases(t *testing.T) []hfCase {
 	}
 	wrapped := hfEdit(t, []byte(`{"model_type": "qwen4_exp", "dtype": "float16"}`), map[string]any{"text_config": json.RawMessage(q4)})
 	cases = append(cases, hfCase{"q4 nested in text_config", wrapped})
+	nestedYarn := hfEdit(t, q4, map[string]any{"rope_parameters": map[string]any{"rope_type": "yarn"}, "vocab_size": "x"})
+	cases = append(cases, hfCase{"q4 nested, errors", hfEdit(t, []byte(`{"model_type": "qwen4_exp"}`), map[string]any{"text_config": json.RawMessage(nestedYarn)})})
 	for _, bad := range []string{"", "[1, 2]", "null", "{", `{"model_type": "qwen3_next"} trailing`, `{"model_type": "qwen3_next"}`, `{}`} {
 		cases = append(cases, hfCase{"bad input " + bad, []byte(bad)})
 	}
