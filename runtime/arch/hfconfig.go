@@ -218,7 +218,7 @@ func hfRope(defaultFactor float64) func(a *models.Architecture, r *hfReader) {
 			r.fail("rope_parameters", "expected an object: %v", err)
 			return
 		}
-		sub := &hfReader{m: rp, prefix: "rope_parameters."}
+		sub := &hfReader{m: rp, prefix: r.prefix + "rope_parameters."}
 		if t, ok := sub.str("rope_type"); ok && t != "default" {
 			sub.fail("rope_type", "is %q (expected \"default\": RoPE scaling is not supported)", t)
 		}
