@@ -112,7 +112,7 @@ func allowed(from, to string) bool {
 	case from == "cmd/strata":
 		return !under(to, "gen", "templates/msl", "cmd")
 	case from == "cmd/stratagen":
-		return leaf(to) || under(to, "models", "artifact", "gen", "runtime/resolve", "runtime/format/gguf", "runtime/weights", "runtime/format/pack", "runtime/format/safetensors", "runtime/format/mmap")
+		return leaf(to) || under(to, "models", "artifact", "gen", "runtime/arch", "runtime/resolve", "runtime/format/gguf", "runtime/weights", "runtime/format/pack", "runtime/format/safetensors", "runtime/format/mmap")
 	case from == ".":
 		return false // the root holds only the default model's files
 	}

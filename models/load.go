@@ -52,7 +52,7 @@ var expectations = map[string]string{
 }
 
 // FieldError is one problem with one field of a config. Field is the dotted
-// model.toml path (or the HF key, for ImportHF).
+// model.toml path (or the HF key, for an HF import).
 type FieldError struct {
 	Field string
 	Msg   string
@@ -86,11 +86,11 @@ func Parse(data []byte, name string) (*Config, error) {
 	errs = append(errs, unknownKeys(md)...)
 	errs = append(errs, missingFields(md, reflect.TypeOf(c), nil)...)
 	if len(errs) > 0 {
-		return nil, inFile(name, errors.Join(errs...))
+		return nil, InFile(name, errors.Join(errs...))
 	}
 	c.normalize()
 	if err := c.Validate(); err != nil {
-		return nil, inFile(name, err)
+		return nil, InFile(name, err)
 	}
 	return &c, nil
 }
@@ -112,9 +112,9 @@ func (c *Config) normalize() {
 	}
 }
 
-// inFile prefixes every error joined in err with the file name, so each line
+// InFile prefixes every error joined in err with the file name, so each line
 // of a multi-problem report says where it comes from.
-func inFile(name string, err error) error {
+func InFile(name string, err error) error {
 	if name == "" || err == nil {
 		return err
 	}

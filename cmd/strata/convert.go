@@ -13,6 +13,7 @@ import (
 	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/pack"
 	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/tools/convert"
@@ -108,7 +109,7 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	if *name == "" {
 		*name = filepath.Base(filepath.Clean(*hf))
 	}
-	c, err := models.ImportHF(data, models.ImportOptions{Name: *name, Source: cfgPath})
+	c, err := arch.ImportHF(data, models.ImportOptions{Name: *name, Source: cfgPath})
 	if err != nil {
 		return err
 	}

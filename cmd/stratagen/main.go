@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand
@@ -177,7 +178,7 @@ func runImportHF(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading HF config: %w", err)
 	}
-	cfg, err := models.ImportHF(data, models.ImportOptions{
+	cfg, err := arch.ImportHF(data, models.ImportOptions{
 		Name:          *name,
 		ContextLength: *context,
 		MaxDecodeRows: *decodeRows,

@@ -4,10 +4,9 @@
 // with the transform between them (one declarative table, Arch.Params), and
 // the GGUF tensor names of its roles (hf.go: the HF checkpoint names, which
 // both share). Generic loops over the table write a GGUF file's metadata
-// (Metadata), check a file against a config (Check) and build a config from
-// a file's metadata alone (Config), so an architecture's keys are written
-// once. models.ImportHF reads an HF config.json itself; TestTables holds the
-// tables' HF keys to it.
+// (Metadata), check a file against a config (Check), build a config from
+// a file's metadata alone (Config) and import an HF config.json (ImportHF,
+// hfconfig.go), so an architecture's keys are written once.
 package arch
 
 import (
@@ -28,7 +27,10 @@ import (
 type Arch struct {
 	GGUF      string // general.architecture
 	ModelType string // models.Architecture.ModelType
-	// Params are the hyperparameters, in the order a file lists them.
+	// HFTypes are the HF model_type values of the architecture.
+	HFTypes []string
+	// Params are the hyperparameters, in the order a file lists them (rows
+	// without a GGUF key: where ImportHF reads them).
 	Params []Param
 	// Extra are metadata pairs written after the params.
 	Extra []gguf.KV
@@ -39,6 +41,12 @@ type Arch struct {
 	// finish sets what no key holds (sizes from tensors, HF's defaults) on a
 	// config whose params were read from f.
 	finish func(f *gguf.File, a *models.Architecture, m Meta) error
+	// hfNested is the key under which a config of model_type ModelType
+	// nests the decoder's fields ("": none).
+	hfNested string
+	// hfFixed sets on a config being imported from HF what no HF key says
+	// (nil: nothing).
+	hfFixed func(a *models.Architecture)
 	// names is the tensor-name map for config c and a file that has the
 	// tensors has says (nil: the form strata writes).
 	names func(c *models.Config, has func(string) bool) Names
@@ -72,7 +80,7 @@ type Value struct {
 
 // Param is one row of an architecture's table.
 type Param struct {
-	Key   string // the GGUF metadata key, after "<arch>."
+	Key   string // the GGUF metadata key, after "<arch>." ("": GGUF has none)
 	HF    string // the HF config.json key ("": HF has none)
 	Field string // the model.toml field, or what the value derives from
 	Type  Type
@@ -95,7 +103,17 @@ type Param struct {
 	Check bool
 	// Says is what a mismatch error adds about the config's value.
 	Says string
+	// FromHF imports the row's HF key (and the keys only it reads) into a
+	// config being built, the rows before it already imported; errors go to
+	// r. nil: ImportHF takes nothing from the row (another row reads its
+	// HF key).
+	FromHF func(a *models.Architecture, r *hfReader)
+	// intField is the config field of a row that is one int as it is.
+	intField func(a *models.Architecture) *int
 }
+
+// inGGUF says whether the row has a GGUF key.
+func (p Param) inGGUF() bool { return p.Key != "" }
 
 // ErrUnsupported marks configs an architecture's GGUF cannot hold yet.
 var ErrUnsupported = errors.New("not supported yet")
@@ -134,7 +152,7 @@ func (ar *Arch) Metadata(c *models.Config) ([]gguf.KV, error) {
 	}
 	kv := []gguf.KV{{Key: "general.architecture", Value: ar.GGUF}}
 	for _, p := range ar.Params {
-		if p.When != nil && !p.When(a) {
+		if !p.inGGUF() || p.When != nil && !p.When(a) {
 			continue
 		}
 		v, err := p.Get(a)
@@ -167,6 +185,9 @@ func (ar *Arch) Check(f *gguf.File, c *models.Config) error {
 	a := &c.Architecture
 	var errs []error
 	for _, p := range ar.Params {
+		if !p.inGGUF() {
+			continue
+		}
 		v, ok, err := m.read(p, a)
 		if err != nil {
 			return err
@@ -203,6 +224,9 @@ func (ar *Arch) Config(f *gguf.File) (*models.Config, error) {
 	a := &c.Architecture
 	a.ModelType = ar.ModelType
 	for _, p := range ar.Params {
+		if !p.inGGUF() {
+			continue
+		}
 		v, ok, err := m.read(p, a)
 		if err != nil {
 			return nil, err
@@ -345,10 +369,19 @@ func show(t Type, v Value) string {
 // The constructors of the table's rows.
 
 // field is a param that is one int field of the config, as is.
+// Its HF import reads the HF key as a required integer (hfOr: optional).
 func field(key, hf, name string, ptr func(a *models.Architecture) *int) Param {
-	return Param{Key: key, HF: hf, HFAsIs: true, Field: name, Type: Uint,
+	p := Param{Key: key, HF: hf, HFAsIs: true, Field: name, Type: Uint, intField: ptr,
 		Get: func(a *models.Architecture) (Value, error) { return Value{Int: *ptr(a)}, nil },
 		Set: func(a *models.Architecture, v Value, _ Meta) error { *ptr(a) = v.Int; return nil }}
+	p.FromHF = hfInt(p)
+	return p
+}
+
+// withHF replaces a row's HF import.
+func withHF(p Param, from func(a *models.Architecture, r *hfReader)) Param {
+	p.FromHF = from
+	return p
 }
 
 // headSize is a field that must be positive (other sizes divide by it).
@@ -402,17 +435,14 @@ var (
 	pTimeStepRank = checked(field("ssm.time_step_rank", "linear_num_value_heads", "architecture.linear_attention.num_value_heads", func(a *models.Architecture) *int { return &a.LinearAttention.NumValueHeads }))
 	pGroupCount   = checked(field("ssm.group_count", "linear_num_key_heads", "architecture.linear_attention.num_key_heads", func(a *models.Architecture) *int { return &a.LinearAttention.NumKeyHeads }))
 
-	// head_dim; the rope dimension count below divides by it.
-	pKeyLength = checked(headSize("attention.key_length", "head_dim", "architecture.attention.head_dim", func(a *models.Architecture) *int { return &a.Attention.HeadDim }))
-	// partial_rotary_factor = rope.dimension_count / head_dim.
-	pRopeDim = Param{Key: "rope.dimension_count", HF: "partial_rotary_factor", Field: "architecture.attention.partial_rotary_factor × head_dim", Type: Uint,
-		Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.Attention.RotaryDim()}, nil },
-		Set: func(a *models.Architecture, v Value, _ Meta) error {
-			a.Attention.PartialRotaryFactor = float64(v.Int) / float64(a.Attention.HeadDim)
-			return nil
-		}}
+	// head_dim (HF: hidden_size / num_attention_heads when absent); the
+	// rope dimension count below divides by it.
+	pKeyLength = withHF(checked(headSize("attention.key_length", "head_dim", "architecture.attention.head_dim", func(a *models.Architecture) *int { return &a.Attention.HeadDim })), hfHeadDim)
 	// ssm.inner_size = num_v_heads × head_v_dim, as llama.cpp reads it.
 	pInnerSize = checked(Param{Key: "ssm.inner_size", HF: "linear_value_head_dim", Field: "architecture.linear_attention.value_head_dim × num_value_heads", Type: Uint,
+		FromHF: func(a *models.Architecture, r *hfReader) {
+			a.LinearAttention.ValueHeadDim = r.reqInt("linear_value_head_dim")
+		},
 		Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.LinearAttention.ValueDim()}, nil },
 		Set: func(a *models.Architecture, v Value, m Meta) error {
 			heads, err := m.Int(pTimeStepRank.Key)
@@ -427,11 +457,25 @@ var (
 		}})
 )
 
+// ropeDim is rope.dimension_count: partial_rotary_factor = its value /
+// head_dim. Its HF import reads theta too (hfRope: both may sit in
+// rope_parameters), the factor defaulting to defaultFactor.
+func ropeDim(defaultFactor float64) Param {
+	return Param{Key: "rope.dimension_count", HF: "partial_rotary_factor", Field: "architecture.attention.partial_rotary_factor × head_dim", Type: Uint,
+		FromHF: hfRope(defaultFactor),
+		Get:    func(a *models.Architecture) (Value, error) { return Value{Int: a.Attention.RotaryDim()}, nil },
+		Set: func(a *models.Architecture, v Value, _ Meta) error {
+			a.Attention.PartialRotaryFactor = float64(v.Int) / float64(a.Attention.HeadDim)
+			return nil
+		}}
+}
+
 // floatParam is a float field; exact says whether the config takes the
 // float32 as widened (else as the shortest decimal that reads back as it).
 func floatParam(key, hf, name string, ptr func(a *models.Architecture) *float64, shortest bool) Param {
 	return Param{Key: key, HF: hf, HFAsIs: true, Field: name, Type: Float,
-		Get: func(a *models.Architecture) (Value, error) { return Value{Float: *ptr(a)}, nil },
+		FromHF: func(a *models.Architecture, r *hfReader) { *ptr(a) = r.reqFloat(hf) },
+		Get:    func(a *models.Architecture) (Value, error) { return Value{Float: *ptr(a)}, nil },
 		Set: func(a *models.Architecture, v Value, _ Meta) error {
 			*ptr(a) = v.Float
 			if shortest {
@@ -445,8 +489,9 @@ func rmsEps(shortest bool) Param {
 	return floatParam("attention.layer_norm_rms_epsilon", "rms_norm_eps", "architecture.rms_norm_eps", func(a *models.Architecture) *float64 { return &a.RMSNormEps }, shortest)
 }
 
+// ropeTheta's HF import is ropeDim's.
 func ropeTheta(shortest bool) Param {
-	return floatParam("rope.freq_base", "rope_theta", "architecture.attention.rope_theta", func(a *models.Architecture) *float64 { return &a.Attention.RopeTheta }, shortest)
+	return withHF(floatParam("rope.freq_base", "rope_theta", "architecture.attention.rope_theta", func(a *models.Architecture) *float64 { return &a.Attention.RopeTheta }, shortest), nil)
 }
 
 // fullAttentionInterval is n such that layer i is of kind attention exactly
@@ -465,9 +510,11 @@ func fullAttentionInterval(types []string, attention string) (int, error) {
 }
 
 // pInterval is full_attention_interval over layers of kind attention; set
-// is how a reader takes it (nil: from another key).
-func pInterval(attention string, set func(a *models.Architecture, v Value, m Meta) error) Param {
+// is how a reader takes it (nil: from another key). Its HF import reads
+// layer_types (renamed by rename), or derives them from the interval.
+func pInterval(attention string, set func(a *models.Architecture, v Value, m Meta) error, rename func([]string) []string) Param {
 	return Param{Key: "full_attention_interval", HF: "full_attention_interval", Field: "architecture.layer_types (every n-th " + attention + ")", Type: Uint,
+		FromHF: hfLayerTypes(attention, rename),
 		Get: func(a *models.Architecture) (Value, error) {
 			n, err := fullAttentionInterval(a.LayerTypes, attention)
 			return Value{Int: n}, err
@@ -476,12 +523,14 @@ func pInterval(attention string, set func(a *models.Architecture, v Value, m Met
 }
 
 // pNextN is the MTP depth (llama.cpp's "next-n" layers), written when the
-// model has an MTP head; set nil: a reader does not take it.
-func pNextN(set func(a *models.Architecture, v Value, m Meta) error) Param {
+// model has an MTP head; set nil: a reader does not take it. from is its
+// HF import.
+func pNextN(set func(a *models.Architecture, v Value, m Meta) error, from func(a *models.Architecture, r *hfReader)) Param {
 	return Param{Key: gguf.KeyNextNLayers, HF: "num_nextn_predict_layers", Field: "architecture.mtp.num_layers", Type: Uint, Optional: true,
-		Get:  func(a *models.Architecture) (Value, error) { return Value{Int: a.MTP.NumLayers}, nil },
-		Set:  set,
-		When: func(a *models.Architecture) bool { return a.MTP.NumLayers > 0 }}
+		FromHF: from,
+		Get:    func(a *models.Architecture) (Value, error) { return Value{Int: a.MTP.NumLayers}, nil },
+		Set:    set,
+		When:   func(a *models.Architecture) bool { return a.MTP.NumLayers > 0 }}
 }
 
 // gatedEvery adds to errs what both architectures' keys cannot express:

@@ -129,18 +129,25 @@ func TestQwenNextMetadata(t *testing.T) {
 	}
 }
 
-// Every row of every table names its key, field and getter; keys are
-// unique; the HF keys of the rows that take an HF value as it is name the
-// config field the importer fills from it (checked on the oracles'
-// config.json files).
+// Every row of every table names its field, and a GGUF key with a getter
+// or an HF key with an import (or both); GGUF keys are unique, and so are
+// the HF keys rows import; the HF keys of the rows that take an HF value as
+// it is name the config field the import fills from it (checked on the
+// oracles' config.json files).
 func TestTables(t *testing.T) {
 	for _, ar := range All {
-		seen := map[string]bool{}
+		seen, seenHF := map[string]bool{}, map[string]bool{}
 		for _, p := range ar.Params {
-			if p.Key == "" || p.Field == "" || p.Get == nil || seen[p.Key] {
-				t.Errorf("%s: row %+v: a key, a field and a getter, once each", ar.GGUF, p)
+			gguf, hf := p.Key != "" && p.Get != nil, p.HF != "" && p.FromHF != nil
+			if p.Field == "" || !gguf && !hf || p.Key != "" && seen[p.Key] || hf && seenHF[p.HF] {
+				t.Errorf("%s: row %+v: a field, and a GGUF key and getter or an HF key and import, once each", ar.GGUF, p)
 			}
-			seen[p.Key] = true
+			if p.Key != "" {
+				seen[p.Key] = true
+			}
+			if hf {
+				seenHF[p.HF] = true
+			}
 		}
 	}
 	configs, err := filepath.Glob(filepath.Join("..", "..", "testdata", "oracles", "*", "config.json"))
@@ -153,7 +160,7 @@ func TestTables(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := models.ImportHF(data, models.ImportOptions{Name: oracle})
+		c, err := ImportHF(data, models.ImportOptions{Name: oracle})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +178,7 @@ func TestTables(t *testing.T) {
 			if rp, isMap := hf["rope_parameters"].(map[string]any); !ok && isMap {
 				v, ok = rp[p.HF]
 			}
-			if !p.HFAsIs || !ok {
+			if !p.HFAsIs || !p.inGGUF() || !ok {
 				continue
 			}
 			got, err := p.Get(&c.Architecture)

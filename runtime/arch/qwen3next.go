@@ -19,18 +19,19 @@ import (
 var QwenNext = &Arch{
 	GGUF:      "qwen3next",
 	ModelType: models.TypeQwen3Next,
+	HFTypes:   []string{models.TypeQwen3Next},
 	Params: []Param{
 		pBlockCount,
 		pContext,
 		pHidden,
-		field("feed_forward_length", "intermediate_size", "architecture.moe.dense_intermediate_size", func(a *models.Architecture) *int { return &a.MoE.DenseIntermediateSize }),
+		hfOr(0, field("feed_forward_length", "intermediate_size", "architecture.moe.dense_intermediate_size", func(a *models.Architecture) *int { return &a.MoE.DenseIntermediateSize })),
 		pHeads,
 		pKVHeads,
 		pKeyLength,
 		pValueLength,
 		rmsEps(false),
 		ropeTheta(false),
-		pRopeDim,
+		ropeDim(0.25), // qwen3_next's config default (the generic rotary code's 1.0 never applies to it)
 		pExperts,
 		pExpertsUsed,
 		pExpertFFN,
@@ -56,8 +57,24 @@ var QwenNext = &Arch{
 				}
 			}
 			return nil
-		}),
-		pNextN(nil), // written for the MTP head; llama.cpp's files have none, so a reader keeps none
+		}, nil),
+		// Written for the MTP head; llama.cpp's files have none, so a reader
+		// keeps none. vLLM reads the depth from HF's key; absent means none.
+		pNextN(nil, func(a *models.Architecture, r *hfReader) { a.MTP.NumLayers, _ = r.int("num_nextn_predict_layers") }),
+		// HF only.
+		hfVocab,
+		hfAct,
+		hfTie,
+		hfEOS,
+		hfAttentionBias,
+		hfRopeScaling,
+		hfOnly("norm_topk_prob", "architecture.moe.norm_topk_prob", func(a *models.Architecture, r *hfReader) { a.MoE.NormTopKProb = r.reqBool("norm_topk_prob") }),
+		hfOnlyInt("decoder_sparse_step", "architecture.moe.decoder_sparse_step", func(a *models.Architecture) *int { return &a.MoE.DecoderSparseStep }),
+		hfMLPOnly,
+	},
+	hfFixed: func(a *models.Architecture) {
+		a.Attention.OutputGate = true
+		a.LinearAttention.GateAct = "silu" // fixed in qwen3_next's RMSNormGated
 	},
 	writable: func(a *models.Architecture) []error {
 		var errs []error

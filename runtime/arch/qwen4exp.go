@@ -39,6 +39,10 @@ var NgramKeys = [3]string{"qwen4exp." + keyMultipliers, "qwen4exp." + keyHeadVoc
 var Qwen4Exp = &Arch{
 	GGUF:      "qwen4exp",
 	ModelType: models.TypeQwen4Exp,
+	HFTypes:   []string{models.TypeQwen4Exp, "qwen4_exp_text"},
+	// The multimodal release (model_type qwen4_exp) nests the decoder's
+	// fields in text_config.
+	hfNested: "text_config",
 	Params: []Param{
 		pBlockCount,
 		pContext,
@@ -49,7 +53,7 @@ var Qwen4Exp = &Arch{
 		pValueLength,
 		rmsEps(true),
 		ropeTheta(true),
-		pRopeDim,
+		ropeDim(1.0), // 5.17.0's rotary code default
 		{Key: "rope.dimension_sections", HF: "rope_parameters.mrope_section", Field: "(none: HF's default; for text every section sees the same position, but llama.cpp's loader wants the key)",
 			Type: Int32s, Optional: true,
 			Get: func(*models.Architecture) (Value, error) { return ints([]int{11, 11, 10, 0}), nil }},
@@ -62,14 +66,18 @@ var Qwen4Exp = &Arch{
 		pStateSize,
 		pTimeStepRank,
 		pGroupCount,
-		pInterval(models.LayerSparseAttention, nil), // the layer types come from compress_ratios, which must agree
-		checked(field("hyper_connection.count", "hc_count", "architecture.hyper_connections.count", func(a *models.Architecture) *int { return &a.HyperConnections.Count })),
-		checked(field("hyper_connection.low_rank", "hc_lowrank", "architecture.hyper_connections.low_rank", func(a *models.Architecture) *int { return &a.HyperConnections.LowRank })),
+		pInterval(models.LayerSparseAttention, nil, qwen4LayerTypes), // a reader takes the layer types from compress_ratios, which must agree
+		// The HF defaults below are 5.17.0's (configuration_qwen4_exp.py).
+		hfOr(4, checked(field("hyper_connection.count", "hc_count", "architecture.hyper_connections.count", func(a *models.Architecture) *int { return &a.HyperConnections.Count }))),
+		hfOr(320, checked(field("hyper_connection.low_rank", "hc_lowrank", "architecture.hyper_connections.low_rank", func(a *models.Architecture) *int { return &a.HyperConnections.LowRank }))),
 		checked(field("attention.indexer.head_count", "indexer_n_heads", "architecture.indexer.heads", func(a *models.Architecture) *int { return &a.Indexer.Heads })),
 		checked(headSize("attention.indexer.key_length", "indexer_head_dim", "architecture.indexer.head_dim", func(a *models.Architecture) *int { return &a.Indexer.HeadDim })),
 		checked(field("attention.indexer.top_k", "indexer_budget", "architecture.indexer.budget (in tokens)", func(a *models.Architecture) *int { return &a.Indexer.Budget })),
 		checked(Param{Key: "attention.compress_ratios", HF: "indexer_compress_ratio", Field: "architecture.layer_types and architecture.indexer.compress_ratio", Type: Int32s,
 			Says: "compress_ratio on the sparse-attention layers",
+			FromHF: func(a *models.Architecture, r *hfReader) {
+				a.Indexer.CompressRatio = r.reqInt("indexer_compress_ratio")
+			},
 			Get: func(a *models.Architecture) (Value, error) {
 				r := make([]int, a.NumLayers)
 				for i, t := range a.LayerTypes {
@@ -82,6 +90,13 @@ var Qwen4Exp = &Arch{
 			Set: setCompressRatios}),
 		checked(Param{Key: "ple.layers", HF: "ple_layer_ids", Field: "architecture.ple.layer_ids (0-based here)", Type: Int32s,
 			Says: "0-based ple.layer_ids",
+			FromHF: func(a *models.Architecture, r *hfReader) {
+				ids := r.intList("ple_layer_ids")
+				slices.Sort(ids)
+				if ids = slices.Compact(ids); len(ids) > 0 { // HF sorts and de-duplicates in __post_init__
+					a.PLE.LayerIDs = ids
+				}
+			},
 			Get: func(a *models.Architecture) (Value, error) {
 				var ids []int
 				for _, id := range a.PLE.LayerIDs {
@@ -98,9 +113,9 @@ var Qwen4Exp = &Arch{
 				}
 				return nil
 			}}),
-		ple(checked(field("ple.ngram_size", "ngram_size", "architecture.ple.ngram_size", func(a *models.Architecture) *int { return &a.PLE.NgramSize }))),
-		ple(checked(field("ple.heads_per_ngram", "heads_per_ngram", "architecture.ple.heads_per_ngram", func(a *models.Architecture) *int { return &a.PLE.HeadsPerNgram }))),
-		ple(checked(field("ple.conv_kernel", "ple_conv_kernel_size", "architecture.ple.conv_kernel", func(a *models.Architecture) *int { return &a.PLE.ConvKernel }))),
+		ple(hfOr(3, checked(field("ple.ngram_size", "ngram_size", "architecture.ple.ngram_size", func(a *models.Architecture) *int { return &a.PLE.NgramSize })))),
+		ple(hfOr(8, checked(field("ple.heads_per_ngram", "heads_per_ngram", "architecture.ple.heads_per_ngram", func(a *models.Architecture) *int { return &a.PLE.HeadsPerNgram })))),
+		ple(hfOr(4, checked(field("ple.conv_kernel", "ple_conv_kernel_size", "architecture.ple.conv_kernel", func(a *models.Architecture) *int { return &a.PLE.ConvKernel })))),
 		ple(checked(Param{Key: "ple.eos_token_id", HF: "eos_token_id", Field: "architecture.eos_token_ids[0] (the n-grams reset on it)", Type: Uint,
 			Get: func(a *models.Architecture) (Value, error) {
 				if len(a.EOSTokenIDs) == 0 {
@@ -121,7 +136,8 @@ var Qwen4Exp = &Arch{
 			}})),
 		// One head's row of the table: embed_dim = the row width × the hashed heads.
 		ple(checked(Param{Key: "embedding_length_per_layer_input", HF: "ple_embed_dim", Field: "architecture.ple.embed_dim / the hashed heads", Type: Uint,
-			Get: func(a *models.Architecture) (Value, error) { return Value{Int: a.PLE.RowWidth()}, nil },
+			FromHF: func(a *models.Architecture, r *hfReader) { a.PLE.EmbedDim = r.intOr("ple_embed_dim", a.HiddenSize) },
+			Get:    func(a *models.Architecture) (Value, error) { return Value{Int: a.PLE.RowWidth()}, nil },
 			Set: func(a *models.Architecture, v Value, _ Meta) error {
 				a.PLE.EmbedDim = v.Int * (a.PLE.NgramSize - 1) * a.PLE.HeadsPerNgram
 				return nil
@@ -129,21 +145,62 @@ var Qwen4Exp = &Arch{
 		// The n-gram table's hash parameters, as HF computes them from the
 		// config; a reader recovers the config's from them (ngramParams).
 		ple(Param{Key: keyMultipliers, HF: "seed", Field: "architecture.ple.seed (via ngram.Multipliers)", Type: Uint64s,
+			FromHF: func(a *models.Architecture, r *hfReader) { a.PLE.Seed = r.intOr("seed", 1234) },
 			Get: func(a *models.Architecture) (Value, error) {
 				h, err := ngram.New(a.NgramParams(0))
 				return Value{Ints: h.Multipliers}, err
 			}}),
 		ple(Param{Key: keyHeadVocabSizes, HF: "ngram_vocab_size_base", Field: "architecture.ple.vocab_size_base (via the heads' primes)", Type: Uint64s,
+			FromHF: func(a *models.Architecture, r *hfReader) {
+				a.PLE.VocabSizeBase = r.intOr("ngram_vocab_size_base", 20_000_000)
+			},
 			Get: func(a *models.Architecture) (Value, error) {
 				h, err := ngram.New(a.NgramParams(0))
 				return Value{Ints: h.Primes}, err
 			}}),
 		ple(Param{Key: keyHeadOffsets, HF: "make_ngram_vocab_size_divisible_by", Field: "architecture.ple.vocab_divisible_by (via the table's rows)", Type: Uint64s,
+			FromHF: func(a *models.Architecture, r *hfReader) {
+				a.PLE.VocabDivisibleBy = r.intOr("make_ngram_vocab_size_divisible_by", 128)
+			},
 			Get: func(a *models.Architecture) (Value, error) {
 				h, err := ngram.New(a.NgramParams(0))
 				return Value{Ints: h.Offsets}, err
 			}}),
-		pNextN(func(a *models.Architecture, v Value, _ Meta) error { a.MTP.NumLayers = v.Int; return nil }),
+		pNextN(func(a *models.Architecture, v Value, _ Meta) error { a.MTP.NumLayers = v.Int; return nil },
+			func(a *models.Architecture, r *hfReader) {
+				r.int("num_nextn_predict_layers") // vLLM's key, checked; qwen4_exp's own is mtp_num_hidden_layers
+				a.MTP.NumLayers, _ = r.int("mtp_num_hidden_layers")
+			}),
+		// HF only.
+		hfVocab,
+		hfAct,
+		hfTie,
+		hfEOS,
+		hfAttentionBias,
+		hfRopeScaling,
+		hfOnlyInt("indexer_kv_heads", "architecture.indexer.kv_heads (GGUF: indexer.k_proj's rows)", func(a *models.Architecture) *int { return &a.Indexer.KVHeads }),
+		ple(hfOnly("split_ngram_parts", "architecture.ple.split_parts (a checkpoint's sharding)", func(a *models.Architecture, r *hfReader) {
+			a.PLE.SplitParts = r.intOr("split_ngram_parts", 512)
+		})),
+		// The GDN output gate: hidden_act unless output_gate_type says otherwise.
+		hfOnly("output_gate_type", "architecture.linear_attention.gate_act", func(a *models.Architecture, r *hfReader) {
+			a.LinearAttention.GateAct = a.HiddenAct
+			if g, ok := r.str("output_gate_type"); ok {
+				a.LinearAttention.GateAct = g
+			}
+		}),
+		hfOnly("norm_topk_prob", "architecture.moe.norm_topk_prob", func(a *models.Architecture, r *hfReader) {
+			a.MoE.NormTopKProb = true
+			if b, ok := r.bool("norm_topk_prob"); ok {
+				a.MoE.NormTopKProb = b
+			}
+		}),
+		hfMLPOnly,
+		hfDenseFFN,
+	},
+	hfFixed: func(a *models.Architecture) {
+		a.Attention.OutputGate = true // both families gate the attention output
+		a.MoE.DecoderSparseStep = 1   // every qwen4_exp layer is MoE
 	},
 	Extra: []gguf.KV{{Key: gguf.KeyQwen4ExpNames, Value: uint32(gguf.Qwen4ExpNamesVersion)}},
 	writable: func(a *models.Architecture) []error {
@@ -191,10 +248,37 @@ var Qwen4Exp = &Arch{
 	},
 }
 
-// ple marks a param only a model with a PLE layer has.
+// ple marks a param only a model with a PLE layer has (its HF import too).
 func ple(p Param) Param {
-	p.When = func(a *models.Architecture) bool { return len(a.PLE.LayerIDs) > 0 }
+	has := func(a *models.Architecture) bool { return len(a.PLE.LayerIDs) > 0 }
+	p.When = has
+	if from := p.FromHF; from != nil {
+		p.FromHF = func(a *models.Architecture, r *hfReader) {
+			if has(a) {
+				from(a, r)
+			}
+		}
+	}
 	return p
+}
+
+// qwen4LayerTypes maps the names HF versions used for Qwen3.8-Flash-Next
+// layers onto ours: 5.17.0 rewrites full_attention to qwen_sparse_attention;
+// older configs said deepseek_sparse_attention, and hybrid_indexed for the
+// (linear-attention) PLE layer.
+func qwen4LayerTypes(in []string) []string {
+	out := make([]string, len(in))
+	for i, t := range in {
+		switch t {
+		case models.LayerFullAttention, "deepseek_sparse_attention":
+			out[i] = models.LayerSparseAttention
+		case "hybrid_indexed":
+			out[i] = models.LayerLinearAttention
+		default:
+			out[i] = t
+		}
+	}
+	return out
 }
 
 // setCompressRatios takes the layer types from attention.compress_ratios:

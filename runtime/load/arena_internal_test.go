@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/engine"
 )
 
@@ -17,7 +18,7 @@ func expertSizes(t *testing.T) (int64, int, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := models.ImportHF(data, models.ImportOptions{Name: "tiny-k512"})
+	c, err := arch.ImportHF(data, models.ImportOptions{Name: "tiny-k512"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
@@ -116,7 +117,7 @@ func TestGenerateIntoCacheGGUF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := models.ImportHF(data, models.ImportOptions{Name: "tiny-a"})
+	c, err := arch.ImportHF(data, models.ImportOptions{Name: "tiny-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

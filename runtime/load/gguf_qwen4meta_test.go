@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/format/safetensors"
 	"github.com/strata-llm/strata/runtime/tools/convert"
@@ -57,7 +58,7 @@ func TestGGUFQwen4ExpWithoutConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := models.ImportHF(data, models.ImportOptions{Name: "tiny-go"})
+		c, err := arch.ImportHF(data, models.ImportOptions{Name: "tiny-go"})
 		if err != nil {
 			t.Fatal(err)
 		}

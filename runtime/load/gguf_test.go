@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/format/gguf"
@@ -92,7 +93,7 @@ func convertOracleTo(name, plan, out string) (*convert.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := models.ImportHF(data, models.ImportOptions{Name: name})
+	c, err := arch.ImportHF(data, models.ImportOptions{Name: name})
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func HF(dir string, opt Options) (*models.Config, error) {
 
 // HFConfig is HF for a config.json already read (from cfgPath, named name).
 func HFConfig(name, cfgPath string, configJSON []byte, opt Options) (*models.Config, error) {
-	c, err := models.ImportHF(configJSON, models.ImportOptions{Name: name, Source: cfgPath, ContextLength: opt.Context})
+	c, err := arch.ImportHF(configJSON, models.ImportOptions{Name: name, Source: cfgPath, ContextLength: opt.Context})
 	if err != nil {
 		return nil, err
 	}

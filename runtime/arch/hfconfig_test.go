@@ -1,4 +1,4 @@
-package models
+package arch
 
 import (
 	"encoding/json"
@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/strata-llm/strata/models"
 )
 
 func oracleConfig(t *testing.T, name string) []byte {
 	t.Helper()
-	data, err := os.ReadFile("../testdata/oracles/" + name + "/config.json")
+	data, err := os.ReadFile("../../testdata/oracles/" + name + "/config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func editJSON(t *testing.T, data []byte, edits map[string]any) []byte {
 	return out
 }
 
-var tinyImportOptions = ImportOptions{ContextLength: 256, MaxDecodeRows: 4, PrefillRows: 16}
+var tinyImportOptions = models.ImportOptions{ContextLength: 256, MaxDecodeRows: 4, PrefillRows: 16}
 
 func TestImportHFMatchesCheckedInTinyModels(t *testing.T) {
 	for _, name := range []string{"tiny-a", "tiny-k512"} {
@@ -48,7 +50,7 @@ func TestImportHFMatchesCheckedInTinyModels(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		want, err := Load(name + "/model.toml")
+		want, err := models.Load("../../models/" + name + "/model.toml")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,14 +63,14 @@ func TestImportHFMatchesCheckedInTinyModels(t *testing.T) {
 // The tiny-a values the spec derives (§1), checked independently of the
 // checked-in file.
 func TestImportHFTinyAValues(t *testing.T) {
-	c, err := ImportHF(oracleConfig(t, "tiny-a"), ImportOptions{Name: "tiny-a"})
+	c, err := ImportHF(oracleConfig(t, "tiny-a"), models.ImportOptions{Name: "tiny-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := c.Architecture
 	if a.LinearAttention.ConvDim() != 128 || a.Attention.RotaryDim() != 8 || !a.Attention.OutputGate ||
-		a.LayerTypes[3] != LayerFullAttention || a.LayerTypes[2] != LayerLinearAttention ||
-		c.Quant != (QuantPlan{Trunk: "f32", Experts: "f32", Embeddings: "f32", Head: "f32"}) || a.MoE.DenseIntermediateSize != 128 {
+		a.LayerTypes[3] != models.LayerFullAttention || a.LayerTypes[2] != models.LayerLinearAttention ||
+		c.Quant != (models.QuantPlan{Trunk: "f32", Experts: "f32", Embeddings: "f32", Head: "f32"}) || a.MoE.DenseIntermediateSize != 128 {
 		t.Errorf("unexpected import: %+v", c)
 	}
 	// Option defaults: context min(4096, 32768), 4 decode rows, 64 prefill rows.
@@ -85,12 +87,12 @@ func TestImportHFFallbacks(t *testing.T) {
 		"rope_theta": 1e7, "partial_rotary_factor": 0.5, "dtype": nil, "torch_dtype": "float16",
 		"head_dim": nil, "max_position_embeddings": 100000, "num_nextn_predict_layers": 1,
 	})
-	c, err := ImportHF(old, ImportOptions{Name: "x"})
+	c, err := ImportHF(old, models.ImportOptions{Name: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := c.Architecture
-	wantTypes := []string{LayerLinearAttention, LayerFullAttention, LayerLinearAttention, LayerFullAttention}
+	wantTypes := []string{models.LayerLinearAttention, models.LayerFullAttention, models.LayerLinearAttention, models.LayerFullAttention}
 	if !reflect.DeepEqual(a.LayerTypes, wantTypes) {
 		t.Errorf("layer_types = %v, want %v", a.LayerTypes, wantTypes)
 	}
@@ -109,19 +111,19 @@ func TestImportHFFallbacks(t *testing.T) {
 		"layer_types": nil, "rope_parameters": nil, "partial_rotary_factor": nil, "dtype": nil,
 		"intermediate_size": nil, "mlp_only_layers": nil,
 	})
-	c, err = ImportHF(bare, ImportOptions{Name: "x"})
+	c, err = ImportHF(bare, models.ImportOptions{Name: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a = c.Architecture
 	if a.Attention.RopeTheta != 10000 || a.Attention.PartialRotaryFactor != 0.25 || c.Quant.Experts != "bf16" ||
-		a.LayerTypes[3] != LayerFullAttention || a.MoE.DenseIntermediateSize != 0 || a.MoE.MLPOnlyLayers != nil {
+		a.LayerTypes[3] != models.LayerFullAttention || a.MoE.DenseIntermediateSize != 0 || a.MoE.MLPOnlyLayers != nil {
 		t.Errorf("defaults: %+v quant %+v", a, c.Quant)
 	}
 
 	// rope_parameters wins over the top level.
 	both := editJSON(t, base, map[string]any{"rope_theta": 5.0, "partial_rotary_factor": 1.0})
-	c, err = ImportHF(both, ImportOptions{Name: "x"})
+	c, err = ImportHF(both, models.ImportOptions{Name: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,13 +162,13 @@ func TestImportHFErrors(t *testing.T) {
 	}
 
 	// Several problems are reported together.
-	_, err := ImportHF(editJSON(t, base, map[string]any{"hidden_size": nil, "num_experts_per_tok": nil}), ImportOptions{Name: "x"})
+	_, err := ImportHF(editJSON(t, base, map[string]any{"hidden_size": nil, "num_experts_per_tok": nil}), models.ImportOptions{Name: "x"})
 	if err == nil || !strings.Contains(err.Error(), "hidden_size: missing") || !strings.Contains(err.Error(), "num_experts_per_tok: missing") {
 		t.Errorf("err = %v", err)
 	}
 
 	for _, bad := range []string{"", "[1, 2]", "null", "{", `{"model_type": "qwen3_next"} trailing`} {
-		_, err := ImportHF([]byte(bad), ImportOptions{Name: "x"})
+		_, err := ImportHF([]byte(bad), models.ImportOptions{Name: "x"})
 		if err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -176,7 +178,7 @@ func TestImportHFErrors(t *testing.T) {
 func TestImportHFNullIsAbsent(t *testing.T) {
 	// HF writes null for unset optional values; head_dim null means the fallback.
 	data := []byte(strings.Replace(string(oracleConfig(t, "tiny-a")), `"head_dim": 32`, `"head_dim": null`, 1))
-	c, err := ImportHF(data, ImportOptions{Name: "x"})
+	c, err := ImportHF(data, models.ImportOptions{Name: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +189,7 @@ func TestImportHFNullIsAbsent(t *testing.T) {
 
 func FuzzImportHF(f *testing.F) {
 	for _, name := range []string{"tiny-a", "tiny-k512"} {
-		data, err := os.ReadFile("../testdata/oracles/" + name + "/config.json")
+		data, err := os.ReadFile("../../testdata/oracles/" + name + "/config.json")
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -195,7 +197,7 @@ func FuzzImportHF(f *testing.F) {
 	}
 	f.Add([]byte(`{"model_type": "qwen3_next", "num_hidden_layers": 1e12}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ImportHF(data, ImportOptions{Name: "fuzz"})
+		c, err := ImportHF(data, models.ImportOptions{Name: "fuzz"})
 		if err == nil {
 			if verr := c.Validate(); verr != nil {
 				t.Fatalf("ImportHF returned an invalid config: %v", verr)
