@@ -348,6 +348,9 @@ func printRunStats(stderr io.Writer, l *load.Loaded, gguf bool, st *engine.SpecS
 // openModel opens the HF checkpoint directory hf, the GGUF file ggufPath,
 // or (neither given) the embedded default model.
 func openModel(hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
+	if opt.Generate == nil {
+		opt.Generate = generate
+	}
 	switch {
 	case hf != "":
 		return load.HF(hf, opt)

@@ -45,7 +45,7 @@ func (opt Options) backend(a *artifact.Artifact) (backend.Backend, error) {
 			b, err = metal.Open(k, opt.Metal)
 		} else {
 			var rec *metal.Recorder
-			if rec, err = emulatedMetalDevice(a, opt.MSLEmu); err == nil {
+			if rec, err = EmulatedMetal(a, opt.MSLEmu); err == nil {
 				b, err = metal.New(rec, k, opt.Metal)
 			}
 		}
@@ -59,12 +59,13 @@ func (opt Options) backend(a *artifact.Artifact) (backend.Backend, error) {
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", opt.Backend, Backends)
 }
 
-// emulatedMetalDevice is a recording Metal device whose GPU runs each
-// dispatch it reaches with the MSL emulator, under the constants, bindings
-// and grid the Metal backend encoded. Its library declares each function's
-// constants as Metal's reflection would, so the backend's load-time check
-// runs too.
-func emulatedMetalDevice(m *artifact.Artifact, opt mslemu.Options) (*metal.Recorder, error) {
+// EmulatedMetal is a recording Metal device whose GPU runs each dispatch
+// it reaches with the MSL emulator, under the constants, bindings and grid
+// the Metal backend encoded (BackendMetalEmu's device; exported for the
+// metal backend's tests, which mutate what it executes). Its library
+// declares each function's constants as Metal's reflection would, so the
+// backend's load-time check runs too.
+func EmulatedMetal(m *artifact.Artifact, opt mslemu.Options) (*metal.Recorder, error) {
 	if opt.Sanitize != mslemu.NoSanitizer {
 		return nil, fmt.Errorf("backend %s runs the kernels in process: no sanitizer (use --backend mslemu)", BackendMetalEmu)
 	}

@@ -88,6 +88,12 @@ type Options struct {
 	// (--artifacts): each an artifact folder or a folder of them. The
 	// compiled-in artifacts and the one beside the model are looked at too.
 	Artifacts []string
+	// Generate, when set, makes the artifact of a config for which none is
+	// found exactly (after the folders and the compiled-in ones). Only
+	// programs that link the generator set it (the tests, through
+	// gentest.Generate); strata never does, and says which command to run
+	// instead.
+	Generate func(*models.Config) (*artifact.Artifact, error)
 }
 
 // resolveOptions are the options that change the graphs.
