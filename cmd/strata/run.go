@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/backend/cuda"
 	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
@@ -143,7 +142,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		gopt.OnLogits = dump.add
 	}
 	s := l.Model.NewSession()
-	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, m.backend, cpu.Threads())
+	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, m.backend, l.Threads)
 	if txt.isText() {
 		txt.label = label
 		return txt.run(l, s, gopt, loaded, stdout, stderr)

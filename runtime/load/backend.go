@@ -28,11 +28,12 @@ const (
 var Backends = []string{BackendCPU, BackendMSLEmu, BackendMetal, BackendMetalEmu, BackendCUDA}
 
 // backend is the engine backend opt asks for, running artifact a: cpu takes
-// only its graphs (at load), the others its kernels.metal and metadata.
-func (opt Options) backend(a *artifact.Artifact) (backend.Backend, error) {
+// only its graphs (at load), its kernels on threads goroutines; the others
+// take its kernels.metal and metadata.
+func (opt Options) backend(a *artifact.Artifact, threads int) (backend.Backend, error) {
 	switch opt.Backend {
 	case "", BackendCPU:
-		return cpu.Backend, nil
+		return cpu.New(threads), nil
 	case BackendMSLEmu:
 		return mslemu.New(a, opt.MSLEmu)
 	case BackendMetal, BackendMetalEmu:
