@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/models"
@@ -26,7 +27,8 @@ import (
 const Module = "github.com/strata-llm/strata"
 
 // CacheEnv names the cache folder; "off" keeps every artifact in memory.
-// Unset, the cache is os.UserCacheDir()/strata/gentest.
+// Unset, the cache is os.UserCacheDir()/strata/gentest. Folders of other
+// generator sources unused for a week are removed.
 const CacheEnv = "STRATA_GENTEST_CACHE"
 
 // cached is the artifact of c (whose key is key): read from the disk
@@ -88,8 +90,33 @@ func cacheDir() (string, error) {
 			return
 		}
 		where.dir = filepath.Join(base, h)
+		prune(base, h, time.Now().Add(-staleAfter))
 	})
 	return where.dir, where.err
+}
+
+// staleAfter is how long a folder of another generator's artifacts (an
+// older tree's, another worktree's) stays after its last use.
+const staleAfter = 7 * 24 * time.Hour
+
+// prune removes the folders of base but keep not used since before; keep
+// is marked used now. Failures are ignored: pruning only saves space.
+func prune(base, keep string, before time.Time) {
+	now := time.Now()
+	_ = os.MkdirAll(filepath.Join(base, keep), 0o755)
+	_ = os.Chtimes(filepath.Join(base, keep), now, now)
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == keep {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.ModTime().Before(before) {
+			os.RemoveAll(filepath.Join(base, e.Name()))
+		}
+	}
 }
 
 // ModuleRoot is the folder of the strata module's go.mod, found from the
@@ -129,6 +156,25 @@ func modulePath(gomod []byte) string {
 // templates, models/quant's tables). A package the generator comes to
 // import is found by the same walk, so no list needs keeping.
 func SourcesHash(root string) (string, error) {
+	names, err := sourceFiles(root)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(name)))
+		if err != nil && !(name == "go.sum" && errors.Is(err, fs.ErrNotExist)) {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// sourceFiles are the files SourcesHash hashes, slash-separated paths
+// relative to root, sorted.
+func sourceFiles(root string) ([]string, error) {
 	files := map[string]bool{"go.sum": true}
 	seen := map[string]bool{}
 	queue := []string{"gen"}
@@ -141,7 +187,7 @@ func SourcesHash(root string) (string, error) {
 		seen[pkg] = true
 		imports, err := packageFiles(root, pkg, files)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		queue = append(queue, imports...)
 	}
@@ -150,16 +196,7 @@ func SourcesHash(root string) (string, error) {
 		names = append(names, f)
 	}
 	slices.Sort(names)
-	h := sha256.New()
-	for _, name := range names {
-		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(name)))
-		if err != nil && !(name == "go.sum" && errors.Is(err, fs.ErrNotExist)) {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
+	return names, nil
 }
 
 // packageFiles adds the non-test Go files of package pkg (a folder of the

@@ -3,9 +3,11 @@ package gentest
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The hash covers gen, what it imports (found by walking the imports, not
@@ -82,6 +84,59 @@ func TestStoreRaces(t *testing.T) {
 	for _, e := range left {
 		if strings.HasPrefix(e.Name(), ".tmp-") {
 			t.Errorf("temporary folder %s left behind", e.Name())
+		}
+	}
+}
+
+// On this module the walk reaches what the generator is made of: its
+// packages (graph, artifact, models, models/quant, templates/msl), the
+// MSL templates and the quant tables they embed, and nothing of the
+// runtime or any test file.
+func TestSourcesOfThisGenerator(t *testing.T) {
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := sourceFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(prefix, suffix string) bool {
+		return slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(f, prefix) && strings.HasSuffix(f, suffix) })
+	}
+	for _, want := range [][2]string{{"gen/", ".go"}, {"graph/", ".go"}, {"artifact/", ".go"}, {"models/", ".go"},
+		{"models/quant/", ".go"}, {"models/quant/", ".json"}, {"models/", "/model.toml"}, {"templates/msl/", ".metal.tmpl"},
+		{"templates/msl/formats/", ".metal.tmpl"}, {"go.sum", ""}} {
+		if !has(want[0], want[1]) {
+			t.Errorf("no %s…%s among the generator's %d files", want[0], want[1], len(files))
+		}
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") || strings.HasPrefix(f, "runtime/") || strings.HasPrefix(f, "cmd/") {
+			t.Errorf("%s is hashed: not the generator's", f)
+		}
+	}
+}
+
+// A folder of other generator sources unused for longer than staleAfter
+// goes; a recent one and the one in use stay.
+func TestPruneStale(t *testing.T) {
+	base := t.TempDir()
+	for _, d := range []string{"old", "recent", "mine"} {
+		if err := os.Mkdir(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * staleAfter)
+	for _, d := range []string{"old", "mine"} {
+		if err := os.Chtimes(filepath.Join(base, d), long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prune(base, "mine", time.Now().Add(-staleAfter))
+	for d, want := range map[string]bool{"old": false, "recent": true, "mine": true} {
+		if _, err := os.Stat(filepath.Join(base, d)); (err == nil) != want {
+			t.Errorf("%s: present %v, want %v", d, err == nil, want)
 		}
 	}
 }
