@@ -4,6 +4,7 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/strata-llm/strata/internal/reftensor"
 	"github.com/strata-llm/strata/runtime/engine"
@@ -94,6 +95,7 @@ func CheckTinyGo(t *testing.T, opt load.Options, window int) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	start := time.Now()
 	trunk, mtp, err := l.Model.TeacherForced(ref.Tokens, window)
 	if err != nil {
 		t.Fatal(err)
@@ -101,12 +103,16 @@ func CheckTinyGo(t *testing.T, opt load.Options, window int) {
 	w1 := CheckAbs(t, "tokens", Pick(trunk, ref.Positions), ref.Logits, ref.Positions, TinyGoAbsTol)
 	w2 := CheckAbs(t, "mtp", Pick(mtp, ref.MTPPosition), ref.MTPLogits, ref.MTPPosition, TinyGoAbsTol)
 
+	forward := time.Since(start)
+	start = time.Now()
 	gl, _, err := l.Model.TeacherForced(ref.Greedy, window)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w3 := CheckAbs(t, "greedy_tokens", gl, ref.GreedyLogits, Iota(len(ref.Greedy)), TinyGoAbsTol)
 
+	greedy := time.Since(start)
+	start = time.Now()
 	const prompt = 16
 	got, err := l.Model.NewSession().Generate(ref.Greedy[:prompt], len(ref.Greedy)-prompt, engine.GenerateOptions{PrefillRows: prompt})
 	if err != nil {
@@ -117,5 +123,6 @@ func CheckTinyGo(t *testing.T, opt load.Options, window int) {
 			t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:])
 		}
 	}
-	t.Logf("worst |logit − reference|: tokens %.3g, mtp %.3g, greedy %.3g; greedy path equal (%d tokens)", w1, w2, w3, len(got))
+	t.Logf("worst |logit − reference|: tokens %.3g, mtp %.3g, greedy %.3g; greedy path equal (%d tokens); %d-token forward %v, greedy forward %v, decode %v",
+		w1, w2, w3, len(got), len(ref.Tokens), forward.Round(time.Millisecond), greedy.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }

@@ -20,9 +20,10 @@ import (
 	"github.com/strata-llm/strata/runtime/load"
 )
 
-// These tests need an NVIDIA GPU with its driver and NVRTC; CI has none and
-// skips them (runtime/backend/cuda's own tests check the prelude and the wrapper
-// without a GPU). docs/cuda.md says how they were run on the H200.
+// The CUDA backend's end-to-end suite. These tests need an NVIDIA GPU with
+// its driver and NVRTC; CI has none and skips them (program_test.go and
+// source_test.go check the prelude and the wrapper without a GPU).
+// docs/cuda.md says how they were run on the H200 (testdata/h200.sh).
 
 func requireCUDA(t testing.TB) {
 	t.Helper()
@@ -88,7 +89,7 @@ func TestCUDABackendOracles(t *testing.T) {
 
 // TestCUDATinyGo: the trained default model through the generated MSL on the
 // GPU, directly and replayed from CUDA graphs, reproduces HF's float64
-// trunk and MTP logits and greedy path (checkTinyGo's bounds).
+// trunk and MTP logits and greedy path (e2e.CheckTinyGo's bounds).
 func TestCUDATinyGo(t *testing.T) {
 	for _, replay := range []bool{false, true} {
 		t.Run(map[bool]string{false: "direct", true: "replay"}[replay], func(t *testing.T) {
