@@ -77,7 +77,7 @@ func under(pkg string, roots ...string) bool {
 
 // testHelper packages serve tests only: no other code may import them.
 func testHelper(pkg string) bool {
-	return under(pkg, "internal/gentest", "internal/reftensor", "internal/bytemodel", "internal/asmcheck")
+	return under(pkg, "internal/gentest", "internal/e2e", "internal/reftensor", "internal/bytemodel", "internal/asmcheck")
 }
 
 // leaf packages depend on nothing of strata's but other leaves.
@@ -192,7 +192,7 @@ func TestImportRulesRefuse(t *testing.T) {
 	for _, e := range [][2]string{{"runtime/engine", "gen"}, {"runtime/load", "templates/msl"}, {"models", "runtime/format/gguf"},
 		{"generated/tiny-go", "graph"}, {"cmd/strata", "gen"}, {"runtime/backend/cpu", "generated/tiny-go"}, {"graph", "models"},
 		{"artifact", "runtime/format/gguf"}, {"cmd/stratagen", "runtime/load"}, {"runtime/engine", "internal/gentest"},
-		{"cmd/strata", "internal/reftensor"}, {"internal/outfile", "runtime/format/gguf"},
+		{"cmd/strata", "internal/reftensor"}, {"runtime/backend/cuda", "internal/e2e"}, {"internal/outfile", "runtime/format/gguf"},
 		{"runtime/engine", "runtime/backend/cpu"}, {"runtime/backend/cpu", "runtime/engine"}, {"runtime/backend/cuda", "runtime/backend/mslemu"},
 		{"runtime/backend", "runtime/engine"}, {"runtime/format/gguf", "runtime/weights"}, {"runtime/serve", "runtime/load"},
 		{"runtime/engine/sample", "runtime/engine"}, {"runtime/text/chat", "runtime/engine"},

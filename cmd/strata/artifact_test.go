@@ -9,20 +9,19 @@ import (
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/internal/gentest"
 	"github.com/strata-llm/strata/runtime/format/gguf"
-	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/resolve"
 )
 
 // The tests synthesize, convert and open models under their own options,
 // for which no artifact is checked in: they generate them in process
 // (strata itself says which stratagen command to run instead).
-func init() { load.Generate = gentest.Generate }
+func init() { generate = gentest.Generate }
 
 // noGenerate turns the in-process generation off, for a test of what a
 // user sees; it returns what turns it on again.
 func noGenerate() func() {
-	load.Generate = nil
-	return func() { load.Generate = gentest.Generate }
+	generate = nil
+	return func() { generate = gentest.Generate }
 }
 
 // stratagenGGUF is stratagen generate --gguf path: the artifact of the

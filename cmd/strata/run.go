@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/backend/cuda"
 	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
@@ -144,7 +143,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		gopt.OnLogits = dump.add
 	}
 	s := l.Model.NewSession()
-	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, m.backend, cpu.Threads())
+	label := fmt.Sprintf("%s, %s backend, %d cpu threads", l.Config.Name, m.backend, l.Threads)
 	if txt.isText() {
 		txt.label = label
 		if err := txt.run(l, s, gopt, loaded, stdout, stderr); err != nil {
@@ -361,6 +360,9 @@ func printRunStats(stderr io.Writer, l *load.Loaded, gguf bool, st *engine.SpecS
 // openModel opens the HF checkpoint directory hf, the GGUF file ggufPath,
 // or (neither given) the embedded default model.
 func openModel(hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
+	if opt.Generate == nil {
+		opt.Generate = generate
+	}
 	switch {
 	case hf != "":
 		return load.HF(hf, opt)

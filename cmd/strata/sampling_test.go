@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 )
 
@@ -188,18 +188,21 @@ func TestGGUFEOS(t *testing.T) {
 	}
 }
 
-// --threads sets the cpu kernels' goroutines; 0 leaves the config's
-// runtime.threads (0 in tiny-a: one per core).
+// --threads sets the cpu kernels' goroutines (the model's cpu backend's,
+// which the timings line names); 0 leaves the config's runtime.threads (0
+// in tiny-a: one per core).
 func TestThreadsFlag(t *testing.T) {
-	defer cpu.SetThreads(0)
-	if _, errText, status := runStrata(t, "run", "--hf", tinyA, "--tokens", "1,2", "-n", "2", "--threads", "3"); status != 0 || cpu.Threads() != 3 {
-		t.Fatalf("--threads 3: status %d, %d threads (%s)", status, cpu.Threads(), errText)
+	for _, tc := range []struct {
+		flags []string
+		want  int
+	}{{[]string{"--threads", "3"}, 3}, {nil, runtime.GOMAXPROCS(0)}} {
+		_, errText, status := runStrata(t, append([]string{"run", "--hf", tinyA, "--tokens", "1,2", "-n", "2"}, tc.flags...)...)
+		if want := fmt.Sprintf("%d cpu threads)", tc.want); status != 0 || !strings.Contains(errText, want) {
+			t.Fatalf("%v: status %d, want %q in the timings: %s", tc.flags, status, want, errText)
+		}
 	}
-	if _, errText, status := runStrata(t, "run", "--hf", tinyA, "--tokens", "1,2", "-n", "2"); status != 0 || cpu.Threads() != runtime.GOMAXPROCS(0) {
-		t.Fatalf("no --threads: status %d, %d threads, want %d (%s)", status, cpu.Threads(), runtime.GOMAXPROCS(0), errText)
-	}
-	if _, errText, status := runStrata(t, "bench", "--hf", tinyA, "-p", "2", "-n", "1", "-r", "1", "--warmup", "0", "--threads", "2"); status != 0 || cpu.Threads() != 2 {
-		t.Fatalf("bench --threads 2: status %d, %d threads (%s)", status, cpu.Threads(), errText)
+	if _, errText, status := runStrata(t, "bench", "--hf", tinyA, "-p", "2", "-n", "1", "-r", "1", "--warmup", "0", "--threads", "2"); status != 0 {
+		t.Fatalf("bench --threads 2: status %d (%s)", status, errText)
 	}
 }
 

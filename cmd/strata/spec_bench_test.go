@@ -82,7 +82,7 @@ func BenchmarkSpeculationStreaming(b *testing.B) {
 		b.Fatalf("pack: %s", stderr)
 	}
 	open := func() *load.Loaded {
-		l, err := load.GGUF(out, load.GGUFOptions{Options: load.Options{PrefillRows: 4, ArenaExperts: 2 * 512 / 5, History: "-"}})
+		l, err := load.GGUF(out, load.GGUFOptions{Options: load.Options{PrefillRows: 4, ArenaExperts: 2 * 512 / 5, History: "-", Generate: generate}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -50,7 +50,7 @@ func BenchmarkStreaming(b *testing.B) {
 		io     string
 	}
 	decode := func(opt load.Options) result {
-		opt.PrefillRows, opt.AllLogits, opt.History = 4, true, "-"
+		opt.PrefillRows, opt.AllLogits, opt.History, opt.Generate = 4, true, "-", generate
 		opt.Stream.Trace = true
 		var packIO interface{ IOPath() string }
 		opt.WrapReader = func(r stream.Reader) stream.Reader {

@@ -1,4 +1,4 @@
-package load
+package load_test
 
 import (
 	"os"

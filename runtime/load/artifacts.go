@@ -21,11 +21,6 @@ const (
 	FromGenerate   = "generated in process"
 )
 
-// Generate, when set, makes the artifact of a config no artifact matches.
-// Only programs that link the generator set it (the tests, through
-// gen.Generate); strata never does, and says which command to run instead.
-var Generate func(c *models.Config) (*artifact.Artifact, error)
-
 // modelFile is what a model was opened from, for finding its artifact and
 // naming the command that generates one.
 type modelFile struct {
@@ -37,7 +32,7 @@ type modelFile struct {
 // findArtifact returns the artifact that serves config c, and c as that
 // artifact runs it. An artifact made for exactly c comes first: from the
 // folders opt.Artifacts names, the folder beside the model, the artifact
-// cache, the compiled-in ones, or Generate. Failing that, one made for the
+// cache, the compiled-in ones, or opt.Generate. Failing that, one made for the
 // same model and formats with a longer context or other window shapes
 // serves too (c takes its context and windows, and opt.Note hears so): a
 // run asking for a context of 512 uses the default model's 4096-token
@@ -108,8 +103,8 @@ func findArtifact(c *models.Config, mf modelFile, opt Options) (*artifact.Artifa
 	if a, ok := artifact.ByKey(key); ok {
 		return a, FromCompiledIn, c, nil
 	}
-	if Generate != nil {
-		a, err := Generate(c)
+	if opt.Generate != nil {
+		a, err := opt.Generate(c)
 		if err != nil {
 			return nil, "", nil, err
 		}

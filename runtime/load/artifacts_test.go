@@ -1,4 +1,4 @@
-package load
+package load_test
 
 import (
 	"os"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/gen"
-	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/resolve"
 )
 
@@ -27,24 +27,22 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := artifact.Lookup(defaultModelName)
+	a, err := artifact.Lookup(load.DefaultModelName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if key != a.Key {
 		t.Fatalf("the default's key %s is not generated/tiny-go's %s: models/tiny-go/model.toml and models/tiny-go/config.json differ", key, a.Key)
 	}
-	defer func(g func(*models.Config) (*artifact.Artifact, error)) { Generate = g }(Generate)
-	Generate = nil
-	l, err := Default(Options{})
+	l, err := load.Default(load.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if l.ArtifactFrom != FromCompiledIn || l.Artifact != a {
+	if l.ArtifactFrom != load.FromCompiledIn || l.Artifact != a {
 		t.Errorf("the default ran the artifact from %q", l.ArtifactFrom)
 	}
-	want, err := l.Model.NewSession().Generate(DefaultPrompt, 6, engine.GenerateOptions{PrefillRows: l.PrefillRows})
+	want, err := l.Model.NewSession().Generate(load.DefaultPrompt, 6, engine.GenerateOptions{PrefillRows: l.PrefillRows})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +50,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	// compiled-in artifact serves (its longer context, its largest shape
 	// that fits), says so, and decodes the same tokens.
 	var notes []string
-	short, err := Default(Options{Context: 1024, PrefillRows: 3, Note: func(s string) { notes = append(notes, s) }})
+	short, err := load.Default(load.Options{Context: 1024, PrefillRows: 3, Note: func(s string) { notes = append(notes, s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +61,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	if len(notes) == 0 || !strings.Contains(notes[0], "stratagen generate --hf models/tiny-go --context 1024 --prefill-rows 3 --out DIR") {
 		t.Errorf("notes %q: want the artifact it ran and the command that makes an exact one", notes)
 	}
-	got, err := short.Model.NewSession().Generate(DefaultPrompt, 6, engine.GenerateOptions{PrefillRows: short.PrefillRows})
+	got, err := short.Model.NewSession().Generate(load.DefaultPrompt, 6, engine.GenerateOptions{PrefillRows: short.PrefillRows})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +70,7 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 	}
 	// Other routing is another artifact: the error says which command
 	// makes it.
-	_, err = Default(Options{MoCE: true, ArenaExperts: 64})
+	_, err = load.Default(load.Options{MoCE: true, ArenaExperts: 64})
 	if err == nil || !strings.Contains(err.Error(), "stratagen generate --hf models/tiny-go --moce --out DIR") || !strings.Contains(err.Error(), "key ") {
 		t.Errorf("no artifact for MoCE: %v", err)
 	}
@@ -82,8 +80,6 @@ func TestDefaultRunsCheckedInArtifact(t *testing.T) {
 // or given with --artifacts is found by its key; a model with none names
 // the command.
 func TestArtifactBesideTheModel(t *testing.T) {
-	defer func(g func(*models.Config) (*artifact.Artifact, error)) { Generate = g }(Generate)
-	Generate = nil
 	dir := t.TempDir()
 	model := filepath.Join(dir, "tiny-a")
 	if err := os.Mkdir(model, 0o755); err != nil {
@@ -98,12 +94,12 @@ func TestArtifactBesideTheModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	opt := Options{PrefillRows: 5, History: "-"}
-	_, err := HF(model, opt)
+	opt := load.Options{PrefillRows: 5, History: "-"}
+	_, err := load.HF(model, opt)
 	if err == nil || !strings.Contains(err.Error(), "run  stratagen generate --hf "+model+" --prefill-rows 5") {
 		t.Fatalf("no artifact: %v", err)
 	}
-	c, err := resolve.HF(model, opt.resolveOptions())
+	c, err := resolve.HF(model, opt.ResolveOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +112,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt.Artifacts = []string{filepath.Dir(elsewhere)} // a folder of artifact folders
-	l, err := HF(model, opt)
+	l, err := load.HF(model, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +124,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	if err := a.Write(artifact.DirFor(false, model)); err != nil {
 		t.Fatal(err)
 	}
-	if l, err = HF(model, opt); err != nil {
+	if l, err = load.HF(model, opt); err != nil {
 		t.Fatal(err)
 	}
 	if l.ArtifactFrom != filepath.Join(model, "artifact") {
@@ -138,7 +134,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	// The artifact beside it is for 5 prefill rows: it serves the config's
 	// 64 too, in its own windows, and says so.
 	var notes []string
-	if l, err = HF(model, Options{History: "-", Note: func(s string) { notes = append(notes, s) }}); err != nil {
+	if l, err = load.HF(model, load.Options{History: "-", Note: func(s string) { notes = append(notes, s) }}); err != nil {
 		t.Fatal(err)
 	}
 	if l.PrefillRows != 5 || len(notes) == 0 || !strings.Contains(notes[0], "prefill rows 64: running the one for") {
@@ -147,7 +143,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	l.Close()
 	// MoCE routing is another key the artifact cannot serve, and the error
 	// says what it found.
-	_, err = HF(model, Options{History: "-", MoCE: true, ArenaExperts: 8})
+	_, err = load.HF(model, load.Options{History: "-", MoCE: true, ArenaExperts: 8})
 	if err == nil || !strings.Contains(err.Error(), "artifacts found that do not match") {
 		t.Errorf("mismatched artifact: %v", err)
 	}
@@ -155,12 +151,12 @@ func TestArtifactBesideTheModel(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(model, "artifact", artifact.ManifestFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = HF(model, opt)
+	_, err = load.HF(model, opt)
 	if err == nil || !strings.Contains(err.Error(), "unusable") || !strings.Contains(err.Error(), "stratagen generate") {
 		t.Errorf("broken artifact: %v", err)
 	}
 	opt.Artifacts = []string{filepath.Dir(elsewhere)}
-	if l, err = HF(model, opt); err != nil {
+	if l, err = load.HF(model, opt); err != nil {
 		t.Errorf("a broken artifact beside the model hid the one in --artifacts: %v", err)
 	} else {
 		l.Close()

@@ -34,16 +34,13 @@ var buildStratagen = sync.OnceValues(func() (string, error) {
 	return exe, nil
 })
 
-// stratagenExe is the built stratagen, with the test binary's in-process
-// generator turned off for the test, so the step under test runs.
+// stratagenExe is the built stratagen (these tests set no in-process
+// Options.Generate, so the step under test runs).
 func stratagenExe(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds cmd/stratagen")
 	}
-	g := Generate
-	Generate = nil
-	t.Cleanup(func() { Generate = g })
 	exe, err := buildStratagen()
 	if err != nil {
 		t.Fatal(err)

@@ -28,11 +28,12 @@ const (
 var Backends = []string{BackendCPU, BackendMSLEmu, BackendMetal, BackendMetalEmu, BackendCUDA}
 
 // backend is the engine backend opt asks for, running artifact a: cpu takes
-// only its graphs (at load), the others its kernels.metal and metadata.
-func (opt Options) backend(a *artifact.Artifact) (backend.Backend, error) {
+// only its graphs (at load), its kernels on threads goroutines; the others
+// take its kernels.metal and metadata.
+func (opt Options) backend(a *artifact.Artifact, threads int) (backend.Backend, error) {
 	switch opt.Backend {
 	case "", BackendCPU:
-		return cpu.Backend, nil
+		return cpu.New(threads), nil
 	case BackendMSLEmu:
 		return mslemu.New(a, opt.MSLEmu)
 	case BackendMetal, BackendMetalEmu:
@@ -45,7 +46,7 @@ func (opt Options) backend(a *artifact.Artifact) (backend.Backend, error) {
 			b, err = metal.Open(k, opt.Metal)
 		} else {
 			var rec *metal.Recorder
-			if rec, err = emulatedMetalDevice(a, opt.MSLEmu); err == nil {
+			if rec, err = EmulatedMetal(a, opt.MSLEmu); err == nil {
 				b, err = metal.New(rec, k, opt.Metal)
 			}
 		}
@@ -59,12 +60,13 @@ func (opt Options) backend(a *artifact.Artifact) (backend.Backend, error) {
 	return nil, fmt.Errorf("unknown backend %q (want one of %v)", opt.Backend, Backends)
 }
 
-// emulatedMetalDevice is a recording Metal device whose GPU runs each
-// dispatch it reaches with the MSL emulator, under the constants, bindings
-// and grid the Metal backend encoded. Its library declares each function's
-// constants as Metal's reflection would, so the backend's load-time check
-// runs too.
-func emulatedMetalDevice(m *artifact.Artifact, opt mslemu.Options) (*metal.Recorder, error) {
+// EmulatedMetal is a recording Metal device whose GPU runs each dispatch
+// it reaches with the MSL emulator, under the constants, bindings and grid
+// the Metal backend encoded (BackendMetalEmu's device; exported for the
+// metal backend's tests, which mutate what it executes). Its library
+// declares each function's constants as Metal's reflection would, so the
+// backend's load-time check runs too.
+func EmulatedMetal(m *artifact.Artifact, opt mslemu.Options) (*metal.Recorder, error) {
 	if opt.Sanitize != mslemu.NoSanitizer {
 		return nil, fmt.Errorf("backend %s runs the kernels in process: no sanitizer (use --backend mslemu)", BackendMetalEmu)
 	}

@@ -1,4 +1,4 @@
-package load
+package load_test
 
 import "github.com/strata-llm/strata/runtime/backend/cpu"
 

@@ -116,5 +116,6 @@ func GGUF(path string, opt GGUFOptions) (*Loaded, error) {
 		keep = true
 		closers = append(closers, f.Close)
 	}
-	return &Loaded{Config: c, Model: m, PrefillRows: rows, ArenaExperts: opt.ArenaExperts, Artifact: a, ArtifactFrom: from, closers: closers}, nil
+	return &Loaded{Config: c, Model: m, PrefillRows: rows, ArenaExperts: opt.ArenaExperts, Artifact: a, ArtifactFrom: from,
+		Threads: cpuThreads(c, opt.Options), closers: closers}, nil
 }

@@ -1,4 +1,4 @@
-package load
+package load_test
 
 import (
 	"os"
@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/format/safetensors"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
 )
@@ -97,7 +99,7 @@ func TestGGUFQwen4ExpWithoutConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			orig := openGGUF(t, path, GGUFOptions{Options: Options{AllLogits: true, PrefillRows: 8}})
+			orig := e2e.GGUF(t, path, load.GGUFOptions{Options: load.Options{AllLogits: true, PrefillRows: 8}})
 			ga, wa := got.Architecture, orig.Config.Architecture
 			if ga.PLE.SplitParts == 0 && wa.PLE.SplitParts != 0 || wa.PLE.SplitParts == 0 && ga.PLE.SplitParts != 0 {
 				t.Errorf("split_parts %d, original %d", ga.PLE.SplitParts, wa.PLE.SplitParts)
@@ -106,11 +108,11 @@ func TestGGUFQwen4ExpWithoutConfig(t *testing.T) {
 			if !reflect.DeepEqual(ga, wa) {
 				t.Errorf("derived architecture\n%+v\nwant\n%+v", ga, wa)
 			}
-			l := openGGUF(t, bare, GGUFOptions{Options: Options{AllLogits: true, PrefillRows: 8}})
+			l := e2e.GGUF(t, bare, load.GGUFOptions{Options: load.Options{AllLogits: true, PrefillRows: 8}})
 			tokens := []int{1, 5, 17, 300, 2, 99, 411, 64}
-			want := runLogits(t, orig, tokens, len(tokens))
-			for i, row := range runLogits(t, l, tokens, len(tokens)) {
-				if d := maxAbs(row, want[i]); d != 0 {
+			want := e2e.RunLogits(t, orig, tokens, len(tokens))
+			for i, row := range e2e.RunLogits(t, l, tokens, len(tokens)) {
+				if d := e2e.MaxAbs(row, want[i]); d != 0 {
 					t.Errorf("position %d: logits differ from the original file's by %.3g", i, d)
 				}
 			}

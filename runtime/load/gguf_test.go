@@ -1,4 +1,4 @@
-package load
+package load_test
 
 import (
 	"bytes"
@@ -11,121 +11,21 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/arch"
 	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/format/pack"
 	"github.com/strata-llm/strata/runtime/format/safetensors"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
 )
-
-// convertOracle converts an oracle checkpoint with a quant plan into a GGUF
-// file under dir, as `strata convert` does. Conversions are deterministic, so
-// each (oracle, plan) is converted once per test binary and copied after
-// (quantizing under the race detector is most of some tests' time).
-func convertOracle(t *testing.T, name, plan, dir string) (string, *convert.Report) {
-	t.Helper()
-	conv, err := converted(name, plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name+".gguf")
-	data, err := os.ReadFile(conv.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(out, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rep := *conv.rep
-	return out, &rep
-}
-
-// conversions caches convertOracle's files for the test binary's life.
-var conversions struct {
-	sync.Mutex
-	dir   string
-	files map[[2]string]*conversion
-}
-
-type conversion struct {
-	once sync.Once
-	path string
-	rep  *convert.Report
-	err  error
-}
-
-func converted(name, plan string) (*conversion, error) {
-	conversions.Lock()
-	if conversions.files == nil {
-		conversions.files = map[[2]string]*conversion{}
-	}
-	if conversions.dir == "" {
-		d, err := os.MkdirTemp("", "strata-conversions-")
-		if err != nil {
-			conversions.Unlock()
-			return nil, err
-		}
-		conversions.dir = d
-	}
-	key := [2]string{name, plan}
-	c := conversions.files[key]
-	if c == nil {
-		c = &conversion{path: filepath.Join(conversions.dir, fmt.Sprintf("%d-%s.gguf", len(conversions.files), name))}
-		conversions.files[key] = c
-	}
-	conversions.Unlock()
-	c.once.Do(func() { c.rep, c.err = convertOracleTo(name, plan, c.path) })
-	return c, c.err
-}
-
-func convertOracleTo(name, plan, out string) (*convert.Report, error) {
-	src := filepath.Join("../../testdata/oracles", name)
-	data, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	c, err := arch.ImportHF(data, models.ImportOptions{Name: name})
-	if err != nil {
-		return nil, err
-	}
-	if c.Quant, err = convert.ParsePlan(c.Quant, plan); err != nil {
-		return nil, err
-	}
-	ck, err := safetensors.OpenDir(src)
-	if err != nil {
-		return nil, err
-	}
-	defer ck.Close()
-	return convert.Write(out, c, weights.NewHF(ck, c), convert.Options{})
-}
-
-func openGGUF(t *testing.T, path string, opt GGUFOptions) *Loaded {
-	t.Helper()
-	l, err := GGUF(path, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-// maxAbs is max |a−b|.
-func maxAbs(a, b []float32) float64 {
-	m := 0.0
-	for i := range b {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
-}
 
 // gap is the reference's margin between its best and second-best logit.
 func gap(ref []float32) float64 {
@@ -184,23 +84,23 @@ func TestGGUFOracles(t *testing.T) {
 	for _, c := range ggufCases {
 		t.Run(c.oracle+"/"+c.plan, func(t *testing.T) {
 			start := time.Now()
-			path, rep := convertOracle(t, c.oracle, c.plan, t.TempDir())
-			ref := ref0(t, c.oracle)
-			opt := Options{AllLogits: true, PrefillRows: len(ref.tokens)}
-			l := openGGUF(t, path, GGUFOptions{Options: opt})
-			got := runLogits(t, l, ref.tokens, len(ref.tokens))
-			greedyLogits := runLogits(t, l, ref.greedy, len(ref.greedy))
+			path, rep := e2e.ConvertOracle(t, c.oracle, c.plan, t.TempDir())
+			ref := e2e.Ref(t, c.oracle)
+			opt := load.Options{AllLogits: true, PrefillRows: len(ref.Tokens)}
+			l := e2e.GGUF(t, path, load.GGUFOptions{Options: opt})
+			got := e2e.RunLogits(t, l, ref.Tokens, len(ref.Tokens))
+			greedyLogits := e2e.RunLogits(t, l, ref.Greedy, len(ref.Greedy))
 			if c.bound == 0 {
-				hf, _ := openOracle(t, c.oracle, opt)
-				want := runLogits(t, hf, ref.tokens, len(ref.tokens))
+				hf, _ := e2e.OpenOracle(t, c.oracle, opt)
+				want := e2e.RunLogits(t, hf, ref.Tokens, len(ref.Tokens))
 				// Again with the routed experts read through the pack.
-				if err := packFile(path); err != nil {
+				if err := e2e.PackFile(path); err != nil {
 					t.Fatal(err)
 				}
-				packed := runLogits(t, openGGUF(t, path, GGUFOptions{Options: opt}), ref.tokens, len(ref.tokens))
+				packed := e2e.RunLogits(t, e2e.GGUF(t, path, load.GGUFOptions{Options: opt}), ref.Tokens, len(ref.Tokens))
 				for i := range want {
 					if !slices.Equal(got[i], want[i]) || !slices.Equal(packed[i], want[i]) {
-						t.Fatalf("position %d: GGUF logits differ from the HF path's (max |d| %.3g, through the pack %.3g)", i, maxAbs(got[i], want[i]), maxAbs(packed[i], want[i]))
+						t.Fatalf("position %d: GGUF logits differ from the HF path's (max |d| %.3g, through the pack %.3g)", i, e2e.MaxAbs(got[i], want[i]), e2e.MaxAbs(packed[i], want[i]))
 					}
 				}
 				t.Logf("%s passthrough (%s): logits equal the HF path's bit for bit, with and without the pack; %v", c.oracle, convert.String(l.Config.Quant), time.Since(start).Round(time.Millisecond))
@@ -208,34 +108,34 @@ func TestGGUFOracles(t *testing.T) {
 			}
 			var worst, sum, worstAbs float64
 			agree, checked := 0, 0
-			for i := range ref.logits {
-				e := relL2(got[i], ref.logits[i])
+			for i := range ref.Logits {
+				e := e2e.RelL2(got[i], ref.Logits[i])
 				worst, sum = math.Max(worst, e), sum+e
-				d := maxAbs(got[i], ref.logits[i])
-				if gap(ref.logits[i]) > 2*d {
+				d := e2e.MaxAbs(got[i], ref.Logits[i])
+				if gap(ref.Logits[i]) > 2*d {
 					checked++
-					if engine.Argmax(got[i]) != engine.Argmax(ref.logits[i]) {
-						t.Errorf("position %d: argmax %d, reference %d, though the margin %.3g exceeds twice the error %.3g", i, engine.Argmax(got[i]), engine.Argmax(ref.logits[i]), gap(ref.logits[i]), d)
+					if engine.Argmax(got[i]) != engine.Argmax(ref.Logits[i]) {
+						t.Errorf("position %d: argmax %d, reference %d, though the margin %.3g exceeds twice the error %.3g", i, engine.Argmax(got[i]), engine.Argmax(ref.Logits[i]), gap(ref.Logits[i]), d)
 					}
 				}
-				if engine.Argmax(got[i]) == engine.Argmax(ref.logits[i]) {
+				if engine.Argmax(got[i]) == engine.Argmax(ref.Logits[i]) {
 					agree++
 				}
 			}
 			for i := range greedyLogits {
-				worstAbs = math.Max(worstAbs, maxAbs(greedyLogits[i], ref.greedyLogits[i]))
+				worstAbs = math.Max(worstAbs, e2e.MaxAbs(greedyLogits[i], ref.GreedyLogits[i]))
 			}
 			if worst > c.bound {
 				t.Errorf("worst relative L2 error %.3g > bound %.3g", worst, c.bound)
 			}
 			margin := referenceMargin(t, c.oracle)
 			s := l.Model.NewSession()
-			out, err := s.Generate(ref.greedy[:16], len(ref.greedy)-16, engine.GenerateOptions{PrefillRows: l.PrefillRows})
+			out, err := s.Generate(ref.Greedy[:16], len(ref.Greedy)-16, engine.GenerateOptions{PrefillRows: l.PrefillRows})
 			if err != nil {
 				t.Fatal(err)
 			}
 			same := 0
-			for same < len(out) && out[same] == ref.greedy[16+same] {
+			for same < len(out) && out[same] == ref.Greedy[16+same] {
 				same++
 			}
 			if worstAbs < margin/2 && same != len(out) {
@@ -246,14 +146,14 @@ func TestGGUFOracles(t *testing.T) {
 			// the f32 kernels.
 			dec := decodedRun(t, path, l.Config, opt)
 			var kernelErr float64
-			for i, r := range runLogits(t, dec, ref.tokens, len(ref.tokens)) {
-				kernelErr = math.Max(kernelErr, relL2(got[i], r))
+			for i, r := range e2e.RunLogits(t, dec, ref.Tokens, len(ref.Tokens)) {
+				kernelErr = math.Max(kernelErr, e2e.RelL2(got[i], r))
 			}
 			if kernelErr > 2e-3 {
 				t.Errorf("quantized kernels vs the decoded weights in f32: relative L2 %.3g > 2e-3", kernelErr)
 			}
 			t.Logf("%s %s: %s of tensors, %d B per expert; weights rel RMS error %v; logits vs float64 reference: worst rel L2 %.3g, mean %.3g; argmax %d/%d (%d checked by margin); greedy: %d/%d tokens (path error %.3g, margin %.3g); vs decoded f32 %.2g; %v",
-				c.oracle, c.plan, sizeOf(rep.Bytes), rep.ExpertBytes, werr, worst, sum/float64(len(ref.logits)), agree, len(ref.logits), checked, same, len(out), worstAbs, margin, kernelErr, time.Since(start).Round(time.Millisecond))
+				c.oracle, c.plan, sizeOf(rep.Bytes), rep.ExpertBytes, werr, worst, sum/float64(len(ref.Logits)), agree, len(ref.Logits), checked, same, len(out), worstAbs, margin, kernelErr, time.Since(start).Round(time.Millisecond))
 		})
 	}
 }
@@ -285,7 +185,7 @@ func (s asPlanned) Read(spec models.TensorSpec, index int, format string, dst []
 
 // decodedRun loads the GGUF at path as the quantized model cfg received its
 // weights, decoded to f32 and run through the f32 kernels.
-func decodedRun(t *testing.T, path string, cfg *models.Config, opt Options) *Loaded {
+func decodedRun(t *testing.T, path string, cfg *models.Config, opt load.Options) *load.Loaded {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -315,7 +215,7 @@ func decodedRun(t *testing.T, path string, cfg *models.Config, opt Options) *Loa
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return &Loaded{Config: &dc, Model: m, PrefillRows: opt.PrefillRows}
+	return &load.Loaded{Config: &dc, Model: m, PrefillRows: opt.PrefillRows}
 }
 
 func fileExists(p string) bool {
@@ -342,20 +242,6 @@ func referenceMargin(t *testing.T, oracle string) float64 {
 
 func sizeOf(n int64) string { return fmt.Sprintf("%.3g MB", float64(n)/1e6) }
 
-// packFile writes path.experts as `strata pack` does.
-func packFile(path string) error {
-	f, err := gguf.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	layers, err := weights.ExpertLayers(f)
-	if err != nil {
-		return err
-	}
-	return pack.Write(pack.Path(path), f, layers, nil)
-}
-
 // tensorInfoAt finds the byte offset of a tensor info's type field in a GGUF
 // header (its offset field follows it).
 func tensorInfoAt(t *testing.T, b []byte, f *gguf.File, name string) int {
@@ -375,7 +261,7 @@ func tensorInfoAt(t *testing.T, b []byte, f *gguf.File, name string) int {
 // errors that say what is wrong.
 func TestGGUFCorrupt(t *testing.T) {
 	dir := t.TempDir()
-	good, _ := convertOracle(t, "tiny-a", "experts=iq2_xs", dir) // iq4_nl experts: 32-element blocks of 18 bytes
+	good, _ := e2e.ConvertOracle(t, "tiny-a", "experts=iq2_xs", dir) // iq4_nl experts: 32-element blocks of 18 bytes
 	orig, err := os.ReadFile(good)
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +304,7 @@ func TestGGUFCorrupt(t *testing.T) {
 		}},
 		{"unknown-type", "ggml type", func(b []byte) []byte { binary.LittleEndian.PutUint32(b[typeAt:], 99); return b }},
 	} {
-		_, err := GGUF(variant(c.name, c.edit), GGUFOptions{})
+		_, err := load.GGUF(variant(c.name, c.edit), load.GGUFOptions{Options: e2e.WithGenerator(load.Options{})})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
 		} else {
@@ -427,7 +313,7 @@ func TestGGUFCorrupt(t *testing.T) {
 	}
 
 	// Packs: written for good, then good changes under them.
-	if err := packFile(good); err != nil {
+	if err := e2e.PackFile(good); err != nil {
 		t.Fatal(err)
 	}
 	packBytes, err := os.ReadFile(pack.Path(good))
@@ -447,7 +333,7 @@ func TestGGUFCorrupt(t *testing.T) {
 	}
 	flip := func(b []byte, at int) []byte { b = slices.Clone(b); b[at] ^= 0x40; return b }
 	// A re-conversion with another plan: everything differs.
-	requant, _ := convertOracle(t, "tiny-a", "experts=q8_0", t.TempDir())
+	requant, _ := e2e.ConvertOracle(t, "tiny-a", "experts=q8_0", t.TempDir())
 	requantBytes, err := os.ReadFile(requant)
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +351,7 @@ func TestGGUFCorrupt(t *testing.T) {
 		{"truncated-pack", "past the end", false, orig, packBytes[:len(packBytes)-pack.PageSize]},
 		{"not-a-pack", "not a strata expert pack", false, orig, append([]byte("NOTAPACK"), packBytes[8:]...)},
 	} {
-		_, err := GGUF(withPack(c.name, c.gg, c.pk), GGUFOptions{})
+		_, err := load.GGUF(withPack(c.name, c.gg, c.pk), load.GGUFOptions{Options: e2e.WithGenerator(load.Options{})})
 		if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, pack.ErrStale) != c.stale {
 			t.Errorf("%s: error %v, want one saying %q (stale %v)", c.name, err, c.want, c.stale)
 		} else {
@@ -645,7 +531,7 @@ func f32Tensor(t *testing.T, f *gguf.File, name string) []float32 {
 // indexer split into q_proj and k_proj, the n-gram shards as one table and
 // the hash parameters as int64 metadata.
 func TestQwen4ExpLayout(t *testing.T) {
-	path, _ := convertOracle(t, "q4-a", "", t.TempDir())
+	path, _ := e2e.ConvertOracle(t, "q4-a", "", t.TempDir())
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -733,7 +619,7 @@ func TestQwen4ExpLayout(t *testing.T) {
 // name map is refused, saying what is wrong.
 func TestQwen4ExpGGUFCorrupt(t *testing.T) {
 	dir := t.TempDir()
-	good, _ := convertOracle(t, "q4-a", "", dir)
+	good, _ := e2e.ConvertOracle(t, "q4-a", "", dir)
 	orig, err := os.ReadFile(good)
 	if err != nil {
 		t.Fatal(err)
@@ -779,7 +665,7 @@ func TestQwen4ExpGGUFCorrupt(t *testing.T) {
 		if err := os.WriteFile(p, c.data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := GGUF(p, GGUFOptions{})
+		_, err := load.GGUF(p, load.GGUFOptions{Options: e2e.WithGenerator(load.Options{})})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
 		} else {
@@ -798,7 +684,7 @@ func TestQwen4ExpGGUFCorrupt(t *testing.T) {
 	}
 	cfg.Architecture.EOSTokenIDs = []int{5}
 	cfg.Architecture.HyperConnections.LowRank = 8
-	_, err = GGUF(good, GGUFOptions{Config: cfg})
+	_, err = load.GGUF(good, load.GGUFOptions{Options: e2e.WithGenerator(load.Options{}), Config: cfg})
 	for _, want := range []string{"qwen4exp.ple.eos_token_id = 3, but the model config says 5", "qwen4exp.hyper_connection.low_rank = 16, but the model config says 8"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("other config: error %v, want one saying %q", err, want)

@@ -1,4 +1,4 @@
-package load
+package load_test
 
 import (
 	"bytes"
@@ -13,10 +13,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/format/safetensors"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
 )
@@ -214,12 +216,12 @@ func decodedCheckpoint(t *testing.T, oracle, dir string) {
 // tensors went through the same formats, within fp32 rounding.
 func TestGGUFLlamaMix(t *testing.T) {
 	dir := t.TempDir()
-	conv, _ := convertOracle(t, "tiny-a", "", dir)
+	conv, _ := e2e.ConvertOracle(t, "tiny-a", "", dir)
 	path := filepath.Join(dir, "mix.gguf")
 	writeMix(t, conv, path, false, nil)
-	ref := ref0(t, "tiny-a")
-	opt := Options{AllLogits: true, PrefillRows: len(ref.tokens)}
-	l := openGGUF(t, path, GGUFOptions{Options: opt})
+	ref := e2e.Ref(t, "tiny-a")
+	opt := load.Options{AllLogits: true, PrefillRows: len(ref.Tokens)}
+	l := e2e.GGUF(t, path, load.GGUFOptions{Options: opt})
 
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -285,10 +287,10 @@ func TestGGUFLlamaMix(t *testing.T) {
 		t.Errorf("nothing in place: %+v", st)
 	}
 	table := l.WeightTable()
-	if got := classFormats(table, models.ClassExperts); !slices.Equal(got, []string{"iq4_nl", "q8_0"}) {
+	if got := load.ClassFormats(table, models.ClassExperts); !slices.Equal(got, []string{"iq4_nl", "q8_0"}) {
 		t.Errorf("experts run as %v, want iq4_nl and q8_0", got)
 	}
-	if got := classFormats(table, models.ClassRouter); !slices.Equal(got, []string{"f16"}) {
+	if got := load.ClassFormats(table, models.ClassRouter); !slices.Equal(got, []string{"f16"}) {
 		t.Errorf("routers run as %v, want f16", got)
 	}
 	for _, cw := range table {
@@ -308,17 +310,17 @@ func TestGGUFLlamaMix(t *testing.T) {
 		t.Fatal(err)
 	}
 	decodedCheckpoint(t, "tiny-a", refDir)
-	hf, err := HF(refDir, opt)
+	hf, err := load.HF(refDir, e2e.WithGenerator(opt))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hf.Close()
-	want := runLogits(t, hf, ref.tokens, len(ref.tokens))
-	got := runLogits(t, l, ref.tokens, len(ref.tokens))
+	want := e2e.RunLogits(t, hf, ref.Tokens, len(ref.Tokens))
+	got := e2e.RunLogits(t, l, ref.Tokens, len(ref.Tokens))
 	var worst, fromOriginal float64
 	for i := range want {
-		worst = max(worst, relL2(got[i], want[i]))
-		fromOriginal = max(fromOriginal, relL2(want[i], ref.logits[i]))
+		worst = max(worst, e2e.RelL2(got[i], want[i]))
+		fromOriginal = max(fromOriginal, e2e.RelL2(want[i], ref.Logits[i]))
 	}
 	if worst > 1e-5 {
 		t.Errorf("logits vs the decoded HF checkpoint: worst relative L2 %.3g > 1e-5", worst)
@@ -331,38 +333,38 @@ func TestGGUFLlamaMix(t *testing.T) {
 	// only: the metadata's rms epsilon is a float32, the config's 1e-6.)
 	stale := filepath.Join(dir, "stale.gguf")
 	writeMix(t, conv, stale, true, nil)
-	ls := openGGUF(t, stale, GGUFOptions{Options: opt})
+	ls := e2e.GGUF(t, stale, load.GGUFOptions{Options: opt})
 	if a, b := ls.Config.Quant.Tensors.ByName, l.Config.Quant.Tensors.ByName; !maps.Equal(a, b) {
 		t.Errorf("with the source's strata.config the roles run as %v, from the tensors %v", a, b)
 	}
-	for i, row := range runLogits(t, ls, ref.tokens, len(ref.tokens)) {
-		if e := relL2(row, want[i]); e > 1e-5 {
+	for i, row := range e2e.RunLogits(t, ls, ref.Tokens, len(ref.Tokens)) {
+		if e := e2e.RelL2(row, want[i]); e > 1e-5 {
 			t.Fatalf("with the source's strata.config, position %d: relative L2 %.3g from the decoded HF checkpoint's", i, e)
 		}
 	}
 	// The generated MSL (run on the CPU) decodes each tensor in its own
 	// format too: per-tensor kernels, q8_0 and iq4_nl in one class.
 	t.Run("mslemu", func(t *testing.T) {
-		requireEmulator(t)
+		e2e.RequireEmulator(t)
 		mopt := opt
-		mopt.Backend = BackendMSLEmu
-		lm := openGGUF(t, path, GGUFOptions{Options: mopt})
-		for i, row := range runLogits(t, lm, ref.tokens, len(ref.tokens)) {
-			if e := relL2(row, want[i]); e > 1e-5 {
+		mopt.Backend = load.BackendMSLEmu
+		lm := e2e.GGUF(t, path, load.GGUFOptions{Options: mopt})
+		for i, row := range e2e.RunLogits(t, lm, ref.Tokens, len(ref.Tokens)) {
+			if e := e2e.RelL2(row, want[i]); e > 1e-5 {
 				t.Fatalf("mslemu, position %d: relative L2 %.3g from the decoded HF checkpoint's", i, e)
 			}
 		}
 	})
-	t.Logf("logits vs decoded HF: worst rel L2 %.3g (the mix moves them %.3g from the f32 model's); %d B in place\n%s", worst, fromOriginal, l.Model.Weights().InPlace, FormatWeightTable(table, false))
+	t.Logf("logits vs decoded HF: worst rel L2 %.3g (the mix moves them %.3g from the f32 model's); %d B in place\n%s", worst, fromOriginal, l.Model.Weights().InPlace, load.FormatWeightTable(table, false))
 }
 
 // A tensor of a ggml type strata has no decoder for is refused by name.
 func TestGGUFUnsupportedType(t *testing.T) {
 	dir := t.TempDir()
-	conv, _ := convertOracle(t, "tiny-a", "", dir)
+	conv, _ := e2e.ConvertOracle(t, "tiny-a", "", dir)
 	path := filepath.Join(dir, "q8_1.gguf")
 	writeMix(t, conv, path, false, map[string]int{"blk.1.ffn_down_exps.weight": 9}) // q8_1: ggml's activation type
-	_, err := GGUF(path, GGUFOptions{})
+	_, err := load.GGUF(path, load.GGUFOptions{Options: e2e.WithGenerator(load.Options{})})
 	want := "tensor blk.1.ffn_down_exps.weight is ggml type q8_1 (9), which strata cannot decode"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want an error containing %q", err, want)
@@ -372,7 +374,7 @@ func TestGGUFUnsupportedType(t *testing.T) {
 // strata convert keeps the routers in f16 under a quantized trunk (as
 // llama.cpp's mixes keep ffn_gate_inp) and the small tensors in f32.
 func TestConvertRouterF16(t *testing.T) {
-	path, _ := convertOracle(t, "tiny-a", "trunk=q8_0", t.TempDir())
+	path, _ := e2e.ConvertOracle(t, "tiny-a", "trunk=q8_0", t.TempDir())
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -398,11 +400,11 @@ func TestConvertRouterF16(t *testing.T) {
 // strata.config, named name; it returns the folder and the file.
 func wideRandomGGUF(t *testing.T, name string) (dir, src string) {
 	t.Helper()
-	data, err := os.ReadFile("../../models/tiny-a/model.toml")
+	data, err := os.ReadFile(e2e.Path("models", "tiny-a", "model.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := models.Parse(data, "../../models/tiny-a/model.toml")
+	c, err := models.Parse(data, e2e.Path("models", "tiny-a", "model.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,20 +466,20 @@ func TestGGUFKQuantMix(t *testing.T) {
 	writeMixRule(t, src, mix, false, nil, rule)
 	dec := decodedTwin(t, mix, rule)
 	tokens := []int{5, 17, 300, 2, 99, 411, 64, 7, 250, 128, 33, 1}
-	opt := Options{AllLogits: true, PrefillRows: 4}
-	l := openGGUF(t, mix, GGUFOptions{Options: opt})
-	if got := classFormats(l.WeightTable(), models.ClassExperts); !slices.Equal(got, []string{"q4_k", "q6_k"}) {
+	opt := load.Options{AllLogits: true, PrefillRows: 4}
+	l := e2e.GGUF(t, mix, load.GGUFOptions{Options: opt})
+	if got := load.ClassFormats(l.WeightTable(), models.ClassExperts); !slices.Equal(got, []string{"q4_k", "q6_k"}) {
 		t.Fatalf("experts run as %v, want q4_k and q6_k", got)
 	}
-	want := runLogits(t, openGGUF(t, dec, GGUFOptions{Options: opt}), tokens, 4)
-	got := runLogits(t, l, tokens, 4)
-	if err := packFile(mix); err != nil {
+	want := e2e.RunLogits(t, e2e.GGUF(t, dec, load.GGUFOptions{Options: opt}), tokens, 4)
+	got := e2e.RunLogits(t, l, tokens, 4)
+	if err := e2e.PackFile(mix); err != nil {
 		t.Fatal(err)
 	}
 	sopt := opt
 	sopt.ArenaExperts, sopt.History = 20, "-" // of 64
-	streamed := runLogits(t, openGGUF(t, mix, GGUFOptions{Options: sopt}), tokens, 4)
-	orig := runLogits(t, openGGUF(t, src, GGUFOptions{Options: opt}), tokens, 4)
+	streamed := e2e.RunLogits(t, e2e.GGUF(t, mix, load.GGUFOptions{Options: sopt}), tokens, 4)
+	orig := e2e.RunLogits(t, e2e.GGUF(t, src, load.GGUFOptions{Options: opt}), tokens, 4)
 	var worst, moved float64
 	for i := range want {
 		for _, x := range want[i] {
@@ -485,10 +487,10 @@ func TestGGUFKQuantMix(t *testing.T) {
 				t.Fatalf("position %d: reference logit %v", i, x)
 			}
 		}
-		worst = max(worst, relL2(got[i], want[i]))
-		moved = max(moved, relL2(orig[i], want[i]))
+		worst = max(worst, e2e.RelL2(got[i], want[i]))
+		moved = max(moved, e2e.RelL2(orig[i], want[i]))
 		if !slices.Equal(streamed[i], got[i]) {
-			t.Fatalf("position %d: streamed through the pack, logits differ from the resident run's (max |d| %.3g)", i, maxAbs(streamed[i], got[i]))
+			t.Fatalf("position %d: streamed through the pack, logits differ from the resident run's (max |d| %.3g)", i, e2e.MaxAbs(streamed[i], got[i]))
 		}
 	}
 	if worst > 1e-5 || math.IsNaN(worst) {
@@ -497,7 +499,7 @@ func TestGGUFKQuantMix(t *testing.T) {
 	if moved < 1e-3 {
 		t.Errorf("the mix moves the logits only %.3g from the f32 model's: the comparison would not see a wrong format", moved)
 	}
-	t.Logf("k-quant mix: logits vs the f32-decoded file: worst rel L2 %.3g (the mix moves them %.3g from the f32 model's); streamed = resident\n%s", worst, moved, FormatWeightTable(l.WeightTable(), false))
+	t.Logf("k-quant mix: logits vs the f32-decoded file: worst rel L2 %.3g (the mix moves them %.3g from the f32 model's); streamed = resident\n%s", worst, moved, load.FormatWeightTable(l.WeightTable(), false))
 }
 
 // The config derived from a qwen3next file's metadata alone is the model's
@@ -505,7 +507,7 @@ func TestGGUFKQuantMix(t *testing.T) {
 // float32 the file keeps the rms epsilon and rope theta in.
 func TestGGUFConfigFromMetadata(t *testing.T) {
 	dir := t.TempDir()
-	conv, _ := convertOracle(t, "tiny-a", "", dir)
+	conv, _ := e2e.ConvertOracle(t, "tiny-a", "", dir)
 	path := filepath.Join(dir, "bare.gguf")
 	writeMix(t, conv, path, false, nil)
 	f, err := gguf.Open(path)
@@ -517,11 +519,11 @@ func TestGGUFConfigFromMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile("../../models/tiny-a/model.toml")
+	data, err := os.ReadFile(e2e.Path("models", "tiny-a", "model.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := models.Parse(data, "../../models/tiny-a/model.toml")
+	want, err := models.Parse(data, e2e.Path("models", "tiny-a", "model.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,15 @@
-package load
+package load_test
 
 import (
 	"testing"
 
 	"github.com/strata-llm/strata/gen"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -20,32 +22,32 @@ import (
 // copies everything and says why.
 func TestWeightsInPlace(t *testing.T) {
 	dir := t.TempDir()
-	ref := ref0(t, "tiny-a")
+	ref := e2e.Ref(t, "tiny-a")
 	for _, c := range []struct {
 		oracle, plan, backend string
 	}{
-		{"tiny-a", "", BackendCPU},
-		{"tiny-a", "trunk=q8_0,embed=q8_0,head=q6_k", BackendCPU},
-		{"q4-a", "", BackendCPU},
-		{"tiny-a", "", BackendMetalEmu},
-		{"tiny-a", "", BackendMSLEmu},
+		{"tiny-a", "", load.BackendCPU},
+		{"tiny-a", "trunk=q8_0,embed=q8_0,head=q6_k", load.BackendCPU},
+		{"q4-a", "", load.BackendCPU},
+		{"tiny-a", "", load.BackendMetalEmu},
+		{"tiny-a", "", load.BackendMSLEmu},
 	} {
-		path, _ := convertOracle(t, c.oracle, c.plan, dir)
-		opt := Options{AllLogits: true, PrefillRows: 8, Backend: c.backend}
-		if c.backend != BackendCPU {
-			requireEmulator(t)
+		path, _ := e2e.ConvertOracle(t, c.oracle, c.plan, dir)
+		opt := load.Options{AllLogits: true, PrefillRows: 8, Backend: c.backend}
+		if c.backend != load.BackendCPU {
+			e2e.RequireEmulator(t)
 		}
-		opt.Metal.ICB = c.backend == BackendMetalEmu // the ICB plan is rebuilt after the move
+		opt.Metal.ICB = c.backend == load.BackendMetalEmu // the ICB plan is rebuilt after the move
 		copied := opt
 		copied.CopyWeights = true
-		base := openGGUF(t, path, GGUFOptions{Options: copied})
-		l := openGGUF(t, path, GGUFOptions{Options: opt})
+		base := e2e.GGUF(t, path, load.GGUFOptions{Options: copied})
+		l := e2e.GGUF(t, path, load.GGUFOptions{Options: opt})
 		st := l.Model.Weights()
 		name := c.oracle + " " + c.plan + " on " + c.backend
 		if bs := base.Model.Weights(); bs.InPlace != 0 || bs.Why == "" {
 			t.Fatalf("%s, copying: %+v", name, bs)
 		}
-		if c.backend == BackendMSLEmu {
+		if c.backend == load.BackendMSLEmu {
 			if st.InPlace != 0 || st.Why == "" {
 				t.Fatalf("%s: %+v, want every weight copied with a reason", name, st)
 			}
@@ -57,13 +59,13 @@ func TestWeightsInPlace(t *testing.T) {
 		if c.oracle == "tiny-a" && st.Copied == 0 {
 			t.Errorf("%s: nothing copied, but qwen3next norms are stored as 1 + w", name)
 		}
-		tokens := ref.tokens[:24]
+		tokens := ref.Tokens[:24]
 		if c.oracle != "tiny-a" {
-			tokens = ref0(t, c.oracle).tokens[:24]
+			tokens = e2e.Ref(t, c.oracle).Tokens[:24]
 		}
-		wantT, wantL := decodeAll(t, base, tokens, 8)
-		gotT, gotL := decodeAll(t, l, tokens, 8)
-		sameRun(t, name, gotT, wantT, gotL, wantL)
+		wantT, wantL := e2e.DecodeAll(t, base, tokens, 8)
+		gotT, gotL := e2e.DecodeAll(t, l, tokens, 8)
+		e2e.SameRun(t, name, gotT, wantT, gotL, wantL)
 		t.Logf("%s: %d bytes in place (%d stretches), %d copied", name, st.InPlace, st.Wrapped, st.Copied)
 	}
 }
@@ -80,7 +82,7 @@ func (m misaligned) Mapped(spec models.TensorSpec, format string) (int64, int64,
 // A tensor whose start in the file is not 16-byte aligned (the kernels' vector
 // loads assume it) is copied, not used in place.
 func TestWeightsInPlaceNeedAlignment(t *testing.T) {
-	path, _ := convertOracle(t, "tiny-a", "", t.TempDir())
+	path, _ := e2e.ConvertOracle(t, "tiny-a", "", t.TempDir())
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package load
+package load_test
 
 import (
 	"encoding/binary"
@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -144,9 +146,9 @@ func TestGGUFIQMix(t *testing.T) {
 	writeIQMix(t, src, mix, rule)
 	dec := decodedTwin(t, mix, rule)
 	tokens := []int{5, 17, 300, 2, 99, 411, 64, 7, 250, 128, 33, 1}
-	opt := Options{AllLogits: true, PrefillRows: 4}
-	l := openGGUF(t, mix, GGUFOptions{Options: opt})
-	if got := classFormats(l.WeightTable(), models.ClassExperts); !slices.Equal(got, []string{"iq1_m", "iq1_s", "iq2_xxs", "iq3_xxs"}) {
+	opt := load.Options{AllLogits: true, PrefillRows: 4}
+	l := e2e.GGUF(t, mix, load.GGUFOptions{Options: opt})
+	if got := load.ClassFormats(l.WeightTable(), models.ClassExperts); !slices.Equal(got, []string{"iq1_m", "iq1_s", "iq2_xxs", "iq3_xxs"}) {
 		t.Fatalf("experts run as %v, want iq1_m, iq1_s, iq2_xxs, iq3_xxs", got)
 	}
 	f, err := gguf.Open(mix)
@@ -179,8 +181,8 @@ func TestGGUFIQMix(t *testing.T) {
 			t.Errorf("role %s is not used in place from %s", role, tensor)
 		}
 	}
-	want := runLogits(t, openGGUF(t, dec, GGUFOptions{Options: opt}), tokens, 4)
-	got := runLogits(t, l, tokens, 4)
+	want := e2e.RunLogits(t, e2e.GGUF(t, dec, load.GGUFOptions{Options: opt}), tokens, 4)
+	got := e2e.RunLogits(t, l, tokens, 4)
 	var worst float64
 	for i := range want {
 		for _, x := range want[i] {
@@ -188,21 +190,21 @@ func TestGGUFIQMix(t *testing.T) {
 				t.Fatalf("position %d: reference logit %v", i, x)
 			}
 		}
-		worst = max(worst, relL2(got[i], want[i]))
+		worst = max(worst, e2e.RelL2(got[i], want[i]))
 	}
 	if worst > 1e-5 || math.IsNaN(worst) {
 		t.Errorf("cpu logits vs the f32-decoded file: worst relative L2 %.3g > 1e-5", worst)
 	}
 	t.Run("mslemu", func(t *testing.T) {
-		requireEmulator(t)
+		e2e.RequireEmulator(t)
 		mopt := opt
-		mopt.Backend = BackendMSLEmu
-		lm := openGGUF(t, mix, GGUFOptions{Options: mopt})
-		for i, row := range runLogits(t, lm, tokens, 4) {
-			if e := relL2(row, want[i]); e > 1e-5 || math.IsNaN(e) {
+		mopt.Backend = load.BackendMSLEmu
+		lm := e2e.GGUF(t, mix, load.GGUFOptions{Options: mopt})
+		for i, row := range e2e.RunLogits(t, lm, tokens, 4) {
+			if e := e2e.RelL2(row, want[i]); e > 1e-5 || math.IsNaN(e) {
 				t.Fatalf("mslemu, position %d: relative L2 %.3g from the f32-decoded file's", i, e)
 			}
 		}
 	})
-	t.Logf("IQ mix: logits vs the f32-decoded file: worst rel L2 %.3g\n%s", worst, FormatWeightTable(l.WeightTable(), false))
+	t.Logf("IQ mix: logits vs the f32-decoded file: worst rel L2 %.3g\n%s", worst, load.FormatWeightTable(l.WeightTable(), false))
 }

@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/backend/cuda"
 	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
@@ -80,7 +80,8 @@ type Options struct {
 	// Metal tunes the metal backends (ICB replay, keep-alive, guards).
 	Metal metal.Options
 	// Threads overrides the config's runtime.threads (> 0): the goroutines
-	// each cpu kernel splits its work into (see cpu.SetThreads).
+	// each kernel of the cpu backend the model gets splits its work into
+	// (cpu.New).
 	Threads int
 	// CUDA tunes the cuda backend (streams, schedule, CUDA-graph replay).
 	CUDA cuda.Options
@@ -98,6 +99,12 @@ type Options struct {
 	GenerateCommand string
 	ArtifactCache   string
 	GenerateNote    func(string)
+	// Generate, when set, makes the artifact of a config for which none is
+	// found exactly (after the folders and the compiled-in ones). Only
+	// programs that link the generator set it (the tests, through
+	// gentest.Generate); strata never does, and says which command to run
+	// instead.
+	Generate func(*models.Config) (*artifact.Artifact, error)
 }
 
 // resolveOptions are the options that change the graphs.
@@ -118,8 +125,11 @@ type Loaded struct {
 	// where it was found (FromCompiledIn, a folder, FromGenerate).
 	Artifact     *artifact.Artifact
 	ArtifactFrom string
-	checkpoint   *safetensors.Checkpoint
-	closers      []func() error // files a streaming model keeps reading
+	// Threads is the cpu kernels' thread count the model was loaded with
+	// (the cpu backend's, when it runs on one).
+	Threads    int
+	checkpoint *safetensors.Checkpoint
+	closers    []func() error // files a streaming model keeps reading
 }
 
 // Close stops streaming and releases the checkpoint mapping and files.
@@ -138,23 +148,32 @@ func (l *Loaded) Close() error {
 // resident, or streamed through an arena when opt asks for one (reading
 // through reader, or the weight source when reader is nil).
 func loadEngine(c *models.Config, a *artifact.Artifact, graphs []*graph.Graph, src engine.WeightSource, opt Options, reader stream.Reader) (*engine.Model, error) {
-	backend, err := opt.backend(a)
+	backend, err := opt.backend(a, cpuThreads(c, opt))
 	if err != nil {
 		return nil, err
 	}
 	if opt.CopyWeights {
 		src = engine.Copying(src)
 	}
-	threads := c.Runtime.Threads // the cpu kernels' thread count (0: one per core)
-	if opt.Threads > 0 {
-		threads = opt.Threads
-	}
-	cpu.SetThreads(threads)
 	if opt.ArenaExperts <= 0 {
 		return engine.LoadWith(c, graphs, src, backend)
 	}
 	return engine.LoadStreaming(c, graphs, src, backend, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader,
 		History: opt.History, Warn: opt.Warn})
+}
+
+// cpuThreads is how many chunks the cpu backend's kernels split their
+// work into: opt.Threads, else the config's runtime.threads, else one per
+// core.
+func cpuThreads(c *models.Config, opt Options) int {
+	n := c.Runtime.Threads
+	if opt.Threads > 0 {
+		n = opt.Threads
+	}
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	return n
 }
 
 // OpenHF opens an HF checkpoint directory (config.json + safetensors): imports
@@ -203,7 +222,8 @@ func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt Option
 		m.Close()
 		return nil, err
 	}
-	return &Loaded{Config: c, Model: m, PrefillRows: rows, ArenaExperts: opt.ArenaExperts, Artifact: a, ArtifactFrom: from, checkpoint: ck}, nil
+	return &Loaded{Config: c, Model: m, PrefillRows: rows, ArenaExperts: opt.ArenaExperts, Artifact: a, ArtifactFrom: from,
+		Threads: cpuThreads(c, opt), checkpoint: ck}, nil
 }
 
 // OpenDefault opens the embedded default model with its compiled-in

@@ -1,14 +1,10 @@
-package load
+package load_test
 
 import (
-	"os"
 	"testing"
+
+	"github.com/strata-llm/strata/internal/e2e"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if conversions.dir != "" {
-		os.RemoveAll(conversions.dir)
-	}
-	os.Exit(code)
-}
+// TestMain removes the oracles e2e converted to GGUF for the run.
+func TestMain(m *testing.M) { e2e.Main(m) }

@@ -41,7 +41,7 @@ func loadReal(t testing.TB) *realModel {
 			realErr = err
 			return
 		}
-		l, err := load.HF(d, load.Options{Context: 1024})
+		l, err := load.HF(d, withGenerator(load.Options{Context: 1024}))
 		if err != nil {
 			realErr = err
 			return

@@ -27,7 +27,7 @@ func TestTenTurnReuse(t *testing.T) {
 	name := "tiny-a with a byte-level tokenizer"
 	if dir := os.Getenv("STRATA_SERVE_TTFT_MODEL"); dir != "" {
 		var err error
-		if l, err = load.HF(dir, load.Options{Context: 4096}); err != nil {
+		if l, err = load.HF(dir, withGenerator(load.Options{Context: 4096})); err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()

@@ -48,12 +48,12 @@ func quantizeRows(x []float32, rows, k int) *quant.Act8Rows {
 
 // matmulRowsAct8 is matmulRows through the integer kernel k8: the rows are
 // quantized once, then each weight row meets them four at a time.
-func matmulRowsAct8(w matrix, k8 quant.Act8Dot, x, y []float32, rows int) {
+func matmulRowsAct8(pl *pool, w matrix, k8 quant.Act8Dot, x, y []float32, rows int) {
 	n, k := w.rows, w.cols
 	ar := quantizeRows(x, rows, k)
 	defer act8Rows.Put(ar)
 	block := max(4, min(rows, xBlockBytes/k)/4*4)
-	parallel(n, k*rows, func(lo, hi int) {
+	pl.parallel(n, k*rows, func(lo, hi int) {
 		if rows < 4 { // decode: each activation row meets the weight rows in one call
 			for t := range rows {
 				k8.DotRows(w.data[lo*w.rowBytes:hi*w.rowBytes], w.rowBytes, ar.Row(t), y[t*n+lo:t*n+hi])

@@ -27,7 +27,7 @@ func BenchmarkDecodeHead(b *testing.B) {
 				SetIntegerDots(on)
 				b.SetBytes(int64(len(w.data)))
 				for b.Loop() {
-					matmulRows(w, x, y, 1)
+					matmulRows(Backend.pool, w, x, y, 1)
 				}
 			})
 		}

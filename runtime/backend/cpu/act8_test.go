@@ -41,7 +41,7 @@ func TestMatmulIntegerDots(t *testing.T) {
 					x[i] = float32(r.NormFloat64())
 				}
 				y := make([]float32, rows*n)
-				matmulRows(m, x, y, rows)
+				matmulRows(Backend.pool, m, x, y, rows)
 				for tr := range rows {
 					var a quant.Act8
 					a.Quantize(x[tr*k : (tr+1)*k])

@@ -29,7 +29,7 @@ func BenchmarkMemory(b *testing.B) {
 		parts := make([]float32, len(src)/len(ones))
 		b.SetBytes(size)
 		for b.Loop() { // on every thread, as decode reads
-			parallel(len(parts), 1<<15, func(lo, hi int) {
+			Backend.pool.parallel(len(parts), 1<<15, func(lo, hi int) {
 				for p := lo; p < hi; p++ {
 					parts[p] = quant.DotF32(src[p*len(ones):(p+1)*len(ones)], ones)
 				}

@@ -174,7 +174,7 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 		if o := currentObserver(); o != nil && name != "" {
 			o.Activations(name, 0, 1, k, x[:p.rows()*fold*k])
 		}
-		matmulRows(w, x, y, p.rows()*fold)
+		matmulRows(a.pool, w, x, y, p.rows()*fold)
 	}, a.err
 }
 
@@ -187,14 +187,14 @@ func matmul(d *graph.Dispatch, a *args) (func(), error) {
 // streams per multiply-add against one.) Weights with an integer kernel
 // take it (matmulRowsAct8), unless the rows come four at a time and only
 // the float32 path has a four-row kernel for the format.
-func matmulRows(w matrix, x, y []float32, rows int) {
+func matmulRows(pl *pool, w matrix, x, y []float32, rows int) {
 	if k8, ok := w.act8Kernel(); ok && (rows < 4 || k8.HasDot4() || w.rl.Format.Dot32x4 == nil) {
-		matmulRowsAct8(w, k8, x, y, rows)
+		matmulRowsAct8(pl, w, k8, x, y, rows)
 		return
 	}
 	n, k := w.rows, w.cols
 	block := max(4, min(rows, xBlockBytes/(4*k))/4*4)
-	parallel(n, k*rows, func(lo, hi int) {
+	pl.parallel(n, k*rows, func(lo, hi int) {
 		var out [4]float32
 		for t0 := 0; t0 < rows; t0 += block {
 			t1 := min(rows, t0+block)
@@ -355,7 +355,7 @@ func gdnConv(d *graph.Dispatch, a *args) (func(), error) {
 	state, y := a.f32n("state", (K-1)*C), a.f32n("y", p.max*C)
 	return func() {
 		n := p.rows()
-		parallel(C, n*K, func(lo, hi int) {
+		a.pool.parallel(C, n*K, func(lo, hi int) {
 			hist := make([]float32, K-1+n)
 			for c := lo; c < hi; c++ {
 				src := g.inIndex(c)
@@ -442,7 +442,7 @@ func gdnRule(d *graph.Dispatch, a *args) (func(), error) {
 	qScale := 1 / math.Sqrt(float64(g.dk))
 	return func() {
 		n := p.rows()
-		parallel(g.nv, n*g.dk*g.dv, func(lo, hi int) {
+		a.pool.parallel(g.nv, n*g.dk*g.dv, func(lo, hi int) {
 			q, k := make([]float32, g.dk), make([]float32, g.dk)
 			u := make([]float32, g.dv)
 			delta := make([]float32, g.dv)
@@ -571,7 +571,7 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 	}
 	return func() {
 		n := p.rows()
-		parallel(n*ad.heads, (p.pos()+n)*hd, func(lo, hi int) {
+		a.pool.parallel(n*ad.heads, (p.pos()+n)*hd, func(lo, hi int) {
 			keys := make([]int, 0, p.pos()+n)
 			scores := make([]float64, p.pos()+n)
 			acc := make([]float64, hd)
@@ -814,7 +814,7 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 		}
 		xs := newActRows(x, n, H, eb.gate, eb.up)
 		defer xs.release()
-		parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
+		a.pool.parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
 			gu := make([]float32, 2*I) // one row's gate and up values
 			for _, g := range groups[lo:hi] {
 				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
@@ -865,7 +865,7 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 		defer scratch.Put(buf)
 		hs := newActRows(h, n*K, I, eb.down)
 		defer hs.release()
-		parallel(H, n*K*I, func(lo, hi int) {
+		a.pool.parallel(H, n*K*I, func(lo, hi int) {
 			resident := make([]bool, n*K)
 			for _, g := range groups {
 				down, ok := eb.matrix(g.e, eb.downOff, eb.down, H)

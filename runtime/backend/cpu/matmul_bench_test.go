@@ -34,7 +34,7 @@ func benchMatmul(b *testing.B, name string, m, k int, scales []int, r *rand.Rand
 		y := make([]float32, rows*m)
 		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
 			for b.Loop() {
-				matmulRows(w, x, y, rows)
+				matmulRows(Backend.pool, w, x, y, rows)
 			}
 			b.ReportMetric(2*float64(m)*float64(k)*float64(rows)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
 		})

@@ -3,31 +3,29 @@ package cpu
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // The kernels split their work by output rows over a pool of persistent
 // workers: a dispatch hands each worker one contiguous chunk through its
 // channel and runs the first chunk itself, so no goroutine is started per
-// dispatch. The pool is process-wide (the cores are).
+// dispatch. Each backend (New) has its own pool and thread count, so two
+// models in one process can run with different counts; a pool's workers
+// stop once its backend and every program compiled by it are unreachable.
 
-// threads is how many chunks a kernel splits its work into (≥ 1).
-var threads atomic.Int32
-
-func init() { threads.Store(int32(runtime.GOMAXPROCS(0))) }
-
-// SetThreads sets how many threads the kernels use: n ≥ 1, or 0 for one
-// per core (GOMAXPROCS). It is what the runtime.threads config field sets;
-// the kernels in flight finish with the old count.
-func SetThreads(n int) {
-	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
-	}
-	threads.Store(int32(n))
+// pool is one backend's workers and how many chunks its kernels split
+// their work into.
+type pool struct {
+	threads int // ≥ 1
+	w       *workers
 }
 
-// Threads is the current thread count.
-func Threads() int { return int(threads.Load()) }
+// workers are a pool's running goroutines, one channel each. They are
+// apart from the pool so that the cleanup that stops them does not keep
+// the pool reachable.
+type workers struct {
+	mu    sync.Mutex
+	chans []chan chunk
+}
 
 type chunk struct {
 	body   func(lo, hi int)
@@ -35,16 +33,21 @@ type chunk struct {
 	wg     *sync.WaitGroup
 }
 
-var pool struct {
-	mu      sync.Mutex
-	workers []chan chunk
+// newPool is a pool of threads chunks (0: one per core, GOMAXPROCS).
+func newPool(threads int) *pool {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	p := &pool{threads: threads, w: &workers{}}
+	runtime.AddCleanup(p, (*workers).stop, p.w)
+	return p
 }
 
-// workersFor returns at least n−1 running workers.
-func workersFor(n int) []chan chunk {
-	pool.mu.Lock()
-	defer pool.mu.Unlock()
-	for len(pool.workers) < n-1 {
+// get returns at least n−1 running workers.
+func (w *workers) get(n int) []chan chunk {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.chans) < n-1 {
 		c := make(chan chunk, 1)
 		go func() {
 			for ch := range c {
@@ -52,15 +55,32 @@ func workersFor(n int) []chan chunk {
 				ch.wg.Done()
 			}
 		}()
-		pool.workers = append(pool.workers, c)
+		w.chans = append(w.chans, c)
 	}
-	return pool.workers[:n-1]
+	return w.chans[:n-1]
+}
+
+// stop ends the workers (the pool is garbage: nothing sends any more).
+func (w *workers) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.chans {
+		close(c)
+	}
+	w.chans = nil
+}
+
+// running is how many workers are up.
+func (w *workers) running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.chans)
 }
 
 // parallel runs body over [0, n) in contiguous chunks, one per thread, when
 // the work (n × cost per item) is large enough to pay for the handoff.
-func parallel(n, cost int, body func(lo, hi int)) {
-	w := Threads()
+func (p *pool) parallel(n, cost int, body func(lo, hi int)) {
+	w := p.threads
 	if n*cost < 1<<15 || w < 2 || n < 2 {
 		body(0, n)
 		return
@@ -68,7 +88,7 @@ func parallel(n, cost int, body func(lo, hi int)) {
 	w = min(w, n)
 	var wg sync.WaitGroup
 	wg.Add(w - 1)
-	for k, c := range workersFor(w) {
+	for k, c := range p.w.get(w) {
 		c <- chunk{body: body, lo: n * (k + 1) / w, hi: n * (k + 2) / w, wg: &wg}
 	}
 	body(0, n/w)

@@ -1,18 +1,19 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestParallelCoversEveryItemOnce: at every thread count, from concurrent
 // callers (the Concurrent order runs dispatches side by side), every index
 // is visited exactly once and the chunks are contiguous.
 func TestParallelCoversEveryItemOnce(t *testing.T) {
-	defer SetThreads(0)
 	for _, th := range []int{1, 2, 3, 8} {
-		SetThreads(th)
+		p := newPool(th)
 		var wg sync.WaitGroup
 		for caller := range 4 {
 			wg.Add(1)
@@ -21,7 +22,7 @@ func TestParallelCoversEveryItemOnce(t *testing.T) {
 				for _, n := range []int{1, 2, 7, 100, 2049} {
 					seen := make([]atomic.Int32, n)
 					var chunks atomic.Int32
-					parallel(n, 1<<15, func(lo, hi int) {
+					p.parallel(n, 1<<15, func(lo, hi int) {
 						chunks.Add(1)
 						for i := lo; i < hi; i++ {
 							seen[i].Add(1)
@@ -41,7 +42,34 @@ func TestParallelCoversEveryItemOnce(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	if SetThreads(0); Threads() < 1 {
-		t.Errorf("SetThreads(0) left %d threads", Threads())
+	if n := New(0).Threads(); n != runtime.GOMAXPROCS(0) {
+		t.Errorf("New(0) has %d threads, want one per core (%d)", n, runtime.GOMAXPROCS(0))
 	}
+}
+
+// Each backend has its own thread count: a kernel of one splits its work
+// into that many chunks whatever another backend was made with, and the
+// workers of a backend nothing references any more stop.
+func TestThreadsPerBackend(t *testing.T) {
+	three, five := New(3), New(5)
+	for _, b := range []*Host{three, five, three} {
+		var chunks atomic.Int32
+		b.pool.parallel(100, 1<<15, func(lo, hi int) { chunks.Add(1) })
+		if int(chunks.Load()) != b.Threads() {
+			t.Errorf("a backend of %d threads split the work into %d chunks", b.Threads(), chunks.Load())
+		}
+	}
+	w := five.pool.w
+	if w.running() != 4 {
+		t.Fatalf("%d workers running for 5 threads, want 4", w.running())
+	}
+	five = nil
+	for deadline := time.Now().Add(5 * time.Second); w.running() > 0 && time.Now().Before(deadline); {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if n := w.running(); n != 0 {
+		t.Errorf("%d workers still running after their backend was dropped", n)
+	}
+	runtime.KeepAlive(three)
 }

@@ -60,8 +60,14 @@ var families = map[graph.Family]kernelFunc{
 	graph.FamilyStreamAdd:   streamAdd,
 }
 
-// Compile binds every dispatch of g to mem.
+// Compile binds every dispatch of g to mem, its kernels on Backend's
+// threads (one per core).
 func Compile(g *graph.Graph, mem *backend.HostMemory) (*Program, error) {
+	return Backend.CompileHost(g, mem)
+}
+
+// CompileHost binds every dispatch of g to mem, its kernels on h's threads.
+func (h *Host) CompileHost(g *graph.Graph, mem *backend.HostMemory) (*Program, error) {
 	p := &Program{Graph: g, groups: g.Groups()}
 	expertBase := map[int]int64{}
 	for l, t := range graph.ExpertGates(g.Tensors) {
@@ -83,7 +89,7 @@ func Compile(g *graph.Graph, mem *backend.HostMemory) (*Program, error) {
 		if !ok {
 			return nil, fmt.Errorf("dispatch %d: the cpu backend has no kernel family %q", i, d.Family)
 		}
-		step, err := fam(d, &args{d: d, mem: mem, tensors: tensors, expertBase: expertBase})
+		step, err := fam(d, &args{d: d, mem: mem, tensors: tensors, expertBase: expertBase, pool: h.pool})
 		if err != nil {
 			return nil, fmt.Errorf("dispatch %d (%s, layer %d): %w", i, d.Kernel, d.Layer, err)
 		}
@@ -155,6 +161,7 @@ type args struct {
 	// expertBase is where each MoE layer's expert tensors start in the
 	// experts buffer (their records give the row layouts), by dispatch layer.
 	expertBase map[int]int64
+	pool       *pool // the backend's threads
 	err        error
 }
 

@@ -133,7 +133,7 @@ func pleConv(d *graph.Dispatch, a *args) (func(), error) {
 	state, x := a.f32n("state", L*dim), a.f32n("x", p.max*dim)
 	return func() {
 		n := p.rows()
-		parallel(dim, n*K, func(lo, hi int) {
+		a.pool.parallel(dim, n*K, func(lo, hi int) {
 			hist := make([]float32, L+n)
 			for c := lo; c < hi; c++ {
 				for j := 0; j < L; j++ {

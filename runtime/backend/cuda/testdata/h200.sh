@@ -3,8 +3,9 @@
 # from the repository root, with .cudabin/ holding the xz-compressed x86-64
 # builds (CGO_ENABLED=0, -ldflags='-s -w', -tags strata_default_on_disk so the
 # default model is read from the tree instead of embedded):
-#   go test -c -o load.test ./runtime/load; go test -c -o cuda.test ./runtime/backend/cuda;
-#   go build -o strata ./cmd/strata; xz -9e each into .cudabin/.
+#   go test -c -o cuda.test ./runtime/backend/cuda; go build -o strata ./cmd/strata;
+#   xz -9e each into .cudabin/. (cuda.test holds the whole CUDA suite: the
+#   prelude and wrapper tests and the end-to-end ones, e2e_test.go.)
 # Each step logs to $OUT/STEP.log (or /tmp/h200 without $OUT).
 set -u
 out=${OUT:-/tmp/h200}
@@ -19,10 +20,11 @@ if ! ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then
 	[ -n "$n" ] && export STRATA_NVRTC=$n LD_LIBRARY_PATH=$(dirname "$n"):$LD_LIBRARY_PATH
 fi
 root=$PWD
-# runtime/load's tests read ../../testdata: they run from their folder.
-printf '#!/bin/bash\ncd "%s/runtime/load" && exec /tmp/sb/load.test "$@"\n' "$root" >/tmp/sb/load.sh
-chmod +x /tmp/sb/load.sh
-t=/tmp/sb/load.sh
+# The suite finds the tree (testdata, models) from its working directory up:
+# it runs from its package's folder.
+printf '#!/bin/bash\ncd "%s/runtime/backend/cuda" && exec /tmp/sb/cuda.test "$@"\n' "$root" >/tmp/sb/cuda.sh
+chmod +x /tmp/sb/cuda.sh
+t=/tmp/sb/cuda.sh
 step() { # name timeout command...
 	local name=$1 limit=$2
 	shift 2
@@ -31,7 +33,7 @@ step() { # name timeout command...
 	(cd "$root" && timeout "$limit" "$@") >"$out/$name.log" 2>&1
 	local rc=$?
 	echo "== $name: rc $rc in $((SECONDS - start)) s" | tee -a "$out/summary.log"
-	grep -E '^(--- |ok|FAIL|PASS)|panic|cuda_test.go|source_test.go' "$out/$name.log" | head -60 | tee -a "$out/summary.log"
+	grep -E '^(--- |ok|FAIL|PASS)|panic|e2e_test.go|program_test.go|source_test.go' "$out/$name.log" | head -60 | tee -a "$out/summary.log"
 }
 for s in "$@"; do
 	case $s in
@@ -43,7 +45,7 @@ for s in "$@"; do
 		} >"$out/env.log" 2>&1
 		head -30 "$out/env.log" >>"$out/summary.log"
 		;;
-	compile) step compile 240 bash -c "cd runtime/backend/cuda && /tmp/sb/cuda.test -test.run 'TestSharedDeclarations|TestGeneratedPipelinesCompile' -test.v" ;;
+	compile) step compile 240 $t -test.run 'TestSharedDeclarations|TestGeneratedPipelinesCompile' -test.v ;;
 	oracles) step oracles 300 $t -test.run 'TestCUDABackendOracles' -test.v -test.timeout 290s ;;
 	tinygo) step tinygo 200 $t -test.run 'TestCUDATinyGo' -test.v -test.timeout 190s ;;
 	streaming) step streaming 200 $t -test.run 'TestCUDABackendStreaming' -test.v -test.timeout 190s ;;

@@ -1,10 +1,12 @@
-package load
+package spec_test
 
 import (
 	"slices"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // Generation that stops inside a speculative window (OnToken's ErrStop at
@@ -18,7 +20,7 @@ func TestSpeculationStopsCleanly(t *testing.T) {
 		prompt = append(prompt, 11, 22, 33, 44)
 	}
 	const n = 32
-	l, _ := openOracle(t, "tiny-a", Options{AllLogits: true})
+	l, _ := e2e.OpenOracle(t, "tiny-a", load.Options{AllLogits: true})
 	want, wantLogits := decode(t, l, prompt, n, engine.SpecOptions{})
 	step := 1
 	if testing.Short() {

@@ -1,4 +1,4 @@
-package load
+package cuda_test
 
 import (
 	"encoding/binary"
@@ -12,15 +12,18 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/backend/cuda"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
-// These tests need an NVIDIA GPU with its driver and NVRTC; CI has none and
-// skips them (runtime/backend/cuda's own tests check the prelude and the wrapper
-// without a GPU). docs/cuda.md says how they were run on the H200.
+// The CUDA backend's end-to-end suite. These tests need an NVIDIA GPU with
+// its driver and NVRTC; CI has none and skips them (program_test.go and
+// source_test.go check the prelude and the wrapper without a GPU).
+// docs/cuda.md says how they were run on the H200 (testdata/h200.sh).
 
 func requireCUDA(t testing.TB) {
 	t.Helper()
@@ -29,12 +32,12 @@ func requireCUDA(t testing.TB) {
 	}
 }
 
-func cudaOptions(t testing.TB, replay bool) Options {
+func cudaOptions(t testing.TB, replay bool) load.Options {
 	requireCUDA(t)
-	return Options{Backend: BackendCUDA, CUDA: cuda.Options{Replay: replay}}
+	return load.Options{Backend: load.BackendCUDA, CUDA: cuda.Options{Replay: replay}}
 }
 
-func cudaOf(t testing.TB, l *Loaded) *cuda.Backend {
+func cudaOf(t testing.TB, l *load.Loaded) *cuda.Backend {
 	t.Helper()
 	b, ok := l.Model.Backend().(*cuda.Backend)
 	if !ok {
@@ -50,33 +53,33 @@ func cudaOf(t testing.TB, l *Loaded) *cuda.Backend {
 // path decoded one row at a time.
 func TestCUDABackendOracles(t *testing.T) {
 	const prompt = 16
-	for _, o := range oracles {
+	for _, o := range e2e.Oracles {
 		for _, replay := range []bool{false, true} {
-			name := o.name + "/direct"
+			name := o.Name + "/direct"
 			if replay {
-				name = o.name + "/replay"
+				name = o.Name + "/replay"
 			}
 			t.Run(name, func(t *testing.T) {
-				ref := ref0(t, o.name)
+				ref := e2e.Ref(t, o.Name)
 				opt := cudaOptions(t, replay)
-				opt.AllLogits, opt.PrefillRows = true, len(ref.tokens)
-				l, _ := openOracle(t, o.name, opt)
+				opt.AllLogits, opt.PrefillRows = true, len(ref.Tokens)
+				l, _ := e2e.OpenOracle(t, o.Name, opt)
 				b := cudaOf(t, l)
-				w1 := checkLogits(t, "tokens", runLogits(t, l, ref.tokens, len(ref.tokens)), ref.logits, o.tol)
+				w1 := e2e.CheckLogits(t, "tokens", e2e.RunLogits(t, l, ref.Tokens, len(ref.Tokens)), ref.Logits, o.Tol)
 				start := time.Now()
 				var logits [][]float32
-				n := len(ref.greedy) - prompt
-				got, err := l.Model.NewSession().Generate(ref.greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt,
+				n := len(ref.Greedy) - prompt
+				got, err := l.Model.NewSession().Generate(ref.Greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt,
 					OnLogits: func(r []float32) error { logits = append(logits, r); return nil }})
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, want := range ref.greedy[prompt:] {
+				for i, want := range ref.Greedy[prompt:] {
 					if i >= len(got) || got[i] != want {
-						t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.greedy[prompt:])
+						t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:])
 					}
 				}
-				w2 := checkLogits(t, "decode path", logits, ref.greedyLogits[:prompt+n-1], o.tol)
+				w2 := e2e.CheckLogits(t, "decode path", logits, ref.GreedyLogits[:prompt+n-1], o.Tol)
 				t.Logf("%s: worst per-position relative L2: tokens %.3g, decode %.3g; greedy %d+%d tokens identical; %d pipelines compiled in %v; %v",
 					b.Info(), w1, w2, prompt, n, b.Compiled, b.CompileIn.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 			})
@@ -86,11 +89,11 @@ func TestCUDABackendOracles(t *testing.T) {
 
 // TestCUDATinyGo: the trained default model through the generated MSL on the
 // GPU, directly and replayed from CUDA graphs, reproduces HF's float64
-// trunk and MTP logits and greedy path (checkTinyGo's bounds).
+// trunk and MTP logits and greedy path (e2e.CheckTinyGo's bounds).
 func TestCUDATinyGo(t *testing.T) {
 	for _, replay := range []bool{false, true} {
 		t.Run(map[bool]string{false: "direct", true: "replay"}[replay], func(t *testing.T) {
-			checkTinyGo(t, cudaOptions(t, replay), 64)
+			e2e.CheckTinyGo(t, cudaOptions(t, replay), 64)
 		})
 	}
 }
@@ -103,12 +106,12 @@ func TestCUDAPreludeQuantKernels(t *testing.T) {
 	if _, _, err := cuda.NVRTCVersion(); err != nil {
 		t.Skipf("no NVRTC: %v", err)
 	}
-	_, _, am := quantKernelModels(t)
+	_, _, am := e2e.QuantKernelModels(t)
 	n, err := cuda.CompileAll(am, 9, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d kernels of %d formats compiled", n, len(quantFormats()))
+	t.Logf("%d kernels of %d formats compiled", n, len(e2e.QuantFormats()))
 }
 
 // TestCUDAClangChecksQuantKernels: the same kernels, every quantized
@@ -119,12 +122,12 @@ func TestCUDAClangChecksQuantKernels(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	_, _, am := quantKernelModels(t)
+	_, _, am := e2e.QuantKernelModels(t)
 	n, err := cuda.ClangCheck(am, clang)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d kernels of %d formats type-checked", n, len(quantFormats()))
+	t.Logf("%d kernels of %d formats type-checked", n, len(e2e.QuantFormats()))
 }
 
 // TestCUDAQuantGGUF: the oracles converted to GGUF with quantized plans
@@ -133,27 +136,27 @@ func TestCUDAClangChecksQuantKernels(t *testing.T) {
 func TestCUDAQuantGGUF(t *testing.T) {
 	requireCUDA(t)
 	const prompt, steps = 16, 8
-	for _, tc := range quantGGUFCases {
-		t.Run(tc.oracle+"/"+tc.plan, func(t *testing.T) {
-			path, _ := convertOracle(t, tc.oracle, tc.plan, t.TempDir())
-			ref := ref0(t, tc.oracle)
-			opt := Options{AllLogits: true, PrefillRows: len(ref.tokens)}
-			onCPU := openGGUF(t, path, GGUFOptions{Options: opt})
+	for _, tc := range e2e.QuantGGUFCases {
+		t.Run(tc.Oracle+"/"+tc.Plan, func(t *testing.T) {
+			path, _ := e2e.ConvertOracle(t, tc.Oracle, tc.Plan, t.TempDir())
+			ref := e2e.Ref(t, tc.Oracle)
+			opt := load.Options{AllLogits: true, PrefillRows: len(ref.Tokens)}
+			onCPU := e2e.GGUF(t, path, load.GGUFOptions{Options: opt})
 			gopt := cudaOptions(t, false)
-			gopt.AllLogits, gopt.PrefillRows = true, len(ref.tokens)
-			gpu := openGGUF(t, path, GGUFOptions{Options: gopt})
+			gopt.AllLogits, gopt.PrefillRows = true, len(ref.Tokens)
+			gpu := e2e.GGUF(t, path, load.GGUFOptions{Options: gopt})
 			worst := 0.0
-			want := runLogits(t, onCPU, ref.tokens, len(ref.tokens))
-			got := runLogits(t, gpu, ref.tokens, len(ref.tokens))
+			want := e2e.RunLogits(t, onCPU, ref.Tokens, len(ref.Tokens))
+			got := e2e.RunLogits(t, gpu, ref.Tokens, len(ref.Tokens))
 			for i := range want {
-				if e := relL2(got[i], want[i]); !(e <= quantLogitsTol) {
-					t.Errorf("prefill position %d: relative L2 %.3g between cuda and cpu > %.0e", i, e, quantLogitsTol)
+				if e := e2e.RelL2(got[i], want[i]); !(e <= e2e.QuantLogitsTol) {
+					t.Errorf("prefill position %d: relative L2 %.3g between cuda and cpu > %.0e", i, e, e2e.QuantLogitsTol)
 				} else {
 					worst = math.Max(worst, e)
 				}
 			}
-			decode := func(l *Loaded) []int {
-				toks, err := l.Model.NewSession().Generate(ref.tokens[:prompt], steps, engine.GenerateOptions{PrefillRows: prompt})
+			decode := func(l *load.Loaded) []int {
+				toks, err := l.Model.NewSession().Generate(ref.Tokens[:prompt], steps, engine.GenerateOptions{PrefillRows: prompt})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -173,19 +176,19 @@ func TestCUDAQuantGGUF(t *testing.T) {
 // the fully resident model on the same backend, bit for bit (tiny-k512,
 // 512 experts, top-10), direct and replayed.
 func TestCUDABackendStreaming(t *testing.T) {
-	ref := ref0(t, "tiny-k512")
-	prompt := ref.tokens[:8]
+	ref := e2e.Ref(t, "tiny-k512")
+	prompt := ref.Tokens[:8]
 	const n = 8
 	opt := cudaOptions(t, false)
 	opt.AllLogits, opt.PrefillRows = true, 4
-	base, _ := openOracle(t, "tiny-k512", opt)
-	wantT, wantL := decodeAll(t, base, prompt, n)
+	base, _ := e2e.OpenOracle(t, "tiny-k512", opt)
+	wantT, wantL := e2e.DecodeAll(t, base, prompt, n)
 	for _, replay := range []bool{false, true} {
 		opt := cudaOptions(t, replay)
 		opt.AllLogits, opt.PrefillRows, opt.ArenaExperts = true, 4, 4*512*5/100
-		l, _ := openOracle(t, "tiny-k512", opt)
-		gotT, gotL := decodeAll(t, l, prompt, n)
-		sameRun(t, fmt.Sprintf("cuda (replay %v), 5%% arena", replay), gotT, wantT, gotL, wantL)
+		l, _ := e2e.OpenOracle(t, "tiny-k512", opt)
+		gotT, gotL := e2e.DecodeAll(t, l, prompt, n)
+		e2e.SameRun(t, fmt.Sprintf("cuda (replay %v), 5%% arena", replay), gotT, wantT, gotL, wantL)
 		st := l.Model.StreamStats()
 		if st.Misses <= opt.ArenaExperts {
 			t.Errorf("replay %v: a %d-slot arena missed only %d times: the host points never evicted", replay, opt.ArenaExperts, st.Misses)
@@ -203,29 +206,29 @@ func TestCUDABackendStreaming(t *testing.T) {
 // STRATA_CUDA_BARRIERS caps how many barriers are tried per model (a
 // sample spread over the window; default all).
 func TestCUDABarrierSoundness(t *testing.T) {
-	for _, o := range oracles {
-		t.Run(o.name, func(t *testing.T) {
-			ref := ref0(t, o.name)
+	for _, o := range e2e.Oracles {
+		t.Run(o.Name, func(t *testing.T) {
+			ref := e2e.Ref(t, o.Name)
 			opt := cudaOptions(t, false)
-			opt.AllLogits, opt.PrefillRows = true, len(ref.tokens)
-			l, _ := openOracle(t, o.name, opt)
+			opt.AllLogits, opt.PrefillRows = true, len(ref.Tokens)
+			l, _ := e2e.OpenOracle(t, o.Name, opt)
 			b := cudaOf(t, l)
 			var prog *cuda.Program
 			for _, p := range b.Programs() {
-				if p.Graph.Kind == graph.KindTrunk && p.Graph.Rows == len(ref.tokens) {
+				if p.Graph.Kind == graph.KindTrunk && p.Graph.Rows == len(ref.Tokens) {
 					prog = p
 				}
 			}
 			if prog == nil {
-				t.Fatalf("no trunk program of %d rows", len(ref.tokens))
+				t.Fatalf("no trunk program of %d rows", len(ref.Tokens))
 			}
 			run := func(s cuda.Schedule) [][]float32 {
 				b.SetMode(s, false)
 				prog.Memory().Poison(graph.KindScratch)
-				return runLogits(t, l, ref.tokens, len(ref.tokens))
+				return e2e.RunLogits(t, l, ref.Tokens, len(ref.Tokens))
 			}
 			serial := run(cuda.Serial)
-			checkLogits(t, "serial", serial, ref.logits, o.tol)
+			e2e.CheckLogits(t, "serial", serial, ref.Logits, o.Tol)
 			for _, s := range []cuda.Schedule{cuda.Concurrent, cuda.Reversed} {
 				for rep := 0; rep < 3; rep++ {
 					if got := run(s); !sameLogits(got, serial) {
@@ -264,7 +267,7 @@ func TestCUDABarrierSoundness(t *testing.T) {
 				t.Fatal("after restoring every barrier the logits differ")
 			}
 			t.Logf("%s T=%d: %d dispatches, %d barriers placed, %d deleted one at a time: the output changed for %d under the reversed schedule, %d under the concurrent one",
-				o.name, prog.Graph.Rows, len(prog.Graph.Dispatches), len(barriers), len(tried), len(tried)-len(silentRev), len(tried)-len(silentConc))
+				o.Name, prog.Graph.Rows, len(prog.Graph.Dispatches), len(barriers), len(tried), len(tried)-len(silentRev), len(tried)-len(silentConc))
 			if len(silentRev) > 0 {
 				t.Logf("unchanged under the reversed schedule: %s", strings.Join(silentRev, " "))
 			}
@@ -303,8 +306,8 @@ func TestCUDATimings(t *testing.T) {
 		t.Skip("STRATA_CUDA_SYNTH names no model")
 	}
 	requireCUDA(t)
-	opt := GGUFOptions{Options: Options{Backend: BackendCUDA}, Pack: "-"}
-	l, err := GGUF(path, opt)
+	opt := load.GGUFOptions{Options: e2e.WithGenerator(load.Options{Backend: load.BackendCUDA}), Pack: "-"}
+	l, err := load.GGUF(path, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +464,7 @@ func TestCUDASynthBarrierSoundness(t *testing.T) {
 		t.Skip("STRATA_CUDA_SYNTH names no model")
 	}
 	requireCUDA(t)
-	l, err := GGUF(path, GGUFOptions{Options: Options{Backend: BackendCUDA}, Pack: "-"})
+	l, err := load.GGUF(path, load.GGUFOptions{Options: e2e.WithGenerator(load.Options{Backend: load.BackendCUDA}), Pack: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,52 +1,19 @@
-package load
+package cpu_test
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 
-	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/backend"
-	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/format/safetensors"
-	"github.com/strata-llm/strata/runtime/weights"
 )
 
 // loadWithGraphs loads the tiny-a oracle over graphs edited by edit, with an
 // extra 7-row prefill shape.
 func loadWithGraphs(t *testing.T, edit func(*graph.Graph)) *engine.Model {
-	return loadEdited(t, "tiny-a", 7, edit)
-}
-
-// loadEdited loads an oracle with its config's window shapes plus one of
-// extraRows rows, every graph edited by edit before it is bound.
-func loadEdited(t *testing.T, name string, extraRows int, edit func(*graph.Graph)) *engine.Model {
-	t.Helper()
-	dir := filepath.Join("../../testdata/oracles", name)
-	c, err := models.Load(filepath.Join("../../models", name, "model.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck, err := safetensors.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ck.Close() })
-	graphs, err := gen.Windows(c, true, extraRows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range graphs {
-		edit(g)
-	}
-	m, err := engine.LoadWith(c, graphs, weights.NewHF(ck, c), cpu.Backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return e2e.LoadEdited(t, "tiny-a", 7, edit)
 }
 
 // logitsUnder runs 20 reference tokens in windows of 7 rows, then 3 decode
@@ -54,10 +21,10 @@ func loadEdited(t *testing.T, name string, extraRows int, edit func(*graph.Graph
 func logitsUnder(t *testing.T, m *engine.Model, order backend.Order, seed int64) []float32 {
 	t.Helper()
 	m.SetOrder(order, seed)
-	ref := ref0(t, "tiny-a")
+	ref := e2e.Ref(t, "tiny-a")
 	s := m.NewSession()
 	var all []float32
-	_, err := s.Generate(ref.tokens[:20], 4, engine.GenerateOptions{PrefillRows: 7, OnLogits: func(r []float32) error {
+	_, err := s.Generate(ref.Tokens[:20], 4, engine.GenerateOptions{PrefillRows: 7, OnLogits: func(r []float32) error {
 		all = append(all, r...)
 		return nil
 	}})

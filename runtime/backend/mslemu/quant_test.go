@@ -1,4 +1,4 @@
-package load
+package mslemu_test
 
 import (
 	"fmt"
@@ -14,11 +14,13 @@ import (
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
@@ -26,77 +28,33 @@ import (
 // by mslemu against the cpu backend, whose quantized kernels are Go
 // (models/quant's Dot, tested against hand-built blocks).
 
-// quantFormats are the block formats models/quant has: every one needs an
-// MSL decoder, and these tests cover each.
-func quantFormats() []string {
-	var out []string
-	for _, name := range quant.Quantizable() {
-		if f, _ := quant.Lookup(name); f.BlockElems > 1 {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// quantGGUFCases are oracles converted with quant plans that the mslemu
-// backend must run as the cpu backend does: the README's plan (with its
-// llama.cpp fallbacks: iq4_nl experts for rows of 64 and 32, a q8_0 head),
-// the 256-block formats padded, and q4-a (qwen4exp: hyper-connection rows
-// of 16) with really iq2_xs experts. Between them every format appears
-// (TestMSLEmuQuantKernels puts each in every role).
-var quantGGUFCases = []struct {
-	oracle, plan string
-	slow         bool // skipped with -short
-}{
-	{"tiny-a", "experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k", false},
-	{"tiny-a", "trunk=q4_k,embed=iq4_xs,head=q6_k,rows=pad", false},
-	// The formats llama.cpp's standard mixes add, padded.
-	{"tiny-a", "trunk=q4_0,experts=q2_k,embed=q5_0,head=q5_k,rows=pad", true},
-	{"tiny-a", "trunk=q5_1,experts=q3_k,embed=q4_1,head=q2_k,rows=pad", true},
-	// The router in q8_0 as this case always ran it: with the f16 router
-	// convert now writes by default, position 76 of q4-a's reference prompt
-	// has an expert choice so near a tie that the cpu's and the MSL's float32
-	// sums (in different orders) pick differently, one row off by 2e-2 and its
-	// neighbours by 5e-4 through attention, which says nothing about either
-	// backend's kernels. The f16 router's matmul is covered by tiny-a's plans.
-	{"q4-a", "experts=iq2_xs,trunk=q8_0,router=q8_0,rows=pad", true},
-	// Experts with gate/up in iq4_nl and down (rows of 16) in f16: each
-	// expert kernel decodes its own parts' format.
-	{"tiny-k512", "experts=iq2_xs", true},
-}
-
-// quantLogitsTol bounds the relative L2 distance per position between the
-// mslemu and cpu logits of one quantized model: float32 against float64
-// accumulation, as for the unquantized oracles (measured ≤ 1e-5).
-const quantLogitsTol = 5e-5
-
 // TestMSLEmuQuantGGUF converts oracles with quant plans and runs each file
 // on the mslemu backend and on the cpu backend: a full prefill of the
 // reference tokens (every row's logits), then greedy decoding of the
 // quantized model from the first 16 tokens, 8 tokens one row at a time. The
-// logits agree per position within quantLogitsTol and the greedy tokens are
+// logits agree per position within e2e.QuantLogitsTol and the greedy tokens are
 // equal; a prefill under AddressSanitizer reads nothing outside the ranges
 // its dispatches declare.
 func TestMSLEmuQuantGGUF(t *testing.T) {
-	requireEmulator(t)
+	e2e.RequireEmulator(t)
 	const prompt, steps = 16, 8
 	formats := map[string]bool{}
-	for _, tc := range quantGGUFCases {
-		t.Run(tc.oracle+"/"+tc.plan, func(t *testing.T) {
-			if testing.Short() && tc.slow {
+	for _, tc := range e2e.QuantGGUFCases {
+		t.Run(tc.Oracle+"/"+tc.Plan, func(t *testing.T) {
+			if testing.Short() && tc.Slow {
 				t.Skip("-short: the slowest plan (TestMSLEmuQuantKernels covers its formats)")
 			}
 			start := time.Now()
-			path, _ := convertOracle(t, tc.oracle, tc.plan, t.TempDir())
-			ref := ref0(t, tc.oracle)
-			opt := Options{AllLogits: true, PrefillRows: len(ref.tokens)}
-			onCPU := openGGUF(t, path, GGUFOptions{Options: opt})
-			emuOpt := mslemuOptions(t)
-			emuOpt.AllLogits, emuOpt.PrefillRows = true, len(ref.tokens)
-			emu := openGGUF(t, path, GGUFOptions{Options: emuOpt})
+			path, _ := e2e.ConvertOracle(t, tc.Oracle, tc.Plan, t.TempDir())
+			ref := e2e.Ref(t, tc.Oracle)
+			opt := load.Options{AllLogits: true, PrefillRows: len(ref.Tokens)}
+			onCPU := e2e.GGUF(t, path, load.GGUFOptions{Options: opt})
+			emuOpt := e2e.MSLEmuOptions(t)
+			emuOpt.AllLogits, emuOpt.PrefillRows = true, len(ref.Tokens)
+			emu := e2e.GGUF(t, path, load.GGUFOptions{Options: emuOpt})
 
 			// The kernels mslemu was built with: quantized, none missing.
-			graphs, err := gen.Windows(emu.Config, true, len(ref.tokens))
+			graphs, err := gen.Windows(emu.Config, true, len(ref.Tokens))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,18 +77,18 @@ func TestMSLEmuQuantGGUF(t *testing.T) {
 			}
 
 			worst := 0.0
-			want := runLogits(t, onCPU, ref.tokens, len(ref.tokens))
-			got := runLogits(t, emu, ref.tokens, len(ref.tokens))
+			want := e2e.RunLogits(t, onCPU, ref.Tokens, len(ref.Tokens))
+			got := e2e.RunLogits(t, emu, ref.Tokens, len(ref.Tokens))
 			for i := range want {
-				if e := relL2(got[i], want[i]); !(e <= quantLogitsTol) {
-					t.Errorf("prefill position %d: relative L2 %.3g between mslemu and cpu > %.0e", i, e, quantLogitsTol)
+				if e := e2e.RelL2(got[i], want[i]); !(e <= e2e.QuantLogitsTol) {
+					t.Errorf("prefill position %d: relative L2 %.3g between mslemu and cpu > %.0e", i, e, e2e.QuantLogitsTol)
 				} else {
 					worst = math.Max(worst, e)
 				}
 			}
-			decode := func(l *Loaded) ([]int, [][]float32) {
+			decode := func(l *load.Loaded) ([]int, [][]float32) {
 				var logits [][]float32
-				toks, err := l.Model.NewSession().Generate(ref.tokens[:prompt], steps, engine.GenerateOptions{PrefillRows: prompt,
+				toks, err := l.Model.NewSession().Generate(ref.Tokens[:prompt], steps, engine.GenerateOptions{PrefillRows: prompt,
 					OnLogits: func(r []float32) error {
 						logits = append(logits, r)
 						return nil
@@ -146,8 +104,8 @@ func TestMSLEmuQuantGGUF(t *testing.T) {
 				t.Errorf("greedy tokens %v, the cpu backend's %v", gotToks, wantToks)
 			}
 			for i := range min(len(wantLogits), len(gotLogits)) {
-				if e := relL2(gotLogits[i], wantLogits[i]); !(e <= quantLogitsTol) {
-					t.Errorf("decode step %d: relative L2 %.3g between mslemu and cpu > %.0e", i, e, quantLogitsTol)
+				if e := e2e.RelL2(gotLogits[i], wantLogits[i]); !(e <= e2e.QuantLogitsTol) {
+					t.Errorf("decode step %d: relative L2 %.3g between mslemu and cpu > %.0e", i, e, e2e.QuantLogitsTol)
 				} else {
 					worst = math.Max(worst, e)
 				}
@@ -157,29 +115,29 @@ func TestMSLEmuQuantGGUF(t *testing.T) {
 			// decoder reading past its tensor into a neighbour is reported
 			// (a q4_k decoder one block off is; past the end of a buffer,
 			// in its last page, nothing is poisoned).
-			if !tc.slow {
+			if !tc.Slow {
 				asanOpt := emuOpt
 				asanOpt.MSLEmu.Sanitize, asanOpt.PrefillRows = mslemu.Address, prompt
-				l, err := GGUF(path, GGUFOptions{Options: asanOpt})
+				l, err := load.GGUF(path, load.GGUFOptions{Options: e2e.WithGenerator(asanOpt)})
 				if err != nil && strings.Contains(err.Error(), "libclang_rt") && os.Getenv("STRATA_REQUIRE_CLANG") == "" {
 					t.Logf("skipping the AddressSanitizer prefill: %v", err)
 				} else if err != nil {
 					t.Fatal(err)
 				} else {
 					defer l.Close()
-					for i, r := range runLogits(t, l, ref.tokens[:prompt], prompt) {
-						if e := relL2(r, want[i]); !(e <= quantLogitsTol) {
-							t.Errorf("AddressSanitizer prefill position %d: relative L2 %.3g between mslemu and cpu > %.0e", i, e, quantLogitsTol)
+					for i, r := range e2e.RunLogits(t, l, ref.Tokens[:prompt], prompt) {
+						if e := e2e.RelL2(r, want[i]); !(e <= e2e.QuantLogitsTol) {
+							t.Errorf("AddressSanitizer prefill position %d: relative L2 %.3g between mslemu and cpu > %.0e", i, e, e2e.QuantLogitsTol)
 						}
 					}
 				}
 			}
 			t.Logf("%s %s: kernels %v; mslemu vs cpu worst per-position relative L2 %.2g over %d prefill rows, then %d rows of a %d-token prompt and %d decode steps; greedy tokens equal; %v",
-				tc.oracle, tc.plan, quantized, worst, len(want), len(wantLogits), prompt, steps, time.Since(start).Round(time.Millisecond))
+				tc.Oracle, tc.Plan, quantized, worst, len(want), len(wantLogits), prompt, steps, time.Since(start).Round(time.Millisecond))
 		})
 	}
 	if !testing.Short() {
-		for _, f := range quantFormats() {
+		for _, f := range e2e.QuantFormats() {
 			if !formats[f] {
 				t.Errorf("no plan runs a kernel in format %s", f)
 			}
@@ -197,39 +155,7 @@ func kernelFormat(kernel string) string {
 	return ""
 }
 
-func quantFormat(name string) bool { return slices.Contains(quantFormats(), name) }
-
-// quantKernelConfig is a small model whose trunk, experts, embeddings and
-// head are stored in formats[i], formats[i+1], formats[i+2] and
-// formats[i+3] (cyclically), rows padded: run for every i, each format is
-// read by matmul (trunk and head), moe_gate_up, moe_down and embed. Sizes
-// are off every tile where the formats allow: rows must be whole 32-element
-// decoder chunks, so hidden 288 (one whole 256-element super-block and a
-// padded one), expert rows of 96 and shared-expert rows of 64 (padded),
-// vocabulary 301, 40 experts, windows of 11 and 3 rows.
-func quantKernelConfig(t *testing.T, formats []string, i int) *models.Config {
-	c, err := models.Embedded("tiny-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := func(j int) string { return formats[(i+j)%len(formats)] }
-	c.Name = "quant-" + f(0)
-	arch := &c.Architecture
-	arch.NumLayers, arch.LayerTypes = 2, []string{"linear_attention", "full_attention"}
-	arch.HiddenSize, arch.VocabSize = 288, 301
-	arch.Attention.NumHeads, arch.Attention.NumKVHeads, arch.Attention.HeadDim = 3, 1, 32
-	arch.LinearAttention.NumKeyHeads, arch.LinearAttention.NumValueHeads = 2, 6
-	arch.LinearAttention.KeyHeadDim, arch.LinearAttention.ValueHeadDim = 20, 16
-	arch.MoE.NumExperts, arch.MoE.ExpertsPerToken = 40, 3
-	arch.MoE.IntermediateSize, arch.MoE.SharedExpertIntermediateSize = 96, 64
-	arch.MTP.NumLayers = 1
-	c.Quant = models.QuantPlan{Trunk: f(0), Experts: f(1), Embeddings: f(2), Head: f(3), Rows: "pad"}
-	c.Windows.MaxDecodeRows, c.Windows.PrefillRows = 3, 11
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func quantFormat(name string) bool { return slices.Contains(e2e.QuantFormats(), name) }
 
 // quantDiff runs a model on the cpu backend and, dispatch by dispatch, every
 // dispatch whose kernel reads a quantized format also through mslemu from
@@ -323,42 +249,14 @@ func runQuantDiff(t *testing.T, c *models.Config, graphs []*graph.Graph, am *art
 	return b
 }
 
-// quantKernelModels returns quantKernelConfig for every i with its graphs,
-// and one artifact holding the kernels of all of them: they differ only in
-// storage formats, so one library (one emulator build) serves every one.
-// None may be missing.
-func quantKernelModels(t *testing.T) ([]*models.Config, [][]*graph.Graph, *artifact.Artifact) {
-	t.Helper()
-	formats := quantFormats()
-	var configs []*models.Config
-	var graphs [][]*graph.Graph
-	var all []*graph.Graph
-	for i := range formats {
-		c := quantKernelConfig(t, formats, i)
-		gs, err := gen.Windows(c, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		configs, graphs, all = append(configs, c), append(graphs, gs), append(all, gs...)
-	}
-	am, err := gen.Kernels(configs[0], all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(am.Missing) > 0 {
-		t.Fatalf("kernels missing: %v", am.Missing)
-	}
-	return configs, graphs, am
-}
-
 // TestMSLEmuQuantKernels: every quantized format through matmul (trunk and
 // head), moe_gate_up, moe_down and embed, dispatch by dispatch against the
 // cpu backend on random quantized weights (blocks really quantized from
 // noise), in prefill windows with all and with some rows live, decode rows
 // and (one model) MTP draft windows.
 func TestMSLEmuQuantKernels(t *testing.T) {
-	requireEmulator(t)
-	configs, graphs, am := quantKernelModels(t)
+	e2e.RequireEmulator(t)
+	configs, graphs, am := e2e.QuantKernelModels(t)
 	emu, err := mslemu.New(am, mslemu.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +281,7 @@ func TestMSLEmuQuantKernels(t *testing.T) {
 			t.Logf("dispatches compared: %s", strings.Join(report, ", "))
 		})
 	}
-	for _, f := range quantFormats() {
+	for _, f := range e2e.QuantFormats() {
 		for _, family := range []string{"matmul", "moe_gate_up", "moe_down", "embed"} {
 			if compared[family+"_"+f] == 0 {
 				t.Errorf("kernel %s_%s was never compared", family, f)
@@ -427,14 +325,14 @@ var brokenDecoders = map[string][2]string{
 // far past kernelTol. Every fourth model of quantKernelConfig (i = 0, 4, …)
 // holds four formats, so between them all.
 func TestMSLEmuQuantKernelsCatchBrokenDecoders(t *testing.T) {
-	requireEmulator(t)
-	configs, graphs, am := quantKernelModels(t)
+	e2e.RequireEmulator(t)
+	configs, graphs, am := e2e.QuantKernelModels(t)
 	src, err := am.Source()
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(src)
-	for _, f := range quantFormats() {
+	for _, f := range e2e.QuantFormats() {
 		fault, ok := brokenDecoders[f]
 		if !ok {
 			t.Fatalf("no fault for format %s", f)
@@ -464,7 +362,7 @@ func TestMSLEmuQuantKernelsCatchBrokenDecoders(t *testing.T) {
 		}
 		t.Logf("broken decoders, worst error per kernel: %s", strings.Join(report, ", "))
 	}
-	for _, f := range quantFormats() {
+	for _, f := range e2e.QuantFormats() {
 		if !(caught[f] > 100*kernelTol) {
 			t.Errorf("%s: a broken decoder gives a worst error of only %.2g (kernelTol %.0e)", f, caught[f], kernelTol)
 		}

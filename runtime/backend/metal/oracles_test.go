@@ -1,4 +1,4 @@
-package load
+package metal_test
 
 import (
 	"fmt"
@@ -8,20 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/stream"
+	"github.com/strata-llm/strata/runtime/load"
 )
-
-// metalEmuOptions runs the Metal backend (encoder, pipelines per constant
-// tuple, bindings, argument structs, ICB replay, host points) on a recording
-// device whose GPU is the MSL emulator.
-func metalEmuOptions(t *testing.T, icb bool) Options {
-	requireEmulator(t)
-	return Options{Backend: BackendMetalEmu, Metal: metal.Options{ICB: icb}}
-}
 
 // TestMetalBackendOracles: what the Metal backend encodes, run dispatch by
 // dispatch by the emulator, reproduces the HF float64 oracles: a full
@@ -30,36 +24,36 @@ func metalEmuOptions(t *testing.T, icb bool) Options {
 // replayed from indirect command buffers.
 func TestMetalBackendOracles(t *testing.T) {
 	const prompt = 16
-	for _, o := range oracles {
+	for _, o := range e2e.Oracles {
 		for _, icb := range []bool{false, true} {
-			name := o.name + "/direct"
+			name := o.Name + "/direct"
 			if icb {
-				name = o.name + "/icb"
+				name = o.Name + "/icb"
 			}
 			t.Run(name, func(t *testing.T) {
-				if o.name == "tiny-k512" && (testing.Short() || icb) {
+				if o.Name == "tiny-k512" && (testing.Short() || icb) {
 					t.Skip("tiny-k512 (512 experts) through the emulator is the slowest oracle: once, without -short")
 				}
-				ref := ref0(t, o.name)
-				opt := metalEmuOptions(t, icb)
-				opt.AllLogits, opt.PrefillRows = true, len(ref.tokens)
-				l, _ := openOracle(t, o.name, opt)
-				w1 := checkLogits(t, "tokens", runLogits(t, l, ref.tokens, len(ref.tokens)), ref.logits, o.tol)
+				ref := e2e.Ref(t, o.Name)
+				opt := e2e.MetalEmuOptions(t, icb)
+				opt.AllLogits, opt.PrefillRows = true, len(ref.Tokens)
+				l, _ := e2e.OpenOracle(t, o.Name, opt)
+				w1 := e2e.CheckLogits(t, "tokens", e2e.RunLogits(t, l, ref.Tokens, len(ref.Tokens)), ref.Logits, o.Tol)
 
 				start := time.Now()
 				var logits [][]float32
-				n := len(ref.greedy) - prompt
-				got, err := l.Model.NewSession().Generate(ref.greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt,
+				n := len(ref.Greedy) - prompt
+				got, err := l.Model.NewSession().Generate(ref.Greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt,
 					OnLogits: func(r []float32) error { logits = append(logits, r); return nil }})
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, want := range ref.greedy[prompt:] {
+				for i, want := range ref.Greedy[prompt:] {
 					if i >= len(got) || got[i] != want {
-						t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.greedy[prompt:])
+						t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:])
 					}
 				}
-				w2 := checkLogits(t, "decode path", logits, ref.greedyLogits[:prompt+n-1], o.tol)
+				w2 := e2e.CheckLogits(t, "decode path", logits, ref.GreedyLogits[:prompt+n-1], o.Tol)
 				t.Logf("worst per-position relative L2: tokens %.3g, decode %.3g; %d+%d decode %v", w1, w2, prompt, n, time.Since(start).Round(time.Millisecond))
 			})
 		}
@@ -74,20 +68,20 @@ func TestMetalBackendStreaming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: tiny-k512 through the emulator")
 	}
-	ref := ref0(t, "tiny-k512")
-	prompt := ref.tokens[:8]
+	ref := e2e.Ref(t, "tiny-k512")
+	prompt := ref.Tokens[:8]
 	const n = 8
-	opt := metalEmuOptions(t, false)
+	opt := e2e.MetalEmuOptions(t, false)
 	opt.AllLogits, opt.PrefillRows = true, 4
-	base, _ := openOracle(t, "tiny-k512", opt)
-	wantT, wantL := decodeAll(t, base, prompt, n)
+	base, _ := e2e.OpenOracle(t, "tiny-k512", opt)
+	wantT, wantL := e2e.DecodeAll(t, base, prompt, n)
 
 	for _, icb := range []bool{false, true} {
-		opt := metalEmuOptions(t, icb)
+		opt := e2e.MetalEmuOptions(t, icb)
 		opt.AllLogits, opt.PrefillRows, opt.ArenaExperts = true, 4, 4*512*5/100
-		l, _ := openOracle(t, "tiny-k512", opt)
-		gotT, gotL := decodeAll(t, l, prompt, n)
-		sameRun(t, fmt.Sprintf("metal (ICB %v), 5%% arena", icb), gotT, wantT, gotL, wantL)
+		l, _ := e2e.OpenOracle(t, "tiny-k512", opt)
+		gotT, gotL := e2e.DecodeAll(t, l, prompt, n)
+		e2e.SameRun(t, fmt.Sprintf("metal (ICB %v), 5%% arena", icb), gotT, wantT, gotL, wantL)
 		st := l.Model.StreamStats()
 		if st.Misses <= opt.ArenaExperts {
 			t.Errorf("a %d-slot arena missed only %d times: the host points never evicted", opt.ArenaExperts, st.Misses)
@@ -102,7 +96,7 @@ func TestMetalBackendElsewhere(t *testing.T) {
 	if _, err := metal.Open(metal.Kernels{}, metal.Options{}); err == nil {
 		t.Skip("a Metal device is present")
 	}
-	_, err := HF("../../testdata/oracles/tiny-a", Options{Backend: BackendMetal})
+	_, err := load.HF(e2e.OracleDir("tiny-a"), e2e.WithGenerator(load.Options{Backend: load.BackendMetal}))
 	if err == nil || !strings.Contains(err.Error(), "darwin/arm64") {
 		t.Fatalf("opening tiny-a on the metal backend off a Mac: %v, want an error naming darwin/arm64", err)
 	}
@@ -112,17 +106,17 @@ func TestMetalBackendElsewhere(t *testing.T) {
 // final-norm launch) or runs one with a wrong function constant moves the
 // logits far past the tolerance, or fails the window.
 func TestMetalEmuCatchesWrongExecution(t *testing.T) {
-	c, graphs, am, src, ref := tinyA(t)
+	c, graphs, am, src, ref := e2e.TinyA(t)
 	k, err := metal.KernelsFrom(am)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := prefill16(c, graphs, src, cpu.Backend, ref)
+	want, err := e2e.Prefill16(c, graphs, src, cpu.Backend, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mutation := range []string{"none", "skip", "constant"} {
-		rec, err := emulatedMetalDevice(am, mslemu.Options{})
+		rec, err := load.EmulatedMetal(am, mslemu.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,12 +142,12 @@ func TestMetalEmuCatchesWrongExecution(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := prefill16(c, graphs, src, b.Engine(), ref)
+		got, err := e2e.Prefill16(c, graphs, src, b.Engine(), ref)
 		b.Close()
 		worst := 0.0
 		for i := range want {
 			if err == nil {
-				worst = max(worst, relL2(got[i], want[i]))
+				worst = max(worst, e2e.RelL2(got[i], want[i]))
 			}
 		}
 		switch {
@@ -174,19 +168,19 @@ func TestMetalBackendMoCE(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: tiny-k512 through the emulator")
 	}
-	ref := ref0(t, "tiny-k512")
-	prompt := ref.tokens[:8]
+	ref := e2e.Ref(t, "tiny-k512")
+	prompt := ref.Tokens[:8]
 	const n = 6
 	var first []int
 	for run, threads := range []int{8, 1, 3} {
-		opt := metalEmuOptions(t, run == 2)
+		opt := e2e.MetalEmuOptions(t, run == 2)
 		opt.PrefillRows, opt.ArenaExperts, opt.MoCE, opt.ReadAhead = 4, 4*512*5/100, true, true
 		opt.Stream = stream.Options{Threads: threads}
 		opt.WrapReader = func(r stream.Reader) stream.Reader {
-			return &delayed{inner: r, rng: rand.New(rand.NewSource(int64(run))), maxDelay: 2 * time.Millisecond}
+			return &e2e.Delayed{Inner: r, Rng: rand.New(rand.NewSource(int64(run))), MaxDelay: 2 * time.Millisecond}
 		}
-		l, _ := openOracle(t, "tiny-k512", opt)
-		got, _ := decodeAll(t, l, prompt, n)
+		l, _ := e2e.OpenOracle(t, "tiny-k512", opt)
+		got, _ := e2e.DecodeAll(t, l, prompt, n)
 		st := l.Model.StreamStats()
 		t.Logf("run %d, %d threads: %v; %d hits, %d misses, %d read-aheads", run, threads, got, st.Hits, st.Misses, st.Prefetched)
 		if run == 0 {

@@ -1,41 +1,18 @@
-package load
+package mslemu_test
 
 import (
 	"errors"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/strata-llm/strata/artifact"
-	"github.com/strata-llm/strata/gen"
-	"github.com/strata-llm/strata/graph"
-	"github.com/strata-llm/strata/models"
-	"github.com/strata-llm/strata/runtime/backend"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
 	"github.com/strata-llm/strata/runtime/engine"
-	"github.com/strata-llm/strata/runtime/format/safetensors"
-	"github.com/strata-llm/strata/runtime/weights"
 )
-
-// requireEmulator skips when no clang can build the emulator, unless
-// STRATA_REQUIRE_CLANG is set (CI sets it).
-func requireEmulator(t *testing.T) {
-	t.Helper()
-	if _, err := mslemu.Clang(); errors.Is(err, mslemu.ErrNoClang) {
-		if os.Getenv("STRATA_REQUIRE_CLANG") != "" {
-			t.Fatal("STRATA_REQUIRE_CLANG is set but " + err.Error())
-		}
-		t.Skip("skipping mslemu: " + err.Error())
-	}
-}
-
-func mslemuOptions(t *testing.T) Options {
-	requireEmulator(t)
-	return Options{Backend: BackendMSLEmu, MSLEmu: mslemu.Options{}}
-}
 
 // TestMSLEmuOracles: the generated MSL, run on the CPU by the lane emulator,
 // reproduces the HF float64 oracles at the cpu backend's tolerances: a full
@@ -44,41 +21,41 @@ func mslemuOptions(t *testing.T) Options {
 // token. The slowest oracle runs only without -short.
 func TestMSLEmuOracles(t *testing.T) {
 	const prompt = 16
-	for _, o := range oracles {
-		t.Run(o.name, func(t *testing.T) {
-			if testing.Short() && o.name == "tiny-k512" {
+	for _, o := range e2e.Oracles {
+		t.Run(o.Name, func(t *testing.T) {
+			if testing.Short() && o.Name == "tiny-k512" {
 				t.Skip("-short: tiny-k512 (512 experts) through mslemu is the slowest oracle")
 			}
-			ref := ref0(t, o.name)
-			opt := mslemuOptions(t)
-			opt.AllLogits, opt.PrefillRows = true, len(ref.tokens)
+			ref := e2e.Ref(t, o.Name)
+			opt := e2e.MSLEmuOptions(t)
+			opt.AllLogits, opt.PrefillRows = true, len(ref.Tokens)
 			start := time.Now()
-			l, _ := openOracle(t, o.name, opt)
+			l, _ := e2e.OpenOracle(t, o.Name, opt)
 			loaded := time.Since(start)
 			start = time.Now()
-			w1 := checkLogits(t, "tokens", runLogits(t, l, ref.tokens, len(ref.tokens)), ref.logits, o.tol)
-			w2 := checkLogits(t, "greedy_tokens", runLogits(t, l, ref.greedy, len(ref.greedy)), ref.greedyLogits, o.tol)
+			w1 := e2e.CheckLogits(t, "tokens", e2e.RunLogits(t, l, ref.Tokens, len(ref.Tokens)), ref.Logits, o.Tol)
+			w2 := e2e.CheckLogits(t, "greedy_tokens", e2e.RunLogits(t, l, ref.Greedy, len(ref.Greedy)), ref.GreedyLogits, o.Tol)
 			prefill := time.Since(start)
 
 			start = time.Now()
 			s := l.Model.NewSession()
 			var logits [][]float32
-			n := len(ref.greedy) - prompt
-			got, err := s.Generate(ref.greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt, OnLogits: func(r []float32) error {
+			n := len(ref.Greedy) - prompt
+			got, err := s.Generate(ref.Greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt, OnLogits: func(r []float32) error {
 				logits = append(logits, r)
 				return nil
 			}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, want := range ref.greedy[prompt:] {
+			for i, want := range ref.Greedy[prompt:] {
 				if i >= len(got) || got[i] != want {
-					t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.greedy[prompt:])
+					t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:])
 				}
 			}
-			w3 := checkLogits(t, "decode path", logits, ref.greedyLogits[:prompt+n-1], o.tol)
+			w3 := e2e.CheckLogits(t, "decode path", logits, ref.GreedyLogits[:prompt+n-1], o.Tol)
 			t.Logf("worst per-position relative L2: tokens %.3g, greedy %.3g, decode %.3g; load+build %v, two %d-row prefills %v, %d+%d decode %v",
-				w1, w2, w3, loaded.Round(time.Millisecond), len(ref.tokens), prefill.Round(time.Millisecond), prompt, n, time.Since(start).Round(time.Millisecond))
+				w1, w2, w3, loaded.Round(time.Millisecond), len(ref.Tokens), prefill.Round(time.Millisecond), prompt, n, time.Since(start).Round(time.Millisecond))
 		})
 	}
 }
@@ -98,47 +75,6 @@ func sanitizerEmulator(t *testing.T, am *artifact.Artifact, sanitize string) *ms
 	return e
 }
 
-// tinyA is the tiny-a oracle's config, graphs (every row's logits), kernel
-// artifact, weights and reference.
-func tinyA(t *testing.T) (*models.Config, []*graph.Graph, *artifact.Artifact, engine.WeightSource, reference) {
-	t.Helper()
-	requireEmulator(t)
-	c, err := models.Embedded("tiny-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	graphs, err := gen.Windows(c, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	am, err := gen.Kernels(c, graphs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join("../../testdata/oracles", "tiny-a")
-	ck, err := safetensors.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ck.Close() })
-	return c, graphs, am, weights.NewHF(ck, c), loadReference(t, dir)
-}
-
-// prefill16 runs the first 16 reference tokens in one window and returns
-// every row's logits.
-func prefill16(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, b backend.Backend, ref reference) ([][]float32, error) {
-	m, err := engine.LoadWith(c, graphs, src, b)
-	if err != nil {
-		return nil, err
-	}
-	var got [][]float32
-	_, err = m.NewSession().Generate(ref.tokens[:16], 0, engine.GenerateOptions{PrefillRows: 16, OnLogits: func(r []float32) error {
-		got = append(got, r)
-		return nil
-	}})
-	return got, err
-}
-
 // withSource is am with kernels.metal replaced.
 func withSource(am *artifact.Artifact, src string) *artifact.Artifact {
 	edited := *am
@@ -150,14 +86,14 @@ func withSource(am *artifact.Artifact, src string) *artifact.Artifact {
 // ThreadSanitizer and AddressSanitizer (with every byte outside a
 // dispatch's declared ranges poisoned) and still match the oracle.
 func TestMSLEmuSanitizersClean(t *testing.T) {
-	c, graphs, am, src, ref := tinyA(t)
+	c, graphs, am, src, ref := e2e.TinyA(t)
 	for _, san := range []string{mslemu.Thread, mslemu.Address} {
 		t.Run(san, func(t *testing.T) {
-			got, err := prefill16(c, graphs, src, sanitizerEmulator(t, am, san), ref)
+			got, err := e2e.Prefill16(c, graphs, src, sanitizerEmulator(t, am, san), ref)
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkLogits(t, san, got, ref.logits[:16], 1e-4)
+			e2e.CheckLogits(t, san, got, ref.Logits[:16], 1e-4)
 		})
 	}
 }
@@ -169,7 +105,7 @@ func TestMSLEmuSanitizersClean(t *testing.T) {
 // others have not written yet), and ThreadSanitizer reports the race in
 // that function.
 func TestMSLEmuCatchesMissingBarrier(t *testing.T) {
-	c, graphs, am, src, ref := tinyA(t)
+	c, graphs, am, src, ref := e2e.TinyA(t)
 	text, err := am.Source()
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +125,7 @@ func TestMSLEmuCatchesMissingBarrier(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			got, err := prefill16(c, graphs, src, e, ref)
+			got, err := e2e.Prefill16(c, graphs, src, e, ref)
 			worst := 0.0
 			switch {
 			case errors.Is(err, engine.ErrNonFinite): // the engine refuses the NaN logits the race leaves
@@ -198,7 +134,7 @@ func TestMSLEmuCatchesMissingBarrier(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range got {
-				e := relL2(got[i], ref.logits[i])
+				e := e2e.RelL2(got[i], ref.Logits[i])
 				if math.IsNaN(e) || e > worst {
 					worst = e
 				}
@@ -206,7 +142,7 @@ func TestMSLEmuCatchesMissingBarrier(t *testing.T) {
 			if !(worst > 1e-4) && !math.IsNaN(worst) {
 				t.Errorf("without the barrier the logits are still within 1e-4 of the reference (worst %.3g)", worst)
 			}
-			_, err = prefill16(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Thread), ref)
+			_, err = e2e.Prefill16(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Thread), ref)
 			if err == nil || !strings.Contains(err.Error(), "ThreadSanitizer: data race") || !strings.Contains(err.Error(), tc.function) {
 				t.Errorf("ThreadSanitizer did not report the race in %s: %v", tc.function, err)
 			}
@@ -219,7 +155,7 @@ func TestMSLEmuCatchesMissingBarrier(t *testing.T) {
 // tensor stays inside the weights buffer, so only AddressSanitizer with the
 // dispatch's declared ranges can see it.
 func TestMSLEmuCatchesStrayRead(t *testing.T) {
-	c, graphs, am, src, ref := tinyA(t)
+	c, graphs, am, src, ref := e2e.TinyA(t)
 	text, err := am.Source()
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +165,7 @@ func TestMSLEmuCatchesStrayRead(t *testing.T) {
 		t.Fatalf("matmul's row bound appears %d times in kernels.metal, expected once", n)
 	}
 	broken := withSource(am, strings.Replace(string(text), bound, strings.Replace(bound, "<", "<=", 1), 1))
-	_, err = prefill16(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Address), ref)
+	_, err = e2e.Prefill16(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Address), ref)
 	if err == nil || !strings.Contains(err.Error(), "AddressSanitizer: use-after-poison") || !strings.Contains(err.Error(), "matmul_f32") {
 		t.Errorf("AddressSanitizer did not report the read past the weights: %v", err)
 	}

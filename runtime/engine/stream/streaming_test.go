@@ -1,4 +1,4 @@
-package load
+package stream_test
 
 import (
 	"math/rand"
@@ -6,57 +6,32 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/stream"
+	"github.com/strata-llm/strata/runtime/load"
 )
-
-// decodeAll runs the tiny-k512 reference prompt and returns tokens and every
-// fed row's logits.
-func decodeAll(t *testing.T, l *Loaded, prompt []int, n int) ([]int, [][]float32) {
-	t.Helper()
-	var logits [][]float32
-	out, err := l.Model.NewSession().Generate(prompt, n, engine.GenerateOptions{PrefillRows: l.PrefillRows,
-		OnLogits: func(r []float32) error { logits = append(logits, r); return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out, logits
-}
-
-// sameRun asserts two runs gave identical tokens and logits, bit for bit.
-func sameRun(t *testing.T, what string, gotT, wantT []int, gotL, wantL [][]float32) {
-	t.Helper()
-	if !slices.Equal(gotT, wantT) {
-		t.Fatalf("%s: tokens %v, want %v", what, gotT, wantT)
-	}
-	for i := range wantL {
-		if !slices.Equal(gotL[i], wantL[i]) {
-			t.Fatalf("%s: row %d logits differ", what, i)
-		}
-	}
-}
 
 // Streaming the routed experts changes nothing: tiny-k512 (512 experts,
 // top-10) with every expert resident, with an arena holding all of them and
 // with one holding 5%, from the HF checkpoint and from a GGUF with its pack,
 // gives identical tokens and logits. The 5% arena must evict and re-read.
 func TestStreamingIsExact(t *testing.T) {
-	ref := ref0(t, "tiny-k512")
-	prompt := ref.tokens[:12]
+	ref := e2e.Ref(t, "tiny-k512")
+	prompt := ref.Tokens[:12]
 	const n = 20
-	base, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: 4})
-	wantT, wantL := decodeAll(t, base, prompt, n)
+	base, _ := e2e.OpenOracle(t, "tiny-k512", load.Options{AllLogits: true, PrefillRows: 4})
+	wantT, wantL := e2e.DecodeAll(t, base, prompt, n)
 
 	all := 4 * 512
 	small := all * 5 / 100
 	for _, slots := range []int{all, small} {
-		l, _ := openOracle(t, "tiny-k512", Options{AllLogits: true, PrefillRows: 4, ArenaExperts: slots})
-		gotT, gotL := decodeAll(t, l, prompt, n)
-		sameRun(t, "HF checkpoint, arena of "+itoa(slots), gotT, wantT, gotL, wantL)
+		l, _ := e2e.OpenOracle(t, "tiny-k512", load.Options{AllLogits: true, PrefillRows: 4, ArenaExperts: slots})
+		gotT, gotL := e2e.DecodeAll(t, l, prompt, n)
+		e2e.SameRun(t, "HF checkpoint, arena of "+strconv.Itoa(slots), gotT, wantT, gotL, wantL)
 		st := l.Model.StreamStats()
 		t.Logf("HF, %d slots: %d hits, %d misses, %.1f MB read, stall %v", slots, st.Hits, st.Misses, float64(st.BytesRead)/1e6, st.Stall.Round(time.Millisecond))
 		if slots == small && st.Misses <= small {
@@ -65,54 +40,36 @@ func TestStreamingIsExact(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	path, _ := convertOracle(t, "tiny-k512", "", dir)
-	if err := packFile(path); err != nil {
+	path, _ := e2e.ConvertOracle(t, "tiny-k512", "", dir)
+	if err := e2e.PackFile(path); err != nil {
 		t.Fatal(err)
 	}
 	for _, threads := range []int{1, 8} {
-		l := openGGUF(t, path, GGUFOptions{Options: Options{AllLogits: true, PrefillRows: 4, ArenaExperts: small,
+		l := e2e.GGUF(t, path, load.GGUFOptions{Options: load.Options{AllLogits: true, PrefillRows: 4, ArenaExperts: small,
 			Stream: stream.Options{Threads: threads}}})
-		gotT, gotL := decodeAll(t, l, prompt, n)
-		sameRun(t, "GGUF + pack, 5% arena, "+itoa(threads)+" threads", gotT, wantT, gotL, wantL)
+		gotT, gotL := e2e.DecodeAll(t, l, prompt, n)
+		e2e.SameRun(t, "GGUF + pack, 5% arena, "+strconv.Itoa(threads)+" threads", gotT, wantT, gotL, wantL)
 		st := l.Model.StreamStats()
 		t.Logf("GGUF + pack, %d slots, %d threads: %d hits, %d misses, %.1f MB read", small, threads, st.Hits, st.Misses, float64(st.BytesRead)/1e6)
 	}
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-// delayed delays every read by a pseudo-random 0–maxDelay.
-type delayed struct {
-	inner    stream.Reader
-	mu       sync.Mutex
-	rng      *rand.Rand
-	maxDelay time.Duration
-}
-
-func (d *delayed) ReadExpert(layer, expert, off int, dst []byte) error {
-	d.mu.Lock()
-	wait := time.Duration(d.rng.Int63n(int64(d.maxDelay) + 1))
-	d.mu.Unlock()
-	time.Sleep(wait)
-	return d.inner.ReadExpert(layer, expert, off, dst)
 }
 
 // With MoCE on, routing depends on residency; residency that routing sees
 // changes only at deterministic points, so runs with random read delays and
 // different thread counts give the same tokens. Read-ahead is on too.
 func TestMoCEIsDeterministic(t *testing.T) {
-	ref := ref0(t, "tiny-k512")
-	prompt := ref.tokens[:8]
+	ref := e2e.Ref(t, "tiny-k512")
+	prompt := ref.Tokens[:8]
 	const n = 8
 	small := 4 * 512 * 5 / 100
 	var first []int
 	for run, threads := range []int{8, 1, 3, 8, 2} {
-		l, _ := openOracle(t, "tiny-k512", Options{PrefillRows: 4, ArenaExperts: small, MoCE: true, ReadAhead: true,
+		l, _ := e2e.OpenOracle(t, "tiny-k512", load.Options{PrefillRows: 4, ArenaExperts: small, MoCE: true, ReadAhead: true,
 			Stream: stream.Options{Threads: threads},
 			WrapReader: func(r stream.Reader) stream.Reader {
-				return &delayed{inner: r, rng: rand.New(rand.NewSource(int64(run))), maxDelay: 3 * time.Millisecond}
+				return &e2e.Delayed{Inner: r, Rng: rand.New(rand.NewSource(int64(run))), MaxDelay: 3 * time.Millisecond}
 			}})
-		got, _ := decodeAll(t, l, prompt, n)
+		got, _ := e2e.DecodeAll(t, l, prompt, n)
 		st := l.Model.StreamStats()
 		t.Logf("run %d, %d threads: %v; %d hits, %d misses, %d read-aheads (%d used)", run, threads, got, st.Hits, st.Misses, st.Prefetched, st.Used)
 		if run == 0 {
@@ -126,8 +83,8 @@ func TestMoCEIsDeterministic(t *testing.T) {
 			t.Fatalf("run %d (%d threads) gave %v, run 0 gave %v: routing depended on I/O timing", run, threads, got, first)
 		}
 	}
-	plain, _ := openOracle(t, "tiny-k512", Options{PrefillRows: 4})
-	exact, _ := decodeAll(t, plain, prompt, n)
+	plain, _ := e2e.OpenOracle(t, "tiny-k512", load.Options{PrefillRows: 4})
+	exact, _ := e2e.DecodeAll(t, plain, prompt, n)
 	t.Logf("without MoCE: %v", exact)
 }
 
@@ -136,18 +93,18 @@ func TestMoCEIsDeterministic(t *testing.T) {
 // ignored with a warning.
 func TestUsageHistoryAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
-	path, _ := convertOracle(t, "tiny-k512", "", dir)
-	if err := packFile(path); err != nil {
+	path, _ := e2e.ConvertOracle(t, "tiny-k512", "", dir)
+	if err := e2e.PackFile(path); err != nil {
 		t.Fatal(err)
 	}
-	ref := ref0(t, "tiny-k512")
-	prompt := ref.tokens[:8]
+	ref := e2e.Ref(t, "tiny-k512")
+	prompt := ref.Tokens[:8]
 	run := func(warn func(error)) stream.Stats {
-		l, err := GGUF(path, GGUFOptions{Options: Options{PrefillRows: 4, ArenaExperts: 400, Warn: warn}})
+		l, err := load.GGUF(path, load.GGUFOptions{Options: e2e.WithGenerator(load.Options{PrefillRows: 4, ArenaExperts: 400, Warn: warn})})
 		if err != nil {
 			t.Fatal(err)
 		}
-		decodeAll(t, l, prompt, 8)
+		e2e.DecodeAll(t, l, prompt, 8)
 		st := l.Model.StreamStats()
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
@@ -175,8 +132,8 @@ func TestUsageHistoryAcrossRestarts(t *testing.T) {
 // clear error when the expert is read; nothing corrupt is used.
 func TestStreamingCorruptPack(t *testing.T) {
 	dir := t.TempDir()
-	path, _ := convertOracle(t, "tiny-k512", "", dir)
-	if err := packFile(path); err != nil {
+	path, _ := e2e.ConvertOracle(t, "tiny-k512", "", dir)
+	if err := e2e.PackFile(path); err != nil {
 		t.Fatal(err)
 	}
 	pk := path + ".experts"
@@ -190,7 +147,7 @@ func TestStreamingCorruptPack(t *testing.T) {
 	if err := os.WriteFile(pk, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := GGUF(path, GGUFOptions{Options: Options{PrefillRows: 4, ArenaExperts: 100, History: "-"}})
+	l, err := load.GGUF(path, load.GGUFOptions{Options: e2e.WithGenerator(load.Options{PrefillRows: 4, ArenaExperts: 100, History: "-"})})
 	if err != nil {
 		if strings.Contains(err.Error(), "checksum") || strings.Contains(err.Error(), "stale") {
 			return // refused at open: fine too
@@ -198,7 +155,7 @@ func TestStreamingCorruptPack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	_, err = l.Model.NewSession().Generate(ref0(t, "tiny-k512").tokens[:4], 2, engine.GenerateOptions{PrefillRows: 4})
+	_, err = l.Model.NewSession().Generate(e2e.Ref(t, "tiny-k512").Tokens[:4], 2, engine.GenerateOptions{PrefillRows: 4})
 	if err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("a corrupt pack decoded: err = %v", err)
 	}

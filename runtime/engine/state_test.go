@@ -1,9 +1,11 @@
-package load
+package engine_test
 
 import (
 	"math"
-	"path/filepath"
 	"testing"
+
+	"github.com/strata-llm/strata/internal/e2e"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // TestSessionSaveRestore: a session saved after a prompt, clobbered by
@@ -13,7 +15,7 @@ import (
 func TestSessionSaveRestore(t *testing.T) {
 	for _, name := range []string{"tiny-a", "q4-a"} {
 		t.Run(name, func(t *testing.T) {
-			l, err := HF(filepath.Join("../../testdata/oracles", name), Options{})
+			l, err := load.HF(e2e.OracleDir(name), e2e.WithGenerator(load.Options{}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package load
+package mslemu_test
 
 import (
 	"encoding/binary"
@@ -13,6 +13,7 @@ import (
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/backend/cpu"
@@ -315,7 +316,7 @@ func oddConfigs(t *testing.T) []*models.Config {
 // and MTP draft windows, past the start of the KV cache and the indexer's
 // selection budget.
 func TestMSLEmuKernels(t *testing.T) {
-	requireEmulator(t)
+	e2e.RequireEmulator(t)
 	compared := map[graph.Family]int{}
 	for _, c := range oddConfigs(t) {
 		t.Run(c.Name, func(t *testing.T) {
@@ -419,7 +420,7 @@ func setParams(g *graph.Graph, rows, pos int, mems ...backend.Memory) {
 // both paths run here on random queries and pooled keys, some of them tied
 // (the lower block wins), against the cpu backend.
 func TestMSLEmuIndexSelectPastCache(t *testing.T) {
-	requireEmulator(t)
+	e2e.RequireEmulator(t)
 	c, err := models.Embedded("q4-a")
 	if err != nil {
 		t.Fatal(err)
@@ -498,7 +499,7 @@ func TestMSLEmuIndexSelectPastCache(t *testing.T) {
 // there) computes what the whole dispatch does: each chunk reads its
 // offset from the grid-offset function constants.
 func TestMSLEmuChunkedDispatch(t *testing.T) {
-	requireEmulator(t)
+	e2e.RequireEmulator(t)
 	c, err := models.Embedded("tiny-a")
 	if err != nil {
 		t.Fatal(err)

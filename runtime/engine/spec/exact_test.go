@@ -1,17 +1,19 @@
-package load
+package spec_test
 
 import (
 	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/spec"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // decode runs a prompt through a fresh session and returns the tokens and
 // every fed token's logits.
-func decode(t *testing.T, l *Loaded, prompt []int, n int, sp engine.SpecOptions) ([]int, [][]float32) {
+func decode(t *testing.T, l *load.Loaded, prompt []int, n int, sp engine.SpecOptions) ([]int, [][]float32) {
 	t.Helper()
 	var logits [][]float32
 	out, err := l.Model.NewSession().Generate(prompt, n, engine.GenerateOptions{
@@ -39,7 +41,7 @@ func TestSpeculationIsExact(t *testing.T) {
 	runs := []run{{"suffix depth 1", engine.SpecOptions{Depth: 1, SuffixDraft: 3}}, {"suffix depth 3", engine.SpecOptions{Depth: 3, SuffixDraft: 3}},
 		{"suffix auto", engine.SpecOptions{Depth: engine.Auto, SuffixDraft: 3}}}
 	for _, name := range []string{"tiny-a", "tiny-k512"} {
-		l, _ := openOracle(t, name, Options{AllLogits: true})
+		l, _ := e2e.OpenOracle(t, name, load.Options{AllLogits: true})
 		want, wantLogits := decode(t, l, repetitive, 40, engine.SpecOptions{})
 		for _, r := range runs {
 			st := &engine.SpecStats{}
@@ -65,13 +67,13 @@ func TestSpeculationIsExact(t *testing.T) {
 // kind of state a rejected row could corrupt), drafting with the head, the
 // suffix drafter, or both under the gate.
 func TestSpeculationIsExactQ4(t *testing.T) {
-	l, err := HF(withMTP(t), Options{AllLogits: true})
+	l, err := load.HF(e2e.WithMTP(t), e2e.WithGenerator(load.Options{AllLogits: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	ref := ref0(t, "q4-a")
-	prompt := append(append([]int(nil), ref.tokens[:20]...), ref.tokens[10:20]...) // repeats: suffix drafts hit
+	ref := e2e.Ref(t, "q4-a")
+	prompt := append(append([]int(nil), ref.Tokens[:20]...), ref.Tokens[10:20]...) // repeats: suffix drafts hit
 	want, wantLogits := decode(t, l, prompt, 40, engine.SpecOptions{})
 	for _, sp := range []engine.SpecOptions{
 		{Depth: 1, MTP: true}, {Depth: 3, MTP: true}, {Depth: 2, SuffixDraft: 3},
@@ -119,9 +121,9 @@ func (k *knownDrafter) Draft(hist []int, n int) ([]int, []float64) {
 // Exactness through both accepted and rejected drafts, on every model kind.
 func TestSpeculationAcceptsAndRejects(t *testing.T) {
 	for _, name := range []string{"tiny-a", "q4-a"} {
-		l, _ := openOracle(t, name, Options{AllLogits: true})
-		ref := ref0(t, name)
-		prompt := ref.tokens[:16]
+		l, _ := e2e.OpenOracle(t, name, load.Options{AllLogits: true})
+		ref := e2e.Ref(t, name)
+		prompt := ref.Tokens[:16]
 		want, wantLogits := decode(t, l, prompt, 30, engine.SpecOptions{})
 		for _, depth := range []int{1, 3, engine.Auto} {
 			st := &engine.SpecStats{}

@@ -1,4 +1,4 @@
-package load
+package cpu_test
 
 import (
 	"math/rand"

@@ -1,11 +1,13 @@
-package load
+package spec_test
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/spec"
+	"github.com/strata-llm/strata/runtime/load"
 )
 
 // randomDrafter proposes tokens the model almost never produces: the
@@ -31,13 +33,13 @@ func (r *randomDrafter) Draft(hist []int, n int) ([]int, []float64) {
 //	go test -run XXX -bench Speculation -benchtime 20x .
 func BenchmarkSpeculation(b *testing.B) {
 	t := &testing.T{}
-	l, err := HF("../../testdata/oracles/tiny-k512", Options{})
+	l, err := load.HF(e2e.OracleDir("tiny-k512"), e2e.WithGenerator(load.Options{}))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	ref := ref0(t, "tiny-k512")
-	prompt := ref.tokens[:16]
+	ref := e2e.Ref(t, "tiny-k512")
+	prompt := ref.Tokens[:16]
 	const n = 48
 	plain, err := l.Model.NewSession().Generate(prompt, n, engine.GenerateOptions{PrefillRows: l.PrefillRows})
 	if err != nil {
