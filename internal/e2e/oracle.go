@@ -69,16 +69,24 @@ func MaxAbs(a, b []float32) float64 {
 // returns every row's logits (the model must compute all of them).
 func RunLogits(t testing.TB, l *load.Loaded, tokens []int, rows int) [][]float32 {
 	t.Helper()
+	got, err := TryLogits(l, tokens, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TryLogits is RunLogits returning the run's error: a barrier test whose
+// deleted barrier leaves poisoned scratch in the logits gets the engine's
+// engine.ErrNonFinite refusal, which means the output changed.
+func TryLogits(l *load.Loaded, tokens []int, rows int) ([][]float32, error) {
 	s := l.Model.NewSession()
 	var got [][]float32
 	_, err := s.Generate(tokens, 0, engine.GenerateOptions{PrefillRows: rows, OnLogits: func(r []float32) error {
 		got = append(got, r)
 		return nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return got, err
 }
 
 // CheckLogits holds every row of got within relative L2 tol of want, with

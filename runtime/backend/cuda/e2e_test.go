@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -222,10 +223,21 @@ func TestCUDABarrierSoundness(t *testing.T) {
 			if prog == nil {
 				t.Fatalf("no trunk program of %d rows", len(ref.Tokens))
 			}
+			// run is the window's logits under schedule s; nil when the
+			// engine refuses them as non-finite (poisoned scratch read
+			// where a deleted barrier let a reader run before its writer):
+			// that too is the output changing.
 			run := func(s cuda.Schedule) [][]float32 {
 				b.SetMode(s, false)
 				prog.Memory().Poison(graph.KindScratch)
-				return e2e.RunLogits(t, l, ref.Tokens, len(ref.Tokens))
+				got, err := e2e.TryLogits(l, ref.Tokens, len(ref.Tokens))
+				if errors.Is(err, engine.ErrNonFinite) {
+					return nil
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got
 			}
 			serial := run(cuda.Serial)
 			e2e.CheckLogits(t, "serial", serial, ref.Logits, o.Tol)
