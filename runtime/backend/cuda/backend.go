@@ -77,6 +77,10 @@ type Options struct {
 	// HostTimeout bounds how long the host waits for the GPU at a host
 	// point (0: one minute).
 	HostTimeout time.Duration
+	// PipelineCache is the folder compiled pipelines are kept in between
+	// starts ("": strata/cuda-pipelines in the user cache folder;
+	// PipelineCacheOff compiles every pipeline at every start).
+	PipelineCache string
 }
 
 // DeviceInfo describes the GPU.
@@ -112,8 +116,10 @@ type Backend struct {
 	programs  []*Program
 	memories  []*Memory
 	closed    bool
-	Compiled  int           // pipelines compiled
-	CompileIn time.Duration // wall time spent in NVRTC
+	cache     pipelineCache
+	Compiled  int           // pipelines built (compiled, or read from the pipeline cache)
+	Cached    int           // of those, read from the pipeline cache
+	CompileIn time.Duration // wall time spent building them (NVRTC, or reading the cache)
 }
 
 // pipeline is one compiled kernel specialization.
@@ -166,7 +172,7 @@ func New(m *artifact.Artifact, opt Options) (*Backend, error) {
 	}
 	d, _ := loadDriver()
 	nv, _ := loadNVRTC()
-	b := &Backend{d: d, nv: nv, model: m, opt: opt, pipes: map[string]*pipeline{}}
+	b := &Backend{d: d, nv: nv, model: m, opt: opt, pipes: map[string]*pipeline{}, cache: openPipelineCache(opt.PipelineCache)}
 	src, err := m.Source()
 	if err != nil {
 		return nil, err
@@ -254,8 +260,28 @@ func pipelineOf(p artifact.Pipeline, k *artifact.Kernel) artifact.Pipeline {
 	return out
 }
 
-// build compiles (NVRTC, in parallel) and loads every pipeline in want not
-// built yet.
+// cubin is pipeline s's CUBIN: from the pipeline cache, or compiled by
+// NVRTC and stored there. It also returns the cache key and whether the
+// binary came from the cache.
+func (b *Backend) cubin(s pipeSpec, opts []string) (bin []byte, key string, cached bool, err error) {
+	unit, err := pipelineSource(b.model, s.kernel, s.values, s.maxThreads)
+	if err != nil {
+		return nil, "", false, fmt.Errorf("cuda: pipeline %s: %w", s.key, err)
+	}
+	key = cubinKey(unit, b.headers, opts, b.info.NVRTCMajor, b.info.NVRTCMinor)
+	if bin, ok := b.cache.get(key); ok {
+		return bin, key, true, nil
+	}
+	bin, _, err = b.nv.Compile(unit, s.kernel.Name+".cu", b.headers, opts)
+	if err != nil {
+		return nil, key, false, fmt.Errorf("cuda: pipeline %s: %w", s.key, err)
+	}
+	_ = b.cache.put(key, bin) // best effort: an unwritable cache costs the next start a compile
+	return bin, key, false, nil
+}
+
+// build compiles (NVRTC, in parallel; or reads from the pipeline cache) and
+// loads every pipeline in want not built yet.
 func (b *Backend) build(want map[string]pipeSpec) error {
 	b.mu.Lock()
 	var todo []pipeSpec
@@ -271,6 +297,8 @@ func (b *Backend) build(want map[string]pipeSpec) error {
 	}
 	start := time.Now()
 	bins := make([][]byte, len(todo))
+	keys := make([]string, len(todo))
+	cached := make([]bool, len(todo))
 	errs := make([]error, len(todo))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
@@ -281,25 +309,34 @@ func (b *Backend) build(want map[string]pipeSpec) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			unit, err := pipelineSource(b.model, s.kernel, s.values, s.maxThreads)
-			if err == nil {
-				bins[i], _, err = b.nv.Compile(unit, s.kernel.Name+".cu", b.headers, opts)
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("cuda: pipeline %s: %w", s.key, err)
-			}
+			bins[i], keys[i], cached[i], errs[i] = b.cubin(s, opts)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	for _, c := range cached {
+		if c {
+			b.Cached++
+		}
+	}
 	b.CompileIn += time.Since(start)
 	return b.do(func() error {
 		d := b.d
 		for i, s := range todo {
 			p := &pipeline{key: s.key}
-			if err := d.check("cuModuleLoadData", d.moduleLoadData(&p.mod, &bins[i][0])); err != nil {
+			err := d.check("cuModuleLoadData", d.moduleLoadData(&p.mod, &bins[i][0]))
+			if err != nil && cached[i] { // a cached binary the driver refuses: build it afresh
+				b.cache.drop(keys[i])
+				b.Cached--
+				var cerr error
+				if bins[i], _, _, cerr = b.cubin(s, opts); cerr != nil {
+					return cerr
+				}
+				err = d.check("cuModuleLoadData", d.moduleLoadData(&p.mod, &bins[i][0]))
+			}
+			if err != nil {
 				return fmt.Errorf("pipeline %s: %w", s.key, err)
 			}
 			if err := d.check("cuModuleGetFunction", d.moduleGetFunction(&p.fn, p.mod, cstr(entryName))); err != nil {
