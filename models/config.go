@@ -210,9 +210,9 @@ type QuantPlan struct {
 	Tensors *TensorFormats `toml:"-"`
 	// Rows is the policy for rows that are not whole blocks of their format
 	// (quant.ParseRowPolicy: "fallback", "pad", "smallest"); optional, empty
-	// means "fallback", llama.cpp's. Files strata writes are always
-	// "fallback"; "pad" and "smallest" remain for in-memory plans and for
-	// the configs older padded files embed.
+	// means "fallback", llama.cpp's. "pad" (and "smallest") write such rows
+	// zero-padded, a file only strata reads, when a plan asks for it
+	// (strata convert warns).
 	Rows string `toml:"rows"`
 }
 

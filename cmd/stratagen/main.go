@@ -121,8 +121,8 @@ Example:
 
 const importHFHelp = `Usage: stratagen import-hf [flags] path/to/config.json
 
-Reads a Hugging Face config.json (model_type qwen3_next) and writes the
-equivalent model.toml: the architecture fields, a quant plan that keeps the
+Reads a Hugging Face config.json (model_type qwen3_next or qwen4_exp) and
+writes the equivalent model.toml: the architecture fields, a quant plan that keeps the
 checkpoint's dtype for every tensor class, window shapes and runtime
 defaults. The result is validated before anything is written.
 
