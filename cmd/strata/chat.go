@@ -97,6 +97,11 @@ func (t *textRun) chat(name string, newSession func() chatSession, s chatSession
 		if err != nil {
 			return err
 		}
+		if n := kept + len(prompt); t.context > 0 && n >= t.context { // no room for a reply: say so, keep chatting
+			fmt.Fprintf(stderr, "strata: this turn does not fit: the conversation would be %d tokens and the context is %d; /reset starts over (or run with a larger --context)\n", n, t.context)
+			c.conv = c.conv[:len(c.conv)-1]
+			continue
+		}
 		if c.s.Pos() != kept {
 			return fmt.Errorf("turn %d: the session is at position %d but has %d tokens of the conversation", turn, c.s.Pos(), kept)
 		}
@@ -314,6 +319,10 @@ func (c *conversation) reply(turn int, rendered string, prompt []int, kept int, 
 	out, err := s.Generate(rest, t.n, c.gopt)
 	p.finish()
 	end := time.Now()
+	full := errors.Is(err, engine.ErrContext) && len(out) > 0 // the reply ran to the end of the context
+	if full {
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("turn %d, after %d generated tokens (printed): %w", turn, len(out), err)
 	}
@@ -330,6 +339,9 @@ func (c *conversation) reply(turn int, rendered string, prompt []int, kept int, 
 	c.conv = append(c.conv, chat.Message{Role: "assistant", Content: p.reply()})
 	if stopped {
 		fmt.Fprintln(stderr, "strata: reply stopped (Ctrl-C); Ctrl-C again, /exit or Ctrl-D ends the chat")
+	}
+	if full {
+		fmt.Fprintf(stderr, "strata: the reply filled the context of %d tokens; /reset starts over\n", t.context)
 	}
 	fmt.Fprintf(stderr, "strata: turn %d: prefilled %d new tokens after %d kept; %s; session at %d\n",
 		turn, len(prompt), kept, p.timings(end, len(prompt)), s.Pos())

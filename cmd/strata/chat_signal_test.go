@@ -141,3 +141,25 @@ func decodeWith(t *testing.T, ids []int) string {
 	}
 	return out
 }
+
+// A turn that does not fit the context is refused with a note and the chat
+// goes on (/reset makes room again); a reply that runs into the end of the
+// context is kept, with a note, instead of ending the chat with an error.
+func TestChatTurnThatDoesNotFit(t *testing.T) {
+	var out, errOut string
+	var status int
+	withStdin("Hi\nHi\n/reset\nHi\n", func() {
+		out, errOut, status = runStrata(t, "run", "--chat", "--context", "30", "-n", "64", "--ignore-eos")
+	})
+	if status != 0 {
+		t.Fatalf("status %d, stderr %s", status, errOut)
+	}
+	for _, want := range []string{"the reply filled the context of 30 tokens", "this turn does not fit: the conversation would be", "conversation reset", "turn 2:"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Count(errOut, "the reply filled the context") != 2 || strings.TrimSpace(out) == "" {
+		t.Errorf("want both replies (before and after /reset) to run to the context; stdout %q, stderr:\n%s", out, errOut)
+	}
+}

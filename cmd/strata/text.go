@@ -75,6 +75,9 @@ type textRun struct {
 	// prompt is -p/-f tokenized (nil with --chat), read before the model
 	// loads so that a bad prompt is heard about first.
 	prompt []int
+	// context is the model's context in tokens, for the chat's check that
+	// a turn fits (0: not checked).
+	context int
 }
 
 // isText reports whether the run prompts with text (-p, -f, --chat).
@@ -183,6 +186,7 @@ func (t *textRun) run(l *load.Loaded, s *engine.Session, gopt engine.GenerateOpt
 		}
 	}
 	if *t.f.chat {
+		t.context = l.Model.Context()
 		return t.chat(l.Config.Name, func() chatSession { return engineSession{l.Model.NewSession()} }, engineSession{s}, gopt, stdout, stderr)
 	}
 	prompt := t.prompt
