@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-llm/strata/runtime/backend/cuda"
 	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/bench"
 	"github.com/strata-llm/strata/runtime/engine/stream"
@@ -121,7 +122,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs.StringVar(&f.arenas, "arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
 	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix drafts per window with --spec")
 	f.profile = cpuProfileFlag(fs)
-	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers")
+	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers; cuda: replay CUDA graphs (as strata run --icb)")
 	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	f.stream = addStreamFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -154,7 +155,7 @@ func (f *benchFlags) check() error {
 // options are the load options of configuration c.
 func (f *benchFlags) options(c bench.Config, stderr io.Writer) load.Options {
 	opt := load.Options{PrefillRows: f.prefill, ArenaExperts: c.Arena, Backend: c.Backend, History: "-",
-		Stream: stream.Options{}, Metal: metal.Options{ICB: f.icb}, Threads: f.threads}
+		Stream: stream.Options{}, Metal: metal.Options{ICB: f.icb}, CUDA: cuda.Options{Replay: f.icb}, Threads: f.threads}
 	f.stream.apply(&opt)
 	opt.Note = noter(stderr)
 	if c.Arena > 0 {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/strata-llm/strata/runtime/bench"
 )
 
 // BenchmarkSynthPack times strata synth and strata pack at a real expert
@@ -61,4 +64,17 @@ func (d *discardBuffer) Write(p []byte) (int, error) {
 		d.tail = d.tail[len(d.tail)-4096:]
 	}
 	return len(p), nil
+}
+
+// --icb replays on every backend that can, as strata run's does: ICBs on
+// metal, CUDA graphs on cuda (bench used to measure cuda without replay).
+func TestBenchICBReachesEveryBackend(t *testing.T) {
+	f, err := parseBenchFlags([]string{"--icb", "--backend", "cuda"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := f.options(bench.Config{Backend: "cuda"}, io.Discard)
+	if !opt.CUDA.Replay || !opt.Metal.ICB {
+		t.Errorf("bench --icb: cuda replay %v, metal ICB %v; want both", opt.CUDA.Replay, opt.Metal.ICB)
+	}
 }
