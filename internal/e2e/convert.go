@@ -18,9 +18,11 @@ import (
 
 // ConvertOracle converts an oracle checkpoint with a quant plan into a GGUF
 // file under dir, as `strata convert` does. Conversions are deterministic, so
-// each (oracle, plan) is converted once per test binary and copied after
-// (quantizing under the race detector is most of some tests' time); Main
-// removes the converted files.
+// each (oracle, plan) is converted once and copied after (quantizing under
+// the race detector is most of some tests' time): once per test binary (Main
+// removes those files), and across the test binaries and runs through a disk
+// cache (convcache.go) keyed by the converter's sources and the oracle's
+// files.
 func ConvertOracle(t testing.TB, name, plan, dir string) (string, *convert.Report) {
 	t.Helper()
 	conv, err := converted(name, plan)
@@ -73,7 +75,7 @@ func converted(name, plan string) (*conversion, error) {
 		conversions.files[key] = c
 	}
 	conversions.Unlock()
-	c.once.Do(func() { c.rep, c.err = convertOracleTo(name, plan, c.path) })
+	c.once.Do(func() { c.rep, c.err = convertCached(name, plan, c.path) })
 	return c, c.err
 }
 

@@ -99,6 +99,10 @@ func cacheDir() (string, error) {
 // older tree's, another worktree's) stays after its last use.
 const staleAfter = 7 * 24 * time.Hour
 
+// PruneStale removes the folders of base but keep unused for a week (the
+// folders of other sources' hashes); keep is marked used now.
+func PruneStale(base, keep string) { prune(base, keep, time.Now().Add(-staleAfter)) }
+
 // prune removes the folders of base but keep not used since before; keep
 // is marked used now. Failures are ignored: pruning only saves space.
 func prune(base, keep string, before time.Time) {
@@ -155,8 +159,14 @@ func modulePath(gomod []byte) string {
 // not, with the files their //go:embed lines name (templates/msl's
 // templates, models/quant's tables). A package the generator comes to
 // import is found by the same walk, so no list needs keeping.
-func SourcesHash(root string) (string, error) {
-	names, err := sourceFiles(root)
+func SourcesHash(root string) (string, error) { return PackagesHash(root, "gen") }
+
+// PackagesHash is SourcesHash for what the module's packages pkgs (folders
+// relative to root) can compute: go.sum and the non-test Go files of pkgs
+// and of every module package they import, directly or not, with their
+// embedded files. internal/e2e keys its cache of oracle conversions by it.
+func PackagesHash(root string, pkgs ...string) (string, error) {
+	names, err := sourceFiles(root, pkgs)
 	if err != nil {
 		return "", err
 	}
@@ -174,10 +184,10 @@ func SourcesHash(root string) (string, error) {
 
 // sourceFiles are the files SourcesHash hashes, slash-separated paths
 // relative to root, sorted.
-func sourceFiles(root string) ([]string, error) {
+func sourceFiles(root string, pkgs []string) ([]string, error) {
 	files := map[string]bool{"go.sum": true}
 	seen := map[string]bool{}
-	queue := []string{"gen"}
+	queue := slices.Clone(pkgs)
 	for len(queue) > 0 {
 		pkg := queue[0]
 		queue = queue[1:]

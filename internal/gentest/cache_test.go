@@ -97,7 +97,7 @@ func TestSourcesOfThisGenerator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := sourceFiles(root)
+	files, err := sourceFiles(root, []string{"gen"})
 	if err != nil {
 		t.Fatal(err)
 	}

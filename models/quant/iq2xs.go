@@ -158,6 +158,14 @@ type iq2SearchTables struct {
 // negative after a parity flip) at scale S: the grid point of the nearest
 // level vector if there is one, else the neighbour with the least
 // Σ w(S·g − t)².
+//
+// It is most of an iq2_xs conversion's time, and under the race detector
+// ten times that. It reads only the caller's iq2Group (local to one
+// encodeIQ2XSWeighted call, filled by prepare, which the detector sees)
+// and the tables, immutable once iq2Search's sync.OnceValue has built
+// them: no access here can race, so the detector skips it.
+//
+//go:norace
 func (st *iq2SearchTables) best(t, w []float32, S float32) int {
 	t, w = t[:8], w[:8]
 	inv := 1 / S

@@ -61,6 +61,12 @@ func iq4Index(v float32) int {
 // largest magnitude on the table's largest level (−127), then try 2·iq4Tries
 // nearby reciprocal scales; for each, the least-squares scale of the codes it
 // produces. Returns 0 for an all-zero block.
+//
+// The race detector skips it (ten times its cost): it touches only x, w
+// and L, which both callers read and write themselves where the detector
+// sees it (iq4Importance, iq4Requant), and locals.
+//
+//go:norace
 func iq4Search(x, w []float32, L []uint8) float32 {
 	var amax, maxv float32
 	for _, v := range x {

@@ -171,6 +171,12 @@ func dotQ5K(src []byte, x []float32) float64 {
 // reproducing ggml's blocks): levels L in [0, nmax] with x ≈ scale·L − min,
 // min ≥ 0, minimising the weighted squared (or, mad, absolute) error over
 // nstep+1 trial reciprocal scales. Returns scale and min.
+//
+// The race detector skips it, as fitScaleMin: both callers (encodeQ2K,
+// encodeQ5K) read all of x to make w and read L to pack it, where the
+// detector sees it.
+//
+//go:norace
 func makeQKX2(x, w []float32, nmax int, L []uint8, rmin, rdelta float32, nstep int, mad bool) (float32, float32) {
 	lo, hi := x[0], x[0]
 	sumW := w[0]
