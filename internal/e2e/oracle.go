@@ -89,6 +89,28 @@ func TryLogits(l *load.Loaded, tokens []int, rows int) ([][]float32, error) {
 	return got, err
 }
 
+// CheckGreedyDecode prefills the first prompt tokens of ref's greedy path
+// in windows of rows, then decodes one row at a time: the tokens must equal
+// HF's greedy decode exactly and every fed token's logits (P + N − 1 rows)
+// the full-forward reference within tol. It returns the worst error and
+// how many tokens were decoded.
+func CheckGreedyDecode(t testing.TB, l *load.Loaded, ref Reference, prompt, rows int, tol float64) (worst float64, n int) {
+	t.Helper()
+	var logits [][]float32
+	n = len(ref.Greedy) - prompt
+	got, err := l.Model.NewSession().Generate(ref.Greedy[:prompt], n, engine.GenerateOptions{PrefillRows: rows,
+		OnLogits: func(r []float32) error { logits = append(logits, r); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range ref.Greedy[prompt:] {
+		if i >= len(got) || got[i] != want {
+			t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:])
+		}
+	}
+	return CheckLogits(t, "decode path", logits, ref.GreedyLogits[:prompt+n-1], tol), n
+}
+
 // CheckLogits holds every row of got within relative L2 tol of want, with
 // the same argmax, and returns the worst error.
 func CheckLogits(t testing.TB, what string, got, want [][]float32, tol float64) float64 {

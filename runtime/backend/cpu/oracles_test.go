@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/strata-llm/strata/internal/e2e"
-	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/load"
 )
 
@@ -33,24 +32,7 @@ func TestOracleGreedy(t *testing.T) {
 	for _, o := range e2e.Oracles {
 		t.Run(o.Name, func(t *testing.T) {
 			l, ref := e2e.OpenOracle(t, o.Name, load.Options{AllLogits: true})
-			s := l.Model.NewSession()
-			var logits [][]float32
-			n := len(ref.Greedy) - prompt
-			got, err := s.Generate(ref.Greedy[:prompt], n, engine.GenerateOptions{PrefillRows: l.PrefillRows, OnLogits: func(r []float32) error {
-				logits = append(logits, r)
-				return nil
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := ref.Greedy[prompt:]
-			for i := range want {
-				if i >= len(got) || got[i] != want[i] {
-					t.Fatalf("greedy token %d: got %v, want %v", i, got, want)
-				}
-			}
-			// P + N − 1 rows were fed: the reference's first P + N − 1 rows.
-			e2e.CheckLogits(t, "decode path", logits, ref.GreedyLogits[:prompt+n-1], o.Tol)
+			e2e.CheckGreedyDecode(t, l, ref, prompt, l.PrefillRows, o.Tol)
 		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/strata-llm/strata/runtime/backend/cpu"
 	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
-	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/load"
 )
@@ -41,19 +40,7 @@ func TestMetalBackendOracles(t *testing.T) {
 				w1 := e2e.CheckLogits(t, "tokens", e2e.RunLogits(t, l, ref.Tokens, len(ref.Tokens)), ref.Logits, o.Tol)
 
 				start := time.Now()
-				var logits [][]float32
-				n := len(ref.Greedy) - prompt
-				got, err := l.Model.NewSession().Generate(ref.Greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt,
-					OnLogits: func(r []float32) error { logits = append(logits, r); return nil }})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i, want := range ref.Greedy[prompt:] {
-					if i >= len(got) || got[i] != want {
-						t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:])
-					}
-				}
-				w2 := e2e.CheckLogits(t, "decode path", logits, ref.GreedyLogits[:prompt+n-1], o.Tol)
+				w2, n := e2e.CheckGreedyDecode(t, l, ref, prompt, prompt, o.Tol)
 				t.Logf("worst per-position relative L2: tokens %.3g, decode %.3g; %d+%d decode %v", w1, w2, prompt, n, time.Since(start).Round(time.Millisecond))
 			})
 		}

@@ -38,22 +38,7 @@ func TestMSLEmuOracles(t *testing.T) {
 			prefill := time.Since(start)
 
 			start = time.Now()
-			s := l.Model.NewSession()
-			var logits [][]float32
-			n := len(ref.Greedy) - prompt
-			got, err := s.Generate(ref.Greedy[:prompt], n, engine.GenerateOptions{PrefillRows: prompt, OnLogits: func(r []float32) error {
-				logits = append(logits, r)
-				return nil
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, want := range ref.Greedy[prompt:] {
-				if i >= len(got) || got[i] != want {
-					t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:])
-				}
-			}
-			w3 := e2e.CheckLogits(t, "decode path", logits, ref.GreedyLogits[:prompt+n-1], o.Tol)
+			w3, n := e2e.CheckGreedyDecode(t, l, ref, prompt, prompt, o.Tol)
 			t.Logf("worst per-position relative L2: tokens %.3g, greedy %.3g, decode %.3g; load+build %v, two %d-row prefills %v, %d+%d decode %v",
 				w1, w2, w3, loaded.Round(time.Millisecond), len(ref.Tokens), prefill.Round(time.Millisecond), prompt, n, time.Since(start).Round(time.Millisecond))
 		})
