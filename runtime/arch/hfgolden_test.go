@@ -26,27 +26,6 @@ type hfCase struct {
 	data []byte
 }
 
-// hfEdit rewrites a config.json: set non-nil values, delete keys mapped to nil.
-func hfEdit(t *testing.T, data []byte, edits map[string]any) []byte {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range edits {
-		if v == nil {
-			delete(m, k)
-		} else {
-			m[k] = v
-		}
-	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func hfCases(t *testing.T) []hfCase {
 	root := filepath.Join("..", "..")
 	var files []string
@@ -155,12 +134,12 @@ func hfCases(t *testing.T) []hfCase {
 		{"q4 many missing", q4, map[string]any{"hidden_size": nil, "num_experts": nil, "indexer_budget": nil, "rms_norm_eps": nil}},
 	}
 	for _, e := range edits {
-		cases = append(cases, hfCase{e.name, hfEdit(t, e.base, e.edits)})
+		cases = append(cases, hfCase{e.name, editJSON(t, e.base, e.edits)})
 	}
-	wrapped := hfEdit(t, []byte(`{"model_type": "qwen4_exp", "dtype": "float16"}`), map[string]any{"text_config": json.RawMessage(q4)})
+	wrapped := editJSON(t, []byte(`{"model_type": "qwen4_exp", "dtype": "float16"}`), map[string]any{"text_config": json.RawMessage(q4)})
 	cases = append(cases, hfCase{"q4 nested in text_config", wrapped})
-	nestedYarn := hfEdit(t, q4, map[string]any{"rope_parameters": map[string]any{"rope_type": "yarn"}, "vocab_size": "x"})
-	cases = append(cases, hfCase{"q4 nested, errors", hfEdit(t, []byte(`{"model_type": "qwen4_exp"}`), map[string]any{"text_config": json.RawMessage(nestedYarn)})})
+	nestedYarn := editJSON(t, q4, map[string]any{"rope_parameters": map[string]any{"rope_type": "yarn"}, "vocab_size": "x"})
+	cases = append(cases, hfCase{"q4 nested, errors", editJSON(t, []byte(`{"model_type": "qwen4_exp"}`), map[string]any{"text_config": json.RawMessage(nestedYarn)})})
 	for _, bad := range []string{"", "[1, 2]", "null", "{", `{"model_type": "qwen3_next"} trailing`, `{"model_type": "qwen3_next"}`, `{}`} {
 		cases = append(cases, hfCase{"bad input " + bad, []byte(bad)})
 	}
