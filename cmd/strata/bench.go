@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/backend/cuda"
 	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/bench"
@@ -61,7 +63,8 @@ type benchFlags struct {
 	warmup, repeat, prefill int
 	suffix, threads         int
 	seed                    int64
-	icb                     bool
+	icb, kernels            bool
+	cudaDirect              func() bool
 	stream                  *streamFlags
 	profile                 func() (func() error, error)
 }
@@ -100,6 +103,48 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printBenchTable(stdout, runs, vary)
+	if f.kernels {
+		return printKernelProfiles(stdout, runs, vary, len(prompt))
+	}
+	return nil
+}
+
+// printKernelProfiles times the decode and prefill windows of every cuda
+// configuration dispatch by dispatch (the state a run left, params of a
+// window at position pos) and prints each window's per-family table beside
+// the measured tg: the window's GPU time against the wall time of a token
+// says how much of decoding is the host's.
+func printKernelProfiles(stdout io.Writer, runs []*bench.Run, vary map[string]bool, pos int) error {
+	for _, r := range runs {
+		b, ok := r.Loaded.Model.Backend().(*cuda.Backend)
+		if !ok {
+			fmt.Fprintf(stdout, "\n%s: --kernel-profile times cuda windows only\n", benchLabel(r.Config, vary))
+			continue
+		}
+		copyBW, err := b.CopyBandwidth(1<<30, 10)
+		if err != nil {
+			return err
+		}
+		_, tg := r.Speeds()
+		fmt.Fprintf(stdout, "\n%s: %s; device-to-device copy %.0f GB/s (read + written); tg %.1f tok/s = %v a token\n",
+			benchLabel(r.Config, vary), b.Info(), copyBW/1e9, tg.Mean, time.Duration(float64(time.Second)/tg.Mean).Round(time.Microsecond))
+		ctx := r.Loaded.Config.Runtime.ContextLength
+		for _, p := range b.Programs() {
+			g := p.Graph
+			if g.Kind != graph.KindTrunk || g.Rows != 1 && g.Rows != r.Loaded.PrefillRows {
+				continue
+			}
+			if err := p.SetWindowParams(max(min(pos, ctx-g.Rows), 0)); err != nil {
+				return err
+			}
+			wp, err := p.Profile(3, 10)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+			wp.Write(stdout, copyBW)
+		}
+	}
 	return nil
 }
 
@@ -122,9 +167,11 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs.StringVar(&f.arenas, "arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
 	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix drafts per window with --spec")
 	f.profile = cpuProfileFlag(fs)
-	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers; cuda: replay CUDA graphs (as strata run --icb)")
+	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers (cuda replays CUDA graphs unless --icb=false, as strata run)")
+	fs.BoolVar(&f.kernels, "kernel-profile", false, "cuda: after the runs, time the decode (T=1) and prefill windows dispatch by dispatch and print where their GPU time goes, per kernel family")
 	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	f.stream = addStreamFlags(fs)
+	f.cudaDirect = cudaDirectFlag(fs, &f.icb)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -155,7 +202,7 @@ func (f *benchFlags) check() error {
 // options are the load options of configuration c.
 func (f *benchFlags) options(c bench.Config, stderr io.Writer) load.Options {
 	opt := load.Options{PrefillRows: f.prefill, ArenaExperts: c.Arena, Backend: c.Backend, History: "-",
-		Stream: stream.Options{}, Metal: metal.Options{ICB: f.icb}, CUDA: cuda.Options{Replay: f.icb}, Threads: f.threads}
+		Stream: stream.Options{}, Metal: metal.Options{ICB: f.icb}, CUDA: cuda.Options{Direct: f.cudaDirect()}, Threads: f.threads}
 	f.stream.apply(&opt)
 	opt.Note = noter(stderr)
 	if c.Arena > 0 {

@@ -74,7 +74,25 @@ func TestBenchICBReachesEveryBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt := f.options(bench.Config{Backend: "cuda"}, io.Discard)
-	if !opt.CUDA.Replay || !opt.Metal.ICB {
-		t.Errorf("bench --icb: cuda replay %v, metal ICB %v; want both", opt.CUDA.Replay, opt.Metal.ICB)
+	if opt.CUDA.Direct || !opt.Metal.ICB {
+		t.Errorf("bench --icb: cuda direct %v, metal ICB %v; want replay on both", opt.CUDA.Direct, opt.Metal.ICB)
+	}
+}
+
+// cuda replays CUDA graphs unless --icb=false says otherwise; metal's ICBs
+// stay opt-in.
+func TestCUDAReplaysByDefault(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		direct, ic bool
+	}{{nil, false, false}, {[]string{"--icb"}, false, true}, {[]string{"--icb=false"}, true, false}} {
+		f, err := parseBenchFlags(append(c.args, "--backend", "cuda"), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := f.options(bench.Config{Backend: "cuda"}, io.Discard)
+		if opt.CUDA.Direct != c.direct || opt.Metal.ICB != c.ic {
+			t.Errorf("bench %v: cuda direct %v, metal ICB %v; want %v, %v", c.args, opt.CUDA.Direct, opt.Metal.ICB, c.direct, c.ic)
+		}
 	}
 }

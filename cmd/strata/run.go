@@ -31,7 +31,7 @@ buffers, pipelines, bindings, ICB replay, host points) against a recording
 device whose "GPU" is the lane emulator: the Mac's code path, checked here.
 --backend cuda runs the same generated MSL on an NVIDIA GPU through a CUDA
 prelude (Linux with the driver and NVRTC; each barrier group's dispatches on
-several streams; --icb replays each window from CUDA graphs).
+several streams, each window replayed from CUDA graphs unless --icb=false).
 
 Decoding is greedy unless --temperature is given; then the sampling chain runs
 the penalties, --top-k, --top-p, --min-p and the temperature, in llama.cpp's
@@ -74,6 +74,7 @@ type runFlags struct {
 	tokens, dump, specFlag, specState, sanitize  string
 	n, suffix                                    int
 	dumpMTP, noMTPDraft, stats, copyWeights, icb bool
+	cudaDirect                                   func() bool
 	keepAlive                                    time.Duration
 	sf                                           *samplingFlags
 	tf                                           *textFlags
@@ -215,11 +216,12 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	f.sf = addSamplingFlags(fs)
 	fs.BoolVar(&f.stats, "stats", false, "print one-line reports of what speculation and expert streaming did to stderr (with --gguf, the weights per class: format, MB, in place)")
 	fs.BoolVar(&f.copyWeights, "copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
-	fs.BoolVar(&f.icb, "icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them (with --backend cuda: into CUDA graphs)")
+	fs.BoolVar(&f.icb, "icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them (--backend cuda replays CUDA graphs unless --icb=false)")
 	fs.DurationVar(&f.keepAlive, "keepalive", 0, "with --backend metal: keep the GPU clocked up for this `long` after each window (e.g. 50ms; 0: off)")
 	fs.StringVar(&f.sanitize, "sanitize", "", "with --backend mslemu: build the kernels with a sanitizer, `thread` (races: missing barriers) or address (reads and writes outside a dispatch's ranges)")
 	f.tf = addTextFlags(fs)
 	f.stf = addStreamFlags(fs)
+	f.cudaDirect = cudaDirectFlag(fs, &f.icb)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
@@ -273,7 +275,7 @@ func (f *runFlags) check() (engine.SpecOptions, error) {
 // options are the load options the flags ask for.
 func (f *runFlags) options(stderr io.Writer) load.Options {
 	opt := load.Options{AllLogits: f.dump != "", CopyWeights: f.copyWeights,
-		MSLEmu: mslemu.Options{Sanitize: f.sanitize}, Metal: metal.Options{ICB: f.icb, KeepAlive: f.keepAlive}, CUDA: cuda.Options{Replay: f.icb},
+		MSLEmu: mslemu.Options{Sanitize: f.sanitize}, Metal: metal.Options{ICB: f.icb, KeepAlive: f.keepAlive}, CUDA: cuda.Options{Direct: f.cudaDirect()},
 		Warn: warner(stderr), AutoArena: f.model.arena == 0 && *f.stf.arenaGB == 0, Note: noter(stderr)}
 	f.model.apply(&opt)
 	f.stf.apply(&opt)
@@ -396,4 +398,16 @@ func parseTokens(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// cudaDirectFlag reports, once fs is parsed, whether the cuda backend runs
+// each dispatch directly: only when --icb=false is given, since replaying
+// CUDA graphs is its default (exact, and cheaper), while metal replays ICBs
+// only with --icb.
+func cudaDirectFlag(fs *flag.FlagSet, icb *bool) func() bool {
+	return func() bool {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "icb" })
+		return set && !*icb
+	}
 }

@@ -67,9 +67,11 @@ type Options struct {
 	Streams int
 	// Schedule of the dispatches (Concurrent by default).
 	Schedule Schedule
-	// Replay records each window into CUDA graphs once (one per stretch
-	// between host points) and replays them.
-	Replay bool
+	// Direct launches every dispatch of every window. By default each
+	// window is recorded into CUDA graphs once (one per stretch between
+	// host points) and replayed: the same launches in the same order and
+	// streams, so the results are the same bits, for less launch overhead.
+	Direct bool
 	// Pinned puts every buffer in page-locked host memory the GPU reads
 	// over the bus, instead of managed memory (the default where the GPU
 	// supports concurrent managed access).

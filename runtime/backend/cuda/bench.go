@@ -12,7 +12,7 @@ import (
 // replayed from recorded CUDA graphs.
 func (b *Backend) SetMode(s Schedule, replay bool) {
 	b.mu.Lock()
-	b.opt.Schedule, b.opt.Replay = s, replay
+	b.opt.Schedule, b.opt.Direct = s, !replay
 	b.mu.Unlock()
 }
 

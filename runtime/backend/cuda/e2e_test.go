@@ -35,7 +35,7 @@ func requireCUDA(t testing.TB) {
 
 func cudaOptions(t testing.TB, replay bool) load.Options {
 	requireCUDA(t)
-	return load.Options{Backend: load.BackendCUDA, CUDA: cuda.Options{Replay: replay}}
+	return load.Options{Backend: load.BackendCUDA, CUDA: cuda.Options{Direct: !replay}}
 }
 
 func cudaOf(t testing.TB, l *load.Loaded) *cuda.Backend {
@@ -324,126 +324,29 @@ func TestCUDATimings(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(&out, "device-to-device copy: %.0f GB/s (read + written)\n\n", copyBW/1e9)
-	fmt.Fprintf(&out, "| window | round | dispatches | barriers | naive (serial) | pruned (streams) | pruned/naive | naive replayed | pruned replayed | replay/direct (pruned) | replay/direct (naive) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	type fam struct {
-		t       time.Duration
-		bytes   int64
-		n       int
-		inexact bool
-	}
 	const reps = 20
-	var details strings.Builder
 	for _, p := range b.Programs() {
 		g := p.Graph
 		if g.Kind != graph.KindTrunk || !(g.Rows == 1 || g.Rows == 4 || g.Rows == l.PrefillRows) {
 			continue
 		}
 		writeWindowParams(t, p, g)
-		med := func(s cuda.Schedule, replay bool) time.Duration {
-			ts, err := p.Time(s, replay, 3, reps)
+		for round := 1; round <= 2; round++ {
+			wp, err := p.Profile(3, reps)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return ts[len(ts)/2]
-		}
-		for round := 1; round <= 2; round++ {
-			naive, pruned := med(cuda.Serial, false), med(cuda.Concurrent, false)
-			naiveR, prunedR := med(cuda.Serial, true), med(cuda.Concurrent, true)
-			fmt.Fprintf(&out, "| T=%d | %d | %d | %d | %v | %v | %.3f | %v | %v | %.3f | %.3f |\n", g.Rows, round, len(g.Dispatches), len(p.Barriers()),
-				naive, pruned, float64(pruned)/float64(naive), naiveR, prunedR, float64(prunedR)/float64(pruned), float64(naiveR)/float64(naive))
-		}
-
-		times, err := p.DispatchTimes(5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kinds := map[string]string{}
-		for _, buf := range g.Buffers {
-			kinds[buf.Name] = buf.Kind
-		}
-		fams := map[graph.Family]*fam{}
-		for i := range g.Dispatches {
-			d := &g.Dispatches[i]
-			f := fams[d.Family]
-			if f == nil {
-				f = &fam{}
-				fams[d.Family] = f
-			}
-			f.t += times[i]
-			f.n++
-			n, exact := movedBytes(p, g, i, kinds)
-			f.bytes += n
-			f.inexact = f.inexact || !exact
-		}
-		names := make([]graph.Family, 0, len(fams))
-		for k := range fams {
-			names = append(names, k)
-		}
-		sort.Slice(names, func(i, j int) bool { return fams[names[i]].t > fams[names[j]].t })
-		var sum time.Duration
-		for _, f := range fams {
-			sum += f.t
-		}
-		fmt.Fprintf(&details, "\nT=%d per kernel family (serial, dispatch by dispatch, medians of 5; sum %v; recorded graph %d nodes, %d edges):\n\n| family | dispatches | GPU time | share | bytes moved | GB/s | of copy |\n|---|---|---|---|---|---|---|\n",
-			g.Rows, sum, p.GraphNodes, p.GraphEdges)
-		for _, name := range names {
-			f := fams[name]
-			bw := float64(f.bytes) / f.t.Seconds()
-			if f.inexact {
-				fmt.Fprintf(&details, "| %s | %d | %v | %.1f%% | ≤ %.1f MB (declared: whole cache or table) | — | — |\n", name, f.n, f.t, 100*float64(f.t)/float64(sum), float64(f.bytes)/1e6)
-				continue
-			}
-			fmt.Fprintf(&details, "| %s | %d | %v | %.1f%% | %.1f MB | %.0f | %.3f |\n", name, f.n, f.t, 100*float64(f.t)/float64(sum), float64(f.bytes)/1e6, bw/1e9, bw/copyBW)
+			fmt.Fprintf(&out, "round %d of 2, GPU times medians of %d after 3 warm-ups; recorded graph %d nodes, %d edges\n", round, reps, p.GraphNodes, p.GraphEdges)
+			wp.Write(&out, copyBW)
+			out.WriteString("\n")
 		}
 	}
-	out.WriteString(details.String())
 	t.Log("\n" + out.String())
 	if dst := os.Getenv("STRATA_CUDA_OUT"); dst != "" {
 		if err := os.WriteFile(dst, []byte(out.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-}
-
-// movedBytes is what dispatch i of g reads and writes: its declared ranges,
-// except that a routed-expert kernel reads only the experts routed to
-// (min(rows·top-k, experts) of them, the gate and up or the down part of
-// each) rather than the whole arena it declares. Exact is false where a
-// declared range is a whole KV/indexer cache or embedding table of which
-// the kernel reads a part.
-func movedBytes(p *cuda.Program, g *graph.Graph, i int, kinds map[string]string) (n int64, exact bool) {
-	d := &g.Dispatches[i]
-	exact = true
-	size := func(r graph.Range) int64 {
-		if r.Offset == 0 && r.Size == 0 {
-			return int64(len(p.Memory().Buffer(r.Buffer)))
-		}
-		return r.Size
-	}
-	for _, r := range append(append([]graph.Range{}, d.Reads...), d.Writes...) {
-		switch kinds[r.Buffer] {
-		case graph.KindExperts:
-			continue
-		case graph.KindCache:
-			exact = false
-		}
-		if d.Family == "embed" && kinds[r.Buffer] != graph.KindScratch {
-			exact = false
-		}
-		n += size(r)
-	}
-	if d.Family == "moe_gate_up" || d.Family == "moe_down" {
-		stride, _ := d.Const("stride")
-		down, _ := d.Const("down_off")
-		experts, _ := d.Const("experts")
-		k, _ := d.Const("top_k")
-		part := down
-		if d.Family == "moe_down" {
-			part = stride - down
-		}
-		n += min(int64(g.Rows)*k, experts) * part
-	}
-	return n, exact
 }
 
 // TestCUDASynthBarrierSoundness is TestCUDABarrierSoundness at real

@@ -371,7 +371,7 @@ func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 
 // enqueue puts one window on the main stream (on the backend's thread).
 func (p *Program) enqueue(serve bool, seq uint32) error {
-	sched, replay := p.b.opt.Schedule, p.b.opt.Replay
+	sched, replay := p.b.opt.Schedule, !p.b.opt.Direct
 	d := p.b.d
 	if !serve && !replay {
 		return p.encode(0, len(p.steps), sched)

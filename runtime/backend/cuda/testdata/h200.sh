@@ -74,6 +74,12 @@ for s in "$@"; do
 		} >"$out/cli.log" 2>&1
 		cat "$out/cli.log" >>"$out/summary.log"
 		;;
+	flash8) step flash8 240 /tmp/sb/strata synth --model qwen38-flash-next --layers 8 --quant experts=q4_k,trunk=q8_0,embed=q8_0,head=q6_k -o /dev/shm/flash8.gguf ;;
+	next48) step next48 480 /tmp/sb/strata synth --model qwen3-next-80b-a3b --quant experts=q4_k,trunk=q8_0,embed=q8_0,head=q6_k -o /tmp/next48.gguf ;;
+	# The decode and prefill speed of docs/cuda.md's comparison, and where
+	# each window's GPU time goes (--kernel-profile), direct and replayed.
+	bench-flash8) step bench-flash8 300 /tmp/sb/strata bench --gguf /dev/shm/flash8.gguf --backend cuda -p 512 -n 128 -r 2 --kernel-profile ;;
+	bench-flash8-direct) step bench-flash8-direct 200 /tmp/sb/strata bench --gguf /dev/shm/flash8.gguf --backend cuda -p 512 -n 128 -r 2 --icb=false ;;
 	*) echo "unknown step $s" >&2 ;;
 	esac
 done

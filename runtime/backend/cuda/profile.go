@@ -1,0 +1,186 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/strata-llm/strata/graph"
+)
+
+// A WindowProfile is where one window's GPU time goes: the whole window
+// timed by events (direct and replayed, the naive serial graph and the
+// pruned one on streams), and each dispatch timed alone on one stream,
+// summed per kernel family with the bytes it moves.
+type WindowProfile struct {
+	Rows, Dispatches, Barriers int
+	// Medians over the timed runs of the whole window.
+	Naive, Pruned, NaiveReplayed, PrunedReplayed time.Duration
+	// DispatchSum is the sum of the per-dispatch medians (serial, an event
+	// between every two dispatches: launch gaps on the stream included).
+	DispatchSum time.Duration
+	Families    []FamilyProfile // largest GPU time first
+}
+
+// FamilyProfile is one kernel family's share of a window.
+type FamilyProfile struct {
+	Family     graph.Family
+	Dispatches int
+	Time       time.Duration
+	// Bytes is what the family's dispatches read and write: the declared
+	// ranges, but only the routed experts' parts of the expert arena.
+	// Inexact where a declared range is a whole KV cache or embedding
+	// table of which a dispatch reads a part: Bytes is then an upper bound.
+	Bytes   int64
+	Inexact bool
+}
+
+// SetWindowParams writes the params a window of g's rows reads at position
+// pos with token ids 100+7i: what a profile needs to run a window outside a
+// generation (the caches then hold what the last generation left).
+func (p *Program) SetWindowParams(pos int) error {
+	g := p.Graph
+	buf := p.mem.Buffer(graph.ParamsBuffer)
+	put := func(name string, i int, v uint32) error {
+		f, ok := g.Param(name)
+		if !ok || i >= f.Count {
+			return fmt.Errorf("window T=%d has no params field %s[%d]", g.Rows, name, i)
+		}
+		binary.LittleEndian.PutUint32(buf[f.Offset+4*int64(i):], v)
+		return nil
+	}
+	if err := put(graph.ParamRows, 0, uint32(g.Rows)); err != nil {
+		return err
+	}
+	if err := put(graph.ParamPos, 0, uint32(pos)); err != nil {
+		return err
+	}
+	for i := 0; i < g.Rows; i++ {
+		if err := put(graph.ParamTokens, i, uint32(100+7*i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Profile times the window as it is bound (params written by the caller):
+// reps timed runs of each mode after warm ones, and each dispatch alone.
+func (p *Program) Profile(warm, reps int) (*WindowProfile, error) {
+	g := p.Graph
+	wp := &WindowProfile{Rows: g.Rows, Dispatches: len(g.Dispatches), Barriers: len(p.Barriers())}
+	med := func(s Schedule, replay bool) (time.Duration, error) {
+		ts, err := p.Time(s, replay, warm, reps)
+		if err != nil || len(ts) == 0 {
+			return 0, err
+		}
+		return ts[len(ts)/2], nil
+	}
+	var err error
+	for _, m := range []struct {
+		dst    *time.Duration
+		s      Schedule
+		replay bool
+	}{{&wp.Naive, Serial, false}, {&wp.Pruned, Concurrent, false}, {&wp.NaiveReplayed, Serial, true}, {&wp.PrunedReplayed, Concurrent, true}} {
+		if *m.dst, err = med(m.s, m.replay); err != nil {
+			return nil, err
+		}
+	}
+	times, err := p.DispatchTimes(reps)
+	if err != nil {
+		return nil, err
+	}
+	kinds := map[string]string{}
+	for _, buf := range g.Buffers {
+		kinds[buf.Name] = buf.Kind
+	}
+	fams := map[graph.Family]*FamilyProfile{}
+	for i := range g.Dispatches {
+		d := &g.Dispatches[i]
+		f := fams[d.Family]
+		if f == nil {
+			f = &FamilyProfile{Family: d.Family}
+			fams[d.Family] = f
+		}
+		f.Time += times[i]
+		f.Dispatches++
+		n, exact := p.movedBytes(i, kinds)
+		f.Bytes += n
+		f.Inexact = f.Inexact || !exact
+		wp.DispatchSum += times[i]
+	}
+	for _, f := range fams {
+		wp.Families = append(wp.Families, *f)
+	}
+	sort.Slice(wp.Families, func(i, j int) bool {
+		a, b := wp.Families[i], wp.Families[j]
+		return a.Time > b.Time || a.Time == b.Time && a.Family < b.Family
+	})
+	return wp, nil
+}
+
+// movedBytes is what dispatch i reads and writes: its declared ranges,
+// except that a routed-expert kernel reads only the experts routed to
+// (min(rows·top-k, experts) of them, the gate and up or the down part of
+// each) rather than the whole arena it declares. Exact is false where a
+// declared range is a whole KV/indexer cache or embedding table of which
+// the kernel reads a part.
+func (p *Program) movedBytes(i int, kinds map[string]string) (n int64, exact bool) {
+	g := p.Graph
+	d := &g.Dispatches[i]
+	exact = true
+	size := func(r graph.Range) int64 {
+		if r.Offset == 0 && r.Size == 0 {
+			return int64(len(p.mem.Buffer(r.Buffer)))
+		}
+		return r.Size
+	}
+	for _, r := range append(append([]graph.Range{}, d.Reads...), d.Writes...) {
+		switch kinds[r.Buffer] {
+		case graph.KindExperts:
+			continue
+		case graph.KindCache:
+			exact = false
+		}
+		if d.Family == "embed" && kinds[r.Buffer] != graph.KindScratch {
+			exact = false
+		}
+		n += size(r)
+	}
+	if d.Family == "moe_gate_up" || d.Family == "moe_down" {
+		stride, _ := d.Const("stride")
+		down, _ := d.Const("down_off")
+		experts, _ := d.Const("experts")
+		k, _ := d.Const("top_k")
+		part := down
+		if d.Family == "moe_down" {
+			part = stride - down
+		}
+		n += min(int64(g.Rows)*k, experts) * part
+	}
+	return n, exact
+}
+
+// Write prints the profile as markdown: the window's times, then one row
+// per family with its bandwidth as a fraction of copyBW (bytes read plus
+// written per second of a device-to-device copy; 0: not measured).
+func (wp *WindowProfile) Write(w io.Writer, copyBW float64) {
+	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(b) }
+	fmt.Fprintf(w, "T=%d: %d dispatches, %d barriers; window GPU time: naive %v, pruned %v (×%.3f), replayed %v (×%.3f of pruned); dispatches one by one %v\n\n",
+		wp.Rows, wp.Dispatches, wp.Barriers, wp.Naive, wp.Pruned, ratio(wp.Pruned, wp.Naive), wp.PrunedReplayed, ratio(wp.PrunedReplayed, wp.Pruned), wp.DispatchSum)
+	fmt.Fprintf(w, "| family | dispatches | GPU time | share | per dispatch | bytes moved | GB/s | of copy |\n|---|---|---|---|---|---|---|---|\n")
+	for _, f := range wp.Families {
+		share := 100 * ratio(f.Time, wp.DispatchSum)
+		per := f.Time / time.Duration(f.Dispatches)
+		bw := float64(f.Bytes) / f.Time.Seconds()
+		switch {
+		case f.Inexact:
+			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | ≤ %.1f MB (whole cache or table declared) | — | — |\n", f.Family, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6)
+		case copyBW > 0:
+			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %.2f MB | %.0f | %.3f |\n", f.Family, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6, bw/1e9, bw/copyBW)
+		default:
+			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %.2f MB | %.0f | — |\n", f.Family, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6, bw/1e9)
+		}
+	}
+}
