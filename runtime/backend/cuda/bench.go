@@ -27,6 +27,11 @@ func (m *Memory) Poison(kind string) {
 			for j := range b {
 				b[j] = 0xff
 			}
+			if m.mirror[i] != nil {
+				if err := m.upload(i, uintptr(len(b))); err != nil {
+					panic(fmt.Sprintf("cuda: poisoning buffer %s: %v", l.Name, err)) // a test helper: the device is gone
+				}
+			}
 		}
 	}
 }
@@ -64,6 +69,9 @@ func (p *Program) Time(sched Schedule, replay bool, warm, reps int) ([]time.Dura
 			if execs, err = p.record(sched); err != nil {
 				return err
 			}
+		}
+		if err := p.uploadParams(); err != nil {
+			return err
 		}
 		for r := 0; r < warm+reps; r++ {
 			if err := d.check("cuEventRecord", d.eventRecord(ev[0], p.main)); err != nil {
@@ -107,6 +115,9 @@ func (p *Program) DispatchTimes(reps int) ([]time.Duration, error) {
 		d := p.b.d
 		ev, err := p.events(n + 1)
 		if err != nil {
+			return err
+		}
+		if err := p.uploadParams(); err != nil {
 			return err
 		}
 		for r := 0; r < reps+1; r++ {

@@ -36,6 +36,9 @@ type driver struct {
 	memHostDevPtr   func(d *uintptr, p unsafe.Pointer, flags uint32) int32
 	memFreeHost     func(p unsafe.Pointer) int32
 	memcpyDtoDAsync func(dst, src uintptr, n uintptr, s uintptr) int32
+	memcpyHtoDAsync func(dst uintptr, src unsafe.Pointer, n uintptr, s uintptr) int32
+	memcpyHtoD      func(dst uintptr, src unsafe.Pointer, n uintptr) int32
+	memcpyDtoH      func(dst unsafe.Pointer, src uintptr, n uintptr) int32
 	memsetD8Async   func(dst uintptr, v uint8, n uintptr, s uintptr) int32
 
 	moduleLoadData    func(m *uintptr, image *byte) int32
@@ -125,7 +128,8 @@ func openDriver() (*driver, error) {
 		"cuCtxSynchronize": &d.ctxSynchronize, "cuGetErrorString": &d.getErrorString, "cuMemGetInfo_v2": &d.memGetInfo,
 		"cuMemAllocManaged": &d.memAllocManaged, "cuMemAlloc_v2": &d.memAlloc, "cuMemFree_v2": &d.memFree,
 		"cuMemHostAlloc": &d.memHostAlloc, "cuMemHostGetDevicePointer_v2": &d.memHostDevPtr, "cuMemFreeHost": &d.memFreeHost,
-		"cuMemcpyDtoDAsync_v2": &d.memcpyDtoDAsync, "cuMemsetD8Async": &d.memsetD8Async,
+		"cuMemcpyDtoDAsync_v2": &d.memcpyDtoDAsync,
+		"cuMemcpyHtoDAsync_v2": &d.memcpyHtoDAsync, "cuMemcpyHtoD_v2": &d.memcpyHtoD, "cuMemcpyDtoH_v2": &d.memcpyDtoH, "cuMemsetD8Async": &d.memsetD8Async,
 		"cuModuleLoadData": &d.moduleLoadData, "cuModuleUnload": &d.moduleUnload, "cuModuleGetFunction": &d.moduleGetFunction,
 		"cuFuncGetAttribute": &d.funcGetAttribute, "cuLaunchKernel": &d.launchKernel,
 		"cuStreamCreate": &d.streamCreate, "cuStreamDestroy_v2": &d.streamDestroy, "cuStreamSynchronize": &d.streamSynchronize,

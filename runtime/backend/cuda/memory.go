@@ -3,26 +3,41 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/backend"
 )
 
-// Memory holds a model's named buffers where both the host and the GPU
-// reach them at one address: managed memory (pages move to whichever side
-// touches them; the GPU keeps the weights after the first window), or with
-// Options.Pinned page-locked host memory. The host reads and writes them
-// between windows, and at host points while the GPU runs other buffers.
-// The host side is backend.HostMemory, laid out as for every backend; Memory
-// adds the device addresses.
+// Memory holds a model's named buffers. The two kinds the host touches
+// every window live in device memory with a page-locked host mirror: the
+// params (the host writes the mirror; each window's first operation copies
+// the part of it that window reads to the device) and the scratch (the
+// GPU's activations; a range the host asks for, the logits, is copied back
+// into the mirror when asked). Every other buffer (weights, experts, state,
+// caches, the residency map) is managed memory: one address for host and
+// GPU, whose pages settle on the GPU after the first window because the
+// host touches them only at load, at host points and for state copies.
+// Options.Pinned puts every buffer in page-locked host memory instead.
+// The host side is backend.HostMemory, laid out as for every backend;
+// Memory adds the device addresses.
 type Memory struct {
 	*backend.HostMemory
 	b      *Backend
 	ptrs   []uintptr // device addresses of the buffers
 	allocs []uintptr // what the driver allocated (the experts start a page inside)
+	// mirror[i] is the page-locked host copy of a buffer that lives in
+	// device memory (nil: the buffer is managed or pinned, one address).
+	mirror []unsafe.Pointer
 	pinned bool
 }
+
+// mirrored says whether a buffer of kind lives in device memory behind a
+// host mirror: the params and the scratch, which the host writes or reads
+// every window (as managed memory their pages would move between host and
+// GPU every window, which costs more than the kernels of a decode window).
+func mirrored(kind string) bool { return kind == graph.KindParams || kind == graph.KindScratch }
 
 var _ backend.Memory = (*Memory)(nil)
 
@@ -63,7 +78,26 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 			}
 			var p, alloc uintptr
 			var h []byte
-			if m.pinned {
+			var mirror unsafe.Pointer
+			if !m.pinned && mirrored(l.Kind) {
+				if err := d.check("cuMemAlloc", d.memAlloc(&p, uintptr(size))); err != nil {
+					return fmt.Errorf("buffer %s of %d bytes: %w", l.Name, size, err)
+				}
+				if err := d.check("cuMemHostAlloc", d.memHostAlloc(&mirror, uintptr(size), hostAllocPortable)); err != nil {
+					d.memFree(p)
+					return fmt.Errorf("buffer %s of %d bytes: %w", l.Name, size, err)
+				}
+				if err := d.check("cuMemsetD8Async", d.memsetD8Async(p, 0, uintptr(size), 0)); err != nil {
+					d.memFree(p)
+					d.memFreeHost(mirror)
+					return err
+				}
+				alloc, h = p, unsafe.Slice((*byte)(mirror), size)
+				clear(h)
+				if align > 256 {
+					return fmt.Errorf("buffer %s: a %s buffer needs no %d-byte alignment", l.Name, l.Kind, align)
+				}
+			} else if m.pinned {
 				var ptr unsafe.Pointer
 				if err := d.check("cuMemHostAlloc", d.memHostAlloc(&ptr, uintptr(size), hostAllocPortable|hostAllocDevMap)); err != nil {
 					return fmt.Errorf("buffer %s of %d bytes: %w", l.Name, size, err)
@@ -86,6 +120,7 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 			}
 			skip := int64(-uintptr(unsafe.Pointer(unsafe.SliceData(h)))) & (align - 1)
 			m.allocs = append(m.allocs, alloc)
+			m.mirror = append(m.mirror, mirror)
 			m.ptrs = append(m.ptrs, p+uintptr(skip))
 			host[i] = h[skip : skip+l.Size : skip+l.Size]
 		}
@@ -126,15 +161,17 @@ func (m *Memory) release() error {
 	if m.allocs == nil {
 		return nil
 	}
-	allocs := m.allocs
-	m.ptrs, m.allocs = nil, nil
+	allocs, mirror := m.allocs, m.mirror
+	m.ptrs, m.allocs, m.mirror = nil, nil, nil
 	if m.HostMemory != nil {
 		m.Drop()
 	}
 	var errs []error
 	err := m.b.do(func() error {
-		for _, p := range allocs {
-			if m.pinned {
+		for i, p := range allocs {
+			if i < len(mirror) && mirror[i] != nil {
+				errs = append(errs, m.b.d.check("cuMemFree", m.b.d.memFree(p)), m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(mirror[i])))
+			} else if m.pinned {
 				errs = append(errs, m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(*(*unsafe.Pointer)(unsafe.Pointer(&p)))))
 			} else {
 				errs = append(errs, m.b.d.check("cuMemFree", m.b.d.memFree(p)))
@@ -143,4 +180,58 @@ func (m *Memory) release() error {
 		return nil
 	})
 	return errors.Join(append(errs, err)...)
+}
+
+// Bytes is the range r; a range of a buffer in device memory (the scratch:
+// logits, the router's choices at a host point) is first copied into the
+// mirror, so the host reads what the GPU wrote.
+func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
+	b, err := m.HostMemory.Bytes(r)
+	if err != nil || len(b) == 0 {
+		return b, err
+	}
+	i, _ := m.Index(r.Buffer)
+	if m.mirror[i] == nil || m.Layout()[i].Kind != graph.KindScratch {
+		return b, nil
+	}
+	off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(m.mirror[i])
+	return b, m.download(i, off, uintptr(len(b)))
+}
+
+// Buffer is a whole buffer; the scratch is copied back from the device
+// first, as Bytes does.
+func (m *Memory) Buffer(name string) []byte {
+	b := m.HostMemory.Buffer(name)
+	if i, ok := m.Index(name); ok && len(b) > 0 && m.mirror[i] != nil && m.Layout()[i].Kind == graph.KindScratch {
+		if err := m.download(i, 0, uintptr(len(b))); err != nil {
+			panic(fmt.Sprintf("cuda: buffer %s: %v", name, err)) // the device is gone: nothing to read
+		}
+	}
+	return b
+}
+
+// download copies n bytes at off of buffer i from the device into its
+// mirror. It runs on the caller's own locked thread with the context made
+// current there, not through Backend.do: at a host point the backend's
+// thread is waiting on the window, which waits on this caller. The range
+// was written by work the GPU finished before the caller asked (a finished
+// window, or a host point's signal written after it), so no stream order is
+// needed; the copy goes on the legacy stream, which the program's
+// non-blocking streams never wait for.
+func (m *Memory) download(i int, off, n uintptr) error {
+	d := m.b.d
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.check("cuCtxSetCurrent", d.ctxSetCurrent(m.b.ctx)); err != nil {
+		return err
+	}
+	return d.check("cuMemcpyDtoH", d.memcpyDtoH(unsafe.Add(m.mirror[i], off), m.ptrs[i]+off, n))
+}
+
+// upload copies the first n bytes of buffer i's mirror to the device,
+// synchronously (between windows).
+func (m *Memory) upload(i int, n uintptr) error {
+	return m.b.do(func() error {
+		return m.b.d.check("cuMemcpyHtoD", m.b.d.memcpyHtoD(m.ptrs[i], m.mirror[i], n))
+	})
 }

@@ -38,6 +38,12 @@ type Program struct {
 	flagsDV uintptr   // their device address
 	seq     uint32
 
+	// params is the params buffer's index in the memory and paramBytes
+	// how much of it this window reads: copied from the host mirror to the
+	// device first thing every window (params < 0: not mirrored).
+	params     int
+	paramBytes uintptr
+
 	replays map[Schedule][]uintptr // per schedule: one CUDA graph exec per segment
 	graphs  []uintptr
 	// GraphNodes and GraphEdges count the recorded graphs' kernels and
@@ -91,6 +97,14 @@ func (b *Backend) compile(g *graph.Graph, mem backend.Memory) (*Program, error) 
 			spec.maxThreads = max(spec.maxThreads, old.maxThreads)
 		}
 		want[key], keys[i] = spec, key
+	}
+	p.params = -1
+	if i, ok := m.Index(graph.ParamsBuffer); ok && m.mirror[i] != nil {
+		p.params = i
+		for _, f := range g.Params {
+			p.paramBytes = max(p.paramBytes, uintptr(f.Offset+4*int64(f.Count)))
+		}
+		p.paramBytes = min(p.paramBytes, uintptr(len(m.Host(i))))
 	}
 	if err := p.placeHostPoints(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -373,6 +387,9 @@ func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 func (p *Program) enqueue(serve bool, seq uint32) error {
 	sched, replay := p.b.opt.Schedule, !p.b.opt.Direct
 	d := p.b.d
+	if err := p.uploadParams(); err != nil {
+		return err
+	}
 	if !serve && !replay {
 		return p.encode(0, len(p.steps), sched)
 	}
@@ -530,4 +547,16 @@ func (p *Program) release() error {
 		p.main, p.side, p.fork, p.join, p.timers, p.flags = 0, nil, 0, nil, nil, nil
 		return errors.Join(errs...)
 	})
+}
+
+// uploadParams queues the copy of the window's params from the host mirror
+// to the device on the main stream, ahead of the window's kernels (on the
+// backend's thread). The mirror is page-locked, so the copy is
+// asynchronous; the host writes it again only after the window ends.
+func (p *Program) uploadParams() error {
+	if p.params < 0 || p.paramBytes == 0 {
+		return nil
+	}
+	m := p.mem
+	return p.b.d.check("cuMemcpyHtoDAsync", p.b.d.memcpyHtoDAsync(m.ptrs[p.params], m.mirror[p.params], p.paramBytes, p.main))
 }
