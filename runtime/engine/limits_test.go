@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -61,6 +62,26 @@ func TestCheckFinite(t *testing.T) {
 	if err := checkFinite([]float32{-3e38, 0, 3e38}); err != nil {
 		t.Errorf("finite row: %v", err)
 	}
+	// Every position of rows longer than one step of eight, the tail too,
+	// and the error names the first bad token.
+	for n := 1; n <= 21; n++ {
+		for at := 0; at < n; at++ {
+			for _, bad := range []float32{zero / zero, inf, -inf} {
+				row := make([]float32, n)
+				for i := range row {
+					row[i] = float32(i) - 3e38*float32(i%2)
+				}
+				row[at] = bad
+				err := checkFinite(row)
+				if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), fmt.Sprintf("token %d's", at)) {
+					t.Fatalf("row of %d with %v at %d: %v", n, bad, at, err)
+				}
+			}
+		}
+		if err := checkFinite(make([]float32, n)); err != nil {
+			t.Errorf("finite row of %d: %v", n, err)
+		}
+	}
 }
 
 // With drafts, generation runs to the end of the context as plain decoding
@@ -78,6 +99,20 @@ func TestSpecStopsAtTheContextAsPlainDecoding(t *testing.T) {
 		got, err := gen(depth)
 		if !errors.Is(err, ErrContext) || !slices.Equal(got, plain) {
 			t.Errorf("--spec %d: %v, %v; want %v and ErrContext", depth, got, err, plain)
+		}
+	}
+}
+
+// The check every logits row passes through, at a 248K vocabulary.
+func BenchmarkCheckFinite(b *testing.B) {
+	row := make([]float32, 248320)
+	for i := range row {
+		row[i] = float32(i%97) - 48
+	}
+	b.SetBytes(int64(4 * len(row)))
+	for b.Loop() {
+		if err := checkFinite(row); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -101,10 +101,10 @@ func (s *Sampler) Probs(logits []float32, history []int) []float64 {
 // logits as they are (no copy).
 func (s *Sampler) greedy(logits []float32, history []int) int {
 	if !s.p.penalized() {
-		best := 0
+		best, top := 0, float32(math.Inf(-1))
 		for i, v := range logits {
-			if v > logits[best] {
-				best = i
+			if v > top {
+				best, top = i, v
 			}
 		}
 		return best
