@@ -168,7 +168,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix drafts per window with --spec")
 	f.profile = cpuProfileFlag(fs)
 	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers (cuda replays CUDA graphs unless --icb=false, as strata run)")
-	fs.BoolVar(&f.kernels, "kernel-profile", false, "cuda: after the runs, time the decode (T=1) and prefill windows dispatch by dispatch and print where their GPU time goes, per kernel family")
+	fs.BoolVar(&f.kernels, "kernel-profile", false, "cuda: after the runs, time the decode (T=1) and prefill windows dispatch by dispatch and print where their GPU time goes, per kernel")
 	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
 	f.stream = addStreamFlags(fs)
 	f.cudaDirect = cudaDirectFlag(fs, &f.icb)

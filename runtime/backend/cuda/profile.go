@@ -13,7 +13,8 @@ import (
 // A WindowProfile is where one window's GPU time goes: the whole window
 // timed by events (direct and replayed, the naive serial graph and the
 // pruned one on streams), and each dispatch timed alone on one stream,
-// summed per kernel family with the bytes it moves.
+// summed per kernel (a family in one storage format) with the bytes it
+// moves.
 type WindowProfile struct {
 	Rows, Dispatches, Barriers int
 	// Medians over the timed runs of the whole window.
@@ -21,11 +22,12 @@ type WindowProfile struct {
 	// DispatchSum is the sum of the per-dispatch medians (serial, an event
 	// between every two dispatches: launch gaps on the stream included).
 	DispatchSum time.Duration
-	Families    []FamilyProfile // largest GPU time first
+	Kernels     []KernelProfile // largest GPU time first
 }
 
-// FamilyProfile is one kernel family's share of a window.
-type FamilyProfile struct {
+// KernelProfile is one kernel's share of a window.
+type KernelProfile struct {
+	Kernel     string
 	Family     graph.Family
 	Dispatches int
 	Time       time.Duration
@@ -95,13 +97,13 @@ func (p *Program) Profile(warm, reps int) (*WindowProfile, error) {
 	for _, buf := range g.Buffers {
 		kinds[buf.Name] = buf.Kind
 	}
-	fams := map[graph.Family]*FamilyProfile{}
+	fams := map[string]*KernelProfile{}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
-		f := fams[d.Family]
+		f := fams[d.Kernel]
 		if f == nil {
-			f = &FamilyProfile{Family: d.Family}
-			fams[d.Family] = f
+			f = &KernelProfile{Kernel: d.Kernel, Family: d.Family}
+			fams[d.Kernel] = f
 		}
 		f.Time += times[i]
 		f.Dispatches++
@@ -111,11 +113,11 @@ func (p *Program) Profile(warm, reps int) (*WindowProfile, error) {
 		wp.DispatchSum += times[i]
 	}
 	for _, f := range fams {
-		wp.Families = append(wp.Families, *f)
+		wp.Kernels = append(wp.Kernels, *f)
 	}
-	sort.Slice(wp.Families, func(i, j int) bool {
-		a, b := wp.Families[i], wp.Families[j]
-		return a.Time > b.Time || a.Time == b.Time && a.Family < b.Family
+	sort.Slice(wp.Kernels, func(i, j int) bool {
+		a, b := wp.Kernels[i], wp.Kernels[j]
+		return a.Time > b.Time || a.Time == b.Time && a.Kernel < b.Kernel
 	})
 	return wp, nil
 }
@@ -163,24 +165,24 @@ func (p *Program) movedBytes(i int, kinds map[string]string) (n int64, exact boo
 }
 
 // Write prints the profile as markdown: the window's times, then one row
-// per family with its bandwidth as a fraction of copyBW (bytes read plus
+// per kernel with its bandwidth as a fraction of copyBW (bytes read plus
 // written per second of a device-to-device copy; 0: not measured).
 func (wp *WindowProfile) Write(w io.Writer, copyBW float64) {
 	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(b) }
 	fmt.Fprintf(w, "T=%d: %d dispatches, %d barriers; window GPU time: naive %v, pruned %v (×%.3f), replayed %v (×%.3f of pruned); dispatches one by one %v\n\n",
 		wp.Rows, wp.Dispatches, wp.Barriers, wp.Naive, wp.Pruned, ratio(wp.Pruned, wp.Naive), wp.PrunedReplayed, ratio(wp.PrunedReplayed, wp.Pruned), wp.DispatchSum)
-	fmt.Fprintf(w, "| family | dispatches | GPU time | share | per dispatch | bytes moved | GB/s | of copy |\n|---|---|---|---|---|---|---|---|\n")
-	for _, f := range wp.Families {
+	fmt.Fprintf(w, "| kernel | dispatches | GPU time | share | per dispatch | bytes moved | GB/s | of copy |\n|---|---|---|---|---|---|---|---|\n")
+	for _, f := range wp.Kernels {
 		share := 100 * ratio(f.Time, wp.DispatchSum)
 		per := f.Time / time.Duration(f.Dispatches)
 		bw := float64(f.Bytes) / f.Time.Seconds()
 		switch {
 		case f.Inexact:
-			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | ≤ %.1f MB (whole cache or table declared) | — | — |\n", f.Family, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6)
+			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | ≤ %.1f MB (whole cache or table declared) | — | — |\n", f.Kernel, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6)
 		case copyBW > 0:
-			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %.2f MB | %.0f | %.3f |\n", f.Family, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6, bw/1e9, bw/copyBW)
+			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %.2f MB | %.0f | %.3f |\n", f.Kernel, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6, bw/1e9, bw/copyBW)
 		default:
-			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %.2f MB | %.0f | — |\n", f.Family, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6, bw/1e9)
+			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %.2f MB | %.0f | — |\n", f.Kernel, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6, bw/1e9)
 		}
 	}
 }
