@@ -276,6 +276,15 @@ type job struct {
 	// token with each generated token (ErrStop ends the reply).
 	start func()
 	token func(id int) error
+	// logits, when set, is called before token with the token's row of
+	// raw logits (for logprobs).
+	logits func(id int, row []float32)
+	// next is the request's next choice (n > 1), run right after this one
+	// on the same session; splitPrompt prefills the prompt but its last
+	// token first and marks the session there, so the next choice rewinds
+	// to the mark and feeds only that token.
+	next        *job
+	splitPrompt bool
 
 	// Results, set by the worker before done is closed.
 	out       []int
@@ -311,17 +320,19 @@ func (s *Server) work() {
 	defer close(s.done)
 	for j := range s.queue {
 		s.m.queued.Add(-1)
-		s.m.busy.Store(1)
-		s.runJob(j)
-		s.m.busy.Store(0)
-		s.m.record(j)
-		if s.cache != nil {
-			s.m.setCache(s.cache)
+		for ; j != nil; j = j.next { // a request's choices, one after another
+			s.m.busy.Store(1)
+			s.runJob(j)
+			s.m.busy.Store(0)
+			s.m.record(j)
+			if s.cache != nil {
+				s.m.setCache(s.cache)
+			}
+			if s.opt.EngineStats != nil {
+				s.m.setEngine(s.opt.EngineStats())
+			}
+			close(j.done)
 		}
-		if s.opt.EngineStats != nil {
-			s.m.setEngine(s.opt.EngineStats())
-		}
-		close(j.done)
 	}
 }
 
@@ -343,7 +354,20 @@ func (s *Server) runJob(j *job) {
 	j.reused, j.restored = len(j.prompt)-len(feed), restored
 	g := j.gopt
 	g.History = history
+	g.OnTokenLogits = j.logits
 	begin := time.Now()
+	if j.splitPrompt && len(feed) > 1 {
+		head := feed[:len(feed)-1]
+		if _, err := s.sess.Generate(head, 0, j.gopt); err != nil {
+			j.err = err
+			s.logf("serve: generation failed (the session starts over): %v", err)
+			s.sess, s.kept, s.marks = nil, nil, nil
+			return
+		}
+		s.markBoundary(len(j.prompt) - 1)
+		g.History = append(slices.Clip(history), head...)
+		feed = feed[len(head):]
+	}
 	count := 0
 	g.OnToken = func(id int) error {
 		if count == 0 {
