@@ -21,9 +21,9 @@ const minLogprob = -9999.0
 // raw distribution (the log-softmax of its logits, before the penalties,
 // temperature and filters), with the top alternatives, most likely first.
 type tokenLogprob struct {
-	id    int
-	lp    float64
-	top   []altLogprob
+	id  int
+	lp  float64
+	top []altLogprob
 	// start is the token's first byte in the reply's bytes (control tokens
 	// left out), offset the characters begun before it.
 	start, offset int
