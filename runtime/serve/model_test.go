@@ -153,13 +153,14 @@ func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) 
 	return out, nil
 }
 
-// fakeRow is the fake sessions' row of logits for tok: probability 0.5 for
-// tok, 0.3 for 'Q', 0.2 for 'Z', 0 (logit −∞) for the rest of 512 ids.
+// fakeRow is the fake sessions' row of logits for tok: probability 0.3 for
+// tok, 0.5 for 'Q' (the reply is not the argmax, as sampled), 0.2 for 'Z',
+// 0 (logit −∞) for the rest of 512 ids.
 func fakeRow(tok int) []float32 {
 	row := make([]float32, 512)
 	for i := range row {
 		row[i] = float32(math.Inf(-1))
 	}
-	row[tok], row['Q'], row['Z'] = float32(math.Log(0.5)), float32(math.Log(0.3)), float32(math.Log(0.2))
+	row[tok], row['Q'], row['Z'] = float32(math.Log(0.3)), float32(math.Log(0.5)), float32(math.Log(0.2))
 	return row
 }
