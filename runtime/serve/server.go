@@ -78,6 +78,14 @@ type Options struct {
 	// bytes, least recently used evicted first: a conversation that comes
 	// back resumes from its copy instead of prefilling again.
 	CacheBytes int64
+	// APIKeys, when any, are the keys a request must carry (Authorization:
+	// Bearer KEY, or x-api-key: KEY) on every route but /health and the chat
+	// page; others get 401 invalid_api_key.
+	APIKeys []string
+	// CORSOrigins are the browser origins allowed to call the API ("*":
+	// any): preflights are answered and every response to them carries the
+	// CORS headers. None: no CORS headers.
+	CORSOrigins []string
 	// EngineStats, when set, is read after each request for /metrics.
 	EngineStats func() EngineStats
 	// Logf logs recovered panics and failed generations (nil: silent).
@@ -102,6 +110,8 @@ type Server struct {
 	mux     *http.ServeMux
 	created int64
 	m       metrics
+
+	acc *access
 
 	qmu    sync.Mutex
 	queue  chan *job
@@ -146,7 +156,11 @@ func New(opt Options) (*Server, error) {
 			opt.Generate.EOS = append(opt.Generate.EOS, id)
 		}
 	}
-	s := &Server{opt: opt, mux: http.NewServeMux(), created: time.Now().Unix(),
+	acc, err := newAccess(opt.APIKeys, opt.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opt: opt, mux: http.NewServeMux(), created: time.Now().Unix(), acc: acc,
 		queue: make(chan *job, opt.Queue), done: make(chan struct{})}
 	s.m.init()
 	if opt.CacheBytes > 0 {
@@ -158,7 +172,7 @@ func New(opt Options) (*Server, error) {
 }
 
 // Handler is the API's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.m.wrap(recoverJSON(s.mux, s.logf)) }
+func (s *Server) Handler() http.Handler { return s.m.wrap(s.acc.wrap(recoverJSON(s.mux, s.logf))) }
 
 // Close stops taking requests, lets the queued ones run, and waits for the
 // worker. Call it after http.Server.Shutdown (handlers still running would
