@@ -25,7 +25,7 @@ func newAccess(keys, origins []string) (*access, error) {
 		a.keys = append(a.keys, sha256.Sum256([]byte(k)))
 	}
 	for _, o := range origins {
-		if err := checkOrigin(o); err != nil {
+		if err := CheckOrigin(o); err != nil {
 			return nil, err
 		}
 		a.origins = append(a.origins, strings.TrimSuffix(o, "/"))
@@ -33,9 +33,9 @@ func newAccess(keys, origins []string) (*access, error) {
 	return a, nil
 }
 
-// checkOrigin accepts "*" or an origin as browsers send it:
+// CheckOrigin accepts "*" or an origin as browsers send it:
 // scheme://host[:port], no path.
-func checkOrigin(o string) error {
+func CheckOrigin(o string) error {
 	if o == "*" {
 		return nil
 	}
