@@ -1,8 +1,12 @@
 package serve
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -148,5 +152,77 @@ func TestCORS(t *testing.T) {
 		if _, err := newAccess(nil, []string{bad}); err == nil {
 			t.Errorf("origin %q was taken", bad)
 		}
+	}
+}
+
+// TestCORSInBrowser: a page on another origin calls the API from headless
+// chromium with a key, as a web app does: the browser's own preflight passes,
+// the reply and a stream are readable, a 401 without the key is readable
+// too; a page on an origin the server does not allow cannot call it.
+func TestCORSInBrowser(t *testing.T) {
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium, _ = exec.LookPath("chromium")
+	}
+	needNode(t, "puppeteer-core")
+	if chromium == "" {
+		if os.Getenv("STRATA_REQUIRE_NODE") == "1" {
+			t.Fatal("no chromium on PATH or in $CHROMIUM, with STRATA_REQUIRE_NODE=1")
+		}
+		t.Skip("no chromium on PATH or in $CHROMIUM")
+	}
+	blank := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<!doctype html><title>app</title>")
+	})
+	app, other := httptest.NewServer(blank), httptest.NewServer(blank)
+	defer app.Close()
+	defer other.Close()
+	const key = "sk-browser-key"
+	f := startFake(t, "Hello", 0, nil, func(o *Options) { o.APIKeys = []string{key}; o.CORSOrigins = []string{app.URL} })
+	raw, err := exec.Command("node", "testdata/cors_browser.cjs", app.URL, other.URL, f.ts.URL, key, chromium).Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, raw)
+	}
+	type calls struct {
+		Plain struct {
+			Status  int
+			Content string
+		}
+		Stream struct {
+			Status int
+			Text   string
+		}
+		NoKey struct {
+			Status int
+			Code   string
+		}
+		Error string
+	}
+	var got struct{ Allowed, Other calls }
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	a := got.Allowed
+	if a.Error != "" || a.Plain.Status != 200 || a.Plain.Content != "Hello" || a.Stream.Status != 200 ||
+		!strings.Contains(a.Stream.Text, `"content":"H"`) || !strings.HasSuffix(a.Stream.Text, "data: [DONE]\n\n") ||
+		a.NoKey.Status != 401 || a.NoKey.Code != "invalid_api_key" {
+		t.Errorf("the allowed origin: %+v", a)
+	}
+	if !strings.Contains(got.Other.Error, "Failed to fetch") {
+		t.Errorf("another origin: %+v, want the browser to refuse", got.Other)
+	}
+	// The browser sent its own preflights (204), and the disallowed one's
+	// was refused (403).
+	req, _ := http.NewRequest("GET", f.ts.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `{endpoint="/v1/chat/completions",code="204"}`) || !strings.Contains(string(b), `{endpoint="/v1/chat/completions",code="403"}`) {
+		t.Errorf("no preflight answered in /metrics:\n%s", b)
 	}
 }
