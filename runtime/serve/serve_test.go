@@ -609,20 +609,32 @@ func TestSampledRequest(t *testing.T) {
 }
 
 // TestIgnoreEOS: "ignore_eos" (llama-server's field) runs past the end of
-// turn to max_tokens.
+// turn to max_tokens, on both endpoints; "ignore_eos": false overrides a
+// server that ignores EOS by default.
 func TestIgnoreEOS(t *testing.T) {
 	f := startFake(t, "ab", 0, nil, nil)
+	g := startFake(t, "ab", 0, nil, func(o *Options) { o.Generate.IgnoreEOS = true })
 	for _, c := range []struct {
-		body, text, finish string
-		tokens             int
+		url, path, body, text, finish string
+		tokens                        int
 	}{
-		{`{"prompt":"x","max_tokens":10}`, "ab", "stop", 3},
-		{`{"prompt":"x","max_tokens":10,"ignore_eos":true}`, "abababa", "length", 10},
+		{f.ts.URL, "/v1/completions", `{"prompt":"x","max_tokens":10}`, "ab", "stop", 3},
+		{f.ts.URL, "/v1/completions", `{"prompt":"x","max_tokens":10,"ignore_eos":true}`, "abababa", "length", 10},
+		{f.ts.URL, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":10}`, "ab", "stop", 3},
+		{f.ts.URL, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":10,"ignore_eos":true}`, "abababa", "length", 10},
+		{g.ts.URL, "/v1/completions", `{"prompt":"x","max_tokens":10}`, "abababa", "length", 10},
+		{g.ts.URL, "/v1/completions", `{"prompt":"x","max_tokens":10,"ignore_eos":false}`, "ab", "stop", 3},
 	} {
-		code, b, _ := post(t, f.ts.URL+"/v1/completions", c.body)
-		r := decode[textReply](t, b)
-		if code != 200 || r.Choices[0].Text != c.text || *r.Choices[0].FinishReason != c.finish || r.Usage.CompletionTokens != c.tokens {
-			t.Errorf("%s: %d %s; want %q, %s, %d tokens", c.body, code, b, c.text, c.finish, c.tokens)
+		code, b, _ := post(t, c.url+c.path, c.body)
+		r := decode[lpChatReply](t, b)
+		text := ""
+		if strings.Contains(c.path, "chat") {
+			text = *r.Choices[0].Message.Content
+		} else {
+			text = decode[textReply](t, b).Choices[0].Text
+		}
+		if code != 200 || text != c.text || *r.Choices[0].FinishReason != c.finish || r.Usage.CompletionTokens != c.tokens {
+			t.Errorf("%s %s: %d %s; want %q, %s, %d tokens", c.path, c.body, code, b, c.text, c.finish, c.tokens)
 		}
 	}
 }
