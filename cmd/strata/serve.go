@@ -40,10 +40,25 @@ last reply's thinking) rewinds there. --cache-mb keeps copies of the state of
 conversations the server switched away from, so they resume too.
 
 The sampling flags are the defaults a request's own fields (temperature,
-top_p, top_k, min_p, presence_penalty, frequency_penalty, seed) override; the
-default is greedy. A sampled request without "seed" gets a fresh random seed
-unless --seed is given. Qwen's <think> blocks come back as reasoning_content and
-its <tool_call> JSON as tool_calls when the request offers tools.
+top_p, top_k, min_p, repeat_penalty, presence_penalty, frequency_penalty,
+seed, ignore_eos) override; the default is greedy. A sampled request without
+"seed" gets a fresh random seed unless --seed is given; with one, the same
+request gives the same response. "n" asks for several choices, each its own
+sample (choice i's seed is mixed from the request's), run one after another
+with the prompt prefilled once. "logprobs" (chat: true with "top_logprobs"
+0-20; /v1/completions: 0-20 alternatives) returns each token's log
+probability under the model's raw distribution (the log-softmax of its
+logits, before penalties, temperature and filters), streamed too.
+"ignore_eos": true runs to max_tokens. Qwen's <think> blocks come back as
+reasoning_content and its <tool_call> JSON as tool_calls when the request
+offers tools.
+
+--api-key KEY or --api-key-file FILE (one key a line; both repeatable) make
+every route but /health and the chat page need "Authorization: Bearer KEY"
+(or "x-api-key: KEY"); others get 401 invalid_api_key. --cors-origin ORIGIN
+(repeatable, or *) lets web pages on that origin call the API from a browser:
+preflights are answered without a key and every response carries the CORS
+headers; without it there are none.
 
 With neither --gguf nor --hf it serves the embedded default model, when that
 has a tokenizer.
