@@ -1,9 +1,14 @@
 package serve
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/sample"
@@ -111,5 +116,36 @@ func TestSeededChoices(t *testing.T) {
 	}
 	if other := texts(7); slices.Equal(other, first) {
 		t.Errorf("seed 7 gave seed 42's choices %q", other)
+	}
+}
+
+// TestChoicesDisconnect: a client that goes away during the first of three
+// streamed choices stops it at the next token, the other two never run, and
+// the next request is served.
+func TestChoicesDisconnect(t *testing.T) {
+	f := startFake(t, strings.Repeat("a", 1000), 2*time.Millisecond, nil, func(o *Options) { o.Generate.IgnoreEOS = true })
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", f.ts.URL+"/v1/completions",
+		strings.NewReader(`{"prompt":"go on","max_tokens":1000,"n":3,"stream":true,"logprobs":1}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for n := 0; sc.Scan() && n < 3; {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			n++
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, func() bool { _, b := get(t, f.ts.URL+"/metrics"); return strings.Contains(b, "strata_busy 0\n") })
+	if code, b, _ := post(t, f.ts.URL+"/v1/completions", `{"prompt":"next","max_tokens":2}`); code != 200 {
+		t.Fatalf("next request: %d %s", code, b)
+	}
+	// Fed: the first choice's prompt but its last token, its last token,
+	// then the next request's prompt; no other choice.
+	if p := f.prompts(); len(p) != 3 {
+		t.Errorf("fed %d windows, want 3: %v", len(p), p)
 	}
 }

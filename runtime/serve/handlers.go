@@ -197,6 +197,9 @@ func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(cho
 		ctx, cancel = context.WithTimeout(ctx, s.opt.Timeout)
 		defer cancel()
 	}
+	// abandon ends the choices still to run when the client is gone.
+	ctx, abandon := context.WithCancel(ctx)
+	defer abandon()
 	var writeErr error
 	jobs := make([]*job, pl.choices)
 	states := make([]*choiceState, pl.choices)
@@ -219,23 +222,36 @@ func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(cho
 	if e := s.submit(jobs[0]); e != nil {
 		return &result{err: e}
 	}
+	// Every choice's job is waited for before anything else is written (the
+	// worker writes a stream's events); after a failure the rest are
+	// abandoned.
 	res := &result{}
-	for i, j := range jobs {
+	gone := false
+	for _, j := range jobs {
 		<-j.done
-		if i == 0 {
-			res.reused = j.reused
-		}
 		switch {
-		case res.err != nil:
+		case res.err != nil || gone:
 		case j.cancelled && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil:
 			res.err = &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error", Code: strp("timeout"),
 				Message: fmt.Sprintf("the request ran past the server's time limit of %v (--timeout), its wait in the queue included", s.opt.Timeout)}
 		case j.cancelled || writeErr != nil:
-			return nil
+			gone = true
 		case j.err != nil:
 			res.err = &apiError{Status: http.StatusInternalServerError, Type: "server_error",
 				Message: fmt.Sprintf("the generation failed after %d tokens: %v", len(j.out), j.err)}
 		}
+		if gone || res.err != nil {
+			abandon()
+		}
+	}
+	if gone || writeErr != nil {
+		return nil
+	}
+	res.reused = jobs[0].reused
+	if res.err != nil {
+		return res
+	}
+	for i, j := range jobs {
 		res.choices = append(res.choices, states[i].finish(j.out, pl.n))
 	}
 	if writeErr != nil {
