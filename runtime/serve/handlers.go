@@ -224,7 +224,8 @@ func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(cho
 	}
 	// Every choice's job is waited for before anything else is written (the
 	// worker writes a stream's events); after a failure the rest are
-	// abandoned.
+	// abandoned. A stream whose client is gone (writeErr) stops each
+	// remaining choice at its first token.
 	res := &result{}
 	gone := false
 	for _, j := range jobs {
@@ -234,7 +235,7 @@ func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(cho
 		case j.cancelled && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil:
 			res.err = &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error", Code: strp("timeout"),
 				Message: fmt.Sprintf("the request ran past the server's time limit of %v (--timeout), its wait in the queue included", s.opt.Timeout)}
-		case j.cancelled || writeErr != nil:
+		case j.cancelled: // writeErr is the worker's until every job is done
 			gone = true
 		case j.err != nil:
 			res.err = &apiError{Status: http.StatusInternalServerError, Type: "server_error",
@@ -314,6 +315,9 @@ func (c *choiceState) emit(t string) {
 }
 
 func (c *choiceState) token(id int) error {
+	if *c.writeErr != nil {
+		return engine.ErrStop // the client is gone
+	}
 	if c.control(id) {
 		return nil
 	}
