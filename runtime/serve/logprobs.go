@@ -195,6 +195,9 @@ func logprobsRequest(raw json.RawMessage, top *int, chat bool) (int, *apiError) 
 			return 0, nil
 		}
 		if !on {
+			if *top == 0 {
+				return -1, nil // some clients send the default along
+			}
 			return 0, badRequest("top_logprobs", "invalid_value", "field \"top_logprobs\": only with \"logprobs\": true")
 		}
 		if *top < 0 || *top > maxTopLogprobs {

@@ -96,9 +96,11 @@ func TestLogprobsFake(t *testing.T) {
 	if r := decode[lpChatReply](t, b); len(r.Choices[0].Logprobs.Content) != 4 || len(r.Choices[0].Logprobs.Content[0].TopLogprobs) != 0 {
 		t.Errorf("logprobs without top_logprobs: %s", b)
 	}
-	_, b, _ = post(t, f.ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`)
-	if !strings.Contains(string(b), `"logprobs":null`) {
-		t.Errorf("no logprobs asked: %s", b)
+	for _, body := range []string{`{"messages":[{"role":"user","content":"hi"}]}`, `{"messages":[{"role":"user","content":"hi"}],"logprobs":false,"top_logprobs":0}`} {
+		_, b, _ = post(t, f.ts.URL+"/v1/chat/completions", body)
+		if !strings.Contains(string(b), `"logprobs":null`) {
+			t.Errorf("no logprobs asked: %s", b)
+		}
 	}
 
 	// Completions with a stop string: the tokens before it; each top dict
