@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,10 +40,25 @@ last reply's thinking) rewinds there. --cache-mb keeps copies of the state of
 conversations the server switched away from, so they resume too.
 
 The sampling flags are the defaults a request's own fields (temperature,
-top_p, top_k, min_p, presence_penalty, frequency_penalty, seed) override; the
-default is greedy. A sampled request without "seed" gets a fresh random seed
-unless --seed is given. Qwen's <think> blocks come back as reasoning_content and
-its <tool_call> JSON as tool_calls when the request offers tools.
+top_p, top_k, min_p, repeat_penalty, presence_penalty, frequency_penalty,
+seed, ignore_eos) override; the default is greedy. A sampled request without
+"seed" gets a fresh random seed unless --seed is given; with one, the same
+request gives the same response. "n" asks for several choices, each its own
+sample (choice i's seed is mixed from the request's), run one after another
+with the prompt prefilled once. "logprobs" (chat: true with "top_logprobs"
+0-20; /v1/completions: 0-20 alternatives) returns each token's log
+probability under the model's raw distribution (the log-softmax of its
+logits, before penalties, temperature and filters), streamed too.
+"ignore_eos": true runs to max_tokens. Qwen's <think> blocks come back as
+reasoning_content and its <tool_call> JSON as tool_calls when the request
+offers tools.
+
+--api-key KEY or --api-key-file FILE (one key a line; both repeatable) make
+every route but /health and the chat page need "Authorization: Bearer KEY"
+(or "x-api-key: KEY"); others get 401 invalid_api_key. --cors-origin ORIGIN
+(repeatable, or *) lets web pages on that origin call the API from a browser:
+preflights are answered without a key and every response carries the CORS
+headers; without it there are none.
 
 With neither --gguf nor --hf it serves the embedded default model, when that
 has a tokenizer.
@@ -65,6 +81,7 @@ type serveFlags struct {
 	maxBody, cacheMB                      int64
 	noReuse, noThink, seedSet, special    bool
 	sf                                    *samplingFlags
+	apiKeys, keyFiles, corsOrigins        stringList
 }
 
 func serveCmd(args []string, stdout, stderr io.Writer) error {
@@ -73,6 +90,10 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sp, err := f.check()
+	if err != nil {
+		return err
+	}
+	keys, err := f.keys()
 	if err != nil {
 		return err
 	}
@@ -108,7 +129,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("reading the EOS ids: %w", err)
 	}
 	name := f.modelName(l)
-	api, err := serve.New(f.apiOptions(name, l, tm, engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *f.sf.ignoreEOS}, stderr))
+	opt := f.apiOptions(name, l, tm, engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *f.sf.ignoreEOS}, stderr)
+	opt.APIKeys, opt.CORSOrigins = keys, f.corsOrigins
+	api, err := serve.New(opt)
 	if err != nil {
 		return err
 	}
@@ -171,6 +194,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	f.sf = addSamplingFlags(fs)
 	fs.BoolVar(&f.noThink, "no-think", false, "render the chat template with enable_thinking=false unless a request's chat_template_kwargs says otherwise")
 	fs.BoolVar(&f.special, "parse-special", false, "special-token text in chat messages (<|im_end|>, …) is control tokens unless a request's parse_special is false (default: plain text, so a client cannot write a turn of its own)")
+	fs.Var(&f.apiKeys, "api-key", "require this `key` on every request but /health and the chat page: Authorization: Bearer KEY (or x-api-key: KEY); repeatable. A key on the command line shows in ps: prefer --api-key-file")
+	fs.Var(&f.keyFiles, "api-key-file", "require one of the keys in this `file` (one a line; blank lines and # comments skipped); repeatable, with --api-key too")
+	fs.Var(&f.corsOrigins, "cors-origin", "let web pages from this `origin` (https://host[:port], or * for any) call the API from a browser: preflights answered, CORS headers on every response; repeatable (default: none, no CORS headers)")
 	fs.StringVar(&f.tok, "tokenizer", "", "HF tokenizer.json `file` (default: the --hf directory's or the GGUF's own)")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -196,6 +222,16 @@ func (f *serveFlags) check() (engine.SpecOptions, error) {
 		return engine.SpecOptions{}, usagef("--max-tokens, --timeout, --grace and --cache-mb must be ≥ 0 and --write-timeout > 0")
 	case f.suffix < 0:
 		return engine.SpecOptions{}, usagef("--suffix-draft must be ≥ 0, got %d", f.suffix)
+	}
+	for _, o := range f.corsOrigins {
+		if err := serve.CheckOrigin(o); err != nil {
+			return engine.SpecOptions{}, usagef("--cors-origin: %v", strings.TrimPrefix(err.Error(), "serve: "))
+		}
+	}
+	for _, k := range f.apiKeys {
+		if k == "" || strings.TrimSpace(k) != k {
+			return engine.SpecOptions{}, usagef("--api-key is empty or has spaces around it")
+		}
 	}
 	sp, err := parseSpec(f.specFlag)
 	if err != nil {
@@ -238,4 +274,31 @@ func (f *serveFlags) apiOptions(name string, l *load.Loaded, tm *text.Model, gop
 		},
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "strata: "+format+"\n", args...) },
 	}
+}
+
+// keys are the API keys of --api-key and --api-key-file. Errors name the
+// file and the line, never a key.
+func (f *serveFlags) keys() ([]string, error) {
+	keys := slices.Clone([]string(f.apiKeys))
+	for _, name := range f.keyFiles {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("--api-key-file: %w", err)
+		}
+		n := 0
+		for i, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if strings.ContainsAny(line, " \t") {
+				return nil, fmt.Errorf("--api-key-file %s, line %d: a key has no spaces inside (one key per line)", name, i+1)
+			}
+			keys, n = append(keys, line), n+1
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("--api-key-file %s: no key in it (one key per line)", name)
+		}
+	}
+	return keys, nil
 }

@@ -33,7 +33,13 @@ type GenerateOptions struct {
 	// generation cleanly after that token; any other error ends it with
 	// that error.
 	OnToken func(id int) error
-	Spec    SpecOptions
+	// OnTokenLogits, when set, is called just before OnToken with each
+	// committed token and the row of logits it was chosen from: the model's
+	// raw logits at that position, before the penalties, temperature and
+	// filters (a speculative window's verified row, which equals the plain
+	// decode's). The row is valid only during the call. Nil costs nothing.
+	OnTokenLogits func(id int, row []float32)
+	Spec          SpecOptions
 }
 
 // ErrContext is the error a prompt or a window that does not fit in the
@@ -182,9 +188,13 @@ func (d *decoder) emit(logits [][]float32) error {
 // commit hands the window's tokens to the output in order and reports how
 // many it took: all of them, or fewer when one is an EOS id or OnToken
 // stops (that token is the last taken; err is OnToken's other errors).
-func (d *decoder) commit(toks []int) (taken int, stop bool, err error) {
+// rows[i] is the row of logits toks[i] was chosen from.
+func (d *decoder) commit(toks []int, rows [][]float32) (taken int, stop bool, err error) {
 	for i, t := range toks {
 		d.out = append(d.out, t)
+		if d.opt.OnTokenLogits != nil {
+			d.opt.OnTokenLogits(t, rows[i])
+		}
 		if d.opt.OnToken != nil {
 			if err := d.opt.OnToken(t); err != nil {
 				if errors.Is(err, ErrStop) {
@@ -247,7 +257,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		return nil, nil
 	}
 	cur := d.smp.Sample(last, d.hist)
-	if _, stop, err := d.commit([]int{cur}); stop {
+	if _, stop, err := d.commit([]int{cur}, [][]float32{last}); stop {
 		return d.out, err
 	}
 	if d.useMTP {
@@ -376,7 +386,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		}
 	}
 	d.hist = append(d.hist, got[:len(got)-1]...)
-	taken, stop, cerr := d.commit(got)
+	taken, stop, cerr := d.commit(got, logits)
 	if taken < kept {
 		// Generation ended inside the window: keep in the state only the
 		// rows up to the last token taken (which itself is not fed).

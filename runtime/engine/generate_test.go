@@ -320,3 +320,44 @@ func TestMTPPositionsInAContinuedSession(t *testing.T) {
 		t.Errorf("MTP windows at %v, want the first at %d, none before, and some at %d and %d", f.mtpPos, base, base+2, base+4)
 	}
 }
+
+// TestOnTokenLogits: each committed token comes with the raw row of logits
+// it was chosen from — the fake model's logits after the prompt and the
+// tokens before it, computed here on their own — on the plain path and with
+// drafts accepted and rejected, greedy and sampled.
+func TestOnTokenLogits(t *testing.T) {
+	prompt := []int{3, 4, 5}
+	for _, c := range []struct {
+		name  string
+		depth int
+		p     sample.Params
+	}{{"plain greedy", 0, sample.Params{}}, {"spec greedy", 3, sample.Params{}},
+		{"plain sampled", 0, chain}, {"spec sampled", 3, chain}} {
+		stats := &SpecStats{}
+		var toks []int
+		var rows [][]float32
+		opt := GenerateOptions{PrefillRows: 2, Sampling: c.p,
+			Spec: SpecOptions{Depth: c.depth, SuffixDraft: 3, Drafter: guessDrafter{7}, Stats: stats},
+			OnTokenLogits: func(id int, row []float32) {
+				toks = append(toks, id)
+				rows = append(rows, slices.Clone(row))
+			}}
+		opt.Sampling.Seed = 7
+		out, err := generate(&fakeSeq{V: 7}, prompt, 40, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(toks, out) {
+			t.Fatalf("%s: OnTokenLogits saw %v, Generate returned %v", c.name, toks, out)
+		}
+		for i := range out {
+			h := append(slices.Clone(prompt), out[:i]...)
+			if want := (&fakeSeq{V: 7}).logitsAfter(h); !slices.Equal(rows[i], want) {
+				t.Fatalf("%s: token %d: row %v, want the logits after %v: %v", c.name, i, rows[i], h, want)
+			}
+		}
+		if c.depth > 0 && (stats.Accepted == 0 || stats.Rerun == 0) {
+			t.Errorf("%s: %d accepted, %d re-run: both paths must be exercised", c.name, stats.Accepted, stats.Rerun)
+		}
+	}
+}

@@ -41,9 +41,12 @@ type streamOptions struct {
 // chatRequest is POST /v1/chat/completions' body.
 type chatRequest struct {
 	sampling
-	Messages   json.RawMessage `json:"messages"`
-	Tools      json.RawMessage `json:"tools"`
-	ToolChoice json.RawMessage `json:"tool_choice"`
+	Messages json.RawMessage `json:"messages"`
+	// TopLogprobs is how many alternatives each token's logprobs list
+	// (with "logprobs": true).
+	TopLogprobs *int            `json:"top_logprobs"`
+	Tools       json.RawMessage `json:"tools"`
+	ToolChoice  json.RawMessage `json:"tool_choice"`
 	// ChatTemplateKwargs are extra template variables (vLLM's and
 	// llama-server's extension); enable_thinking is the one read.
 	ChatTemplateKwargs struct {
@@ -91,11 +94,11 @@ type message struct {
 }
 
 type chatChoice struct {
-	Index        int       `json:"index"`
-	Message      *message  `json:"message,omitempty"`
-	Delta        *message  `json:"delta,omitempty"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Message      *message      `json:"message,omitempty"`
+	Delta        *message      `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 type chatResponse struct {
@@ -109,10 +112,10 @@ type chatResponse struct {
 }
 
 type textChoice struct {
-	Index        int       `json:"index"`
-	Text         string    `json:"text"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Text         string        `json:"text"`
+	Logprobs     *textLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 type textResponse struct {

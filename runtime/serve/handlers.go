@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/sample"
+	"github.com/strata-llm/strata/runtime/text"
 	"github.com/strata-llm/strata/runtime/text/chat"
+	"github.com/strata-llm/strata/runtime/text/tokenizer"
 )
 
 func jsonMarshal(v any) ([]byte, error) {
@@ -29,20 +32,32 @@ func jsonMarshal(v any) ([]byte, error) {
 // plan is a request's generation settings, checked.
 type plan struct {
 	gopt         engine.GenerateOptions
-	n            int
+	n            int // max_tokens
+	choices      int // n
+	logprobs     int // alternatives per token; -1: no logprobs
 	stops        []string
 	stream       bool
 	includeUsage bool
 }
 
-// plan reads the sampling and length fields against the prompt's length.
-// The handlers have checked the model name already.
-func (s *Server) plan(q *sampling, promptLen int, promptParam string) (*plan, *apiError) {
-	if q.N != nil && *q.N != 1 {
-		return nil, badRequest("n", "unsupported_value", "field \"n\": this server makes one choice per request, got n = %d", *q.N)
+// maxChoices bounds "n" (OpenAI's limit); the choices run one after another.
+const maxChoices = 128
+
+// plan reads the sampling, length, n and logprobs fields against the
+// prompt's length; topLogprobs is chat's top_logprobs (nil for
+// /v1/completions, whose promptParam is "prompt"). The handlers have checked
+// the model name already.
+func (s *Server) plan(q *sampling, topLogprobs *int, promptLen int, promptParam string) (*plan, *apiError) {
+	choices := 1
+	if q.N != nil {
+		if *q.N < 1 || *q.N > maxChoices {
+			return nil, badRequest("n", "invalid_value", "field \"n\": expected an integer in [1, %d], got %d", maxChoices, *q.N)
+		}
+		choices = *q.N
 	}
-	if len(q.Logprobs) > 0 && string(q.Logprobs) != "false" && string(q.Logprobs) != "null" {
-		return nil, badRequest("logprobs", "unsupported_value", "field \"logprobs\": log probabilities are not supported")
+	logprobs, e := logprobsRequest(q.Logprobs, topLogprobs, promptParam != "prompt")
+	if e != nil {
+		return nil, e
 	}
 	if q.ResponseFormat != nil && q.ResponseFormat.Type != "" && q.ResponseFormat.Type != "text" {
 		return nil, badRequest("response_format", "unsupported_value", "field \"response_format\": type %q is not supported (only \"text\"; the server does not constrain the output to JSON)", q.ResponseFormat.Type)
@@ -117,7 +132,7 @@ func (s *Server) plan(q *sampling, promptLen int, promptParam string) (*plan, *a
 	if q.IgnoreEOS != nil {
 		g.IgnoreEOS = *q.IgnoreEOS
 	}
-	pl := &plan{gopt: g, n: n, stops: stops, stream: q.Stream}
+	pl := &plan{gopt: g, n: n, choices: choices, logprobs: logprobs, stops: stops, stream: q.Stream}
 	if q.StreamOptions != nil {
 		if !q.Stream {
 			return nil, badRequest("stream_options", "invalid_value", "field \"stream_options\": only with \"stream\": true")
@@ -127,89 +142,228 @@ func (s *Server) plan(q *sampling, promptLen int, promptParam string) (*plan, *a
 	return pl, nil
 }
 
-// result is a finished generation as the responses show it.
+// result is a finished request as the responses show it: its choices and
+// the prompt tokens the first one reused.
 type result struct {
+	choices []*choiceResult
+	reused  int
+	err     *apiError
+}
+
+// choiceResult is one choice's generation.
+type choiceResult struct {
 	out    []int
-	reused int
 	text   string // the visible reply (control tokens and stop strings left out)
 	finish string // stop, length
-	err    *apiError
+	// lps are the logprobs of the reply's tokens when asked for; streamed,
+	// only those not sent yet (the last chunk carries them).
+	lps []tokenLogprob
 }
 
 func (r *result) usage(prompt int) *usage {
-	u := &usage{PromptTokens: prompt, CompletionTokens: len(r.out), TotalTokens: prompt + len(r.out)}
+	u := &usage{PromptTokens: prompt}
+	for _, c := range r.choices {
+		u.CompletionTokens += len(c.out)
+	}
+	u.TotalTokens = prompt + u.CompletionTokens
 	u.PromptTokensDetails.CachedTokens = r.reused
 	return u
 }
 
-// generate queues the prompt and runs it; onStart is called when it starts
-// running, onText with the visible text as it is made (nil: not streamed).
-// A nil result means the client went away.
-func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(), onText func(string) error) *result {
+// choiceSeed is choice i's sampling seed: the request's own for the first,
+// then a splitmix64 mix of it and i, so the choices differ and the whole
+// response follows from the one seed.
+func choiceSeed(seed int64, i int) int64 {
+	if i == 0 {
+		return seed
+	}
+	z := uint64(seed) + uint64(i)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return int64(z ^ z>>31)
+}
+
+// textFunc receives a choice's visible text as it is made, with the
+// logprobs of the tokens whose first byte it releases.
+type textFunc func(choice int, text string, lps []tokenLogprob) error
+
+// generate queues the prompt's choices and runs them; onStart is called
+// when each starts running, onText with the visible text as it is made
+// (nil: not streamed). A nil result means the client went away.
+func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(choice int), onText textFunc) *result {
 	ctx := r.Context()
 	if s.opt.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.opt.Timeout)
 		defer cancel()
 	}
-	tm := s.opt.Text
-	stop := sample.NewStopper(pl.stops)
-	utf := tm.Tok.NewStream()
-	var text strings.Builder
-	stopped := false
+	// abandon ends the choices still to run when the client is gone.
+	ctx, abandon := context.WithCancel(ctx)
+	defer abandon()
 	var writeErr error
-	emit := func(t string) {
-		if t == "" || writeErr != nil {
-			return
+	jobs := make([]*job, pl.choices)
+	states := make([]*choiceState, pl.choices)
+	for i := range jobs {
+		j := &job{ctx: ctx, prompt: ids, n: pl.n, gopt: pl.gopt, done: make(chan struct{}), splitPrompt: i < len(jobs)-1}
+		j.gopt.Sampling.Seed = choiceSeed(pl.gopt.Sampling.Seed, i)
+		st := s.newChoiceState(i, pl, onText, &writeErr)
+		j.token = st.token
+		if pl.logprobs >= 0 {
+			j.logits = st.logits
 		}
-		text.WriteString(t)
-		if onText != nil {
-			writeErr = onText(t)
+		if onStart != nil {
+			j.start = func() { onStart(i) }
 		}
+		if i > 0 {
+			jobs[i-1].next = j
+		}
+		jobs[i], states[i] = j, st
 	}
-	j := &job{ctx: ctx, prompt: ids, n: pl.n, gopt: pl.gopt, start: onStart, done: make(chan struct{})}
-	j.token = func(id int) error {
-		if tm.IsStop(id) || tm.Tok.IsSpecial(id) {
-			return nil
-		}
-		b, st := stop.Push(tm.Tok.TokenBytes(id))
-		emit(utf.PushBytes(b))
-		if st {
-			stopped = true
-			return engine.ErrStop
-		}
-		if writeErr != nil {
-			return engine.ErrStop // the client is gone
-		}
-		return nil
-	}
-	if e := s.submit(j); e != nil {
+	if e := s.submit(jobs[0]); e != nil {
 		return &result{err: e}
 	}
-	<-j.done
-	res := &result{out: j.out, reused: j.reused}
-	switch {
-	case j.cancelled && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil:
-		res.err = &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error", Code: strp("timeout"),
-			Message: fmt.Sprintf("the request ran past the server's time limit of %v (--timeout), its wait in the queue included", s.opt.Timeout)}
-		return res
-	case j.cancelled || writeErr != nil:
+	// Every choice's job is waited for before anything else is written (the
+	// worker writes a stream's events); after a failure the rest are
+	// abandoned. A stream whose client is gone (writeErr) stops each
+	// remaining choice at its first token.
+	res := &result{}
+	gone := false
+	for _, j := range jobs {
+		<-j.done
+		switch {
+		case res.err != nil || gone:
+		case j.cancelled && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil:
+			res.err = &apiError{Status: http.StatusGatewayTimeout, Type: "timeout_error", Code: strp("timeout"),
+				Message: fmt.Sprintf("the request ran past the server's time limit of %v (--timeout), its wait in the queue included", s.opt.Timeout)}
+		case j.cancelled: // writeErr is the worker's until every job is done
+			gone = true
+		case j.err != nil:
+			res.err = &apiError{Status: http.StatusInternalServerError, Type: "server_error",
+				Message: fmt.Sprintf("the generation failed after %d tokens: %v", len(j.out), j.err)}
+		}
+		if gone || res.err != nil {
+			abandon()
+		}
+	}
+	if gone || writeErr != nil {
 		return nil
-	case j.err != nil:
-		res.err = &apiError{Status: http.StatusInternalServerError, Type: "server_error",
-			Message: fmt.Sprintf("the generation failed after %d tokens: %v", len(j.out), j.err)}
+	}
+	res.reused = jobs[0].reused
+	if res.err != nil {
 		return res
 	}
-	if !stopped {
-		emit(utf.PushBytes(stop.Flush()))
+	for i, j := range jobs {
+		res.choices = append(res.choices, states[i].finish(j.out, pl.n))
 	}
-	emit(utf.Flush())
-	res.text = text.String()
-	res.finish = "length"
-	if stopped || len(j.out) > 0 && tm.IsStop(j.out[len(j.out)-1]) || len(j.out) < pl.n {
-		res.finish = "stop"
+	if writeErr != nil {
+		return nil
 	}
 	return res
+}
+
+// choiceState turns one choice's tokens into its visible text: control
+// tokens left out, stop strings cut, UTF-8 characters whole; with logprobs,
+// it keeps each text token's entry until the text its first byte is in goes
+// out.
+type choiceState struct {
+	index    int
+	tm       *text.Model
+	stop     *sample.Stopper
+	utf      *tokenizer.Stream
+	text     strings.Builder
+	stopped  bool
+	onText   textFunc
+	writeErr *error
+	top      int
+	cur      *tokenLogprob // the entry logits made for the token token is about to get
+	pending  []tokenLogprob
+	pushed   int // bytes of text tokens given to the stopper
+	released int // bytes the stopper let through
+	runes    int // characters begun in the pushed bytes
+}
+
+func (s *Server) newChoiceState(i int, pl *plan, onText textFunc, writeErr *error) *choiceState {
+	tm := s.opt.Text
+	return &choiceState{index: i, tm: tm, stop: sample.NewStopper(pl.stops), utf: tm.Tok.NewStream(),
+		onText: onText, writeErr: writeErr, top: pl.logprobs}
+}
+
+func (c *choiceState) control(id int) bool { return c.tm.IsStop(id) || c.tm.Tok.IsSpecial(id) }
+
+// logits makes the logprobs entry of a text token.
+func (c *choiceState) logits(id int, row []float32) {
+	if !c.control(id) {
+		e := logprobOf(row, id, c.top)
+		c.cur = &e
+	}
+}
+
+func (c *choiceState) emit(t string) {
+	if t == "" || *c.writeErr != nil {
+		return
+	}
+	c.text.WriteString(t)
+	if c.onText != nil {
+		k := 0
+		for k < len(c.pending) && c.pending[k].start < c.released {
+			k++
+		}
+		send := c.pending[:k:k]
+		c.pending = c.pending[k:]
+		*c.writeErr = c.onText(c.index, t, send)
+	}
+}
+
+func (c *choiceState) token(id int) error {
+	if *c.writeErr != nil {
+		return engine.ErrStop // the client is gone
+	}
+	if c.control(id) {
+		return nil
+	}
+	b := c.tm.Tok.TokenBytes(id)
+	if c.cur != nil {
+		c.cur.start, c.cur.offset = c.pushed, c.runes
+		c.pending = append(c.pending, *c.cur)
+		c.cur = nil
+	}
+	c.pushed += len(b)
+	for _, x := range b {
+		if utf8.RuneStart(x) {
+			c.runes++
+		}
+	}
+	out, st := c.stop.Push(b)
+	c.released += len(out)
+	c.emit(c.utf.PushBytes(out))
+	if st {
+		c.stopped = true
+		return engine.ErrStop
+	}
+	if *c.writeErr != nil {
+		return engine.ErrStop // the client is gone
+	}
+	return nil
+}
+
+// finish flushes the text and returns the choice's result; n is max_tokens.
+func (c *choiceState) finish(out []int, n int) *choiceResult {
+	if !c.stopped {
+		rest := c.stop.Flush()
+		c.released += len(rest)
+		c.emit(c.utf.PushBytes(rest))
+	}
+	c.emit(c.utf.Flush())
+	// Tokens that begin inside a stop string are not part of the reply.
+	lps := c.pending
+	for len(lps) > 0 && lps[len(lps)-1].start >= c.released && c.stopped {
+		lps = lps[:len(lps)-1]
+	}
+	r := &choiceResult{out: out, text: c.text.String(), finish: "length", lps: lps}
+	if c.stopped || len(out) > 0 && c.tm.IsStop(out[len(out)-1]) || len(out) < n {
+		r.finish = "stop"
+	}
+	return r
 }
 
 // sse writes server-sent events. Each write has a deadline: the engine
@@ -371,16 +525,20 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := tm.EncodeRendered(rendered)
-	pl, e := s.plan(&req.sampling, len(ids), "messages")
+	pl, e := s.plan(&req.sampling, req.TopLogprobs, len(ids), "messages")
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	inThink := strings.HasSuffix(strings.TrimRight(rendered, " \n"), thinkOpen)
 	id, created := newID("chatcmpl-"), time.Now().Unix()
-	chunk := func(d *message, finish *string) chatResponse {
+	chunk := func(i int, d *message, finish *string, lps []tokenLogprob) chatResponse {
+		c := chatChoice{Index: i, Delta: d, FinishReason: finish}
+		if len(lps) > 0 || finish != nil && pl.logprobs >= 0 {
+			c.Logprobs = chatLogprobsOf(tm.Tok, lps)
+		}
 		return chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opt.Model,
-			SystemFingerprint: fingerprint, Choices: []chatChoice{{Delta: d, FinishReason: finish}}}
+			SystemFingerprint: fingerprint, Choices: []chatChoice{c}}
 	}
 	callID := func() string { return newID("call_") }
 	if !pl.stream {
@@ -392,23 +550,37 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			writeErrorRetry(w, res.err)
 			return
 		}
-		content, reasoning, calls := parseReply(res.text, tools, inThink, callID)
-		finish := res.finish
-		if len(calls) > 0 {
-			finish = "tool_calls"
-		}
-		msg := &message{Role: "assistant", ReasoningContent: reasoning, ToolCalls: calls}
-		if content != "" || len(calls) == 0 {
-			msg.Content = &content
+		choices := make([]chatChoice, len(res.choices))
+		for i, c := range res.choices {
+			content, reasoning, calls := parseReply(c.text, tools, inThink, callID)
+			finish := c.finish
+			if len(calls) > 0 {
+				finish = "tool_calls"
+			}
+			msg := &message{Role: "assistant", ReasoningContent: reasoning, ToolCalls: calls}
+			if content != "" || len(calls) == 0 {
+				msg.Content = &content
+			}
+			choices[i] = chatChoice{Index: i, Message: msg, FinishReason: &finish}
+			if pl.logprobs >= 0 {
+				choices[i].Logprobs = chatLogprobsOf(tm.Tok, c.lps)
+			}
 		}
 		writeJSON(w, http.StatusOK, chatResponse{ID: id, Object: "chat.completion", Created: created, Model: s.opt.Model,
-			SystemFingerprint: fingerprint, Choices: []chatChoice{{Message: msg, FinishReason: &finish}}, Usage: res.usage(len(ids))})
+			SystemFingerprint: fingerprint, Choices: choices, Usage: res.usage(len(ids))})
 		return
 	}
 	ev := &sse{w: w, timeout: s.opt.WriteTimeout}
-	parser := newReplyParser(tools, inThink, callID)
-	calls := 0
-	sendParts := func(parts []part) error {
+	// Per choice: its reply parser, its tool calls so far, and the logprobs
+	// of text the parser holds back (they go with its next chunk).
+	parsers := make([]*replyParser, pl.choices)
+	calls := make([]int, pl.choices)
+	held := make([][]tokenLogprob, pl.choices)
+	for i := range parsers {
+		parsers[i] = newReplyParser(tools, inThink, callID)
+	}
+	sendParts := func(i int, parts []part, lps []tokenLogprob) error {
+		held[i] = append(held[i], lps...)
 		for _, p := range parts {
 			d := &message{}
 			switch p.kind {
@@ -418,17 +590,20 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				d.ReasoningContent = p.text
 			case partToolCall:
 				d.ToolCalls = []toolCall{*p.call}
-				calls++
+				calls[i]++
 			}
-			if err := ev.send(chunk(d, nil)); err != nil {
+			if err := ev.send(chunk(i, d, nil, held[i])); err != nil {
 				return err
 			}
+			held[i] = nil
 		}
 		return nil
 	}
 	empty := ""
-	start := func() { ev.send(chunk(&message{Role: "assistant", Content: &empty}, nil)) }
-	res := s.generate(r, ids, pl, start, func(t string) error { return sendParts(parser.push(t)) })
+	start := func(i int) { ev.send(chunk(i, &message{Role: "assistant", Content: &empty}, nil, nil)) }
+	res := s.generate(r, ids, pl, start, func(i int, t string, lps []tokenLogprob) error {
+		return sendParts(i, parsers[i].push(t), lps)
+	})
 	if res == nil {
 		return
 	}
@@ -436,14 +611,18 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		ev.fail(res.err)
 		return
 	}
-	if err := sendParts(parser.flush()); err != nil {
-		return
+	for i, c := range res.choices {
+		if err := sendParts(i, parsers[i].flush(), nil); err != nil {
+			return
+		}
+		finish := c.finish
+		if calls[i] > 0 {
+			finish = "tool_calls"
+		}
+		if err := ev.send(chunk(i, &message{}, &finish, append(held[i], c.lps...))); err != nil {
+			return
+		}
 	}
-	finish := res.finish
-	if calls > 0 {
-		finish = "tool_calls"
-	}
-	ev.send(chunk(&message{}, &finish))
 	if pl.includeUsage {
 		ev.send(chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opt.Model,
 			SystemFingerprint: fingerprint, Choices: []chatChoice{}, Usage: res.usage(len(ids))})
@@ -515,19 +694,23 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	pl, e := s.plan(&req.sampling, len(ids), "prompt")
+	pl, e := s.plan(&req.sampling, nil, len(ids), "prompt")
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	id, created := newID("cmpl-"), time.Now().Unix()
-	resp := func(text string, finish *string, u *usage) textResponse {
-		t := textResponse{ID: id, Object: "text_completion", Created: created, Model: s.opt.Model,
-			SystemFingerprint: fingerprint, Choices: []textChoice{{Text: text, FinishReason: finish}}, Usage: u}
-		if finish == nil && u != nil {
-			t.Choices = []textChoice{}
+	tok := s.opt.Text.Tok
+	choice := func(i int, text string, finish *string, lps []tokenLogprob) textChoice {
+		c := textChoice{Index: i, Text: text, FinishReason: finish}
+		if len(lps) > 0 || finish != nil && pl.logprobs >= 0 {
+			c.Logprobs = textLogprobsOf(tok, lps)
 		}
-		return t
+		return c
+	}
+	resp := func(choices []textChoice, u *usage) textResponse {
+		return textResponse{ID: id, Object: "text_completion", Created: created, Model: s.opt.Model,
+			SystemFingerprint: fingerprint, Choices: choices, Usage: u}
 	}
 	if !pl.stream {
 		res := s.generate(r, ids, pl, nil, nil)
@@ -538,11 +721,17 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			writeErrorRetry(w, res.err)
 			return
 		}
-		writeJSON(w, http.StatusOK, resp(res.text, &res.finish, res.usage(len(ids))))
+		choices := make([]textChoice, len(res.choices))
+		for i, c := range res.choices {
+			choices[i] = choice(i, c.text, &c.finish, c.lps)
+		}
+		writeJSON(w, http.StatusOK, resp(choices, res.usage(len(ids))))
 		return
 	}
 	ev := &sse{w: w, timeout: s.opt.WriteTimeout}
-	res := s.generate(r, ids, pl, ev.begin, func(t string) error { return ev.send(resp(t, nil, nil)) })
+	res := s.generate(r, ids, pl, func(int) { ev.begin() }, func(i int, t string, lps []tokenLogprob) error {
+		return ev.send(resp([]textChoice{choice(i, t, nil, lps)}, nil))
+	})
 	if res == nil {
 		return
 	}
@@ -550,9 +739,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		ev.fail(res.err)
 		return
 	}
-	ev.send(resp("", &res.finish, nil))
+	for i, c := range res.choices {
+		if err := ev.send(resp([]textChoice{choice(i, "", &c.finish, c.lps)}, nil)); err != nil {
+			return
+		}
+	}
 	if pl.includeUsage {
-		ev.send(resp("", nil, res.usage(len(ids))))
+		ev.send(resp([]textChoice{}, res.usage(len(ids))))
 	}
 	ev.done()
 }

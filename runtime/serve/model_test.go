@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"math"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -136,6 +137,9 @@ func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) 
 		}
 		tok := f.reply[i%len(f.reply)]
 		out = append(out, tok)
+		if opt.OnTokenLogits != nil {
+			opt.OnTokenLogits(tok, fakeRow(tok))
+		}
 		if err := opt.OnToken(tok); err != nil {
 			if err == engine.ErrStop {
 				break
@@ -147,4 +151,16 @@ func (f *fakeSession) Generate(prompt []int, n int, opt engine.GenerateOptions) 
 		}
 	}
 	return out, nil
+}
+
+// fakeRow is the fake sessions' row of logits for tok: probability 0.3 for
+// tok, 0.5 for 'Q' (the reply is not the argmax, as sampled), 0.2 for 'Z',
+// 0 (logit −∞) for the rest of 512 ids.
+func fakeRow(tok int) []float32 {
+	row := make([]float32, 512)
+	for i := range row {
+		row[i] = float32(math.Inf(-1))
+	}
+	row[tok], row['Q'], row['Z'] = float32(math.Log(0.3)), float32(math.Log(0.5)), float32(math.Log(0.2))
+	return row
 }

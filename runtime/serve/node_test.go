@@ -1,11 +1,16 @@
 package serve
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
 	"testing"
 
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/sample"
 	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
@@ -122,4 +127,117 @@ func needNode(t *testing.T, pkg string) {
 		t.Fatal(why + ", with STRATA_REQUIRE_NODE=1")
 	}
 	t.Skip(why)
+}
+
+// TestOpenAINodeClientFields: the openai npm client with an API key asks for
+// three seeded sampled choices with logprobs, streamed and not
+// (testdata/openai_fields.cjs): each choice is the engine's own sample with
+// its seed, the streamed response equals the other one token for token,
+// the logprob entries' bytes are the reply's, each top 3 sorted;
+// /v1/completions' legacy logprobs and ignore_eos pass through the client;
+// a wrong key is the client's AuthenticationError.
+func TestOpenAINodeClientFields(t *testing.T) {
+	needNode(t, "openai")
+	m := loadReal(t)
+	rendered, err := m.tm.Template.Render([]chat.Message{{Role: "user", Content: "Hello there"}}, chat.Options{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := m.tm.Tok.Encode(rendered)
+	var want []string
+	var wantBytes [][]int // the reply's raw bytes (a token may be part of a character)
+	total := 0
+	for i := range 3 {
+		out, err := m.l.Model.NewSession().Generate(prompt, 6, engine.GenerateOptions{PrefillRows: m.l.PrefillRows, EOS: m.tm.StopIDs(),
+			Sampling: sample.Params{Temperature: 0.8, Seed: choiceSeed(5, i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, total = append(want, m.visible(out)), total+len(out)
+		var b []int
+		for _, id := range out {
+			if !m.tm.IsStop(id) && !m.tm.Tok.IsSpecial(id) {
+				for _, c := range m.tm.Tok.TokenBytes(id) {
+					b = append(b, int(c))
+				}
+			}
+		}
+		wantBytes = append(wantBytes, b)
+	}
+	const key = "sk-node-client"
+	ts, _ := startReal(t, func(o *Options) { o.APIKeys = []string{key} })
+	raw, err := exec.Command("node", "testdata/openai_fields.cjs", ts.URL, key).Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, raw)
+	}
+	type entry struct {
+		Token       string
+		Logprob     float64
+		Bytes       []int
+		TopLogprobs []struct {
+			Token   string
+			Logprob float64
+		} `json:"top_logprobs"`
+	}
+	type choice struct {
+		Index    int
+		Content  string
+		Logprobs []entry
+	}
+	var got struct {
+		Chat, Stream []choice
+		ChatUsage    usage
+		Completion   struct {
+			Text     string
+			Logprobs struct {
+				Tokens        []string
+				TokenLogprobs []float64            `json:"token_logprobs"`
+				TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+				TextOffset    []int                `json:"text_offset"`
+			}
+			Usage usage
+		}
+		WrongKey struct {
+			Name, Code string
+			Status     int
+		}
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	if len(got.Chat) != 3 || got.ChatUsage.CompletionTokens != total {
+		t.Fatalf("chat: %s; want 3 choices, %d tokens", raw, total)
+	}
+	for i, c := range got.Chat {
+		if c.Index != i || c.Content != want[i] {
+			t.Errorf("choice %d: %q, the engine sampled %q with seed %d", i, c.Content, want[i], choiceSeed(5, i))
+		}
+		var b []int
+		for _, e := range c.Logprobs {
+			b = append(b, e.Bytes...)
+			if e.Logprob > 0 || len(e.TopLogprobs) != 3 ||
+				!slices.IsSortedFunc(e.TopLogprobs, func(a, b struct {
+					Token   string
+					Logprob float64
+				}) int {
+					return cmp.Compare(b.Logprob, a.Logprob)
+				}) || e.Logprob > e.TopLogprobs[0].Logprob {
+				t.Errorf("choice %d: entry %+v", i, e)
+			}
+		}
+		if !slices.Equal(b, wantBytes[i]) {
+			t.Errorf("choice %d: the logprobs' tokens make the bytes %v, the engine's reply %v", i, b, wantBytes[i])
+		}
+		if s := got.Stream; len(s) != 3 || s[i].Content != c.Content || !reflect.DeepEqual(s[i].Logprobs, c.Logprobs) {
+			t.Errorf("choice %d streamed: %+v, not streamed %+v", i, s, c)
+		}
+	}
+	cm := got.Completion
+	if lp := cm.Logprobs; cm.Usage.CompletionTokens != 5 || len(lp.Tokens) != 5 ||
+		len(lp.TokenLogprobs) != 5 || len(lp.TopLogprobs) != 5 || len(lp.TextOffset) != 5 || lp.TextOffset[0] != 0 {
+		t.Errorf("completion: %+v", cm)
+	}
+	if w := got.WrongKey; w.Name != "AuthenticationError" || w.Status != 401 || w.Code != "invalid_api_key" {
+		t.Errorf("a wrong key: %+v", w)
+	}
 }

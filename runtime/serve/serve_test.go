@@ -270,7 +270,14 @@ func TestErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"messages": [{"content":"hi"}]}`, 400, "messages[0].role", "invalid_value"},
 		{"/v1/chat/completions", `{"messages": [{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "messages[0].content[0]", "unsupported_value"},
 		{"/v1/chat/completions", `{"model":"gpt-4","messages": [{"role":"user","content":"hi"}]}`, 404, "model", "model_not_found"},
-		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "n": 2}`, 400, "n", "unsupported_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "n": 0}`, 400, "n", "invalid_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "n": 129}`, 400, "n", "invalid_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "logprobs": 3}`, 400, "logprobs", "invalid_type"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "top_logprobs": 3}`, 400, "top_logprobs", "invalid_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "logprobs": true, "top_logprobs": 21}`, 400, "top_logprobs", "invalid_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "logprobs": true, "top_logprobs": -1}`, 400, "top_logprobs", "invalid_value"},
+		{"/v1/completions", `{"prompt": "hi", "logprobs": true}`, 400, "logprobs", "invalid_type"},
+		{"/v1/completions", `{"prompt": "hi", "logprobs": 21}`, 400, "logprobs", "invalid_value"},
 		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "top_p": 0}`, 400, "top_p", "invalid_value"},
 		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "stop": 3}`, 400, "stop", "invalid_type"},
 		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "response_format": {"type":"json_object"}}`, 400, "response_format", "unsupported_value"},
@@ -602,20 +609,32 @@ func TestSampledRequest(t *testing.T) {
 }
 
 // TestIgnoreEOS: "ignore_eos" (llama-server's field) runs past the end of
-// turn to max_tokens.
+// turn to max_tokens, on both endpoints; "ignore_eos": false overrides a
+// server that ignores EOS by default.
 func TestIgnoreEOS(t *testing.T) {
 	f := startFake(t, "ab", 0, nil, nil)
+	g := startFake(t, "ab", 0, nil, func(o *Options) { o.Generate.IgnoreEOS = true })
 	for _, c := range []struct {
-		body, text, finish string
-		tokens             int
+		url, path, body, text, finish string
+		tokens                        int
 	}{
-		{`{"prompt":"x","max_tokens":10}`, "ab", "stop", 3},
-		{`{"prompt":"x","max_tokens":10,"ignore_eos":true}`, "abababa", "length", 10},
+		{f.ts.URL, "/v1/completions", `{"prompt":"x","max_tokens":10}`, "ab", "stop", 3},
+		{f.ts.URL, "/v1/completions", `{"prompt":"x","max_tokens":10,"ignore_eos":true}`, "abababa", "length", 10},
+		{f.ts.URL, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":10}`, "ab", "stop", 3},
+		{f.ts.URL, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":10,"ignore_eos":true}`, "abababa", "length", 10},
+		{g.ts.URL, "/v1/completions", `{"prompt":"x","max_tokens":10}`, "abababa", "length", 10},
+		{g.ts.URL, "/v1/completions", `{"prompt":"x","max_tokens":10,"ignore_eos":false}`, "ab", "stop", 3},
 	} {
-		code, b, _ := post(t, f.ts.URL+"/v1/completions", c.body)
-		r := decode[textReply](t, b)
-		if code != 200 || r.Choices[0].Text != c.text || *r.Choices[0].FinishReason != c.finish || r.Usage.CompletionTokens != c.tokens {
-			t.Errorf("%s: %d %s; want %q, %s, %d tokens", c.body, code, b, c.text, c.finish, c.tokens)
+		code, b, _ := post(t, c.url+c.path, c.body)
+		r := decode[lpChatReply](t, b)
+		text := ""
+		if strings.Contains(c.path, "chat") {
+			text = *r.Choices[0].Message.Content
+		} else {
+			text = decode[textReply](t, b).Choices[0].Text
+		}
+		if code != 200 || text != c.text || *r.Choices[0].FinishReason != c.finish || r.Usage.CompletionTokens != c.tokens {
+			t.Errorf("%s %s: %d %s; want %q, %s, %d tokens", c.path, c.body, code, b, c.text, c.finish, c.tokens)
 		}
 	}
 }

@@ -78,6 +78,14 @@ type Options struct {
 	// bytes, least recently used evicted first: a conversation that comes
 	// back resumes from its copy instead of prefilling again.
 	CacheBytes int64
+	// APIKeys, when any, are the keys a request must carry (Authorization:
+	// Bearer KEY, or x-api-key: KEY) on every route but /health and the chat
+	// page; others get 401 invalid_api_key.
+	APIKeys []string
+	// CORSOrigins are the browser origins allowed to call the API ("*":
+	// any): preflights are answered and every response to them carries the
+	// CORS headers. None: no CORS headers.
+	CORSOrigins []string
 	// EngineStats, when set, is read after each request for /metrics.
 	EngineStats func() EngineStats
 	// Logf logs recovered panics and failed generations (nil: silent).
@@ -102,6 +110,8 @@ type Server struct {
 	mux     *http.ServeMux
 	created int64
 	m       metrics
+
+	acc *access
 
 	qmu    sync.Mutex
 	queue  chan *job
@@ -146,7 +156,11 @@ func New(opt Options) (*Server, error) {
 			opt.Generate.EOS = append(opt.Generate.EOS, id)
 		}
 	}
-	s := &Server{opt: opt, mux: http.NewServeMux(), created: time.Now().Unix(),
+	acc, err := newAccess(opt.APIKeys, opt.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opt: opt, mux: http.NewServeMux(), created: time.Now().Unix(), acc: acc,
 		queue: make(chan *job, opt.Queue), done: make(chan struct{})}
 	s.m.init()
 	if opt.CacheBytes > 0 {
@@ -158,7 +172,7 @@ func New(opt Options) (*Server, error) {
 }
 
 // Handler is the API's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.m.wrap(recoverJSON(s.mux, s.logf)) }
+func (s *Server) Handler() http.Handler { return s.m.wrap(s.acc.wrap(recoverJSON(s.mux, s.logf))) }
 
 // Close stops taking requests, lets the queued ones run, and waits for the
 // worker. Call it after http.Server.Shutdown (handlers still running would
@@ -276,6 +290,15 @@ type job struct {
 	// token with each generated token (ErrStop ends the reply).
 	start func()
 	token func(id int) error
+	// logits, when set, is called before token with the token's row of
+	// raw logits (for logprobs).
+	logits func(id int, row []float32)
+	// next is the request's next choice (n > 1), run right after this one
+	// on the same session; splitPrompt prefills the prompt but its last
+	// token first and marks the session there, so the next choice rewinds
+	// to the mark and feeds only that token.
+	next        *job
+	splitPrompt bool
 
 	// Results, set by the worker before done is closed.
 	out       []int
@@ -311,17 +334,19 @@ func (s *Server) work() {
 	defer close(s.done)
 	for j := range s.queue {
 		s.m.queued.Add(-1)
-		s.m.busy.Store(1)
-		s.runJob(j)
-		s.m.busy.Store(0)
-		s.m.record(j)
-		if s.cache != nil {
-			s.m.setCache(s.cache)
+		for ; j != nil; j = j.next { // a request's choices, one after another
+			s.m.busy.Store(1)
+			s.runJob(j)
+			s.m.busy.Store(0)
+			s.m.record(j)
+			if s.cache != nil {
+				s.m.setCache(s.cache)
+			}
+			if s.opt.EngineStats != nil {
+				s.m.setEngine(s.opt.EngineStats())
+			}
+			close(j.done)
 		}
-		if s.opt.EngineStats != nil {
-			s.m.setEngine(s.opt.EngineStats())
-		}
-		close(j.done)
 	}
 }
 
@@ -343,7 +368,20 @@ func (s *Server) runJob(j *job) {
 	j.reused, j.restored = len(j.prompt)-len(feed), restored
 	g := j.gopt
 	g.History = history
+	g.OnTokenLogits = j.logits
 	begin := time.Now()
+	if j.splitPrompt && len(feed) > 1 {
+		head := feed[:len(feed)-1]
+		if _, err := s.sess.Generate(head, 0, j.gopt); err != nil {
+			j.err = err
+			s.logf("serve: generation failed (the session starts over): %v", err)
+			s.sess, s.kept, s.marks = nil, nil, nil
+			return
+		}
+		s.markBoundary(len(j.prompt) - 1)
+		g.History = append(slices.Clip(history), head...)
+		feed = feed[len(head):]
+	}
 	count := 0
 	g.OnToken = func(id int) error {
 		if count == 0 {

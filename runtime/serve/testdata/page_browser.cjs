@@ -1,16 +1,18 @@
 // Drives the chat page in headless chromium with puppeteer-core: two turns,
-// then prints what the page showed as JSON. Arguments: the server's URL and
-// the chromium binary.
+// then prints what the page showed as JSON. Arguments: the server's URL, the
+// chromium binary, and the API key to give when the page asks (optional).
 const puppeteer = require("puppeteer-core");
 
 async function main() {
-  const [url, chromium] = process.argv.slice(2);
+  const [url, chromium, key] = process.argv.slice(2);
   const browser = await puppeteer.launch({ executablePath: chromium, headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
   const out = { turns: [], errors: [] };
   try {
     const page = await browser.newPage();
     page.on("pageerror", (e) => out.errors.push(String(e)));
+    out.prompts = 0;
+    page.on("dialog", (d) => { out.prompts++; key ? d.accept(key) : d.dismiss(); });
     page.on("console", (m) => { if (m.type() === "error") out.errors.push(m.text()); });
     await page.goto(url, { waitUntil: "load" });
     await page.waitForFunction(() => document.getElementById("model").textContent !== "strata");
