@@ -13,7 +13,8 @@ const (
 
 	// matmul: each simdgroup computes matmulRowsPerSimdgroup output rows for
 	// up to matmulBatchRows window rows at once, so a decode or verify window
-	// of T ≤ 8 reads every weight once.
+	// of T ≤ 8 reads every weight once; there the matmulSimdgroups of a
+	// threadgroup split the rows' chunks (matmulGrid).
 	matmulSimdgroups       = 4
 	matmulRowsPerSimdgroup = 2
 	matmulBatchRows        = 8
@@ -48,6 +49,12 @@ var (
 )
 
 // matmulGrid covers n output rows of rows window rows (sub-rows, with fold).
+// Within one batch of rows (decode and verify windows) the simdgroups of a
+// threadgroup split each row's chunks and a threadgroup computes
+// matmulRowsPerSimdgroup outputs; past it each simdgroup computes its own.
 func matmulGrid(n, rows int) [3]int {
+	if rows <= matmulBatchRows {
+		return [3]int{ceilDiv(n, matmulRowsPerSimdgroup), 1, 1}
+	}
 	return [3]int{ceilDiv(n, matmulSimdgroups*matmulRowsPerSimdgroup), ceilDiv(rows, matmulBatchRows), 1}
 }

@@ -17,7 +17,7 @@ using namespace metal;
 constexpr constant uint simd_width = 32; // lanes of a simdgroup on Apple GPUs
 constexpr constant uint row_simdgroups = 8; // most simdgroups of a row kernel's threadgroup
 constexpr constant uint matmul_simdgroups = 4; // matmul: simdgroups per threadgroup
-constexpr constant uint matmul_rows_per_simdgroup = 2; // matmul: output rows per simdgroup
+constexpr constant uint matmul_rows_per_simdgroup = 2; // matmul: output rows per simdgroup (per threadgroup when its simdgroups split the rows)
 constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per threadgroup, each weight read once for all
 constexpr constant uint expert_simdgroups = 4; // moe_gate_up, moe_down: one expert row per simdgroup
 constexpr constant uint gdn_rule_columns = 8; // gdn_rule: state columns per simdgroup
@@ -481,16 +481,18 @@ kernel void matmul_bf16(
     uint nsg [[simdgroups_per_threadgroup]])
 {
     const uint3 tg = chunk_origin(tgpig);
+    threadgroup float partial[matmul_simdgroups][matmul_rows_per_simdgroup][matmul_batch_rows];
     const uint rows = fc_matmul_rows;
     const uint n = fc_matmul_n;
     const uint k = fc_matmul_k;
     const uint fold = matmul_fold;
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
+    const bool split = most <= matmul_batch_rows; // one batch: the simdgroups split the row
     const uint sub = live_rows(params, rows) * fold;
     const uint r0 = tg.y * matmul_batch_rows;
-    const uint first = (tg.x * matmul_simdgroups + sg) * matmul_rows_per_simdgroup;
+    const uint first = split ? tg.x * matmul_rows_per_simdgroup : (tg.x * matmul_simdgroups + sg) * matmul_rows_per_simdgroup;
     if (r0 >= sub || first >= n) {
-        return; // uniform per simdgroup; the kernel has no threadgroup barrier
+        return; // uniform per threadgroup when split, else per simdgroup (and then no barrier follows)
     }
     const ulong row_bytes = bf16_row_bytes(k);
     const uint chunks = k / bf16_chunk;
@@ -500,7 +502,9 @@ kernel void matmul_bf16(
             acc[i][r] = 0.0f;
         }
     }
-    for (uint c = lane; c < chunks; c += simd_width) {
+    const uint c0 = split ? sg * simd_width + lane : lane;
+    const uint step = split ? matmul_simdgroups * simd_width : simd_width;
+    for (uint c = c0; c < chunks; c += step) {
         float4 wv[matmul_rows_per_simdgroup][bf16_chunk / 4];
         for (uint i = 0; i < matmul_rows_per_simdgroup; i++) {
             if (first + i < n) {
@@ -527,10 +531,28 @@ kernel void matmul_bf16(
         if (r < most && r0 + r < sub) {
             for (uint i = 0; i < matmul_rows_per_simdgroup; i++) {
                 const float s = simd_sum(acc[i][r]);
-                if (lane == 0 && first + i < n) {
+                if (split) {
+                    if (lane == 0) {
+                        partial[sg][i][r] = s;
+                    }
+                } else if (lane == 0 && first + i < n) {
                     y[ulong(r0 + r) * n + first + i] = s;
                 }
             }
+        }
+    }
+    if (split) {
+        // The simdgroups' partial sums, added in simdgroup order by one lane
+        // per (output, row): the same bits on every GPU and run.
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const uint i = tid / matmul_batch_rows;
+        const uint r = tid % matmul_batch_rows;
+        if (i < matmul_rows_per_simdgroup && r < most && r0 + r < sub && first + i < n) {
+            float s = partial[0][i][r];
+            for (uint g = 1; g < matmul_simdgroups; g++) {
+                s += partial[g][i][r];
+            }
+            y[ulong(r0 + r) * n + first + i] = s;
         }
     }
 }
@@ -548,16 +570,18 @@ kernel void matmul_f32(
     uint nsg [[simdgroups_per_threadgroup]])
 {
     const uint3 tg = chunk_origin(tgpig);
+    threadgroup float partial[matmul_simdgroups][matmul_rows_per_simdgroup][matmul_batch_rows];
     const uint rows = fc_matmul_rows;
     const uint n = fc_matmul_n;
     const uint k = fc_matmul_k;
     const uint fold = matmul_fold;
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
+    const bool split = most <= matmul_batch_rows; // one batch: the simdgroups split the row
     const uint sub = live_rows(params, rows) * fold;
     const uint r0 = tg.y * matmul_batch_rows;
-    const uint first = (tg.x * matmul_simdgroups + sg) * matmul_rows_per_simdgroup;
+    const uint first = split ? tg.x * matmul_rows_per_simdgroup : (tg.x * matmul_simdgroups + sg) * matmul_rows_per_simdgroup;
     if (r0 >= sub || first >= n) {
-        return; // uniform per simdgroup; the kernel has no threadgroup barrier
+        return; // uniform per threadgroup when split, else per simdgroup (and then no barrier follows)
     }
     const ulong row_bytes = f32_row_bytes(k);
     const uint chunks = k / f32_chunk;
@@ -567,7 +591,9 @@ kernel void matmul_f32(
             acc[i][r] = 0.0f;
         }
     }
-    for (uint c = lane; c < chunks; c += simd_width) {
+    const uint c0 = split ? sg * simd_width + lane : lane;
+    const uint step = split ? matmul_simdgroups * simd_width : simd_width;
+    for (uint c = c0; c < chunks; c += step) {
         float4 wv[matmul_rows_per_simdgroup][f32_chunk / 4];
         for (uint i = 0; i < matmul_rows_per_simdgroup; i++) {
             if (first + i < n) {
@@ -594,10 +620,28 @@ kernel void matmul_f32(
         if (r < most && r0 + r < sub) {
             for (uint i = 0; i < matmul_rows_per_simdgroup; i++) {
                 const float s = simd_sum(acc[i][r]);
-                if (lane == 0 && first + i < n) {
+                if (split) {
+                    if (lane == 0) {
+                        partial[sg][i][r] = s;
+                    }
+                } else if (lane == 0 && first + i < n) {
                     y[ulong(r0 + r) * n + first + i] = s;
                 }
             }
+        }
+    }
+    if (split) {
+        // The simdgroups' partial sums, added in simdgroup order by one lane
+        // per (output, row): the same bits on every GPU and run.
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const uint i = tid / matmul_batch_rows;
+        const uint r = tid % matmul_batch_rows;
+        if (i < matmul_rows_per_simdgroup && r < most && r0 + r < sub && first + i < n) {
+            float s = partial[0][i][r];
+            for (uint g = 1; g < matmul_simdgroups; g++) {
+                s += partial[g][i][r];
+            }
+            y[ulong(r0 + r) * n + first + i] = s;
         }
     }
 }
