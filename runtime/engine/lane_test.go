@@ -1,0 +1,183 @@
+package engine_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/strata-llm/strata/internal/e2e"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/load"
+)
+
+// roundRobin hands the model to each running generation in turn, one turn
+// (a prefill window or a decode step) at a time, and logs whose turn ran.
+type roundRobin struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	turn   int
+	active []bool
+	log    []int
+}
+
+func newRoundRobin(n int) *roundRobin {
+	r := &roundRobin{active: make([]bool, n)}
+	for i := range r.active {
+		r.active[i] = true
+	}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+// pass gives the turn to the next active generation after i (i itself
+// when it is the only one left).
+func (r *roundRobin) pass(i int) {
+	for k := 1; k <= len(r.active); k++ {
+		if j := (i + k) % len(r.active); r.active[j] {
+			r.turn = j
+			break
+		}
+	}
+	r.cond.Broadcast()
+}
+
+func (r *roundRobin) wait(i int) {
+	for r.turn != i {
+		r.cond.Wait()
+	}
+	r.log = append(r.log, i)
+}
+
+// run runs gen(i) for every i at once, each starting in its turn.
+func (r *roundRobin) run(gen func(i int, turn func(int) error)) {
+	var wg sync.WaitGroup
+	for i := range r.active {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.mu.Lock()
+			r.wait(i)
+			r.mu.Unlock()
+			gen(i, func(int) error {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.pass(i)
+				r.wait(i)
+				return nil
+			})
+			r.mu.Lock()
+			r.active[i] = false
+			r.pass(i)
+			r.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+// switches counts the turns that ran another generation than the one
+// before.
+func switches(log []int) int {
+	n := 0
+	for i := 1; i < len(log); i++ {
+		if log[i] != log[i-1] {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLanesInterleaved: two prompts generated at once on two lanes of one
+// model, taking turns window by window, give each the tokens and the logits
+// (bit for bit) it gets alone, with speculation off and on (suffix drafts,
+// the MTP head), whether the lanes have buffers of their own (the cpu
+// backend forks its memory) or swap the state through the model's
+// (CopyLanes: what the other backends do). tiny-go: GDN, attention and an
+// MTP head; q4-a with an MTP head: also hyper-connections, PLE's n-gram
+// context and QSA's index caches.
+func TestLanesInterleaved(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  func(t *testing.T) string
+	}{
+		{"tiny-go", func(*testing.T) string { return e2e.TinyGoDir() }},
+		{"q4-a-mtp", func(t *testing.T) string { return e2e.WithMTP(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := load.HF(tc.dir(t), e2e.WithGenerator(load.Options{AllLogits: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if !l.Model.HasMTP() {
+				t.Fatal("the model has no MTP head")
+			}
+			V := l.Config.Architecture.VocabSize
+			var prompts [2][]int
+			for i := range 37 {
+				prompts[0] = append(prompts[0], (i*7+3)%V)
+			}
+			for i := range 11 {
+				prompts[1] = append(prompts[1], (i*13+5)%V)
+			}
+			prompts[1] = append(prompts[1], prompts[1]...) // repeats: suffix drafts hit
+			const n = 24
+			gen := func(s *engine.Session, prompt []int, sp engine.SpecOptions, turn func(int) error) ([]int, [][]float32) {
+				var rows [][]float32
+				out, err := s.Generate(prompt, n, engine.GenerateOptions{PrefillRows: 8, IgnoreEOS: true, Spec: sp, Turn: turn,
+					OnLogits: func(r []float32) error { rows = append(rows, slices.Clone(r)); return nil }})
+				if err != nil {
+					t.Error(err)
+				}
+				return out, rows
+			}
+			specs := []engine.SpecOptions{{}, {Depth: 2, SuffixDraft: 3}, {Depth: 2, MTP: true}}
+			var want [3][2][]int
+			var wantRows [3][2][][]float32
+			for k, sp := range specs {
+				for i, p := range prompts {
+					want[k][i], wantRows[k][i] = gen(l.Model.NewSession(), p, sp, nil)
+				}
+			}
+			for _, copies := range []bool{false, true} { // CopyLanes lasts: forks first
+				for k, sp := range specs {
+					name := fmt.Sprintf("depth %d, mtp %v, suffix %d, copies %v", sp.Depth, sp.MTP, sp.SuffixDraft, copies)
+					if copies {
+						engine.CopyLanes(l.Model)
+					}
+					var lanes [2]*engine.Lane
+					for i := range lanes {
+						if lanes[i], err = l.Model.NewLane(); err != nil {
+							t.Fatal(err)
+						}
+						if lanes[i].Copies() != copies {
+							t.Fatalf("%s: lane copies %v", name, lanes[i].Copies())
+						}
+					}
+					var got [2][]int
+					var gotRows [2][][]float32
+					rr := newRoundRobin(2)
+					rr.run(func(i int, turn func(int) error) {
+						got[i], gotRows[i] = gen(lanes[i].NewSession(), prompts[i], sp, turn)
+					})
+					if sw := switches(rr.log); sw < 10 {
+						t.Fatalf("%s: only %d switches between the generations: %v", name, sw, rr.log)
+					}
+					for i := range got {
+						if !slices.Equal(got[i], want[k][i]) {
+							t.Fatalf("%s: prompt %d: interleaved %v, alone %v", name, i, got[i], want[k][i])
+						}
+						if len(gotRows[i]) != len(wantRows[k][i]) {
+							t.Fatalf("%s: prompt %d: %d logit rows interleaved, %d alone", name, i, len(gotRows[i]), len(wantRows[k][i]))
+						}
+						for r := range wantRows[k][i] {
+							if !slices.Equal(gotRows[i][r], wantRows[k][i][r]) {
+								t.Fatalf("%s: prompt %d: logit row %d differs from the run alone", name, i, r)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
