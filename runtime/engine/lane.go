@@ -105,3 +105,6 @@ func (l *Lane) bind() backend.Memory {
 	m.resident = l
 	return l.mem
 }
+
+// Lane is the model's own lane, the one NewSession starts sessions on.
+func (m *Model) Lane() *Lane { return m.lane0 }

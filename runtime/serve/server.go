@@ -340,7 +340,7 @@ func (s *Server) submit(j *job) *apiError {
 		s.m.queued.Add(-1)
 		s.m.rejected.Add(1)
 		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("queue_full"),
-			Message: fmt.Sprintf("the server is busy: %d running (--parallel %d) and %d waiting (--queue %d); retry later", len(s.lanes), len(s.lanes), s.opt.Queue, s.opt.Queue)}
+			Message: fmt.Sprintf("the server is busy: %d requests running (--parallel) and %d waiting (--queue); retry later", len(s.lanes), s.opt.Queue)}
 	}
 }
 
