@@ -155,9 +155,9 @@ func BenchmarkTTFTWhileGenerating(b *testing.B) {
 		return p
 	}
 	for _, c := range []struct {
-		name             string
-		parallel         int
-		long             bool
+		name              string
+		parallel          int
+		long              bool
 		longPrompt, longN int // the other request's prompt and reply lengths
 		rows              int // prefill rows (0: the model's)
 	}{
