@@ -181,3 +181,53 @@ func TestLanesInterleaved(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLaneSwitch is a decode window that switches lanes every time
+// (two sessions taking turns, one token each): on lanes with buffers of
+// their own ("forked": nothing copied) and on lanes that swap the state
+// through the model's memory ("copies": what backends that are no
+// backend.Forker do), against one session alone ("one"). An op is a window
+// of each session at the next position; ns/window is the metric to compare,
+// state-MB what a swap copies each way. tiny-go, cpu backend, a context of
+// 4096:
+//
+//	go test ./runtime/engine -run NONE -bench LaneSwitch -benchtime 1000x
+func BenchmarkLaneSwitch(b *testing.B) {
+	for _, mode := range []string{"one", "forked", "copies"} {
+		b.Run(mode, func(b *testing.B) {
+			l, err := load.HF(e2e.TinyGoDir(), e2e.WithGenerator(load.Options{Context: 4096}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			if mode == "copies" {
+				engine.CopyLanes(l.Model)
+			}
+			sess := []*engine.Session{l.Model.NewSession()}
+			if mode != "one" {
+				sess = nil
+				for range 2 {
+					ln, err := l.Model.NewLane()
+					if err != nil {
+						b.Fatal(err)
+					}
+					sess = append(sess, ln.NewSession())
+				}
+			}
+			if b.N >= l.Model.Context() {
+				b.Fatal("past the context: use a shorter -benchtime")
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				for _, s := range sess {
+					if _, err := s.Window([]int{(i*31 + 7) % 8000}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(sess)), "ns/window")
+			b.ReportMetric(float64(sess[0].Save(nil).Bytes())/1e6, "state-MB")
+		})
+	}
+}
