@@ -253,8 +253,8 @@ func (f *serveFlags) apiOptions(name string, l *load.Loaded, lanes []*engine.Lan
 	return serve.Options{
 		Parallel:       len(lanes),
 		NewLaneSession: func(i int) serve.Session { return serve.EngineSession(lanes[i].NewSession()) },
-		RandomSeed: !f.seedSet,
-		Model:      name, Text: tm, Context: l.Model.Context(), Vocab: l.Config.Architecture.VocabSize,
+		RandomSeed:     !f.seedSet,
+		Model:          name, Text: tm, Context: l.Model.Context(), Vocab: l.Config.Architecture.VocabSize,
 		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: f.cacheMB << 20,
 		Generate:  gopt,
 		MaxTokens: f.maxTokens, Queue: f.queue, Timeout: f.timeout, MaxBody: f.maxBody, WriteTimeout: f.writeTimeout, Stop: f.sf.stops,
