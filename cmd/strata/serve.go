@@ -251,10 +251,8 @@ func newLanes(m *engine.Model, n int) ([]*engine.Lane, error) {
 func (f *serveFlags) apiOptions(name string, l *load.Loaded, lanes []*engine.Lane, tm *text.Model, gopt engine.GenerateOptions, stderr io.Writer) serve.Options {
 	sp := gopt.Spec
 	return serve.Options{
-		Parallel:       len(lanes),
-		NewLaneSession: func(i int) serve.Session { return serve.EngineSession(lanes[i].NewSession()) },
-		RandomSeed:     !f.seedSet,
-		Model:          name, Text: tm, Context: l.Model.Context(), Vocab: l.Config.Architecture.VocabSize,
+		RandomSeed: !f.seedSet,
+		Model:      name, Text: tm, Context: l.Model.Context(), Vocab: l.Config.Architecture.VocabSize,
 		NewSession: func() serve.Session { return serve.EngineSession(l.Model.NewSession()) }, CacheBytes: f.cacheMB << 20,
 		Generate:  gopt,
 		MaxTokens: f.maxTokens, Queue: f.queue, Timeout: f.timeout, MaxBody: f.maxBody, WriteTimeout: f.writeTimeout, Stop: f.sf.stops,
@@ -268,5 +266,8 @@ func (f *serveFlags) apiOptions(name string, l *load.Loaded, lanes []*engine.Lan
 			return e
 		},
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "strata: "+format+"\n", args...) },
+		// --parallel: a session on each lane.
+		Parallel:       len(lanes),
+		NewLaneSession: func(i int) serve.Session { return serve.EngineSession(lanes[i].NewSession()) },
 	}
 }
