@@ -231,3 +231,59 @@ func BenchmarkLaneSwitch(b *testing.B) {
 		})
 	}
 }
+
+// TestLanesSwapOnMSLEmu: on a backend that cannot fork its memory (the MSL
+// emulator), lanes swap the state through the model's buffers, and two
+// prompts taking turns still give the tokens and logits they get alone.
+func TestLanesSwapOnMSLEmu(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the emulator takes 20 s or so")
+	}
+	opt := e2e.MSLEmuOptions(t)
+	opt.AllLogits = true
+	l, err := load.HF(e2e.TinyGoDir(), e2e.WithGenerator(opt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	prompts := [2][]int{{5, 17, 42, 3, 99, 7, 250, 8, 61, 12, 33, 4}, {300, 1, 2, 400, 77, 78, 79, 80, 200, 201, 150, 9, 10, 11, 90, 91, 92, 93, 94, 95}}
+	const n = 6
+	gen := func(s *engine.Session, prompt []int, turn func(int) error) ([]int, [][]float32) {
+		var rows [][]float32
+		out, err := s.Generate(prompt, n, engine.GenerateOptions{PrefillRows: 8, IgnoreEOS: true, Turn: turn, Spec: engine.SpecOptions{Depth: 2, MTP: true},
+			OnLogits: func(r []float32) error { rows = append(rows, slices.Clone(r)); return nil }})
+		if err != nil {
+			t.Error(err)
+		}
+		return out, rows
+	}
+	var want, got [2][]int
+	var wantRows, gotRows [2][][]float32
+	for i, p := range prompts {
+		want[i], wantRows[i] = gen(l.Model.NewSession(), p, nil)
+	}
+	var lanes [2]*engine.Lane
+	for i := range lanes {
+		if lanes[i], err = l.Model.NewLane(); err != nil {
+			t.Fatal(err)
+		}
+		if !lanes[i].Copies() {
+			t.Fatal("a lane of the emulator does not swap")
+		}
+	}
+	rr := newRoundRobin(2)
+	rr.run(func(i int, turn func(int) error) { got[i], gotRows[i] = gen(lanes[i].NewSession(), prompts[i], turn) })
+	if sw := switches(rr.log); sw < 4 {
+		t.Fatalf("only %d switches: %v", sw, rr.log)
+	}
+	for i := range got {
+		if !slices.Equal(got[i], want[i]) || len(gotRows[i]) != len(wantRows[i]) {
+			t.Fatalf("prompt %d: interleaved %v (%d logit rows), alone %v (%d)", i, got[i], len(gotRows[i]), want[i], len(wantRows[i]))
+		}
+		for r := range wantRows[i] {
+			if !slices.Equal(gotRows[i][r], wantRows[i][r]) {
+				t.Fatalf("prompt %d: logit row %d differs from the run alone", i, r)
+			}
+		}
+	}
+}
