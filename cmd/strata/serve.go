@@ -121,8 +121,12 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	banner := fmt.Sprintf("strata: serving %s (%s, context %d tokens) on http://%s after %v; Ctrl-C stops\n",
-		name, l.Config.Name, l.Model.Context(), ln.Addr(), time.Since(start).Round(time.Millisecond))
+	sessions := ""
+	if len(lanes) > 1 {
+		sessions = fmt.Sprintf(", %d sessions of %.1f MB of state each", len(lanes), float64(l.Model.LaneBytes())/1e6)
+	}
+	banner := fmt.Sprintf("strata: serving %s (%s, context %d tokens%s) on http://%s after %v; Ctrl-C stops\n",
+		name, l.Config.Name, l.Model.Context(), sessions, ln.Addr(), time.Since(start).Round(time.Millisecond))
 	if err := f.serveUntilSignal(ln, api, banner, stderr); err != nil {
 		return err
 	}

@@ -102,8 +102,8 @@ func TestServeCommand(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if strings.Contains(string(b), "strata_busy 1\n") {
-			if !strings.Contains(string(b), `strata_session_requests_total{session="1"}`) {
-				t.Errorf("/metrics has no second session with --parallel 2:\n%s", b)
+			if !strings.Contains(stderr.String(), "2 sessions of ") || !strings.Contains(string(b), `strata_session_requests_total{session="1"}`) {
+				t.Errorf("with --parallel 2, no second session in the banner or /metrics:\n%s\n%s", stderr.String(), b)
 			}
 			break
 		}

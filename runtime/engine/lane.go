@@ -108,3 +108,23 @@ func (l *Lane) bind() backend.Memory {
 
 // Lane is the model's own lane, the one NewSession starts sessions on.
 func (m *Model) Lane() *Lane { return m.lane0 }
+
+// LaneBytes is the memory a lane's state takes: the state and cache
+// buffers of the model's window graphs (a forked lane allocates that much;
+// a swapped one keeps a copy of that size once it has been switched away
+// from).
+func (m *Model) LaneBytes() int64 {
+	seen := map[string]bool{}
+	var n int64
+	for _, set := range []map[int]window{m.programs, m.mtp} {
+		for _, w := range set {
+			for _, b := range w.g.Buffers {
+				if !seen[b.Name] && (b.Kind == graph.KindState || b.Kind == graph.KindCache) {
+					seen[b.Name] = true
+					n += b.Size
+				}
+			}
+		}
+	}
+	return n
+}

@@ -227,7 +227,11 @@ func BenchmarkLaneSwitch(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(sess)), "ns/window")
-			b.ReportMetric(float64(sess[0].Save(nil).Bytes())/1e6, "state-MB")
+			st := sess[0].Save(nil)
+			if st.Bytes() != l.Model.LaneBytes() {
+				b.Fatalf("a saved state holds %d bytes, LaneBytes says %d", st.Bytes(), l.Model.LaneBytes())
+			}
+			b.ReportMetric(float64(st.Bytes())/1e6, "state-MB")
 		})
 	}
 }
