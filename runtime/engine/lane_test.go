@@ -92,19 +92,21 @@ func switches(log []int) int {
 // (bit for bit) it gets alone, with speculation off and on (suffix drafts,
 // the MTP head), whether the lanes have buffers of their own (the cpu
 // backend forks its memory) or swap the state through the model's
-// (CopyLanes: what the other backends do). tiny-go: GDN, attention and an
-// MTP head; q4-a with an MTP head: also hyper-connections, PLE's n-gram
-// context and QSA's index caches.
+// (CopyLanes: what the other backends do). tiny-go: GDN, QSA, PLE and an
+// MTP head, its experts resident or streamed through an arena of 40 (of
+// 256) that both sessions share; q4-a with an MTP head.
 func TestLanesInterleaved(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		dir  func(t *testing.T) string
+		name  string
+		dir   func(t *testing.T) string
+		arena int // routed experts streamed through an arena of this many
 	}{
-		{"tiny-go", func(*testing.T) string { return e2e.TinyGoDir() }},
-		{"q4-a-mtp", func(t *testing.T) string { return e2e.WithMTP(t) }},
+		{"tiny-go", func(*testing.T) string { return e2e.TinyGoDir() }, 0},
+		{"tiny-go-streamed", func(*testing.T) string { return e2e.TinyGoDir() }, 40},
+		{"q4-a-mtp", func(t *testing.T) string { return e2e.WithMTP(t) }, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := load.HF(tc.dir(t), e2e.WithGenerator(load.Options{AllLogits: true}))
+			l, err := load.HF(tc.dir(t), e2e.WithGenerator(load.Options{AllLogits: true, ArenaExperts: tc.arena, History: "-"}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,6 +162,9 @@ func TestLanesInterleaved(t *testing.T) {
 					rr.run(func(i int, turn func(int) error) {
 						got[i], gotRows[i] = gen(lanes[i].NewSession(), prompts[i], sp, turn)
 					})
+					if st := l.Model.StreamStats(); tc.arena > 0 && st.Misses == 0 {
+						t.Fatalf("%s: the arena never missed: %+v", name, st)
+					}
 					if sw := switches(rr.log); sw < 10 {
 						t.Fatalf("%s: only %d switches between the generations: %v", name, sw, rr.log)
 					}
