@@ -296,3 +296,68 @@ func TestLanesSwapOnMSLEmu(t *testing.T) {
 		}
 	}
 }
+
+// TestStateMovesAcrossLanes: a state saved on one lane and restored on
+// another (what the server's state cache does when a conversation comes
+// back on another session), or a session marked and rewound while another
+// lane runs between, computes the next window's logits bit for bit as the
+// uninterrupted session does; forked lanes and swapped ones.
+func TestStateMovesAcrossLanes(t *testing.T) {
+	for _, copies := range []bool{false, true} {
+		t.Run(fmt.Sprintf("copies %v", copies), func(t *testing.T) {
+			l, err := load.HF(e2e.TinyGoDir(), e2e.WithGenerator(load.Options{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if copies {
+				engine.CopyLanes(l.Model)
+			}
+			a, other, c := []int{5, 17, 42, 3, 99, 7, 250, 8}, []int{300, 1, 2, 400, 77, 78}, []int{21, 22, 23}
+			window := func(s *engine.Session, toks []int) [][]float32 {
+				t.Helper()
+				out, err := s.Window(toks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			same := func(what string, got, want [][]float32) {
+				t.Helper()
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d rows, want %d", what, len(got), len(want))
+				}
+				for r := range want {
+					if !slices.Equal(got[r], want[r]) {
+						t.Fatalf("%s: row %d differs from the uninterrupted session", what, r)
+					}
+				}
+			}
+			ref := l.Model.NewSession()
+			window(ref, a)
+			want := window(ref, c)
+
+			var lanes [2]*engine.Lane
+			for i := range lanes {
+				if lanes[i], err = l.Model.NewLane(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s0 := lanes[0].NewSession()
+			window(s0, a)
+			st := s0.Save(nil)
+			mk := s0.Mark()
+			s1 := lanes[1].NewSession()
+			window(s1, other)
+			s1.Restore(st)
+			same("restored on another lane", window(s1, c), want)
+
+			window(s0, other) // past the mark on lane 0
+			window(lanes[1].NewSession(), other)
+			if err := s0.Rewind(mk); err != nil {
+				t.Fatal(err)
+			}
+			same("rewound with another lane run between", window(s0, c), want)
+		})
+	}
+}
