@@ -30,14 +30,18 @@ events with "stream": true), POST /v1/completions (a text prompt or token
 ids), GET /v1/models, GET /health, GET /metrics (Prometheus text), and a
 chat page at / for a browser.
 
-The engine runs one sequence, so requests run one at a time in arrival order;
-up to --queue more wait, and beyond that a request gets 503 with Retry-After.
-A client that disconnects stops its generation at the next token. The session
-of the last request is kept: when the next prompt starts with exactly the
-tokens it holds (a chat's next turn), only the new tokens are prefilled; a
+Requests run one at a time in arrival order, or with --parallel N up to N at
+once, each on a session of its own state (KV cache, recurrent state) over the
+one loaded model, the engine taking turns between them window by window: a
+short request's first token does not wait for a long generation to end. Up to
+--queue more wait, and beyond that a request gets 503 with Retry-After. A
+client that disconnects stops its generation at the next token. Each session
+keeps its last request's tokens, and a request goes to the idle session that
+shares the longest prefix with its prompt: when the prompt starts with exactly
+the tokens it holds (a chat's next turn), only the new tokens are prefilled; a
 prompt that departs from them after the previous prompt's end (Qwen3 drops the
 last reply's thinking) rewinds there. --cache-mb keeps copies of the state of
-conversations the server switched away from, so they resume too.
+conversations a session switched away from, so they resume too.
 
 The sampling flags are the defaults a request's own fields (temperature,
 top_p, top_k, min_p, repeat_penalty, presence_penalty, frequency_penalty,
@@ -77,6 +81,7 @@ type serveFlags struct {
 	model                                 *modelFlags
 	host, alias, specFlag, specState, tok string
 	port, queue, maxTokens, suffix        int
+	parallel                              int
 	timeout, writeTimeout, grace          time.Duration
 	maxBody, cacheMB                      int64
 	noReuse, noThink, seedSet, special    bool
@@ -129,14 +134,22 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("reading the EOS ids: %w", err)
 	}
 	name := f.modelName(l)
-	opt := f.apiOptions(name, l, tm, engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *f.sf.ignoreEOS}, stderr)
+	lanes, err := newLanes(l.Model, f.parallel)
+	if err != nil {
+		return err
+	}
+	opt := f.apiOptions(name, l, lanes, tm, engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *f.sf.ignoreEOS}, stderr)
 	opt.APIKeys, opt.CORSOrigins = keys, f.corsOrigins
 	api, err := serve.New(opt)
 	if err != nil {
 		return err
 	}
-	banner := fmt.Sprintf("strata: serving %s (%s, context %d tokens) on http://%s after %v; Ctrl-C stops\n",
-		name, l.Config.Name, l.Model.Context(), ln.Addr(), time.Since(start).Round(time.Millisecond))
+	sessions := ""
+	if len(lanes) > 1 {
+		sessions = fmt.Sprintf(", %d sessions of %.1f MB of state each", len(lanes), float64(l.Model.LaneBytes())/1e6)
+	}
+	banner := fmt.Sprintf("strata: serving %s (%s, context %d tokens%s) on http://%s after %v; Ctrl-C stops\n",
+		name, l.Config.Name, l.Model.Context(), sessions, ln.Addr(), time.Since(start).Round(time.Millisecond))
 	if err := f.serveUntilSignal(ln, api, banner, stderr); err != nil {
 		return err
 	}
@@ -180,7 +193,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
 	fs.IntVar(&f.port, "port", 8080, "TCP port to listen on (0: any free port, printed at start)")
 	fs.StringVar(&f.alias, "alias", "", "the model id /v1/models lists and requests name (default: the file or directory name)")
-	fs.IntVar(&f.queue, "queue", 8, "requests that may wait behind the running one; more get 503")
+	fs.IntVar(&f.queue, "queue", 8, "requests that may wait behind the running ones; more get 503")
+	fs.IntVar(&f.parallel, "parallel", 1, "requests that run at once, each on a session with its own KV and recurrent state, taking turns window by window (the weights are loaded once; each session adds a state's memory)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "time limit of one request, its wait in the queue included (0: none)")
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 30*time.Second, "a streaming client that stops reading for this `long` loses its stream, so it cannot hold the engine")
 	fs.Int64Var(&f.maxBody, "max-body", 8<<20, "largest request body in `bytes`")
@@ -216,6 +230,8 @@ func (f *serveFlags) check() (engine.SpecOptions, error) {
 		return engine.SpecOptions{}, usagef("--port is %d: expected 0 to 65535", f.port)
 	case f.queue < 0:
 		return engine.SpecOptions{}, usagef("--queue must be ≥ 0, got %d", f.queue)
+	case f.parallel < 1:
+		return engine.SpecOptions{}, usagef("--parallel must be ≥ 1, got %d", f.parallel)
 	case f.maxBody < 1:
 		return engine.SpecOptions{}, usagef("--max-body must be ≥ 1, got %d", f.maxBody)
 	case f.maxTokens < 0 || f.timeout < 0 || f.grace < 0 || f.cacheMB < 0 || f.writeTimeout <= 0:
@@ -253,9 +269,26 @@ func (f *serveFlags) modelName(l *load.Loaded) string {
 	return strings.TrimSuffix(filepath.Base(filepath.Clean(f.model.hf+f.model.gguf)), ".gguf")
 }
 
+// newLanes gives each of n > 1 sessions a lane of its own state (the
+// first is the model's own); with n = 1 the model's own session serves.
+func newLanes(m *engine.Model, n int) ([]*engine.Lane, error) {
+	if n <= 1 {
+		return nil, nil
+	}
+	lanes := []*engine.Lane{m.Lane()}
+	for len(lanes) < n {
+		l, err := m.NewLane()
+		if err != nil {
+			return nil, fmt.Errorf("--parallel %d: %w", n, err)
+		}
+		lanes = append(lanes, l)
+	}
+	return lanes, nil
+}
+
 // apiOptions are the server's options: the model's sessions, the request
 // defaults and limits the flags set, and the metrics' engine counters.
-func (f *serveFlags) apiOptions(name string, l *load.Loaded, tm *text.Model, gopt engine.GenerateOptions, stderr io.Writer) serve.Options {
+func (f *serveFlags) apiOptions(name string, l *load.Loaded, lanes []*engine.Lane, tm *text.Model, gopt engine.GenerateOptions, stderr io.Writer) serve.Options {
 	sp := gopt.Spec
 	return serve.Options{
 		RandomSeed: !f.seedSet,
@@ -273,6 +306,9 @@ func (f *serveFlags) apiOptions(name string, l *load.Loaded, tm *text.Model, gop
 			return e
 		},
 		Logf: func(format string, args ...any) { fmt.Fprintf(stderr, "strata: "+format+"\n", args...) },
+		// --parallel: a session on each lane.
+		Parallel:       len(lanes),
+		NewLaneSession: func(i int) serve.Session { return serve.EngineSession(lanes[i].NewSession()) },
 	}
 }
 

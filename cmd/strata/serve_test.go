@@ -46,7 +46,7 @@ func TestServeCommand(t *testing.T) {
 	var stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"serve", "--hf", dir, "--port", "0", "--alias", "tiny", "--queue", "2", "--ignore-eos", "--spec", "auto", "--spec-state", gateFile}, io.Discard, &stderr)
+		done <- run([]string{"serve", "--hf", dir, "--port", "0", "--alias", "tiny", "--queue", "2", "--parallel", "2", "--ignore-eos", "--spec", "auto", "--spec-state", gateFile}, io.Discard, &stderr)
 	}()
 	addr := regexp.MustCompile(`on http://(\S+) `)
 	var url string
@@ -102,6 +102,9 @@ func TestServeCommand(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if strings.Contains(string(b), "strata_busy 1\n") {
+			if !strings.Contains(stderr.String(), "2 sessions of ") || !strings.Contains(string(b), `strata_session_requests_total{session="1"}`) {
+				t.Errorf("with --parallel 2, no second session in the banner or /metrics:\n%s\n%s", stderr.String(), b)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -133,6 +136,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--hf", "a", "--gguf", "b"}, "two models"},
 		{[]string{"--hf", tinyA, "--port", "70000"}, "--port"},
 		{[]string{"--hf", tinyA, "--queue", "-1"}, "--queue"},
+		{[]string{"--hf", tinyA, "--parallel", "0"}, "--parallel"},
 		{[]string{"--hf", tinyA, "--top-p", "0"}, "--top-p"},
 		{[]string{"--hf", tinyA, "--cors-origin", "example.com"}, "--cors-origin"},
 		{[]string{"--hf", tinyA, "--cors-origin", "https://example.com/app"}, "--cors-origin"},

@@ -79,6 +79,20 @@ type MappedMemory interface {
 	Wrap(name string, host []byte) error
 }
 
+// Forker is a Backend that can give a model more sets of sequence state
+// over one set of weights: Fork returns a Memory whose buffers of the given
+// kinds (graph.KindState, graph.KindCache) are its own, fresh and zeroed,
+// and every other buffer is base's, the same bytes at the same address.
+// Programs compiled against it run on base's weights and scratch with their
+// own state, so a server running several sequences binds each window to
+// its sequence's programs and copies nothing when it switches. base must be
+// a memory this backend made, its mapped buffers already wrapped; a fork
+// lives as long as base.
+type Forker interface {
+	Backend
+	Fork(base Memory, kinds ...string) (Memory, error)
+}
+
 // Order says how the dispatches inside one barrier group run.
 type Order int
 

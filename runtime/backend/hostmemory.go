@@ -10,6 +10,7 @@ package backend
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
@@ -269,6 +270,35 @@ func (m *HostMemory) Restore(snap map[string][]byte) {
 	for name, b := range snap {
 		copy(m.Buffer(name), b)
 	}
+}
+
+// Fork is a HostMemory with base's layout whose buffers of the given kinds
+// are alloc's (b.Size zeroed bytes on Align(b.Kind), or an error), every
+// other buffer base's own bytes: what a backend's Forker builds on.
+func (m *HostMemory) Fork(kinds []string, alloc func(b graph.Buffer) ([]byte, error)) (*HostMemory, error) {
+	if m.dropped {
+		return nil, fmt.Errorf("buffers: fork of a memory whose backend has freed it")
+	}
+	host := make([][]byte, len(m.layout))
+	for i, b := range m.layout {
+		host[i] = m.host[i]
+		if !slices.Contains(kinds, b.Kind) {
+			continue
+		}
+		if b.Kind == graph.KindMapped {
+			return nil, fmt.Errorf("buffers: mapped buffer %s cannot be forked: it lies in the model file", b.Name)
+		}
+		h, err := alloc(b)
+		if err != nil {
+			return nil, fmt.Errorf("buffers: forking %s buffer %s: %w", b.Kind, b.Name, err)
+		}
+		if err := checkHost(b, h); err != nil {
+			return nil, fmt.Errorf("buffers: forking: %w", err)
+		}
+		host[i] = h
+	}
+	f := &HostMemory{layout: m.layout, host: host, index: m.index}
+	return f, nil
 }
 
 // Drop forgets every buffer, once the backend has freed their bytes: later

@@ -212,3 +212,42 @@ func TestWrapAndReads(t *testing.T) {
 		t.Error("a dropped memory answered a read")
 	}
 }
+
+// A fork shares every buffer but the forked kinds, which are its own and
+// zeroed; a mapped buffer cannot be forked, and an allocation that breaks
+// the layout is refused.
+func TestFork(t *testing.T) {
+	g := &graph.Graph{Buffers: []graph.Buffer{
+		{Name: "w", Kind: graph.KindWeights, Size: 16},
+		{Name: "kv", Kind: graph.KindCache, Size: 24},
+		{Name: "gdn", Kind: graph.KindState, Size: 8},
+		{Name: "file", Kind: graph.KindMapped, Size: 8},
+	}}
+	m, err := NewHostMemory(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"w", "kv", "gdn"} {
+		m.Buffer(n)[0] = 7
+	}
+	alloc := func(b graph.Buffer) ([]byte, error) { return AlignedBytes(b.Size, Align(b.Kind)), nil }
+	f, err := m.Fork([]string{graph.KindState, graph.KindCache}, alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &f.Buffer("w")[0] != &m.Buffer("w")[0] {
+		t.Fatal("the fork's weights are not the base's bytes")
+	}
+	for _, n := range []string{"kv", "gdn"} {
+		if &f.Buffer(n)[0] == &m.Buffer(n)[0] || f.Buffer(n)[0] != 0 || len(f.Buffer(n)) != len(m.Buffer(n)) {
+			t.Fatalf("%s: the fork's buffer is not its own zeroed copy of the layout", n)
+		}
+	}
+	if _, err := m.Fork([]string{graph.KindMapped}, alloc); err == nil || !strings.Contains(err.Error(), "mapped buffer file") {
+		t.Fatalf("forking a mapped buffer: %v", err)
+	}
+	short := func(b graph.Buffer) ([]byte, error) { return AlignedBytes(b.Size-1, 8), nil }
+	if _, err := m.Fork([]string{graph.KindState}, short); err == nil || !strings.Contains(err.Error(), "gdn") {
+		t.Fatalf("a short allocation: %v", err)
+	}
+}

@@ -59,6 +59,13 @@ type Model struct {
 	stream   *streamer      // nil: every routed expert resident
 	ple      []pleLayer
 	eos      int // resets n-gram context; -1 without PLE
+	// lane0 is the model's own lane (NewSession); lanes every lane, lane0
+	// first; resident the lane whose state the model's memory holds, of
+	// those sharing it (lanes that copy on a switch).
+	lane0    *Lane
+	lanes    []*Lane
+	resident *Lane
+	order    *orderSetting // SetOrder's, for lanes added later
 	// context is the most positions a session may use: the config's
 	// runtime.context_length, or less when the run asked for less than
 	// the artifact it runs was made for (LimitContext).
@@ -107,6 +114,9 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, be backend.
 	m := &Model{Config: c, mem: mem, backend: be, programs: map[int]window{}, mtp: map[int]window{}, eos: -1,
 		context: c.Runtime.ContextLength}
 	m.weights.Why = why
+	_, forks := be.(backend.Forker)
+	m.lane0 = &Lane{m: m, mem: mem, programs: m.programs, mtp: m.mtp, copies: !forks}
+	m.lanes, m.resident = []*Lane{m.lane0}, m.lane0
 	if ip != nil {
 		if err := ip.wrap(mem, &m.weights); err != nil {
 			return nil, fmt.Errorf("model %s: %w", c.Name, err)
@@ -267,17 +277,28 @@ func (m *Model) tensorBytes(t graph.Tensor, off int64, elems int) ([]byte, error
 // on a backend whose programs are backend.Ordered (the cpu backend); false
 // when some program is not.
 func (m *Model) SetOrder(o backend.Order, seed int64) bool {
+	m.order = &orderSetting{o: o, seed: seed}
 	all := true
-	for _, set := range []map[int]window{m.programs, m.mtp} {
-		for _, w := range set {
-			p, ok := w.p.(backend.Ordered)
-			if ok {
-				p.SetOrder(o, seed)
+	for _, l := range m.lanes {
+		if l != m.lane0 && l.copies {
+			continue // the model's own programs
+		}
+		for _, set := range []map[int]window{l.programs, l.mtp} {
+			for _, w := range set {
+				p, ok := w.p.(backend.Ordered)
+				if ok {
+					p.SetOrder(o, seed)
+				}
+				all = all && ok
 			}
-			all = all && ok
 		}
 	}
 	return all
+}
+
+type orderSetting struct {
+	o    backend.Order
+	seed int64
 }
 
 // Weights says how much of the trunk's weights is used in place from the

@@ -39,7 +39,15 @@ type GenerateOptions struct {
 	// filters (a speculative window's verified row, which equals the plain
 	// decode's). The row is valid only during the call. Nil costs nothing.
 	OnTokenLogits func(id int, row []float32)
-	Spec          SpecOptions
+	// Turn, when set, is called between windows: before each prefill
+	// window but the first and before each decode step (a step's drafted
+	// window, its re-run and the MTP head's windows run in one turn), with
+	// the prompt tokens still to feed (0 once decoding). A scheduler that
+	// runs sessions of several lanes on one model hands the model to
+	// another session there and returns when this one may go on; Generate
+	// itself starts in the caller's turn. An error ends generation with it.
+	Turn func(prefillLeft int) error
+	Spec SpecOptions
 }
 
 // ErrContext is the error a prompt or a window that does not fit in the
@@ -229,6 +237,11 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	var last []float32
 	prefetchNgrams(s, prompt) // every prefill window's n-gram rows, read while the first windows run
 	for i := 0; i < len(prompt); i += rows {
+		if i > 0 {
+			if err := d.turn(len(prompt) - i); err != nil {
+				return nil, err
+			}
+		}
 		chunk := prompt[i:min(i+rows, len(prompt))]
 		start := time.Now()
 		logits, err := s.Window(chunk)
@@ -268,6 +281,9 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		}
 	}
 	for len(d.out) < n {
+		if err := d.turn(0); err != nil {
+			return d.out, err
+		}
 		d.hist = append(d.hist, cur)
 		if stop, err := d.step(cur, n-len(d.out)); stop || err != nil {
 			return d.out, err
@@ -275,6 +291,14 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		cur = d.out[len(d.out)-1]
 	}
 	return d.out, nil
+}
+
+// turn waits for the scheduler's turn (GenerateOptions.Turn), if any.
+func (d *decoder) turn(prefillLeft int) error {
+	if d.opt.Turn == nil {
+		return nil
+	}
+	return d.opt.Turn(prefillLeft)
 }
 
 // drafts chooses this step's draft source and drafts.

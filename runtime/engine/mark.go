@@ -29,7 +29,7 @@ func (s *Session) Mark() *Mark {
 // markInto takes a mark into m, reusing its buffers.
 func (s *Session) markInto(m *Mark) {
 	m.s = s
-	m.snap = s.m.mem.Snapshot(graph.KindState, m.snap)
+	m.snap = s.mem().Snapshot(graph.KindState, m.snap)
 	m.pos, m.history = s.pos, s.history
 }
 
@@ -51,6 +51,6 @@ func (s *Session) Rewind(m *Mark) error {
 
 // rewindTo returns to m without checking it.
 func (s *Session) rewindTo(m *Mark) {
-	s.m.mem.Restore(m.snap)
+	s.mem().Restore(m.snap)
 	s.pos, s.history = m.pos, m.history
 }

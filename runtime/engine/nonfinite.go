@@ -14,7 +14,7 @@ import (
 // generated model), scanned in dispatch order. The scratch activations are
 // overwritten layer after layer, so they cannot say. It runs only after the
 // fact, once, and reads at most the state and the caches.
-func (m *Model) firstNonFinite(g *graph.Graph) string {
+func (m *Model) firstNonFinite(mem backend.Memory, g *graph.Graph) string {
 	kinds := map[string]string{}
 	for _, b := range g.Buffers {
 		if b.Kind == graph.KindState || b.Kind == graph.KindCache {
@@ -32,7 +32,7 @@ func (m *Model) firstNonFinite(g *graph.Graph) string {
 				continue
 			}
 			checked[a.Range] = true
-			b, err := m.mem.Bytes(a.Range)
+			b, err := mem.Bytes(a.Range)
 			if err != nil {
 				continue
 			}

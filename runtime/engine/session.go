@@ -15,27 +15,28 @@ import (
 
 func quantFormat(name string) (*quant.Format, error) { return quant.Lookup(name) }
 
-// Session is one sequence: its position and the model state (KV cache, conv
-// and recurrent state) that the windows advance. A model runs one session at
-// a time, since the state lives in the model's memory.
+// Session is one sequence: its position and the state of its lane (KV
+// cache, conv and recurrent state) that the windows advance. A lane holds
+// one session at a time; a model runs one window at a time, of any lane's
+// session.
 type Session struct {
-	m   *Model
-	pos int
+	m    *Model
+	lane *Lane
+	pos  int
 	// history holds each PLE layer's n-gram context (the last tokens), which
 	// lives on the host because the host hashes the tokens.
 	history []ngram.History
 }
 
-// NewSession starts a sequence at position 0, clearing the model state.
-func (m *Model) NewSession() *Session {
-	m.mem.Clear(graph.KindState)
-	m.mem.Clear(graph.KindCache)
-	s := &Session{m: m}
-	for _, p := range m.ple {
-		s.history = append(s.history, p.hash.Fresh(m.eos))
-	}
-	return s
-}
+// NewSession starts a sequence at position 0 on the model's own lane,
+// clearing its state.
+func (m *Model) NewSession() *Session { return m.lane0.NewSession() }
+
+// Lane is the lane the session's state lives in.
+func (s *Session) Lane() *Lane { return s.lane }
+
+// mem is the memory the session's windows run on, its lane's state bound.
+func (s *Session) mem() backend.Memory { return s.lane.bind() }
 
 // Pos is the number of tokens the session has consumed.
 func (s *Session) Pos() int { return s.pos }
@@ -43,14 +44,15 @@ func (s *Session) Pos() int { return s.pos }
 // window is Window.
 func (s *Session) window(tokens []int) ([][]float32, error) {
 	n := len(tokens)
-	p, err := s.program(s.m.programs, tokens, s.pos)
+	p, err := s.program(s.lane.programs, tokens, s.pos)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.writeParams(p.g, tokens, s.pos); err != nil {
+	mem := s.mem()
+	if err := s.writeParams(mem, p.g, tokens, s.pos); err != nil {
 		return nil, err
 	}
-	next, err := s.gatherNgrams(p.g, tokens)
+	next, err := s.gatherNgrams(mem, p.g, tokens)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +62,7 @@ func (s *Session) window(tokens []int) ([][]float32, error) {
 	at := s.pos
 	s.pos += n
 	s.history = next
-	return s.logits(p, n, at)
+	return s.logits(mem, p, n, at)
 }
 
 // run executes one window; with streamed experts, the residency the router
@@ -112,30 +114,31 @@ func (s *Session) mtpWindow(tokens []int, pos int) ([][]float32, error) {
 	if !s.m.HasMTP() {
 		return nil, fmt.Errorf("model %s has no MTP head loaded", s.m.Config.Name)
 	}
-	p, err := s.program(s.m.mtp, tokens, pos)
+	p, err := s.program(s.lane.mtp, tokens, pos)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.writeParams(p.g, tokens, pos); err != nil {
+	mem := s.mem()
+	if err := s.writeParams(mem, p.g, tokens, pos); err != nil {
 		return nil, err
 	}
 	if err := s.m.run(p); err != nil {
 		return nil, fmt.Errorf("model %s, MTP window at position %d: %w", s.m.Config.Name, pos, err)
 	}
-	return s.logits(p, len(tokens), pos)
+	return s.logits(mem, p, len(tokens), pos)
 }
 
 // logits copies the logits a window computed: one row per token, or only
 // the last row when the shape computes last-row logits. A non-finite logit
 // (corrupt weights, an overflow) is an error naming the position, since no
 // token sampled from it means anything.
-func (s *Session) logits(p window, n, pos int) ([][]float32, error) {
+func (s *Session) logits(mem backend.Memory, p window, n, pos int) ([][]float32, error) {
 	m, c := s.m, s.m.Config
 	out, err := p.g.Output(0)
 	if err != nil {
 		return nil, err
 	}
-	b, err := m.mem.Bytes(out)
+	b, err := mem.Bytes(out)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +150,7 @@ func (s *Session) logits(p window, n, pos int) ([][]float32, error) {
 	for r := range logits {
 		logits[r] = append([]float32(nil), all[r*V:(r+1)*V]...)
 		if err := checkFinite(logits[r]); err != nil {
-			return nil, fmt.Errorf("model %s, %s window of %d rows: the logits at position %d: %w%s", c.Name, p.g.Kind, n, first+r, err, m.firstNonFinite(p.g))
+			return nil, fmt.Errorf("model %s, %s window of %d rows: the logits at position %d: %w%s", c.Name, p.g.Kind, n, first+r, err, m.firstNonFinite(mem, p.g))
 		}
 	}
 	return logits, nil
@@ -179,8 +182,8 @@ func checkFinite(row []float32) error {
 	return nil
 }
 
-func (s *Session) writeParams(g *graph.Graph, tokens []int, pos int) error {
-	buf := s.m.mem.Buffer(graph.ParamsBuffer)
+func (s *Session) writeParams(mem backend.Memory, g *graph.Graph, tokens []int, pos int) error {
+	buf := mem.Buffer(graph.ParamsBuffer)
 	put := func(name string, i int, v uint32) error {
 		p, ok := g.Param(name)
 		if !ok || i >= p.Count {
@@ -207,7 +210,7 @@ func (s *Session) writeParams(g *graph.Graph, tokens []int, pos int) error {
 // layer and gathers the rows into the params buffer. The row ids are a pure
 // function of the tokens, so this happens before the window runs. It returns
 // the histories after the window.
-func (s *Session) gatherNgrams(g *graph.Graph, tokens []int) ([]ngram.History, error) {
+func (s *Session) gatherNgrams(mem backend.Memory, g *graph.Graph, tokens []int) ([]ngram.History, error) {
 	var next []ngram.History
 	for i, p := range s.m.ple {
 		ids, h := p.hash.RowIDs(s.history[i], tokens, s.m.eos)
@@ -215,7 +218,7 @@ func (s *Session) gatherNgrams(g *graph.Graph, tokens []int) ([]ngram.History, e
 		if !ok {
 			return nil, fmt.Errorf("window graph T=%d has no params field for PLE layer %d", g.Rows, p.layer)
 		}
-		dst := backend.Float32s(s.m.mem.Buffer(graph.ParamsBuffer)[field.Offset : field.Offset+4*int64(field.Count)])
+		dst := backend.Float32s(mem.Buffer(graph.ParamsBuffer)[field.Offset : field.Offset+4*int64(field.Count)])
 		if err := p.table.Gather(ids, dst); err != nil {
 			return nil, err
 		}

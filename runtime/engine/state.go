@@ -21,8 +21,9 @@ func (s *Session) Save(dst *State) *State {
 	if dst == nil {
 		dst = &State{}
 	}
-	dst.bufs = s.m.mem.Snapshot(graph.KindState, dst.bufs)
-	dst.bufs = s.m.mem.Snapshot(graph.KindCache, dst.bufs)
+	mem := s.mem()
+	dst.bufs = mem.Snapshot(graph.KindState, dst.bufs)
+	dst.bufs = mem.Snapshot(graph.KindCache, dst.bufs)
 	dst.pos = s.pos
 	dst.history = cloneHistory(s.history)
 	return dst
@@ -31,7 +32,7 @@ func (s *Session) Save(dst *State) *State {
 // Restore puts a saved state (of a session of the same model) back: the
 // session continues from there. The State stays valid for more restores.
 func (s *Session) Restore(st *State) {
-	s.m.mem.Restore(st.bufs)
+	s.mem().Restore(st.bufs)
 	s.pos = st.pos
 	s.history = cloneHistory(st.history)
 }

@@ -25,9 +25,21 @@ type metrics struct {
 	restores  int64 // requests resumed from a saved state
 	saved     int   // saved states kept, and their bytes
 	savedB    int64
+	// by lane: 1 while it runs a job; the jobs it has run
+	laneBusyN, laneJobs []int64
 }
 
-func (m *metrics) init() { m.requests = map[[2]string]int64{} }
+func (m *metrics) init(lanes int) {
+	m.requests = map[[2]string]int64{}
+	m.laneBusyN, m.laneJobs = make([]int64, lanes), make([]int64, lanes)
+}
+
+// laneBusy adds d to lane i's busy gauge.
+func (m *metrics) laneBusy(i int, d int64) {
+	m.mu.Lock()
+	m.laneBusyN[i] += d
+	m.mu.Unlock()
+}
 
 // record adds a finished job.
 func (m *metrics) record(j *job) {
@@ -36,6 +48,7 @@ func (m *metrics) record(j *job) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.laneJobs[j.lane]++
 	if j.restored {
 		m.restores++
 	}
@@ -132,7 +145,14 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	put("strata_decode_seconds_total", "counter", "Seconds of generation after the first token, summed.", num(m.decode))
 	put("strata_decode_tokens_per_second", "gauge", "The last generation's tokens per second after its first token.", num(m.lastRate))
 	put("strata_queue_depth", "gauge", "Requests waiting for the engine.", num(float64(m.queued.Load())))
-	put("strata_busy", "gauge", "1 while a generation runs.", num(float64(m.busy.Load())))
+	put("strata_busy", "gauge", "Generations running (at most --parallel).", num(float64(m.busy.Load())))
+	var busy, jobs []string
+	for i := range m.laneBusyN {
+		busy = append(busy, fmt.Sprintf("{session=\"%d\"} %d", i, m.laneBusyN[i]))
+		jobs = append(jobs, fmt.Sprintf("{session=\"%d\"} %d", i, m.laneJobs[i]))
+	}
+	put("strata_session_busy", "gauge", "1 while the session (a lane of its own sequence state, --parallel) runs a request.", busy...)
+	put("strata_session_requests_total", "counter", "Generations each session has run.", jobs...)
 	if s.cache != nil {
 		put("strata_state_cache_restores_total", "counter", "Requests resumed from a saved conversation state.", num(float64(m.restores)))
 		put("strata_state_cache_entries", "gauge", "Conversation states kept (--cache-mb).", num(float64(m.saved)))

@@ -1,8 +1,9 @@
 // Package serve is strata's OpenAI-compatible HTTP server: chat and text
 // completions (streamed as server-sent events or not), the model list,
-// health and Prometheus metrics, over one engine session that runs one
-// request at a time from a bounded queue, keeping the last conversation's
-// state so a chat turn prefills only its new tokens.
+// health and Prometheus metrics, over engine sessions fed from a bounded
+// queue: one request at a time, or with Options.Parallel several, each on a
+// lane of its own state, taking turns window by window. Each lane keeps its
+// last conversation's state so a chat turn prefills only its new tokens.
 package serve
 
 import (
@@ -36,6 +37,13 @@ type Options struct {
 	Text *text.Model
 	// NewSession starts a fresh sequence (clearing the model state).
 	NewSession func() Session
+	// Parallel is how many requests run at once (0 or 1: one). Each runs
+	// on a lane of its own sequence state (NewLaneSession(i) starts a fresh
+	// sequence on lane i, 0 ≤ i < Parallel, clearing only that lane's
+	// state); the engine takes turns between them window by window
+	// (engine.GenerateOptions.Turn). With Parallel ≤ 1 NewSession serves.
+	Parallel       int
+	NewLaneSession func(lane int) Session
 	// Context is the session's context length in tokens; Vocab the model's
 	// vocabulary size (token-id prompts are checked against it).
 	Context, Vocab int
@@ -50,8 +58,8 @@ type Options struct {
 	// MaxTokens is the reply length when a request gives none (0: up to the
 	// end of the context).
 	MaxTokens int
-	// Queue is how many requests may wait behind the running one; more get
-	// 503 with Retry-After.
+	// Queue is how many requests may wait behind the running ones; more
+	// get 503 with Retry-After.
 	Queue int
 	// Timeout bounds a request, its wait in the queue included (0: none).
 	Timeout time.Duration
@@ -118,11 +126,29 @@ type Server struct {
 	closed bool
 	done   chan struct{} // closed when the worker has stopped
 
-	// The worker's: the session and the tokens it has consumed.
-	sess  Session
-	kept  []int
-	marks []mark // the live session's turn boundaries, oldest first
+	// lanes run the jobs; lmu guards their busy and used fields, idle
+	// is signalled when one frees.
+	lanes []*lane
+	lmu   sync.Mutex
+	idle  *sync.Cond
+	clock uint64
+	// turns grants the model to one job at a time; what it guards: the
+	// sessions, the lanes' kept tokens and marks, the state cache and the
+	// engine's counters.
+	turns turns
 	cache *stateCache
+}
+
+// lane is one sequence the server runs requests on: its session, the
+// tokens it has consumed and its turn boundaries.
+type lane struct {
+	id         int
+	newSession func() Session
+	sess       Session
+	kept       []int
+	marks      []mark // the live session's turn boundaries, oldest first
+	busy       bool   // Server.lmu
+	used       uint64 // Server.lmu: when it last took a job
 }
 
 // New checks the options and starts the worker.
@@ -130,8 +156,10 @@ func New(opt Options) (*Server, error) {
 	switch {
 	case opt.Text == nil:
 		return nil, errors.New("serve: the model has no tokenizer, which the server needs")
-	case opt.NewSession == nil:
+	case opt.NewSession == nil && opt.Parallel <= 1:
 		return nil, errors.New("serve: no session constructor")
+	case opt.Parallel > 1 && opt.NewLaneSession == nil:
+		return nil, fmt.Errorf("serve: %d parallel sequences need a lane session constructor", opt.Parallel)
 	case opt.Context < 2:
 		return nil, fmt.Errorf("serve: context length %d: expected ≥ 2", opt.Context)
 	case opt.Queue < 0:
@@ -162,7 +190,15 @@ func New(opt Options) (*Server, error) {
 	}
 	s := &Server{opt: opt, mux: http.NewServeMux(), created: time.Now().Unix(), acc: acc,
 		queue: make(chan *job, opt.Queue), done: make(chan struct{})}
-	s.m.init()
+	s.idle = sync.NewCond(&s.lmu)
+	if opt.Parallel <= 1 {
+		s.lanes = []*lane{{newSession: opt.NewSession}}
+	} else {
+		for i := range opt.Parallel {
+			s.lanes = append(s.lanes, &lane{id: i, newSession: func() Session { return opt.NewLaneSession(i) }})
+		}
+	}
+	s.m.init(len(s.lanes))
 	if opt.CacheBytes > 0 {
 		s.cache = &stateCache{budget: opt.CacheBytes}
 	}
@@ -306,6 +342,7 @@ type job struct {
 	err       error
 	cancelled bool // the request's context ended it
 	restored  bool // resumed from a saved state
+	lane      int  // the lane (session) it ran on
 	ttft      time.Duration
 	total     time.Duration
 	done      chan struct{}
@@ -326,33 +363,99 @@ func (s *Server) submit(j *job) *apiError {
 		s.m.queued.Add(-1)
 		s.m.rejected.Add(1)
 		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("queue_full"),
-			Message: fmt.Sprintf("the server is busy: one request is running and %d are waiting (--queue %d); retry later", s.opt.Queue, s.opt.Queue)}
+			Message: fmt.Sprintf("the server is busy: %d requests running (--parallel) and %d waiting (--queue); retry later", len(s.lanes), s.opt.Queue)}
 	}
 }
 
+// work hands each queued job to an idle lane (one is waited for before a
+// job leaves the queue, so --queue jobs wait beyond those running) and
+// returns when the queue is closed and every job has finished.
 func (s *Server) work() {
 	defer close(s.done)
-	for j := range s.queue {
-		s.m.queued.Add(-1)
-		for ; j != nil; j = j.next { // a request's choices, one after another
-			s.m.busy.Store(1)
-			s.runJob(j)
-			s.m.busy.Store(0)
-			s.m.record(j)
-			if s.cache != nil {
-				s.m.setCache(s.cache)
-			}
-			if s.opt.EngineStats != nil {
-				s.m.setEngine(s.opt.EngineStats())
-			}
-			close(j.done)
+	var running sync.WaitGroup
+	defer running.Wait()
+	for {
+		s.lmu.Lock()
+		for !slices.ContainsFunc(s.lanes, func(l *lane) bool { return !l.busy }) {
+			s.idle.Wait()
 		}
+		s.lmu.Unlock()
+		j, ok := <-s.queue
+		if !ok {
+			return
+		}
+		s.m.queued.Add(-1)
+		l := s.pickLane(j.prompt)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			s.run(l, j)
+		}()
 	}
 }
 
-// runJob runs one generation on the kept session. A panic is recovered: the
-// job fails and the session starts over.
-func (s *Server) runJob(j *job) {
+// pickLane takes the idle lane whose kept tokens share the longest prefix
+// with prompt (a conversation comes back to its lane), the least recently
+// used one among equals.
+func (s *Server) pickLane(prompt []int) *lane {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	var best *lane
+	bestN := -1
+	for _, l := range s.lanes {
+		if l.busy {
+			continue
+		}
+		n := commonPrefix(l.kept, prompt)
+		if n > bestN || n == bestN && l.used < best.used {
+			best, bestN = l, n
+		}
+	}
+	s.clock++
+	best.busy, best.used = true, s.clock
+	s.m.laneBusy(best.id, 1)
+	return best
+}
+
+func commonPrefix(a, b []int) int {
+	n := 0
+	for n < min(len(a), len(b)) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// run runs j on lane l in the model's turns, then frees the lane.
+func (s *Server) run(l *lane, j *job) {
+	for j != nil { // a request's choices, one after another on this lane
+		s.turns.acquire(len(j.prompt) <= j.gopt.PrefillRows)
+		s.m.busy.Add(1)
+		s.runJob(l, j)
+		s.m.busy.Add(-1)
+		s.m.record(j)
+		if s.cache != nil {
+			s.m.setCache(s.cache)
+		}
+		if s.opt.EngineStats != nil {
+			s.m.setEngine(s.opt.EngineStats())
+		}
+		s.turns.release()
+		next := j.next
+		if next == nil {
+			s.lmu.Lock()
+			l.busy = false
+			s.m.laneBusy(l.id, -1)
+			s.idle.Signal()
+			s.lmu.Unlock()
+		}
+		close(j.done)
+		j = next
+	}
+}
+
+// runJob runs one generation on the lane's kept session. A panic is
+// recovered: the job fails and the lane's session starts over.
+func (s *Server) runJob(l *lane, j *job) {
 	if err := j.ctx.Err(); err != nil {
 		j.err, j.cancelled = err, true
 		return
@@ -361,24 +464,33 @@ func (s *Server) runJob(j *job) {
 		if v := recover(); v != nil {
 			s.logf("serve: panic in a generation (the session starts over): %v\n%s", v, debug.Stack())
 			j.err = fmt.Errorf("internal error: %v", v)
-			s.sess, s.kept, s.marks = nil, nil, nil
+			l.sess, l.kept, l.marks = nil, nil, nil
 		}
 	}()
-	feed, history, restored := s.prepare(j.prompt)
+	j.lane = l.id
+	feed, history, restored := s.prepare(l, j.prompt)
 	j.reused, j.restored = len(j.prompt)-len(feed), restored
 	g := j.gopt
 	g.History = history
 	g.OnTokenLogits = j.logits
+	if len(s.lanes) > 1 {
+		g.Turn = func(left int) error {
+			s.turns.yield(left > 0 && left <= g.PrefillRows)
+			return nil
+		}
+	}
 	begin := time.Now()
 	if j.splitPrompt && len(feed) > 1 {
 		head := feed[:len(feed)-1]
-		if _, err := s.sess.Generate(head, 0, j.gopt); err != nil {
+		hg := j.gopt
+		hg.Turn = g.Turn
+		if _, err := l.sess.Generate(head, 0, hg); err != nil {
 			j.err = err
 			s.logf("serve: generation failed (the session starts over): %v", err)
-			s.sess, s.kept, s.marks = nil, nil, nil
+			l.sess, l.kept, l.marks = nil, nil, nil
 			return
 		}
-		s.markBoundary(len(j.prompt) - 1)
+		s.markBoundary(l, len(j.prompt)-1)
 		g.History = append(slices.Clip(history), head...)
 		feed = feed[len(head):]
 	}
@@ -386,7 +498,7 @@ func (s *Server) runJob(j *job) {
 	g.OnToken = func(id int) error {
 		if count == 0 {
 			j.ttft = time.Since(begin)
-			s.markBoundary(len(j.prompt))
+			s.markBoundary(l, len(j.prompt))
 		}
 		count++
 		if j.ctx.Err() != nil {
@@ -398,61 +510,59 @@ func (s *Server) runJob(j *job) {
 	if j.start != nil {
 		j.start()
 	}
-	out, err := s.sess.Generate(feed, j.n, g)
+	out, err := l.sess.Generate(feed, j.n, g)
 	j.total = time.Since(begin)
 	j.out, j.err = out, err
 	if err != nil {
 		s.logf("serve: generation failed (the session starts over): %v", err)
-		s.sess, s.kept, s.marks = nil, nil, nil
+		l.sess, l.kept, l.marks = nil, nil, nil
 		return
 	}
 	// The session has consumed the prompt and every returned token but the
 	// last.
-	s.kept = append(slices.Clone(j.prompt), out[:max(len(out)-1, 0)]...)
+	l.kept = append(slices.Clone(j.prompt), out[:max(len(out)-1, 0)]...)
 }
 
 // markBoundary remembers the live session's state at the end of a prompt
 // (when its first token is made, before it is fed).
-func (s *Server) markBoundary(pos int) {
-	mk, ok := s.sess.(Marker)
-	if !ok || s.opt.NoReuse || s.sess.Pos() != pos {
+func (s *Server) markBoundary(l *lane, pos int) {
+	mk, ok := l.sess.(Marker)
+	if !ok || s.opt.NoReuse || l.sess.Pos() != pos {
 		return
 	}
-	if len(s.marks) > 0 && s.marks[len(s.marks)-1].pos >= pos {
-		s.marks = nil // not past the last one: a stale list
+	if len(l.marks) > 0 && l.marks[len(l.marks)-1].pos >= pos {
+		l.marks = nil // not past the last one: a stale list
 	}
-	s.marks = append(s.marks, mark{pos: pos, m: mk.Mark()})
-	if len(s.marks) > maxMarks {
-		s.marks = s.marks[1:]
+	l.marks = append(l.marks, mark{pos: pos, m: mk.Mark()})
+	if len(l.marks) > maxMarks {
+		l.marks = l.marks[1:]
 	}
 }
 
-// prepare returns what to feed for prompt and the history before it, and
-// whether a saved state was restored for it. In order of preference: only
-// the new tokens when prompt extends the tokens the live session holds; else
+// prepare returns what to feed for prompt on lane l and the history before
+// it, and whether a saved state was restored for it. In order of
+// preference: only the new tokens when prompt extends the tokens the
+// lane's live session holds; else
 // the most tokens reused from a turn-boundary mark of the live session
 // (rewound; the recurrent state cannot be rewound otherwise) or from a saved
 // state that prompt extends; else the whole prompt on a fresh session. With a
 // state cache, the live conversation is saved before the session leaves it.
-func (s *Server) prepare(prompt []int) (feed, history []int, restored bool) {
-	k := len(s.kept)
+func (s *Server) prepare(l *lane, prompt []int) (feed, history []int, restored bool) {
+	k := len(l.kept)
 	if s.opt.NoReuse {
-		s.sess, s.kept, s.marks = s.opt.NewSession(), nil, nil
+		l.sess, l.kept, l.marks = l.newSession(), nil, nil
 		return prompt, nil, false
 	}
-	live := s.sess != nil && k > 0 && s.sess.Pos() == k
-	if live && len(prompt) > k && slices.Equal(prompt[:k], s.kept) {
-		return prompt[k:], s.kept, false
+	live := l.sess != nil && k > 0 && l.sess.Pos() == k
+	if live && len(prompt) > k && slices.Equal(prompt[:k], l.kept) {
+		return prompt[k:], l.kept, false
 	}
 	// The latest mark within the common prefix.
 	var rewind *mark
 	if live {
-		common := 0
-		for common < min(k, len(prompt)) && prompt[common] == s.kept[common] {
-			common++
-		}
-		for i := len(s.marks) - 1; i >= 0; i-- {
-			if m := &s.marks[i]; m.pos <= common && m.pos < len(prompt) {
+		common := commonPrefix(l.kept, prompt)
+		for i := len(l.marks) - 1; i >= 0; i-- {
+			if m := &l.marks[i]; m.pos <= common && m.pos < len(prompt) {
 				rewind = m
 				break
 			}
@@ -463,33 +573,33 @@ func (s *Server) prepare(prompt []int) (feed, history []int, restored bool) {
 		saved = s.cache.best(prompt)
 	}
 	if rewind != nil && (saved == nil || rewind.pos >= len(saved.tokens)) {
-		if err := s.sess.(Marker).Rewind(rewind.m); err == nil && s.sess.Pos() == rewind.pos {
-			s.kept = s.kept[:rewind.pos:rewind.pos]
-			s.marks = slices.DeleteFunc(s.marks, func(m mark) bool { return m.pos > rewind.pos })
-			return prompt[rewind.pos:], s.kept, false
+		if err := l.sess.(Marker).Rewind(rewind.m); err == nil && l.sess.Pos() == rewind.pos {
+			l.kept = l.kept[:rewind.pos:rewind.pos]
+			l.marks = slices.DeleteFunc(l.marks, func(m mark) bool { return m.pos > rewind.pos })
+			return prompt[rewind.pos:], l.kept, false
 		}
-		s.sess, live = nil, false
+		l.sess, live = nil, false
 	}
-	if sv, ok := s.sess.(Saver); ok && s.cache != nil && live && !s.cache.has(s.kept) {
+	if sv, ok := l.sess.(Saver); ok && s.cache != nil && live && !s.cache.has(l.kept) {
 		st, n := sv.Save()
-		s.cache.put(s.kept, st, n)
+		s.cache.put(l.kept, st, n)
 	}
 	if saved != nil {
-		if s.sess == nil {
-			s.sess = s.opt.NewSession()
+		if l.sess == nil {
+			l.sess = l.newSession()
 		}
-		s.marks = nil
-		if sv, ok := s.sess.(Saver); ok {
+		l.marks = nil
+		if sv, ok := l.sess.(Saver); ok {
 			sv.Restore(saved.state)
-			if s.sess.Pos() == len(saved.tokens) {
-				s.kept = saved.tokens
+			if l.sess.Pos() == len(saved.tokens) {
+				l.kept = saved.tokens
 				return prompt[len(saved.tokens):], saved.tokens, true
 			}
 		}
 	}
-	if s.sess == nil || s.sess.Pos() > 0 {
-		s.sess = s.opt.NewSession()
+	if l.sess == nil || l.sess.Pos() > 0 {
+		l.sess = l.newSession()
 	}
-	s.kept, s.marks = nil, nil
+	l.kept, l.marks = nil, nil
 	return prompt, nil, false
 }

@@ -21,7 +21,10 @@ func New(threads int) *Host { return &Host{pool: newPool(threads)} }
 // need no other count.
 var Backend = New(0)
 
-var _ backend.InPlace = (*Host)(nil)
+var (
+	_ backend.InPlace = (*Host)(nil)
+	_ backend.Forker  = (*Host)(nil)
+)
 
 // Threads is how many chunks the kernels split their work into.
 func (h *Host) Threads() int { return h.pool.threads }
@@ -48,4 +51,20 @@ func (h *Host) Compile(g *graph.Graph, mem backend.Memory) (backend.Program, err
 		return nil, err
 	}
 	return p, nil
+}
+
+// Fork is a memory sharing base's buffers but those of kinds, which are
+// fresh in Go's heap: another sequence's state over the same weights.
+func (*Host) Fork(base backend.Memory, kinds ...string) (backend.Memory, error) {
+	m, ok := base.(*backend.HostMemory)
+	if !ok {
+		return nil, fmt.Errorf("cpu: memory of type %T, not the cpu backend's", base)
+	}
+	f, err := m.Fork(kinds, func(b graph.Buffer) ([]byte, error) {
+		return backend.AlignedBytes(b.Size, backend.Align(b.Kind)), nil
+	})
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return f, nil
 }
