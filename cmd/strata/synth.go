@@ -9,6 +9,7 @@ import (
 	"github.com/strata-llm/strata/internal/outfile"
 	"github.com/strata-llm/strata/models"
 	"github.com/strata-llm/strata/models/quant"
+	"github.com/strata-llm/strata/runtime/format/gguf"
 	"github.com/strata-llm/strata/runtime/tools/convert"
 	"github.com/strata-llm/strata/runtime/weights"
 )
@@ -46,7 +47,7 @@ the model's bf16 plan writes ~7.8 GB (with --no-mtp) and takes minutes:
   strata pack synth.gguf`
 
 func synthCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("synth", "--model NAME -o FILE.gguf [--quant PLAN] [--layers N] [--experts N] [--top-k K] [--ngram-base B] [--seed S]", fmt.Sprintf("%s\n\nModels: %s. Formats: %s.", synthAbout, strings.Join(models.EmbeddedNames(), ", "), strings.Join(quant.Quantizable(), ", ")), stderr)
+	fs := newFlagSet("synth", "--model NAME -o FILE.gguf [--quant PLAN] [--layers N] [--experts N] [--top-k K] [--ngram-base B] [--seed S] [--vocab]", fmt.Sprintf("%s\n\nModels: %s. Formats: %s.", synthAbout, strings.Join(models.EmbeddedNames(), ", "), strings.Join(quant.Quantizable(), ", ")), stderr)
 	model := fs.String("model", "", "model `name` (a folder under models/) or a model.toml path")
 	out := fs.String("o", "", "output GGUF `file`")
 	plan := fs.String("quant", "", "quant `plan` as in strata convert (default: the model config's [quant])")
@@ -56,6 +57,7 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	topK := fs.Int("top-k", 0, "experts per token (0: the model's, capped at --experts)")
 	seed := fs.Uint64("seed", 1, "random `seed`")
 	noMTP := fs.Bool("no-mtp", false, "leave the MTP head out")
+	vocab := fs.Bool("vocab", false, "write a placeholder vocabulary as wide as the embedding (SentencePiece-style token list, scores and types, no real tokenizer) so llama.cpp loads the file; strata runs it from token ids")
 	ngramBase := fs.Int("ngram-base", 4096, "n-gram table size: per-head primes start above `B` (at most the model's ngram_vocab_size_base; 0: the model's)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -85,7 +87,13 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("model %s after --layers/--experts/--top-k: %w", c.Name, err)
 	}
-	return writeGGUF(*out, c, weights.NewRandom(*seed), convert.Options{DropMTP: *noMTP}, "synth", stdout, stderr)
+	opt := convert.Options{DropMTP: *noMTP}
+	if *vocab {
+		if opt.Metadata, err = gguf.PlaceholderVocab(c.Architecture.VocabSize); err != nil {
+			return fmt.Errorf("--vocab: %w", err)
+		}
+	}
+	return writeGGUF(*out, c, weights.NewRandom(*seed), opt, "synth", stdout, stderr)
 }
 
 // shrink cuts a config to n layers (its first ones), e experts and k per token.

@@ -172,3 +172,40 @@ func (f *File) strings(key string) ([]string, error) {
 	}
 	return s, nil
 }
+
+// KeyScores is an SPM vocabulary's per-token scores ([float32]).
+const KeyScores = "tokenizer.ggml.scores"
+
+// PlaceholderVocab is a vocabulary of n tokens that carries no tokenizer:
+// SentencePiece-style (llama.cpp's "llama" model) with <unk>, <s>, </s>,
+// the 256 byte tokens and then tokens named by their id, so a file of
+// random weights (strata synth) loads in llama.cpp, which refuses a GGUF
+// without a vocabulary as wide as its embedding. Token ids mean nothing;
+// benchmarks feed ids, not text.
+func PlaceholderVocab(n int) ([]KV, error) {
+	const special = 3 + 256
+	if n < special {
+		return nil, fmt.Errorf("a placeholder vocabulary of %d tokens: needs at least %d (<unk>, <s>, </s> and 256 bytes)", n, special)
+	}
+	tokens := make([]string, n)
+	scores := make([]float32, n)
+	types := make([]int32, n)
+	tokens[0], tokens[1], tokens[2] = "<unk>", "<s>", "</s>"
+	types[0], types[1], types[2] = int32(TokenUnknown), int32(TokenControl), int32(TokenControl)
+	for b := range 256 {
+		tokens[3+b], types[3+b] = fmt.Sprintf("<0x%02X>", b), int32(TokenByte)
+	}
+	for i := special; i < n; i++ {
+		tokens[i], types[i], scores[i] = fmt.Sprintf("\u2581t%d", i), int32(TokenNormal), -float32(i)
+	}
+	return []KV{
+		{KeyTokenizerModel, "llama"},
+		{KeyTokens, Array{TypeString, tokens}},
+		{KeyScores, Array{TypeFloat32, scores}},
+		{KeyTokenType, Array{TypeInt32, types}},
+		{KeyUnkID, uint32(0)},
+		{KeyBOSID, uint32(1)},
+		{KeyEOSID, uint32(2)},
+		{KeyAddBOS, true},
+	}, nil
+}
