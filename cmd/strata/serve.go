@@ -44,8 +44,9 @@ default is greedy. A sampled request without "seed" gets a fresh random seed
 unless --seed is given. Qwen's <think> blocks come back as reasoning_content and
 its <tool_call> JSON as tool_calls when the request offers tools.
 
-With neither --gguf nor --hf it serves the embedded default model, when that
-has a tokenizer.
+With neither --gguf nor --hf it serves the embedded tiny-go-chat (tiny-go
+fine-tuned to chat and call tools: answers in templated sentences and makes
+real tool calls; a toy for trying clients, models/tiny-go-chat/README.md).
 
 SIGINT or SIGTERM stops taking requests, lets the running ones finish (up to
 --grace, then cancels them) and saves the spec gate's state and the expert
@@ -154,6 +155,7 @@ func (f *serveFlags) serveUntilSignal(ln net.Listener, api *serve.Server, banner
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := newFlagSet("serve", "[--gguf FILE | --hf DIR] [--host 127.0.0.1] [--port 8080] [--queue N]", serveAbout, stderr)
 	f := &serveFlags{model: addModelFlags(fs, allModelFlags)}
+	f.model.embedded = load.TinyGoChat // the default model that chats and calls tools
 	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
 	fs.IntVar(&f.port, "port", 8080, "TCP port to listen on (0: any free port, printed at start)")
 	fs.StringVar(&f.alias, "alias", "", "the model id /v1/models lists and requests name (default: the file or directory name)")
