@@ -41,7 +41,7 @@ func TestTinyGoReference(t *testing.T) {
 // its float64 HF reference on the cpu backend: every stored trunk and MTP
 // row of a tool conversation, and the greedy tool call.
 func TestTinyGoChatReference(t *testing.T) {
-	e2e.CheckTinyGoChat(t, load.Options{}, 64, 0)
+	e2e.CheckTinyGoChat(t, load.Options{}, 64, 0, true)
 }
 
 // TestTinyGoMTPReadings: the reference tells the readings of spec §5 apart.

@@ -94,7 +94,7 @@ func TestCUDATinyGo(t *testing.T) {
 func TestCUDATinyGoChat(t *testing.T) {
 	for _, replay := range []bool{false, true} {
 		t.Run(map[bool]string{false: "direct", true: "replay"}[replay], func(t *testing.T) {
-			e2e.CheckTinyGoChat(t, cudaOptions(t, replay), 64, 0)
+			e2e.CheckTinyGoChat(t, cudaOptions(t, replay), 64, 0, true)
 		})
 	}
 }

@@ -1,0 +1,230 @@
+package serve
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-llm/strata/internal/e2e"
+	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/load"
+	"github.com/strata-llm/strata/runtime/text"
+)
+
+// chatModel is tiny-go-chat (the default model of strata serve), loaded
+// once on the cpu backend.
+type chatModel struct {
+	l  *load.Loaded
+	tm *text.Model
+	mu sync.Mutex // one server at a time uses the model's memory
+}
+
+var (
+	chatOnce sync.Once
+	chatM    *chatModel
+	chatErr  error
+)
+
+func loadChat(t testing.TB) *chatModel {
+	t.Helper()
+	chatOnce.Do(func() {
+		d, err := os.MkdirTemp("", "serve-chat-")
+		if err != nil {
+			chatErr = err
+			return
+		}
+		defer os.RemoveAll(d) // the checkpoint stays mapped
+		dir := filepath.Join(d, load.TinyGoChat)
+		if chatErr = e2e.WriteTinyGoChat(dir); chatErr != nil {
+			return
+		}
+		l, err := load.HF(dir, withGenerator(load.Options{Backend: load.BackendCPU, Context: 1024}))
+		if err != nil {
+			chatErr = err
+			return
+		}
+		tm, err := text.FromHF(dir)
+		if err != nil {
+			chatErr = err
+			return
+		}
+		chatM = &chatModel{l: l, tm: tm}
+	})
+	if chatErr != nil {
+		t.Fatal(chatErr)
+	}
+	return chatM
+}
+
+// startChat serves tiny-go-chat until the test ends.
+func startChat(t *testing.T) (*httptest.Server, *chatModel) {
+	m := loadChat(t)
+	m.mu.Lock()
+	s, err := New(Options{Model: load.TinyGoChat, Text: m.tm, Context: m.l.Config.Runtime.ContextLength,
+		Vocab: m.l.Config.Architecture.VocabSize, NewSession: func() Session { return EngineSession(m.l.Model.NewSession()) },
+		Generate: engine.GenerateOptions{PrefillRows: m.l.PrefillRows}, Queue: 16, Timeout: 2 * time.Minute})
+	if err != nil {
+		m.mu.Unlock()
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		s.Close()
+		m.mu.Unlock()
+	})
+	return ts, m
+}
+
+// toolResult is what a client case reports of a tool round trip
+// (testdata/clients/*.cjs).
+type toolResult struct {
+	Calls []struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"calls"`
+	Finishes     []string `json:"finishes"`
+	Answer       string   `json:"answer"`
+	PromptTokens []int    `json:"promptTokens"` // the two requests' usage.prompt_tokens, where the client shows them
+	Error        string   `json:"error"`
+}
+
+// nodeClient is one npm client's case file and the packages it needs.
+type nodeClient struct {
+	name     string // testdata/clients/NAME.cjs
+	packages []string
+	// finishes are the client's names of the two steps' finish reasons.
+	finishes [2]string
+}
+
+var nodeClients = []nodeClient{
+	{"openai", []string{"openai"}, [2]string{"tool_calls", "stop"}},
+	{"aisdk", []string{"ai", "@ai-sdk/openai-compatible", "zod"}, [2]string{"tool-calls", "stop"}},
+}
+
+// TestNodeClientsToolRoundTrip: each npm client (testdata/clients: the
+// openai client and the Vercel AI SDK) asks the chat model the weather in
+// Oslo with tools offered, streamed and not; the model calls get_weather
+// with {"city": "Oslo"}, the client sends the tool's result back, and the
+// model answers. The references are independent of the server: the
+// conversation is tiny-go-chat's HF reference (reference.json), whose
+// rendering HF's template made (the openai client sends it exactly: its
+// prompt must be as many tokens), and the model's call and answer are the
+// engine's greedy continuations of HF's tokens (the engine reproduces the
+// HF reference: e2e.CheckTinyGoChat).
+func TestNodeClientsToolRoundTrip(t *testing.T) {
+	ts, m := startChat(t)
+	ref := e2e.LoadTinyGoChatRef(t)
+	header := m.tm.Encode("<|im_start|>assistant\n")
+	var turns []int // where each assistant turn's text begins in the reference
+	for i := 0; i+len(header) <= len(ref.Tokens); i++ {
+		if reflect.DeepEqual(ref.Tokens[i:i+len(header)], header) {
+			turns = append(turns, i+len(header))
+		}
+	}
+	if len(turns) != 2 {
+		t.Fatalf("the reference conversation has %d assistant turns, want 2 (the call and the answer)", len(turns))
+	}
+	// The model's own call and answer, from HF's tokens of the conversation.
+	callText := m.visible(m.greedy(t, ref.Tokens[:turns[0]], 100))
+	answer := m.visible(m.greedy(t, ref.Tokens[:turns[1]], 100))
+	call := parseToolCall(t, callText)
+
+	for _, c := range nodeClients {
+		t.Run(c.name, func(t *testing.T) {
+			for _, p := range c.packages {
+				needNode(t, p)
+			}
+			cmd := exec.Command("node", "testdata/clients/run.cjs", c.name, ts.URL, load.TinyGoChat)
+			raw, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("node: %v\n%s", err, raw)
+			}
+			var got map[string]toolResult
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatalf("%v: %s", err, raw)
+			}
+			for _, name := range []string{"toolRoundTrip", "toolRoundTripStream"} {
+				r, ok := got[name]
+				switch {
+				case !ok:
+					t.Errorf("%s: no result", name)
+					continue
+				case r.Error != "":
+					t.Errorf("%s: %s", name, r.Error)
+					continue
+				}
+				if len(r.Calls) != 1 || r.Calls[0].Name != call.Name || !sameJSON(r.Calls[0].Arguments, string(call.Arguments)) {
+					t.Errorf("%s: calls %+v, want the model's %s(%s)", name, r.Calls, call.Name, call.Arguments)
+				}
+				if !reflect.DeepEqual(r.Finishes, c.finishes[:]) {
+					t.Errorf("%s: finish reasons %q, want %q", name, r.Finishes, c.finishes)
+				}
+				if c.name == "openai" && r.Answer != answer {
+					t.Errorf("%s: answer %q, want the model's %q", name, r.Answer, answer)
+				}
+				if r.Answer == "" {
+					t.Errorf("%s: no answer after the tool's result", name)
+				}
+				if r.PromptTokens != nil && !reflect.DeepEqual(r.PromptTokens, turns) {
+					t.Errorf("%s: prompts of %v tokens, HF's template renders %v", name, r.PromptTokens, turns)
+				}
+			}
+			if a, b := got["toolRoundTrip"].Answer, got["toolRoundTripStream"].Answer; a != b {
+				t.Errorf("streamed answer %q, not streamed %q: greedy, they must agree", b, a)
+			}
+		})
+	}
+	t.Logf("the model calls %s(%s) and answers %q", call.Name, call.Arguments, answer)
+}
+
+// greedy is the engine's greedy reply to prompt, up to the stop token.
+func (m *chatModel) greedy(t *testing.T, prompt []int, n int) []int {
+	t.Helper()
+	out, err := m.l.Model.NewSession().Generate(prompt, n, engine.GenerateOptions{PrefillRows: m.l.PrefillRows, EOS: m.tm.StopIDs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// visible is a reply's text without the stop token and Qwen3's empty
+// think block.
+func (m *chatModel) visible(out []int) string {
+	if len(out) > 0 && m.tm.IsStop(out[len(out)-1]) {
+		out = out[:len(out)-1]
+	}
+	s := m.tm.Tok.Decode(out)
+	if i := strings.Index(s, "</think>"); i >= 0 {
+		s = s[i+len("</think>"):]
+	}
+	return strings.TrimSpace(s)
+}
+
+// parseToolCall reads Qwen3's <tool_call>{json}</tool_call> from a reply.
+func parseToolCall(t *testing.T, s string) (call struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}) {
+	t.Helper()
+	a, b := strings.Index(s, "<tool_call>"), strings.Index(s, "</tool_call>")
+	if a < 0 || b < a {
+		t.Fatalf("the model's reply %q holds no tool call", s)
+	}
+	if err := json.Unmarshal([]byte(s[a+len("<tool_call>"):b]), &call); err != nil {
+		t.Fatalf("the model's tool call %q: %v", s, err)
+	}
+	return call
+}
+
+func sameJSON(a, b string) bool {
+	var x, y any
+	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
+}
