@@ -26,6 +26,16 @@ func EmbeddedFile(model, name string) ([]byte, error) {
 	return planes.ReadFile(strata.DefaultModel, dir+"/"+name)
 }
 
+// cachedCheckpoint is the path of model's decoded checkpoint in the
+// planes cache, or "" where there is none.
+func cachedCheckpoint(model string) (string, error) {
+	dir := strata.DefaultModelDir
+	if model == TinyGoChat {
+		dir = strata.ChatModelDir
+	}
+	return planes.Cached(strata.DefaultModel, dir+"/model.safetensors")
+}
+
 // DefaultModelFS is the embedded default model's directory as an fs.FS.
 func DefaultModelFS() fs.FS {
 	sub, err := fs.Sub(strata.DefaultModel, strata.DefaultModelDir)

@@ -258,6 +258,15 @@ func Embedded(model string, opt Options) (*Loaded, error) {
 		return nil, fmt.Errorf("unpacking the default model: %w", err)
 	}
 	for _, name := range DefaultModelFiles {
+		if name == "model.safetensors" {
+			// The decoded checkpoint in the cache, linked: later starts neither
+			// decode nor copy it (planes.Cached).
+			if p, err := cachedCheckpoint(model); err != nil {
+				return nil, fmt.Errorf("unpacking the default model: %w", err)
+			} else if p != "" && os.Symlink(p, filepath.Join(dir, name)) == nil {
+				continue
+			}
+		}
 		b, err := EmbeddedFile(model, name)
 		if err != nil {
 			return nil, fmt.Errorf("unpacking the default model: %w", err)

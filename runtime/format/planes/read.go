@@ -41,21 +41,31 @@ func readFile(fsys fs.FS, name string, depth int) ([]byte, error) {
 
 // ReadOSFile is ReadFile on the operating system's files.
 func ReadOSFile(name string) ([]byte, error) {
-	abs, err := filepath.Abs(name)
+	fsys, rel, err := osFS(name)
 	if err != nil {
 		return nil, err
+	}
+	b, err := ReadFile(fsys, rel)
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == rel {
+		pe.Path = name // errors name the path as the caller gave it
+	}
+	return b, err
+}
+
+// osFS is the file system root of name and name's path in it, so a delta
+// base may lie in another folder ("../tiny-go/…").
+func osFS(name string) (fs.FS, string, error) {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return nil, "", err
 	}
 	root := filepath.VolumeName(abs) + string(filepath.Separator)
 	rel, err := filepath.Rel(root, abs)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	b, err := ReadFile(os.DirFS(root), filepath.ToSlash(rel))
-	var pe *fs.PathError
-	if errors.As(err, &pe) && pe.Path == filepath.ToSlash(rel) {
-		pe.Path = name // errors name the path as the caller gave it
-	}
-	return b, err
+	return os.DirFS(root), filepath.ToSlash(rel), nil
 }
 
 // Encoded reports whether name is absent and name.planes stands for it.

@@ -186,6 +186,12 @@ type headerEntry struct {
 // every later Tensor lookup is safe to slice.
 func Open(path string) (*File, error) {
 	if planes.Encoded(path) {
+		// Mapped from the decoded-file cache, else decoded into memory.
+		if cached, err := planes.CachedOSFile(path); err != nil {
+			return nil, fmt.Errorf("safetensors: %w", err)
+		} else if cached != "" {
+			return openMapped(path, cached)
+		}
 		data, err := planes.ReadOSFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("safetensors: %w", err)
@@ -199,7 +205,12 @@ func Open(path string) (*File, error) {
 		}
 		return file, nil
 	}
-	f, err := os.Open(path)
+	return openMapped(path, path)
+}
+
+// openMapped maps file and parses it as path.
+func openMapped(path, file string) (*File, error) {
+	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
@@ -222,12 +233,12 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("safetensors %s: mmap: %w", path, err)
 	}
-	file := &File{path: path, mapping: m}
-	if err := file.parse(); err != nil {
+	mapped := &File{path: path, mapping: m}
+	if err := mapped.parse(); err != nil {
 		mmap.Unmap(m)
 		return nil, err
 	}
-	return file, nil
+	return mapped, nil
 }
 
 func (f *File) parse() error {
