@@ -16,7 +16,7 @@ func init() {
 
 const planesAbout = `
 Writes FILE.planes for each FILE (the codec of the checkpoints and references
-vendored in the tree, docs/formats.md): float tensors split into byte planes,
+vendored in the tree, docs/planes.md): float tensors split into byte planes,
 each plane deflated or stored, and with --base a bf16 checkpoint coded as the
 difference from BASE, the checkpoint it was fine-tuned from (BASE may itself be
 BASE.planes). Every reader of FILE reads FILE.planes when FILE is absent. The
