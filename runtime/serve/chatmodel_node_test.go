@@ -16,6 +16,7 @@ import (
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/text"
+	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
 // chatModel is tiny-go-chat (the default model of strata serve), loaded
@@ -63,8 +64,9 @@ func loadChat(t testing.TB) *chatModel {
 	return chatM
 }
 
-// startChat serves tiny-go-chat until the test ends.
-func startChat(t *testing.T) (*httptest.Server, *chatModel) {
+// startChat serves tiny-go-chat until stop is called or the test ends.
+// Stopping waits for the server's worker, so the engine may run here again.
+func startChat(t *testing.T) (ts *httptest.Server, stop func()) {
 	m := loadChat(t)
 	m.mu.Lock()
 	s, err := New(Options{Model: load.TinyGoChat, Text: m.tm, Context: m.l.Config.Runtime.ContextLength,
@@ -74,13 +76,17 @@ func startChat(t *testing.T) (*httptest.Server, *chatModel) {
 		m.mu.Unlock()
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		s.Close()
-		m.mu.Unlock()
-	})
-	return ts, m
+	ts = httptest.NewServer(s.Handler())
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			ts.Close()
+			s.Close()
+			m.mu.Unlock()
+		})
+	}
+	t.Cleanup(stop)
+	return ts, stop
 }
 
 // toolResult is what a client case reports of a tool round trip
@@ -93,7 +99,13 @@ type toolResult struct {
 	Finishes     []string `json:"finishes"`
 	Answer       string   `json:"answer"`
 	PromptTokens []int    `json:"promptTokens"` // the two requests' usage.prompt_tokens, where the client shows them
-	Error        string   `json:"error"`
+	// Requests are the bodies the client sent, where it records them: the
+	// model's replies are then worked out from them.
+	Requests []struct {
+		Messages json.RawMessage `json:"messages"`
+		Tools    json.RawMessage `json:"tools"`
+	} `json:"requests"`
+	Error string `json:"error"`
 }
 
 // nodeClient is one npm client's case file and the packages it needs.
@@ -109,16 +121,21 @@ var nodeClients = []nodeClient{
 	{"aisdk", []string{"ai", "@ai-sdk/openai-compatible", "zod"}, [2]string{"tool-calls", "stop"}},
 }
 
+// toolCases are the cases every client runs (testdata/clients/CLIENT.cjs).
+var toolCases = []string{"toolRoundTrip", "toolRoundTripStream"}
+
 // TestNodeClientsToolRoundTrip: each npm client (testdata/clients: the
 // openai client and the Vercel AI SDK) asks the chat model the weather in
 // Oslo with tools offered, streamed and not; the model calls get_weather
 // with {"city": "Oslo"}, the client sends the tool's result back, and the
-// model answers. The references are independent of the server: the
-// conversation is tiny-go-chat's HF reference (reference.json), whose
-// rendering HF's template made (the openai client sends it exactly: its
-// prompt must be as many tokens), and the model's call and answer are the
-// engine's greedy continuations of HF's tokens (the engine reproduces the
-// HF reference: e2e.CheckTinyGoChat).
+// model answers. The references are not the server's: the openai client
+// sends the conversation of tiny-go-chat's HF reference (reference.json)
+// to the byte, so its prompts must be as many tokens as HF's template made
+// and the call and answer the engine's greedy continuations of HF's tokens
+// (the engine reproduces the HF reference: e2e.CheckTinyGoChat); the AI
+// SDK's requests (zod's schemas add keys to the tools) are recorded and
+// rendered here with the model's template, and the call and answer must be
+// the engine's greedy replies to those.
 func TestNodeClientsToolRoundTrip(t *testing.T) {
 	m := loadChat(t)
 	ref := e2e.LoadTinyGoChatRef(t)
@@ -133,32 +150,44 @@ func TestNodeClientsToolRoundTrip(t *testing.T) {
 		t.Fatalf("the reference conversation has %d assistant turns, want 2 (the call and the answer)", len(turns))
 	}
 	// The model's own call and answer, from HF's tokens of the conversation.
-	callText := m.visible(m.greedy(t, ref.Tokens[:turns[0]], 100))
-	answer := m.visible(m.greedy(t, ref.Tokens[:turns[1]], 100))
-	call := parseToolCall(t, callText)
-	// The server starts after the engine ran here: its worker then sees the
-	// model's buffers as this goroutine left them (the race detector too).
-	ts, _ := startChat(t)
+	hfCall := parseToolCall(t, m.visible(m.greedy(t, ref.Tokens[:turns[0]], 100)))
+	hfAnswer := m.visible(m.greedy(t, ref.Tokens[:turns[1]], 100))
 
+	// The server starts after the engine ran here, and stops before it runs
+	// here again (the engine's sessions share its memory): its worker sees
+	// the model's buffers as this goroutine left them (the race detector
+	// too).
+	ts, stop := startChat(t)
+	got := map[string]map[string]toolResult{}
 	for i, c := range nodeClients {
-		t.Run(c.name, func(t *testing.T) {
-			if raceEnabled && i > 0 {
-				t.Skip("-race: the first client's round trips cover the server's paths")
-			}
+		if raceEnabled && i > 0 {
+			continue // -race: the first client's round trips cover the server's paths
+		}
+		t.Run(c.name+"/run", func(t *testing.T) {
 			for _, p := range c.packages {
 				needNode(t, p)
 			}
-			cmd := exec.Command("node", "testdata/clients/run.cjs", c.name, ts.URL, load.TinyGoChat)
-			raw, err := cmd.Output()
+			raw, err := exec.Command("node", "testdata/clients/run.cjs", c.name, ts.URL, load.TinyGoChat).Output()
 			if err != nil {
 				t.Fatalf("node: %v\n%s", err, raw)
 			}
-			var got map[string]toolResult
-			if err := json.Unmarshal(raw, &got); err != nil {
+			var res map[string]toolResult
+			if err := json.Unmarshal(raw, &res); err != nil {
 				t.Fatalf("%v: %s", err, raw)
 			}
-			for _, name := range []string{"toolRoundTrip", "toolRoundTripStream"} {
-				r, ok := got[name]
+			got[c.name] = res
+		})
+	}
+	stop()
+
+	for _, c := range nodeClients {
+		res, ran := got[c.name]
+		if !ran {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			for _, name := range toolCases {
+				r, ok := res[name]
 				switch {
 				case !ok:
 					t.Errorf("%s: no result", name)
@@ -167,28 +196,45 @@ func TestNodeClientsToolRoundTrip(t *testing.T) {
 					t.Errorf("%s: %s", name, r.Error)
 					continue
 				}
+				call, answer := hfCall, hfAnswer
+				if len(r.Requests) > 0 {
+					if len(r.Requests) != 2 {
+						t.Errorf("%s: %d requests, want 2 (the call, the answer)", name, len(r.Requests))
+						continue
+					}
+					call = parseToolCall(t, m.visible(m.greedy(t, m.render(t, r.Requests[0].Messages, r.Requests[0].Tools), 100)))
+					answer = m.visible(m.greedy(t, m.render(t, r.Requests[1].Messages, r.Requests[1].Tools), 100))
+				}
 				if len(r.Calls) != 1 || r.Calls[0].Name != call.Name || !sameJSON(r.Calls[0].Arguments, string(call.Arguments)) {
 					t.Errorf("%s: calls %+v, want the model's %s(%s)", name, r.Calls, call.Name, call.Arguments)
 				}
 				if !reflect.DeepEqual(r.Finishes, c.finishes[:]) {
 					t.Errorf("%s: finish reasons %q, want %q", name, r.Finishes, c.finishes)
 				}
-				if c.name == "openai" && r.Answer != answer {
+				if r.Answer != answer || answer == "" {
 					t.Errorf("%s: answer %q, want the model's %q", name, r.Answer, answer)
-				}
-				if r.Answer == "" {
-					t.Errorf("%s: no answer after the tool's result", name)
 				}
 				if r.PromptTokens != nil && !reflect.DeepEqual(r.PromptTokens, turns) {
 					t.Errorf("%s: prompts of %v tokens, HF's template renders %v", name, r.PromptTokens, turns)
 				}
 			}
-			if a, b := got["toolRoundTrip"].Answer, got["toolRoundTripStream"].Answer; a != b {
+			if a, b := res["toolRoundTrip"].Answer, res["toolRoundTripStream"].Answer; a != b {
 				t.Errorf("streamed answer %q, not streamed %q: greedy, they must agree", b, a)
 			}
 		})
 	}
-	t.Logf("the model calls %s(%s) and answers %q", call.Name, call.Arguments, answer)
+	t.Logf("on HF's conversation the model calls %s(%s) and answers %q", hfCall.Name, hfCall.Arguments, hfAnswer)
+}
+
+// render is the prompt of a chat request's messages and tools, as the
+// model's template renders them with the generation prompt.
+func (m *chatModel) render(t *testing.T, msgs, tools json.RawMessage) []int {
+	t.Helper()
+	s, err := m.tm.RenderJSON(msgs, chat.Options{AddGenerationPrompt: true, Tools: tools}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.tm.EncodeRendered(s)
 }
 
 // greedy is the engine's greedy reply to prompt, up to the stop token.
