@@ -46,13 +46,13 @@ func addArtifactsFlag(fs *flag.FlagSet) *artifactFlags {
 }
 
 // openModelIn is openModel with the artifact flags applied.
-func openModelIn(arts artifactFlags, hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
+func openModelIn(arts artifactFlags, hf, ggufPath, embedded string, opt load.Options) (*load.Loaded, error) {
 	opt.Artifacts = append(opt.Artifacts, arts.dirs...)
 	opt.NoGenerate = opt.NoGenerate || arts.noGenerate
 	if opt.GenerateNote == nil && opt.Note == nil && arts.stderr != nil {
 		opt.GenerateNote = noter(arts.stderr)
 	}
-	return openModel(hf, ggufPath, opt)
+	return openModel(hf, ggufPath, embedded, opt)
 }
 
 // noteArtifact tells what the first run of the GGUF out does: generate its

@@ -82,7 +82,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	runs, err := bench.Open(configs, f.suffix, func(c bench.Config) (*load.Loaded, error) {
-		return openModelIn(*f.arts, f.hf, f.gguf, f.options(c, stderr))
+		return openModelIn(*f.arts, f.hf, f.gguf, "", f.options(c, stderr))
 	})
 	if err != nil {
 		return err

@@ -149,7 +149,8 @@ func TestChatTurnThatDoesNotFit(t *testing.T) {
 	var out, errOut string
 	var status int
 	withStdin("Hi\nHi\n/reset\nHi\n", func() {
-		out, errOut, status = runStrata(t, "run", "--chat", "--context", "30", "-n", "64", "--ignore-eos")
+		// tiny-go, whose replies to "Hi" these lengths were worked out on
+		out, errOut, status = runStrata(t, "run", "--hf", tinyGo, "--chat", "--context", "30", "-n", "64", "--ignore-eos")
 	})
 	if status != 0 {
 		t.Fatalf("status %d, stderr %s", status, errOut)

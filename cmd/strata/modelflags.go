@@ -18,6 +18,9 @@ type modelFlags struct {
 	threads, arena, ioThreads, context, prefill int
 	arts                                        *artifactFlags
 	has                                         modelFlagGroups
+	// embedded is the embedded model opened without --hf and --gguf
+	// (load.TinyGo or load.TinyGoChat; "": tiny-go).
+	embedded string
 }
 
 // modelFlagGroups pick which of the shared flags beyond the model's paths
@@ -36,7 +39,7 @@ const (
 // Help texts of the shared flags.
 const (
 	hfHelp = "HF checkpoint `directory` (config.json + model.safetensors or a sharded index, tokenizer.json for text; " +
-		"default, with neither --hf nor --gguf: the embedded default model, tiny-go)"
+		"default, with neither --hf nor --gguf: the embedded default model, tiny-go; for serve and run --chat tiny-go-chat, the same model tuned to chat and call tools)"
 	ggufHelp = "GGUF model `file` (strata convert or synth, or a llama.cpp qwen3next file; its tokenizer in the metadata; " +
 		"experts through FILE.experts when present)"
 	backendHelp = "what runs the window graphs: `cpu` (Go kernels), mslemu (the generated MSL, compiled with clang and run on the CPU), " +
@@ -114,7 +117,7 @@ func (f *modelFlags) apply(opt *load.Options) {
 // open opens the model the flags name with opt, the shared flags applied.
 func (f *modelFlags) open(opt load.Options) (*load.Loaded, error) {
 	f.apply(&opt)
-	return openModelIn(*f.arts, f.hf, f.gguf, opt)
+	return openModelIn(*f.arts, f.hf, f.gguf, f.embedded, opt)
 }
 
 // checkPaths reports a --hf that is not a directory or a --gguf that is

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -66,7 +67,9 @@ prints the weights per class and format, and how much is used in place.
 With neither, it runs the embedded default model (tiny-go: a small trained
 Qwen3.8-Flash-Next-architecture model, Go source and fortunes, with an MTP
 head) on a Go snippet and streams the text, so a fresh clone has something
-to run (with --tokens, it prints ids as for any model). Timing goes to stderr.`
+to run (with --tokens, it prints ids as for any model); with --chat, the
+embedded tiny-go-chat instead (tiny-go fine-tuned to chat and call tools).
+Timing goes to stderr.`
 
 // runFlags are strata run's flags, parsed.
 type runFlags struct {
@@ -113,6 +116,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	opt.WrapReader = func(r stream.Reader) stream.Reader {
 		packIO, _ = r.(interface{ IOPath() string })
 		return r
+	}
+	if *f.tf.chat {
+		m.embedded = load.TinyGoChat // the default model that chats
 	}
 	l, err := m.open(opt)
 	if err != nil {
@@ -360,8 +366,8 @@ func printRunStats(stderr io.Writer, l *load.Loaded, gguf bool, st *engine.SpecS
 }
 
 // openModel opens the HF checkpoint directory hf, the GGUF file ggufPath,
-// or (neither given) the embedded default model.
-func openModel(hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
+// or (neither given) the embedded model embedded ("": tiny-go).
+func openModel(hf, ggufPath, embedded string, opt load.Options) (*load.Loaded, error) {
 	if opt.Generate == nil {
 		opt.Generate = generate
 	}
@@ -371,7 +377,7 @@ func openModel(hf, ggufPath string, opt load.Options) (*load.Loaded, error) {
 	case ggufPath != "":
 		return load.GGUF(ggufPath, load.GGUFOptions{Options: opt})
 	}
-	return load.Default(opt)
+	return load.Embedded(cmp.Or(embedded, load.TinyGo), opt)
 }
 
 // parseSpec reads --spec: auto, or a number of drafts (0: off).

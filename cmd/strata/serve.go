@@ -64,8 +64,9 @@ every route but /health and the chat page need "Authorization: Bearer KEY"
 preflights are answered without a key and every response carries the CORS
 headers; without it there are none.
 
-With neither --gguf nor --hf it serves the embedded default model, when that
-has a tokenizer.
+With neither --gguf nor --hf it serves the embedded tiny-go-chat (tiny-go
+fine-tuned to chat and call tools: answers in templated sentences and makes
+real tool calls; a toy for trying clients, models/tiny-go-chat/README.md).
 
 SIGINT or SIGTERM stops taking requests, lets the running ones finish (up to
 --grace, then cancels them) and saves the spec gate's state and the expert
@@ -190,6 +191,7 @@ func (f *serveFlags) serveUntilSignal(ln net.Listener, api *serve.Server, banner
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := newFlagSet("serve", "[--gguf FILE | --hf DIR] [--host 127.0.0.1] [--port 8080] [--queue N]", serveAbout, stderr)
 	f := &serveFlags{model: addModelFlags(fs, allModelFlags)}
+	f.model.embedded = load.TinyGoChat // the default model that chats and calls tools
 	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
 	fs.IntVar(&f.port, "port", 8080, "TCP port to listen on (0: any free port, printed at start)")
 	fs.StringVar(&f.alias, "alias", "", "the model id /v1/models lists and requests name (default: the file or directory name)")

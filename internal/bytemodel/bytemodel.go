@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/strata-llm/strata/runtime/format/planes"
 )
 
 // Write puts into dir the tiny-a oracle (from testdata under the repository
@@ -63,7 +65,7 @@ func Write(dir, repo string) error {
 		return err
 	}
 	for _, name := range []string{"config.json", "model.safetensors"} {
-		b, err := os.ReadFile(filepath.Join(repo, "testdata", "oracles", "tiny-a", name))
+		b, err := planes.ReadOSFile(filepath.Join(repo, "testdata", "oracles", "tiny-a", name))
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/gen"
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/format/planes"
 	"github.com/strata-llm/strata/runtime/load"
 	"github.com/strata-llm/strata/runtime/resolve"
 )
@@ -86,7 +87,7 @@ func TestArtifactBesideTheModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"config.json", "model.safetensors"} {
-		b, err := os.ReadFile(filepath.Join("../../testdata/oracles/tiny-a", f))
+		b, err := planes.ReadOSFile(filepath.Join("../../testdata/oracles/tiny-a", f))
 		if err != nil {
 			t.Fatal(err)
 		}

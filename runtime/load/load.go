@@ -26,7 +26,16 @@ import (
 	"github.com/strata-llm/strata/runtime/weights"
 )
 
-const defaultModelName = "tiny-go"
+// The embedded models: tiny-go, the default of `strata run` (Go source
+// continued as text), and tiny-go-chat, tiny-go fine-tuned to chat and call
+// tools, the default of `strata serve` and `strata run --chat`. They share
+// a config (and so the compiled-in artifact) and a tokenizer.
+const (
+	TinyGo     = "tiny-go"
+	TinyGoChat = "tiny-go-chat"
+)
+
+const defaultModelName = TinyGo
 
 // DefaultModelFiles are the files of the default model's directory.
 var DefaultModelFiles = []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
@@ -226,22 +235,39 @@ func load(c *models.Config, ck *safetensors.Checkpoint, mf modelFile, opt Option
 		Threads: cpuThreads(c, opt), checkpoint: ck}, nil
 }
 
-// OpenDefault opens the embedded default model with its compiled-in
-// artifact. The checkpoint is copied out of the binary into a temporary
-// directory, since the safetensors reader maps files; the directory is
-// removed again before OpenDefault returns (the mapping stays valid).
-func Default(opt Options) (*Loaded, error) {
+// Default opens the embedded default model, tiny-go, with its compiled-in
+// artifact.
+func Default(opt Options) (*Loaded, error) { return Embedded(TinyGo, opt) }
+
+// Embedded opens an embedded model (TinyGo or TinyGoChat) with the
+// compiled-in artifact. The checkpoint is decoded out of the binary into a
+// temporary directory named after the model, since the safetensors reader
+// maps files; the directory is removed again before Embedded returns (the
+// mapping stays valid).
+func Embedded(model string, opt Options) (*Loaded, error) {
+	if model != TinyGo && model != TinyGoChat {
+		return nil, fmt.Errorf("no embedded model %q (there are %s and %s)", model, TinyGo, TinyGoChat)
+	}
 	tmp, err := os.MkdirTemp("", "strata-default-")
 	if err != nil {
 		return nil, fmt.Errorf("unpacking the default model: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	dir := filepath.Join(tmp, defaultModelName)
+	dir := filepath.Join(tmp, model)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("unpacking the default model: %w", err)
 	}
 	for _, name := range DefaultModelFiles {
-		b, err := DefaultModelFile(name)
+		if name == "model.safetensors" {
+			// The decoded checkpoint in the cache, linked: later starts neither
+			// decode nor copy it (planes.Cached).
+			if p, err := cachedCheckpoint(model); err != nil {
+				return nil, fmt.Errorf("unpacking the default model: %w", err)
+			} else if p != "" && os.Symlink(p, filepath.Join(dir, name)) == nil {
+				continue
+			}
+		}
+		b, err := EmbeddedFile(model, name)
 		if err != nil {
 			return nil, fmt.Errorf("unpacking the default model: %w", err)
 		}

@@ -37,6 +37,13 @@ func TestTinyGoReference(t *testing.T) {
 	})
 }
 
+// TestTinyGoChatReference: tiny-go-chat, the default chat model, reproduces
+// its float64 HF reference on the cpu backend: every stored trunk and MTP
+// row of a tool conversation, and the greedy tool call.
+func TestTinyGoChatReference(t *testing.T) {
+	e2e.CheckTinyGoChat(t, load.Options{}, 64, 0, true)
+}
+
 // TestTinyGoMTPReadings: the reference tells the readings of spec §5 apart.
 // With pre_fc_norm_hidden's statistics taken per stream (256 values) instead
 // of over all 4 streams (1024, what the engine does and train.py trained),

@@ -87,6 +87,18 @@ func TestCUDATinyGo(t *testing.T) {
 	}
 }
 
+// TestCUDATinyGoChat: tiny-go-chat, the default chat model, on the GPU,
+// directly and replayed from CUDA graphs: every stored trunk and MTP row of
+// its reference tool conversation and the greedy tool call
+// (e2e.CheckTinyGoChat, tiny-go's bounds).
+func TestCUDATinyGoChat(t *testing.T) {
+	for _, replay := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "replay"}[replay], func(t *testing.T) {
+			e2e.CheckTinyGoChat(t, cudaOptions(t, replay), 64, 0, true)
+		})
+	}
+}
+
 // TestCUDAPreludeQuantKernels: every quantized storage format's kernels
 // (the models TestMSLEmuQuantKernels builds) compile through the CUDA
 // prelude with NVRTC for sm_90; no GPU needed, only libnvrtc (CI has none

@@ -16,3 +16,14 @@ func TestTinyGoBackends(t *testing.T) {
 	}
 	t.Run("metal-emu", func(t *testing.T) { e2e.CheckTinyGo(t, e2e.MetalEmuOptions(t, true), 64) })
 }
+
+// TestTinyGoChatBackends: tiny-go-chat's reference (e2e.CheckTinyGoChat:
+// one 64-row window's trunk and MTP rows; the greedy tool call runs on cpu
+// and cuda) through the Metal backend's encoding, the emulator standing in
+// for the GPU.
+func TestTinyGoChatBackends(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: tiny-go-chat through the emulator takes tens of seconds")
+	}
+	t.Run("metal-emu", func(t *testing.T) { e2e.CheckTinyGoChat(t, e2e.MetalEmuOptions(t, true), 64, 64, false) })
+}

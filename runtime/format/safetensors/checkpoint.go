@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/strata-llm/strata/runtime/format/planes"
 )
 
 // File names of an HF checkpoint directory.
@@ -29,7 +31,7 @@ type Checkpoint struct {
 // model.safetensors over an index when both exist.
 func OpenDir(dir string) (*Checkpoint, error) {
 	single := filepath.Join(dir, SingleFileName)
-	if _, err := os.Stat(single); err == nil {
+	if _, err := os.Stat(single); err == nil || planes.Encoded(single) {
 		f, err := Open(single)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
@@ -84,7 +86,7 @@ func openShards(dir string, weightMap map[string]string) (*Checkpoint, error) {
 			return nil, fmt.Errorf("checkpoint %s: %s names shard %q outside the directory", dir, IndexFileName, shard)
 		}
 		p := filepath.Join(dir, shard)
-		if _, err := os.Stat(p); err != nil {
+		if _, err := os.Stat(p); err != nil && !planes.Encoded(p) {
 			ck.Close()
 			return nil, fmt.Errorf("checkpoint %s: shard %s listed in %s is missing: %w", dir, shard, IndexFileName, err)
 		}

@@ -2,7 +2,9 @@
 // little-endian header length, a JSON header mapping tensor names to dtype,
 // shape and byte range, then the raw little-endian data. Files are
 // memory-mapped, so opening a checkpoint far larger than RAM is cheap and a
-// Tensor's Data is a view of the mapping, valid until Close.
+// Tensor's Data is a view of the mapping, valid until Close. A FILE absent
+// but for FILE.planes (the vendored checkpoints, runtime/format/planes) is
+// decoded into memory instead.
 package safetensors
 
 import (
@@ -15,6 +17,7 @@ import (
 
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/format/mmap"
+	"github.com/strata-llm/strata/runtime/format/planes"
 )
 
 // maxHeader bounds the JSON header: real headers are a few MiB at most, and a
@@ -167,6 +170,7 @@ func mustLookup(name string) *quant.Format {
 type File struct {
 	path     string
 	mapping  []byte
+	decoded  bool // mapping is a decoded FILE.planes in memory, not a mapping
 	tensors  map[string]Tensor
 	metadata map[string]string
 }
@@ -181,7 +185,32 @@ type headerEntry struct {
 // Open memory-maps path read-only and validates its header completely, so
 // every later Tensor lookup is safe to slice.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	if planes.Encoded(path) {
+		// Mapped from the decoded-file cache, else decoded into memory.
+		if cached, err := planes.CachedOSFile(path); err != nil {
+			return nil, fmt.Errorf("safetensors: %w", err)
+		} else if cached != "" {
+			return openMapped(path, cached)
+		}
+		data, err := planes.ReadOSFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("safetensors: %w", err)
+		}
+		if len(data) < 8 {
+			return nil, fmt.Errorf("safetensors %s: %d bytes, shorter than the 8-byte header length: truncated or not a safetensors file", path, len(data))
+		}
+		file := &File{path: path, mapping: data, decoded: true}
+		if err := file.parse(); err != nil {
+			return nil, err
+		}
+		return file, nil
+	}
+	return openMapped(path, path)
+}
+
+// openMapped maps file and parses it as path.
+func openMapped(path, file string) (*File, error) {
+	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
@@ -204,12 +233,12 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("safetensors %s: mmap: %w", path, err)
 	}
-	file := &File{path: path, mapping: m}
-	if err := file.parse(); err != nil {
+	mapped := &File{path: path, mapping: m}
+	if err := mapped.parse(); err != nil {
 		mmap.Unmap(m)
 		return nil, err
 	}
-	return file, nil
+	return mapped, nil
 }
 
 func (f *File) parse() error {
@@ -338,8 +367,11 @@ func (f *File) Tensor(name string) (Tensor, bool) {
 
 // Close unmaps the file; Data of its tensors must not be used afterwards.
 func (f *File) Close() error {
-	m := f.mapping
+	m, decoded := f.mapping, f.decoded
 	f.mapping, f.tensors = nil, nil
+	if decoded {
+		return nil
+	}
 	if err := mmap.Unmap(m); err != nil {
 		return fmt.Errorf("safetensors %s: munmap: %w", f.path, err)
 	}

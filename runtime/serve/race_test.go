@@ -1,0 +1,8 @@
+//go:build race
+
+package serve
+
+// raceEnabled: under the race detector the node clients' tool round trips run
+// for the first client only (the others drive the same server paths, and each
+// costs half a minute of instrumented generation).
+const raceEnabled = true
