@@ -406,6 +406,7 @@ func bakedConsts(c *models.Config) ([]BakedConst, error) {
 		{"row_simdgroups", rowSimdgroups, "most simdgroups of a row kernel's threadgroup"},
 		{"matmul_simdgroups", matmulSimdgroups, "matmul: simdgroups per threadgroup"},
 		{"matmul_rows_per_simdgroup", matmulRowsPerSimdgroup, "matmul: output rows per simdgroup (per threadgroup when its simdgroups split the rows)"},
+		{"matmul_split_max_n", matmulSplitMaxN, "matmul: most output rows a decode matmul splits each row over its simdgroups for"},
 		{"matmul_batch_rows", matmulBatchRows, "matmul: window rows per threadgroup, each weight read once for all"},
 		{"expert_simdgroups", expertSimdgroups, "moe_gate_up, moe_down: one expert row per simdgroup"},
 		{"gdn_rule_columns", ruleColumns, "gdn_rule: state columns per simdgroup"},

@@ -18,6 +18,10 @@ const (
 	matmulSimdgroups       = 4
 	matmulRowsPerSimdgroup = 2
 	matmulBatchRows        = 8
+	// matmulSplitMaxN: the most output rows a decode matmul splits each row
+	// over its threadgroup's simdgroups for; a larger matrix (a vocabulary
+	// head) has threadgroups enough for the whole GPU without it.
+	matmulSplitMaxN = 32768
 
 	// moe_gate_up / moe_down: one expert row per simdgroup.
 	expertSimdgroups = 4
@@ -49,11 +53,12 @@ var (
 )
 
 // matmulGrid covers n output rows of rows window rows (sub-rows, with fold).
-// Within one batch of rows (decode and verify windows) the simdgroups of a
+// Within one batch of rows (decode and verify windows), for n up to
+// matmulSplitMaxN, the simdgroups of a
 // threadgroup split each row's chunks and a threadgroup computes
 // matmulRowsPerSimdgroup outputs; past it each simdgroup computes its own.
 func matmulGrid(n, rows int) [3]int {
-	if rows <= matmulBatchRows {
+	if rows <= matmulBatchRows && n <= matmulSplitMaxN {
 		return [3]int{ceilDiv(n, matmulRowsPerSimdgroup), 1, 1}
 	}
 	return [3]int{ceilDiv(n, matmulSimdgroups*matmulRowsPerSimdgroup), ceilDiv(rows, matmulBatchRows), 1}

@@ -18,6 +18,7 @@ constexpr constant uint simd_width = 32; // lanes of a simdgroup on Apple GPUs
 constexpr constant uint row_simdgroups = 8; // most simdgroups of a row kernel's threadgroup
 constexpr constant uint matmul_simdgroups = 4; // matmul: simdgroups per threadgroup
 constexpr constant uint matmul_rows_per_simdgroup = 2; // matmul: output rows per simdgroup (per threadgroup when its simdgroups split the rows)
+constexpr constant uint matmul_split_max_n = 32768; // matmul: most output rows a decode matmul splits each row over its simdgroups for
 constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per threadgroup, each weight read once for all
 constexpr constant uint expert_simdgroups = 4; // moe_gate_up, moe_down: one expert row per simdgroup
 constexpr constant uint gdn_rule_columns = 8; // gdn_rule: state columns per simdgroup
@@ -433,7 +434,7 @@ kernel void matmul_bf16(
     const uint k = fc_matmul_k;
     const uint fold = matmul_fold;
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
-    const bool split = most <= matmul_batch_rows; // one batch: the simdgroups split the row
+    const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n; // see matmulGrid
     const uint sub = live_rows(params, rows) * fold;
     const uint r0 = tg.y * matmul_batch_rows;
     const uint first = split ? tg.x * matmul_rows_per_simdgroup : (tg.x * matmul_simdgroups + sg) * matmul_rows_per_simdgroup;
@@ -522,7 +523,7 @@ kernel void matmul_f32(
     const uint k = fc_matmul_k;
     const uint fold = matmul_fold;
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
-    const bool split = most <= matmul_batch_rows; // one batch: the simdgroups split the row
+    const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n; // see matmulGrid
     const uint sub = live_rows(params, rows) * fold;
     const uint r0 = tg.y * matmul_batch_rows;
     const uint first = split ? tg.x * matmul_rows_per_simdgroup : (tg.x * matmul_simdgroups + sg) * matmul_rows_per_simdgroup;
@@ -1240,7 +1241,7 @@ kernel void moe_down_bf16(
         return;
     }
     const ulong row_bytes = bf16_row_bytes(inter);
-    float acc = 0.0f;
+    float part = 0.0f;
     for (uint jj = 0; jj < top_k; jj++) {
         const uint e = ids[t * top_k + jj];
         if (e >= n_experts) {
@@ -1248,16 +1249,18 @@ kernel void moe_down_bf16(
         }
         device const uchar *row = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul + fc_moe_down_down_off + ulong(o) * row_bytes;
         device const float4 *hr = (device const float4 *)(h + (t * top_k + jj) * inter);
-        float part = 0.0f;
+        const float w = weights[t * top_k + jj];
         for (uint c = lane; c < inter / bf16_chunk; c += simd_width) {
             float4 dw[bf16_chunk / 4];
             bf16_decode(row, c, dw);
+            float d = 0.0f;
             for (uint j = 0; j < bf16_chunk / 4; j++) {
-                part += dot(dw[j], hr[c * (bf16_chunk / 4) + j]);
+                d += dot(dw[j], hr[c * (bf16_chunk / 4) + j]);
             }
+            part += w * d;
         }
-        acc += weights[t * top_k + jj] * simd_sum(part);
     }
+    const float acc = simd_sum(part);
     if (lane == 0) {
         y[t * hidden + o] = acc;
     }
