@@ -80,6 +80,19 @@ for s in "$@"; do
 	# each window's GPU time goes (--kernel-profile), direct and replayed.
 	bench-flash8) step bench-flash8 300 /tmp/sb/strata bench --gguf /dev/shm/flash8.gguf --backend cuda -p 512 -n 128 -r 2 --kernel-profile ;;
 	bench-flash8-direct) step bench-flash8-direct 200 /tmp/sb/strata bench --gguf /dev/shm/flash8.gguf --backend cuda -p 512 -n 128 -r 2 --icb=false ;;
+	# The same 8 layers without MTP and with a placeholder vocabulary, which
+	# llama.cpp needs; then llama-bench (built apart, at $LLAMA_BENCH) and
+	# strata bench alternated twice on it.
+	flash8v) step flash8v 240 /tmp/sb/strata synth --model qwen38-flash-next --layers 8 --no-mtp --vocab --quant experts=q4_k,trunk=q8_0,embed=q8_0,head=q6_k -o /dev/shm/flash8v.gguf ;;
+	compare-flash8v)
+		lb=${LLAMA_BENCH:-/tmp/llama/build/bin/llama-bench}
+		for round in 1 2; do
+			step llama-$round 300 "$lb" -m /dev/shm/flash8v.gguf -ngl 99 -p 512 -n 128 -r 2
+			step strata-$round 300 /tmp/sb/strata bench --gguf /dev/shm/flash8v.gguf --backend cuda -p 512 -n 128 -r 2
+		done
+		for f in "$out"/llama-*.log "$out"/strata-*.log; do echo "--- $f"; grep -E 'pp512|tg128|backend=cuda' "$f"; done >>"$out/summary.log"
+		;;
+	bench-flash8v) step bench-flash8v 300 /tmp/sb/strata bench --gguf /dev/shm/flash8v.gguf --backend cuda -p 512 -n 128 -r 2 --kernel-profile ;;
 	*) echo "unknown step $s" >&2 ;;
 	esac
 done
