@@ -1,0 +1,197 @@
+package grammar
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+)
+
+// Vocab is a tokenizer's vocabulary as byte tries, built once and shared by
+// every Constraint over it (safe for concurrent use).
+type Vocab struct {
+	n     int      // ids: 0 … n-1
+	bytes [][]byte // each id's bytes; nil for ids never allowed (special, empty)
+	all   *trie
+
+	// Lexical fast paths: in a string's body between characters (no length
+	// bound in force), a token of plain string characters leaves the state as
+	// it was, so those tokens are allowed without a walk and only the others
+	// (strTrie) are walked.
+	strPlain []uint64
+	strTrie  *trie
+
+	mu     sync.Mutex
+	untils map[string]*loop // the same for text up to a terminator, by terminator
+}
+
+// loop is a fast path: the tokens a lexical state passes through unchanged
+// (plain) and the trie of the rest.
+type loop struct {
+	plain []uint64
+	rest  *trie
+}
+
+// trie is a byte trie in preorder: node k has byte b[k] at depth d[k] (a
+// child of the root at depth 0), its subtree ends before end[k], and tok[k]
+// is the id ending there (-1: none; more ids with the same bytes in dup).
+type trie struct {
+	b        []byte
+	d        []int32
+	end      []int32
+	tok      []int32
+	dup      map[int32][]int32
+	maxDepth int
+}
+
+// NewVocab indexes n token ids by their bytes. skip says which ids are
+// never allowed by a grammar (special and control tokens; the EOS ids a
+// Constraint allows at the end are given to it apart). Ids with no bytes
+// are skipped too.
+func NewVocab(n int, tokenBytes func(id int) []byte, skip func(id int) bool) *Vocab {
+	v := &Vocab{n: n, bytes: make([][]byte, n), untils: map[string]*loop{}}
+	var ids, plainless []int32
+	for id := range n {
+		b := tokenBytes(id)
+		if len(b) == 0 || skip != nil && skip(id) {
+			continue
+		}
+		v.bytes[id] = b
+		ids = append(ids, int32(id))
+	}
+	v.all = v.build(ids)
+	v.strPlain = make([]uint64, words(n))
+	for _, id := range ids {
+		if plainString(v.bytes[id]) {
+			v.strPlain[id>>6] |= 1 << (id & 63)
+		} else {
+			plainless = append(plainless, id)
+		}
+	}
+	v.strTrie = v.build(plainless)
+	return v
+}
+
+// Size is the number of ids the vocabulary covers.
+func (v *Vocab) Size() int { return v.n }
+
+// Bytes is the bytes of id as the grammar sees it (nil: never allowed).
+func (v *Vocab) Bytes(id int) []byte {
+	if id < 0 || id >= v.n {
+		return nil
+	}
+	return v.bytes[id]
+}
+
+func words(n int) int { return (n + 63) / 64 }
+
+// plainString reports whether b, inside a string's body between
+// characters, leaves it there: whole characters, no quote, no control byte.
+func plainString(b []byte) bool {
+	sub := uint32(0)
+	for _, c := range b {
+		var closed, ok bool
+		sub, closed, ok = strStep(strBounds{0, -1}, sub, c)
+		if !ok || closed {
+			return false
+		}
+	}
+	return sub == 0
+}
+
+func (v *Vocab) build(ids []int32) *trie {
+	slices.SortFunc(ids, func(a, b int32) int {
+		if c := bytes.Compare(v.bytes[a], v.bytes[b]); c != 0 {
+			return c
+		}
+		return int(a - b)
+	})
+	t := &trie{dup: map[int32][]int32{}}
+	var path []int32 // the node of each depth on the current path
+	var prev []byte
+	for _, id := range ids {
+		b := v.bytes[id]
+		if bytes.Equal(b, prev) && len(t.tok) > 0 {
+			last := path[len(b)-1]
+			t.dup[last] = append(t.dup[last], id)
+			continue
+		}
+		lcp := 0
+		for lcp < len(b) && lcp < len(prev) && b[lcp] == prev[lcp] {
+			lcp++
+		}
+		// Close the nodes below the common prefix.
+		for d := len(path) - 1; d >= lcp; d-- {
+			t.end[path[d]] = int32(len(t.b))
+		}
+		path = path[:lcp]
+		for d := lcp; d < len(b); d++ {
+			path = append(path, int32(len(t.b)))
+			t.b = append(t.b, b[d])
+			t.d = append(t.d, int32(d))
+			t.end = append(t.end, 0)
+			t.tok = append(t.tok, -1)
+		}
+		t.tok[path[len(b)-1]] = id
+		t.maxDepth = max(t.maxDepth, len(b))
+		prev = b
+	}
+	for _, k := range path {
+		t.end[k] = int32(len(t.b))
+	}
+	return t
+}
+
+// walk sets in mask the ids of t whose bytes the state s accepts, skipping
+// every subtree whose prefix it refuses.
+func (t *trie) walk(g *Grammar, s []*node, mask []uint64, scratch *[][]*node) {
+	if len(t.b) == 0 {
+		return
+	}
+	st := *scratch
+	for len(st) < t.maxDepth+1 {
+		st = append(st, nil)
+	}
+	*scratch = st
+	st[0] = s
+	for k := 0; k < len(t.b); {
+		d := t.d[k]
+		next := g.advance(st[d], t.b[k], st[d+1][:0])
+		st[d+1] = next
+		if len(next) == 0 {
+			k = int(t.end[k])
+			continue
+		}
+		if id := t.tok[k]; id >= 0 {
+			mask[id>>6] |= 1 << (id & 63)
+			for _, x := range t.dup[int32(k)] {
+				mask[x>>6] |= 1 << (x & 63)
+			}
+		}
+		k++
+	}
+}
+
+// untilLoop is the fast path of text up to term, between its bytes (none
+// of term matched yet): tokens without term's first byte stay there.
+func (v *Vocab) untilLoop(term string) *loop {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if l, ok := v.untils[term]; ok {
+		return l
+	}
+	l := &loop{plain: make([]uint64, words(v.n))}
+	var rest []int32
+	for id, b := range v.bytes {
+		if b == nil {
+			continue
+		}
+		if bytes.IndexByte(b, term[0]) < 0 {
+			l.plain[id>>6] |= 1 << (id & 63)
+		} else {
+			rest = append(rest, int32(id))
+		}
+	}
+	l.rest = v.build(rest)
+	v.untils[term] = l
+	return l
+}
