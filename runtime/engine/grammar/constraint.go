@@ -111,6 +111,9 @@ func (c *Constraint) Err() error { return c.bad }
 // the vocabulary; ids past it are never allowed. The slice is shared with
 // the constraint's cache: read it before the next Accept, never write it.
 func (c *Constraint) Mask() []uint64 {
+	if c.done || c.bad != nil {
+		return make([]uint64, words(c.v.n))
+	}
 	key := uint64(0)
 	for _, n := range c.st.stacks {
 		if n != nil {
@@ -124,7 +127,18 @@ func (c *Constraint) Mask() []uint64 {
 			return e.mask
 		}
 	}
-	mask := make([]uint64, words(c.v.n))
+	mask := c.compute(make([]uint64, words(c.v.n)))
+	if c.cached >= maxCached {
+		clear(c.cache)
+		c.cached = 0
+	}
+	c.cache[key] = append(c.cache[key], cached{stacks: slices.Clone(c.st.stacks), mask: mask})
+	c.cached++
+	return mask
+}
+
+// compute fills mask (zeroed) with the allowed ids, without the cache.
+func (c *Constraint) compute(mask []uint64) []uint64 {
 	if c.done || c.bad != nil {
 		return mask
 	}
@@ -141,12 +155,6 @@ func (c *Constraint) Mask() []uint64 {
 			}
 		}
 	}
-	if c.cached >= maxCached {
-		clear(c.cache)
-		c.cached = 0
-	}
-	c.cache[key] = append(c.cache[key], cached{stacks: slices.Clone(c.st.stacks), mask: mask})
-	c.cached++
 	return mask
 }
 
