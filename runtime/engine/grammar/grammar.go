@@ -196,7 +196,7 @@ func (b *Builder) Repeat(name string, s Sym, min, max int) Ref {
 		return b.Seq(name, append(seq, R(star))...)
 	}
 	// Nested optionals: rest_k matches up to k more copies.
-	rest := b.Seq(name+"{0}")
+	rest := b.Seq(name + "{0}")
 	for k := 1; k <= max-min; k++ {
 		next := b.Rule(fmt.Sprintf("%s{0,%d}", name, k))
 		b.Define(next, []Sym{s, R(rest)}, nil)

@@ -184,7 +184,7 @@ const (
 	sU3F4         // three, the first 80–8F (after F4: ≤ U+10FFFF)
 	sEsc          // after a backslash
 	sHex4         // \u with four hex digits to go; sHex4+1 … three, …
-	sHex1 = sHex4 + 3
+	sHex1  = sHex4 + 3
 )
 
 // strStep is a string body's transition on byte c: the new sub, whether c
