@@ -29,9 +29,7 @@ type sampling struct {
 	Stream              bool            `json:"stream"`
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	Logprobs            json.RawMessage `json:"logprobs"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	ResponseFormat      *responseFormat `json:"response_format"`
 }
 
 type streamOptions struct {
@@ -44,6 +42,9 @@ type chatRequest struct {
 	Messages   json.RawMessage `json:"messages"`
 	Tools      json.RawMessage `json:"tools"`
 	ToolChoice json.RawMessage `json:"tool_choice"`
+	// ParallelToolCalls false makes a forced tool call (tool_choice
+	// "required") a single call.
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
 	// ChatTemplateKwargs are extra template variables (vLLM's and
 	// llama-server's extension); enable_thinking is the one read.
 	ChatTemplateKwargs struct {

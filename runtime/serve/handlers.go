@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/grammar"
 	"github.com/strata-llm/strata/runtime/engine/sample"
 	"github.com/strata-llm/strata/runtime/text/chat"
 )
@@ -33,6 +34,7 @@ type plan struct {
 	stops        []string
 	stream       bool
 	includeUsage bool
+	grammar      *grammar.Grammar // the reply's grammar (constrain.go); nil: free text
 }
 
 // plan reads the sampling and length fields against the prompt's length.
@@ -43,9 +45,6 @@ func (s *Server) plan(q *sampling, promptLen int, promptParam string) (*plan, *a
 	}
 	if len(q.Logprobs) > 0 && string(q.Logprobs) != "false" && string(q.Logprobs) != "null" {
 		return nil, badRequest("logprobs", "unsupported_value", "field \"logprobs\": log probabilities are not supported")
-	}
-	if q.ResponseFormat != nil && q.ResponseFormat.Type != "" && q.ResponseFormat.Type != "text" {
-		return nil, badRequest("response_format", "unsupported_value", "field \"response_format\": type %q is not supported (only \"text\"; the server does not constrain the output to JSON)", q.ResponseFormat.Type)
 	}
 	p := s.opt.Generate.Sampling
 	setF := func(dst *float64, v *float64) {
@@ -167,7 +166,11 @@ func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(), 
 			writeErr = onText(t)
 		}
 	}
-	j := &job{ctx: ctx, prompt: ids, n: pl.n, gopt: pl.gopt, start: onStart, done: make(chan struct{})}
+	gopt := pl.gopt
+	if c := s.constraint(pl.grammar); c != nil {
+		gopt.Constraint = c
+	}
+	j := &job{ctx: ctx, prompt: ids, n: pl.n, gopt: gopt, start: onStart, done: make(chan struct{})}
 	j.token = func(id int) error {
 		if tm.IsStop(id) || tm.Tok.IsSpecial(id) {
 			return nil
@@ -377,6 +380,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inThink := strings.HasSuffix(strings.TrimRight(rendered, " \n"), thinkOpen)
+	if pl.grammar, e = s.chatGrammar(&req, tools, rendered); e != nil {
+		writeError(w, e)
+		return
+	}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	chunk := func(d *message, finish *string) chatResponse {
 		return chatResponse{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.opt.Model,
@@ -517,6 +524,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	pl, e := s.plan(&req.sampling, len(ids), "prompt")
 	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if pl.grammar, e = textGrammar(req.ResponseFormat); e != nil {
 		writeError(w, e)
 		return
 	}

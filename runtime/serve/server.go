@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/grammar"
 	"github.com/strata-llm/strata/runtime/text"
 )
 
@@ -113,6 +114,9 @@ type Server struct {
 	kept  []int
 	marks []mark // the live session's turn boundaries, oldest first
 	cache *stateCache
+
+	vocabOnce    sync.Once
+	grammarVocab *grammar.Vocab // the tokenizer's ids as grammar tries (constrain.go)
 }
 
 // New checks the options and starts the worker.
