@@ -70,7 +70,9 @@ func TestSchemaObject(t *testing.T) {
 	// only with additionalProperties.
 	g = mustSchema(t, `{"properties": {"p": {"type": "boolean"}, "q": {"type": "null"}}, "additionalProperties": {"type": "string"}}`)
 	checkTexts(t, g, []string{`{}`, `{"q": null}`, `{"p": true, "q": null}`, `{"p": false, "zz": "s"}`, `{"k": "v", "l": "w"}`},
-		nil, []string{`{"q": null, "p": true`, `{"zz": 1`, `{"p": true,}`})
+		nil, []string{`{"q": null, "p": true`, `{"zz": 1`, `{"p": true,}`, `{"q": null, "p": "s"`, `{"\u0070": "s"`})
+	// Other keys never repeat a declared one, whatever they share with it.
+	checkTexts(t, g, []string{`{"pp": "s"}`, `{"": "s"}`, `{"qé": "s", "p\n": "t"}`, `{"é": "s"}`}, nil, nil)
 
 	// A bare object schema takes any object.
 	checkTexts(t, mustSchema(t, `{"type": "object"}`), []string{`{"any": [1, {"x": null}]}`, `{}`}, nil, []string{`[`})

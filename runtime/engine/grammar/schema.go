@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // unsupported are the JSON Schema keywords that constrain values in ways
@@ -23,6 +24,7 @@ type compiler struct {
 	b    *Builder
 	root any
 	refs map[string]Ref // $ref target → its rule, so recursive schemas end
+	utf8 *Ref           // utf8Char, once made
 }
 
 // Schema compiles a JSON Schema (a document; $ref points into it) into a
@@ -33,7 +35,8 @@ type compiler struct {
 // nullable, $ref to #… with $defs/definitions; annotations (title,
 // description, format, default, …) are ignored. Properties are generated
 // in the schema's order; without additionalProperties an object with
-// properties takes no other keys. A keyword that constrains values in
+// properties takes no other keys, and with it the other keys come after
+// the declared ones and never repeat one. A keyword that constrains values in
 // another way is a *SchemaError naming it.
 func (b *Builder) Schema(schema []byte) (Ref, error) {
 	v, err := parseOrdered(schema)
@@ -309,7 +312,11 @@ func (c *compiler) object(s *ordered, path string) (Ref, error) {
 		first[i], after[i] = b.Rule(fmt.Sprintf("%s{%d", path, i)), b.Rule(fmt.Sprintf("%s,%d", path, i))
 	}
 	if extra != nil {
-		other := b.Seq(path+"/additional", R(j.str), ws, Lit(":"), ws, R(*extra), ws)
+		key := j.str
+		if n > 0 {
+			key = c.otherKey(names, path)
+		}
+		other := b.Seq(path+"/additional", R(key), ws, Lit(":"), ws, R(*extra), ws)
 		b.Define(after[n], nil, []Sym{Lit(","), ws, R(other), R(after[n])})
 		b.Define(first[n], nil, []Sym{R(other), R(after[n])})
 	} else {
@@ -467,6 +474,115 @@ func (c *compiler) ref(p, path string) (Ref, error) {
 	}
 	c.b.Define(r, []Sym{R(body)})
 	return r, nil
+}
+
+// otherKey is a rule for a JSON string (quotes included) that is none of
+// names, so an additional property never repeats a declared one: a trie
+// of the names' characters, leaving it by another character (then any
+// rest) or ending where no name ends. It leaves the trie by a plain ASCII
+// character, a UTF-8 one where no name has a non-ASCII or escaped
+// character at that place, or an escape past the end of every name; so
+// no spelling of a declared name (escapes included) gets through.
+func (c *compiler) otherKey(names []string, path string) Ref {
+	b := c.b
+	type tnode struct {
+		kids  map[string]*tnode
+		order []string
+		end   bool
+	}
+	root := &tnode{kids: map[string]*tnode{}}
+	for _, name := range names {
+		n := root
+		q := quote(name)
+		for _, u := range jsonChars(q[1 : len(q)-1]) {
+			k, ok := n.kids[u]
+			if !ok {
+				k = &tnode{kids: map[string]*tnode{}}
+				n.kids[u] = k
+				n.order = append(n.order, u)
+			}
+			n = k
+		}
+		n.end = true
+	}
+	rest := Str(0, -1)
+	var mk func(n *tnode, id string) Ref
+	mk = func(n *tnode, id string) Ref {
+		r := b.Rule(path + "/other-key" + id)
+		var alts [][]Sym
+		var ascii byteSet
+		ascii.add(0x20, 0x7F)
+		ascii[0] &^= 1 << '"'
+		ascii['\\'>>6] &^= 1 << ('\\' & 63)
+		plainOnly := true
+		for i, u := range n.order {
+			alts = append(alts, []Sym{Lit(u), R(mk(n.kids[u], fmt.Sprintf("%s.%d", id, i)))})
+			if len(u) == 1 && u[0] < 0x80 {
+				ascii[u[0]>>6] &^= 1 << (u[0] & 63)
+			} else {
+				plainOnly = false
+			}
+		}
+		if ascii != (byteSet{}) {
+			alts = append(alts, []Sym{{class: &ascii, kind: kByte}, rest})
+		}
+		if plainOnly {
+			alts = append(alts, []Sym{R(c.utf8Char()), rest})
+		}
+		if len(n.order) == 0 {
+			// Past every name: an escape is another character too.
+			hex := Class('0', '9', 'a', 'f', 'A', 'F')
+			alts = append(alts, []Sym{Lit(`\`), Class('"', '"', '\\', '\\', '/', '/', 'b', 'b', 'f', 'f', 'n', 'n', 'r', 'r', 't', 't'), rest},
+				[]Sym{Lit(`\u`), hex, hex, hex, hex, rest})
+		}
+		if !n.end {
+			alts = append(alts, []Sym{Lit(`"`)})
+		}
+		b.Define(r, alts...)
+		return r
+	}
+	return b.Seq(path+"/other-key", Lit(`"`), R(mk(root, "")))
+}
+
+// jsonChars splits the body of a JSON string into its characters: escapes
+// (\n, \uXXXX) and UTF-8 sequences whole.
+func jsonChars(s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		n := 1
+		switch {
+		case s[i] == '\\' && i+1 < len(s) && s[i+1] == 'u':
+			n = 6
+		case s[i] == '\\':
+			n = 2
+		default:
+			_, n = utf8.DecodeRuneInString(s[i:])
+		}
+		n = min(n, len(s)-i)
+		out = append(out, s[i:i+n])
+		i += n
+	}
+	return out
+}
+
+// utf8Char is a rule for one non-ASCII UTF-8 character.
+func (c *compiler) utf8Char() Ref {
+	b := c.b
+	if c.utf8 != nil {
+		return *c.utf8
+	}
+	cont := Class(0x80, 0xBF)
+	r := b.Rule("utf8-char")
+	b.Define(r,
+		[]Sym{Class(0xC2, 0xDF), cont},
+		[]Sym{Lit("\xe0"), Class(0xA0, 0xBF), cont},
+		[]Sym{Class(0xE1, 0xEC, 0xEE, 0xEF), cont, cont},
+		[]Sym{Lit("\xed"), Class(0x80, 0x9F), cont},
+		[]Sym{Lit("\xf0"), Class(0x90, 0xBF), cont, cont},
+		[]Sym{Class(0xF1, 0xF3), cont, cont, cont},
+		[]Sym{Lit("\xf4"), Class(0x80, 0x8F), cont, cont})
+	c.utf8 = &r
+	return r
 }
 
 func escapePointer(s string) string {

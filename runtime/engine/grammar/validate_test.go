@@ -58,6 +58,7 @@ func TestSentencesValidate(t *testing.T) {
 		`{"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string", "maxLength": 3}}}`,
 		`{"type": "object", "properties": {"p": {"type": "boolean"}, "q": {"type": "null"}, "r": {"type": "number"}}, "additionalProperties": false}`,
 		`{"type": "object"}`,
+		`{"type": "object", "properties": {"p": {"type": "boolean"}, "pq": {"type": "null"}, "é": {"type": "integer"}}, "additionalProperties": {"type": "string", "maxLength": 2}}`,
 		`{"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["id", "tags"]}, "minItems": 1}`,
 		`{"oneOf": [{"type": "number"}, {"type": "boolean"}, {"type": "string", "maxLength": 0}]}`,
 		`true`,
