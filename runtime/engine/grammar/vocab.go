@@ -149,7 +149,7 @@ func (t *trie) walk(g *Grammar, s []*node, mask []uint64, scratch *[][]*node) {
 	}
 	st := *scratch
 	for len(st) < t.maxDepth+1 {
-		st = append(st, nil)
+		st = append(st, make([]*node, 0, 8)) // one buffer per depth, reused by every walk
 	}
 	*scratch = st
 	st[0] = s

@@ -2,6 +2,7 @@ package sample
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/strata-llm/strata/runtime/engine/spec"
 )
@@ -42,9 +43,7 @@ func (s *Sampler) constrained(logits []float32, history []int) int {
 		if t := s.greedy(logits, history); s.con.Allows(t) {
 			return t
 		}
-		w := s.penalize(logits, history)
-		maskOut(w, s.con.Mask())
-		return argmax(w)
+		return s.maskedArgmax(logits, history, s.con.Mask())
 	}
 	if s.p.TopK == 0 && s.p.topP() >= 1 && s.p.MinP == 0 {
 		if t := spec.Sample(s.chain(logits, history, false), s.rng); s.con.Allows(t) {
@@ -52,6 +51,43 @@ func (s *Sampler) constrained(logits []float32, history []int) int {
 		}
 	}
 	return spec.Sample(s.chain(logits, history, true), s.rng)
+}
+
+// maskedArgmax is the argmax of the penalised logits over the ids mask
+// allows (the lowest on ties), visiting only those: without penalties the
+// row is not copied.
+func (s *Sampler) maskedArgmax(logits []float32, history []int, mask []uint64) int {
+	var w []float64
+	if s.p.penalized() {
+		w = s.penalize(logits, history)
+	}
+	best, bv := -1, math.Inf(-1)
+	for wi, word := range mask {
+		if lo := wi << 6; word == ^uint64(0) && w == nil && lo+64 <= len(logits) {
+			// A whole word allowed (most of a string's body): a plain scan.
+			for j, l := range logits[lo : lo+64] {
+				if v := float64(l); best < 0 || v > bv {
+					best, bv = lo+j, v
+				}
+			}
+			continue
+		}
+		for word != 0 {
+			i := wi<<6 | bits.TrailingZeros64(word)
+			word &= word - 1
+			if i >= len(logits) {
+				break
+			}
+			v := float64(logits[i])
+			if w != nil {
+				v = w[i]
+			}
+			if best < 0 || v > bv {
+				best, bv = i, v
+			}
+		}
+	}
+	return max(best, 0)
 }
 
 // maskOut sets the logits of the ids mask refuses to −∞.
