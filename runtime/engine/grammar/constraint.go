@@ -143,7 +143,7 @@ func (c *Constraint) compute(mask []uint64) []uint64 {
 		return mask
 	}
 	if l := c.loop(); l != nil {
-		copy(mask, l.plain)
+		copy(mask, l.inside)
 		l.rest.walk(c.g, c.st.stacks, mask, &c.scratch)
 	} else {
 		c.v.all.walk(c.g, c.st.stacks, mask, &c.scratch)
@@ -158,36 +158,39 @@ func (c *Constraint) compute(mask []uint64) []uint64 {
 	return mask
 }
 
-// loop is the fast path when every stack sits in a lexical state that
-// plain tokens pass through unchanged; nil when there is none.
+// loop is the fast path when every stack sits in the same lexical state
+// of a string's body (with no upper length bound) or of text before a
+// terminator: the tokens that stay inside the element are allowed whatever
+// follows it, and only those that leave it are walked. Nil when there is
+// none.
 func (c *Constraint) loop() *loop {
-	var term string
-	str := false
+	var key loopKey
 	for i, n := range c.st.stacks {
 		if n == nil {
 			return nil
 		}
 		e := c.g.elems[n.pos]
-		switch {
-		case e.kind == kStr && (i == 0 || str):
-			bd := c.g.strs[e.arg]
-			if n.sub&15 != sClean || bd.max >= 0 || int32(n.sub>>4) < bd.min {
+		var k loopKey
+		switch e.kind {
+		case kStr:
+			if c.g.strs[e.arg].max >= 0 {
 				return nil
 			}
-			str = true
-		case e.kind == kUntil && n.sub == 0 && (i == 0 || !str && c.g.untils[e.arg].lit == term):
-			term = c.g.untils[e.arg].lit
+			k = loopKey{kind: kStr, sub: n.sub & 15}
+		case kUntil:
+			k = loopKey{kind: kUntil, sub: n.sub, term: c.g.untils[e.arg].lit}
 		default:
 			return nil
 		}
+		if i > 0 && k != key {
+			return nil
+		}
+		key = k
 	}
-	switch {
-	case str:
-		return &loop{plain: c.v.strPlain, rest: c.v.strTrie}
-	case term != "":
-		return c.v.untilLoop(term)
+	if len(c.st.stacks) == 0 {
+		return nil
 	}
-	return nil
+	return c.v.loop(key)
 }
 
 func sameSet(a, b []*node) bool {

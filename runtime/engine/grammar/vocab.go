@@ -13,22 +13,25 @@ type Vocab struct {
 	bytes [][]byte // each id's bytes; nil for ids never allowed (special, empty)
 	all   *trie
 
-	// Lexical fast paths: in a string's body between characters (no length
-	// bound in force), a token of plain string characters leaves the state as
-	// it was, so those tokens are allowed without a walk and only the others
-	// (strTrie) are walked.
-	strPlain []uint64
-	strTrie  *trie
-
-	mu     sync.Mutex
-	untils map[string]*loop // the same for text up to a terminator, by terminator
+	mu    sync.Mutex
+	loops map[loopKey]*loop // lexical fast paths, made on first use
 }
 
-// loop is a fast path: the tokens a lexical state passes through unchanged
-// (plain) and the trie of the rest.
+// loopKey names a lexical state a token can stay inside: a string's body
+// (kStr, no upper length bound) or text before a terminator (kUntil), with
+// the element's lexical sub-state.
+type loopKey struct {
+	kind kind
+	sub  uint32
+	term string
+}
+
+// loop is a fast path: the tokens that stay inside the lexical element
+// (inside: allowed whatever follows it), and the trie of those that leave
+// it (rest: walked). A token in neither is refused by the element itself.
 type loop struct {
-	plain []uint64
-	rest  *trie
+	inside []uint64
+	rest   *trie
 }
 
 // trie is a byte trie in preorder: node k has byte b[k] at depth d[k] (a
@@ -48,8 +51,8 @@ type trie struct {
 // Constraint allows at the end are given to it apart). Ids with no bytes
 // are skipped too.
 func NewVocab(n int, tokenBytes func(id int) []byte, skip func(id int) bool) *Vocab {
-	v := &Vocab{n: n, bytes: make([][]byte, n), untils: map[string]*loop{}}
-	var ids, plainless []int32
+	v := &Vocab{n: n, bytes: make([][]byte, n), loops: map[loopKey]*loop{}}
+	var ids []int32
 	for id := range n {
 		b := tokenBytes(id)
 		if len(b) == 0 || skip != nil && skip(id) {
@@ -59,15 +62,6 @@ func NewVocab(n int, tokenBytes func(id int) []byte, skip func(id int) bool) *Vo
 		ids = append(ids, int32(id))
 	}
 	v.all = v.build(ids)
-	v.strPlain = make([]uint64, words(n))
-	for _, id := range ids {
-		if plainString(v.bytes[id]) {
-			v.strPlain[id>>6] |= 1 << (id & 63)
-		} else {
-			plainless = append(plainless, id)
-		}
-	}
-	v.strTrie = v.build(plainless)
 	return v
 }
 
@@ -83,20 +77,6 @@ func (v *Vocab) Bytes(id int) []byte {
 }
 
 func words(n int) int { return (n + 63) / 64 }
-
-// plainString reports whether b, inside a string's body between
-// characters, leaves it there: whole characters, no quote, no control byte.
-func plainString(b []byte) bool {
-	sub := uint32(0)
-	for _, c := range b {
-		var closed, ok bool
-		sub, closed, ok = strStep(strBounds{0, -1}, sub, c)
-		if !ok || closed {
-			return false
-		}
-	}
-	return sub == 0
-}
 
 func (v *Vocab) build(ids []int32) *trie {
 	slices.SortFunc(ids, func(a, b int32) int {
@@ -171,27 +151,46 @@ func (t *trie) walk(g *Grammar, s []*node, mask []uint64, scratch *[][]*node) {
 	}
 }
 
-// untilLoop is the fast path of text up to term, between its bytes (none
-// of term matched yet): tokens without term's first byte stay there.
-func (v *Vocab) untilLoop(term string) *loop {
+// loop returns the fast path of key, making it on first use: each token is
+// run through the element alone from key's sub-state.
+func (v *Vocab) loop(key loopKey) *loop {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if l, ok := v.untils[term]; ok {
+	if l, ok := v.loops[key]; ok {
 		return l
 	}
-	l := &loop{plain: make([]uint64, words(v.n))}
+	var u until
+	if key.kind == kUntil {
+		u = newUntil(key.term)
+	}
+	l := &loop{inside: make([]uint64, words(v.n))}
 	var rest []int32
 	for id, b := range v.bytes {
 		if b == nil {
 			continue
 		}
-		if bytes.IndexByte(b, term[0]) < 0 {
-			l.plain[id>>6] |= 1 << (id & 63)
-		} else {
-			rest = append(rest, int32(id))
+		sub, inside := key.sub, true
+		for _, c := range b {
+			var closed, ok bool
+			if key.kind == kStr {
+				sub, closed, ok = strStep(strBounds{0, -1}, sub, c)
+			} else {
+				sub, closed = u.step(sub, c)
+				ok = true
+			}
+			if !ok || closed {
+				inside = false
+				if closed {
+					rest = append(rest, int32(id))
+				}
+				break
+			}
+		}
+		if inside {
+			l.inside[id>>6] |= 1 << (id & 63)
 		}
 	}
 	l.rest = v.build(rest)
-	v.untils[term] = l
+	v.loops[key] = l
 	return l
 }

@@ -100,7 +100,13 @@ func TestMaskMatchesEachToken(t *testing.T) {
 	v := vs["qwen3-151K"]
 	g := toolGrammar(t)
 	stop := 151645 // <|im_end|>, special: outside the tries
-	for _, s := range states {
+	more := []struct{ name, prefix string }{
+		{"think-partial", "<think>a </thin"},
+		{"string-utf8", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"\xe6\x97"},
+		{"string-escape", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a\\"},
+		{"tag", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3, \"tags\": [\"x"},
+	}
+	for _, s := range append(states[:len(states):len(states)], more...) {
 		c := constraintAt(t, g, v, s.prefix, []int{stop})
 		mask := c.Mask()
 		allowed := 0
@@ -140,6 +146,7 @@ func BenchmarkMask(b *testing.B) {
 		for _, s := range states {
 			c := constraintAt(b, g, v, s.prefix, nil)
 			mask := make([]uint64, words(v.Size()))
+			c.compute(mask) // the vocabulary's fast path for this state, made once per vocabulary
 			b.Run(fmt.Sprintf("%s/%s/full", vname, s.name), func(b *testing.B) {
 				for b.Loop() {
 					clear(mask)
@@ -171,4 +178,21 @@ func tokenOf(v *Vocab, s string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// BenchmarkFastPath is the one-time cost of a lexical fast path (a string's
+// body between characters), made on a vocabulary's first mask there.
+func BenchmarkFastPath(b *testing.B) {
+	vs := loadVocabs(b)
+	for _, vname := range []string{"qwen3-151K", "248K"} {
+		v := vs[vname]
+		b.Run(vname, func(b *testing.B) {
+			for b.Loop() {
+				v.mu.Lock()
+				clear(v.loops)
+				v.mu.Unlock()
+				v.loop(loopKey{kind: kStr})
+			}
+		})
+	}
 }
