@@ -159,12 +159,13 @@ func (c *Constraint) compute(mask []uint64) []uint64 {
 }
 
 // loop is the fast path when every stack sits in the same lexical state
-// of a string's body (with no upper length bound) or of text before a
-// terminator: the tokens that stay inside the element are allowed whatever
+// of a string's body or of text before a terminator (a string with an
+// upper length bound only as the one stack): the tokens that stay inside the element are allowed whatever
 // follows it, and only those that leave it are walked. Nil when there is
 // none.
 func (c *Constraint) loop() *loop {
 	var key loopKey
+	room := -1 // a bounded string's characters left
 	for i, n := range c.st.stacks {
 		if n == nil {
 			return nil
@@ -173,10 +174,18 @@ func (c *Constraint) loop() *loop {
 		var k loopKey
 		switch e.kind {
 		case kStr:
-			if c.g.strs[e.arg].max >= 0 {
-				return nil
-			}
 			k = loopKey{kind: kStr, sub: n.sub & 15}
+			if bd := c.g.strs[e.arg]; bd.max >= 0 {
+				// Only alone: the room left must be one.
+				if len(c.st.stacks) > 1 {
+					return nil
+				}
+				k.bounded = true
+				room = int(bd.max - int32(n.sub>>4))
+				if n.sub&15 != sClean {
+					room-- // the unfinished character was started, not yet counted
+				}
+			}
 		case kUntil:
 			k = loopKey{kind: kUntil, sub: n.sub, term: c.g.untils[e.arg].lit}
 		default:
@@ -190,7 +199,13 @@ func (c *Constraint) loop() *loop {
 	if len(c.st.stacks) == 0 {
 		return nil
 	}
-	return c.v.loop(key)
+	l := c.v.loop(key)
+	if key.bounded {
+		// Inside tokens that fit the room; longer ones are refused by the
+		// bound (those past maxLoopChars are in rest, walked).
+		return &loop{inside: l.upTo[min(room, maxLoopChars)], rest: l.rest}
+	}
+	return l
 }
 
 func sameSet(a, b []*node) bool {

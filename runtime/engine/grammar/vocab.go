@@ -21,10 +21,15 @@ type Vocab struct {
 // (kStr, no upper length bound) or text before a terminator (kUntil), with
 // the element's lexical sub-state.
 type loopKey struct {
-	kind kind
-	sub  uint32
-	term string
+	kind    kind
+	sub     uint32
+	term    string
+	bounded bool // a string with an upper length bound: inside by length
 }
+
+// maxLoopChars is the most characters a token may add to a bounded string
+// and still be in its fast path; longer ones are walked.
+const maxLoopChars = 24
 
 // loop is a fast path: the tokens that stay inside the lexical element
 // (inside: allowed whatever follows it), and the trie of those that leave
@@ -32,6 +37,9 @@ type loopKey struct {
 type loop struct {
 	inside []uint64
 	rest   *trie
+	// upTo[k], for a bounded string: the tokens that stay inside and
+	// start at most k characters (a last one unfinished counts).
+	upTo [][]uint64
 }
 
 // trie is a byte trie in preorder: node k has byte b[k] at depth d[k] (a
@@ -164,16 +172,26 @@ func (v *Vocab) loop(key loopKey) *loop {
 		u = newUntil(key.term)
 	}
 	l := &loop{inside: make([]uint64, words(v.n))}
+	if key.bounded {
+		l.upTo = make([][]uint64, maxLoopChars+1)
+		for k := range l.upTo {
+			l.upTo[k] = make([]uint64, words(v.n))
+		}
+	}
 	var rest []int32
 	for id, b := range v.bytes {
 		if b == nil {
 			continue
 		}
-		sub, inside := key.sub, true
+		sub, inside, chars := key.sub, true, 0
 		for _, c := range b {
 			var closed, ok bool
 			if key.kind == kStr {
-				sub, closed, ok = strStep(strBounds{0, -1}, sub, c)
+				lex := sub & 15
+				sub, closed, ok = strStep(strBounds{0, -1}, sub&15, c)
+				if ok && !closed && lex == sClean {
+					chars++ // a character starts
+				}
 			} else {
 				sub, closed = u.step(sub, c)
 				ok = true
@@ -186,8 +204,16 @@ func (v *Vocab) loop(key loopKey) *loop {
 				break
 			}
 		}
-		if inside {
+		switch {
+		case !inside:
+		case !key.bounded:
 			l.inside[id>>6] |= 1 << (id & 63)
+		case chars > maxLoopChars:
+			rest = append(rest, int32(id))
+		default:
+			for k := chars; k <= maxLoopChars; k++ {
+				l.upTo[k][id>>6] |= 1 << (id & 63)
+			}
 		}
 	}
 	l.rest = v.build(rest)

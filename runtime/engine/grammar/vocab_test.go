@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 
@@ -106,8 +107,27 @@ func TestMaskMatchesEachToken(t *testing.T) {
 		{"string-escape", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a\\"},
 		{"tag", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3, \"tags\": [\"x"},
 	}
+	type at struct {
+		name, prefix string
+		g            *Grammar
+	}
+	var all []at
 	for _, s := range append(states[:len(states):len(states)], more...) {
-		c := constraintAt(t, g, v, s.prefix, []int{stop})
+		all = append(all, at{s.name, s.prefix, nil})
+	}
+	// Bounded strings: the room left decides which tokens fit.
+	bounded := mustSchema(t, `{"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 5}}`)
+	for _, p := range []string{`["`, `["ab`, `["abcd`, `["abcde`, "[\"ab\xe6\x97", `["abc\`, `["ab", "`} {
+		all = append(all, at{"bounded " + p, p, bounded})
+	}
+	long := mustSchema(t, `{"type": "string", "maxLength": 100}`)
+	all = append(all, at{"long", `"` + strings.Repeat("x", 70), long})
+	for _, s := range all {
+		gs := g
+		if s.g != nil {
+			gs = s.g
+		}
+		c := constraintAt(t, gs, v, s.prefix, []int{stop})
 		mask := c.Mask()
 		allowed := 0
 		for id := range v.Size() + 64 {
@@ -123,7 +143,7 @@ func TestMaskMatchesEachToken(t *testing.T) {
 				allowed++
 			}
 		}
-		if want := s.name == "done"; (mask[stop>>6]>>(stop&63)&1 != 0) != want {
+		if want := s.name == "done" && s.g == nil; (mask[stop>>6]>>(stop&63)&1 != 0) != want {
 			t.Errorf("%s: the stop id allowed %v, want %v", s.name, !want, want)
 		}
 		t.Logf("%s: %d ids allowed", s.name, allowed)
