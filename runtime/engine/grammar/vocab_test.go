@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -214,5 +215,40 @@ func BenchmarkFastPath(b *testing.B) {
 				v.loop(loopKey{kind: kStr})
 			}
 		})
+	}
+}
+
+// One Vocab serves constraints on several goroutines (the server's
+// requests): the masks are those made alone, and -race sees no conflict.
+func TestVocabShared(t *testing.T) {
+	src := loadVocabs(t)["qwen3-151K"]
+	tok, _ := qwen3()
+	v := NewVocab(src.Size(), src.Bytes, tok.IsSpecial) // fresh: its fast paths not made yet
+	g := toolGrammar(t)
+	want := make([][]uint64, len(states))
+	for i, s := range states {
+		want[i] = constraintAt(t, g, src, s.prefix, nil).Mask()
+	}
+	errs := make(chan string, len(states)*2)
+	done := make(chan bool)
+	for w := range 2 {
+		go func() {
+			for i := range states {
+				s := states[(i+w)%len(states)]
+				c := NewConstraint(g, v, nil)
+				c.st = c.st.AdvanceBytes([]byte(s.prefix))
+				got := c.Mask()
+				if !slices.Equal(got, want[(i+w)%len(states)]) {
+					errs <- s.name
+				}
+			}
+			done <- true
+		}()
+	}
+	<-done
+	<-done
+	close(errs)
+	for name := range errs {
+		t.Errorf("%s: the mask made alongside another differs", name)
 	}
 }
