@@ -193,6 +193,43 @@ func TestForcedToolCall(t *testing.T) {
 	}
 }
 
+// A forced call streams as one tool_calls delta, then finish_reason
+// tool_calls.
+func TestForcedToolCallStreamed(t *testing.T) {
+	ts, _ := startReal(t, nil)
+	code, b, _ := post(t, ts.URL+"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "stream": true,
+		"chat_template_kwargs": {"enable_thinking": false}, "max_tokens": 300,
+		"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "boolean"}}, "required": ["x"]}}}],
+		"tool_choice": {"type": "function", "function": {"name": "f"}}}`)
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	var calls []toolCall
+	finish := ""
+	for _, e := range events(t, b) {
+		if e == "[DONE]" {
+			continue
+		}
+		c := decode[chatReply](t, []byte(e))
+		if len(c.Choices) == 0 {
+			continue
+		}
+		if d := c.Choices[0].Delta; d != nil {
+			calls = append(calls, d.ToolCalls...)
+			if d.Content != nil && strings.TrimSpace(*d.Content) != "" {
+				t.Errorf("content %q beside a forced call", *d.Content)
+			}
+		}
+		if f := c.Choices[0].FinishReason; f != nil {
+			finish = *f
+		}
+	}
+	var args struct{ X *bool }
+	if len(calls) != 1 || calls[0].Function.Name != "f" || json.Unmarshal([]byte(calls[0].Function.Arguments), &args) != nil || args.X == nil || finish != "tool_calls" {
+		t.Errorf("calls %+v, finish %q: want one call of f with a boolean x, finish tool_calls", calls, finish)
+	}
+}
+
 // Bad formats, schemas and tool choices are 400s naming the field.
 func TestConstraintErrors(t *testing.T) {
 	ts, _ := startReal(t, nil)
