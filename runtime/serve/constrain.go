@@ -121,7 +121,8 @@ func toolCallGrammar(b *grammar.Builder, rawTools json.RawMessage, name string, 
 	if err := json.Unmarshal(rawTools, &tools); err != nil {
 		return 0, badRequest("tools", "invalid_type", "field \"tools\": expected an array of {\"type\": \"function\", \"function\": {…}} objects")
 	}
-	var calls []grammar.Ref
+	var names []string
+	var rests []grammar.Ref
 	for i, t := range tools {
 		param := fmt.Sprintf("tools[%d].function", i)
 		if t.Type != "function" || t.Function.Name == "" {
@@ -137,16 +138,17 @@ func toolCallGrammar(b *grammar.Builder, rawTools json.RawMessage, name string, 
 				return 0, schemaError(param+".parameters", err)
 			}
 		}
-		head := toolOpen + "\n{\"name\": " + quoteJSON(t.Function.Name) + ", \"arguments\": "
-		calls = append(calls, b.Seq("call "+t.Function.Name, grammar.Lit(head), grammar.R(args), grammar.Lit("}\n"+toolClose)))
+		names = append(names, quoteJSON(t.Function.Name)+", \"arguments\": ")
+		rests = append(rests, b.Seq("call "+t.Function.Name, grammar.R(args), grammar.Lit("}\n"+toolClose)))
 	}
-	if len(calls) == 0 {
+	if len(names) == 0 {
 		if name != "" {
 			return 0, badRequest("tool_choice", "invalid_value", "field \"tool_choice\": no tool named %q in \"tools\"", name)
 		}
 		return 0, badRequest("tools", "invalid_value", "field \"tools\" is empty: tool_choice \"required\" needs a tool to call")
 	}
-	call := b.Alt("call", calls...)
+	// The names share a trie: one parse stack until they differ.
+	call := b.Seq("call", grammar.Lit(toolOpen+"\n{\"name\": "), grammar.R(b.Literals("name", names, rests)))
 	if name != "" || !parallel {
 		return call, nil
 	}

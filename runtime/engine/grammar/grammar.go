@@ -248,3 +248,56 @@ func newUntil(lit string) until {
 	}
 	return until{lit: lit, fail: f}
 }
+
+// Literals is a new rule matching one of lits, then (when then is not
+// nil) then[i] after lits[i]. The literals share their common prefixes
+// (a byte trie), so a long enum or a list of tool names keeps one parse
+// stack until they differ. A repeated literal keeps its first rule.
+func (b *Builder) Literals(name string, lits []string, then []Ref) Ref {
+	type tnode struct {
+		kids  []*tnode // in the order first seen
+		by    map[byte]*tnode
+		c     byte
+		end   int // the literal ending here + 1; 0: none
+	}
+	root := &tnode{by: map[byte]*tnode{}}
+	for i, lit := range lits {
+		n := root
+		for j := 0; j < len(lit); j++ {
+			k, ok := n.by[lit[j]]
+			if !ok {
+				k = &tnode{by: map[byte]*tnode{}, c: lit[j]}
+				n.by[lit[j]] = k
+				n.kids = append(n.kids, k)
+			}
+			n = k
+		}
+		if n.end == 0 {
+			n.end = i + 1
+		}
+	}
+	var mk func(n *tnode, id string) Ref
+	mk = func(n *tnode, id string) Ref {
+		r := b.Rule(name + id)
+		var alts [][]Sym
+		if n.end > 0 {
+			var tail []Sym
+			if then != nil {
+				tail = []Sym{R(then[n.end-1])}
+			}
+			alts = append(alts, tail)
+		}
+		for i, k := range n.kids {
+			// A run of single children is one literal.
+			run := []byte{k.c}
+			for len(k.kids) == 1 && k.end == 0 {
+				k = k.kids[0]
+				run = append(run, k.c)
+			}
+			alts = append(alts, []Sym{Lit(string(run)), R(mk(k, fmt.Sprintf("%s.%d", id, i)))})
+		}
+		b.Define(r, alts...)
+		return r
+	}
+	return mk(root, "")
+}

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -155,4 +156,29 @@ func TestMarkup(t *testing.T) {
 	if !g.Start().AdvanceBytes([]byte("<tool_call>\n{}\n</tool_call>")).Final() {
 		t.Error("a whole call is not final")
 	}
+}
+
+// A long enum shares its prefixes, so its parse stacks are the bytes that
+// may come next, not the values that may still match; every value (only
+// those) matches.
+func TestLiterals(t *testing.T) {
+	var vals []string
+	for i := range 1000 {
+		vals = append(vals, fmt.Sprintf(`"item-%03d"`, i))
+	}
+	g := mustSchema(t, `{"enum": [`+strings.Join(vals, ", ")+`, "item", 7]}`)
+	checkTexts(t, g, append(vals[:10:10], `"item"`, `7`, `"item-999"`), []string{`"item-00`, `"item-`},
+		[]string{`"item-1000"`, `"item-0"`, `"items"`, `8`, `"item-00a"`})
+	// One stack per byte that may come next (the ten digits), not one per
+	// value that may still match (a hundred).
+	if n := len(g.Start().AdvanceBytes([]byte(`"item-5`)).stacks); n > 10 {
+		t.Errorf("%d parse stacks inside the enum, want at most 10", n)
+	}
+	b := NewBuilder()
+	one, two := b.Seq("one", Lit("1")), b.Seq("two", Lit("2"))
+	g, err := b.Build(b.Literals("x", []string{"ab", "abc", "b"}, []Ref{one, two, two}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTexts(t, g, []string{"ab1", "abc2", "b2"}, []string{"ab", "abc"}, []string{"ab2", "abc1", "b1", "ac"})
 }

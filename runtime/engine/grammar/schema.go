@@ -137,13 +137,11 @@ func (c *compiler) typed(s *ordered, path string, has func(...string) string) (R
 		if !ok || len(list) == 0 {
 			return 0, &SchemaError{Path: path, Keyword: "enum", Msg: "expected a non-empty array"}
 		}
-		r := b.Rule(path + "/enum")
-		alts := make([][]Sym, len(list))
+		lits := make([]string, len(list))
 		for i, e := range list {
-			alts[i] = []Sym{Lit(marshalOrdered(e))}
+			lits[i] = marshalOrdered(e)
 		}
-		b.Define(r, alts...)
-		return r, nil
+		return b.Literals(path+"/enum", lits, nil), nil
 	}
 	var types []string
 	switch t := s.m["type"].(type) {
