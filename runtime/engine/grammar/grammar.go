@@ -255,10 +255,10 @@ func newUntil(lit string) until {
 // stack until they differ. A repeated literal keeps its first rule.
 func (b *Builder) Literals(name string, lits []string, then []Ref) Ref {
 	type tnode struct {
-		kids  []*tnode // in the order first seen
-		by    map[byte]*tnode
-		c     byte
-		end   int // the literal ending here + 1; 0: none
+		kids []*tnode // in the order first seen
+		by   map[byte]*tnode
+		c    byte
+		end  int // the literal ending here + 1; 0: none
 	}
 	root := &tnode{by: map[byte]*tnode{}}
 	for i, lit := range lits {
