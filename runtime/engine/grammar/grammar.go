@@ -251,8 +251,9 @@ func newUntil(lit string) until {
 
 // Literals is a new rule matching one of lits, then (when then is not
 // nil) then[i] after lits[i]. The literals share their common prefixes
-// (a byte trie), so a long enum or a list of tool names keeps one parse
-// stack until they differ. A repeated literal keeps its first rule.
+// (a byte trie), so a long enum or a list of tool names has a parse stack
+// per byte that may come next, not per literal still possible. A repeated
+// literal keeps its first continuation.
 func (b *Builder) Literals(name string, lits []string, then []Ref) Ref {
 	type tnode struct {
 		kids []*tnode // in the order first seen
