@@ -227,11 +227,32 @@ func (b *Builder) Build(root Ref) (*Grammar, error) {
 			return nil, fmt.Errorf("grammar: rule %q is declared but not defined", b.g.names[i])
 		}
 	}
+	if len(b.g.elems) > MaxElems {
+		return nil, fmt.Errorf("grammar: %d elements, more than the %d allowed", len(b.g.elems), MaxElems)
+	}
 	g := b.g
 	g.root = int32(root)
+	if g.Start().Dead() {
+		return nil, fmt.Errorf("grammar: rule %q matches nothing (a rule that reaches itself before a byte?)", g.names[root])
+	}
 	b.g = nil
 	return g, nil
 }
+
+// matchesNothing reports that rule r, as defined so far, cannot start:
+// no alternative reaches a byte (left recursion).
+func (b *Builder) matchesNothing(r Ref) bool {
+	g := b.g
+	var out []*node
+	for _, a := range g.rules[r] {
+		out = g.expand(g.mk(a, 0, nil), out, 0)
+	}
+	return len(out) == 0
+}
+
+// MaxElems bounds a grammar's size (its elements, about a byte or a
+// reference each): a schema's maxItems makes a rule per item.
+const MaxElems = 1 << 22
 
 func newUntil(lit string) until {
 	// KMP failure: fail[i] is the longest proper border of lit[:i+1].

@@ -119,6 +119,8 @@ func TestSchemaErrors(t *testing.T) {
 		{`{"anyOf": [{"type": "string"}], "type": "string"}`, "type", "#"},
 		{`{"not": {}}`, "not", "#"},
 		{`{"type": "array", "minItems": 3, "maxItems": 2}`, "maxItems", "#"},
+		{`{"type": "array", "maxItems": 1000000}`, "maxItems", "#"},
+		{`{"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}`, "$ref", ""},
 	}
 	for _, c := range cases {
 		_, err := FromSchema([]byte(c.schema))
@@ -129,6 +131,21 @@ func TestSchemaErrors(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), c.keyword) {
 			t.Errorf("%s: the message %q does not name %q", c.schema, err, c.keyword)
+		}
+	}
+	// A schema that only refers to itself matches nothing: refused, not hung.
+	// Nested alternatives of distinct objects stay bounded.
+	nested := `{"type": "object", "properties": {"v": {"type": "integer"}}}`
+	for range 12 {
+		nested = `{"anyOf": [` + nested + `, ` + nested + `]}`
+	}
+	{
+		g, err := FromSchema([]byte(nested))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := g.Start().AdvanceBytes([]byte(`{"v": 1}`)); !st.Complete() || len(st.stacks) > maxStacks {
+			t.Errorf("nested anyOf: complete %v with %d stacks", st.Complete(), len(st.stacks))
 		}
 	}
 	if _, err := FromSchema([]byte(`{"type":`)); err == nil {

@@ -68,7 +68,16 @@ func (g *Grammar) expand(n *node, out []*node, depth int) []*node {
 	return addStack(out, nil)
 }
 
+// maxStacks bounds the stacks of one state. A pathological grammar (nested
+// anyOf of distinct schemas) could otherwise double them at every level;
+// past the bound further stacks are dropped, which only ever refuses text
+// (never admits any the grammar refuses).
+const maxStacks = 1024
+
 func addStack(out []*node, n *node) []*node {
+	if len(out) >= maxStacks {
+		return out
+	}
 	for _, x := range out {
 		if same(x, n) {
 			return out

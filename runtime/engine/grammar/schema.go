@@ -19,6 +19,9 @@ var unsupported = map[string]bool{
 	"$dynamicRef": true, "$recursiveRef": true,
 }
 
+// maxCounted is the largest minItems or maxItems the compiler takes.
+const maxCounted = 1 << 14
+
 // compiler turns one schema document into rules of a Builder.
 type compiler struct {
 	b    *Builder
@@ -44,7 +47,15 @@ func (b *Builder) Schema(schema []byte) (Ref, error) {
 		return 0, &SchemaError{Msg: fmt.Sprintf("not a JSON document: %v", err)}
 	}
 	c := &compiler{b: b, root: v, refs: map[string]Ref{}}
-	return c.compile(v, "#")
+	r, err := c.compile(v, "#")
+	switch {
+	case err != nil:
+	case len(b.g.elems) > MaxElems:
+		err = &SchemaError{Msg: fmt.Sprintf("the schema makes a grammar of more than %d elements (large maxItems?)", MaxElems)}
+	case b.matchesNothing(r):
+		err = &SchemaError{Keyword: "$ref", Msg: "the schema accepts no value (a $ref that reaches itself before any value?)"}
+	}
+	return r, err
 }
 
 func (c *compiler) compile(v any, path string) (Ref, error) {
@@ -63,6 +74,9 @@ func (c *compiler) compile(v any, path string) (Ref, error) {
 
 func (c *compiler) schema(s *ordered, path string) (Ref, error) {
 	b, j := c.b, c.b.json()
+	if len(b.g.elems) > MaxElems {
+		return 0, &SchemaError{Path: path, Msg: fmt.Sprintf("the schema makes a grammar of more than %d elements (large maxItems?)", MaxElems)}
+	}
 	for _, k := range s.keys {
 		if unsupported[k] {
 			return 0, &SchemaError{Path: path, Keyword: k, Msg: "not supported: the grammar cannot enforce it"}
@@ -349,6 +363,16 @@ func (c *compiler) array(s *ordered, path string) (Ref, error) {
 	}
 	if hi >= 0 && hi < lo {
 		return 0, &SchemaError{Path: path, Keyword: "maxItems", Msg: fmt.Sprintf("%d is below minItems %d", hi, lo)}
+	}
+	// Each counted item is a rule: bounds past maxCounted would make a
+	// grammar too large to build.
+	for _, k := range []struct {
+		name string
+		v    int
+	}{{"minItems", lo}, {"maxItems", hi}} {
+		if k.v > maxCounted {
+			return 0, &SchemaError{Path: path, Keyword: k.name, Msg: fmt.Sprintf("%d: at most %d is supported", k.v, maxCounted)}
+		}
 	}
 	var prefix []Ref
 	if v, ok := s.m["prefixItems"]; ok {
