@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/strata-llm/strata/runtime/engine"
 )
 
 // record is the reply the schema below describes, decoded strictly: every
@@ -263,4 +265,45 @@ func TestConstraintErrors(t *testing.T) {
 	if code, b, _ := post(t, ts.URL+"/v1/chat/completions", `{`+msgs+`, `+tool+`, "tool_choice": "auto", "max_tokens": 2}`); code != 200 {
 		t.Errorf("tool_choice auto with an unsupported schema: status %d %s", code, b)
 	}
+}
+
+// With speculation on the server (suffix drafts), a constrained reply is
+// the one it makes without, greedy and sampled, and drafts were fed.
+func TestConstrainedWithSpeculation(t *testing.T) {
+	format := `"response_format": {"type": "json_schema", "json_schema": {"name": "record", "schema": ` + recordSchema + `}}`
+	bodies := []string{
+		`{"messages": [{"role": "user", "content": "Describe a record."}], "max_tokens": 400, "chat_template_kwargs": {"enable_thinking": false}, "temperature": 0, ` + format + `}`,
+		`{"messages": [{"role": "user", "content": "Describe a record."}], "max_tokens": 400, "chat_template_kwargs": {"enable_thinking": false}, "temperature": 1, "seed": 4, ` + format + `}`,
+	}
+	// Each server in a subtest: startReal holds the model until its test ends.
+	replies := func(t *testing.T, sp engine.SpecOptions) []string {
+		ts, _ := startReal(t, func(o *Options) { o.Generate.Spec = sp })
+		var out []string
+		for _, body := range bodies {
+			code, b, _ := post(t, ts.URL+"/v1/chat/completions", body)
+			r := decode[chatReply](t, b)
+			if code != 200 || r.Choices[0].Message.Content == nil {
+				t.Fatalf("status %d: %s", code, b)
+			}
+			checkRecord(t, *r.Choices[0].Message.Content)
+			out = append(out, *r.Choices[0].Message.Content)
+		}
+		return out
+	}
+	var want, got []string
+	st := &engine.SpecStats{}
+	t.Run("plain", func(t *testing.T) { want = replies(t, engine.SpecOptions{}) })
+	t.Run("drafts", func(t *testing.T) { got = replies(t, engine.SpecOptions{Depth: 3, SuffixDraft: 3, Stats: st}) })
+	if len(want) != len(bodies) || len(got) != len(bodies) {
+		t.Fatal("a request failed")
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d: with drafts %q, without %q", i, got[i], want[i])
+		}
+	}
+	if st.Drafted == 0 {
+		t.Error("no draft was fed")
+	}
+	t.Logf("%d windows, %d drafted, %d accepted", st.Windows, st.Drafted, st.Accepted)
 }
