@@ -14,10 +14,11 @@ import (
 )
 
 // grammarFlags are strata run's constrained-output flags (llama-cli's
-// --json-schema; --json for any object, as the API's json_object).
+// --json-schema, --grammar and --grammar-file; --json for any object, as
+// the API's json_object).
 type grammarFlags struct {
-	json   *bool
-	schema *string
+	json                   *bool
+	schema, gbnf, gbnfFile *string
 }
 
 func addGrammarFlags(fs *flag.FlagSet) *grammarFlags {
@@ -25,6 +26,8 @@ func addGrammarFlags(fs *flag.FlagSet) *grammarFlags {
 		json: fs.Bool("json", false, "constrain the output to one JSON object (docs/sampling.md: whitespace policy)"),
 		schema: fs.String("json-schema", "", "constrain the output to the values of a JSON Schema: a `file`, or the schema itself "+
 			"(text starting with { or true); unsupported keywords are refused by name"),
+		gbnf:     fs.String("grammar", "", "constrain the output to a llama.cpp GBNF `grammar` (its rule root)"),
+		gbnfFile: fs.String("grammar-file", "", "constrain the output to the GBNF grammar in this `file`"),
 	}
 }
 
@@ -32,11 +35,35 @@ func addGrammarFlags(fs *flag.FlagSet) *grammarFlags {
 // anything is loaded.
 func (f *grammarFlags) grammar() (*grammar.Grammar, error) {
 	src := strings.TrimSpace(*f.schema)
+	var given []string
+	for _, g := range []struct {
+		name string
+		set  bool
+	}{{"--json", *f.json}, {"--json-schema", src != ""}, {"--grammar", *f.gbnf != ""}, {"--grammar-file", *f.gbnfFile != ""}} {
+		if g.set {
+			given = append(given, g.name)
+		}
+	}
+	if len(given) > 1 {
+		return nil, usagef("%s: give one (they each constrain the whole output)", strings.Join(given, " and "))
+	}
 	switch {
-	case *f.json && src != "":
-		return nil, usagef("--json and --json-schema: give one (--json is any object)")
 	case *f.json:
 		return grammar.JSONObject(), nil
+	case *f.gbnf != "" || *f.gbnfFile != "":
+		text, flagName := *f.gbnf, "--grammar"
+		if *f.gbnfFile != "" {
+			data, err := os.ReadFile(*f.gbnfFile)
+			if err != nil {
+				return nil, usagef("--grammar-file: %v", err)
+			}
+			text, flagName = string(data), "--grammar-file"
+		}
+		g, err := grammar.FromGBNF(text)
+		if err != nil {
+			return nil, usagef("%s: %v", flagName, err)
+		}
+		return g, nil
 	case src == "":
 		return nil, nil
 	}
@@ -58,7 +85,7 @@ func (f *grammarFlags) grammar() (*grammar.Grammar, error) {
 // (a chat's every reply).
 func constraints(g *grammar.Grammar, tok *tokenizer.Tokenizer, stops []int) (func() sample.Constraint, error) {
 	if tok == nil {
-		return nil, fmt.Errorf("--json and --json-schema need the model's tokenizer (the token bytes the grammar checks)")
+		return nil, fmt.Errorf("--json, --json-schema and --grammar need the model's tokenizer (the token bytes the grammar checks)")
 	}
 	v := grammar.NewVocab(tok.Vocab(), tok.TokenBytes, tok.IsSpecial)
 	return func() sample.Constraint { return grammar.NewConstraint(g, v, stops) }, nil

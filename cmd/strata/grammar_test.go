@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -49,7 +50,12 @@ func TestRunJSONSchema(t *testing.T) {
 			t.Errorf("%v: %q, want %q", args, reply, want)
 		}
 	}
-	out, _, status := runStrata(t, "run", "-n", "40", "--json", "--temperature", "1")
+	// A GBNF grammar: the reply is what it allows.
+	out, _, status := runStrata(t, "run", "-n", "40", "--grammar", `root ::= "// " [a-z ]{3,12} "."`)
+	if reply, _ := strings.CutPrefix(out, prompt); status != 0 || !regexp.MustCompile(`^// [a-z ]{3,12}\.\n?$`).MatchString(reply) {
+		t.Errorf("--grammar: status %d, reply %q", status, reply)
+	}
+	out, _, status = runStrata(t, "run", "-n", "40", "--json", "--temperature", "1")
 	reply, _ := strings.CutPrefix(out, prompt)
 	if status != 0 || !strings.HasPrefix(reply, "{") {
 		t.Errorf("--json: status %d, reply %q", status, reply)
@@ -61,7 +67,10 @@ func TestGrammarFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--json", "--json-schema", "{}"}, "--json and --json-schema"},
+		{[]string{"--json", "--json-schema", "{}"}, "--json and --json-schema: give one"},
+		{[]string{"--grammar", `root ::= "a"`, "--json"}, "--json and --grammar: give one"},
+		{[]string{"--grammar", `root ::= x`}, `--grammar: gbnf: line 1, column 10: rule "x" is used but not defined`},
+		{[]string{"--grammar-file", "no-such.gbnf"}, "--grammar-file: open no-such.gbnf"},
 		{[]string{"--json-schema", `{"type": "string", "pattern": "a"}`}, `keyword "pattern"`},
 		{[]string{"--json-schema", "no-such-file.json"}, "--json-schema no-such-file.json"},
 		{[]string{"--hf", tinyA, "--tokens", "1", "--json"}, "need the model's tokenizer"},
