@@ -30,6 +30,7 @@ type sampling struct {
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	Logprobs            json.RawMessage `json:"logprobs"`
 	ResponseFormat      *responseFormat `json:"response_format"`
+	Grammar             string          `json:"grammar"` // llama-server's: a GBNF grammar (constrain.go)
 }
 
 type streamOptions struct {

@@ -41,8 +41,19 @@ func (s *Server) constraint(g *grammar.Grammar) *grammar.Constraint {
 
 // formatGrammar reads response_format into a rule of b: nil for text (or
 // absent), a JSON object for json_object, the schema's values for
-// json_schema.
-func formatGrammar(b *grammar.Builder, rf *responseFormat) (*grammar.Ref, *apiError) {
+// json_schema; or llama-server's grammar field (GBNF).
+func formatGrammar(b *grammar.Builder, q *sampling) (*grammar.Ref, *apiError) {
+	rf := q.ResponseFormat
+	if q.Grammar != "" {
+		if rf != nil && rf.Type != "" && rf.Type != "text" {
+			return nil, badRequest("grammar", "invalid_value", "field \"grammar\": give a grammar or a response_format of type %q, not both", rf.Type)
+		}
+		r, err := b.GBNF(q.Grammar)
+		if err != nil {
+			return nil, badRequest("grammar", "invalid_grammar", "field \"grammar\": %v", err)
+		}
+		return &r, nil
+	}
 	if rf == nil {
 		return nil, nil
 	}
@@ -188,7 +199,7 @@ func (s *Server) chatGrammar(req *chatRequest, tools bool, rendered string) (*gr
 	}
 	forced := mode == "required" || mode == "function"
 	b := grammar.NewBuilder()
-	body, e := formatGrammar(b, req.ResponseFormat)
+	body, e := formatGrammar(b, &req.sampling)
 	if e != nil {
 		return nil, e
 	}
@@ -197,7 +208,7 @@ func (s *Server) chatGrammar(req *chatRequest, tools bool, rendered string) (*gr
 			return nil, badRequest("tool_choice", "invalid_value", "field \"tool_choice\": a tool call is forced, but the request has no \"tools\"")
 		}
 		if body != nil {
-			return nil, badRequest("response_format", "invalid_value", "field \"response_format\": the reply is a forced tool call (tool_choice), so it cannot also be %s", req.ResponseFormat.Type)
+			return nil, badRequest("response_format", "invalid_value", "field \"response_format\": the reply is a forced tool call (tool_choice), so it cannot also follow response_format or grammar")
 		}
 		r, e := toolCallGrammar(b, req.Tools, name, req.ParallelToolCalls == nil || *req.ParallelToolCalls)
 		if e != nil {
@@ -222,10 +233,11 @@ func (s *Server) chatGrammar(req *chatRequest, tools bool, rendered string) (*gr
 	return g, nil
 }
 
-// textGrammar is /v1/completions' grammar: the response_format alone.
-func textGrammar(rf *responseFormat) (*grammar.Grammar, *apiError) {
+// textGrammar is /v1/completions' grammar: the response_format (or
+// grammar) alone.
+func textGrammar(q *sampling) (*grammar.Grammar, *apiError) {
 	b := grammar.NewBuilder()
-	body, e := formatGrammar(b, rf)
+	body, e := formatGrammar(b, q)
 	if e != nil || body == nil {
 		return nil, e
 	}

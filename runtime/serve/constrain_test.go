@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -104,6 +105,35 @@ func TestResponseFormatSchema(t *testing.T) {
 		t.Fatalf("completions: status %d: %s", code, b)
 	}
 	checkRecord(t, tr.Choices[0].Text)
+}
+
+// llama-server's grammar field (GBNF) constrains chat and text replies.
+func TestGrammarField(t *testing.T) {
+	ts, _ := startReal(t, nil)
+	gbnf := `root ::= (\"yes\" | \"no\") \", \" [0-9]{1,3}`
+	re := regexp.MustCompile(`^(yes|no), [0-9]{1,3}$`)
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "yes?"}], "chat_template_kwargs": {"enable_thinking": false}, "max_tokens": 50, "grammar": "` + gbnf + `"}`},
+		{"/v1/completions", `{"prompt": "answer:", "temperature": 1, "seed": 3, "max_tokens": 50, "grammar": "` + gbnf + `"}`},
+	} {
+		code, b, _ := post(t, ts.URL+c.path, c.body)
+		var r struct {
+			Choices []struct {
+				Text    string
+				Message *message
+			}
+		}
+		if err := json.Unmarshal(b, &r); code != 200 || err != nil || len(r.Choices) != 1 {
+			t.Fatalf("%s: status %d: %s", c.path, code, b)
+		}
+		text := r.Choices[0].Text
+		if m := r.Choices[0].Message; m != nil && m.Content != nil {
+			text = *m.Content
+		}
+		if !re.MatchString(text) {
+			t.Errorf("%s: %q does not follow the grammar", c.path, text)
+		}
+	}
 }
 
 // json_object: the reply is one JSON object.
@@ -250,6 +280,9 @@ func TestConstraintErrors(t *testing.T) {
 		{`{` + msgs + `, "tool_choice": "required"}`, "tool_choice", "no \"tools\""},
 		{`{` + msgs + `, ` + tool + `, "tool_choice": "always"}`, "tool_choice", "always"},
 		{`{` + msgs + `, "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required", "response_format": {"type": "json_object"}}`, "response_format", "forced tool call"},
+		{`{` + msgs + `, "grammar": "root ::= x"}`, "grammar", `rule "x" is used but not defined`},
+		{`{"prompt": "x", "grammar": "root ::= \"a"}`, "grammar", "line 1, column 10"},
+		{`{` + msgs + `, "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}`, "grammar", "not both"},
 	} {
 		path := "/v1/chat/completions"
 		if strings.HasPrefix(c.body, `{"prompt"`) {

@@ -527,7 +527,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if pl.grammar, e = textGrammar(req.ResponseFormat); e != nil {
+	if pl.grammar, e = textGrammar(&req.sampling); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -15,24 +15,38 @@ import (
 // Unicode code points and match their UTF-8 bytes. Errors name the line and
 // column.
 func FromGBNF(src string) (*Grammar, error) {
-	p := &gbnf{src: src, b: NewBuilder(), rules: map[string]Ref{}}
-	if err := p.parse(); err != nil {
+	b := NewBuilder()
+	root, err := b.GBNF(src)
+	if err != nil {
 		return nil, err
 	}
-	root, ok := p.rules["root"]
-	if !ok {
-		return nil, fmt.Errorf("gbnf: no rule named root (the start rule)")
-	}
-	for _, name := range p.order {
-		if !p.defined[name] {
-			return nil, fmt.Errorf("gbnf: %s: rule %q is used but not defined", p.usedAt[name], name)
-		}
-	}
-	g, err := p.b.Build(root)
+	g, err := b.Build(root)
 	if err != nil {
 		return nil, fmt.Errorf("gbnf: %w", err)
 	}
 	return g, nil
+}
+
+// GBNF compiles a GBNF grammar (as FromGBNF) into rules of b and returns
+// its root rule.
+func (b *Builder) GBNF(src string) (Ref, error) {
+	p := &gbnf{src: src, b: b, rules: map[string]Ref{}}
+	if err := p.parse(); err != nil {
+		return 0, err
+	}
+	root, ok := p.rules["root"]
+	if !ok {
+		return 0, fmt.Errorf("gbnf: no rule named root (the start rule)")
+	}
+	for _, name := range p.order {
+		if !p.defined[name] {
+			return 0, fmt.Errorf("gbnf: %s: rule %q is used but not defined", p.usedAt[name], name)
+		}
+	}
+	if b.matchesNothing(root) {
+		return 0, fmt.Errorf("gbnf: rule root matches nothing (a rule that reaches itself before a byte?)")
+	}
+	return root, nil
 }
 
 type gbnf struct {
