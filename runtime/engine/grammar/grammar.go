@@ -1,6 +1,7 @@
 // Package grammar constrains generation to a context-free language over
-// bytes: JSON (any value or object), JSON Schema, and sequences of literal
-// markup around them (a chat template's tool-call tags). A Grammar is a set
+// bytes: JSON (any value or object), JSON Schema, llama.cpp's GBNF, and
+// sequences of literal markup around them (a chat template's tool-call
+// tags). A Grammar is a set
 // of rules, each a list of alternatives, each a sequence of byte classes,
 // rule references and two lexical elements (a JSON string's body, and free
 // text up to a terminator); a State is the set of parse stacks a prefix
