@@ -8,13 +8,15 @@ import (
 	"github.com/strata-llm/strata/runtime/engine/sample"
 )
 
-// BenchmarkConstrainedSample is the sampler's cost per token under a
-// grammar, inside a string's body (where a reply spends most tokens) and
+// BenchmarkConstrainedSample is the sampler's cost per greedy token under
+// a grammar, inside a string's body (where a reply spends most tokens) and
 // after an object's key (few tokens allowed), on a row of logits the size
-// of the vocabulary: unconstrained greedy for reference; check-first, where
-// the argmax is allowed (the common case); and the full mask, where it is
-// refused, computed afresh ("mask") or found in the constraint's cache
-// ("cached": the state recurs, as between a string's characters).
+// of the vocabulary: unconstrained for reference; "check-first", the
+// argmax allowed (the common case); "next", the argmax refused and the
+// next allowed (found among the best eight); "mask", the best eight
+// refused, the mask computed afresh; "cached", the same with the mask in
+// the constraint's cache (the state recurs, as between a string's
+// characters).
 func BenchmarkConstrainedSample(b *testing.B) {
 	vs := loadVocabs(b)
 	g := toolGrammar(b)
@@ -25,45 +27,57 @@ func BenchmarkConstrainedSample(b *testing.B) {
 		for i := range logits {
 			logits[i] = float32(rng.NormFloat64())
 		}
-		for _, at := range []struct{ name, prefix, best, refused string }{
-			{"string", states[3].prefix, "is", `"}`},
-			{"key", states[2].prefix, `"`, "is"},
+		for _, at := range []struct{ name, prefix, best string }{
+			{"string", states[3].prefix, "is"},
+			{"key", states[2].prefix, `"`},
 		} {
 			allowed, _ := tokenOf(v, at.best)
-			refused, _ := tokenOf(v, at.refused)
-			row := func(top int) []float32 {
+			c := constraintAt(b, g, v, at.prefix, nil)
+			mask := c.Mask() // also makes the vocabulary's fast path for this state, once
+			var refused []int
+			for id := 0; len(refused) < 9; id++ {
+				if mask[id>>6]>>(id&63)&1 == 0 {
+					refused = append(refused, id)
+				}
+			}
+			// row puts the refused ids on top (refusedTop of them), then the
+			// allowed one.
+			row := func(refusedTop int) []float32 {
 				r := append([]float32(nil), logits...)
-				r[top] = 100
+				for i, id := range refused[:refusedTop] {
+					r[id] = float32(200 - i)
+				}
+				r[allowed] = 100
 				return r
 			}
+			st := c.st
 			s, _ := sample.New(sample.Params{})
 			b.Run(fmt.Sprintf("%s/%s/unconstrained", vname, at.name), func(b *testing.B) {
-				r := row(allowed)
+				r := row(0)
+				s.SetConstraint(nil)
 				for b.Loop() {
 					s.Sample(r, nil)
 				}
 			})
-			c := constraintAt(b, g, v, at.prefix, nil)
-			c.Mask() // the vocabulary's fast path for this state, made once per vocabulary
-			st := c.st
-			run := func(name string, top int, cached bool) {
+			run := func(name string, refusedTop int, cached bool) {
 				b.Run(fmt.Sprintf("%s/%s/%s", vname, at.name, name), func(b *testing.B) {
-					r := row(top)
+					r := row(refusedTop)
 					s.SetConstraint(c)
 					for b.Loop() {
 						c.st = st // the state before the token, as Sample advances it
 						if !cached {
 							clear(c.cache)
 						}
-						if t := s.Sample(r, nil); t == refused || top == allowed && t != allowed {
-							b.Fatalf("sampled %d", t)
+						if t := s.Sample(r, nil); t != allowed {
+							b.Fatalf("sampled %d, want %d", t, allowed)
 						}
 					}
 				})
 			}
-			run("check-first", allowed, true)
-			run("mask", refused, false)
-			run("cached", refused, true)
+			run("check-first", 0, true)
+			run("next", 1, true)
+			run("mask", 9, false)
+			run("cached", 9, true)
 		}
 	}
 }

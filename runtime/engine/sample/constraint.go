@@ -33,15 +33,19 @@ func (s *Sampler) SetConstraint(c Constraint) { s.con = c }
 
 // constrained picks the next token under the constraint. It checks the
 // token the unconstrained chain would pick first and builds the mask only
-// when the constraint refuses it, where that is exact: greedy (the argmax,
-// if allowed, is the masked argmax) and a draw with no filter (a draw from
+// when the constraint refuses it, where that is exact: greedy (the first
+// allowed of the best few is the masked argmax) and a draw with no filter (a draw from
 // p kept when allowed, else redrawn from p masked and renormalised, yields
 // each allowed token with probability p/Z). With top-k, top-p or min-p the
 // filters would see different candidates, so the mask comes first.
 func (s *Sampler) constrained(logits []float32, history []int) int {
 	if s.p.Greedy() {
-		if t := s.greedy(logits, history); s.con.Allows(t) {
-			return t
+		// The best few, best first: the first the grammar allows is the
+		// masked argmax; only when it refuses them all is the mask built.
+		for _, t := range s.best(logits, history, greedyChecks) {
+			if s.con.Allows(t) {
+				return t
+			}
 		}
 		return s.maskedArgmax(logits, history, s.con.Mask())
 	}
@@ -51,6 +55,39 @@ func (s *Sampler) constrained(logits []float32, history []int) int {
 		}
 	}
 	return spec.Sample(s.chain(logits, history, true), s.rng)
+}
+
+// greedyChecks is how many of the best tokens greedy checks one by one
+// before it builds the mask.
+const greedyChecks = 8
+
+// best returns the n best ids of the penalised logits, best first, the
+// lower id first on ties (the order argmax breaks them in).
+func (s *Sampler) best(logits []float32, history []int, n int) []int {
+	if s.p.penalized() {
+		w := s.penalize(logits, history)
+		s.cand = topK(w, min(n, len(w)), s.cand[:0])
+		return s.cand
+	}
+	top := s.cand[:0]
+	for i, v := range logits {
+		if len(top) == n && v <= logits[top[n-1]] {
+			continue // not better than the worst kept (a tie keeps the lower id)
+		}
+		j := len(top)
+		if j < n {
+			top = append(top, i)
+		} else {
+			j = n - 1
+		}
+		for j > 0 && v > logits[top[j-1]] {
+			top[j] = top[j-1]
+			j--
+		}
+		top[j] = i
+	}
+	s.cand = top
+	return top
 }
 
 // maskedArgmax is the argmax of the penalised logits over the ids mask

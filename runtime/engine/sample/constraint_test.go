@@ -1,6 +1,8 @@
 package sample
 
 import (
+	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/strata-llm/strata/runtime/internal/chisq"
@@ -60,8 +62,9 @@ func TestConstraintBeforeFilters(t *testing.T) {
 	}
 }
 
-// Greedy checks the argmax first: allowed, no mask is built; refused, the
-// masked argmax. Either way the token is accepted into the constraint.
+// Greedy checks the best few first: the first allowed is the masked
+// argmax, and no mask is built; when all are refused, the masked argmax.
+// Either way the token is accepted into the constraint.
 func TestConstraintGreedy(t *testing.T) {
 	s, _ := New(Params{})
 	c := allow(0, 3)
@@ -70,9 +73,16 @@ func TestConstraintGreedy(t *testing.T) {
 		t.Errorf("argmax allowed: token %d with %d masks, want 0 with none", tok, c.masks)
 	}
 	c.allowed = map[int]bool{2: true, 3: true}
-	if tok := s.Sample(base, nil); tok != 2 || c.masks != 1 {
-		t.Errorf("argmax refused: token %d with %d masks, want 2 with one", tok, c.masks)
+	if tok := s.Sample(base, nil); tok != 2 || c.masks != 0 {
+		t.Errorf("argmax refused: token %d with %d masks, want 2 with none", tok, c.masks)
 	}
+	// Twelve ids, the best eight refused: the mask decides (id 9 over 11).
+	wide := logw(12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 3)
+	c.allowed = map[int]bool{9: true, 11: true}
+	if tok := s.Sample(wide, nil); tok != 9 || c.masks != 1 {
+		t.Errorf("the best eight refused: token %d with %d masks, want 9 with one", tok, c.masks)
+	}
+	c.allowed = map[int]bool{2: true, 3: true}
 	tok, ok := s.Verify(base, nil, 3)
 	if tok != 2 || ok {
 		t.Errorf("verify of a worse allowed draft: %d %v, want 2 false", tok, ok)
@@ -80,7 +90,7 @@ func TestConstraintGreedy(t *testing.T) {
 	if tok, ok := s.Verify(base, nil, 2); tok != 2 || !ok {
 		t.Errorf("verify of the masked argmax: %d %v, want 2 true", tok, ok)
 	}
-	if want := []int{0, 2, 2, 2}; len(c.accepted) != 4 || c.accepted[1] != 2 || c.accepted[3] != 2 {
+	if want := []int{0, 2, 9, 2, 2}; !slices.Equal(c.accepted, want) {
 		t.Errorf("accepted %v, want %v", c.accepted, want)
 	}
 }
@@ -126,6 +136,35 @@ func TestConstrainedDraws(t *testing.T) {
 			if _, err := chisq.Check(counts, c.want); err != nil {
 				t.Errorf("%s: Verify with draft %d: %v", c.name, draft, err)
 			}
+		}
+	}
+}
+
+// best is the head of the order argmax breaks ties in: logit descending,
+// id ascending; with and without penalties.
+func TestBestFew(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for trial := range 200 {
+		row := make([]float32, 1+rng.Intn(40))
+		for i := range row {
+			row[i] = float32(rng.Intn(6)) // many ties
+		}
+		p := Params{}
+		if trial%2 == 1 {
+			p = Params{RepeatPenalty: 1.5, PenaltyLastN: -1}
+		}
+		s, _ := New(p)
+		hist := []int{0, 1, 2}
+		w := s.penalize(row, hist)
+		want := make([]int, len(row))
+		for i := range want {
+			want[i] = i
+		}
+		slices.SortStableFunc(want, func(a, b int) int { return better(w, a, b) })
+		n := 1 + rng.Intn(10)
+		got := s.best(row, hist, n)
+		if !slices.Equal(got, want[:min(n, len(row))]) {
+			t.Fatalf("row %v, penalties %v: best %d = %v, want %v", row, p.penalized(), n, got, want[:min(n, len(row))])
 		}
 	}
 }
