@@ -16,7 +16,7 @@ import (
 // next allowed (found among the best eight); "mask", the best eight
 // refused, the mask computed afresh; "cached", the same with the mask in
 // the constraint's cache (the state recurs, as between a string's
-// characters).
+// characters); "sampled", llama.cpp's default chain, the cache cleared.
 func BenchmarkConstrainedSample(b *testing.B) {
 	vs := loadVocabs(b)
 	g := toolGrammar(b)
@@ -78,6 +78,18 @@ func BenchmarkConstrainedSample(b *testing.B) {
 			run("next", 1, true)
 			run("mask", 9, false)
 			run("cached", 9, true)
+			// llama.cpp's default chain (top-k 40, top-p 0.95, min-p 0.05,
+			// T 0.8): the top-k's allowed ids found one by one, or the mask.
+			b.Run(fmt.Sprintf("%s/%s/sampled", vname, at.name), func(b *testing.B) {
+				r := row(0)
+				sp, _ := sample.New(sample.Params{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, Seed: 1})
+				sp.SetConstraint(c)
+				for b.Loop() {
+					c.st = st
+					clear(c.cache)
+					sp.Sample(r, nil)
+				}
+			})
 		}
 	}
 }

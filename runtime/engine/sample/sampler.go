@@ -303,13 +303,14 @@ func topK(w []float64, k int, dst []int) []int {
 			}
 			continue
 		}
-		if w[id] < w[h[0]] {
-			continue // the common case, without the tie-break
+		if w[id] <= w[h[0]] {
+			// Not better than the worst kept: ids come in increasing order,
+			// so a tie loses to the lower id already kept (a masked row's
+			// many −∞ ties cost no comparison).
+			continue
 		}
-		if worse(h[0], id) {
-			h[0] = id
-			down(0)
-		}
+		h[0] = id
+		down(0)
 	}
 	slices.SortFunc(h, func(a, b int) int { return better(w, a, b) })
 	return h
