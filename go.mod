@@ -10,3 +10,5 @@ require (
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.44.0
 )
+
+require github.com/santhosh-tekuri/jsonschema/v6 v6.0.2

@@ -301,6 +301,9 @@ func (c *conversation) reply(turn int, rendered string, prompt []int, kept int, 
 		return p.token(id)
 	}
 	c.gopt.History = c.seen // the penalties and the suffix drafter see the earlier turns
+	if t.newConstraint != nil {
+		c.gopt.Constraint = t.newConstraint() // each reply starts the grammar anew
+	}
 	p.clock.start = time.Now()
 	c.mark = nil
 	rest := prompt

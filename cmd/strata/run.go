@@ -80,6 +80,7 @@ type runFlags struct {
 	cudaDirect                                   func() bool
 	keepAlive                                    time.Duration
 	sf                                           *samplingFlags
+	gf                                           *grammarFlags
 	tf                                           *textFlags
 	stf                                          *streamFlags
 }
@@ -94,6 +95,10 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	sp, err := f.check()
+	if err != nil {
+		return err
+	}
+	g, err := f.gf.grammar()
 	if err != nil {
 		return err
 	}
@@ -145,6 +150,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	gopt := engine.GenerateOptions{PrefillRows: l.PrefillRows, Spec: sp, Sampling: sampling, EOS: eos, IgnoreEOS: *f.sf.ignoreEOS, OnToken: onToken}
+	if g != nil {
+		if err := constrain(g, txt, streamsText, &gopt); err != nil {
+			return err
+		}
+	}
 	var dump logitsDump
 	if f.dump != "" {
 		gopt.OnLogits = dump.add
@@ -220,6 +230,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.BoolVar(&f.noMTPDraft, "no-mtp-draft", false, "with --spec: never draft with the model's MTP head (suffix drafts only)")
 	fs.StringVar(&f.specState, "spec-state", "", "with --spec auto: the spec gate's estimates, read at the start and saved at the end, so the next run starts warm (default: FILE.spec next to a --gguf FILE; - for none)")
 	f.sf = addSamplingFlags(fs)
+	f.gf = addGrammarFlags(fs)
 	fs.BoolVar(&f.stats, "stats", false, "print one-line reports of what speculation and expert streaming did to stderr (with --gguf, the weights per class: format, MB, in place)")
 	fs.BoolVar(&f.copyWeights, "copy-weights", false, "copy every weight into the engine's buffers instead of using a GGUF's tensors in place from the mapped file")
 	fs.BoolVar(&f.icb, "icb", false, "with --backend metal: record each window shape once into indirect command buffers and replay them (--backend cuda replays CUDA graphs unless --icb=false)")

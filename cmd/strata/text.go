@@ -72,6 +72,9 @@ type textRun struct {
 	stops []string // stop strings (matched on the text, across tokens)
 	label string   // the model, backend and threads, for the timings
 	ids   bool     // the prompt is --tokens: the tokenizer only serves --stop
+	// newConstraint makes each reply's grammar state (--json, --json-schema,
+	// --grammar).
+	newConstraint func() sample.Constraint
 	// prompt is -p/-f tokenized (nil with --chat), read before the model
 	// loads so that a bad prompt is heard about first.
 	prompt []int

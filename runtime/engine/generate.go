@@ -47,7 +47,12 @@ type GenerateOptions struct {
 	// another session there and returns when this one may go on; Generate
 	// itself starts in the caller's turn. An error ends generation with it.
 	Turn func(prefillLeft int) error
-	Spec SpecOptions
+	// Constraint, when set, restricts the tokens to a grammar
+	// (runtime/engine/grammar): the sampler masks what it refuses and
+	// advances it with each committed token, drafts it refuses are not fed,
+	// and generation ends once it is finished (nothing may follow).
+	Constraint sample.Constraint
+	Spec       SpecOptions
 }
 
 // ErrContext is the error a prompt or a window that does not fit in the
@@ -124,6 +129,10 @@ func generate(seq sequence, prompt []int, n int, opt GenerateOptions) ([]int, er
 		if smp, err = sample.New(opt.Sampling); err != nil {
 			return nil, fmt.Errorf("sampling: %w", err)
 		}
+	}
+	if opt.Constraint != nil {
+		smp.SetConstraint(opt.Constraint)
+		defer smp.SetConstraint(nil)
 	}
 	d := &decoder{s: seq, lim: seq.limits(), opt: opt, smp: smp}
 	if at := seq.Pos(); at+len(prompt) > d.lim.context {
@@ -214,6 +223,11 @@ func (d *decoder) commit(toks []int, rows [][]float32) (taken int, stop bool, er
 		if !d.opt.IgnoreEOS && slices.Contains(d.opt.EOS, t) {
 			return i + 1, true, nil
 		}
+	}
+	if c := d.opt.Constraint; c != nil && c.Finished() {
+		// Verification stops at the row that finishes the grammar, so
+		// this is the last token's doing.
+		return len(toks), true, nil
 	}
 	return len(toks), false, nil
 }
@@ -350,6 +364,10 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 	case d.opt.Spec.Depth > 0:
 		k = min(d.opt.Spec.Depth, len(drafts), remaining-1)
 	}
+	if c := d.opt.Constraint; c != nil {
+		// A draft the grammar refuses would be rejected: feed none from it.
+		k = c.Admit(drafts[:k])
+	}
 	rows := append([]int{cur}, drafts[:k]...)
 	prefetchNgrams(s, rows) // read while the state is snapshotted
 	pos := s.Pos()
@@ -377,7 +395,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 			tok = d.smp.Sample(logits[i], hist(i))
 		}
 		got = append(got, tok)
-		if !ok {
+		if !ok || d.opt.Constraint != nil && d.opt.Constraint.Finished() {
 			break
 		}
 	}

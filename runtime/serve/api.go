@@ -29,9 +29,8 @@ type sampling struct {
 	Stream              bool            `json:"stream"`
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	Logprobs            json.RawMessage `json:"logprobs"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	ResponseFormat      *responseFormat `json:"response_format"`
+	Grammar             string          `json:"grammar"` // llama-server's: a GBNF grammar (constrain.go)
 }
 
 type streamOptions struct {
@@ -47,6 +46,9 @@ type chatRequest struct {
 	TopLogprobs *int            `json:"top_logprobs"`
 	Tools       json.RawMessage `json:"tools"`
 	ToolChoice  json.RawMessage `json:"tool_choice"`
+	// ParallelToolCalls false makes a forced tool call (tool_choice
+	// "required") a single call.
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
 	// ChatTemplateKwargs are extra template variables (vLLM's and
 	// llama-server's extension); enable_thinking is the one read.
 	ChatTemplateKwargs struct {

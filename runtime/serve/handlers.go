@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/grammar"
 	"github.com/strata-llm/strata/runtime/engine/sample"
 	"github.com/strata-llm/strata/runtime/text"
 	"github.com/strata-llm/strata/runtime/text/chat"
@@ -38,6 +39,7 @@ type plan struct {
 	stops        []string
 	stream       bool
 	includeUsage bool
+	grammar      *grammar.Grammar // the reply's grammar (constrain.go); nil: free text
 }
 
 // maxChoices bounds "n" (OpenAI's limit); the choices run one after another.
@@ -58,9 +60,6 @@ func (s *Server) plan(q *sampling, topLogprobs *int, promptLen int, promptParam 
 	logprobs, e := logprobsRequest(q.Logprobs, topLogprobs, promptParam != "prompt")
 	if e != nil {
 		return nil, e
-	}
-	if q.ResponseFormat != nil && q.ResponseFormat.Type != "" && q.ResponseFormat.Type != "text" {
-		return nil, badRequest("response_format", "unsupported_value", "field \"response_format\": type %q is not supported (only \"text\"; the server does not constrain the output to JSON)", q.ResponseFormat.Type)
 	}
 	p := s.opt.Generate.Sampling
 	setF := func(dst *float64, v *float64) {
@@ -206,6 +205,9 @@ func (s *Server) generate(r *http.Request, ids []int, pl *plan, onStart func(cho
 	for i := range jobs {
 		j := &job{ctx: ctx, prompt: ids, n: pl.n, gopt: pl.gopt, done: make(chan struct{}), splitPrompt: i < len(jobs)-1}
 		j.gopt.Sampling.Seed = choiceSeed(pl.gopt.Sampling.Seed, i)
+		if c := s.constraint(pl.grammar); c != nil {
+			j.gopt.Constraint = c // a grammar's state is a choice's own
+		}
 		st := s.newChoiceState(i, pl, onText, &writeErr)
 		j.token = st.token
 		if pl.logprobs >= 0 {
@@ -531,6 +533,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inThink := strings.HasSuffix(strings.TrimRight(rendered, " \n"), thinkOpen)
+	if pl.grammar, e = s.chatGrammar(&req, tools, rendered); e != nil {
+		writeError(w, e)
+		return
+	}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	chunk := func(i int, d *message, finish *string, lps []tokenLogprob) chatResponse {
 		c := chatChoice{Index: i, Delta: d, FinishReason: finish}
@@ -696,6 +702,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	pl, e := s.plan(&req.sampling, nil, len(ids), "prompt")
 	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if pl.grammar, e = textGrammar(&req.sampling); e != nil {
 		writeError(w, e)
 		return
 	}

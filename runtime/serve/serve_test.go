@@ -280,7 +280,7 @@ func TestErrors(t *testing.T) {
 		{"/v1/completions", `{"prompt": "hi", "logprobs": 21}`, 400, "logprobs", "invalid_value"},
 		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "top_p": 0}`, 400, "top_p", "invalid_value"},
 		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "stop": 3}`, 400, "stop", "invalid_type"},
-		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "response_format": {"type":"json_object"}}`, 400, "response_format", "unsupported_value"},
+		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"hi"}], "response_format": {"type":"xml"}}`, 400, "response_format.type", "invalid_value"},
 		{"/v1/chat/completions", `{"messages": [{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "", ""},
 		{"/v1/completions", `{"prompt": ` + long + `}`, 400, "prompt", "context_length_exceeded"},
 		{"/v1/completions", `{"prompt": [1, 99999]}`, 400, "prompt", "invalid_value"},

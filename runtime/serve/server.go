@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/grammar"
 	"github.com/strata-llm/strata/runtime/text"
 )
 
@@ -137,6 +138,9 @@ type Server struct {
 	// engine's counters.
 	turns turns
 	cache *stateCache
+
+	vocabOnce    sync.Once
+	grammarVocab *grammar.Vocab // the tokenizer's ids as grammar tries (constrain.go)
 }
 
 // lane is one sequence the server runs requests on: its session, the

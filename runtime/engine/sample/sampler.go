@@ -19,6 +19,7 @@ type Sampler struct {
 	probs  []float64   // the chain's distribution over the vocabulary
 	cand   []int       // the candidates the filters keep, best first
 	counts map[int]int // occurrences of each token in the penalty window
+	con    Constraint  // the grammar the tokens must follow; nil: none
 }
 
 // New checks p and returns its sampler, its draw seeded by p.Seed.
@@ -36,6 +37,11 @@ func (s *Sampler) Params() Params { return s.p }
 // first) from its row of logits: the argmax of the penalised logits when
 // greedy, else a draw from Probs.
 func (s *Sampler) Sample(logits []float32, history []int) int {
+	if s.con != nil {
+		t := s.constrained(logits, history)
+		s.con.Accept(t) // a refusal (impossible: t was allowed) finishes the constraint
+		return t
+	}
 	if s.p.Greedy() {
 		return s.greedy(logits, history)
 	}
@@ -46,8 +52,18 @@ func (s *Sampler) Sample(logits []float32, history []int) int {
 // logits, the history before it (the drafts before this one included) and
 // the draft the row's window carried. The returned token is distributed
 // exactly as Sample's; accepted says it is the draft. Greedy, it is the
-// argmax and accepted iff the draft is that argmax.
+// argmax and accepted iff the draft is that argmax. Under a constraint the
+// row's token is drawn as Sample draws it and the draft stands iff it is
+// that token: for a drafter that proposes one token with certainty this is
+// speculative sampling's own rule (the draft is kept with probability
+// p(draft), else the token is distributed as the residual), and the random
+// stream is the one plain decoding uses, so the tokens are those of
+// decoding without drafts.
 func (s *Sampler) Verify(logits []float32, history []int, draft int) (tok int, accepted bool) {
+	if s.con != nil {
+		tok = s.Sample(logits, history)
+		return tok, tok == draft
+	}
 	if s.p.Greedy() {
 		tok = s.greedy(logits, history)
 		return tok, tok == draft
@@ -57,9 +73,17 @@ func (s *Sampler) Verify(logits []float32, history []int, draft int) (tok int, a
 
 // Probs returns the chain's distribution over the vocabulary for a row of
 // logits after history: zero outside what the filters keep. Greedy, it is
-// one-hot on Sample's choice. The slice is reused by the next call.
+// one-hot on Sample's choice. Under a constraint the refused ids have
+// probability 0. The slice is reused by the next call.
 func (s *Sampler) Probs(logits []float32, history []int) []float64 {
+	return s.chain(logits, history, s.con != nil)
+}
+
+func (s *Sampler) chain(logits []float32, history []int, masked bool) []float64 {
 	w := s.penalize(logits, history)
+	if masked {
+		maskOut(w, s.con.Mask())
+	}
 	s.probs = resize(s.probs, len(w))
 	p := s.probs
 	if !s.p.Greedy() && s.p.TopK == 0 && s.p.topP() >= 1 && s.p.MinP == 0 {
@@ -279,13 +303,14 @@ func topK(w []float64, k int, dst []int) []int {
 			}
 			continue
 		}
-		if w[id] < w[h[0]] {
-			continue // the common case, without the tie-break
+		if w[id] <= w[h[0]] {
+			// Not better than the worst kept: ids come in increasing order,
+			// so a tie loses to the lower id already kept (a masked row's
+			// many −∞ ties cost no comparison).
+			continue
 		}
-		if worse(h[0], id) {
-			h[0] = id
-			down(0)
-		}
+		h[0] = id
+		down(0)
 	}
 	slices.SortFunc(h, func(a, b int) int { return better(w, a, b) })
 	return h
