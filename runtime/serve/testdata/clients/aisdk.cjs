@@ -5,7 +5,7 @@
 // finishes: [first step, second step], answer, requests }: requests are the
 // bodies the SDK sent (messages, tools), recorded through its fetch hook, so
 // the test can work out the model's replies to them itself.
-const { generateText, streamText, tool, stepCountIs } = require("ai");
+const { generateText, generateObject, streamText, tool, stepCountIs } = require("ai");
 const { createOpenAICompatible } = require("@ai-sdk/openai-compatible");
 const { z } = require("zod");
 const weather = require("./weather.cjs");
@@ -54,6 +54,39 @@ const cases = {
     for await (const _ of r.textStream) { /* drain */ }
     if (failure) throw failure;
     return summary(await r.steps, await r.text, requests);
+  },
+
+  // generateObject with a zod schema: the SDK sends response_format
+  // json_schema (structured outputs on) and parses and validates the reply
+  // itself, so an object it returns is one that followed the schema.
+  async jsonSchema({ baseURL, model }) {
+    const provider = createOpenAICompatible({ name: "strata", baseURL: baseURL + "/v1", apiKey: "none",
+      supportsStructuredOutputs: true });
+    const r = await generateObject({ model: provider.chatModel(model), prompt: weather.reportQuestion,
+      schema: z.object({ city: z.string().max(40), temp_c: z.number().int(),
+        condition: z.enum(["sunny", "cloudy", "raining", "snowing"]) }).strict(),
+      maxOutputTokens: 120, temperature: 0, maxRetries: 0 });
+    return { content: JSON.stringify(r.object), finish: r.finishReason };
+  },
+
+  // toolChoice "required": the SDK raises ToolChoiceViolationError-style
+  // failures when the reply has no call; the server forces one.
+  async forcedTool({ baseURL, model }) {
+    const requests = [];
+    const r = await generateText({ model: chatModel(baseURL, model, requests), prompt: weather.smallTalk, tools,
+      toolChoice: "required", stopWhen: stepCountIs(1), maxOutputTokens: 100, temperature: 0, maxRetries: 0 });
+    return { calls: r.toolCalls.map((c) => ({ name: c.toolName, arguments: JSON.stringify(c.input) })),
+      finish: r.finishReason };
+  },
+
+  // toolChoice naming a tool the question does not need: that call.
+  async namedTool({ baseURL, model }) {
+    const requests = [];
+    const r = await generateText({ model: chatModel(baseURL, model, requests), prompt: weather.question, tools,
+      toolChoice: { type: "tool", toolName: "read_file" }, stopWhen: stepCountIs(1), maxOutputTokens: 100,
+      temperature: 0, maxRetries: 0 });
+    return { calls: r.toolCalls.map((c) => ({ name: c.toolName, arguments: JSON.stringify(c.input) })),
+      finish: r.finishReason };
   },
 };
 

@@ -70,6 +70,50 @@ const cases = {
       answer: text,
     };
   },
+
+  // response_format json_schema: the reply's content is the JSON object.
+  async jsonSchema({ baseURL, model }) {
+    const r = await client(baseURL).chat.completions.create({ model, max_tokens: 120,
+      messages: [{ role: "user", content: weather.reportQuestion }],
+      response_format: { type: "json_schema", json_schema: { name: "report", strict: true, schema: weather.reportSchema } } });
+    return { content: r.choices[0].message.content, finish: r.choices[0].finish_reason };
+  },
+
+  // tool_choice "required" on a question that needs no tool: a call anyway.
+  async forcedTool({ baseURL, model }) {
+    const r = await client(baseURL).chat.completions.create({ model, max_tokens: 100,
+      messages: [{ role: "user", content: weather.smallTalk }], tools: weather.openaiTools, tool_choice: "required" });
+    const msg = r.choices[0].message;
+    return { calls: (msg.tool_calls || []).map((c) => ({ name: c.function.name, arguments: c.function.arguments })),
+      finish: r.choices[0].finish_reason };
+  },
+
+  // tool_choice naming a function the question does not need: that call.
+  async namedTool({ baseURL, model }) {
+    const r = await client(baseURL).chat.completions.create({ model, max_tokens: 100,
+      messages: [{ role: "user", content: weather.question }], tools: weather.openaiTools,
+      tool_choice: { type: "function", function: { name: "read_file" } } });
+    const msg = r.choices[0].message;
+    return { calls: (msg.tool_calls || []).map((c) => ({ name: c.function.name, arguments: c.function.arguments })),
+      finish: r.choices[0].finish_reason };
+  },
+
+  // logprobs with three alternatives, streamed: what the client parsed.
+  async logprobs({ baseURL, model }) {
+    const stream = await client(baseURL).chat.completions.create({ model, max_tokens: 12, stream: true,
+      messages: [{ role: "user", content: weather.smallTalk }], logprobs: true, top_logprobs: 3 });
+    let content = "";
+    const tokens = [];
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        if (c.delta.content) content += c.delta.content;
+        for (const lp of (c.logprobs && c.logprobs.content) || []) {
+          tokens.push({ token: lp.token, logprob: lp.logprob, top: lp.top_logprobs.map((t) => ({ token: t.token, logprob: t.logprob })) });
+        }
+      }
+    }
+    return { content, tokens };
+  },
 };
 
 module.exports = { cases };

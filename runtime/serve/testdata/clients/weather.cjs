@@ -30,4 +30,22 @@ function pythonJSON(o) {
   return "{" + Object.entries(o).map(([k, v]) => JSON.stringify(k) + ": " + JSON.stringify(v)).join(", ") + "}";
 }
 
-module.exports = { system, question, tools, openaiTools, run, pythonJSON };
+// A weather report as structured output: the JSON Schema both clients ask
+// the reply to follow (the AI SDK's zod schema in aisdk.cjs is the same).
+const reportQuestion = "Report the weather in Oslo as JSON.";
+const reportSchema = {
+  type: "object",
+  properties: {
+    city: { type: "string", maxLength: 40 },
+    temp_c: { type: "integer" },
+    condition: { type: "string", enum: ["sunny", "cloudy", "raining", "snowing"] },
+  },
+  required: ["city", "temp_c", "condition"],
+  additionalProperties: false,
+};
+
+// smallTalk needs no tool: a forced call (tool_choice "required") is the
+// server's doing, not the model's.
+const smallTalk = "Hello! How are you today?";
+
+module.exports = { system, question, tools, openaiTools, run, pythonJSON, reportQuestion, reportSchema, smallTalk };
