@@ -6,6 +6,7 @@
 package graph
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 )
@@ -209,6 +210,32 @@ func (g *Graph) Param(name string) (Param, bool) {
 		}
 	}
 	return Param{}, false
+}
+
+// WriteParams writes a window's rows (the tokens' count), position and
+// token ids into buf, the params buffer: what every window of g reads
+// before anything else. An error names a field g lacks room for.
+func (g *Graph) WriteParams(buf []byte, tokens []int, pos int) error {
+	put := func(name string, i int, v uint32) error {
+		p, ok := g.Param(name)
+		if !ok || i >= p.Count {
+			return fmt.Errorf("window graph T=%d has no params field %s[%d]", g.Rows, name, i)
+		}
+		binary.LittleEndian.PutUint32(buf[p.Offset+4*int64(i):], v)
+		return nil
+	}
+	if err := put(ParamRows, 0, uint32(len(tokens))); err != nil {
+		return err
+	}
+	if err := put(ParamPos, 0, uint32(pos)); err != nil {
+		return err
+	}
+	for i, t := range tokens {
+		if err := put(ParamTokens, i, uint32(t)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Output returns the output range at index i, or an error.

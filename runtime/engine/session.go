@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -183,27 +182,7 @@ func checkFinite(row []float32) error {
 }
 
 func (s *Session) writeParams(mem backend.Memory, g *graph.Graph, tokens []int, pos int) error {
-	buf := mem.Buffer(graph.ParamsBuffer)
-	put := func(name string, i int, v uint32) error {
-		p, ok := g.Param(name)
-		if !ok || i >= p.Count {
-			return fmt.Errorf("window graph T=%d has no params field %s[%d]", g.Rows, name, i)
-		}
-		binary.LittleEndian.PutUint32(buf[p.Offset+4*int64(i):], v)
-		return nil
-	}
-	if err := put(graph.ParamRows, 0, uint32(len(tokens))); err != nil {
-		return err
-	}
-	if err := put(graph.ParamPos, 0, uint32(pos)); err != nil {
-		return err
-	}
-	for i, t := range tokens {
-		if err := put(graph.ParamTokens, i, uint32(t)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return g.WriteParams(mem.Buffer(graph.ParamsBuffer), tokens, pos)
 }
 
 // gatherNgrams hashes the window's tokens to n-gram table rows for every PLE

@@ -1,7 +1,6 @@
 package cuda_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -507,17 +506,7 @@ func writeWindowParams(t *testing.T, p *cuda.Program, g *graph.Graph) {
 
 func writeWindowParamsAt(t *testing.T, p *cuda.Program, g *graph.Graph, pos int) {
 	t.Helper()
-	buf := p.Memory().Buffer("params")
-	put := func(name string, i int, v uint32) {
-		f, ok := g.Param(name)
-		if !ok || i >= f.Count {
-			t.Fatalf("window T=%d has no params field %s[%d]", g.Rows, name, i)
-		}
-		binary.LittleEndian.PutUint32(buf[f.Offset+4*int64(i):], v)
-	}
-	put(graph.ParamRows, 0, uint32(g.Rows))
-	put(graph.ParamPos, 0, uint32(pos))
-	for i := 0; i < g.Rows; i++ {
-		put(graph.ParamTokens, i, uint32(100+7*i))
+	if err := p.SetWindowParams(pos); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -43,28 +42,11 @@ type KernelProfile struct {
 // pos with token ids 100+7i: what a profile needs to run a window outside a
 // generation (the caches then hold what the last generation left).
 func (p *Program) SetWindowParams(pos int) error {
-	g := p.Graph
-	buf := p.mem.Buffer(graph.ParamsBuffer)
-	put := func(name string, i int, v uint32) error {
-		f, ok := g.Param(name)
-		if !ok || i >= f.Count {
-			return fmt.Errorf("window T=%d has no params field %s[%d]", g.Rows, name, i)
-		}
-		binary.LittleEndian.PutUint32(buf[f.Offset+4*int64(i):], v)
-		return nil
+	tokens := make([]int, p.Graph.Rows)
+	for i := range tokens {
+		tokens[i] = 100 + 7*i
 	}
-	if err := put(graph.ParamRows, 0, uint32(g.Rows)); err != nil {
-		return err
-	}
-	if err := put(graph.ParamPos, 0, uint32(pos)); err != nil {
-		return err
-	}
-	for i := 0; i < g.Rows; i++ {
-		if err := put(graph.ParamTokens, i, uint32(100+7*i)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p.Graph.WriteParams(p.mem.Buffer(graph.ParamsBuffer), tokens, pos)
 }
 
 // Profile times the window as it is bound (params written by the caller):
