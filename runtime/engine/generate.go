@@ -151,6 +151,8 @@ type decoder struct {
 	rowHist  []int // scratch: the penalty window plus a window's drafts
 	mtpDraft []int // the MTP head's drafts for the next window
 	mtpProb  []float64
+	mtpChain int      // how many drafts the head chains: the fixed depth, or all a window holds under the gate
+	head     *headFeed // the rows the head has not been fed yet
 	shadow   spec.Shadow // a plain step's drafts, judged by the tokens that come: the gate learns acceptance while it declines
 }
 
@@ -171,6 +173,12 @@ func (d *decoder) setup() error {
 		return fmt.Errorf("speculation depth %d: model %s verifies at most %d drafts per window (windows.max_decode_rows = %d)", sp.Depth, m.name, d.maxDraft, m.maxDecodeRows)
 	}
 	d.useMTP = sp.MTP && m.hasMTP && sp.Depth != 0
+	d.mtpChain = d.maxDraft
+	if sp.Depth > 0 {
+		d.mtpChain = sp.Depth // drafts past the depth would never be fed
+	}
+	d.head = d.s.headFeed()
+	d.head.s, d.head.maxRows = d.s, max(m.mtpRows, 1)
 	if sp.Depth == Auto {
 		d.gate = sp.Gate
 		if d.gate == nil {
@@ -259,8 +267,9 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		last = logits[len(logits)-1]
 		if d.useMTP && i+rows < len(prompt) {
 			// The head needs every position in its caches; the last chunk's
-			// next token is only known once sampled, below.
-			if err := d.runMTP(prompt[i+1:i+1+len(chunk)], base+i); err != nil {
+			// next token is only known once sampled, below. Under the gate
+			// the rows wait until the head is wanted.
+			if err := d.feedHead(prompt[i+1:i+1+len(chunk)], base+i, d.gate == nil, false); err != nil {
 				return nil, err
 			}
 		}
@@ -276,7 +285,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	if d.useMTP {
 		lastChunk := (len(prompt) - 1) / rows * rows
 		next := append(append([]int(nil), prompt[lastChunk+1:]...), cur)
-		if err := d.runMTP(next, base+lastChunk); err != nil {
+		if err := d.afterWindow(next, base+lastChunk); err != nil {
 			return d.out, err
 		}
 	}
@@ -435,7 +444,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		}
 	}
 	if d.useMTP {
-		if err := d.runMTP(got, pos); err != nil {
+		if err := d.afterWindow(got, pos); err != nil {
 			return true, err
 		}
 	}
@@ -449,35 +458,84 @@ func (d *decoder) refeed(rows []int) ([][]float32, error) {
 	return d.s.Window(rows)
 }
 
-// runMTP feeds the head the rows the trunk just committed (row t with the
-// token after it) and, from its last row, chains drafts for the next window.
-func (d *decoder) runMTP(next []int, pos int) error {
+// headSchedule, when set (tests), decides after each window whether the
+// MTP head runs, instead of the gate.
+var headSchedule func(step, pending int) bool
+
+// afterWindow gives the MTP head the rows the trunk just committed (row t at
+// pos+t with the token after it, next[t]) and has it draft the next window,
+// or, under the gate when drafting is not worth the head's windows, keeps
+// the rows for later and leaves the next window without MTP drafts.
+func (d *decoder) afterWindow(next []int, pos int) error {
+	run := true
+	switch {
+	case headSchedule != nil:
+		run = headSchedule(len(d.out), d.head.pendingRows())
+	case d.gate != nil:
+		run = d.gate.RunHead(d.head.pendingRows())
+	}
+	return d.feedHead(next, pos, run, run)
+}
+
+// maxPendingBytes bounds the host memory of the rows the head was not fed:
+// past it they are fed (without drafting) whatever the gate says.
+const maxPendingBytes = 64 << 20
+
+// feedHead runs the MTP head over the rows it was not fed and the trunk
+// window's rows (row t at pos+t with next[t]) when run, and chains drafts
+// for the next window from its last row when draft; else it keeps the rows
+// for a later feed.
+func (d *decoder) feedHead(next []int, pos int, run, draft bool) error {
+	d.mtpDraft, d.mtpProb = d.mtpDraft[:0], d.mtpProb[:0]
+	if !run {
+		d.head.stash(next, pos)
+		if d.head.pendingBytes() < maxPendingBytes {
+			return nil
+		}
+		next = nil
+	}
 	start := time.Now()
-	logits, err := d.s.MTPWindow(next, pos)
+	pending := d.head.pendingRows()
+	logits, rows, err := d.head.feed(next, pos)
 	if err != nil {
 		return fmt.Errorf("MTP head: %w", err)
 	}
-	d.mtpDraft, d.mtpProb = d.mtpDraft[:0], d.mtpProb[:0]
-	row := logits[len(logits)-1]
-	p := pos + len(next)
+	fed := time.Since(start).Seconds()
+	if d.gate != nil {
+		d.gate.ObserveHeadFeed(rows, fed)
+	}
+	if !draft || len(logits) == 0 {
+		return nil
+	}
+	start = time.Now()
+	if err := d.chain(logits[len(logits)-1], d.head.next); err != nil {
+		return err
+	}
+	if d.gate != nil {
+		// The drafts cost the chain and this window's share of the feed;
+		// the catch-up of the pending rows is priced apart (RunHead).
+		own := fed * float64(rows-pending) / float64(rows)
+		d.gate.ObserveDrafting(spec.SourceMTP, len(d.mtpDraft), own+time.Since(start).Seconds())
+	}
+	return nil
+}
+
+// chain drafts from the head's row of logits for position p, feeding the
+// head its own last hidden row with each draft for the next.
+func (d *decoder) chain(row []float32, p int) error {
 	for {
 		tok := Argmax(row)
 		d.mtpDraft = append(d.mtpDraft, tok)
 		d.mtpProb = append(d.mtpProb, spec.Softmax(row, 1)[tok])
-		if len(d.mtpDraft) >= d.maxDraft || p >= d.lim.context {
-			break
+		if len(d.mtpDraft) >= d.mtpChain || p >= d.lim.context {
+			return nil
 		}
-		// Chain: the head's own last hidden row with the token it drafted.
 		chained, err := d.s.MTPWindow([]int{tok}, p)
 		if err != nil {
 			return fmt.Errorf("MTP head: %w", err)
 		}
 		row, p = chained[0], p+1
 	}
-	if d.gate != nil {
-		d.gate.ObserveDrafting(spec.SourceMTP, len(d.mtpDraft), time.Since(start).Seconds())
-	}
-	return nil
 }
 
 func (d *decoder) observeWindow(rows int, start time.Time) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -22,6 +23,11 @@ type fakeSeq struct {
 	failAt  int // the window (1-based) that fails; 0: none
 	mtp     bool
 	mtpPos  []int // the position of every MTP window
+	// carry stands for the hidden rows a window leaves for the head: the
+	// trunk's row at position q is q, the head's own row at q is −(q+1).
+	carry   []float32
+	headFed []int // positions fed to the head from trunk rows, in order
+	head    headFeed
 }
 
 func (f *fakeSeq) logitsAfter(h []int) []float32 {
@@ -42,7 +48,9 @@ func (f *fakeSeq) Window(tokens []int) ([][]float32, error) {
 		return nil, fmt.Errorf("window %d fails", f.windows)
 	}
 	var out [][]float32
+	f.carry = f.carry[:0]
 	for _, t := range tokens {
+		f.carry = append(f.carry, float32(len(f.fed)))
 		f.fed = append(f.fed, t)
 		out = append(out, f.logitsAfter(f.fed))
 	}
@@ -54,6 +62,18 @@ func (f *fakeSeq) MTPWindow(tokens []int, pos int) ([][]float32, error) {
 		return nil, errors.New("no MTP head")
 	}
 	f.mtpPos = append(f.mtpPos, pos)
+	// Each row must carry the trunk's row at its position, or (a chained
+	// draft) the head's own row before it.
+	for i := range tokens {
+		switch h := f.carry[i]; {
+		case h == float32(pos+i):
+			f.headFed = append(f.headFed, pos+i)
+		case len(tokens) == 1 && h == float32(-pos):
+		default:
+			return nil, fmt.Errorf("MTP row %d at position %d carries hidden row %v", i, pos+i, h)
+		}
+	}
+	f.carry[0] = float32(-(pos + len(tokens)))
 	var out [][]float32
 	for i := range tokens {
 		out = append(out, f.logitsAfter(tokens[:i+1]))
@@ -61,11 +81,31 @@ func (f *fakeSeq) MTPWindow(tokens []int, pos int) ([][]float32, error) {
 	return out, nil
 }
 
+func (f *fakeSeq) hiddenRows(n int, dst []byte) []byte {
+	for _, h := range f.carry[:n] {
+		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(h))
+	}
+	return dst
+}
+
+func (f *fakeSeq) setHiddenRows(rows []byte) {
+	for i := 0; i < len(rows); i += 4 {
+		h := math.Float32frombits(binary.LittleEndian.Uint32(rows[i:]))
+		if i/4 < len(f.carry) {
+			f.carry[i/4] = h
+		} else {
+			f.carry = append(f.carry, h)
+		}
+	}
+}
+
+func (f *fakeSeq) headFeed() *headFeed { return &f.head }
+
 func (f *fakeSeq) Pos() int { return len(f.fed) }
 func (f *fakeSeq) mark()    { f.marked = len(f.fed) }
 func (f *fakeSeq) rewind()  { f.fed = f.fed[:f.marked] }
 func (f *fakeSeq) limits() seqLimits {
-	return seqLimits{name: "fake", shapes: []int{1, 2, 3, 4}, maxDecodeRows: 4, context: 1 << 20, hasMTP: f.mtp}
+	return seqLimits{name: "fake", shapes: []int{1, 2, 3, 4}, maxDecodeRows: 4, context: 1 << 20, hasMTP: f.mtp, mtpRows: 4}
 }
 
 // guessDrafter drafts deterministically from the history: the token that
