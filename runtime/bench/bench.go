@@ -41,6 +41,8 @@ type Run struct {
 	Loaded *load.Loaded
 	spec   engine.SpecOptions
 	PP, TG []float64 // tokens/s per measured repetition
+	// Spec is what speculation did over the measured repetitions' decoding.
+	Spec engine.SpecStats
 }
 
 // Open loads every configuration with open and sets its speculation: up to
@@ -101,6 +103,10 @@ func Measure(runs []*Run, opt Options) (err error) {
 		}
 		for i := range runs {
 			r := runs[(i+rep)%len(runs)]
+			r.spec.Stats = nil
+			if rep >= opt.Warmup {
+				r.spec.Stats = &r.Spec
+			}
 			pp, tg, err := r.Once(opt.Prompt, opt.Gen)
 			if err != nil {
 				return fmt.Errorf("configuration %s: %w", r.Config, err)

@@ -88,10 +88,11 @@ type SpecOptions struct {
 }
 
 // SpecStats counts decode windows, drafts fed and drafts accepted, windows
-// re-run after a rejection, and the rows decode windows fed (re-runs
+// re-run after a rejection, the rows decode windows fed (re-runs
+// included) and the rows the MTP head ran (its catch-ups and chained drafts
 // included): the work speculation cost, whatever the machine's timings.
 type SpecStats struct {
-	Windows, Drafted, Accepted, Rerun, Rows int
+	Windows, Drafted, Accepted, Rerun, Rows, HeadRows int
 }
 
 // Auto is SpecOptions.Depth for "let the gate decide".
@@ -501,6 +502,9 @@ func (d *decoder) feedHead(next []int, pos int, run, draft bool) error {
 		return fmt.Errorf("MTP head: %w", err)
 	}
 	fed := time.Since(start).Seconds()
+	if st := d.opt.Spec.Stats; st != nil {
+		st.HeadRows += rows
+	}
 	if d.gate != nil {
 		d.gate.ObserveHeadFeed(rows, fed)
 	}
@@ -533,6 +537,9 @@ func (d *decoder) chain(row []float32, p int) error {
 		chained, err := d.s.MTPWindow([]int{tok}, p)
 		if err != nil {
 			return fmt.Errorf("MTP head: %w", err)
+		}
+		if st := d.opt.Spec.Stats; st != nil {
+			st.HeadRows++
 		}
 		row, p = chained[0], p+1
 	}
