@@ -186,6 +186,7 @@ func (d *decoder) setup() error {
 			d.gate = spec.NewGate(d.maxDraft)
 		}
 		d.gate.RerunShare = 1 // a rejection restores the snapshot and re-runs the kept rows
+		d.mtpChain = min(d.mtpChain, d.gate.MaxDepth)
 	}
 	return nil
 }
@@ -334,7 +335,7 @@ func (d *decoder) drafts(want int) ([]int, []float64, int) {
 	// Auto: the source whose best window is worth more.
 	best := func(src int, probs []float64, avail int) float64 {
 		v := 0.0
-		for k := 1; k <= min(avail, want); k++ {
+		for k := 1; k <= min(avail, want, d.gate.MaxDepth); k++ {
 			v = max(v, d.gate.Value(src, k, probs))
 		}
 		return v

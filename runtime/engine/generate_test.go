@@ -401,3 +401,59 @@ func TestOnTokenLogits(t *testing.T) {
 		}
 	}
 }
+
+// The MTP head is fed every committed position exactly once, in order, with
+// the trunk's hidden row of that position, however often it skips: the rows
+// of windows after which it did not run wait on the host and are fed, in
+// order, before the next window's (fakeSeq.MTPWindow refuses a row that
+// carries another position's hidden row). That holds through prefill
+// windows, rejected drafts and a second call on the same session.
+func TestHeadFedEveryPosition(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		run  func(step, pending int) bool
+	}{
+		{"always", func(int, int) bool { return true }},
+		{"every third step", func(step, _ int) bool { return step%3 == 0 }},
+		{"after long skips", func(step, _ int) bool { return step%11 == 10 }},
+	} {
+		restore := SetHeadSchedule(c.run)
+		f := &fakeSeq{V: 7, mtp: true}
+		opt := GenerateOptions{PrefillRows: 3, IgnoreEOS: true, Spec: SpecOptions{Depth: 2, MTP: true}}
+		want, err := generate(&fakeSeq{V: 7}, []int{1, 2, 3, 4, 5, 6, 0}, 30, GenerateOptions{PrefillRows: 3, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := generate(f, []int{1, 2, 3, 4, 5, 6, 0}, 30, opt)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: tokens %v, plain decoding %v", c.name, got, want)
+		}
+		// A second call continues the session, rewound into the rows the
+		// head was not fed where there are some (a server's prefix cache):
+		// the head resumes where those rows start, and the rows past the
+		// rewind are dropped.
+		next := got[len(got)-1]
+		if h := &f.head; h.pendingRows() > 2 {
+			r := h.next + 1
+			f.fed, next = f.fed[:r], f.fed[r]
+		} else if c.name == "after long skips" {
+			t.Fatalf("%s: %d rows pending at the end: the rewind is not exercised", c.name, h.pendingRows())
+		}
+		if _, err := generate(f, []int{next, 3, 4}, 20, opt); err != nil {
+			t.Fatalf("%s, second call: %v", c.name, err)
+		}
+		restore()
+		fed := slices.Clone(f.headFed)
+		for i, p := range fed {
+			if p != i {
+				t.Fatalf("%s: the head was fed positions %v, want 0, 1, 2, … in order, each once", c.name, fed)
+			}
+		}
+		if len(fed)+len(f.head.tokens) < f.Pos()-1 {
+			t.Errorf("%s: %d positions fed and %d pending of %d consumed", c.name, len(fed), len(f.head.tokens), f.Pos())
+		}
+	}
+}
