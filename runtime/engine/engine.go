@@ -60,7 +60,7 @@ type Model struct {
 	// MTP head, carryRow the bytes of one row.
 	carry    string
 	carryRow int
-	stream   *streamer      // nil: every routed expert resident
+	stream   *streamer // nil: every routed expert resident
 	ple      []pleLayer
 	eos      int // resets n-gram context; -1 without PLE
 	// lane0 is the model's own lane (NewSession); lanes every lane, lane0

@@ -152,8 +152,8 @@ type decoder struct {
 	rowHist  []int // scratch: the penalty window plus a window's drafts
 	mtpDraft []int // the MTP head's drafts for the next window
 	mtpProb  []float64
-	mtpChain int      // how many drafts the head chains: the fixed depth, or all a window holds under the gate
-	head     *headFeed // the rows the head has not been fed yet
+	mtpChain int         // how many drafts the head chains: the fixed depth, or all a window holds under the gate
+	head     *headFeed   // the rows the head has not been fed yet
 	shadow   spec.Shadow // a plain step's drafts, judged by the tokens that come: the gate learns acceptance while it declines
 }
 
