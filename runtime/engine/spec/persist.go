@@ -32,7 +32,7 @@ type gateFile struct {
 	Rerun    emaFile               `json:"rerun"` // share of T(n)
 	Accept   [numSources][]emaFile `json:"accept"`
 	Prob     [numSources][]emaFile `json:"prob"`
-	Drafting [numSources]emaFile   `json:"drafting"` // seconds per draft
+	Drafting [numSources]emaFile   `json:"drafting"`  // seconds per draft
 	HeadFeed emaFile               `json:"head_feed"` // seconds per row of an MTP head window (0 samples in older files)
 }
 
