@@ -287,6 +287,11 @@ func printBenchTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool) 
 		}
 		fmt.Fprintln(stdout)
 	}
+	for _, r := range runs {
+		if g := r.Gate(); g != nil {
+			fmt.Fprintf(stdout, "%s: %s\n", benchLabel(r.Config, vary), g.Report())
+		}
+	}
 }
 
 // benchPrompt is the given ids, or n pseudo-random ids below vocab.

@@ -64,6 +64,10 @@ func Open(configs []Config, suffix int, open func(Config) (*load.Loaded, error))
 	return runs, nil
 }
 
+// Gate is the spec gate of an Auto configuration (kept across its
+// repetitions), nil for others.
+func (r *Run) Gate() *spec.Gate { return r.spec.Gate }
+
 // Close closes every run's model.
 func Close(runs []*Run) error {
 	var errs []error
