@@ -287,7 +287,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	if d.useMTP {
 		lastChunk := (len(prompt) - 1) / rows * rows
 		next := append(append([]int(nil), prompt[lastChunk+1:]...), cur)
-		if err := d.afterWindow(next, base+lastChunk); err != nil {
+		if err := d.afterWindow(next, base+lastChunk, len(d.out) >= n); err != nil {
 			return d.out, err
 		}
 	}
@@ -446,7 +446,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		}
 	}
 	if d.useMTP {
-		if err := d.afterWindow(got, pos); err != nil {
+		if err := d.afterWindow(got, pos, len(got) >= remaining); err != nil {
 			return true, err
 		}
 	}
@@ -467,10 +467,15 @@ var headSchedule func(step, pending int) bool
 // afterWindow gives the MTP head the rows the trunk just committed (row t at
 // pos+t with the token after it, next[t]) and has it draft the next window,
 // or, under the gate when drafting is not worth the head's windows, keeps
-// the rows for later and leaves the next window without MTP drafts.
-func (d *decoder) afterWindow(next []int, pos int) error {
+// the rows for later and leaves the next window without MTP drafts. After
+// the last window of the call (last) the rows are kept: no window follows
+// to draft for, and a later call on the session catches them up if its
+// head runs.
+func (d *decoder) afterWindow(next []int, pos int, last bool) error {
 	run := true
 	switch {
+	case last:
+		run = false
 	case headSchedule != nil:
 		run = headSchedule(len(d.out), d.head.pendingRows())
 	case d.gate != nil:
