@@ -56,8 +56,9 @@ type Gate struct {
 	RerunShare float64
 	// HeadFlush: while the MTP head does not run, the rows it misses are
 	// fed (and it drafts) once this many are pending, if drafting could pay
-	// at all (RunHead).
+	// at all and a row of the head costs at most HeadShare of T(1) (RunHead).
 	HeadFlush int
+	HeadShare float64
 	// Costs, when set, prices a window of n rows instead of the measured
 	// times (in any unit; re-runs at RerunShare): for a backend that knows
 	// its prices, and for tests whose decisions must not depend on the
@@ -86,7 +87,7 @@ type Gate struct {
 // NewGate returns a gate for up to maxDepth drafts with colibri's memories.
 func NewGate(maxDepth int) *Gate {
 	g := &Gate{MaxDepth: maxDepth, AcceptMemory: 16, TimeMemory: 8, ProbeEvery: 16, PlainEvery: 64, ProbeMargin: 0.75,
-		MaxBackoff: 8, HeadFlush: 64, rowTime: map[int]*ema{}, prior: map[int]*ema{}, backoff: map[int]int{}}
+		MaxBackoff: 8, HeadFlush: 64, HeadShare: 0.05, rowTime: map[int]*ema{}, prior: map[int]*ema{}, backoff: map[int]int{}}
 	for s := range g.acc {
 		g.acc[s] = make([]ema, maxDepth)
 		g.prob[s] = make([]ema, maxDepth)
@@ -306,12 +307,13 @@ func (g *Gate) ObserveHeadFeed(n int, seconds float64) {
 // (ObserveHeadFeed's per row) is charged to the next window's drafts, on top
 // of the drafting itself. It runs when that window is worth more than a
 // plain step at the measured acceptance (no drafter probabilities yet: the
-// head makes them), or when HeadFlush rows are pending and drafting could
-// pay at all (every draft accepted, no catch-up): then the rows are fed
-// while the catch-up is still short, and the drafts it yields are judged
-// against the tokens that come, which keeps the acceptance estimates fresh
-// while the gate declines. While T(1) is unmeasured it does not run (the
-// first pick is a plain step anyway).
+// head makes them). It also runs when HeadFlush rows are pending, drafting
+// could pay at all (every draft accepted, no catch-up) and a row of the head
+// costs at most HeadShare of a plain step: then the rows are fed while the
+// catch-up is still short, and the drafts it yields are judged against the
+// tokens that come, which keeps the acceptance estimates fresh while the
+// gate declines. While T(1) is unmeasured it does not run (the first pick is
+// a plain step anyway).
 func (g *Gate) RunHead(catchUp int) bool {
 	if _, ok := g.rowTime[1]; !ok && g.Costs == nil {
 		g.headSkips++
@@ -328,7 +330,11 @@ func (g *Gate) RunHead(catchUp int) bool {
 		run = run || g.value(SourceMTP, k, measured, extra) > 1
 		pays = pays || g.value(SourceMTP, k, certain, 0) > 1
 	}
-	if run || pays && catchUp >= g.HeadFlush {
+	// Keeping the head fed costs a row of it per token however the rows are
+	// batched: worth it for fresh estimates only while that is a small share
+	// of a plain step.
+	cheap := g.feedRow.n == 0 || g.feedRow.v <= g.HeadShare*g.windowTime(1)
+	if run || pays && cheap && catchUp >= g.HeadFlush {
 		g.headRuns++
 		g.caughtUp += catchUp
 		return true

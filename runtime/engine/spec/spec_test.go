@@ -464,6 +464,7 @@ func TestRunHead(t *testing.T) {
 		t.Errorf("a catch-up of 50 rows at 0.1 T(1) each is charged nothing; %s", good.Report())
 	}
 	miss := headGate(0.1, 0) // cheap windows, drafts that miss
+	miss.HeadShare = 0.2
 	if miss.RunHead(miss.HeadFlush - 1) {
 		t.Errorf("drafts that miss: the head runs with %d rows pending", miss.HeadFlush-1)
 	}
@@ -473,5 +474,11 @@ func TestRunHead(t *testing.T) {
 	dear := headGate(1, 1) // a window costs what its rows cost: no draft can pay
 	if dear.RunHead(0) || dear.RunHead(dear.HeadFlush) || dear.RunHead(10*dear.HeadFlush) {
 		t.Errorf("windows of n rows cost n plain ones: the head runs; %s", dear.Report())
+	}
+	// A row of the head at a tenth of T(1): keeping it fed costs 10% a
+	// token, too much to refresh estimates that say no.
+	miss.HeadShare = 0.05
+	if miss.RunHead(miss.HeadFlush) {
+		t.Errorf("the head's rows cost 10%% of T(1) each: %d pending rows are fed anyway", miss.HeadFlush)
 	}
 }
