@@ -15,13 +15,12 @@ import (
 // depends only on its caches and its own row, so the caught-up caches and
 // the logits after them are those of a head that never skipped.
 type headFeed struct {
-	s       sequence
-	next    int    // the first position the head was not fed
-	tokens  []int  // pending: the token after each pending row
-	hidden  []byte // pending: the trunk's hidden rows, rowBytes each
-	maxRows int    // the largest MTP window
-	// caughtUp counts the pending rows fed; skipped the windows stashed.
-	caughtUp, skipped int
+	s        sequence
+	next     int    // the first position the head was not fed
+	tokens   []int  // pending: the token after each pending row
+	hidden   []byte // pending: the trunk's hidden rows, rowBytes each
+	maxRows  int    // the largest MTP window
+	caughtUp int    // pending rows fed so far
 }
 
 // pendingRows is how many committed positions the head has not been fed.
@@ -36,7 +35,6 @@ func (h *headFeed) stash(tokens []int, pos int) {
 	h.from(pos)
 	h.hidden = h.s.hiddenRows(len(tokens), h.hidden)
 	h.tokens = append(h.tokens, tokens...)
-	h.skipped++
 }
 
 // from makes the pending rows end where rows at pos start: a session
@@ -73,7 +71,6 @@ func (h *headFeed) feed(tokens []int, pos int) (logits [][]float32, rows int, er
 	}
 	if len(tokens) > 0 {
 		h.stash(tokens, pos)
-		h.skipped--
 	}
 	rowBytes := len(h.hidden) / len(h.tokens)
 	at, n := h.next, len(h.tokens)
