@@ -256,14 +256,41 @@ func benchConfigs(backends, specs, arenas string) ([]bench.Config, map[string]bo
 // a ratio to the first.
 func printBenchTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool) {
 	width := len("configuration")
+	spec := false
 	for _, r := range runs {
 		width = max(width, len(benchLabel(r.Config, vary)))
+		spec = spec || r.Config.Spec != 0
 	}
-	fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8s\n", width, "configuration", "pp tok/s", "tg tok/s", "tg ×base")
+	fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8s", width, "configuration", "pp tok/s", "tg tok/s", "tg ×base")
+	if spec {
+		// What speculation did: drafts accepted of those fed, tokens per
+		// decode window, and the MTP head's rows per token.
+		fmt.Fprintf(stdout, "  %8s  %10s  %9s", "accepted", "tok/window", "MTP rows")
+	}
+	fmt.Fprintln(stdout)
 	_, base := runs[0].Speeds()
 	for _, r := range runs {
 		pp, tg := r.Speeds()
-		fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8.2f\n", width, benchLabel(r.Config, vary), plusMinus(pp), plusMinus(tg), tg.Mean/base.Mean)
+		fmt.Fprintf(stdout, "%-*s  %18s  %18s  %8.2f", width, benchLabel(r.Config, vary), plusMinus(pp), plusMinus(tg), tg.Mean/base.Mean)
+		if spec {
+			st := r.Spec
+			acc := "—"
+			if st.Drafted > 0 {
+				acc = fmt.Sprintf("%.1f%%", 100*float64(st.Accepted)/float64(st.Drafted))
+			}
+			tokens := st.Windows + st.Accepted
+			perWindow, head := 0.0, 0.0
+			if st.Windows > 0 {
+				perWindow, head = float64(tokens)/float64(st.Windows), float64(st.HeadRows)/float64(tokens)
+			}
+			fmt.Fprintf(stdout, "  %8s  %10.2f  %9.2f", acc, perWindow, head)
+		}
+		fmt.Fprintln(stdout)
+	}
+	for _, r := range runs {
+		if g := r.Gate(); g != nil {
+			fmt.Fprintf(stdout, "%s: %s\n", benchLabel(r.Config, vary), g.Report())
+		}
 	}
 }
 

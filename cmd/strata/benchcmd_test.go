@@ -1,19 +1,28 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
 
-// strata bench prints one row per configuration, baseline first at ×1.00;
-// bad lists are usage errors.
+// strata bench prints one row per configuration, baseline first at ×1.00,
+// with what speculation did (accepted drafts, tokens per window, MTP head
+// rows per token) and the spec gate's report of an auto configuration; bad
+// lists are usage errors.
 func TestBenchCommand(t *testing.T) {
-	out, errText, status := runStrata(t, "bench", "-p", "8", "-n", "4", "-r", "2", "--warmup", "0", "--spec", "0,2", "--repeat", "2")
+	out, errText, status := runStrata(t, "bench", "-p", "8", "-n", "4", "-r", "2", "--warmup", "0", "--spec", "0,2,auto", "--repeat", "2")
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errText)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[2], "spec=0 ") || !strings.HasSuffix(lines[2], "1.00") || !strings.HasPrefix(lines[3], "spec=2 ") {
+	if len(lines) != 6 || !strings.HasSuffix(lines[1], "MTP rows") {
+		t.Fatalf("output:\n%s", out)
+	}
+	plain, two := strings.Fields(lines[2]), strings.Fields(lines[3])
+	if plain[0] != "spec=0" || !slices.Equal(plain[len(plain)-4:], []string{"1.00", "—", "1.00", "0.00"}) ||
+		two[0] != "spec=2" || !strings.HasSuffix(two[len(two)-3], "%") ||
+		!strings.HasPrefix(lines[4], "spec=auto ") || !strings.HasPrefix(lines[5], "spec=auto: spec gate: ") {
 		t.Fatalf("output:\n%s", out)
 	}
 	for _, c := range []struct {

@@ -41,6 +41,8 @@ type Run struct {
 	Loaded *load.Loaded
 	spec   engine.SpecOptions
 	PP, TG []float64 // tokens/s per measured repetition
+	// Spec is what speculation did over the measured repetitions' decoding.
+	Spec engine.SpecStats
 }
 
 // Open loads every configuration with open and sets its speculation: up to
@@ -61,6 +63,10 @@ func Open(configs []Config, suffix int, open func(Config) (*load.Loaded, error))
 	}
 	return runs, nil
 }
+
+// Gate is the spec gate of an Auto configuration (kept across its
+// repetitions), nil for others.
+func (r *Run) Gate() *spec.Gate { return r.spec.Gate }
 
 // Close closes every run's model.
 func Close(runs []*Run) error {
@@ -101,6 +107,10 @@ func Measure(runs []*Run, opt Options) (err error) {
 		}
 		for i := range runs {
 			r := runs[(i+rep)%len(runs)]
+			r.spec.Stats = nil
+			if rep >= opt.Warmup {
+				r.spec.Stats = &r.Spec
+			}
 			pp, tg, err := r.Once(opt.Prompt, opt.Gen)
 			if err != nil {
 				return fmt.Errorf("configuration %s: %w", r.Config, err)

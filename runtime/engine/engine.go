@@ -56,7 +56,11 @@ type Model struct {
 	shapes   []int           // ascending window row counts
 	programs map[int]window
 	mtp      map[int]window // the MTP draft head's windows, by rows
-	stream   *streamer      // nil: every routed expert resident
+	// carry is the buffer a trunk window leaves its hidden rows in for the
+	// MTP head, carryRow the bytes of one row.
+	carry    string
+	carryRow int
+	stream   *streamer // nil: every routed expert resident
 	ple      []pleLayer
 	eos      int // resets n-gram context; -1 without PLE
 	// lane0 is the model's own lane (NewSession); lanes every lane, lane0
@@ -159,6 +163,7 @@ func load(c *models.Config, graphs []*graph.Graph, src WeightSource, be backend.
 		}
 	}
 	sort.Ints(m.shapes)
+	m.carry, m.carryRow = carryBuffer(c, graphs)
 	return m, nil
 }
 

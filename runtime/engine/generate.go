@@ -93,10 +93,11 @@ type SpecOptions struct {
 }
 
 // SpecStats counts decode windows, drafts fed and drafts accepted, windows
-// re-run after a rejection, and the rows decode windows fed (re-runs
+// re-run after a rejection, the rows decode windows fed (re-runs
+// included) and the rows the MTP head ran (its catch-ups and chained drafts
 // included): the work speculation cost, whatever the machine's timings.
 type SpecStats struct {
-	Windows, Drafted, Accepted, Rerun, Rows int
+	Windows, Drafted, Accepted, Rerun, Rows, HeadRows int
 }
 
 // Auto is SpecOptions.Depth for "let the gate decide".
@@ -160,6 +161,8 @@ type decoder struct {
 	rowHist  []int // scratch: the penalty window plus a window's drafts
 	mtpDraft []int // the MTP head's drafts for the next window
 	mtpProb  []float64
+	mtpChain int         // how many drafts the head chains: the fixed depth, or all a window holds under the gate
+	head     *headFeed   // the rows the head has not been fed yet
 	shadow   spec.Shadow // a plain step's drafts, judged by the tokens that come: the gate learns acceptance while it declines
 }
 
@@ -180,12 +183,19 @@ func (d *decoder) setup() error {
 		return fmt.Errorf("speculation depth %d: model %s verifies at most %d drafts per window (windows.max_decode_rows = %d)", sp.Depth, m.name, d.maxDraft, m.maxDecodeRows)
 	}
 	d.useMTP = sp.MTP && m.hasMTP && sp.Depth != 0
+	d.mtpChain = d.maxDraft
+	if sp.Depth > 0 {
+		d.mtpChain = sp.Depth // drafts past the depth would never be fed
+	}
+	d.head = d.s.headFeed()
+	d.head.s, d.head.maxRows = d.s, max(m.mtpRows, 1)
 	if sp.Depth == Auto {
 		d.gate = sp.Gate
 		if d.gate == nil {
 			d.gate = spec.NewGate(d.maxDraft)
 		}
 		d.gate.RerunShare = 1 // a rejection restores the snapshot and re-runs the kept rows
+		d.mtpChain = min(d.mtpChain, d.gate.MaxDepth)
 	}
 	return nil
 }
@@ -273,8 +283,9 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		last = logits[len(logits)-1]
 		if d.useMTP && i+rows < len(prompt) {
 			// The head needs every position in its caches; the last chunk's
-			// next token is only known once sampled, below.
-			if err := d.runMTP(prompt[i+1:i+1+len(chunk)], base+i); err != nil {
+			// next token is only known once sampled, below. Under the gate
+			// the rows wait until the head is wanted.
+			if err := d.feedHead(prompt[i+1:i+1+len(chunk)], base+i, d.gate == nil, false); err != nil {
 				return nil, err
 			}
 		}
@@ -290,7 +301,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	if d.useMTP {
 		lastChunk := (len(prompt) - 1) / rows * rows
 		next := append(append([]int(nil), prompt[lastChunk+1:]...), cur)
-		if err := d.runMTP(next, base+lastChunk); err != nil {
+		if err := d.afterWindow(next, base+lastChunk, len(d.out) >= n); err != nil {
 			return d.out, err
 		}
 	}
@@ -338,7 +349,7 @@ func (d *decoder) drafts(want int) ([]int, []float64, int) {
 	// Auto: the source whose best window is worth more.
 	best := func(src int, probs []float64, avail int) float64 {
 		v := 0.0
-		for k := 1; k <= min(avail, want); k++ {
+		for k := 1; k <= min(avail, want, d.gate.MaxDepth); k++ {
 			v = max(v, d.gate.Value(src, k, probs))
 		}
 		return v
@@ -453,7 +464,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		}
 	}
 	if d.useMTP {
-		if err := d.runMTP(got, pos); err != nil {
+		if err := d.afterWindow(got, pos, len(got) >= remaining); err != nil {
 			return true, err
 		}
 	}
@@ -467,35 +478,95 @@ func (d *decoder) refeed(rows []int) ([][]float32, error) {
 	return d.s.Window(rows)
 }
 
-// runMTP feeds the head the rows the trunk just committed (row t with the
-// token after it) and, from its last row, chains drafts for the next window.
-func (d *decoder) runMTP(next []int, pos int) error {
+// headSchedule, when set (tests), decides after each window whether the
+// MTP head runs, instead of the gate.
+var headSchedule func(step, pending int) bool
+
+// afterWindow gives the MTP head the rows the trunk just committed (row t at
+// pos+t with the token after it, next[t]) and has it draft the next window,
+// or, under the gate when drafting is not worth the head's windows, keeps
+// the rows for later and leaves the next window without MTP drafts. After
+// the last window of the call (last) the rows are kept: no window follows
+// to draft for, and a later call on the session catches them up if its
+// head runs.
+func (d *decoder) afterWindow(next []int, pos int, last bool) error {
+	run := true
+	switch {
+	case last:
+		run = false
+	case headSchedule != nil:
+		run = headSchedule(len(d.out), d.head.pendingRows())
+	case d.gate != nil:
+		run = d.gate.RunHead(d.head.pendingRows())
+	}
+	return d.feedHead(next, pos, run, run)
+}
+
+// maxPendingBytes bounds the host memory of the rows the head was not fed:
+// past it they are fed (without drafting) whatever the gate says.
+const maxPendingBytes = 64 << 20
+
+// feedHead runs the MTP head over the rows it was not fed and the trunk
+// window's rows (row t at pos+t with next[t]) when run, and chains drafts
+// for the next window from its last row when draft; else it keeps the rows
+// for a later feed.
+func (d *decoder) feedHead(next []int, pos int, run, draft bool) error {
+	d.mtpDraft, d.mtpProb = d.mtpDraft[:0], d.mtpProb[:0]
+	if !run {
+		d.head.stash(next, pos)
+		if d.head.pendingBytes() < maxPendingBytes {
+			return nil
+		}
+		next = nil
+	}
 	start := time.Now()
-	logits, err := d.s.MTPWindow(next, pos)
+	pending := d.head.pendingRows()
+	logits, rows, err := d.head.feed(next, pos)
 	if err != nil {
 		return fmt.Errorf("MTP head: %w", err)
 	}
-	d.mtpDraft, d.mtpProb = d.mtpDraft[:0], d.mtpProb[:0]
-	row := logits[len(logits)-1]
-	p := pos + len(next)
+	fed := time.Since(start).Seconds()
+	if st := d.opt.Spec.Stats; st != nil {
+		st.HeadRows += rows
+	}
+	if d.gate != nil {
+		d.gate.ObserveHeadFeed(rows, fed)
+	}
+	if !draft || len(logits) == 0 {
+		return nil
+	}
+	start = time.Now()
+	if err := d.chain(logits[len(logits)-1], d.head.next); err != nil {
+		return err
+	}
+	if d.gate != nil {
+		// The drafts cost the chain and this window's share of the feed;
+		// the catch-up of the pending rows is priced apart (RunHead).
+		own := fed * float64(rows-pending) / float64(rows)
+		d.gate.ObserveDrafting(spec.SourceMTP, len(d.mtpDraft), own+time.Since(start).Seconds())
+	}
+	return nil
+}
+
+// chain drafts from the head's row of logits for position p, feeding the
+// head its own last hidden row with each draft for the next.
+func (d *decoder) chain(row []float32, p int) error {
 	for {
 		tok := Argmax(row)
 		d.mtpDraft = append(d.mtpDraft, tok)
 		d.mtpProb = append(d.mtpProb, spec.Softmax(row, 1)[tok])
-		if len(d.mtpDraft) >= d.maxDraft || p >= d.lim.context {
-			break
+		if len(d.mtpDraft) >= d.mtpChain || p >= d.lim.context {
+			return nil
 		}
-		// Chain: the head's own last hidden row with the token it drafted.
 		chained, err := d.s.MTPWindow([]int{tok}, p)
 		if err != nil {
 			return fmt.Errorf("MTP head: %w", err)
 		}
+		if st := d.opt.Spec.Stats; st != nil {
+			st.HeadRows++
+		}
 		row, p = chained[0], p+1
 	}
-	if d.gate != nil {
-		d.gate.ObserveDrafting(spec.SourceMTP, len(d.mtpDraft), time.Since(start).Seconds())
-	}
-	return nil
 }
 
 func (d *decoder) observeWindow(rows int, start time.Time) {

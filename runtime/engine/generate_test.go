@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -22,6 +23,11 @@ type fakeSeq struct {
 	failAt  int // the window (1-based) that fails; 0: none
 	mtp     bool
 	mtpPos  []int // the position of every MTP window
+	// carry stands for the hidden rows a window leaves for the head: the
+	// trunk's row at position q is q, the head's own row at q is −(q+1).
+	carry   []float32
+	headFed []int // positions fed to the head from trunk rows, in order
+	head    headFeed
 }
 
 func (f *fakeSeq) logitsAfter(h []int) []float32 {
@@ -42,7 +48,9 @@ func (f *fakeSeq) Window(tokens []int) ([][]float32, error) {
 		return nil, fmt.Errorf("window %d fails", f.windows)
 	}
 	var out [][]float32
+	f.carry = f.carry[:0]
 	for _, t := range tokens {
+		f.carry = append(f.carry, float32(len(f.fed)))
 		f.fed = append(f.fed, t)
 		out = append(out, f.logitsAfter(f.fed))
 	}
@@ -54,6 +62,18 @@ func (f *fakeSeq) MTPWindow(tokens []int, pos int) ([][]float32, error) {
 		return nil, errors.New("no MTP head")
 	}
 	f.mtpPos = append(f.mtpPos, pos)
+	// Each row must carry the trunk's row at its position, or (a chained
+	// draft) the head's own row before it.
+	for i := range tokens {
+		switch h := f.carry[i]; {
+		case h == float32(pos+i):
+			f.headFed = append(f.headFed, pos+i)
+		case len(tokens) == 1 && h == float32(-pos):
+		default:
+			return nil, fmt.Errorf("MTP row %d at position %d carries hidden row %v", i, pos+i, h)
+		}
+	}
+	f.carry[0] = float32(-(pos + len(tokens)))
 	var out [][]float32
 	for i := range tokens {
 		out = append(out, f.logitsAfter(tokens[:i+1]))
@@ -61,11 +81,31 @@ func (f *fakeSeq) MTPWindow(tokens []int, pos int) ([][]float32, error) {
 	return out, nil
 }
 
+func (f *fakeSeq) hiddenRows(n int, dst []byte) []byte {
+	for _, h := range f.carry[:n] {
+		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(h))
+	}
+	return dst
+}
+
+func (f *fakeSeq) setHiddenRows(rows []byte) {
+	for i := 0; i < len(rows); i += 4 {
+		h := math.Float32frombits(binary.LittleEndian.Uint32(rows[i:]))
+		if i/4 < len(f.carry) {
+			f.carry[i/4] = h
+		} else {
+			f.carry = append(f.carry, h)
+		}
+	}
+}
+
+func (f *fakeSeq) headFeed() *headFeed { return &f.head }
+
 func (f *fakeSeq) Pos() int { return len(f.fed) }
 func (f *fakeSeq) mark()    { f.marked = len(f.fed) }
 func (f *fakeSeq) rewind()  { f.fed = f.fed[:f.marked] }
 func (f *fakeSeq) limits() seqLimits {
-	return seqLimits{name: "fake", shapes: []int{1, 2, 3, 4}, maxDecodeRows: 4, context: 1 << 20, hasMTP: f.mtp}
+	return seqLimits{name: "fake", shapes: []int{1, 2, 3, 4}, maxDecodeRows: 4, context: 1 << 20, hasMTP: f.mtp, mtpRows: 4}
 }
 
 // guessDrafter drafts deterministically from the history: the token that
@@ -358,6 +398,62 @@ func TestOnTokenLogits(t *testing.T) {
 		}
 		if c.depth > 0 && (stats.Accepted == 0 || stats.Rerun == 0) {
 			t.Errorf("%s: %d accepted, %d re-run: both paths must be exercised", c.name, stats.Accepted, stats.Rerun)
+		}
+	}
+}
+
+// The MTP head is fed every committed position exactly once, in order, with
+// the trunk's hidden row of that position, however often it skips: the rows
+// of windows after which it did not run wait on the host and are fed, in
+// order, before the next window's (fakeSeq.MTPWindow refuses a row that
+// carries another position's hidden row). That holds through prefill
+// windows, rejected drafts and a second call on the same session.
+func TestHeadFedEveryPosition(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		run  func(step, pending int) bool
+	}{
+		{"always", func(int, int) bool { return true }},
+		{"every third step", func(step, _ int) bool { return step%3 == 0 }},
+		{"after long skips", func(step, _ int) bool { return step%11 == 10 }},
+	} {
+		restore := SetHeadSchedule(c.run)
+		f := &fakeSeq{V: 7, mtp: true}
+		opt := GenerateOptions{PrefillRows: 3, IgnoreEOS: true, Spec: SpecOptions{Depth: 2, MTP: true}}
+		want, err := generate(&fakeSeq{V: 7}, []int{1, 2, 3, 4, 5, 6, 0}, 30, GenerateOptions{PrefillRows: 3, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := generate(f, []int{1, 2, 3, 4, 5, 6, 0}, 30, opt)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: tokens %v, plain decoding %v", c.name, got, want)
+		}
+		// A second call continues the session, rewound into the rows the
+		// head was not fed where there are some (a server's prefix cache):
+		// the head resumes where those rows start, and the rows past the
+		// rewind are dropped.
+		next := got[len(got)-1]
+		if h := &f.head; h.pendingRows() > 2 {
+			r := h.next + 1
+			f.fed, next = f.fed[:r], f.fed[r]
+		} else if c.name == "after long skips" {
+			t.Fatalf("%s: %d rows pending at the end: the rewind is not exercised", c.name, h.pendingRows())
+		}
+		if _, err := generate(f, []int{next, 3, 4}, 20, opt); err != nil {
+			t.Fatalf("%s, second call: %v", c.name, err)
+		}
+		restore()
+		fed := slices.Clone(f.headFed)
+		for i, p := range fed {
+			if p != i {
+				t.Fatalf("%s: the head was fed positions %v, want 0, 1, 2, … in order, each once", c.name, fed)
+			}
+		}
+		if len(fed)+len(f.head.tokens) < f.Pos()-1 {
+			t.Errorf("%s: %d positions fed and %d pending of %d consumed", c.name, len(fed), len(f.head.tokens), f.Pos())
 		}
 	}
 }

@@ -14,6 +14,13 @@ type sequence interface {
 	// it (any number of times), so rejected rows leave no trace.
 	mark()
 	rewind()
+	// hiddenRows appends the first n hidden rows the last trunk window left
+	// for the MTP head to dst; setHiddenRows puts rows there for the next
+	// MTP window (the head catching up on rows it was not fed).
+	hiddenRows(n int, dst []byte) []byte
+	setHiddenRows(rows []byte)
+	// headFeed is where the rows the MTP head was not fed are kept.
+	headFeed() *headFeed
 	limits() seqLimits
 }
 
@@ -24,6 +31,7 @@ type seqLimits struct {
 	maxDecodeRows int   // windows.max_decode_rows
 	context       int   // Model.Context: the most positions a session may use
 	hasMTP        bool
+	mtpRows       int // the largest MTP window
 }
 
 // sessionSeq is a Session as a sequence, with the marked state.
@@ -37,6 +45,10 @@ func (s *sessionSeq) rewind() { s.rewindTo(&s.at) }
 
 func (s *sessionSeq) limits() seqLimits {
 	c := s.m.Config
-	return seqLimits{name: c.Name, shapes: s.m.shapes, maxDecodeRows: c.Windows.MaxDecodeRows,
+	l := seqLimits{name: c.Name, shapes: s.m.shapes, maxDecodeRows: c.Windows.MaxDecodeRows,
 		context: s.m.context, hasMTP: s.m.HasMTP()}
+	for rows := range s.lane.mtp {
+		l.mtpRows = max(l.mtpRows, rows)
+	}
+	return l
 }

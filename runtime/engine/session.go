@@ -25,6 +25,9 @@ type Session struct {
 	// history holds each PLE layer's n-gram context (the last tokens), which
 	// lives on the host because the host hashes the tokens.
 	history []ngram.History
+	// head holds the committed rows the MTP head was not fed yet (Generate
+	// runs it only when its drafts are wanted), from one call to the next.
+	head headFeed
 }
 
 // NewSession starts a sequence at position 0 on the model's own lane,

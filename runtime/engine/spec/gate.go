@@ -54,6 +54,11 @@ type Gate struct {
 	// keeps per-row state (nothing to re-run); the engine, which restores a
 	// snapshot and re-runs, sets 1.
 	RerunShare float64
+	// HeadFlush: while the MTP head does not run, the rows it misses are
+	// fed (and it drafts) once this many are pending, if drafting could pay
+	// at all and a row of the head costs at most HeadShare of T(1) (RunHead).
+	HeadFlush int
+	HeadShare float64
 	// Costs, when set, prices a window of n rows instead of the measured
 	// times (in any unit; re-runs at RerunShare): for a backend that knows
 	// its prices, and for tests whose decisions must not depend on the
@@ -66,6 +71,7 @@ type Gate struct {
 	prior     map[int]*ema      // prefill windows of n rows: T(n) until a decode window of n rows is measured
 	rerun     ema               // a re-run's time ÷ T(its rows)
 	draftCost [numSources]ema   // seconds per drafted token
+	feedRow   ema               // seconds per row of an MTP head window: a catch-up's price
 	picks     int
 	drafted   int // drafted windows since the last plain one
 
@@ -75,12 +81,13 @@ type Gate struct {
 
 	// counters for the report
 	declines, probes, plains, shadows int
+	headRuns, headSkips, caughtUp     int
 }
 
 // NewGate returns a gate for up to maxDepth drafts with colibri's memories.
 func NewGate(maxDepth int) *Gate {
 	g := &Gate{MaxDepth: maxDepth, AcceptMemory: 16, TimeMemory: 8, ProbeEvery: 16, PlainEvery: 64, ProbeMargin: 0.75,
-		MaxBackoff: 8, rowTime: map[int]*ema{}, prior: map[int]*ema{}, backoff: map[int]int{}}
+		MaxBackoff: 8, HeadFlush: 64, HeadShare: 0.05, rowTime: map[int]*ema{}, prior: map[int]*ema{}, backoff: map[int]int{}}
 	for s := range g.acc {
 		g.acc[s] = make([]ema, maxDepth)
 		g.prob[s] = make([]ema, maxDepth)
@@ -257,6 +264,12 @@ func (g *Gate) acceptance(source, j int, probs []float64) float64 {
 
 // Value is E(k)/cost(k) for k drafts with the given drafter probabilities.
 func (g *Gate) Value(source, k int, probs []float64) float64 {
+	return g.value(source, k, func(j int) float64 { return g.acceptance(source, j, probs) }, 0)
+}
+
+// value is E(k)/cost(k) at acceptance a(j) for draft j, with extra seconds
+// of drafting (a catch-up) added to the window's cost.
+func (g *Gate) value(source, k int, a func(j int) float64, extra float64) float64 {
 	share := g.RerunShare
 	if g.rerun.n > 0 {
 		share = g.rerun.v
@@ -265,18 +278,69 @@ func (g *Gate) Value(source, k int, probs []float64) float64 {
 	// chance that the first m pass and the next fails) m+1 rows run again.
 	e, run, rerun := 1.0, 1.0, 0.0
 	for j := 0; j < k; j++ {
-		a := g.acceptance(source, j, probs)
+		a := a(j)
 		if share > 0 {
 			rerun += run * (1 - a) * share * g.windowTime(j+1)
 		}
 		run *= a
 		e += run
 	}
-	drafting := 0.0
+	drafting := extra
 	if g.draftCost[source].n > 0 {
-		drafting = float64(k) * g.draftCost[source].v
+		drafting += float64(k) * g.draftCost[source].v
 	}
 	return e / ((g.windowTime(k+1) + drafting + rerun) / g.windowTime(1))
+}
+
+// ObserveHeadFeed records the wall time of an MTP head window over n rows
+// of the trunk (a step's committed rows, a catch-up of rows it was not fed):
+// what catching up costs per row.
+func (g *Gate) ObserveHeadFeed(n int, seconds float64) {
+	if n > 0 {
+		g.feedRow.add(seconds/float64(n), g.TimeMemory)
+	}
+}
+
+// RunHead says whether the MTP head should run after this step, to draft
+// the next one, when it was not fed catchUp committed rows since it last
+// ran: running it means feeding those rows first, so their price
+// (ObserveHeadFeed's per row) is charged to the next window's drafts, on top
+// of the drafting itself. It runs when that window is worth more than a
+// plain step at the measured acceptance (no drafter probabilities yet: the
+// head makes them). It also runs when HeadFlush rows are pending, drafting
+// could pay at all (every draft accepted, no catch-up) and a row of the head
+// costs at most HeadShare of a plain step: then the rows are fed while the
+// catch-up is still short, and the drafts it yields are judged against the
+// tokens that come, which keeps the acceptance estimates fresh while the
+// gate declines. While T(1) is unmeasured it does not run (the first pick is
+// a plain step anyway).
+func (g *Gate) RunHead(catchUp int) bool {
+	if _, ok := g.rowTime[1]; !ok && g.Costs == nil {
+		g.headSkips++
+		return false
+	}
+	extra := 0.0
+	if g.feedRow.n > 0 {
+		extra = float64(catchUp) * g.feedRow.v
+	}
+	measured := func(j int) float64 { return g.measuredAcceptance(SourceMTP, j) }
+	certain := func(int) float64 { return 1 }
+	run, pays := false, false
+	for k := 1; k <= g.MaxDepth; k++ {
+		run = run || g.value(SourceMTP, k, measured, extra) > 1
+		pays = pays || g.value(SourceMTP, k, certain, 0) > 1
+	}
+	// Keeping the head fed costs a row of it per token however the rows are
+	// batched: worth it for fresh estimates only while that is a small share
+	// of a plain step.
+	cheap := g.feedRow.n == 0 || g.feedRow.v <= g.HeadShare*g.windowTime(1)
+	if run || pays && cheap && catchUp >= g.HeadFlush {
+		g.headRuns++
+		g.caughtUp += catchUp
+		return true
+	}
+	g.headSkips++
+	return false
 }
 
 // Pick chooses how many of the available drafts (with the drafter's
@@ -374,5 +438,11 @@ func (g *Gate) Report() string {
 		}
 	}
 	fmt.Fprintf(&b, "; %d picks, %d declines, %d probes, %d forced plain, %d shadow-judged", g.picks, g.declines, g.probes, g.plains, g.shadows)
+	if g.headRuns+g.headSkips > 0 {
+		fmt.Fprintf(&b, "; MTP head ran after %d steps, skipped %d, caught up %d rows", g.headRuns, g.headSkips, g.caughtUp)
+		if g.feedRow.n > 0 {
+			fmt.Fprintf(&b, " (%.2f ms a row)", 1e3*g.feedRow.v)
+		}
+	}
 	return b.String()
 }

@@ -32,14 +32,15 @@ type gateFile struct {
 	Rerun    emaFile               `json:"rerun"` // share of T(n)
 	Accept   [numSources][]emaFile `json:"accept"`
 	Prob     [numSources][]emaFile `json:"prob"`
-	Drafting [numSources]emaFile   `json:"drafting"` // seconds per draft
+	Drafting [numSources]emaFile   `json:"drafting"`  // seconds per draft
+	HeadFeed emaFile               `json:"head_feed"` // seconds per row of an MTP head window (0 samples in older files)
 }
 
 // Save writes the gate's estimates to path (a temporary file renamed over
 // it, so a crash leaves the old file or the new one), tagged with key.
 func (g *Gate) Save(path, key string) error {
 	f := gateFile{Version: gateFileVersion, Key: key, Windows: map[int]emaFile{}, Prefill: map[int]emaFile{},
-		Rerun: emaFile{g.rerun.v, g.rerun.n}}
+		Rerun: emaFile{g.rerun.v, g.rerun.n}, HeadFeed: emaFile{g.feedRow.v, g.feedRow.n}}
 	for n, e := range g.rowTime {
 		f.Windows[n] = emaFile{e.v, e.n}
 	}
@@ -108,6 +109,7 @@ func (g *Gate) Load(path, key string) error {
 		}
 		g.draftCost[s] = warm(f.Drafting[s])
 	}
+	g.feedRow = warm(f.HeadFeed)
 	return nil
 }
 
@@ -125,6 +127,9 @@ func (f *gateFile) check() error {
 		if n < 1 || bad(e, 0, math.MaxFloat64) {
 			return fmt.Errorf("prefill time for %d rows: %v over %d samples", n, e.V, e.N)
 		}
+	}
+	if bad(f.HeadFeed, 0, math.MaxFloat64) {
+		return fmt.Errorf("MTP head feed cost %v over %d samples", f.HeadFeed.V, f.HeadFeed.N)
 	}
 	if bad(f.Rerun, 0, math.MaxFloat64) {
 		return fmt.Errorf("re-run share %v over %d samples", f.Rerun.V, f.Rerun.N)

@@ -19,6 +19,7 @@ func trained() *Gate {
 		g.ObservePrefill(4, 1.2)
 		g.ObserveRerun(1, 0.8)
 		g.ObserveVerify(SourceSuffix, 3, 3, nil)
+		g.ObserveHeadFeed(64, 6.4)
 	}
 	return g
 }
@@ -33,6 +34,9 @@ func TestGateSaveLoad(t *testing.T) {
 	g := NewGate(3)
 	if err := g.Load(path, "cpu arena=40"); err != nil {
 		t.Fatal(err)
+	}
+	if g.feedRow.n == 0 || math.Abs(g.feedRow.v-0.1) > 1e-12 {
+		t.Errorf("MTP head feed cost %v over %d samples after loading, want 0.1", g.feedRow.v, g.feedRow.n)
 	}
 	if k := g.Pick(SourceSuffix, 3, nil); k != 3 {
 		t.Errorf("warm gate's first pick %d, want 3; %s", k, g.Report())

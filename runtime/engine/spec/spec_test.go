@@ -424,3 +424,61 @@ func TestGateCostModel(t *testing.T) {
 		t.Errorf("pick %d after slow measured windows, want 3 (the cost model prices them)", k)
 	}
 }
+
+// headGate is a gate that measured T(1) = 1 s, windows of n rows costing
+// 1 + slope·(n−1), MTP acceptance a at every position, drafting at 0.05 s a
+// draft and the head's rows at 0.1 s each.
+func headGate(slope, a float64) *Gate {
+	g := NewGate(3)
+	g.RerunShare = 1
+	for i := 0; i < 16; i++ {
+		for n := 1; n <= 4; n++ {
+			g.ObserveWindow(n, 1+slope*float64(n-1))
+		}
+		ok := 0
+		if float64(i%10) < 10*a {
+			ok = 3
+		}
+		g.ObserveVerify(SourceMTP, 3, ok, nil)
+		g.ObserveDrafting(SourceMTP, 3, 0.15)
+		g.ObserveHeadFeed(4, 0.4)
+	}
+	return g
+}
+
+// RunHead runs the MTP head when its next drafts are worth a plain step,
+// the catch-up of the rows it missed included; feeds the missed rows once
+// HeadFlush are pending only when drafting could pay at all; and never
+// before T(1) is measured.
+func TestRunHead(t *testing.T) {
+	if NewGate(3).RunHead(0) {
+		t.Error("a fresh gate runs the head before T(1) is measured")
+	}
+	good := headGate(0.1, 0.9) // cheap windows, drafts that hit
+	if !good.RunHead(0) || !good.RunHead(5) {
+		t.Errorf("cheap windows, acceptance 0.9: the head does not run; %s", good.Report())
+	}
+	// 50 rows to catch up cost 5 s, five plain steps: not worth one
+	// window's drafts (fewer than HeadFlush rows: no flush either).
+	if good.RunHead(50) {
+		t.Errorf("a catch-up of 50 rows at 0.1 T(1) each is charged nothing; %s", good.Report())
+	}
+	miss := headGate(0.1, 0) // cheap windows, drafts that miss
+	miss.HeadShare = 0.2
+	if miss.RunHead(miss.HeadFlush - 1) {
+		t.Errorf("drafts that miss: the head runs with %d rows pending", miss.HeadFlush-1)
+	}
+	if !miss.RunHead(miss.HeadFlush) {
+		t.Errorf("cheap windows: %d pending rows are not fed (nor the acceptance refreshed)", miss.HeadFlush)
+	}
+	dear := headGate(1, 1) // a window costs what its rows cost: no draft can pay
+	if dear.RunHead(0) || dear.RunHead(dear.HeadFlush) || dear.RunHead(10*dear.HeadFlush) {
+		t.Errorf("windows of n rows cost n plain ones: the head runs; %s", dear.Report())
+	}
+	// A row of the head at a tenth of T(1): keeping it fed costs 10% a
+	// token, too much to refresh estimates that say no.
+	miss.HeadShare = 0.05
+	if miss.RunHead(miss.HeadFlush) {
+		t.Errorf("the head's rows cost 10%% of T(1) each: %d pending rows are fed anyway", miss.HeadFlush)
+	}
+}
