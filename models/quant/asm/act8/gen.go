@@ -28,6 +28,10 @@ func main() {
 	dotQ8_0x4()
 	dotIQ4NLx4()
 	dotIQ4XSx4()
+	for _, f := range []k16{q2k, q3k} {
+		dotK16(f, 1)
+		dotK16(f, 4)
+	}
 	Generate()
 }
 

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/strata-llm/strata/models/quant/asm/emit"
+)
+
+// k16 is a k-quant whose 256-value blocks carry a scale and an offset per
+// 16 values (q2_k, q3_k): y = d·sc_g·u − off_g with u an unsigned level, so
+// per activation block of 32 the integer dot is VPMADDUBSW(u, a) and
+// VPMADDWD by the block's two scales, and the offsets meet the activation's
+// sums per 16 (quant.Act8's H) once per 256 values, in float32.
+type k16 struct {
+	name string // as in the kernel's name: dot<name>Q8AVX2
+	desc string // the format in the doc comment
+	size int    // bytes per block
+	// scales emits the constants it needs (before the loop) and returns a
+	// function emitting the block at p's 16 scales as int16 words, its 16
+	// offsets (as float32, their factor applied) in two vectors of 8 and
+	// its d (float32 in the low lane).
+	scales func() func(p reg.Register) (words reg.VecVirtual, off [2]reg.VecVirtual, d reg.VecVirtual)
+	// levels emits the constants its level function needs (before the
+	// loop) and returns it: per block at p, a function of activation block
+	// blk (0..7) giving its 32 unsigned levels, in value order.
+	levels func() func(p reg.Register) func(blk int) reg.VecVirtual
+}
+
+// k16Masks are the VPSHUFB masks that spread int16 words 2k (low 128
+// bits) and 2k+1 (high) of a 128-bit half of 8 words over 8 words each,
+// k < 4: the two scales of activation block 4·half + k.
+func k16Masks() Mem {
+	if k16MasksSym != nil {
+		return *k16MasksSym
+	}
+	m := GLOBL("k16ScaleMasks", RODATA|NOPTR)
+	k16MasksSym = &m
+	for k := range 4 {
+		for i := range 32 {
+			w := 2 * k
+			if i >= 16 {
+				w++
+			}
+			DATA(32*k+i, U8(uint8(2*w+i%2)))
+		}
+	}
+	return m
+}
+
+var k16MasksSym *Mem
+
+// k16Sig are the kernels' signatures: one row (h the activation's sums
+// per 16 values, two per scale of d) and four rows at equal strides (h's
+// stride twice dstride).
+const (
+	k16Sig   = "func(blk *byte, q *int8, d *float32, h *float32, nblk int) float32"
+	k16x4Sig = "func(blk *byte, q *int8, d *float32, h *float32, qstride, dstride, nblk int, out *[4]float32)"
+)
+
+// dotK16 emits f's integer dot for rows activation rows (1 or 4): per
+// block the scales, offsets and levels are built once for the rows.
+func dotK16(f k16, rows int) {
+	name := fmt.Sprintf("dot%sQ8AVX2", f.name)
+	if rows == 1 {
+		TEXT(name, NOSPLIT, k16Sig)
+		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, h[j] being d[j/2]·Σ q of values 16j…16j+15; in integers per 32 values.")
+	} else {
+		name = fmt.Sprintf("dot%sQ8x4AVX2", f.name)
+		TEXT(name, NOSPLIT, k16x4Sig)
+		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, h_r = h + 2r·dstride bytes.")
+	}
+	p, q, d, h := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("h"), GP64())
+	var qs, ds, q3, d3 reg.Register
+	if rows == 4 {
+		qs, ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
+		q3, d3 = GP64(), GP64()
+		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+	}
+	n := Load(Param("nblk"), GP64())
+	// row r's activation levels at byte disp, its scales and its sums per 16
+	row := func(r, qdisp, hdisp int) (Mem, Mem, Mem) {
+		if rows == 1 {
+			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}, Mem{Base: h, Disp: hdisp}
+		}
+		qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
+		hm := Mem{Base: h, Disp: hdisp}
+		switch r {
+		case 1:
+			hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}
+		case 2:
+			hm = Mem{Base: h, Index: ds, Scale: 4, Disp: hdisp}
+		case 3:
+			hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}
+		}
+		return qm, dm, hm
+	}
+	masks := k16Masks()
+	levels, scales := f.levels(), f.scales()
+	fs := AllocLocal(32 * rows) // per row r: d_w·d_r[j] for the block's 8 activation blocks
+	nacc := 2
+	if rows == 4 {
+		nacc = 4
+	}
+	acc := emit.Zeroed(nacc)
+	accOf := func(r, blk int) reg.VecVirtual {
+		if rows == 1 {
+			return acc[blk&1]
+		}
+		return acc[r]
+	}
+	label := fmt.Sprintf("%s_%d", f.name, rows)
+	emit.Loop(label, n, func() {
+		prefetchLines(p, f.size)
+		words, off, dw := scales(p)
+		// the offsets: acc −= Σ_g off_g·h[g]
+		for r := range rows {
+			_, _, hm := row(r, 0, 0)
+			VFNMADD231PS(hm, off[0], accOf(r, 0))
+			VFNMADD231PS(hm.Offset(32), off[1], accOf(r, 1))
+		}
+		dwy := YMM()
+		VBROADCASTSS(dw, dwy)
+		for r := range rows {
+			_, dm, _ := row(r, 0, 0)
+			blockScales(dwy, dm, fs.Offset(32*r))
+		}
+		sv := [2]reg.VecVirtual{YMM(), YMM()} // scales 0-7, 8-15 in both 128-bit halves
+		VPERMQ(U8(0x44), words, sv[0])
+		VPERMQ(U8(0xee), words, sv[1])
+		level := levels(p)
+		for blk := range 8 {
+			u := level(blk)
+			scl := YMM()
+			VPSHUFB(masks.Offset(32*(blk%4)), sv[blk/4], scl)
+			for r := range rows {
+				qm, _, _ := row(r, 32*blk, 0)
+				a := YMM()
+				VPMADDUBSW(qm, u, a)
+				VPMADDWD(scl, a, a)
+				scaleFMA(a, fs.Offset(32*r+4*blk), accOf(r, blk))
+			}
+		}
+		ADDQ(U32(uint32(f.size)), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+		ADDQ(U32(64), h)
+	})
+	if rows == 1 {
+		emit.Hsum(acc...)
+	} else {
+		storeOut4(acc)
+	}
+}
+
+// Q2_K: 84-byte blocks of 256: scales[16] @0 (per 16 values, low nibble
+// the scale, high nibble the min), qs[64] @16, d f16 @80, dmin f16 @82;
+// y = d·sc·q − dmin·m. Activation block 4h+j is bits 2j, 2j+1 of
+// qs[32h : 32h+32], in order; its scales are bytes 2(4h+j) and 2(4h+j)+1.
+var q2k = k16{
+	name: "Q2K", desc: "q2_K", size: 84,
+	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+		m4 := emit.BroadcastByte(0x0f).AsX()
+		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+			b, sc, mn := XMM(), XMM(), XMM()
+			VMOVDQU(Mem{Base: p}, b)
+			VPAND(m4, b, sc)
+			VPSRLW(U8(4), b, mn)
+			VPAND(m4, mn, mn)
+			words := YMM()
+			VPMOVZXBW(sc, words)
+			dmin := YMM()
+			VBROADCASTSS(emit.F16Scalar(Mem{Base: p, Disp: 82}), dmin)
+			off := bytesToFloats(mn, false)
+			for _, o := range off {
+				VMULPS(dmin, o, o)
+			}
+			return words, off, emit.F16Scalar(Mem{Base: p, Disp: 80})
+		}
+	},
+	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
+		m3 := emit.BroadcastByte(0x03)
+		return func(p reg.Register) func(blk int) reg.VecVirtual {
+			var qv reg.VecVirtual
+			return func(blk int) reg.VecVirtual {
+				h, j := blk/4, blk%4
+				if j == 0 {
+					qv = YMM()
+					VMOVDQU(Mem{Base: p, Disp: 16 + 32*h}, qv)
+				}
+				u := YMM()
+				if j == 0 {
+					VPAND(m3, qv, u)
+				} else {
+					VPSRLW(U8(2*j), qv, u)
+					VPAND(m3, u, u)
+				}
+				return u
+			}
+		}
+	},
+}
+
+// Q3_K: 110-byte blocks of 256: hmask[32] @0, qs[64] @32, 12 bytes of
+// sixteen 6-bit scales @96, d f16 @108; y = d·(sc−32)·(q−4), q the two
+// bits of qs (as q2_K's) and bit 4h+j of hmask[l] above them. As an
+// unsigned level u = q, the −4 is an offset per 16 values: 4·d·(sc−32).
+var q3k = k16{
+	name: "Q3K", desc: "q3_K", size: 110,
+	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+		c32 := emit.BroadcastByte(32).AsX()
+		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+			// ggml's unpacking: scales 0-3 and 4-7 the low nibbles of bytes
+			// 0-3 and 4-7, 8-11 and 12-15 their high nibbles; the two high
+			// bits of scale 4k+i are bits 2k, 2k+1 of byte 8+i.
+			a0, a1, tmp := GP64(), GP64(), GP64()
+			MOVL(Mem{Base: p, Disp: 96}, a0.As32())
+			MOVL(Mem{Base: p, Disp: 100}, a1.As32())
+			MOVL(Mem{Base: p, Disp: 104}, tmp.As32())
+			aux := func(a reg.GPVirtual, nib, hi int) reg.GPVirtual {
+				lo, t := GP64(), GP64()
+				MOVL(a.As32(), lo.As32())
+				if nib > 0 {
+					SHRL(U8(nib), lo.As32())
+				}
+				ANDL(U32(0x0f0f0f0f), lo.As32())
+				MOVL(tmp.As32(), t.As32())
+				if hi > 0 {
+					SHRL(U8(hi), t.As32())
+				}
+				ANDL(U32(0x03030303), t.As32())
+				SHLL(U8(4), t.As32())
+				ORL(t.As32(), lo.As32())
+				return lo
+			}
+			s0, s1 := aux(a0, 0, 0), aux(a1, 0, 2)
+			SHLQ(U8(32), s1)
+			ORQ(s1, s0)
+			s2, s3 := aux(a0, 4, 4), aux(a1, 4, 6)
+			SHLQ(U8(32), s3)
+			ORQ(s3, s2)
+			x := XMM()
+			VMOVQ(s0, x)
+			VPINSRQ(U8(1), s2, x, x)
+			VPSUBB(c32, x, x)
+			words := YMM()
+			VPMOVSXBW(x, words)
+			d := emit.F16Scalar(Mem{Base: p, Disp: 108})
+			d4 := YMM()
+			VBROADCASTSS(d, d4)
+			VADDPS(d4, d4, d4)
+			VADDPS(d4, d4, d4)
+			off := bytesToFloats(x, true)
+			for _, o := range off {
+				VMULPS(d4, o, o)
+			}
+			return words, off, d
+		}
+	},
+	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
+		m3, c4 := emit.BroadcastByte(0x03), emit.BroadcastByte(0x04)
+		return func(p reg.Register) func(blk int) reg.VecVirtual {
+			hm := YMM()
+			VMOVDQU(Mem{Base: p}, hm)
+			var qv reg.VecVirtual
+			return func(blk int) reg.VecVirtual {
+				h, j := blk/4, blk%4
+				if j == 0 {
+					qv = YMM()
+					VMOVDQU(Mem{Base: p, Disp: 32 + 32*h}, qv)
+				}
+				u := YMM()
+				if j == 0 {
+					VPAND(m3, qv, u)
+				} else {
+					VPSRLW(U8(2*j), qv, u)
+					VPAND(m3, u, u)
+				}
+				// bit blk of hmask to bit 2 (a word shift: the bits that
+				// cross between bytes land outside bit 2)
+				hb := YMM()
+				switch {
+				case blk < 2:
+					VPSLLW(U8(2-blk), hm, hb)
+					VPAND(c4, hb, hb)
+				case blk == 2:
+					VPAND(c4, hm, hb)
+				default:
+					VPSRLW(U8(blk-2), hm, hb)
+					VPAND(c4, hb, hb)
+				}
+				VPOR(hb, u, u)
+				return u
+			}
+		}
+	},
+}
+
+// bytesToFloats converts the 16 bytes of x (signed or not) to float32,
+// bytes 0-7 and 8-15 in two vectors.
+func bytesToFloats(x reg.VecVirtual, signed bool) [2]reg.VecVirtual {
+	hi := XMM()
+	VPSRLDQ(U8(8), x, hi)
+	var out [2]reg.VecVirtual
+	for i, b := range []reg.VecVirtual{x, hi} {
+		v := YMM()
+		if signed {
+			VPMOVSXBD(b, v)
+		} else {
+			VPMOVZXBD(b, v)
+		}
+		VCVTDQ2PS(v, v)
+		out[i] = v
+	}
+	return out
+}
