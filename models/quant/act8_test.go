@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -182,7 +183,8 @@ func FuzzAct8Dot(f *testing.F) {
 // against ggml's own decode of them dotted with x̂ in float64, and with x
 // within the quantization bound: a reference that shares no code with ours.
 // The activations of the first trial follow the weights, so that the
-// float32 tolerance (relative to Σ|w·x̂|) is relative to the dot itself.
+// float32 tolerance (relative to Σ|w·x̂|) is relative to the dot itself;
+// then four rows at once (Dot4, the four-row kernel where there is one).
 func TestAct8GGMLBlocks(t *testing.T) {
 	for _, name := range act8Formats {
 		c := readGGMLCase(t, name)
@@ -197,32 +199,63 @@ func TestAct8GGMLBlocks(t *testing.T) {
 			n := len(set.y)
 			k, _ := RowLayout{Format: c.f, Len: n, Stored: n}.Act8Kernel()
 			for trial := range 2 {
-				x := gaussian(n, uint64(7+trial))
-				if trial == 0 { // along the weights: Σ|w·x| ≈ |Σ w·x|, so a scaled result shows
-					for i, w := range set.y {
-						x[i] = w + x[i]*abs32(w)/8
-					}
-				} else {
-					x[n/3] *= 50
-				}
+				x := ggmlTrialActs(set.y, trial, 0)
 				var a Act8
 				a.Quantize(x)
-				got := float64(k.Dot(set.blocks, &a))
-				xh := a.Dequantize()
-				var ref, mag, exact, bound float64
-				for i, w := range set.y {
-					ref += float64(w) * float64(xh[i])
-					mag += math.Abs(float64(w) * float64(xh[i]))
-					exact += float64(w) * float64(x[i])
-					bound += math.Abs(float64(w)) * float64(a.D[i/Act8Block]) / 2
-				}
-				if math.Abs(got-ref) > dot32Tol*mag+1e-30 {
-					t.Errorf("%s %s (%d values): act8 dot %.9g, ggml decode·x̂ %.9g (Σ|·| %.3g)", name, set.what, n, got, ref, mag)
-				}
-				if math.Abs(got-exact) > bound*(1+1e-5)+dot32Tol*mag {
-					t.Errorf("%s %s: act8 dot %.9g, ggml decode·x %.9g: off by more than the bound %.3g", name, set.what, got, exact, bound)
-				}
+				checkGGMLDot(t, name+" "+set.what+", one row", set.y, x, &a, k.Dot(set.blocks, &a))
+			}
+			// four rows (the four-row kernel where the format has one), in
+			// one Act8Rows buffer as the cpu backend lays them out
+			xs := make([]float32, 0, 4*n)
+			for r := range 4 {
+				xs = append(xs, ggmlTrialActs(set.y, r%2, r)...)
+			}
+			var ar Act8Rows
+			ar.Quantize(xs, 4, n)
+			four := [4]*Act8{ar.Row(0), ar.Row(1), ar.Row(2), ar.Row(3)}
+			var out [4]float32
+			k.Dot4(set.blocks, &four, &out)
+			for r := range 4 {
+				checkGGMLDot(t, fmt.Sprintf("%s %s, four rows (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], four[r], out[r])
 			}
 		}
+	}
+}
+
+// ggmlTrialActs are activations for the weights y: along them for even
+// trials (Σ|w·x| ≈ |Σ w·x|, so that a scaled result shows), else noise
+// with one outlier.
+func ggmlTrialActs(y []float32, trial, seed int) []float32 {
+	n := len(y)
+	x := gaussian(n, uint64(7+trial+10*seed))
+	if trial%2 == 0 {
+		for i, w := range y {
+			x[i] = w + x[i]*abs32(w)/8
+		}
+	} else {
+		x[n/3] *= 50
+	}
+	return x
+}
+
+// checkGGMLDot holds got, an integer dot of blocks ggml decodes to y with
+// the activations x quantized to a, to ggml's decode·x̂ in float64 and to
+// ggml's decode·x within the quantization bound.
+func checkGGMLDot(t *testing.T, what string, y, x []float32, a *Act8, got32 float32) {
+	t.Helper()
+	got := float64(got32)
+	xh := a.Dequantize()
+	var ref, mag, exact, bound float64
+	for i, w := range y {
+		ref += float64(w) * float64(xh[i])
+		mag += math.Abs(float64(w) * float64(xh[i]))
+		exact += float64(w) * float64(x[i])
+		bound += math.Abs(float64(w)) * float64(a.D[i/Act8Block]) / 2
+	}
+	if math.Abs(got-ref) > dot32Tol*mag+1e-30 {
+		t.Errorf("%s (%d values): act8 dot %.9g, ggml decode·x̂ %.9g (Σ|·| %.3g)", what, len(y), got, ref, mag)
+	}
+	if math.Abs(got-exact) > bound*(1+1e-5)+dot32Tol*mag {
+		t.Errorf("%s: act8 dot %.9g, ggml decode·x %.9g: off by more than the bound %.3g", what, got, exact, bound)
 	}
 }

@@ -1,0 +1,107 @@
+package quant
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// brokenAct8Kernels are deliberate faults in the integer kernels'
+// generator (asm/act8), each an edit of one line: a scale from the wrong
+// nibble, a level from the wrong bit, a row's sums from the wrong address.
+// Each fault names the failures the act8 tests must then report.
+var brokenAct8Kernels = []struct {
+	what, file, from, to string
+	want                 []string // substrings of the failing tests' output
+}{
+	{
+		what: "q2_k: the mins' nibble taken as the scales",
+		file: "k16.go", from: "VPMOVZXBW(sc, words)", to: "VPMOVZXBW(mn, words)",
+		want: []string{"q2_k ggml-quantized, one row", "q2_k ggml-quantized, four rows", "q2_k four rows", "q2_k random"},
+	},
+	{
+		what: "q3_k: blocks 3–7 take the next block's high bit",
+		file: "k16.go", from: "VPSRLW(U8(blk-2), hm, hb)", to: "VPSRLW(U8(blk-1), hm, hb)",
+		want: []string{"q3_k ggml-quantized, one row", "q3_k ggml-quantized, four rows", "q3_k four rows", "q3_k random"},
+	},
+	{
+		what: "four rows: row 3 of the k16 kernels reads row 1's sums per 16",
+		file: "k16.go", from: "hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}", to: "hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}",
+		want: []string{"q2_k ggml-quantized, four rows (row 3)", "q3_k ggml-quantized, four rows (row 3)"},
+	},
+}
+
+// TestAct8KernelsCatchBrokenKernels is the control for the act8 tests:
+// with each fault of brokenAct8Kernels planted in the generator, the
+// regenerated assembly (through go's -overlay, the tree untouched) fails
+// TestAct8Kernels, TestAct8Rows and TestAct8GGMLBlocks where the fault
+// says, one row and four rows.
+func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the generator and the package once per fault (-short)")
+	}
+	if runtime.GOARCH != "amd64" || len(act8Dots) == 0 {
+		t.Skip("no integer kernels here")
+	}
+	gen, err := filepath.Abs("asm/act8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asm, err := filepath.Abs("act8_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fault := range brokenAct8Kernels {
+		t.Run(fault.what, func(t *testing.T) {
+			tmp := t.TempDir()
+			src, err := os.ReadFile(filepath.Join(gen, fault.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(src), fault.from); n != 1 {
+				t.Fatalf("%q appears %d times in %s, expected once: the fault is stale", fault.from, n, fault.file)
+			}
+			broken := filepath.Join(tmp, fault.file)
+			if err := os.WriteFile(broken, []byte(strings.Replace(string(src), fault.from, fault.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			outS := filepath.Join(tmp, "act8_amd64.s")
+			cmd := exec.Command("go", "run", "-overlay", overlay(t, tmp, filepath.Join(gen, fault.file), broken), ".",
+				"-out", outS, "-stubs", filepath.Join(tmp, "decl.go"), "-pkg", "quant")
+			cmd.Dir = gen
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("generating with the fault: %v\n%s", err, out)
+			}
+			cmd = exec.Command("go", "test", "-overlay", overlay(t, tmp, asm, outS), "-count=1",
+				"-run", "^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks)$", ".")
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the act8 tests pass with the fault planted:\n%s", out)
+			}
+			for _, w := range fault.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("no failure mentions %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// overlay writes a go -overlay file replacing path by with, and returns
+// its name.
+func overlay(t *testing.T, dir, path, with string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]map[string]string{"Replace": {path: with}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "overlay-"+filepath.Base(path)+".json")
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
