@@ -54,6 +54,13 @@ func archAct8() map[string]act8Func {
 		},
 		"q2_k": k16Act8(q2kBytes, dotQ2KQ8AVX2),
 		"q3_k": k16Act8(q3kBytes, dotQ3KQ8AVX2),
+		"q5_k": func(b []byte, q []int8, d, s, _ []float32, nb int) float32 {
+			if nb == 0 {
+				return 0
+			}
+			_, _, _, _ = b[nb*q5kBytes-1], q[nb*256-1], d[nb*8-1], s[nb*8-1]
+			return dotQ5KQ8AVX2(&b[0], &q[0], &d[0], &s[0], nb)
+		},
 	}
 }
 
@@ -84,6 +91,9 @@ func archAct8x4() map[string]act8x4Func {
 		}, func(b *byte, a *Act8, nb int) float32 { return dotIQ4XSQ8AVX2(b, &a.Q[0], &a.D[0], nb, kv) }),
 		"q2_k": k16Act8x4(q2kBytes, dotQ2KQ8x4AVX2, dotQ2KQ8AVX2),
 		"q3_k": k16Act8x4(q3kBytes, dotQ3KQ8x4AVX2, dotQ3KQ8AVX2),
+		"q5_k": act8x4(256, q5kBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+			dotQ5KQ8x4AVX2(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out)
+		}, func(b *byte, a *Act8, nb int) float32 { return dotQ5KQ8AVX2(b, &a.Q[0], &a.D[0], &a.S[0], nb) }),
 	}
 }
 

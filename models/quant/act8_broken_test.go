@@ -20,18 +20,28 @@ var brokenAct8Kernels = []struct {
 }{
 	{
 		what: "q2_k: the mins' nibble taken as the scales",
-		file: "k16.go", from: "VPMOVZXBW(sc, words)", to: "VPMOVZXBW(mn, words)",
+		file: "kquants.go", from: "VPMOVZXBW(sc, words)", to: "VPMOVZXBW(mn, words)",
 		want: []string{"q2_k ggml-quantized, one row", "q2_k ggml-quantized, four rows", "q2_k four rows", "q2_k random"},
 	},
 	{
-		what: "q3_k: blocks 3–7 take the next block's high bit",
-		file: "k16.go", from: "VPSRLW(U8(blk-2), hm, hb)", to: "VPSRLW(U8(blk-1), hm, hb)",
+		what: "q3_k: each block takes its neighbour's high bits",
+		file: "kquants.go", from: "bitTo(hm, blk, 2, c4)", to: "bitTo(hm, blk^1, 2, c4)",
 		want: []string{"q3_k ggml-quantized, one row", "q3_k ggml-quantized, four rows", "q3_k four rows", "q3_k random"},
 	},
 	{
 		what: "four rows: row 3 of the k16 kernels reads row 1's sums per 16",
-		file: "k16.go", from: "hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}", to: "hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}",
+		file: "kquants.go", from: "hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}", to: "hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}",
 		want: []string{"q2_k ggml-quantized, four rows (row 3)", "q3_k ggml-quantized, four rows (row 3)"},
+	},
+	{
+		what: "q5_k: each sub-block takes its neighbour's fifth bits",
+		file: "kquants.go", from: "bitTo(qh, sb, 4, c16)", to: "bitTo(qh, sb^1, 4, c16)",
+		want: []string{"q5_k ggml-quantized, one row", "q5_k ggml-quantized, four rows", "q5_k four rows", "q5_k random"},
+	},
+	{
+		what: "four rows: the k32 kernels' mins meet row 0's sums in every row",
+		file: "kquants.go", from: "_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)", to: "sm := Mem{Base: s}",
+		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)"},
 	},
 }
 

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-var act8Formats = []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k"}
+var act8Formats = []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k"}
 
 // TestAct8Quantize: a hand-derived block. max|x| = 2 gives D = 2/127 and
 // levels round(x·127/2), halves away from zero as ggml's roundf; the

@@ -280,19 +280,7 @@ var q3k = k16{
 					VPSRLW(U8(2*j), qv, u)
 					VPAND(m3, u, u)
 				}
-				// bit blk of hmask to bit 2 (a word shift: the bits that
-				// cross between bytes land outside bit 2)
-				hb := YMM()
-				switch {
-				case blk < 2:
-					VPSLLW(U8(2-blk), hm, hb)
-					VPAND(c4, hb, hb)
-				case blk == 2:
-					VPAND(c4, hm, hb)
-				default:
-					VPSRLW(U8(blk-2), hm, hb)
-					VPAND(c4, hb, hb)
-				}
+				hb := bitTo(hm, blk, 2, c4) // bit blk of hmask above the two bits
 				VPOR(hb, u, u)
 				return u
 			}
@@ -317,4 +305,162 @@ func bytesToFloats(x reg.VecVirtual, signed bool) [2]reg.VecVirtual {
 		out[i] = v
 	}
 	return out
+}
+
+// k32 is a k-quant whose 256-value blocks carry a 6-bit scale and min per
+// 32 values, packed as q4_K's (q4_k, q5_k): y = d·sc·u − dmin·m, u an
+// unsigned level. The mins meet the activation's sums per block (Act8.S).
+type k32 struct {
+	name, desc string
+	size       int
+	// levels emits its constants (before the loop) and returns, per block
+	// at p, the function of sub-block sb (0..7) giving its 32 levels.
+	levels func() func(p reg.Register) func(sb int) reg.VecVirtual
+}
+
+const (
+	k32Sig   = "func(blk *byte, q *int8, d *float32, s *float32, nblk int) float32"
+	k32x4Sig = "func(blk *byte, q *int8, d *float32, s *float32, qstride, dstride, nblk int, out *[4]float32)"
+)
+
+// dotK32 emits f's integer dot for rows activation rows (1 or 4): per
+// block the scales, mins and levels are built once for the rows.
+func dotK32(f k32, rows int) {
+	name := fmt.Sprintf("dot%sQ8AVX2", f.name)
+	if rows == 1 {
+		TEXT(name, NOSPLIT, k32Sig)
+		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.")
+	} else {
+		name = fmt.Sprintf("dot%sQ8x4AVX2", f.name)
+		TEXT(name, NOSPLIT, k32x4Sig)
+		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.")
+	}
+	p, q, d, s := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64())
+	var qs, ds, q3, d3 reg.Register
+	if rows == 4 {
+		qs, ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
+		q3, d3 = GP64(), GP64()
+		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+	}
+	n := Load(Param("nblk"), GP64())
+	// row r's activation levels at byte disp, its scales and its sums
+	row := func(r, qdisp int) (Mem, Mem, Mem) {
+		if rows == 1 {
+			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}, Mem{Base: s}
+		}
+		qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
+		_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)
+		return qm, dm, sm
+	}
+	ones := onesW()
+	levels := f.levels()
+	fs := AllocLocal(32 * rows) // per row r: scale_j·d_w·d_r[j] for the block's 8 sub-blocks
+	nacc := 2
+	if rows == 4 {
+		nacc = 4
+	}
+	acc := emit.Zeroed(nacc)
+	accOf := func(r, sb int) reg.VecVirtual {
+		if rows == 1 {
+			return acc[sb&1]
+		}
+		return acc[r]
+	}
+	emit.Loop(fmt.Sprintf("%s_%d", f.name, rows), n, func() {
+		prefetchLines(p, f.size)
+		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
+		for r := range rows {
+			_, dm, sm := row(r, 0)
+			VFNMADD231PS(sm, mnf, accOf(r, 1)) // acc −= Σ_j mins[j]·s[j]
+			blockScales(scf, dm, fs.Offset(32*r))
+		}
+		level := levels(p)
+		for sb := range 8 {
+			u := level(sb)
+			for r := range rows {
+				qm, _, _ := row(r, 32*sb)
+				a := u
+				if rows > 1 {
+					a = YMM()
+				}
+				VPMADDUBSW(qm, u, a)
+				VPMADDWD(ones, a, a)
+				scaleFMA(a, fs.Offset(32*r+4*sb), accOf(r, sb))
+			}
+		}
+		ADDQ(U32(uint32(f.size)), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+		ADDQ(U32(32), s)
+	})
+	if rows == 1 {
+		emit.Hsum(acc...)
+	} else {
+		storeOut4(acc)
+	}
+}
+
+// Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit
+// scales and mins @4, qs[128] @16; sub-block 2c the low nibbles of
+// qs[32c:32c+32], 2c+1 their high nibbles.
+var q4k = k32{
+	name: "Q4K", desc: "q4_K", size: 144,
+	levels: func() func(p reg.Register) func(sb int) reg.VecVirtual {
+		m4 := emit.BroadcastByte(0x0f)
+		return func(p reg.Register) func(sb int) reg.VecVirtual {
+			return func(sb int) reg.VecVirtual {
+				return nibbles(Mem{Base: p, Disp: 16 + 32*(sb/2)}, sb%2, m4)
+			}
+		}
+	},
+}
+
+// Q5_K: 176-byte blocks of 256: d, dmin f16 @0, @2, q4_K's scales @4,
+// qh[32] @16, qs[128] @48: sub-block sb is q4_K's nibbles of qs with bit
+// sb of qh[l] above them (u in 0..31).
+var q5k = k32{
+	name: "Q5K", desc: "q5_K", size: 176,
+	levels: func() func(p reg.Register) func(sb int) reg.VecVirtual {
+		m4, c16 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x10)
+		return func(p reg.Register) func(sb int) reg.VecVirtual {
+			qh := YMM()
+			VMOVDQU(Mem{Base: p, Disp: 16}, qh)
+			return func(sb int) reg.VecVirtual {
+				u := nibbles(Mem{Base: p, Disp: 48 + 32*(sb/2)}, sb%2, m4)
+				VPOR(bitTo(qh, sb, 4, c16), u, u)
+				return u
+			}
+		}
+	},
+}
+
+// nibbles loads the 32 bytes at m and returns their low (half 0) or high
+// (half 1) nibbles.
+func nibbles(m Mem, half int, m4 reg.VecVirtual) reg.VecVirtual {
+	w := YMM()
+	VMOVDQU(m, w)
+	if half == 1 {
+		VPSRLW(U8(4), w, w)
+	}
+	VPAND(m4, w, w)
+	return w
+}
+
+// bitTo returns bit `from` of every byte of v moved to bit `to` (mask is
+// 1<<to in every byte), other bits clear. A word shift: the bits that
+// cross between a word's bytes land outside bit `to` for from, to < 8.
+func bitTo(v reg.VecVirtual, from, to int, mask reg.VecVirtual) reg.VecVirtual {
+	b := YMM()
+	switch {
+	case from < to:
+		VPSLLW(U8(to-from), v, b)
+		VPAND(mask, b, b)
+	case from == to:
+		VPAND(mask, v, b)
+	default:
+		VPSRLW(U8(from-to), v, b)
+		VPAND(mask, b, b)
+	}
+	return b
 }
