@@ -54,14 +54,33 @@ func archAct8() map[string]act8Func {
 		},
 		"q2_k": k16Act8(q2kBytes, dotQ2KQ8AVX2),
 		"q3_k": k16Act8(q3kBytes, dotQ3KQ8AVX2),
-		"q5_k": func(b []byte, q []int8, d, s, _ []float32, nb int) float32 {
-			if nb == 0 {
-				return 0
-			}
-			_, _, _, _ = b[nb*q5kBytes-1], q[nb*256-1], d[nb*8-1], s[nb*8-1]
-			return dotQ5KQ8AVX2(&b[0], &q[0], &d[0], &s[0], nb)
-		},
+		"q5_k": sumsAct8(256, q5kBytes, dotQ5KQ8AVX2),
+		"q4_0": sumsAct8(legacyElems, layoutQ4_0.bytes, dotQ4_0Q8AVX2),
+		"q4_1": sumsAct8(legacyElems, layoutQ4_1.bytes, dotQ4_1Q8AVX2),
+		"q5_0": sumsAct8(legacyElems, layoutQ5_0.bytes, dotQ5_0Q8AVX2),
+		"q5_1": sumsAct8(legacyElems, layoutQ5_1.bytes, dotQ5_1Q8AVX2),
 	}
+}
+
+// sumsAct8 is the act8Func of a format of blocks of elems values in size
+// bytes whose kernel takes the activation's sums per block (Act8.S).
+func sumsAct8(elems, size int, one func(b *byte, q *int8, d, s *float32, nb int) float32) act8Func {
+	return func(b []byte, q []int8, d, s, _ []float32, nb int) float32 {
+		if nb == 0 {
+			return 0
+		}
+		nd := nb * elems / Act8Block
+		_, _, _, _ = b[nb*size-1], q[nb*elems-1], d[nd-1], s[nd-1]
+		return one(&b[0], &q[0], &d[0], &s[0], nb)
+	}
+}
+
+// sumsAct8x4 is act8x4 for the kernels of sumsAct8.
+func sumsAct8x4(elems, size int, four func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[4]float32),
+	one func(b *byte, q *int8, d, s *float32, nb int) float32) act8x4Func {
+	return act8x4(elems, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+		four(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out)
+	}, func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], &a.S[0], nb) })
 }
 
 // k16Act8 is the act8Func of a k-quant of 256-value blocks of size bytes
@@ -91,9 +110,11 @@ func archAct8x4() map[string]act8x4Func {
 		}, func(b *byte, a *Act8, nb int) float32 { return dotIQ4XSQ8AVX2(b, &a.Q[0], &a.D[0], nb, kv) }),
 		"q2_k": k16Act8x4(q2kBytes, dotQ2KQ8x4AVX2, dotQ2KQ8AVX2),
 		"q3_k": k16Act8x4(q3kBytes, dotQ3KQ8x4AVX2, dotQ3KQ8AVX2),
-		"q5_k": act8x4(256, q5kBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
-			dotQ5KQ8x4AVX2(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out)
-		}, func(b *byte, a *Act8, nb int) float32 { return dotQ5KQ8AVX2(b, &a.Q[0], &a.D[0], &a.S[0], nb) }),
+		"q5_k": sumsAct8x4(256, q5kBytes, dotQ5KQ8x4AVX2, dotQ5KQ8AVX2),
+		"q4_0": sumsAct8x4(legacyElems, layoutQ4_0.bytes, dotQ4_0Q8x4AVX2, dotQ4_0Q8AVX2),
+		"q4_1": sumsAct8x4(legacyElems, layoutQ4_1.bytes, dotQ4_1Q8x4AVX2, dotQ4_1Q8AVX2),
+		"q5_0": sumsAct8x4(legacyElems, layoutQ5_0.bytes, dotQ5_0Q8x4AVX2, dotQ5_0Q8AVX2),
+		"q5_1": sumsAct8x4(legacyElems, layoutQ5_1.bytes, dotQ5_1Q8x4AVX2, dotQ5_1Q8AVX2),
 	}
 }
 

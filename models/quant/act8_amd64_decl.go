@@ -48,3 +48,27 @@ func dotQ5KQ8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
 
 // dotQ5KQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ5KQ8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotQ4_0Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_0 blocks, s[j] being d[j]·Σ q of block j; in integers per block.
+func dotQ4_0Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+
+// dotQ4_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ4_0Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotQ4_1Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_1 blocks, s[j] being d[j]·Σ q of block j; in integers per block.
+func dotQ4_1Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+
+// dotQ4_1Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_1 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ4_1Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotQ5_0Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q5_0 blocks, s[j] being d[j]·Σ q of block j; in integers per block.
+func dotQ5_0Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+
+// dotQ5_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ5_0Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotQ5_1Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q5_1 blocks, s[j] being d[j]·Σ q of block j; in integers per block.
+func dotQ5_1Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+
+// dotQ5_1Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_1 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ5_1Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)

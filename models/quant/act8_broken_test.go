@@ -39,6 +39,31 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q5_k ggml-quantized, one row", "q5_k ggml-quantized, four rows", "q5_k four rows", "q5_k random"},
 	},
 	{
+		what: "q4_0: levels offset by 16, not 8",
+		file: "legacy.go", from: "size: 18, minAt: -1, qhAt: -1, qsAt: 2, bias: 8}", to: "size: 18, minAt: -1, qhAt: -1, qsAt: 2, bias: 16}",
+		want: []string{"q4_0 ggml-quantized, one row", "q4_0 ggml-quantized, four rows", "q4_0 four rows", "q4_0 random"},
+	},
+	{
+		what: "q4_1: the scale taken as the min",
+		file: "legacy.go", from: "size: 20, minAt: 2,", to: "size: 20, minAt: 0,",
+		want: []string{"q4_1 ggml-quantized, one row", "q4_1 ggml-quantized, four rows", "q4_1 four rows", "q4_1 random"},
+	},
+	{
+		what: "q5_0: the fifth bits from qh's next byte on",
+		file: "legacy.go", from: "size: 22, minAt: -1, qhAt: 2,", to: "size: 22, minAt: -1, qhAt: 3,",
+		want: []string{"q5_0 ggml-quantized, one row", "q5_0 ggml-quantized, four rows", "q5_0 four rows", "q5_0 random"},
+	},
+	{
+		what: "q5_1: the fifth bits from qh's next byte on",
+		file: "legacy.go", from: "size: 24, minAt: 2, qhAt: 4,", to: "size: 24, minAt: 2, qhAt: 5,",
+		want: []string{"q5_1 ggml-quantized, one row", "q5_1 ggml-quantized, four rows", "q5_1 four rows", "q5_1 random"},
+	},
+	{
+		what: "legacy formats: the tail blocks' offsets dropped",
+		file: "legacy.go", from: "VADDPS(t.AsY(), accOf(r, 0), accOf(r, 0))", to: "VADDPS(t.AsY(), t.AsY(), t.AsY())",
+		want: []string{"q4_1 ggml-quantized prefix, one row", "q5_0 ggml-quantized prefix, four rows (row 2)", "q4_0 random"},
+	},
+	{
 		what: "four rows: the k32 kernels' mins meet row 0's sums in every row",
 		file: "kquants.go", from: "_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)", to: "sm := Mem{Base: s}",
 		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)"},

@@ -34,6 +34,10 @@ func main() {
 	}
 	dotK32(q5k, 1)
 	dotK32(q5k, 4)
+	for _, f := range []legacy{q4_0, q4_1, q5_0, q5_1} {
+		dotLegacy(f, 1)
+		dotLegacy(f, 4)
+	}
 	Generate()
 }
 
