@@ -186,21 +186,7 @@ var q2k = k16{
 		m3 := emit.BroadcastByte(0x03)
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
 			var qv reg.VecVirtual
-			return func(blk int) reg.VecVirtual {
-				h, j := blk/4, blk%4
-				if j == 0 {
-					qv = YMM()
-					VMOVDQU(Mem{Base: p, Disp: 16 + 32*h}, qv)
-				}
-				u := YMM()
-				if j == 0 {
-					VPAND(m3, qv, u)
-				} else {
-					VPSRLW(U8(2*j), qv, u)
-					VPAND(m3, u, u)
-				}
-				return u
-			}
+			return func(blk int) reg.VecVirtual { return twoBits(p, 16, blk, m3, &qv) }
 		}
 	},
 }
@@ -268,24 +254,33 @@ var q3k = k16{
 			VMOVDQU(Mem{Base: p}, hm)
 			var qv reg.VecVirtual
 			return func(blk int) reg.VecVirtual {
-				h, j := blk/4, blk%4
-				if j == 0 {
-					qv = YMM()
-					VMOVDQU(Mem{Base: p, Disp: 32 + 32*h}, qv)
-				}
-				u := YMM()
-				if j == 0 {
-					VPAND(m3, qv, u)
-				} else {
-					VPSRLW(U8(2*j), qv, u)
-					VPAND(m3, u, u)
-				}
+				u := twoBits(p, 32, blk, m3, &qv)
 				hb := bitTo(hm, blk, 2, c4) // bit blk of hmask above the two bits
 				VPOR(hb, u, u)
 				return u
 			}
 		}
 	},
+}
+
+// twoBits returns activation block blk's levels in q2_K's and q3_K's qs
+// (at p+off): bits 2j, 2j+1 of the 32 bytes at off + 32h, h, j = blk/4,
+// blk%4; those bytes are loaded into *qv at j = 0 and kept for the next
+// three blocks.
+func twoBits(p reg.Register, off, blk int, m3 reg.VecVirtual, qv *reg.VecVirtual) reg.VecVirtual {
+	h, j := blk/4, blk%4
+	if j == 0 {
+		*qv = YMM()
+		VMOVDQU(Mem{Base: p, Disp: off + 32*h}, *qv)
+	}
+	u := YMM()
+	if j == 0 {
+		VPAND(m3, *qv, u)
+	} else {
+		VPSRLW(U8(2*j), *qv, u)
+		VPAND(m3, u, u)
+	}
+	return u
 }
 
 // bytesToFloats converts the 16 bytes of x (signed or not) to float32,
