@@ -22,6 +22,9 @@ type Act8 struct {
 	// S holds D·ΣQ per block: Σ x̂ over the block, for the formats whose
 	// weights carry an offset (q4_K's mins).
 	S []float32
+	// H holds D·ΣQ per 16 values (two per block): the offsets of q2_K's
+	// mins and q3_K's −4 per 16 values meet them.
+	H []float32
 	n int
 }
 
@@ -44,39 +47,44 @@ func (a *Act8) Quantize(x []float32) {
 	if cap(a.D) < nb {
 		a.D, a.S = make([]float32, nb), make([]float32, nb)
 	}
-	a.Q, a.D, a.S = a.Q[:n], a.D[:nb], a.S[:nb]
+	if cap(a.H) < 2*nb {
+		a.H = make([]float32, 2*nb)
+	}
+	a.Q, a.D, a.S, a.H = a.Q[:n], a.D[:nb], a.S[:nb], a.H[:2*nb]
 	for b := range nb {
 		lo := b * Act8Block
 		q := a.Q[lo : lo+Act8Block]
 		if lo >= len(x) {
 			clear(q)
 			a.D[b], a.S[b] = 0, 0
+			a.H[2*b], a.H[2*b+1] = 0, 0
 			continue
 		}
 		xs := x[lo:min(len(x), lo+Act8Block)]
-		quantizeAct8Block(xs, q, &a.D[b], &a.S[b])
+		quantizeAct8Block(xs, q, &a.D[b], &a.S[b], (*[2]float32)(a.H[2*b:]))
 	}
 }
 
-func quantizeAct8Block(xs []float32, q []int8, d, s *float32) {
+func quantizeAct8Block(xs []float32, q []int8, d, s *float32, h *[2]float32) {
 	var amax uint32 // max |x| as float32 bits: for finite values and +Inf, the bits order as the values
 	for _, v := range xs {
 		amax = max(amax, math.Float32bits(v)&^(1<<31))
 	}
 	if amax == 0 {
 		clear(q)
-		*d, *s = 0, 0
+		*d, *s, h[0], h[1] = 0, 0, 0, 0
 		return
 	}
 	if amax >= 0x7f800000 { // NaN or ±Inf: no levels carry it; a NaN scale makes the dot NaN
 		clear(q)
-		*d, *s = float32(math.NaN()), float32(math.NaN())
+		nan := float32(math.NaN())
+		*d, *s, h[0], h[1] = nan, nan, nan, nan
 		return
 	}
 	m := math.Float32frombits(amax)
 	dd := m / 127
 	id := 127 / m
-	var sum int32
+	var sum [2]int32
 	for i, v := range xs {
 		// round half away from zero (ggml's roundf); |v·id| ≤ 127 (+ rounding)
 		f := v * id
@@ -87,10 +95,11 @@ func quantizeAct8Block(xs []float32, q []int8, d, s *float32) {
 			l = max(-127, int32(f-0.5))
 		}
 		q[i] = int8(l)
-		sum += l
+		sum[i/16] += l
 	}
 	clear(q[len(xs):])
-	*d, *s = dd, dd*float32(sum)
+	*d, *s = dd, dd*float32(sum[0]+sum[1])
+	h[0], h[1] = dd*float32(sum[0]), dd*float32(sum[1])
 }
 
 // Dequantize returns x̂: D·Q per block, over the Len values.
@@ -105,7 +114,7 @@ func (a *Act8) Dequantize() []float32 {
 // act8Func is a format's integer dot of whole blocks (block holding nblk
 // of them) with the activation levels and scales from q, d, s (its
 // first nblk·BlockElems values).
-type act8Func = func(block []byte, q []int8, d, s []float32, nblk int) float32
+type act8Func = func(block []byte, q []int8, d, s, h []float32, nblk int) float32
 
 type act8x4Func = func(block []byte, a *[4]*Act8, off, nblk int, out *[4]float32)
 
@@ -147,7 +156,7 @@ type Act8Dot struct {
 func (k Act8Dot) Dot(row []byte, a *Act8) float32 {
 	nb := k.r.Stored / k.r.Format.BlockElems
 	n := nb * k.r.Format.BlockElems
-	return k.one(row, a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], nb)
+	return k.one(row, a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], a.H[:2*n/Act8Block], nb)
 }
 
 // DotRows sets out[i] to Dot of the row at data[i·stride:] for every i:
@@ -155,9 +164,9 @@ func (k Act8Dot) Dot(row []byte, a *Act8) float32 {
 func (k Act8Dot) DotRows(data []byte, stride int, a *Act8, out []float32) {
 	nb := k.r.Stored / k.r.Format.BlockElems
 	n := nb * k.r.Format.BlockElems
-	q, d, s := a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block]
+	q, d, s, h := a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], a.H[:2*n/Act8Block]
 	for i := range out {
-		out[i] = k.one(data[i*stride:], q, d, s, nb)
+		out[i] = k.one(data[i*stride:], q, d, s, h, nb)
 	}
 }
 
@@ -195,7 +204,10 @@ func (a *Act8Rows) Quantize(x []float32, rows, k int) {
 	if cap(all.D) < rows*nb {
 		all.D, all.S = make([]float32, rows*nb), make([]float32, rows*nb)
 	}
-	all.Q, all.D, all.S = all.Q[:rows*w], all.D[:rows*nb], all.S[:rows*nb]
+	if cap(all.H) < 2*rows*nb {
+		all.H = make([]float32, 2*rows*nb)
+	}
+	all.Q, all.D, all.S, all.H = all.Q[:rows*w], all.D[:rows*nb], all.S[:rows*nb], all.H[:2*rows*nb]
 	if cap(a.rows) < rows {
 		a.rows = make([]Act8, rows)
 	}
@@ -203,6 +215,7 @@ func (a *Act8Rows) Quantize(x []float32, rows, k int) {
 	for r := range rows {
 		ar := &a.rows[r]
 		ar.Q, ar.D, ar.S = all.Q[r*w:(r+1)*w:(r+1)*w], all.D[r*nb:(r+1)*nb:(r+1)*nb], all.S[r*nb:(r+1)*nb:(r+1)*nb]
+		ar.H = all.H[2*r*nb : 2*(r+1)*nb : 2*(r+1)*nb]
 		ar.Quantize(x[r*k : (r+1)*k])
 	}
 }

@@ -10,48 +10,88 @@ func archAct8() map[string]act8Func {
 	}
 	signed := iq2SignedGrid()
 	return map[string]act8Func{
-		"q8_0": func(b []byte, q []int8, d, _ []float32, nb int) float32 {
+		"q8_0": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*q80Bytes-1], q[nb*q80Elems-1], d[nb-1]
 			return dotQ8_0Q8AVX2(&b[0], &q[0], &d[0], nb)
 		},
-		"q6_k": func(b []byte, q []int8, d, _ []float32, nb int) float32 {
+		"q6_k": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*q6kBytes-1], q[nb*q6kElems-1], d[nb*8-1]
 			return dotQ6KQ8AVX2(&b[0], &q[0], &d[0], nb)
 		},
-		"q4_k": func(b []byte, q []int8, d, s []float32, nb int) float32 {
+		"q4_k": func(b []byte, q []int8, d, s, _ []float32, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _, _ = b[nb*q4kBytes-1], q[nb*q4kElems-1], d[nb*8-1], s[nb*8-1]
 			return dotQ4KQ8AVX2(&b[0], &q[0], &d[0], &s[0], nb)
 		},
-		"iq2_xs": func(b []byte, q []int8, d, _ []float32, nb int) float32 {
+		"iq2_xs": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*iq2xsBytes-1], q[nb*iq2xsElems-1], d[nb*8-1]
 			return dotIQ2XSQ8AVX2(&b[0], &q[0], &d[0], nb, &signed[0])
 		},
-		"iq4_nl": func(b []byte, q []int8, d, _ []float32, nb int) float32 {
+		"iq4_nl": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*iq4nlBytes-1], q[nb*iq4nlElems-1], d[nb-1]
 			return dotIQ4NLQ8AVX2(&b[0], &q[0], &d[0], nb, &tables.kvaluesIQ4[0])
 		},
-		"iq4_xs": func(b []byte, q []int8, d, _ []float32, nb int) float32 {
+		"iq4_xs": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*iq4xsBytes-1], q[nb*iq4xsElems-1], d[nb*8-1]
 			return dotIQ4XSQ8AVX2(&b[0], &q[0], &d[0], nb, &tables.kvaluesIQ4[0])
 		},
+		"q2_k": k16Act8(q2kBytes, dotQ2KQ8AVX2),
+		"q3_k": k16Act8(q3kBytes, dotQ3KQ8AVX2),
+		"q5_k": sumsAct8(256, q5kBytes, dotQ5KQ8AVX2),
+		"q4_0": sumsAct8(legacyElems, layoutQ4_0.bytes, dotQ4_0Q8AVX2),
+		"q4_1": sumsAct8(legacyElems, layoutQ4_1.bytes, dotQ4_1Q8AVX2),
+		"q5_0": sumsAct8(legacyElems, layoutQ5_0.bytes, dotQ5_0Q8AVX2),
+		"q5_1": sumsAct8(legacyElems, layoutQ5_1.bytes, dotQ5_1Q8AVX2),
+	}
+}
+
+// sumsAct8 is the act8Func of a format of blocks of elems values in size
+// bytes whose kernel takes the activation's sums per block (Act8.S).
+func sumsAct8(elems, size int, one func(b *byte, q *int8, d, s *float32, nb int) float32) act8Func {
+	return func(b []byte, q []int8, d, s, _ []float32, nb int) float32 {
+		if nb == 0 {
+			return 0
+		}
+		nd := nb * elems / Act8Block
+		_, _, _, _ = b[nb*size-1], q[nb*elems-1], d[nd-1], s[nd-1]
+		return one(&b[0], &q[0], &d[0], &s[0], nb)
+	}
+}
+
+// sumsAct8x4 is act8x4 for the kernels of sumsAct8.
+func sumsAct8x4(elems, size int, four func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[4]float32),
+	one func(b *byte, q *int8, d, s *float32, nb int) float32) act8x4Func {
+	return act8x4(elems, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+		four(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out)
+	}, func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], &a.S[0], nb) })
+}
+
+// k16Act8 is the act8Func of a k-quant of 256-value blocks of size bytes
+// whose kernel takes the activation's sums per 16 values (Act8.H).
+func k16Act8(size int, one func(b *byte, q *int8, d, h *float32, nb int) float32) act8Func {
+	return func(b []byte, q []int8, d, _, h []float32, nb int) float32 {
+		if nb == 0 {
+			return 0
+		}
+		_, _, _, _ = b[nb*size-1], q[nb*256-1], d[nb*8-1], h[nb*16-1]
+		return one(&b[0], &q[0], &d[0], &h[0], nb)
 	}
 }
 
@@ -62,19 +102,35 @@ func archAct8x4() map[string]act8x4Func {
 	kv := &tables.kvaluesIQ4[0]
 	return map[string]act8x4Func{
 		"q8_0": dotQ8_0Act8x4,
-		"iq4_nl": iq4Act8x4(iq4nlElems, iq4nlBytes, func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32) {
-			dotIQ4NLQ8x4AVX2(b, q, d, qs, ds, nb, out, kv)
-		}, func(b *byte, q *int8, d *float32, nb int) float32 { return dotIQ4NLQ8AVX2(b, q, d, nb, kv) }),
-		"iq4_xs": iq4Act8x4(iq4xsElems, iq4xsBytes, func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32) {
-			dotIQ4XSQ8x4AVX2(b, q, d, qs, ds, nb, out, kv)
-		}, func(b *byte, q *int8, d *float32, nb int) float32 { return dotIQ4XSQ8AVX2(b, q, d, nb, kv) }),
+		"iq4_nl": act8x4(iq4nlElems, iq4nlBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+			dotIQ4NLQ8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out, kv)
+		}, func(b *byte, a *Act8, nb int) float32 { return dotIQ4NLQ8AVX2(b, &a.Q[0], &a.D[0], nb, kv) }),
+		"iq4_xs": act8x4(iq4xsElems, iq4xsBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+			dotIQ4XSQ8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out, kv)
+		}, func(b *byte, a *Act8, nb int) float32 { return dotIQ4XSQ8AVX2(b, &a.Q[0], &a.D[0], nb, kv) }),
+		"q2_k": k16Act8x4(q2kBytes, dotQ2KQ8x4AVX2, dotQ2KQ8AVX2),
+		"q3_k": k16Act8x4(q3kBytes, dotQ3KQ8x4AVX2, dotQ3KQ8AVX2),
+		"q5_k": sumsAct8x4(256, q5kBytes, dotQ5KQ8x4AVX2, dotQ5KQ8AVX2),
+		"q4_0": sumsAct8x4(legacyElems, layoutQ4_0.bytes, dotQ4_0Q8x4AVX2, dotQ4_0Q8AVX2),
+		"q4_1": sumsAct8x4(legacyElems, layoutQ4_1.bytes, dotQ4_1Q8x4AVX2, dotQ4_1Q8AVX2),
+		"q5_0": sumsAct8x4(legacyElems, layoutQ5_0.bytes, dotQ5_0Q8x4AVX2, dotQ5_0Q8AVX2),
+		"q5_1": sumsAct8x4(legacyElems, layoutQ5_1.bytes, dotQ5_1Q8x4AVX2, dotQ5_1Q8AVX2),
 	}
 }
 
-// iq4Act8x4 is dotQ8_0Act8x4 for a format of blocks of elems values in
-// size bytes: the four-row kernel four at equal strides, else one-row dots.
-func iq4Act8x4(elems, size int, four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32),
-	one func(b *byte, q *int8, d *float32, nb int) float32) act8x4Func {
+// k16Act8x4 is act8x4 for the kernels that take Act8.H (k16Act8).
+func k16Act8x4(size int, four func(b *byte, q *int8, d, h *float32, qs, ds, nb int, out *[4]float32),
+	one func(b *byte, q *int8, d, h *float32, nb int) float32) act8x4Func {
+	return act8x4(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+		four(b, &a.Q[0], &a.D[0], &a.H[0], qs, ds, nb, out)
+	}, func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], &a.H[0], nb) })
+}
+
+// act8x4 is dotQ8_0Act8x4 for a format of blocks of elems values in size
+// bytes: the four-row kernel (given row 0) for four rows at equal strides,
+// else one-row dots.
+func act8x4(elems, size int, four func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32),
+	one func(b *byte, a *Act8, nb int) float32) act8x4Func {
 	return func(b []byte, a *[4]*Act8, off, nb int, out *[4]float32) {
 		if nb == 0 {
 			*out = [4]float32{}
@@ -84,11 +140,11 @@ func iq4Act8x4(elems, size int, four func(b *byte, q *int8, d *float32, qs, ds, 
 		qs, ds, ok := act8Strides(a, nb*elems)
 		if !ok {
 			for r, ar := range a {
-				out[r] = one(&b[0], &ar.Q[0], &ar.D[0], nb)
+				out[r] = one(&b[0], ar, nb)
 			}
 			return
 		}
-		four(&b[0], &a[0].Q[0], &a[0].D[0], qs, ds, nb, out)
+		four(&b[0], a[0], qs, ds, nb, out)
 	}
 }
 
@@ -130,19 +186,21 @@ func iq2SignedGrid() *[1 << 16]uint64 {
 }
 
 // act8Strides reports the byte strides between the four rows' levels and
-// scales when they are equal (row r at row 0 + r·stride) and each row
-// holds n values.
+// scales when they are equal (row r at row 0 + r·stride, its sums per 16
+// at 2r·stride) and each row holds n values.
 func act8Strides(a *[4]*Act8, n int) (qs, ds int, ok bool) {
 	for _, r := range a {
-		if len(r.Q) < n || len(r.D) < n/Act8Block {
+		if len(r.Q) < n || len(r.D) < n/Act8Block || len(r.H) < 2*n/Act8Block {
 			return 0, 0, false
 		}
 	}
 	q0, d0 := uintptr(unsafe.Pointer(&a[0].Q[0])), uintptr(unsafe.Pointer(&a[0].D[0]))
+	h0 := uintptr(unsafe.Pointer(&a[0].H[0]))
 	qs = int(uintptr(unsafe.Pointer(&a[1].Q[0])) - q0)
 	ds = int(uintptr(unsafe.Pointer(&a[1].D[0])) - d0)
-	for r := 2; r < 4; r++ {
-		if int(uintptr(unsafe.Pointer(&a[r].Q[0]))-q0) != r*qs || int(uintptr(unsafe.Pointer(&a[r].D[0]))-d0) != r*ds {
+	for r := 1; r < 4; r++ {
+		if int(uintptr(unsafe.Pointer(&a[r].Q[0]))-q0) != r*qs || int(uintptr(unsafe.Pointer(&a[r].D[0]))-d0) != r*ds ||
+			int(uintptr(unsafe.Pointer(&a[r].H[0]))-h0) != 2*r*ds {
 			return 0, 0, false
 		}
 	}

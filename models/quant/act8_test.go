@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -9,7 +10,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-var act8Formats = []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs"}
+var act8Formats = []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"}
 
 // TestAct8Quantize: a hand-derived block. max|x| = 2 gives D = 2/127 and
 // levels round(x·127/2), halves away from zero as ggml's roundf; the
@@ -31,8 +32,17 @@ func TestAct8Quantize(t *testing.T) {
 	if a.D[0] != float32(2)/127 || a.S[0] != a.D[0]*float32(127-64+32-127+1) {
 		t.Errorf("D[0] %g S[0] %g", a.D[0], a.S[0])
 	}
+	// the sums per 16 values: the five levels are all in the first 16
+	if len(a.H) != 16 || a.H[0] != a.S[0] || a.H[1] != 0 {
+		t.Errorf("%d sums per 16, H[0] %g H[1] %g; want 16, %g, 0", len(a.H), a.H[0], a.H[1], a.S[0])
+	}
+	x[20] = 1 // level 64 in the second 16
+	a.Quantize(x)
+	if a.H[1] != a.D[0]*64 || a.H[0]+a.H[1] != a.S[0] {
+		t.Errorf("H[0] %g H[1] %g S[0] %g; want H[1] = %g", a.H[0], a.H[1], a.S[0], a.D[0]*64)
+	}
 	for b := 1; b < 8; b++ {
-		if a.D[b] != 0 || a.S[b] != 0 {
+		if a.D[b] != 0 || a.S[b] != 0 || a.H[2*b] != 0 || a.H[2*b+1] != 0 {
 			t.Errorf("block %d (zero/padding): D %g S %g", b, a.D[b], a.S[b])
 		}
 	}
@@ -59,7 +69,7 @@ func checkAct8(t *testing.T, f *Format, blk []byte, x []float32, a *Act8, got fl
 	if math.IsNaN(ref) || math.IsInf(ref, 0) || mag > math.MaxFloat32/2 {
 		return
 	}
-	if math.Abs(float64(got)-ref) > dot32Tol*mag+1e-30 {
+	if !(math.Abs(float64(got)-ref) <= dot32Tol*mag+1e-30) { // a NaN fails
 		t.Errorf("%s %s (%d values): act8 dot %.9g, Decode·x̂ %.9g (Σ|·| %.3g)", f.Name, what, len(x), got, ref, mag)
 	}
 	w := make([]float32, len(x))
@@ -69,7 +79,7 @@ func checkAct8(t *testing.T, f *Format, blk []byte, x []float32, a *Act8, got fl
 		exact += float64(w[i]) * float64(x[i])
 		bound += math.Abs(float64(w[i])) * float64(a.D[i/Act8Block]) / 2
 	}
-	if math.Abs(float64(got)-exact) > bound*(1+1e-5)+dot32Tol*mag+1e-30 {
+	if !(math.Abs(float64(got)-exact) <= bound*(1+1e-5)+dot32Tol*mag+1e-30) {
 		t.Errorf("%s %s: act8 dot %.9g, Decode·x %.9g: off by more than the quantization bound %.3g", f.Name, what, got, exact, bound)
 	}
 }
@@ -182,47 +192,84 @@ func FuzzAct8Dot(f *testing.F) {
 // against ggml's own decode of them dotted with x̂ in float64, and with x
 // within the quantization bound: a reference that shares no code with ours.
 // The activations of the first trial follow the weights, so that the
-// float32 tolerance (relative to Σ|w·x̂|) is relative to the dot itself.
+// float32 tolerance (relative to Σ|w·x̂|) is relative to the dot itself;
+// then four rows at once (Dot4, the four-row kernel where there is one).
+// The quantized blocks also go without their last three (21 of 24 for the
+// 32-value formats: two groups of eight and a tail).
 func TestAct8GGMLBlocks(t *testing.T) {
 	for _, name := range act8Formats {
 		c := readGGMLCase(t, name)
 		if _, ok := (RowLayout{Format: c.f, Len: len(c.y), Stored: len(c.y)}).Act8Kernel(); !ok {
 			t.Skipf("%s: no integer kernel here", name)
 		}
+		nb := len(c.y) / c.f.BlockElems
 		for _, set := range []struct {
 			what   string
 			blocks []byte
 			y      []float32
-		}{{"ggml-quantized", c.blocks, c.y}, {"ggml-decoded random", c.rnd, c.rndY}} {
+		}{{"ggml-quantized", c.blocks, c.y}, {"ggml-decoded random", c.rnd, c.rndY},
+			// the leading blocks, so that an eight-block loop leaves a tail
+			{"ggml-quantized prefix", c.blocks[:max(1, nb-3)*c.f.BlockBytes], c.y[:max(1, nb-3)*c.f.BlockElems]}} {
 			n := len(set.y)
 			k, _ := RowLayout{Format: c.f, Len: n, Stored: n}.Act8Kernel()
 			for trial := range 2 {
-				x := gaussian(n, uint64(7+trial))
-				if trial == 0 { // along the weights: Σ|w·x| ≈ |Σ w·x|, so a scaled result shows
-					for i, w := range set.y {
-						x[i] = w + x[i]*abs32(w)/8
-					}
-				} else {
-					x[n/3] *= 50
-				}
+				x := ggmlTrialActs(set.y, trial, 0)
 				var a Act8
 				a.Quantize(x)
-				got := float64(k.Dot(set.blocks, &a))
-				xh := a.Dequantize()
-				var ref, mag, exact, bound float64
-				for i, w := range set.y {
-					ref += float64(w) * float64(xh[i])
-					mag += math.Abs(float64(w) * float64(xh[i]))
-					exact += float64(w) * float64(x[i])
-					bound += math.Abs(float64(w)) * float64(a.D[i/Act8Block]) / 2
-				}
-				if math.Abs(got-ref) > dot32Tol*mag+1e-30 {
-					t.Errorf("%s %s (%d values): act8 dot %.9g, ggml decode·x̂ %.9g (Σ|·| %.3g)", name, set.what, n, got, ref, mag)
-				}
-				if math.Abs(got-exact) > bound*(1+1e-5)+dot32Tol*mag {
-					t.Errorf("%s %s: act8 dot %.9g, ggml decode·x %.9g: off by more than the bound %.3g", name, set.what, got, exact, bound)
-				}
+				checkGGMLDot(t, name+" "+set.what+", one row", set.y, x, &a, k.Dot(set.blocks, &a))
+			}
+			// four rows (the four-row kernel where the format has one), in
+			// one Act8Rows buffer as the cpu backend lays them out
+			xs := make([]float32, 0, 4*n)
+			for r := range 4 {
+				xs = append(xs, ggmlTrialActs(set.y, r%2, r)...)
+			}
+			var ar Act8Rows
+			ar.Quantize(xs, 4, n)
+			four := [4]*Act8{ar.Row(0), ar.Row(1), ar.Row(2), ar.Row(3)}
+			var out [4]float32
+			k.Dot4(set.blocks, &four, &out)
+			for r := range 4 {
+				checkGGMLDot(t, fmt.Sprintf("%s %s, four rows (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], four[r], out[r])
 			}
 		}
+	}
+}
+
+// ggmlTrialActs are activations for the weights y: along them for even
+// trials (Σ|w·x| ≈ |Σ w·x|, so that a scaled result shows), else noise
+// with one outlier.
+func ggmlTrialActs(y []float32, trial, seed int) []float32 {
+	n := len(y)
+	x := gaussian(n, uint64(7+trial+10*seed))
+	if trial%2 == 0 {
+		for i, w := range y {
+			x[i] = w + x[i]*abs32(w)/8
+		}
+	} else {
+		x[n/3] *= 50
+	}
+	return x
+}
+
+// checkGGMLDot holds got, an integer dot of blocks ggml decodes to y with
+// the activations x quantized to a, to ggml's decode·x̂ in float64 and to
+// ggml's decode·x within the quantization bound.
+func checkGGMLDot(t *testing.T, what string, y, x []float32, a *Act8, got32 float32) {
+	t.Helper()
+	got := float64(got32)
+	xh := a.Dequantize()
+	var ref, mag, exact, bound float64
+	for i, w := range y {
+		ref += float64(w) * float64(xh[i])
+		mag += math.Abs(float64(w) * float64(xh[i]))
+		exact += float64(w) * float64(x[i])
+		bound += math.Abs(float64(w)) * float64(a.D[i/Act8Block]) / 2
+	}
+	if !(math.Abs(got-ref) <= dot32Tol*mag+1e-30) { // a NaN fails
+		t.Errorf("%s (%d values): act8 dot %.9g, ggml decode·x̂ %.9g (Σ|·| %.3g)", what, len(y), got, ref, mag)
+	}
+	if !(math.Abs(got-exact) <= bound*(1+1e-5)+dot32Tol*mag) {
+		t.Errorf("%s: act8 dot %.9g, ggml decode·x %.9g: off by more than the bound %.3g", what, got, exact, bound)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // and row counts off the four-row blocks, padded rows included.
 func TestMatmulIntegerDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs"} {
+	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"} {
 		for _, k := range []int{32, 64, 96, 256, 640} {
 			rl, err := quant.ForRow(name, k, quant.Pad)
 			if err != nil {

@@ -21,13 +21,23 @@ func main() {
 	ConstraintExpr("amd64")
 	dotQ8_0()
 	dotQ6K()
-	dotQ4K()
+	dotK32(q4k, 1)
 	dotIQ2XS()
 	dotIQ4NL()
 	dotIQ4XS()
 	dotQ8_0x4()
 	dotIQ4NLx4()
 	dotIQ4XSx4()
+	for _, f := range []k16{q2k, q3k} {
+		dotK16(f, 1)
+		dotK16(f, 4)
+	}
+	dotK32(q5k, 1)
+	dotK32(q5k, 4)
+	for _, f := range []legacy{q4_0, q4_1, q5_0, q5_1} {
+		dotLegacy(f, 1)
+		dotLegacy(f, 4)
+	}
 	Generate()
 }
 
@@ -160,53 +170,6 @@ func dotQ6K() {
 		ADDQ(U32(256), q)
 		ADDQ(U32(32), d)
 	})
-	emit.Hsum(acc...)
-}
-
-// Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit
-// scales and mins @4, qs[128] @16; 8 sub-blocks of 32 (one activation block
-// each): y = d·sc·q − dmin·m, sub-block 2c the low nibbles of
-// qs[32c:32c+32], 2c+1 their high nibbles. The mins meet Σa of the block,
-// s[blk] (quant.Act8's sums, d·Σq), so their term needs no integer dot.
-func dotQ4K() {
-	TEXT("dotQ4KQ8AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, s *float32, nblk int) float32")
-	Doc("dotQ4KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_K blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.")
-	p, q, d, s, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64()), Load(Param("nblk"), GP64())
-	ones := onesW()
-	m4 := emit.BroadcastByte(0x0f)
-	fs := AllocLocal(32) // scale_j·d_w·d[j] for the block's 8 sub-blocks
-	acc := emit.Zeroed(2)
-	mins := emit.Zeroed(1)[0]
-	emit.Loop("q4k", n, func() {
-		prefetchLines(p, 144)
-		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
-		// the mins: acc −= Σ_j mins[j]·s[j]
-		VFNMADD231PS(Mem{Base: s}, mnf, mins)
-		blockScales(scf, Mem{Base: d}, fs)
-		for c := range 4 {
-			for half := range 2 {
-				blk := 2*c + half
-				w := YMM()
-				if half == 0 {
-					VMOVDQU(Mem{Base: p, Disp: 16 + 32*c}, w)
-					VPAND(m4, w, w)
-				} else {
-					VMOVDQU(Mem{Base: p, Disp: 16 + 32*c}, w)
-					VPSRLW(U8(4), w, w)
-					VPAND(m4, w, w)
-				}
-				VPMADDUBSW(Mem{Base: q, Disp: 32 * blk}, w, w)
-				VPMADDWD(ones, w, w)
-				scaleFMA(w, fs.Offset(4*blk), acc[half])
-			}
-		}
-		ADDQ(U32(144), p)
-		ADDQ(U32(256), q)
-		ADDQ(U32(32), d)
-		ADDQ(U32(32), s)
-	})
-	// mins holds −Σ min·s per lane; the lanes are summed with acc's.
-	VADDPS(mins, acc[0], acc[0])
 	emit.Hsum(acc...)
 }
 

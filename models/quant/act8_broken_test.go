@@ -1,0 +1,142 @@
+package quant
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// brokenAct8Kernels are deliberate faults in the integer kernels'
+// generator (asm/act8), each an edit of one line: a scale from the wrong
+// nibble, a level from the wrong bit, a row's sums from the wrong address.
+// Each fault names the failures the act8 tests must then report.
+var brokenAct8Kernels = []struct {
+	what, file, from, to string
+	want                 []string // substrings of the failing tests' output
+}{
+	{
+		what: "q2_k: the mins' nibble taken as the scales",
+		file: "kquants.go", from: "VPMOVZXBW(sc, words)", to: "VPMOVZXBW(mn, words)",
+		want: []string{"q2_k ggml-quantized, one row", "q2_k ggml-quantized, four rows", "q2_k four rows", "q2_k random"},
+	},
+	{
+		what: "q3_k: each block takes its neighbour's high bits",
+		file: "kquants.go", from: "bitTo(hm, blk, 2, c4)", to: "bitTo(hm, blk^1, 2, c4)",
+		want: []string{"q3_k ggml-quantized, one row", "q3_k ggml-quantized, four rows", "q3_k four rows", "q3_k random"},
+	},
+	{
+		what: "four rows: row 3 of the k16 kernels reads row 1's sums per 16",
+		file: "kquants.go", from: "hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}", to: "hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}",
+		want: []string{"q2_k ggml-quantized, four rows (row 3)", "q3_k ggml-quantized, four rows (row 3)"},
+	},
+	{
+		what: "q5_k: each sub-block takes its neighbour's fifth bits",
+		file: "kquants.go", from: "bitTo(qh, sb, 4, c16)", to: "bitTo(qh, sb^1, 4, c16)",
+		want: []string{"q5_k ggml-quantized, one row", "q5_k ggml-quantized, four rows", "q5_k four rows", "q5_k random"},
+	},
+	{
+		what: "q4_0: levels offset by 16, not 8",
+		file: "legacy.go", from: "size: 18, minAt: -1, qhAt: -1, qsAt: 2, bias: 8}", to: "size: 18, minAt: -1, qhAt: -1, qsAt: 2, bias: 16}",
+		want: []string{"q4_0 ggml-quantized, one row", "q4_0 ggml-quantized, four rows", "q4_0 four rows", "q4_0 random"},
+	},
+	{
+		what: "q4_1: the scale taken as the min",
+		file: "legacy.go", from: "size: 20, minAt: 2,", to: "size: 20, minAt: 0,",
+		want: []string{"q4_1 ggml-quantized, one row", "q4_1 ggml-quantized, four rows", "q4_1 four rows", "q4_1 random"},
+	},
+	{
+		what: "q5_0: the fifth bits from qh's next byte on",
+		file: "legacy.go", from: "size: 22, minAt: -1, qhAt: 2,", to: "size: 22, minAt: -1, qhAt: 3,",
+		want: []string{"q5_0 ggml-quantized, one row", "q5_0 ggml-quantized, four rows", "q5_0 four rows", "q5_0 random"},
+	},
+	{
+		what: "q5_1: the fifth bits from qh's next byte on",
+		file: "legacy.go", from: "size: 24, minAt: 2, qhAt: 4,", to: "size: 24, minAt: 2, qhAt: 5,",
+		want: []string{"q5_1 ggml-quantized, one row", "q5_1 ggml-quantized, four rows", "q5_1 four rows", "q5_1 random"},
+	},
+	{
+		what: "legacy formats: the tail blocks' offsets dropped",
+		file: "legacy.go", from: "VADDPS(t.AsY(), accOf(r, 0), accOf(r, 0))", to: "VADDPS(t.AsY(), t.AsY(), t.AsY())",
+		want: []string{"q4_1 ggml-quantized prefix, one row", "q5_0 ggml-quantized prefix, four rows (row 2)", "q4_0 random"},
+	},
+	{
+		what: "four rows: the k32 kernels' mins meet row 0's sums in every row",
+		file: "kquants.go", from: "_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)", to: "sm := Mem{Base: s}",
+		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)"},
+	},
+}
+
+// TestAct8KernelsCatchBrokenKernels is the control for the act8 tests:
+// with each fault of brokenAct8Kernels planted in the generator, the
+// regenerated assembly (through go's -overlay, the tree untouched) fails
+// TestAct8Kernels, TestAct8Rows and TestAct8GGMLBlocks where the fault
+// says, one row and four rows.
+func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the generator and the package once per fault (-short)")
+	}
+	if runtime.GOARCH != "amd64" || len(act8Dots) == 0 {
+		t.Skip("no integer kernels here")
+	}
+	gen, err := filepath.Abs("asm/act8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asm, err := filepath.Abs("act8_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fault := range brokenAct8Kernels {
+		t.Run(fault.what, func(t *testing.T) {
+			tmp := t.TempDir()
+			src, err := os.ReadFile(filepath.Join(gen, fault.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(src), fault.from); n != 1 {
+				t.Fatalf("%q appears %d times in %s, expected once: the fault is stale", fault.from, n, fault.file)
+			}
+			broken := filepath.Join(tmp, fault.file)
+			if err := os.WriteFile(broken, []byte(strings.Replace(string(src), fault.from, fault.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			outS := filepath.Join(tmp, "act8_amd64.s")
+			cmd := exec.Command("go", "run", "-overlay", overlay(t, tmp, filepath.Join(gen, fault.file), broken), ".",
+				"-out", outS, "-stubs", filepath.Join(tmp, "decl.go"), "-pkg", "quant")
+			cmd.Dir = gen
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("generating with the fault: %v\n%s", err, out)
+			}
+			cmd = exec.Command("go", "test", "-overlay", overlay(t, tmp, asm, outS), "-count=1",
+				"-run", "^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks)$", ".")
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the act8 tests pass with the fault planted:\n%s", out)
+			}
+			for _, w := range fault.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("no failure mentions %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// overlay writes a go -overlay file replacing path by with, and returns
+// its name.
+func overlay(t *testing.T, dir, path, with string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]map[string]string{"Replace": {path: with}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "overlay-"+filepath.Base(path)+".json")
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}

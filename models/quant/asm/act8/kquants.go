@@ -1,0 +1,461 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/strata-llm/strata/models/quant/asm/emit"
+)
+
+// k16 is a k-quant whose 256-value blocks carry a scale and an offset per
+// 16 values (q2_k, q3_k): y = d·sc_g·u − off_g with u an unsigned level, so
+// per activation block of 32 the integer dot is VPMADDUBSW(u, a) and
+// VPMADDWD by the block's two scales, and the offsets meet the activation's
+// sums per 16 (quant.Act8's H) once per 256 values, in float32.
+type k16 struct {
+	name string // as in the kernel's name: dot<name>Q8AVX2
+	desc string // the format in the doc comment
+	size int    // bytes per block
+	// scales emits the constants it needs (before the loop) and returns a
+	// function emitting the block at p's 16 scales as int16 words, its 16
+	// offsets (as float32, their factor applied) in two vectors of 8 and
+	// its d (float32 in the low lane).
+	scales func() func(p reg.Register) (words reg.VecVirtual, off [2]reg.VecVirtual, d reg.VecVirtual)
+	// levels emits the constants its level function needs (before the
+	// loop) and returns it: per block at p, a function of activation block
+	// blk (0..7) giving its 32 unsigned levels, in value order.
+	levels func() func(p reg.Register) func(blk int) reg.VecVirtual
+}
+
+// k16Masks are the VPSHUFB masks that spread int16 words 2k (low 128
+// bits) and 2k+1 (high) of a 128-bit half of 8 words over 8 words each,
+// k < 4: the two scales of activation block 4·half + k.
+func k16Masks() Mem {
+	if k16MasksSym != nil {
+		return *k16MasksSym
+	}
+	m := GLOBL("k16ScaleMasks", RODATA|NOPTR)
+	k16MasksSym = &m
+	for k := range 4 {
+		for i := range 32 {
+			w := 2 * k
+			if i >= 16 {
+				w++
+			}
+			DATA(32*k+i, U8(uint8(2*w+i%2)))
+		}
+	}
+	return m
+}
+
+var k16MasksSym *Mem
+
+// k16Sig are the kernels' signatures: one row (h the activation's sums
+// per 16 values, two per scale of d) and four rows at equal strides (h's
+// stride twice dstride).
+const (
+	k16Sig   = "func(blk *byte, q *int8, d *float32, h *float32, nblk int) float32"
+	k16x4Sig = "func(blk *byte, q *int8, d *float32, h *float32, qstride, dstride, nblk int, out *[4]float32)"
+)
+
+// dotK16 emits f's integer dot for rows activation rows (1 or 4): per
+// block the scales, offsets and levels are built once for the rows.
+func dotK16(f k16, rows int) {
+	name := fmt.Sprintf("dot%sQ8AVX2", f.name)
+	if rows == 1 {
+		TEXT(name, NOSPLIT, k16Sig)
+		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, h[j] being d[j/2]·Σ q of values 16j…16j+15; in integers per 32 values.")
+	} else {
+		name = fmt.Sprintf("dot%sQ8x4AVX2", f.name)
+		TEXT(name, NOSPLIT, k16x4Sig)
+		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, h_r = h + 2r·dstride bytes.")
+	}
+	p, q, d, h := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("h"), GP64())
+	var qs, ds, q3, d3 reg.Register
+	if rows == 4 {
+		qs, ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
+		q3, d3 = GP64(), GP64()
+		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+	}
+	n := Load(Param("nblk"), GP64())
+	// row r's activation levels at byte disp, its scales and its sums per 16
+	row := func(r, qdisp, hdisp int) (Mem, Mem, Mem) {
+		if rows == 1 {
+			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}, Mem{Base: h, Disp: hdisp}
+		}
+		qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
+		hm := Mem{Base: h, Disp: hdisp}
+		switch r {
+		case 1:
+			hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}
+		case 2:
+			hm = Mem{Base: h, Index: ds, Scale: 4, Disp: hdisp}
+		case 3:
+			hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}
+		}
+		return qm, dm, hm
+	}
+	masks := k16Masks()
+	levels, scales := f.levels(), f.scales()
+	fs := AllocLocal(32 * rows) // per row r: d_w·d_r[j] for the block's 8 activation blocks
+	nacc := 2
+	if rows == 4 {
+		nacc = 4
+	}
+	acc := emit.Zeroed(nacc)
+	accOf := func(r, blk int) reg.VecVirtual {
+		if rows == 1 {
+			return acc[blk&1]
+		}
+		return acc[r]
+	}
+	label := fmt.Sprintf("%s_%d", f.name, rows)
+	emit.Loop(label, n, func() {
+		prefetchLines(p, f.size)
+		words, off, dw := scales(p)
+		// the offsets: acc −= Σ_g off_g·h[g]
+		for r := range rows {
+			_, _, hm := row(r, 0, 0)
+			VFNMADD231PS(hm, off[0], accOf(r, 0))
+			VFNMADD231PS(hm.Offset(32), off[1], accOf(r, 1))
+		}
+		dwy := YMM()
+		VBROADCASTSS(dw, dwy)
+		for r := range rows {
+			_, dm, _ := row(r, 0, 0)
+			blockScales(dwy, dm, fs.Offset(32*r))
+		}
+		sv := [2]reg.VecVirtual{YMM(), YMM()} // scales 0-7, 8-15 in both 128-bit halves
+		VPERMQ(U8(0x44), words, sv[0])
+		VPERMQ(U8(0xee), words, sv[1])
+		level := levels(p)
+		for blk := range 8 {
+			u := level(blk)
+			scl := YMM()
+			VPSHUFB(masks.Offset(32*(blk%4)), sv[blk/4], scl)
+			for r := range rows {
+				qm, _, _ := row(r, 32*blk, 0)
+				a := YMM()
+				VPMADDUBSW(qm, u, a)
+				VPMADDWD(scl, a, a)
+				scaleFMA(a, fs.Offset(32*r+4*blk), accOf(r, blk))
+			}
+		}
+		ADDQ(U32(uint32(f.size)), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+		ADDQ(U32(64), h)
+	})
+	if rows == 1 {
+		emit.Hsum(acc...)
+	} else {
+		storeOut4(acc)
+	}
+}
+
+// Q2_K: 84-byte blocks of 256: scales[16] @0 (per 16 values, low nibble
+// the scale, high nibble the min), qs[64] @16, d f16 @80, dmin f16 @82;
+// y = d·sc·q − dmin·m. Activation block 4h+j is bits 2j, 2j+1 of
+// qs[32h : 32h+32], in order; its scales are bytes 2(4h+j) and 2(4h+j)+1.
+var q2k = k16{
+	name: "Q2K", desc: "q2_K", size: 84,
+	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+		m4 := emit.BroadcastByte(0x0f).AsX()
+		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+			b, sc, mn := XMM(), XMM(), XMM()
+			VMOVDQU(Mem{Base: p}, b)
+			VPAND(m4, b, sc)
+			VPSRLW(U8(4), b, mn)
+			VPAND(m4, mn, mn)
+			words := YMM()
+			VPMOVZXBW(sc, words)
+			dmin := YMM()
+			VBROADCASTSS(emit.F16Scalar(Mem{Base: p, Disp: 82}), dmin)
+			off := bytesToFloats(mn, false)
+			for _, o := range off {
+				VMULPS(dmin, o, o)
+			}
+			return words, off, emit.F16Scalar(Mem{Base: p, Disp: 80})
+		}
+	},
+	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
+		m3 := emit.BroadcastByte(0x03)
+		return func(p reg.Register) func(blk int) reg.VecVirtual {
+			var qv reg.VecVirtual
+			return func(blk int) reg.VecVirtual { return twoBits(p, 16, blk, m3, &qv) }
+		}
+	},
+}
+
+// Q3_K: 110-byte blocks of 256: hmask[32] @0, qs[64] @32, 12 bytes of
+// sixteen 6-bit scales @96, d f16 @108; y = d·(sc−32)·(q−4), q the two
+// bits of qs (as q2_K's) and bit 4h+j of hmask[l] above them. As an
+// unsigned level u = q, the −4 is an offset per 16 values: 4·d·(sc−32).
+var q3k = k16{
+	name: "Q3K", desc: "q3_K", size: 110,
+	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+		c32 := emit.BroadcastByte(32).AsX()
+		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+			// ggml's unpacking: scales 0-3 and 4-7 the low nibbles of bytes
+			// 0-3 and 4-7, 8-11 and 12-15 their high nibbles; the two high
+			// bits of scale 4k+i are bits 2k, 2k+1 of byte 8+i.
+			a0, a1, tmp := GP64(), GP64(), GP64()
+			MOVL(Mem{Base: p, Disp: 96}, a0.As32())
+			MOVL(Mem{Base: p, Disp: 100}, a1.As32())
+			MOVL(Mem{Base: p, Disp: 104}, tmp.As32())
+			aux := func(a reg.GPVirtual, nib, hi int) reg.GPVirtual {
+				lo, t := GP64(), GP64()
+				MOVL(a.As32(), lo.As32())
+				if nib > 0 {
+					SHRL(U8(nib), lo.As32())
+				}
+				ANDL(U32(0x0f0f0f0f), lo.As32())
+				MOVL(tmp.As32(), t.As32())
+				if hi > 0 {
+					SHRL(U8(hi), t.As32())
+				}
+				ANDL(U32(0x03030303), t.As32())
+				SHLL(U8(4), t.As32())
+				ORL(t.As32(), lo.As32())
+				return lo
+			}
+			s0, s1 := aux(a0, 0, 0), aux(a1, 0, 2)
+			SHLQ(U8(32), s1)
+			ORQ(s1, s0)
+			s2, s3 := aux(a0, 4, 4), aux(a1, 4, 6)
+			SHLQ(U8(32), s3)
+			ORQ(s3, s2)
+			x := XMM()
+			VMOVQ(s0, x)
+			VPINSRQ(U8(1), s2, x, x)
+			VPSUBB(c32, x, x)
+			words := YMM()
+			VPMOVSXBW(x, words)
+			d := emit.F16Scalar(Mem{Base: p, Disp: 108})
+			d4 := YMM()
+			VBROADCASTSS(d, d4)
+			VADDPS(d4, d4, d4)
+			VADDPS(d4, d4, d4)
+			off := bytesToFloats(x, true)
+			for _, o := range off {
+				VMULPS(d4, o, o)
+			}
+			return words, off, d
+		}
+	},
+	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
+		m3, c4 := emit.BroadcastByte(0x03), emit.BroadcastByte(0x04)
+		return func(p reg.Register) func(blk int) reg.VecVirtual {
+			hm := YMM()
+			VMOVDQU(Mem{Base: p}, hm)
+			var qv reg.VecVirtual
+			return func(blk int) reg.VecVirtual {
+				u := twoBits(p, 32, blk, m3, &qv)
+				hb := bitTo(hm, blk, 2, c4) // bit blk of hmask above the two bits
+				VPOR(hb, u, u)
+				return u
+			}
+		}
+	},
+}
+
+// twoBits returns activation block blk's levels in q2_K's and q3_K's qs
+// (at p+off): bits 2j, 2j+1 of the 32 bytes at off + 32h, h, j = blk/4,
+// blk%4; those bytes are loaded into *qv at j = 0 and kept for the next
+// three blocks.
+func twoBits(p reg.Register, off, blk int, m3 reg.VecVirtual, qv *reg.VecVirtual) reg.VecVirtual {
+	h, j := blk/4, blk%4
+	if j == 0 {
+		*qv = YMM()
+		VMOVDQU(Mem{Base: p, Disp: off + 32*h}, *qv)
+	}
+	u := YMM()
+	if j == 0 {
+		VPAND(m3, *qv, u)
+	} else {
+		VPSRLW(U8(2*j), *qv, u)
+		VPAND(m3, u, u)
+	}
+	return u
+}
+
+// bytesToFloats converts the 16 bytes of x (signed or not) to float32,
+// bytes 0-7 and 8-15 in two vectors.
+func bytesToFloats(x reg.VecVirtual, signed bool) [2]reg.VecVirtual {
+	hi := XMM()
+	VPSRLDQ(U8(8), x, hi)
+	var out [2]reg.VecVirtual
+	for i, b := range []reg.VecVirtual{x, hi} {
+		v := YMM()
+		if signed {
+			VPMOVSXBD(b, v)
+		} else {
+			VPMOVZXBD(b, v)
+		}
+		VCVTDQ2PS(v, v)
+		out[i] = v
+	}
+	return out
+}
+
+// k32 is a k-quant whose 256-value blocks carry a 6-bit scale and min per
+// 32 values, packed as q4_K's (q4_k, q5_k): y = d·sc·u − dmin·m, u an
+// unsigned level. The mins meet the activation's sums per block (Act8.S).
+type k32 struct {
+	name, desc string
+	size       int
+	// levels emits its constants (before the loop) and returns, per block
+	// at p, the function of sub-block sb (0..7) giving its 32 levels.
+	levels func() func(p reg.Register) func(sb int) reg.VecVirtual
+}
+
+const (
+	k32Sig   = "func(blk *byte, q *int8, d *float32, s *float32, nblk int) float32"
+	k32x4Sig = "func(blk *byte, q *int8, d *float32, s *float32, qstride, dstride, nblk int, out *[4]float32)"
+)
+
+// dotK32 emits f's integer dot for rows activation rows (1 or 4): per
+// block the scales, mins and levels are built once for the rows.
+func dotK32(f k32, rows int) {
+	name := fmt.Sprintf("dot%sQ8AVX2", f.name)
+	if rows == 1 {
+		TEXT(name, NOSPLIT, k32Sig)
+		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.")
+	} else {
+		name = fmt.Sprintf("dot%sQ8x4AVX2", f.name)
+		TEXT(name, NOSPLIT, k32x4Sig)
+		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.")
+	}
+	p, q, d, s := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64())
+	var qs, ds, q3, d3 reg.Register
+	if rows == 4 {
+		qs, ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
+		q3, d3 = GP64(), GP64()
+		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+	}
+	n := Load(Param("nblk"), GP64())
+	// row r's activation levels at byte disp, its scales and its sums
+	row := func(r, qdisp int) (Mem, Mem, Mem) {
+		if rows == 1 {
+			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}, Mem{Base: s}
+		}
+		qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
+		_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)
+		return qm, dm, sm
+	}
+	ones := onesW()
+	levels := f.levels()
+	fs := AllocLocal(32 * rows) // per row r: scale_j·d_w·d_r[j] for the block's 8 sub-blocks
+	nacc := 2
+	if rows == 4 {
+		nacc = 4
+	}
+	acc := emit.Zeroed(nacc)
+	accOf := func(r, sb int) reg.VecVirtual {
+		if rows == 1 {
+			return acc[sb&1]
+		}
+		return acc[r]
+	}
+	emit.Loop(fmt.Sprintf("%s_%d", f.name, rows), n, func() {
+		prefetchLines(p, f.size)
+		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
+		for r := range rows {
+			_, dm, sm := row(r, 0)
+			VFNMADD231PS(sm, mnf, accOf(r, 1)) // acc −= Σ_j mins[j]·s[j]
+			blockScales(scf, dm, fs.Offset(32*r))
+		}
+		level := levels(p)
+		for sb := range 8 {
+			u := level(sb)
+			for r := range rows {
+				qm, _, _ := row(r, 32*sb)
+				a := u
+				if rows > 1 {
+					a = YMM()
+				}
+				VPMADDUBSW(qm, u, a)
+				VPMADDWD(ones, a, a)
+				scaleFMA(a, fs.Offset(32*r+4*sb), accOf(r, sb))
+			}
+		}
+		ADDQ(U32(uint32(f.size)), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+		ADDQ(U32(32), s)
+	})
+	if rows == 1 {
+		emit.Hsum(acc...)
+	} else {
+		storeOut4(acc)
+	}
+}
+
+// Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit
+// scales and mins @4, qs[128] @16; sub-block 2c the low nibbles of
+// qs[32c:32c+32], 2c+1 their high nibbles.
+var q4k = k32{
+	name: "Q4K", desc: "q4_K", size: 144,
+	levels: func() func(p reg.Register) func(sb int) reg.VecVirtual {
+		m4 := emit.BroadcastByte(0x0f)
+		return func(p reg.Register) func(sb int) reg.VecVirtual {
+			return func(sb int) reg.VecVirtual {
+				return nibbles(Mem{Base: p, Disp: 16 + 32*(sb/2)}, sb%2, m4)
+			}
+		}
+	},
+}
+
+// Q5_K: 176-byte blocks of 256: d, dmin f16 @0, @2, q4_K's scales @4,
+// qh[32] @16, qs[128] @48: sub-block sb is q4_K's nibbles of qs with bit
+// sb of qh[l] above them (u in 0..31).
+var q5k = k32{
+	name: "Q5K", desc: "q5_K", size: 176,
+	levels: func() func(p reg.Register) func(sb int) reg.VecVirtual {
+		m4, c16 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x10)
+		return func(p reg.Register) func(sb int) reg.VecVirtual {
+			qh := YMM()
+			VMOVDQU(Mem{Base: p, Disp: 16}, qh)
+			return func(sb int) reg.VecVirtual {
+				u := nibbles(Mem{Base: p, Disp: 48 + 32*(sb/2)}, sb%2, m4)
+				VPOR(bitTo(qh, sb, 4, c16), u, u)
+				return u
+			}
+		}
+	},
+}
+
+// nibbles loads the 32 bytes at m and returns their low (half 0) or high
+// (half 1) nibbles.
+func nibbles(m Mem, half int, m4 reg.VecVirtual) reg.VecVirtual {
+	w := YMM()
+	VMOVDQU(m, w)
+	if half == 1 {
+		VPSRLW(U8(4), w, w)
+	}
+	VPAND(m4, w, w)
+	return w
+}
+
+// bitTo returns bit `from` of every byte of v moved to bit `to` (mask is
+// 1<<to in every byte), other bits clear. A word shift: the bits that
+// cross between a word's bytes land outside bit `to` for from, to < 8.
+func bitTo(v reg.VecVirtual, from, to int, mask reg.VecVirtual) reg.VecVirtual {
+	b := YMM()
+	switch {
+	case from < to:
+		VPSLLW(U8(to-from), v, b)
+		VPAND(mask, b, b)
+	case from == to:
+		VPAND(mask, v, b)
+	default:
+		VPSRLW(U8(from-to), v, b)
+		VPAND(mask, b, b)
+	}
+	return b
+}
