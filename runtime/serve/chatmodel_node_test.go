@@ -118,7 +118,7 @@ type nodeClient struct {
 
 var nodeClients = []nodeClient{
 	{"openai", []string{"openai"}, [2]string{"tool_calls", "stop"}},
-	{"aisdk", []string{"ai", "@ai-sdk/openai-compatible", "zod"}, [2]string{"tool-calls", "stop"}},
+	{"aisdk", []string{"ai", "@ai-sdk/openai-compatible", "@ai-sdk/openai", "zod"}, [2]string{"tool-calls", "stop"}},
 }
 
 // toolCases are the cases every client runs (testdata/clients/CLIENT.cjs).

@@ -17,11 +17,10 @@ import (
 )
 
 // structuredCases are the cases each npm client runs at the same time as
-// the other (testdata/clients/CLIENT.cjs); the openai client also asks for
-// logprobs (the AI SDK's openai-compatible provider does not read them).
+// the other (testdata/clients/CLIENT.cjs).
 var structuredCases = map[string][]string{
 	"openai": {"jsonSchema", "forcedTool", "namedTool", "logprobs"},
-	"aisdk":  {"jsonSchema", "forcedTool", "namedTool"},
+	"aisdk":  {"jsonSchema", "forcedTool", "namedTool", "logprobs"},
 }
 
 // clientResult is what a structured case reports.
@@ -86,7 +85,8 @@ func startChatParallel(t *testing.T) *httptest.Server {
 // generateObject with a zod schema, which validates the reply itself) and
 // force a tool call on small talk that needs none (tool_choice
 // "required") and a call of read_file on the weather question (a named
-// function); the openai client streams a reply with logprobs too. The
+// function); and each asks for a reply with logprobs (the openai client
+// streamed, the AI SDK through its OpenAI provider's chat model). The
 // reports must parse and follow the schema, the forced calls name an
 // offered tool with the arguments its parameters ask for, and the logprobs
 // be a distribution's: each token's among its alternatives, the most

@@ -79,6 +79,18 @@ const cases = {
       finish: r.finishReason };
   },
 
+  // logprobs through the SDK's OpenAI provider (its chat model: the
+  // openai-compatible provider does not read them), three alternatives.
+  async logprobs({ baseURL, model }) {
+    const { createOpenAI } = require("@ai-sdk/openai");
+    const provider = createOpenAI({ baseURL: baseURL + "/v1", apiKey: "none" });
+    const r = await generateText({ model: provider.chat(model), prompt: weather.smallTalk, maxOutputTokens: 12,
+      temperature: 0, maxRetries: 0, providerOptions: { openai: { logprobs: 3 } } });
+    const lps = (r.providerMetadata && r.providerMetadata.openai && r.providerMetadata.openai.logprobs) || [];
+    return { content: r.text, tokens: lps.map((lp) => ({ token: lp.token, logprob: lp.logprob,
+      top: lp.top_logprobs.map((t) => ({ token: t.token, logprob: t.logprob })) })) };
+  },
+
   // toolChoice naming a tool the question does not need: that call.
   async namedTool({ baseURL, model }) {
     const requests = [];
