@@ -51,7 +51,13 @@ func TestGrammarWithSpeculation(t *testing.T) {
 		}
 		return out, c
 	}
-	for _, p := range []sample.Params{{}, {Temperature: 1, Seed: 7}, {Temperature: 0.8, TopK: 20, TopP: 0.9, Seed: 3}} {
+	params := []sample.Params{{}, {Temperature: 1, Seed: 7}, {Temperature: 0.8, TopK: 20, TopP: 0.9, Seed: 3}}
+	specs := []engine.SpecOptions{{Depth: 1, MTP: true}, {Depth: 3, MTP: true}, {Depth: 2, SuffixDraft: 3},
+		{Depth: engine.Auto, MTP: true, SuffixDraft: 3}}
+	if raceEnabled { // 54 s under the race detector: one sampled chain, a fixed depth and the gate
+		params, specs = params[1:2], []engine.SpecOptions{specs[1], specs[3]}
+	}
+	for _, p := range params {
 		want, c := gen(p, engine.SpecOptions{})
 		text := tok.Decode(want)
 		if !c.Finished() {
@@ -71,8 +77,7 @@ func TestGrammarWithSpeculation(t *testing.T) {
 		}
 		t.Logf("%+v: %q", p, text)
 		drafted := 0
-		for _, sp := range []engine.SpecOptions{{Depth: 1, MTP: true}, {Depth: 3, MTP: true}, {Depth: 2, SuffixDraft: 3},
-			{Depth: engine.Auto, MTP: true, SuffixDraft: 3}} {
+		for _, sp := range specs {
 			st := &engine.SpecStats{}
 			sp.Stats = st
 			got, _ := gen(p, sp)
