@@ -10,6 +10,7 @@
 package main
 
 import (
+	"fmt"
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -685,4 +686,40 @@ func dotIQ4XSx4() {
 		ADDQ(U32(32), d)
 	})
 	storeOut4(acc)
+}
+
+// sumsArgs are the loaded parameters of an integer dot whose activation
+// brings per-block sums beside its scales (the k-quants' and the legacy
+// formats' offsets meet them in float): the weights, levels, scales and
+// sums, the four-row kernel's strides and their triples, and the block
+// count.
+type sumsArgs struct {
+	p, q, d, sums     reg.Register
+	qs, ds, q3, d3, n reg.Register
+}
+
+// sumsPrologue starts format's one-row (rows 1) or four-row kernel: its
+// TEXT with sig1 or sig4, its Doc (doc1 or doc4 after the name and what
+// every such kernel computes over nblk desc blocks), and the parameters,
+// the sums named sums.
+func sumsPrologue(format, desc string, rows int, sig1, sig4, sums, doc1, doc4 string) sumsArgs {
+	name := fmt.Sprintf("dot%sQ8AVX2", format)
+	if rows == 1 {
+		TEXT(name, NOSPLIT, sig1)
+		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + desc + " blocks, " + doc1)
+	} else {
+		name = fmt.Sprintf("dot%sQ8x4AVX2", format)
+		TEXT(name, NOSPLIT, sig4)
+		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, " + doc4)
+	}
+	var a sumsArgs
+	a.p, a.q, a.d, a.sums = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param(sums), GP64())
+	if rows == 4 {
+		a.qs, a.ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
+		a.q3, a.d3 = GP64(), GP64()
+		LEAQ(Mem{Base: a.qs, Index: a.qs, Scale: 2}, a.q3)
+		LEAQ(Mem{Base: a.ds, Index: a.ds, Scale: 2}, a.d3)
+	}
+	a.n = Load(Param("nblk"), GP64())
+	return a
 }

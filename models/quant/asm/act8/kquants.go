@@ -64,24 +64,9 @@ const (
 // dotK16 emits f's integer dot for rows activation rows (1 or 4): per
 // block the scales, offsets and levels are built once for the rows.
 func dotK16(f k16, rows int) {
-	name := fmt.Sprintf("dot%sQ8AVX2", f.name)
-	if rows == 1 {
-		TEXT(name, NOSPLIT, k16Sig)
-		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, h[j] being d[j/2]·Σ q of values 16j…16j+15; in integers per 32 values.")
-	} else {
-		name = fmt.Sprintf("dot%sQ8x4AVX2", f.name)
-		TEXT(name, NOSPLIT, k16x4Sig)
-		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, h_r = h + 2r·dstride bytes.")
-	}
-	p, q, d, h := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("h"), GP64())
-	var qs, ds, q3, d3 reg.Register
-	if rows == 4 {
-		qs, ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
-		q3, d3 = GP64(), GP64()
-		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	}
-	n := Load(Param("nblk"), GP64())
+	a := sumsPrologue(f.name, f.desc, rows, k16Sig, k16x4Sig, "h",
+		"h[j] being d[j/2]·Σ q of values 16j…16j+15; in integers per 32 values.", "h_r = h + 2r·dstride bytes.")
+	p, q, d, h, qs, ds, q3, d3, n := a.p, a.q, a.d, a.sums, a.qs, a.ds, a.q3, a.d3, a.n
 	// row r's activation levels at byte disp, its scales and its sums per 16
 	row := func(r, qdisp, hdisp int) (Mem, Mem, Mem) {
 		if rows == 1 {
@@ -321,24 +306,9 @@ const (
 // dotK32 emits f's integer dot for rows activation rows (1 or 4): per
 // block the scales, mins and levels are built once for the rows.
 func dotK32(f k32, rows int) {
-	name := fmt.Sprintf("dot%sQ8AVX2", f.name)
-	if rows == 1 {
-		TEXT(name, NOSPLIT, k32Sig)
-		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.")
-	} else {
-		name = fmt.Sprintf("dot%sQ8x4AVX2", f.name)
-		TEXT(name, NOSPLIT, k32x4Sig)
-		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.")
-	}
-	p, q, d, s := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64())
-	var qs, ds, q3, d3 reg.Register
-	if rows == 4 {
-		qs, ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
-		q3, d3 = GP64(), GP64()
-		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	}
-	n := Load(Param("nblk"), GP64())
+	a := sumsPrologue(f.name, f.desc, rows, k32Sig, k32x4Sig, "s",
+		"s[j] being d[j]·Σ q of block j; in integers per 32 values.", "s_r = s + r·dstride bytes.")
+	p, q, d, s, qs, ds, q3, d3, n := a.p, a.q, a.d, a.sums, a.qs, a.ds, a.q3, a.d3, a.n
 	// row r's activation levels at byte disp, its scales and its sums
 	row := func(r, qdisp int) (Mem, Mem, Mem) {
 		if rows == 1 {

@@ -62,24 +62,9 @@ var legacyConstsSym *Mem
 // eight blocks per iteration, their d (and m) gathered and converted in
 // one vector, then the last nblk%8 blocks one at a time.
 func dotLegacy(f legacy, rows int) {
-	name := fmt.Sprintf("dot%sQ8AVX2", f.name)
-	if rows == 1 {
-		TEXT(name, NOSPLIT, legacySig)
-		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, s[j] being d[j]·Σ q of block j; in integers per block.")
-	} else {
-		name = fmt.Sprintf("dot%sQ8x4AVX2", f.name)
-		TEXT(name, NOSPLIT, legacyx4Sig)
-		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.")
-	}
-	p, q, d, s := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64())
-	var qs, ds, q3, d3 reg.Register
-	if rows == 4 {
-		qs, ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
-		q3, d3 = GP64(), GP64()
-		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	}
-	n := Load(Param("nblk"), GP64())
+	a := sumsPrologue(f.name, f.desc, rows, legacySig, legacyx4Sig, "s",
+		"s[j] being d[j]·Σ q of block j; in integers per block.", "s_r = s + r·dstride bytes.")
+	p, q, d, s, qs, ds, q3, d3, n := a.p, a.q, a.d, a.sums, a.qs, a.ds, a.q3, a.d3, a.n
 	row := func(r, qdisp, ddisp int) (Mem, Mem, Mem) {
 		if rows == 1 {
 			return Mem{Base: q, Disp: qdisp}, Mem{Base: d, Disp: ddisp}, Mem{Base: s, Disp: ddisp}
