@@ -80,6 +80,9 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 			var h []byte
 			var mirror unsafe.Pointer
 			if !m.pinned && mirrored(l.Kind) {
+				if align > 256 { // checked before anything is allocated for it
+					return fmt.Errorf("buffer %s: a %s buffer needs no %d-byte alignment", l.Name, l.Kind, align)
+				}
 				if err := d.check("cuMemAlloc", d.memAlloc(&p, uintptr(size))); err != nil {
 					return fmt.Errorf("buffer %s of %d bytes: %w", l.Name, size, err)
 				}
@@ -94,9 +97,6 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 				}
 				alloc, h = p, unsafe.Slice((*byte)(mirror), size)
 				clear(h)
-				if align > 256 {
-					return fmt.Errorf("buffer %s: a %s buffer needs no %d-byte alignment", l.Name, l.Kind, align)
-				}
 			} else if m.pinned {
 				var ptr unsafe.Pointer
 				if err := d.check("cuMemHostAlloc", d.memHostAlloc(&ptr, uintptr(size), hostAllocPortable|hostAllocDevMap)); err != nil {
