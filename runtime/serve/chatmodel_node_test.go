@@ -64,14 +64,22 @@ func loadChat(t testing.TB) *chatModel {
 	return chatM
 }
 
-// startChat serves tiny-go-chat until stop is called or the test ends.
-// Stopping waits for the server's worker, so the engine may run here again.
-func startChat(t *testing.T) (ts *httptest.Server, stop func()) {
+// startChat serves tiny-go-chat until stop is called or the test ends,
+// with lanes sessions of their own state taking turns when given
+// (--parallel). Stopping waits for the server's worker, so the engine may
+// run here again.
+func startChat(t *testing.T, lanes ...*engine.Lane) (ts *httptest.Server, stop func()) {
 	m := loadChat(t)
 	m.mu.Lock()
-	s, err := New(Options{Model: load.TinyGoChat, Text: m.tm, Context: m.l.Config.Runtime.ContextLength,
+	opt := Options{Model: load.TinyGoChat, Text: m.tm, Context: m.l.Config.Runtime.ContextLength,
 		Vocab: m.l.Config.Architecture.VocabSize, NewSession: func() Session { return EngineSession(m.l.Model.NewSession()) },
-		Generate: engine.GenerateOptions{PrefillRows: m.l.PrefillRows}, Queue: 16, Timeout: 2 * time.Minute})
+		Generate: engine.GenerateOptions{PrefillRows: m.l.PrefillRows}, Queue: 16, Timeout: 2 * time.Minute}
+	if len(lanes) > 1 {
+		opt.Parallel = len(lanes)
+		opt.NewLaneSession = func(i int) Session { return EngineSession(lanes[i].NewSession()) }
+		opt.Generate.EOS = m.tm.StopIDs()
+	}
+	s, err := New(opt)
 	if err != nil {
 		m.mu.Unlock()
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/load"
@@ -52,30 +51,17 @@ var (
 // state taking turns (--parallel 2).
 func startChatParallel(t *testing.T) *httptest.Server {
 	m := loadChat(t)
-	m.mu.Lock()
+	m.mu.Lock() // a lane is added to the model no server is using
 	chatLaneOnce.Do(func() {
 		var l *engine.Lane
 		l, chatLaneErr = m.l.Model.NewLane()
 		chatLanes = []*engine.Lane{m.l.Model.Lane(), l}
 	})
+	m.mu.Unlock()
 	if chatLaneErr != nil {
-		m.mu.Unlock()
 		t.Fatal(chatLaneErr)
 	}
-	s, err := New(Options{Model: load.TinyGoChat, Text: m.tm, Context: m.l.Config.Runtime.ContextLength,
-		Vocab: m.l.Config.Architecture.VocabSize, NewSession: func() Session { return EngineSession(m.l.Model.NewSession()) },
-		Parallel: 2, NewLaneSession: func(i int) Session { return EngineSession(chatLanes[i].NewSession()) },
-		Generate: engine.GenerateOptions{PrefillRows: m.l.PrefillRows, EOS: m.tm.StopIDs()}, Queue: 16, Timeout: 2 * time.Minute})
-	if err != nil {
-		m.mu.Unlock()
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		s.Close()
-		m.mu.Unlock()
-	})
+	ts, _ := startChat(t, chatLanes...)
 	return ts
 }
 
