@@ -34,10 +34,18 @@ type Memory struct {
 }
 
 // mirrored says whether a buffer of kind lives in device memory behind a
-// host mirror: the params and the scratch, which the host writes or reads
-// every window (as managed memory their pages would move between host and
-// GPU every window, which costs more than the kernels of a decode window).
-func mirrored(kind string) bool { return kind == graph.KindParams || kind == graph.KindScratch }
+// host mirror: the params, the scratch and the carry, which the host writes
+// or reads between windows (as managed memory their pages would move between
+// host and GPU every window, which costs more than the kernels of a decode
+// window).
+func mirrored(kind string) bool {
+	return kind == graph.KindParams || kind == graph.KindScratch || kind == graph.KindCarry
+}
+
+// deviceOwned says whether the device holds the current bytes of a mirrored
+// buffer of kind (the GPU writes it; the host reads through a download and
+// writes through Write), rather than the host (the params).
+func deviceOwned(kind string) bool { return kind == graph.KindScratch || kind == graph.KindCarry }
 
 var _ backend.Memory = (*Memory)(nil)
 
@@ -183,26 +191,27 @@ func (m *Memory) release() error {
 }
 
 // Bytes is the range r; a range of a buffer in device memory (the scratch:
-// logits, the router's choices at a host point) is first copied into the
-// mirror, so the host reads what the GPU wrote.
+// logits, the router's choices at a host point; the carry) is first copied
+// into the mirror, so the host reads what the GPU wrote. A host write to it
+// goes through Write.
 func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
 	b, err := m.HostMemory.Bytes(r)
 	if err != nil || len(b) == 0 {
 		return b, err
 	}
 	i, _ := m.Index(r.Buffer)
-	if m.mirror[i] == nil || m.Layout()[i].Kind != graph.KindScratch {
+	if m.mirror[i] == nil || !deviceOwned(m.Layout()[i].Kind) {
 		return b, nil
 	}
 	off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(m.mirror[i])
 	return b, m.download(i, off, uintptr(len(b)))
 }
 
-// Buffer is a whole buffer; the scratch is copied back from the device
-// first, as Bytes does.
+// Buffer is a whole buffer; the scratch and the carry are copied back from
+// the device first, as Bytes does.
 func (m *Memory) Buffer(name string) []byte {
 	b := m.HostMemory.Buffer(name)
-	if i, ok := m.Index(name); ok && len(b) > 0 && m.mirror[i] != nil && m.Layout()[i].Kind == graph.KindScratch {
+	if i, ok := m.Index(name); ok && len(b) > 0 && m.mirror[i] != nil && deviceOwned(m.Layout()[i].Kind) {
 		if err := m.download(i, 0, uintptr(len(b))); err != nil {
 			panic(fmt.Sprintf("cuda: buffer %s: %v", name, err)) // the device is gone: nothing to read
 		}
@@ -219,13 +228,132 @@ func (m *Memory) Buffer(name string) []byte {
 // needed; the copy goes on the legacy stream, which the program's
 // non-blocking streams never wait for.
 func (m *Memory) download(i int, off, n uintptr) error {
+	return m.copyOut(unsafe.Add(m.mirror[i], off), m.ptrs[i]+off, n)
+}
+
+// copyOut copies n device bytes at src to the host at dst, and copyIn n host
+// bytes at src to the device at dst, with the copy engine on the caller's
+// own thread (see download). Managed memory is copied where its pages are:
+// the host never touches them, so pages that settled on the GPU stay there.
+func (m *Memory) copyOut(dst unsafe.Pointer, src uintptr, n uintptr) error {
+	return m.onCaller(func(d *driver) error { return d.check("cuMemcpyDtoH", d.memcpyDtoH(dst, src, n)) })
+}
+
+func (m *Memory) copyIn(dst uintptr, src unsafe.Pointer, n uintptr) error {
+	return m.onCaller(func(d *driver) error { return d.check("cuMemcpyHtoD", d.memcpyHtoD(dst, src, n)) })
+}
+
+// onCaller runs f on the caller's locked thread with the context current.
+func (m *Memory) onCaller(f func(d *driver) error) error {
 	d := m.b.d
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.check("cuCtxSetCurrent", d.ctxSetCurrent(m.b.ctx)); err != nil {
 		return err
 	}
-	return d.check("cuMemcpyDtoH", d.memcpyDtoH(unsafe.Add(m.mirror[i], off), m.ptrs[i]+off, n))
+	return f(d)
+}
+
+// Write copies data to the start of range r: into the host's bytes and, for
+// a buffer in device memory, on to the device, so the next window reads it
+// (engine's MTP catch-up writes hidden rows into the carry this way).
+func (m *Memory) Write(r graph.Range, data []byte) error {
+	b, err := m.HostMemory.Bytes(r)
+	if err != nil {
+		return err
+	}
+	if len(data) > len(b) {
+		return fmt.Errorf("cuda: writing %d bytes into range %s+%d of %d bytes", len(data), r.Buffer, r.Offset, len(b))
+	}
+	copy(b, data)
+	i, _ := m.Index(r.Buffer)
+	if len(data) == 0 || m.mirror[i] == nil {
+		return nil
+	}
+	off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(m.mirror[i])
+	return m.copyIn(m.ptrs[i]+off, unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(data)))
+}
+
+// Clear zeroes every buffer of a kind on the device (a memset), never
+// through the host's view of managed pages.
+func (m *Memory) Clear(kind string) {
+	if m.pinned {
+		m.HostMemory.Clear(kind)
+		return
+	}
+	for i, l := range m.Layout() {
+		if l.Kind != kind || len(m.Host(i)) == 0 {
+			continue
+		}
+		n := uintptr(len(m.Host(i)))
+		if m.mirror[i] != nil {
+			clear(m.Host(i))
+		}
+		if err := m.onCaller(func(d *driver) error {
+			return d.check("cuMemsetD8", d.memsetD8Async(m.ptrs[i], 0, n, 0))
+		}); err != nil {
+			panic(fmt.Sprintf("cuda: clearing buffer %s: %v", l.Name, err)) // the device is gone
+		}
+	}
+	if err := m.onCaller(func(d *driver) error { return d.check("cuCtxSynchronize", d.ctxSynchronize()) }); err != nil {
+		panic(fmt.Sprintf("cuda: clearing %s buffers: %v", kind, err))
+	}
+}
+
+// Snapshot copies every buffer of a kind into dst (reused when large
+// enough) with the copy engine: speculative decoding snapshots the state
+// before every verify window, and a host memmove over managed pages would
+// move each of them to the host and back (most of a small model's decode
+// step on the GPU). Restore copies a snapshot back the same way.
+func (m *Memory) Snapshot(kind string, dst map[string][]byte) map[string][]byte {
+	if m.pinned {
+		return m.HostMemory.Snapshot(kind, dst)
+	}
+	if dst == nil {
+		dst = map[string][]byte{}
+	}
+	for i, l := range m.Layout() {
+		if l.Kind != kind {
+			continue
+		}
+		n := len(m.Host(i))
+		b := dst[l.Name]
+		if cap(b) < n {
+			b = make([]byte, n)
+		}
+		b = b[:n]
+		if n > 0 {
+			if err := m.copyOut(unsafe.Pointer(unsafe.SliceData(b)), m.ptrs[i], uintptr(n)); err != nil {
+				panic(fmt.Sprintf("cuda: snapshot of buffer %s: %v", l.Name, err)) // the device is gone
+			}
+			if m.mirror[i] != nil {
+				copy(m.Host(i), b)
+			}
+		}
+		dst[l.Name] = b
+	}
+	return dst
+}
+
+// Restore copies a snapshot back (see Snapshot).
+func (m *Memory) Restore(snap map[string][]byte) {
+	if m.pinned {
+		m.HostMemory.Restore(snap)
+		return
+	}
+	for name, b := range snap {
+		i, ok := m.Index(name)
+		if !ok || len(b) == 0 {
+			continue
+		}
+		n := min(len(b), len(m.Host(i)))
+		if m.mirror[i] != nil {
+			copy(m.Host(i), b[:n])
+		}
+		if err := m.copyIn(m.ptrs[i], unsafe.Pointer(unsafe.SliceData(b)), uintptr(n)); err != nil {
+			panic(fmt.Sprintf("cuda: restoring buffer %s: %v", name, err)) // the device is gone
+		}
+	}
 }
 
 // upload copies the first n bytes of buffer i's mirror to the device,
