@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"sync"
+	"time"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
@@ -39,6 +40,9 @@ type streamer struct {
 	// failed is set by a window that failed: the history of a failed run
 	// is not saved (it may be half a window's hits, and the run is retried).
 	failed bool
+	// hostPoints and hostTime count the windows' stops for the host.
+	hostPoints int
+	hostTime   time.Duration
 }
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena
@@ -129,11 +133,28 @@ func (m *Model) StreamStats() stream.Stats {
 	if m.stream == nil {
 		return stream.Stats{}
 	}
-	return m.stream.Stats()
+	st := m.stream.Stats()
+	st.HostPoints, st.HostTime = m.stream.hostPoints, m.stream.hostTime
+	return st
+}
+
+// ProbeReads measures the pack's raw read rate for expert reads (stream.
+// Streamer.Probe over n experts); ok false without streaming.
+func (m *Model) ProbeReads(n int) (p stream.Probe, ok bool, err error) {
+	if m.stream == nil {
+		return stream.Probe{}, false, nil
+	}
+	p, err = m.stream.Probe(n)
+	return p, true, err
 }
 
 // hostPoint makes the experts a layer's router chose resident.
 func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
+	start := time.Now()
+	defer func() {
+		m.stream.hostPoints++
+		m.stream.hostTime += time.Since(start)
+	}()
 	router := &g.Dispatches[hp.After]
 	ids, ok := router.Arg("ids")
 	if !ok {

@@ -42,6 +42,28 @@ type Stats struct {
 	// the wall time at least one read was in flight (BytesRead/ReadBusy: the
 	// pool's rate while reading).
 	ReadTime, ReadBusy time.Duration
+	// HostPoints is how many times a window stopped for the host (a layer's
+	// handshake: the GPU waits while the host reads the router's choices,
+	// makes them resident and writes the smap), HostTime the host's time
+	// there, Stall included. The engine fills them (Model.StreamStats).
+	HostPoints int
+	HostTime   time.Duration
+}
+
+// Add is s plus t: the telemetry of two stretches of work together.
+func (s Stats) Add(t Stats) Stats {
+	return Stats{Hits: s.Hits + t.Hits, Misses: s.Misses + t.Misses, Late: s.Late + t.Late,
+		Prefetched: s.Prefetched + t.Prefetched, Used: s.Used + t.Used, BytesRead: s.BytesRead + t.BytesRead,
+		Stall: s.Stall + t.Stall, ReadTime: s.ReadTime + t.ReadTime, ReadBusy: s.ReadBusy + t.ReadBusy,
+		HostPoints: s.HostPoints + t.HostPoints, HostTime: s.HostTime + t.HostTime}
+}
+
+// Sub is s less t: the telemetry of the work between two readings.
+func (s Stats) Sub(t Stats) Stats {
+	return Stats{Hits: s.Hits - t.Hits, Misses: s.Misses - t.Misses, Late: s.Late - t.Late,
+		Prefetched: s.Prefetched - t.Prefetched, Used: s.Used - t.Used, BytesRead: s.BytesRead - t.BytesRead,
+		Stall: s.Stall - t.Stall, ReadTime: s.ReadTime - t.ReadTime, ReadBusy: s.ReadBusy - t.ReadBusy,
+		HostPoints: s.HostPoints - t.HostPoints, HostTime: s.HostTime - t.HostTime}
 }
 
 // request is one expert read, possibly split into parts.
