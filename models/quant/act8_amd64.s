@@ -6110,15 +6110,14 @@ Q5_1_4_tail_done:
 	VZEROUPPER
 	RET
 
-// func dotIQ2XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte, signs *byte) float32
+// func dotIQ2XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotIQ2XXSQ8AVX2(SB), NOSPLIT, $32-52
+TEXT ·dotIQ2XXSQ8AVX2(SB), NOSPLIT, $32-44
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
 	MOVQ     d+16(FP), DX
 	MOVQ     nblk+24(FP), BX
 	MOVQ     grid+32(FP), SI
-	MOVQ     signs+40(FP), DI
 	VPCMPEQW Y0, Y0, Y0
 	VPSRLW   $0x0f, Y0, Y0
 	VXORPS   Y1, Y1, Y1
@@ -6129,8 +6128,8 @@ TEXT ·dotIQ2XXSQ8AVX2(SB), NOSPLIT, $32-52
 iq2xxs_1_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
-	MOVWLZX      (AX), R8
-	VMOVD        R8, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
 	VCVTPH2PS    X3, X3
 	VMULSS       iqMul3e000000<>+0(SB), X3, X3
 	VBROADCASTSS X3, Y3
@@ -6150,138 +6149,170 @@ iq2xxs_1_loop:
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 6(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      (CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (SP), Y4
-	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTD 6(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      (CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y4, Y1
 	VPMOVZXBD    10(AX), X3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 14(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      32(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 4(SP), Y4
-	VFMADD231PS  Y4, Y3, Y2
+	VPBROADCASTD 14(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      32(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y4, Y2
 	VPMOVZXBD    18(AX), X3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 22(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      64(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 8(SP), Y4
-	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTD 22(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      64(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y4, Y1
 	VPMOVZXBD    26(AX), X3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 30(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      96(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 12(SP), Y4
-	VFMADD231PS  Y4, Y3, Y2
+	VPBROADCASTD 30(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      96(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y4, Y2
 	VPMOVZXBD    34(AX), X3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 38(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      128(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 16(SP), Y4
-	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTD 38(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      128(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y4, Y1
 	VPMOVZXBD    42(AX), X3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 46(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      160(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 20(SP), Y4
-	VFMADD231PS  Y4, Y3, Y2
+	VPBROADCASTD 46(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      160(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y4, Y2
 	VPMOVZXBD    50(AX), X3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 54(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      192(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 24(SP), Y4
-	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTD 54(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      192(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y4, Y1
 	VPMOVZXBD    58(AX), X3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 62(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      224(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 28(SP), Y4
-	VFMADD231PS  Y4, Y3, Y2
+	VPBROADCASTD 62(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      224(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y4, Y2
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -6297,7 +6328,7 @@ iq2xxs_1_done:
 	VPSHUFD      $0x01, X1, X0
 	VADDSS       X0, X1, X1
 	VZEROUPPER
-	MOVSS        X1, ret+48(FP)
+	MOVSS        X1, ret+40(FP)
 	RET
 
 DATA iqMul3e000000<>+0(SB)/1, $0x00
@@ -6344,19 +6375,19 @@ DATA iqKsignsShifts<>+0(SB)/1, $0x00
 DATA iqKsignsShifts<>+1(SB)/1, $0x00
 DATA iqKsignsShifts<>+2(SB)/1, $0x00
 DATA iqKsignsShifts<>+3(SB)/1, $0x00
-DATA iqKsignsShifts<>+4(SB)/1, $0x07
+DATA iqKsignsShifts<>+4(SB)/1, $0x00
 DATA iqKsignsShifts<>+5(SB)/1, $0x00
 DATA iqKsignsShifts<>+6(SB)/1, $0x00
 DATA iqKsignsShifts<>+7(SB)/1, $0x00
-DATA iqKsignsShifts<>+8(SB)/1, $0x0e
+DATA iqKsignsShifts<>+8(SB)/1, $0x07
 DATA iqKsignsShifts<>+9(SB)/1, $0x00
 DATA iqKsignsShifts<>+10(SB)/1, $0x00
 DATA iqKsignsShifts<>+11(SB)/1, $0x00
-DATA iqKsignsShifts<>+12(SB)/1, $0x15
+DATA iqKsignsShifts<>+12(SB)/1, $0x00
 DATA iqKsignsShifts<>+13(SB)/1, $0x00
 DATA iqKsignsShifts<>+14(SB)/1, $0x00
 DATA iqKsignsShifts<>+15(SB)/1, $0x00
-DATA iqKsignsShifts<>+16(SB)/1, $0x00
+DATA iqKsignsShifts<>+16(SB)/1, $0x0e
 DATA iqKsignsShifts<>+17(SB)/1, $0x00
 DATA iqKsignsShifts<>+18(SB)/1, $0x00
 DATA iqKsignsShifts<>+19(SB)/1, $0x00
@@ -6364,7 +6395,7 @@ DATA iqKsignsShifts<>+20(SB)/1, $0x00
 DATA iqKsignsShifts<>+21(SB)/1, $0x00
 DATA iqKsignsShifts<>+22(SB)/1, $0x00
 DATA iqKsignsShifts<>+23(SB)/1, $0x00
-DATA iqKsignsShifts<>+24(SB)/1, $0x00
+DATA iqKsignsShifts<>+24(SB)/1, $0x15
 DATA iqKsignsShifts<>+25(SB)/1, $0x00
 DATA iqKsignsShifts<>+26(SB)/1, $0x00
 DATA iqKsignsShifts<>+27(SB)/1, $0x00
@@ -6374,43 +6405,111 @@ DATA iqKsignsShifts<>+30(SB)/1, $0x00
 DATA iqKsignsShifts<>+31(SB)/1, $0x00
 GLOBL iqKsignsShifts<>(SB), RODATA|NOPTR, $32
 
-DATA iqKsignsMask<>+0(SB)/1, $0x7f
-DATA iqKsignsMask<>+1(SB)/1, $0x00
-DATA iqKsignsMask<>+2(SB)/1, $0x00
-DATA iqKsignsMask<>+3(SB)/1, $0x00
-DATA iqKsignsMask<>+4(SB)/1, $0x7f
-DATA iqKsignsMask<>+5(SB)/1, $0x00
-DATA iqKsignsMask<>+6(SB)/1, $0x00
-DATA iqKsignsMask<>+7(SB)/1, $0x00
-DATA iqKsignsMask<>+8(SB)/1, $0x7f
-DATA iqKsignsMask<>+9(SB)/1, $0x00
-DATA iqKsignsMask<>+10(SB)/1, $0x00
-DATA iqKsignsMask<>+11(SB)/1, $0x00
-DATA iqKsignsMask<>+12(SB)/1, $0x7f
-DATA iqKsignsMask<>+13(SB)/1, $0x00
-DATA iqKsignsMask<>+14(SB)/1, $0x00
-DATA iqKsignsMask<>+15(SB)/1, $0x00
-DATA iqKsignsMask<>+16(SB)/1, $0x7f
-DATA iqKsignsMask<>+17(SB)/1, $0x00
-DATA iqKsignsMask<>+18(SB)/1, $0x00
-DATA iqKsignsMask<>+19(SB)/1, $0x00
-DATA iqKsignsMask<>+20(SB)/1, $0x7f
-DATA iqKsignsMask<>+21(SB)/1, $0x00
-DATA iqKsignsMask<>+22(SB)/1, $0x00
-DATA iqKsignsMask<>+23(SB)/1, $0x00
-DATA iqKsignsMask<>+24(SB)/1, $0x7f
-DATA iqKsignsMask<>+25(SB)/1, $0x00
-DATA iqKsignsMask<>+26(SB)/1, $0x00
-DATA iqKsignsMask<>+27(SB)/1, $0x00
-DATA iqKsignsMask<>+28(SB)/1, $0x7f
-DATA iqKsignsMask<>+29(SB)/1, $0x00
-DATA iqKsignsMask<>+30(SB)/1, $0x00
-DATA iqKsignsMask<>+31(SB)/1, $0x00
-GLOBL iqKsignsMask<>(SB), RODATA|NOPTR, $32
+DATA iqKsignsShuf<>+0(SB)/1, $0x00
+DATA iqKsignsShuf<>+1(SB)/1, $0x00
+DATA iqKsignsShuf<>+2(SB)/1, $0x00
+DATA iqKsignsShuf<>+3(SB)/1, $0x00
+DATA iqKsignsShuf<>+4(SB)/1, $0x00
+DATA iqKsignsShuf<>+5(SB)/1, $0x00
+DATA iqKsignsShuf<>+6(SB)/1, $0x00
+DATA iqKsignsShuf<>+7(SB)/1, $0x80
+DATA iqKsignsShuf<>+8(SB)/1, $0x08
+DATA iqKsignsShuf<>+9(SB)/1, $0x08
+DATA iqKsignsShuf<>+10(SB)/1, $0x08
+DATA iqKsignsShuf<>+11(SB)/1, $0x08
+DATA iqKsignsShuf<>+12(SB)/1, $0x08
+DATA iqKsignsShuf<>+13(SB)/1, $0x08
+DATA iqKsignsShuf<>+14(SB)/1, $0x08
+DATA iqKsignsShuf<>+15(SB)/1, $0x80
+DATA iqKsignsShuf<>+16(SB)/1, $0x00
+DATA iqKsignsShuf<>+17(SB)/1, $0x00
+DATA iqKsignsShuf<>+18(SB)/1, $0x00
+DATA iqKsignsShuf<>+19(SB)/1, $0x00
+DATA iqKsignsShuf<>+20(SB)/1, $0x00
+DATA iqKsignsShuf<>+21(SB)/1, $0x00
+DATA iqKsignsShuf<>+22(SB)/1, $0x00
+DATA iqKsignsShuf<>+23(SB)/1, $0x80
+DATA iqKsignsShuf<>+24(SB)/1, $0x08
+DATA iqKsignsShuf<>+25(SB)/1, $0x08
+DATA iqKsignsShuf<>+26(SB)/1, $0x08
+DATA iqKsignsShuf<>+27(SB)/1, $0x08
+DATA iqKsignsShuf<>+28(SB)/1, $0x08
+DATA iqKsignsShuf<>+29(SB)/1, $0x08
+DATA iqKsignsShuf<>+30(SB)/1, $0x08
+DATA iqKsignsShuf<>+31(SB)/1, $0x80
+GLOBL iqKsignsShuf<>(SB), RODATA|NOPTR, $32
 
-// func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte, signs *byte)
+DATA iqKsignsBits<>+0(SB)/1, $0x01
+DATA iqKsignsBits<>+1(SB)/1, $0x02
+DATA iqKsignsBits<>+2(SB)/1, $0x04
+DATA iqKsignsBits<>+3(SB)/1, $0x08
+DATA iqKsignsBits<>+4(SB)/1, $0x10
+DATA iqKsignsBits<>+5(SB)/1, $0x20
+DATA iqKsignsBits<>+6(SB)/1, $0x40
+DATA iqKsignsBits<>+7(SB)/1, $0x80
+DATA iqKsignsBits<>+8(SB)/1, $0x01
+DATA iqKsignsBits<>+9(SB)/1, $0x02
+DATA iqKsignsBits<>+10(SB)/1, $0x04
+DATA iqKsignsBits<>+11(SB)/1, $0x08
+DATA iqKsignsBits<>+12(SB)/1, $0x10
+DATA iqKsignsBits<>+13(SB)/1, $0x20
+DATA iqKsignsBits<>+14(SB)/1, $0x40
+DATA iqKsignsBits<>+15(SB)/1, $0x80
+DATA iqKsignsBits<>+16(SB)/1, $0x01
+DATA iqKsignsBits<>+17(SB)/1, $0x02
+DATA iqKsignsBits<>+18(SB)/1, $0x04
+DATA iqKsignsBits<>+19(SB)/1, $0x08
+DATA iqKsignsBits<>+20(SB)/1, $0x10
+DATA iqKsignsBits<>+21(SB)/1, $0x20
+DATA iqKsignsBits<>+22(SB)/1, $0x40
+DATA iqKsignsBits<>+23(SB)/1, $0x80
+DATA iqKsignsBits<>+24(SB)/1, $0x01
+DATA iqKsignsBits<>+25(SB)/1, $0x02
+DATA iqKsignsBits<>+26(SB)/1, $0x04
+DATA iqKsignsBits<>+27(SB)/1, $0x08
+DATA iqKsignsBits<>+28(SB)/1, $0x10
+DATA iqKsignsBits<>+29(SB)/1, $0x20
+DATA iqKsignsBits<>+30(SB)/1, $0x40
+DATA iqKsignsBits<>+31(SB)/1, $0x80
+GLOBL iqKsignsBits<>(SB), RODATA|NOPTR, $32
+
+DATA iqOnes<>+0(SB)/1, $0x01
+DATA iqOnes<>+1(SB)/1, $0x01
+DATA iqOnes<>+2(SB)/1, $0x01
+DATA iqOnes<>+3(SB)/1, $0x01
+DATA iqOnes<>+4(SB)/1, $0x01
+DATA iqOnes<>+5(SB)/1, $0x01
+DATA iqOnes<>+6(SB)/1, $0x01
+DATA iqOnes<>+7(SB)/1, $0x01
+DATA iqOnes<>+8(SB)/1, $0x01
+DATA iqOnes<>+9(SB)/1, $0x01
+DATA iqOnes<>+10(SB)/1, $0x01
+DATA iqOnes<>+11(SB)/1, $0x01
+DATA iqOnes<>+12(SB)/1, $0x01
+DATA iqOnes<>+13(SB)/1, $0x01
+DATA iqOnes<>+14(SB)/1, $0x01
+DATA iqOnes<>+15(SB)/1, $0x01
+DATA iqOnes<>+16(SB)/1, $0x01
+DATA iqOnes<>+17(SB)/1, $0x01
+DATA iqOnes<>+18(SB)/1, $0x01
+DATA iqOnes<>+19(SB)/1, $0x01
+DATA iqOnes<>+20(SB)/1, $0x01
+DATA iqOnes<>+21(SB)/1, $0x01
+DATA iqOnes<>+22(SB)/1, $0x01
+DATA iqOnes<>+23(SB)/1, $0x01
+DATA iqOnes<>+24(SB)/1, $0x01
+DATA iqOnes<>+25(SB)/1, $0x01
+DATA iqOnes<>+26(SB)/1, $0x01
+DATA iqOnes<>+27(SB)/1, $0x01
+DATA iqOnes<>+28(SB)/1, $0x01
+DATA iqOnes<>+29(SB)/1, $0x01
+DATA iqOnes<>+30(SB)/1, $0x01
+DATA iqOnes<>+31(SB)/1, $0x01
+GLOBL iqOnes<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·dotIQ2XXSQ8x4AVX2(SB), NOSPLIT, $128-72
+TEXT ·dotIQ2XXSQ8x4AVX2(SB), NOSPLIT, $128-64
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
 	MOVQ     d+16(FP), DX
@@ -6420,7 +6519,6 @@ TEXT ·dotIQ2XXSQ8x4AVX2(SB), NOSPLIT, $128-72
 	LEAQ     (BX)(BX*2), R8
 	LEAQ     (SI)(SI*2), R9
 	MOVQ     grid+56(FP), R10
-	MOVQ     signs+64(FP), R11
 	VPCMPEQW Y0, Y0, Y0
 	VPSRLW   $0x0f, Y0, Y0
 	VXORPS   Y1, Y1, Y1
@@ -6433,8 +6531,8 @@ TEXT ·dotIQ2XXSQ8x4AVX2(SB), NOSPLIT, $128-72
 iq2xxs_4_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
-	MOVWLZX      (AX), R12
-	VMOVD        R12, X5
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
 	VCVTPH2PS    X5, X5
 	VMULSS       iqMul3e000000<>+0(SB), X5, X5
 	VBROADCASTSS X5, Y5
@@ -6460,306 +6558,338 @@ iq2xxs_4_loop:
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 6(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      (CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      (CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      (CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 64(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      (CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 96(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 6(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      (CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      (CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      (CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      (CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    10(AX), X5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 14(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      32(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 4(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      32(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 36(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      32(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 68(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      32(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 100(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 14(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      32(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      32(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      32(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      32(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    18(AX), X5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 22(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      64(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 8(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      64(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 40(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      64(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 72(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      64(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 104(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 22(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      64(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      64(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      64(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      64(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    26(AX), X5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 30(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      96(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 12(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      96(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 44(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      96(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 76(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      96(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 108(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 30(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      96(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      96(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      96(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      96(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    34(AX), X5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 38(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      128(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 16(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      128(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 48(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      128(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 80(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      128(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 112(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 38(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      128(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      128(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      128(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      128(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    42(AX), X5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 46(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      160(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 20(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      160(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 52(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      160(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 84(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      160(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 116(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 46(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      160(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      160(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      160(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      160(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    50(AX), X5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 54(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      192(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 24(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      192(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 56(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      192(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 88(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      192(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 120(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 54(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      192(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      192(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      192(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      192(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    58(AX), X5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 62(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      224(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 28(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      224(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 60(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      224(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 92(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      224(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 124(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 62(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      224(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      224(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      224(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      224(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -6799,15 +6929,14 @@ iq2xxs_4_done:
 	VZEROUPPER
 	RET
 
-// func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte, signs *byte) float32
+// func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotIQ3XXSQ8AVX2(SB), NOSPLIT, $32-52
+TEXT ·dotIQ3XXSQ8AVX2(SB), NOSPLIT, $32-44
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
 	MOVQ     d+16(FP), DX
 	MOVQ     nblk+24(FP), BX
 	MOVQ     grid+32(FP), SI
-	MOVQ     signs+40(FP), DI
 	VPCMPEQW Y0, Y0, Y0
 	VPSRLW   $0x0f, Y0, Y0
 	VXORPS   Y1, Y1, Y1
@@ -6818,8 +6947,8 @@ TEXT ·dotIQ3XXSQ8AVX2(SB), NOSPLIT, $32-52
 iq3xxs_1_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
-	MOVWLZX      (AX), R8
-	VMOVD        R8, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
 	VCVTPH2PS    X3, X3
 	VMULSS       iqMul3e800000<>+0(SB), X3, X3
 	VBROADCASTSS X3, Y3
@@ -6836,138 +6965,170 @@ iq3xxs_1_loop:
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 66(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      (CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (SP), Y4
-	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTD 66(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      (CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y4, Y1
 	VPMOVZXBD    10(AX), Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 70(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      32(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 4(SP), Y4
-	VFMADD231PS  Y4, Y3, Y2
+	VPBROADCASTD 70(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      32(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y4, Y2
 	VPMOVZXBD    18(AX), Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 74(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      64(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 8(SP), Y4
-	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTD 74(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      64(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y4, Y1
 	VPMOVZXBD    26(AX), Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 78(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      96(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 12(SP), Y4
-	VFMADD231PS  Y4, Y3, Y2
+	VPBROADCASTD 78(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      96(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y4, Y2
 	VPMOVZXBD    34(AX), Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 82(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      128(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 16(SP), Y4
-	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTD 82(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      128(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y4, Y1
 	VPMOVZXBD    42(AX), Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 86(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      160(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 20(SP), Y4
-	VFMADD231PS  Y4, Y3, Y2
+	VPBROADCASTD 86(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      160(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y4, Y2
 	VPMOVZXBD    50(AX), Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 90(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      192(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 24(SP), Y4
-	VFMADD231PS  Y4, Y3, Y1
+	VPBROADCASTD 90(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      192(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y4, Y1
 	VPMOVZXBD    58(AX), Y3
 	VPCMPEQD     Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 94(AX), X3
-	VPSRLVD      iqKsignsShifts<>+0(SB), X3, X3
-	VPAND        iqKsignsMask<>+0(SB), X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDQ   Y4, (DI)(X3*8), Y6
-	VMOVDQU      224(CX), Y3
-	VPSIGNB      Y6, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS 28(SP), Y4
-	VFMADD231PS  Y4, Y3, Y2
+	VPBROADCASTD 94(AX), Y3
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
+	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSADBW      Y4, Y3, Y4
+	VPSLLQ       $0x3f, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VMOVDQU      224(CX), Y4
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y4, Y2
 	ADDQ         $0x00000062, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -6983,7 +7144,7 @@ iq3xxs_1_done:
 	VPSHUFD      $0x01, X1, X0
 	VADDSS       X0, X1, X1
 	VZEROUPPER
-	MOVSS        X1, ret+48(FP)
+	MOVSS        X1, ret+40(FP)
 	RET
 
 DATA iqMul3e800000<>+0(SB)/1, $0x00
@@ -6992,9 +7153,9 @@ DATA iqMul3e800000<>+2(SB)/1, $0x80
 DATA iqMul3e800000<>+3(SB)/1, $0x3e
 GLOBL iqMul3e800000<>(SB), RODATA|NOPTR, $4
 
-// func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte, signs *byte)
+// func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·dotIQ3XXSQ8x4AVX2(SB), NOSPLIT, $128-72
+TEXT ·dotIQ3XXSQ8x4AVX2(SB), NOSPLIT, $128-64
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
 	MOVQ     d+16(FP), DX
@@ -7004,7 +7165,6 @@ TEXT ·dotIQ3XXSQ8x4AVX2(SB), NOSPLIT, $128-72
 	LEAQ     (BX)(BX*2), R8
 	LEAQ     (SI)(SI*2), R9
 	MOVQ     grid+56(FP), R10
-	MOVQ     signs+64(FP), R11
 	VPCMPEQW Y0, Y0, Y0
 	VPSRLW   $0x0f, Y0, Y0
 	VXORPS   Y1, Y1, Y1
@@ -7017,8 +7177,8 @@ TEXT ·dotIQ3XXSQ8x4AVX2(SB), NOSPLIT, $128-72
 iq3xxs_4_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
-	MOVWLZX      (AX), R12
-	VMOVD        R12, X5
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
 	VCVTPH2PS    X5, X5
 	VMULSS       iqMul3e800000<>+0(SB), X5, X5
 	VBROADCASTSS X5, Y5
@@ -7041,306 +7201,338 @@ iq3xxs_4_loop:
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 66(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      (CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      (CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      (CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 64(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      (CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 96(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 66(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      (CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      (CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      (CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      (CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    10(AX), Y5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 70(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      32(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 4(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      32(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 36(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      32(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 68(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      32(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 100(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 70(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      32(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      32(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      32(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      32(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    18(AX), Y5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 74(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      64(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 8(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      64(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 40(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      64(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 72(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      64(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 104(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 74(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      64(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      64(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      64(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      64(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    26(AX), Y5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 78(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      96(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 12(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      96(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 44(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      96(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 76(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      96(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 108(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 78(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      96(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      96(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      96(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      96(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    34(AX), Y5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 82(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      128(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 16(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      128(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 48(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      128(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 80(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      128(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 112(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 82(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      128(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      128(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      128(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      128(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    42(AX), Y5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 86(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      160(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 20(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      160(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 52(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      160(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 84(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      160(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 116(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 86(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      160(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      160(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      160(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      160(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    50(AX), Y5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 90(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      192(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 24(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      192(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 56(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      192(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 88(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      192(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 120(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 90(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      192(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      192(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      192(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      192(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	VPMOVZXBD    58(AX), Y5
 	VPCMPEQD     Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 94(AX), X5
-	VPSRLVD      iqKsignsShifts<>+0(SB), X5, X5
-	VPAND        iqKsignsMask<>+0(SB), X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDQ   Y6, (R11)(X5*8), Y8
-	VMOVDQU      224(CX), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 28(SP), Y6
-	VFMADD231PS  Y6, Y5, Y1
-	VMOVDQU      224(CX)(BX*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 60(SP), Y6
-	VFMADD231PS  Y6, Y5, Y2
-	VMOVDQU      224(CX)(BX*2), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 92(SP), Y6
-	VFMADD231PS  Y6, Y5, Y3
-	VMOVDQU      224(CX)(R8*1), Y5
-	VPSIGNB      Y8, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 124(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPBROADCASTD 94(AX), Y5
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
+	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSADBW      Y6, Y5, Y6
+	VPSLLQ       $0x3f, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VMOVDQU      224(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VMOVDQU      224(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VMOVDQU      224(CX)(BX*2), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VMOVDQU      224(CX)(R8*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y6, Y4
 	ADDQ         $0x00000062, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -7753,40 +7945,6 @@ DATA iqSignBits<>+29(SB)/1, $0x20
 DATA iqSignBits<>+30(SB)/1, $0x40
 DATA iqSignBits<>+31(SB)/1, $0x80
 GLOBL iqSignBits<>(SB), RODATA|NOPTR, $32
-
-DATA iqOnes<>+0(SB)/1, $0x01
-DATA iqOnes<>+1(SB)/1, $0x01
-DATA iqOnes<>+2(SB)/1, $0x01
-DATA iqOnes<>+3(SB)/1, $0x01
-DATA iqOnes<>+4(SB)/1, $0x01
-DATA iqOnes<>+5(SB)/1, $0x01
-DATA iqOnes<>+6(SB)/1, $0x01
-DATA iqOnes<>+7(SB)/1, $0x01
-DATA iqOnes<>+8(SB)/1, $0x01
-DATA iqOnes<>+9(SB)/1, $0x01
-DATA iqOnes<>+10(SB)/1, $0x01
-DATA iqOnes<>+11(SB)/1, $0x01
-DATA iqOnes<>+12(SB)/1, $0x01
-DATA iqOnes<>+13(SB)/1, $0x01
-DATA iqOnes<>+14(SB)/1, $0x01
-DATA iqOnes<>+15(SB)/1, $0x01
-DATA iqOnes<>+16(SB)/1, $0x01
-DATA iqOnes<>+17(SB)/1, $0x01
-DATA iqOnes<>+18(SB)/1, $0x01
-DATA iqOnes<>+19(SB)/1, $0x01
-DATA iqOnes<>+20(SB)/1, $0x01
-DATA iqOnes<>+21(SB)/1, $0x01
-DATA iqOnes<>+22(SB)/1, $0x01
-DATA iqOnes<>+23(SB)/1, $0x01
-DATA iqOnes<>+24(SB)/1, $0x01
-DATA iqOnes<>+25(SB)/1, $0x01
-DATA iqOnes<>+26(SB)/1, $0x01
-DATA iqOnes<>+27(SB)/1, $0x01
-DATA iqOnes<>+28(SB)/1, $0x01
-DATA iqOnes<>+29(SB)/1, $0x01
-DATA iqOnes<>+30(SB)/1, $0x01
-DATA iqOnes<>+31(SB)/1, $0x01
-GLOBL iqOnes<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ2SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+

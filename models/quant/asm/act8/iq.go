@@ -22,9 +22,8 @@ import (
 // then VPMADDWD by ones (a scale per 32, folded into the float factor)
 // or by the two scales of its 16s (iq2_s, iq1_m).
 type iqGrid struct {
-	name, desc string // as in the kernel's name: dot<name>Q8AVX2; the format in the doc comment
-	size       int    // bytes per block
-	tables     []string
+	name, desc string  // as in the kernel's name: dot<name>Q8AVX2; the format in the doc comment
+	size       int     // bytes per block
 	mul        float32 // the constant factor of d_w
 	// d emits the block's d_w as float32 in the low lane; nil: the f16 at 0.
 	d func(p reg.Register) reg.VecVirtual
@@ -32,10 +31,10 @@ type iqGrid struct {
 	// lanes; scales16 (the formats with a scale per 16) its 16 codes as
 	// bytes of an xmm, byte 2b the first 16 of activation block b.
 	scales32, scales16 func(p reg.Register) reg.VecVirtual
-	// weights returns, given the tables' registers, the function emitting
+	// weights returns, given the grid's register, the function emitting
 	// activation block ib's 32 magnitudes u (unsigned bytes) and signs sg
 	// (bytes whose sign is the weight's, never zero).
-	weights func(tab []reg.Register) func(p reg.Register, ib int) (u, sg reg.VecVirtual)
+	weights func(grid reg.Register) func(p reg.Register, ib int) (u, sg reg.VecVirtual)
 }
 
 // iqConst is a read-only vector constant of the IQ kernels, declared once
@@ -59,6 +58,17 @@ func dwordsConst(name string, v ...uint32) Mem {
 	b := make([]byte, 0, 4*len(v))
 	for _, x := range v {
 		b = append(b, byte(x), byte(x>>8), byte(x>>16), byte(x>>24))
+	}
+	return iqConst(name, b)
+}
+
+// qwordsConst is iqConst of little-endian uint64s.
+func qwordsConst(name string, v ...uint64) Mem {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		for k := range 8 {
+			b = append(b, byte(x>>(8*k)))
+		}
 	}
 	return iqConst(name, b)
 }
@@ -168,10 +178,31 @@ func signBits(m Mem) reg.VecVirtual {
 	return bitSigns("iqSign", m, 4, func(i int) byte { return byte(i / 8) }, func(i int) byte { return 1 << (i % 8) })
 }
 
-// ksignsIndex are the four 7-bit indices into ksigns of the iq2_xxs /
-// iq3_xxs word at m (bits 7l … 7l+6).
-func ksignsIndex(m Mem) *hiBits {
-	return &hiBits{name: "iqKsigns", m: m, width: 4, shifts: []uint32{0, 7, 14, 21}, mask: 127}
+// ksignsBytes returns the four ksigns patterns of the iq2_xxs / iq3_xxs
+// word at m (7-bit indices at bits 7l … 7l+6) as ±1 bytes without a
+// table: each index shifted to the bottom of its qword, its seven bits
+// spread over bytes 0-6 and tested, the eighth sign their parity (the
+// patterns have even parity), from VPSADBW's count.
+func ksignsBytes(m Mem) reg.VecVirtual {
+	v := YMM()
+	VPBROADCASTD(m, v)
+	VPSRLVQ(qwordsConst("iqKsignsShifts", 0, 7, 14, 21), v, v)
+	VPSHUFB(iqConst("iqKsignsShuf", bytesOf(32, func(i int) byte {
+		if i%8 == 7 {
+			return 0x80 // zero
+		}
+		return byte(8 * (i / 8 % 2)) // the qword's low byte, in its 128-bit lane
+	})), v, v)
+	bits := iqConst("iqKsignsBits", bytesOf(32, func(i int) byte { return 1 << (i % 8) }))
+	VPAND(bits, v, v)
+	VPCMPEQB(bits, v, v) // −1 where set; byte 7 (zero against 0x80) not
+	par, zero := YMM(), YMM()
+	VPXOR(zero, zero, zero)
+	VPSADBW(zero, v, par) // 255·(bits set) per qword: odd where the parity is
+	VPSLLQ(U8(63), par, par)
+	VPOR(par, v, v)
+	VPOR(iqConst("iqOnes", bytesOf(32, func(int) byte { return 1 })), v, v)
+	return v
 }
 
 // trits returns iq1's 32 weights 8·grid + δ (δ the ±1 bytes) as
@@ -188,7 +219,7 @@ var iqFormats = []iqGrid{
 	// four grid indices (bytes), then a word of four 7-bit ksigns indices
 	// and the scale in its top 4 bits; y = d·(2s+1)/8·grid·sign.
 	{
-		name: "IQ2XXS", desc: "iq2_xxs", size: 66, tables: []string{"grid", "signs"}, mul: 0.125,
+		name: "IQ2XXS", desc: "iq2_xxs", size: 66, mul: 0.125,
 		scales32: func(p reg.Register) reg.VecVirtual {
 			off := dwordsConst("iq2xxsAux", 6, 14, 22, 30, 38, 46, 54, 62)
 			o := YMM()
@@ -200,11 +231,11 @@ var iqFormats = []iqGrid{
 			VPSRLD(U8(28), s, s)
 			return s
 		},
-		weights: func(tab []reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
+		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				lo := Mem{Base: p, Disp: 2 + 8*ib}
-				u := gatherQ(tab[0], gridIndex(&lo, nil, 4))
-				sg := gatherQ(tab[1], gridIndex(nil, ksignsIndex(Mem{Base: p, Disp: 6 + 8*ib}), 4))
+				u := gatherQ(grid, gridIndex(&lo, nil, 4))
+				sg := ksignsBytes(Mem{Base: p, Disp: 6 + 8*ib})
 				return u, sg
 			}
 		},
@@ -213,18 +244,18 @@ var iqFormats = []iqGrid{
 	// magnitudes each) @2, eight per 32 values, then per 32 a word @66+4ib
 	// of ksigns indices and the scale, as IQ2_XXS; y = d·(2s+1)/4·grid·sign.
 	{
-		name: "IQ3XXS", desc: "iq3_xxs", size: 98, tables: []string{"grid", "signs"}, mul: 0.25,
+		name: "IQ3XXS", desc: "iq3_xxs", size: 98, mul: 0.25,
 		scales32: func(p reg.Register) reg.VecVirtual {
 			s := YMM()
 			VMOVDQU(Mem{Base: p, Disp: 66}, s)
 			VPSRLD(U8(28), s, s)
 			return s
 		},
-		weights: func(tab []reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
+		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				lo := Mem{Base: p, Disp: 2 + 8*ib}
-				u := gatherD(tab[0], gridIndex(&lo, nil, 8))
-				sg := gatherQ(tab[1], gridIndex(nil, ksignsIndex(Mem{Base: p, Disp: 66 + 4*ib}), 4))
+				u := gatherD(grid, gridIndex(&lo, nil, 8))
+				sg := ksignsBytes(Mem{Base: p, Disp: 66 + 4*ib})
 				return u, sg
 			}
 		},
@@ -233,13 +264,13 @@ var iqFormats = []iqGrid{
 	// values), sign bytes @34, qh @66 (bits 2l, 2l+1 of byte ib: index
 	// l's bits 8, 9), scales @74 (nibbles, per 16); y = d·(2s+1)/8·grid·sign.
 	{
-		name: "IQ2S", desc: "iq2_s", size: 82, tables: []string{"grid"}, mul: 0.125,
+		name: "IQ2S", desc: "iq2_s", size: 82, mul: 0.125,
 		scales16: func(p reg.Register) reg.VecVirtual { return nibbles16(Mem{Base: p, Disp: 74}) },
-		weights: func(tab []reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
+		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				lo := Mem{Base: p, Disp: 2 + 4*ib}
 				h := &hiBits{name: "iq2sHi", m: Mem{Base: p, Disp: 66 + ib}, width: 1, shifts: []uint32{0, 2, 4, 6}, mask: 0x300}
-				u := gatherQ(tab[0], gridIndex(&lo, h, 4))
+				u := gatherQ(grid, gridIndex(&lo, h, 4))
 				return u, signBits(Mem{Base: p, Disp: 34 + 4*ib})
 			}
 		},
@@ -248,7 +279,7 @@ var iqFormats = []iqGrid{
 	// values), qh @66 (bit k of byte ib: index k's bit 8), sign bytes
 	// @74, scales @106 (nibbles, per 32); y = d·(2s+1)·grid·sign.
 	{
-		name: "IQ3S", desc: "iq3_s", size: 110, tables: []string{"grid"}, mul: 1,
+		name: "IQ3S", desc: "iq3_s", size: 110, mul: 1,
 		scales32: func(p reg.Register) reg.VecVirtual {
 			s := YMM()
 			VPBROADCASTD(Mem{Base: p, Disp: 106}, s)
@@ -256,11 +287,11 @@ var iqFormats = []iqGrid{
 			VPAND(dwordsConst("iqFifteen", 15, 15, 15, 15, 15, 15, 15, 15), s, s)
 			return s
 		},
-		weights: func(tab []reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
+		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				lo := Mem{Base: p, Disp: 2 + 8*ib}
 				h := &hiBits{name: "iq3sHi", m: Mem{Base: p, Disp: 66 + ib}, width: 1, shifts: []uint32{0, 1, 2, 3, 4, 5, 6, 7}, mask: 0x100}
-				u := gatherD(tab[0], gridIndex(&lo, h, 8))
+				u := gatherD(grid, gridIndex(&lo, h, 8))
 				return u, signBits(Mem{Base: p, Disp: 74 + 4*ib})
 			}
 		},
@@ -270,7 +301,7 @@ var iqFormats = []iqGrid{
 	// bits 12-14 the scale, bit 15 the shift's sign; y = d·(2s+1)·(grid ±
 	// 1/8) = d·(2s+1)/8·(8·grid ± 1), the table holding 8·grid.
 	{
-		name: "IQ1S", desc: "iq1_s", size: 50, tables: []string{"grid"}, mul: 0.125,
+		name: "IQ1S", desc: "iq1_s", size: 50, mul: 0.125,
 		scales32: func(p reg.Register) reg.VecVirtual {
 			s := YMM()
 			VPMOVZXWD(Mem{Base: p, Disp: 34}, s)
@@ -278,11 +309,11 @@ var iqFormats = []iqGrid{
 			VPAND(dwordsConst("iqSeven", 7, 7, 7, 7, 7, 7, 7, 7), s, s)
 			return s
 		},
-		weights: func(tab []reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
+		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				lo, qh := Mem{Base: p, Disp: 2 + 4*ib}, Mem{Base: p, Disp: 34 + 2*ib}
 				h := &hiBits{name: "iq1sHi", m: qh, width: 2, pre: 8, shifts: []uint32{0, 3, 6, 9}, mask: 0x700}
-				g := gatherQ(tab[0], gridIndex(&lo, h, 4))
+				g := gatherQ(grid, gridIndex(&lo, h, 4))
 				delta := bitSigns("iq1sDelta", qh, 2, func(int) byte { return 1 }, func(int) byte { return 0x80 })
 				return trits(g, delta)
 			}
@@ -293,16 +324,16 @@ var iqFormats = []iqGrid{
 	// sign), four u16 @48: 3-bit scales per 16 (bits 3k … of u16 k/4) and
 	// d's f16 in their top nibbles; y = d·(2s+1)/8·(8·grid ± 1).
 	{
-		name: "IQ1M", desc: "iq1_m", size: 56, tables: []string{"grid"}, mul: 0.125,
+		name: "IQ1M", desc: "iq1_m", size: 56, mul: 0.125,
 		d:        iq1mD,
 		scales16: iq1mScales,
-		weights: func(tab []reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
+		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				lo, qh := Mem{Base: p, Disp: 4 * ib}, Mem{Base: p, Disp: 32 + 2*ib}
 				h := &hiBits{name: "iq1mHi", m: qh, width: 2, pre: 8, shifts: []uint32{0, 4, 8, 12}, mask: 0x700}
-				g := gatherQ(tab[0], gridIndex(&lo, h, 4))
+				g := gatherQ(grid, gridIndex(&lo, h, 4))
 				delta := bitSigns("iq1mDelta", qh, 2, func(i int) byte { return byte(i / 16) },
-					func(i int) byte { return map[bool]byte{false: 0x08, true: 0x80}[i/8%2 == 1] })
+					func(i int) byte { return 0x08 << (4 * (i / 8 % 2)) })
 				return trits(g, delta)
 			}
 		},
@@ -365,11 +396,6 @@ func iq1mScales(p reg.Register) reg.VecVirtual {
 // block the scales are built once, per 32 values the magnitudes and signs
 // once for the rows.
 func dotIQ(f iqGrid, rows int) {
-	var tabs []string
-	for _, t := range f.tables {
-		tabs = append(tabs, t+" *byte")
-	}
-	tabSig := strings.Join(tabs, ", ")
 	scaleDoc := "in integers per 32 values."
 	if f.scales16 != nil {
 		scaleDoc = "in integers per 16 values."
@@ -377,12 +403,12 @@ func dotIQ(f iqGrid, rows int) {
 	var p, q, d, qs, ds, q3, d3, n reg.Register
 	if rows == 1 {
 		name := fmt.Sprintf("dot%sQ8AVX2", f.name)
-		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, "+tabSig+") float32")
+		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32")
 		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, " + scaleDoc)
 		p, q, d, n = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	} else {
 		name := fmt.Sprintf("dot%sQ8x4AVX2", f.name)
-		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, "+tabSig+")")
+		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, grid *byte)")
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
 		p, q, d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
 		qs, ds, n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
@@ -390,10 +416,7 @@ func dotIQ(f iqGrid, rows int) {
 		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
 		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
 	}
-	var tab []reg.Register
-	for _, t := range f.tables {
-		tab = append(tab, Load(Param(t), GP64()))
-	}
+	grid := Load(Param("grid"), GP64())
 	row := func(r, qdisp int) (Mem, Mem) {
 		if rows == 1 {
 			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}
@@ -404,7 +427,7 @@ func dotIQ(f iqGrid, rows int) {
 	if f.scales16 != nil {
 		masks = iq2ScaleMasks()
 	}
-	weights := f.weights(tab)
+	weights := f.weights(grid)
 	ones := onesW()
 	fs := AllocLocal(32 * rows) // per row r: d_w·mul(·(2s_j+1))·d_r[j], j < 8
 	nacc := 2
