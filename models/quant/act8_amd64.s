@@ -6133,17 +6133,17 @@ iq2xxs_1_loop:
 	VCVTPH2PS    X3, X3
 	VMULSS       iqMul3e000000<>+0(SB), X3, X3
 	VBROADCASTSS X3, Y3
-	VMOVDQU      iq2xxsAux<>+0(SB), Y4
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPGATHERDD   Y5, (AX)(Y4*1), Y6
-	VPSRLD       $0x1c, Y6, Y6
-	VPADDD       Y6, Y6, Y6
+	VMOVDQU      2(AX), Y4
+	VMOVDQU      34(AX), Y5
+	VSHUFPS      $0xdd, Y5, Y4, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VPADDD       Y5, Y5, Y5
 	VPCMPEQD     Y4, Y4, Y4
-	VPSUBD       Y4, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VMULPS       Y3, Y6, Y6
-	VMULPS       (DX), Y6, Y3
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMULPS       (DX), Y5, Y3
 	VMOVUPS      Y3, (SP)
 	VPMOVZXBD    2(AX), X3
 	VPCMPEQD     Y4, Y4, Y4
@@ -6337,40 +6337,6 @@ DATA iqMul3e000000<>+2(SB)/1, $0x00
 DATA iqMul3e000000<>+3(SB)/1, $0x3e
 GLOBL iqMul3e000000<>(SB), RODATA|NOPTR, $4
 
-DATA iq2xxsAux<>+0(SB)/1, $0x06
-DATA iq2xxsAux<>+1(SB)/1, $0x00
-DATA iq2xxsAux<>+2(SB)/1, $0x00
-DATA iq2xxsAux<>+3(SB)/1, $0x00
-DATA iq2xxsAux<>+4(SB)/1, $0x0e
-DATA iq2xxsAux<>+5(SB)/1, $0x00
-DATA iq2xxsAux<>+6(SB)/1, $0x00
-DATA iq2xxsAux<>+7(SB)/1, $0x00
-DATA iq2xxsAux<>+8(SB)/1, $0x16
-DATA iq2xxsAux<>+9(SB)/1, $0x00
-DATA iq2xxsAux<>+10(SB)/1, $0x00
-DATA iq2xxsAux<>+11(SB)/1, $0x00
-DATA iq2xxsAux<>+12(SB)/1, $0x1e
-DATA iq2xxsAux<>+13(SB)/1, $0x00
-DATA iq2xxsAux<>+14(SB)/1, $0x00
-DATA iq2xxsAux<>+15(SB)/1, $0x00
-DATA iq2xxsAux<>+16(SB)/1, $0x26
-DATA iq2xxsAux<>+17(SB)/1, $0x00
-DATA iq2xxsAux<>+18(SB)/1, $0x00
-DATA iq2xxsAux<>+19(SB)/1, $0x00
-DATA iq2xxsAux<>+20(SB)/1, $0x2e
-DATA iq2xxsAux<>+21(SB)/1, $0x00
-DATA iq2xxsAux<>+22(SB)/1, $0x00
-DATA iq2xxsAux<>+23(SB)/1, $0x00
-DATA iq2xxsAux<>+24(SB)/1, $0x36
-DATA iq2xxsAux<>+25(SB)/1, $0x00
-DATA iq2xxsAux<>+26(SB)/1, $0x00
-DATA iq2xxsAux<>+27(SB)/1, $0x00
-DATA iq2xxsAux<>+28(SB)/1, $0x3e
-DATA iq2xxsAux<>+29(SB)/1, $0x00
-DATA iq2xxsAux<>+30(SB)/1, $0x00
-DATA iq2xxsAux<>+31(SB)/1, $0x00
-GLOBL iq2xxsAux<>(SB), RODATA|NOPTR, $32
-
 DATA iqKsignsShifts<>+0(SB)/1, $0x00
 DATA iqKsignsShifts<>+1(SB)/1, $0x00
 DATA iqKsignsShifts<>+2(SB)/1, $0x00
@@ -6536,23 +6502,23 @@ iq2xxs_4_loop:
 	VCVTPH2PS    X5, X5
 	VMULSS       iqMul3e000000<>+0(SB), X5, X5
 	VBROADCASTSS X5, Y5
-	VMOVDQU      iq2xxsAux<>+0(SB), Y6
-	VPCMPEQD     Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPGATHERDD   Y7, (AX)(Y6*1), Y8
-	VPSRLD       $0x1c, Y8, Y8
-	VPADDD       Y8, Y8, Y8
+	VMOVDQU      2(AX), Y6
+	VMOVDQU      34(AX), Y7
+	VSHUFPS      $0xdd, Y7, Y6, Y7
+	VPERMQ       $0xd8, Y7, Y7
+	VPSRLD       $0x1c, Y7, Y7
+	VPADDD       Y7, Y7, Y7
 	VPCMPEQD     Y6, Y6, Y6
-	VPSUBD       Y6, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VMULPS       Y5, Y8, Y8
-	VMULPS       (DX), Y8, Y5
+	VPSUBD       Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VMULPS       (DX), Y7, Y5
 	VMOVUPS      Y5, (SP)
-	VMULPS       (DX)(SI*1), Y8, Y5
+	VMULPS       (DX)(SI*1), Y7, Y5
 	VMOVUPS      Y5, 32(SP)
-	VMULPS       (DX)(SI*2), Y8, Y5
+	VMULPS       (DX)(SI*2), Y7, Y5
 	VMOVUPS      Y5, 64(SP)
-	VMULPS       (DX)(R9*1), Y8, Y5
+	VMULPS       (DX)(R9*1), Y7, Y5
 	VMOVUPS      Y5, 96(SP)
 	VPMOVZXBD    2(AX), X5
 	VPCMPEQD     Y6, Y6, Y6

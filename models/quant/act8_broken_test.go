@@ -69,8 +69,8 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)"},
 	},
 	{
-		what: "iq2_xxs: the first 32's scale from its index bytes",
-		file: "iq.go", from: `dwordsConst("iq2xxsAux", 6, 14,`, to: `dwordsConst("iq2xxsAux", 2, 14,`,
+		what: "iq2_xxs: the scales from the index words",
+		file: "iq.go", from: "VSHUFPS(U8(0xdd), s, a, s)", to: "VSHUFPS(U8(0x88), s, a, s)",
 		want: iqWant("iq2_xxs"),
 	},
 	{

@@ -221,13 +221,13 @@ var iqFormats = []iqGrid{
 	{
 		name: "IQ2XXS", desc: "iq2_xxs", size: 66, mul: 0.125,
 		scales32: func(p reg.Register) reg.VecVirtual {
-			off := dwordsConst("iq2xxsAux", 6, 14, 22, 30, 38, 46, 54, 62)
-			o := YMM()
-			VMOVDQU(off, o)
-			mask, s := YMM(), YMM()
-			VPCMPEQD(mask, mask, mask)
-			VPXOR(s, s, s)
-			VPGATHERDD(mask, Mem{Base: p, Index: o, Scale: 1}, s)
+			// the words of 32s 0-3 and 4-7 (odd dwords of the 8-byte
+			// groups at 2 and 34), in order
+			a, s := YMM(), YMM()
+			VMOVDQU(Mem{Base: p, Disp: 2}, a)
+			VMOVDQU(Mem{Base: p, Disp: 34}, s)
+			VSHUFPS(U8(0xdd), s, a, s) // 0 1 4 5 | 2 3 6 7
+			VPERMQ(U8(0xd8), s, s)
 			VPSRLD(U8(28), s, s)
 			return s
 		},
