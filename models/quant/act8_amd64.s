@@ -6145,174 +6145,214 @@ iq2xxs_1_loop:
 	VMULPS       Y3, Y5, Y5
 	VMULPS       (DX), Y5, Y3
 	VMOVUPS      Y3, (SP)
-	VPMOVZXBD    2(AX), X3
-	VPCMPEQD     Y4, Y4, Y4
+	MOVBQZX      2(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      3(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      4(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      5(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 6(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 6(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      (CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
-	VPMOVZXBD    10(AX), X3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      10(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      11(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      12(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      13(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 14(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 14(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      32(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 4(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
-	VPMOVZXBD    18(AX), X3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      18(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      19(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      20(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      21(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 22(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 22(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      64(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 8(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
-	VPMOVZXBD    26(AX), X3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      26(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      27(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      28(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      29(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 30(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 30(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      96(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 12(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
-	VPMOVZXBD    34(AX), X3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      34(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      35(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      36(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      37(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 38(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 38(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      128(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 16(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
-	VPMOVZXBD    42(AX), X3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      42(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      43(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      44(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      45(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 46(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 46(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      160(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 20(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
-	VPMOVZXBD    50(AX), X3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      50(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      51(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      52(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      53(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 54(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 54(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      192(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 24(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
-	VPMOVZXBD    58(AX), X3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      58(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      59(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      60(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      61(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 62(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTD 62(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      224(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 28(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -6520,342 +6560,382 @@ iq2xxs_4_loop:
 	VMOVUPS      Y5, 64(SP)
 	VMULPS       (DX)(R9*1), Y7, Y5
 	VMOVUPS      Y5, 96(SP)
-	VPMOVZXBD    2(AX), X5
-	VPCMPEQD     Y6, Y6, Y6
+	MOVBQZX      2(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      3(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      4(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      5(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 6(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 6(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      (CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      (CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 32(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      (CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 64(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      (CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 96(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    10(AX), X5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      10(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      11(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      12(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      13(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 14(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 14(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      32(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 4(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      32(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 36(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      32(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 68(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      32(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 100(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    18(AX), X5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      18(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      19(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      20(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      21(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 22(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 22(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      64(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 8(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      64(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 40(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      64(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 72(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      64(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 104(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    26(AX), X5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      26(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      27(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      28(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      29(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 30(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 30(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      96(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 12(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      96(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 44(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      96(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 76(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      96(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 108(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    34(AX), X5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      34(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      35(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      36(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      37(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 38(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 38(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      128(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 16(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      128(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 48(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      128(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 80(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      128(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 112(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    42(AX), X5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      42(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      43(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      44(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      45(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 46(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 46(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      160(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 20(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      160(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 52(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      160(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 84(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      160(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 116(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    50(AX), X5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      50(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      51(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      52(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      53(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 54(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 54(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      192(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 24(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      192(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 56(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      192(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 88(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      192(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 120(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    58(AX), X5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      58(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      59(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      60(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      61(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 62(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTD 62(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      224(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 28(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      224(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 60(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      224(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 92(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      224(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 124(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -6927,174 +7007,278 @@ iq3xxs_1_loop:
 	VMULPS       Y3, Y4, Y4
 	VMULPS       (DX), Y4, Y3
 	VMOVUPS      Y3, (SP)
-	VPMOVZXBD    2(AX), Y3
-	VPCMPEQD     Y4, Y4, Y4
+	MOVBQZX      2(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      3(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      4(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      5(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      6(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      7(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      8(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      9(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 66(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 66(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      (CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
-	VPMOVZXBD    10(AX), Y3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      10(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      11(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      12(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      13(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      14(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      15(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      16(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      17(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 70(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 70(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      32(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 4(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
-	VPMOVZXBD    18(AX), Y3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      18(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      19(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      20(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      21(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      22(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      23(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      24(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      25(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 74(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 74(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      64(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 8(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
-	VPMOVZXBD    26(AX), Y3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      26(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      27(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      28(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      29(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      30(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      31(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      32(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      33(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 78(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 78(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      96(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 12(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
-	VPMOVZXBD    34(AX), Y3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      34(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      35(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      36(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      37(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      38(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      39(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      40(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      41(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 82(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 82(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      128(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 16(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
-	VPMOVZXBD    42(AX), Y3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      42(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      43(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      44(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      45(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      46(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      47(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      48(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      49(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 86(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 86(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      160(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 20(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
-	VPMOVZXBD    50(AX), Y3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      50(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      51(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      52(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      53(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      54(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      55(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      56(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      57(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 90(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 90(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      192(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 24(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
-	VPMOVZXBD    58(AX), Y3
-	VPCMPEQD     Y4, Y4, Y4
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      58(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      59(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      60(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      61(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      62(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      63(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      64(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      65(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 94(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 94(AX), Y3
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y3, Y3
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y3, Y3
-	VPAND        iqKsignsBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	VPSADBW      Y4, Y3, Y4
-	VPSLLQ       $0x3f, Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      224(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 28(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	ADDQ         $0x00000062, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -7163,342 +7347,446 @@ iq3xxs_4_loop:
 	VMOVUPS      Y5, 64(SP)
 	VMULPS       (DX)(R9*1), Y6, Y5
 	VMOVUPS      Y5, 96(SP)
-	VPMOVZXBD    2(AX), Y5
-	VPCMPEQD     Y6, Y6, Y6
+	MOVBQZX      2(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      3(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      4(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      5(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      6(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      7(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      8(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      9(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 66(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 66(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      (CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      (CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 32(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      (CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 64(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      (CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 96(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    10(AX), Y5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      10(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      11(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      12(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      13(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      14(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      15(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      16(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      17(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 70(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 70(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      32(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 4(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      32(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 36(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      32(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 68(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      32(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 100(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    18(AX), Y5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      18(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      19(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      20(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      21(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      22(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      23(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      24(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      25(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 74(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      64(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 8(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      64(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 40(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      64(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 72(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      64(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 104(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    26(AX), Y5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      26(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      27(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      28(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      29(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      30(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      31(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      32(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      33(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 78(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      96(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 12(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      96(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 44(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      96(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 76(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      96(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 108(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    34(AX), Y5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      34(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      35(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      36(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      37(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      38(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      39(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      40(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      41(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 82(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      128(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 16(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      128(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 48(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      128(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 80(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      128(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 112(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    42(AX), Y5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      42(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      43(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      44(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      45(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      46(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      47(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      48(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      49(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 86(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      160(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 20(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      160(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 52(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      160(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 84(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      160(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 116(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    50(AX), Y5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      50(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      51(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      52(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      53(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      54(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      55(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      56(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      57(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 90(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      192(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 24(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      192(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 56(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      192(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 88(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      192(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 120(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
-	VPMOVZXBD    58(AX), Y5
-	VPCMPEQD     Y6, Y6, Y6
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      58(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      59(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      60(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      61(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      62(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      63(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      64(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      65(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 94(AX), Y5
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y5, Y5
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y5, Y5
-	VPAND        iqKsignsBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPSADBW      Y6, Y5, Y6
-	VPSLLQ       $0x3f, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      224(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 28(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      224(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 60(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      224(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 92(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      224(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 124(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	ADDQ         $0x00000062, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -7572,170 +7860,250 @@ iq2s_1_loop:
 	VINSERTI128  $0x01, X1, Y1, Y4
 	VMULPS       (DX), Y3, Y3
 	VMOVUPS      Y3, (SP)
-	VPMOVZXBD    2(AX), X1
-	VPBROADCASTB 66(AX), X3
-	VPSRLVD      iq2sHiShifts<>+0(SB), X3, X3
-	VPAND        iq2sHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTD 34(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VPMOVZXBD    2(AX), X3
+	VPBROADCASTB 66(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 34(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
 	VPSHUFB      iq2ScaleMasks<>+0(SB), Y4, Y6
 	VMOVDQU      (CX), Y7
-	VPSIGNB      Y3, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS (SP), Y3
 	VFMADD231PS  Y3, Y7, Y0
-	VPMOVZXBD    6(AX), X1
-	VPBROADCASTB 67(AX), X3
-	VPSRLVD      iq2sHiShifts<>+0(SB), X3, X3
-	VPAND        iq2sHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTD 38(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VPMOVZXBD    6(AX), X3
+	VPBROADCASTB 67(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 38(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
 	VPSHUFB      iq2ScaleMasks<>+32(SB), Y4, Y6
 	VMOVDQU      32(CX), Y7
-	VPSIGNB      Y3, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 4(SP), Y3
 	VFMADD231PS  Y3, Y7, Y2
-	VPMOVZXBD    10(AX), X1
-	VPBROADCASTB 68(AX), X3
-	VPSRLVD      iq2sHiShifts<>+0(SB), X3, X3
-	VPAND        iq2sHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTD 42(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VPMOVZXBD    10(AX), X3
+	VPBROADCASTB 68(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 42(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
 	VPSHUFB      iq2ScaleMasks<>+64(SB), Y4, Y6
 	VMOVDQU      64(CX), Y7
-	VPSIGNB      Y3, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 8(SP), Y3
 	VFMADD231PS  Y3, Y7, Y0
-	VPMOVZXBD    14(AX), X1
-	VPBROADCASTB 69(AX), X3
-	VPSRLVD      iq2sHiShifts<>+0(SB), X3, X3
-	VPAND        iq2sHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTD 46(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VPMOVZXBD    14(AX), X3
+	VPBROADCASTB 69(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 46(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
 	VPSHUFB      iq2ScaleMasks<>+96(SB), Y4, Y6
 	VMOVDQU      96(CX), Y7
-	VPSIGNB      Y3, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 12(SP), Y3
 	VFMADD231PS  Y3, Y7, Y2
-	VPMOVZXBD    18(AX), X1
-	VPBROADCASTB 70(AX), X3
-	VPSRLVD      iq2sHiShifts<>+0(SB), X3, X3
-	VPAND        iq2sHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTD 50(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VPMOVZXBD    18(AX), X3
+	VPBROADCASTB 70(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 50(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
 	VPSHUFB      iq2ScaleMasks<>+128(SB), Y4, Y6
 	VMOVDQU      128(CX), Y7
-	VPSIGNB      Y3, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 16(SP), Y3
 	VFMADD231PS  Y3, Y7, Y0
-	VPMOVZXBD    22(AX), X1
-	VPBROADCASTB 71(AX), X3
-	VPSRLVD      iq2sHiShifts<>+0(SB), X3, X3
-	VPAND        iq2sHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTD 54(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VPMOVZXBD    22(AX), X3
+	VPBROADCASTB 71(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 54(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
 	VPSHUFB      iq2ScaleMasks<>+160(SB), Y4, Y6
 	VMOVDQU      160(CX), Y7
-	VPSIGNB      Y3, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 20(SP), Y3
 	VFMADD231PS  Y3, Y7, Y2
-	VPMOVZXBD    26(AX), X1
-	VPBROADCASTB 72(AX), X3
-	VPSRLVD      iq2sHiShifts<>+0(SB), X3, X3
-	VPAND        iq2sHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTD 58(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VPMOVZXBD    26(AX), X3
+	VPBROADCASTB 72(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 58(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
 	VPSHUFB      iq2ScaleMasks<>+192(SB), Y4, Y6
 	VMOVDQU      192(CX), Y7
-	VPSIGNB      Y3, Y7, Y7
-	VPMADDUBSW   Y7, Y5, Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 24(SP), Y3
 	VFMADD231PS  Y3, Y7, Y0
-	VPMOVZXBD    30(AX), X1
-	VPBROADCASTB 73(AX), X3
-	VPSRLVD      iq2sHiShifts<>+0(SB), X3, X3
-	VPAND        iq2sHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTD 62(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
+	VPMOVZXBD    30(AX), X3
+	VPBROADCASTB 73(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 62(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
 	VPSHUFB      iq2ScaleMasks<>+224(SB), Y4, Y4
 	VMOVDQU      224(CX), Y6
-	VPSIGNB      Y3, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y3, Y6
 	VPMADDWD     Y4, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS 28(SP), Y3
@@ -7958,338 +8326,418 @@ iq2s_4_loop:
 	VMOVUPS      Y7, 64(SP)
 	VMULPS       (DX)(R9*1), Y5, Y5
 	VMOVUPS      Y5, 96(SP)
-	VPMOVZXBD    2(AX), X1
-	VPBROADCASTB 66(AX), X5
-	VPSRLVD      iq2sHiShifts<>+0(SB), X5, X5
-	VPAND        iq2sHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTD 34(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPMOVZXBD    2(AX), X5
+	VPBROADCASTB 66(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 34(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
 	VPSHUFB      iq2ScaleMasks<>+0(SB), Y6, Y8
 	VMOVDQU      (CX), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS (SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      (CX)(BX*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 32(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      (CX)(BX*2), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 64(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      (CX)(R8*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 96(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    6(AX), X1
-	VPBROADCASTB 67(AX), X5
-	VPSRLVD      iq2sHiShifts<>+0(SB), X5, X5
-	VPAND        iq2sHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTD 38(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPMOVZXBD    6(AX), X5
+	VPBROADCASTB 67(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 38(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
 	VPSHUFB      iq2ScaleMasks<>+32(SB), Y6, Y8
 	VMOVDQU      32(CX), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 4(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      32(CX)(BX*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 36(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      32(CX)(BX*2), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 68(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      32(CX)(R8*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 100(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    10(AX), X1
-	VPBROADCASTB 68(AX), X5
-	VPSRLVD      iq2sHiShifts<>+0(SB), X5, X5
-	VPAND        iq2sHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTD 42(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPMOVZXBD    10(AX), X5
+	VPBROADCASTB 68(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 42(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
 	VPSHUFB      iq2ScaleMasks<>+64(SB), Y6, Y8
 	VMOVDQU      64(CX), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 8(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      64(CX)(BX*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 40(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      64(CX)(BX*2), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 72(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      64(CX)(R8*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 104(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    14(AX), X1
-	VPBROADCASTB 69(AX), X5
-	VPSRLVD      iq2sHiShifts<>+0(SB), X5, X5
-	VPAND        iq2sHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTD 46(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPMOVZXBD    14(AX), X5
+	VPBROADCASTB 69(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 46(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
 	VPSHUFB      iq2ScaleMasks<>+96(SB), Y6, Y8
 	VMOVDQU      96(CX), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 12(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      96(CX)(BX*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 44(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      96(CX)(BX*2), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 76(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      96(CX)(R8*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 108(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    18(AX), X1
-	VPBROADCASTB 70(AX), X5
-	VPSRLVD      iq2sHiShifts<>+0(SB), X5, X5
-	VPAND        iq2sHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTD 50(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPMOVZXBD    18(AX), X5
+	VPBROADCASTB 70(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 50(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
 	VPSHUFB      iq2ScaleMasks<>+128(SB), Y6, Y8
 	VMOVDQU      128(CX), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 16(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      128(CX)(BX*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 48(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      128(CX)(BX*2), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 80(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      128(CX)(R8*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 112(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    22(AX), X1
-	VPBROADCASTB 71(AX), X5
-	VPSRLVD      iq2sHiShifts<>+0(SB), X5, X5
-	VPAND        iq2sHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTD 54(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPMOVZXBD    22(AX), X5
+	VPBROADCASTB 71(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 54(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
 	VPSHUFB      iq2ScaleMasks<>+160(SB), Y6, Y8
 	VMOVDQU      160(CX), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 20(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      160(CX)(BX*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 52(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      160(CX)(BX*2), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 84(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      160(CX)(R8*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 116(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    26(AX), X1
-	VPBROADCASTB 72(AX), X5
-	VPSRLVD      iq2sHiShifts<>+0(SB), X5, X5
-	VPAND        iq2sHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTD 58(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPMOVZXBD    26(AX), X5
+	VPBROADCASTB 72(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 58(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
 	VPSHUFB      iq2ScaleMasks<>+192(SB), Y6, Y8
 	VMOVDQU      192(CX), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 24(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      192(CX)(BX*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 56(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      192(CX)(BX*2), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 88(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      192(CX)(R8*1), Y9
-	VPSIGNB      Y5, Y9, Y9
-	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 120(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    30(AX), X1
-	VPBROADCASTB 73(AX), X5
-	VPSRLVD      iq2sHiShifts<>+0(SB), X5, X5
-	VPAND        iq2sHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTD 62(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPMOVZXBD    30(AX), X5
+	VPBROADCASTB 73(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 62(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
 	VPSHUFB      iq2ScaleMasks<>+224(SB), Y6, Y6
 	VMOVDQU      224(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y6, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 28(SP), Y9
 	VFMADD231PS  Y9, Y8, Y0
 	VMOVDQU      224(CX)(BX*1), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y6, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 60(SP), Y9
 	VFMADD231PS  Y9, Y8, Y2
 	VMOVDQU      224(CX)(BX*2), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y6, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 92(SP), Y9
 	VFMADD231PS  Y9, Y8, Y3
 	VMOVDQU      224(CX)(R8*1), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y6, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 124(SP), Y5
@@ -8370,161 +8818,345 @@ iq3s_1_loop:
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
 	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
 	VPOR         Y4, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 74(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      (CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 74(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
+	VFMADD231PS  Y3, Y5, Y1
 	VPMOVZXBD    10(AX), Y3
 	VPBROADCASTB 67(AX), Y4
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
 	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
 	VPOR         Y4, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 78(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      32(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 78(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 4(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	VPMOVZXBD    18(AX), Y3
 	VPBROADCASTB 68(AX), Y4
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
 	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
 	VPOR         Y4, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 82(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      64(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 82(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 8(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
+	VFMADD231PS  Y3, Y5, Y1
 	VPMOVZXBD    26(AX), Y3
 	VPBROADCASTB 69(AX), Y4
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
 	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
 	VPOR         Y4, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 86(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      96(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 86(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 12(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	VPMOVZXBD    34(AX), Y3
 	VPBROADCASTB 70(AX), Y4
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
 	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
 	VPOR         Y4, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 90(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      128(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 90(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 16(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
+	VFMADD231PS  Y3, Y5, Y1
 	VPMOVZXBD    42(AX), Y3
 	VPBROADCASTB 71(AX), Y4
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
 	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
 	VPOR         Y4, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 94(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      160(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 94(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 20(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	VPMOVZXBD    50(AX), Y3
 	VPBROADCASTB 72(AX), Y4
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
 	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
 	VPOR         Y4, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 98(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      192(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 98(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 24(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
+	VFMADD231PS  Y3, Y5, Y1
 	VPMOVZXBD    58(AX), Y3
 	VPBROADCASTB 73(AX), Y4
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
 	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
 	VPOR         Y4, Y3, Y3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDD   Y4, (SI)(Y3*4), Y5
-	VPBROADCASTD 102(AX), Y3
-	VPSHUFB      iqSignShuf<>+0(SB), Y3, Y3
-	VPAND        iqSignBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iqSignBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VMOVDQU      224(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPMADDUBSW   Y4, Y5, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 102(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 28(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	ADDQ         $0x0000006e, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -8728,329 +9360,513 @@ iq3s_4_loop:
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
 	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 74(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      (CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      (CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 32(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      (CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 64(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      (CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 96(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    10(AX), Y5
 	VPBROADCASTB 67(AX), Y6
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
 	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 78(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      32(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 4(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      32(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 36(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      32(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 68(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      32(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 100(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    18(AX), Y5
 	VPBROADCASTB 68(AX), Y6
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
 	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 82(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      64(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 8(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      64(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 40(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      64(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 72(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      64(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 104(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    26(AX), Y5
 	VPBROADCASTB 69(AX), Y6
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
 	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 86(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      96(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 12(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      96(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 44(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      96(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 76(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      96(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 108(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    34(AX), Y5
 	VPBROADCASTB 70(AX), Y6
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
 	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 90(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      128(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 16(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      128(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 48(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      128(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 80(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      128(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 112(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    42(AX), Y5
 	VPBROADCASTB 71(AX), Y6
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
 	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 94(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      160(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 20(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      160(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 52(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      160(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 84(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      160(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 116(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    50(AX), Y5
 	VPBROADCASTB 72(AX), Y6
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
 	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 98(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      192(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 24(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      192(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 56(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      192(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 88(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      192(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 120(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    58(AX), Y5
 	VPBROADCASTB 73(AX), Y6
 	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
 	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y5, Y5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDD   Y6, (R10)(Y5*4), Y7
-	VPBROADCASTD 102(AX), Y5
-	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
-	VPAND        iqSignBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VMOVDQU      224(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 28(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      224(CX)(BX*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 60(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      224(CX)(BX*2), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 92(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      224(CX)(R8*1), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y7, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 124(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	ADDQ         $0x0000006e, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -9128,184 +9944,264 @@ iq1s_1_loop:
 	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
 	VPAND        iq1sHiMask<>+0(SB), X4, X4
 	VPOR         X4, X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTW 34(AX), Y3
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
-	VMOVDQU      (CX), Y4
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 34(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
+	VFMADD231PS  Y3, Y5, Y1
 	VPMOVZXBD    6(AX), X3
 	VPBROADCASTW 36(AX), X4
 	VPSLLD       $0x08, X4, X4
 	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
 	VPAND        iq1sHiMask<>+0(SB), X4, X4
 	VPOR         X4, X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTW 36(AX), Y3
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
-	VMOVDQU      32(CX), Y4
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 36(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 4(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	VPMOVZXBD    10(AX), X3
 	VPBROADCASTW 38(AX), X4
 	VPSLLD       $0x08, X4, X4
 	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
 	VPAND        iq1sHiMask<>+0(SB), X4, X4
 	VPOR         X4, X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTW 38(AX), Y3
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
-	VMOVDQU      64(CX), Y4
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 38(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 8(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
+	VFMADD231PS  Y3, Y5, Y1
 	VPMOVZXBD    14(AX), X3
 	VPBROADCASTW 40(AX), X4
 	VPSLLD       $0x08, X4, X4
 	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
 	VPAND        iq1sHiMask<>+0(SB), X4, X4
 	VPOR         X4, X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTW 40(AX), Y3
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
-	VMOVDQU      96(CX), Y4
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 40(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 12(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	VPMOVZXBD    18(AX), X3
 	VPBROADCASTW 42(AX), X4
 	VPSLLD       $0x08, X4, X4
 	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
 	VPAND        iq1sHiMask<>+0(SB), X4, X4
 	VPOR         X4, X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTW 42(AX), Y3
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
-	VMOVDQU      128(CX), Y4
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 42(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 16(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
+	VFMADD231PS  Y3, Y5, Y1
 	VPMOVZXBD    22(AX), X3
 	VPBROADCASTW 44(AX), X4
 	VPSLLD       $0x08, X4, X4
 	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
 	VPAND        iq1sHiMask<>+0(SB), X4, X4
 	VPOR         X4, X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTW 44(AX), Y3
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
-	VMOVDQU      160(CX), Y4
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 44(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 20(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	VPMOVZXBD    26(AX), X3
 	VPBROADCASTW 46(AX), X4
 	VPSLLD       $0x08, X4, X4
 	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
 	VPAND        iq1sHiMask<>+0(SB), X4, X4
 	VPOR         X4, X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTW 46(AX), Y3
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
-	VMOVDQU      192(CX), Y4
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 46(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 24(SP), Y3
-	VFMADD231PS  Y3, Y4, Y1
+	VFMADD231PS  Y3, Y5, Y1
 	VPMOVZXBD    30(AX), X3
 	VPBROADCASTW 48(AX), X4
 	VPSLLD       $0x08, X4, X4
 	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
 	VPAND        iq1sHiMask<>+0(SB), X4, X4
 	VPOR         X4, X3, X3
-	VPCMPEQD     Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y4, (SI)(X3*8), Y5
-	VPBROADCASTW 48(AX), Y3
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
-	VMOVDQU      224(CX), Y4
-	VPSIGNB      Y5, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 48(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS 28(SP), Y3
-	VFMADD231PS  Y3, Y4, Y2
+	VFMADD231PS  Y3, Y5, Y2
 	ADDQ         $0x00000032, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -9544,352 +10440,432 @@ iq1s_4_loop:
 	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
 	VPAND        iq1sHiMask<>+0(SB), X6, X6
 	VPOR         X6, X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTW 34(AX), Y5
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
-	VMOVDQU      (CX), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      (CX)(BX*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 32(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      (CX)(BX*2), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 64(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      (CX)(R8*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 34(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 96(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    6(AX), X5
 	VPBROADCASTW 36(AX), X6
 	VPSLLD       $0x08, X6, X6
 	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
 	VPAND        iq1sHiMask<>+0(SB), X6, X6
 	VPOR         X6, X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTW 36(AX), Y5
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
-	VMOVDQU      32(CX), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 4(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      32(CX)(BX*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 36(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      32(CX)(BX*2), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 68(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      32(CX)(R8*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 36(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 100(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    10(AX), X5
 	VPBROADCASTW 38(AX), X6
 	VPSLLD       $0x08, X6, X6
 	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
 	VPAND        iq1sHiMask<>+0(SB), X6, X6
 	VPOR         X6, X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTW 38(AX), Y5
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
-	VMOVDQU      64(CX), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 8(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      64(CX)(BX*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 40(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      64(CX)(BX*2), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 72(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      64(CX)(R8*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 38(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 104(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    14(AX), X5
 	VPBROADCASTW 40(AX), X6
 	VPSLLD       $0x08, X6, X6
 	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
 	VPAND        iq1sHiMask<>+0(SB), X6, X6
 	VPOR         X6, X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTW 40(AX), Y5
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
-	VMOVDQU      96(CX), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 12(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      96(CX)(BX*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 44(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      96(CX)(BX*2), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 76(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      96(CX)(R8*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 40(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 108(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    18(AX), X5
 	VPBROADCASTW 42(AX), X6
 	VPSLLD       $0x08, X6, X6
 	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
 	VPAND        iq1sHiMask<>+0(SB), X6, X6
 	VPOR         X6, X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTW 42(AX), Y5
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
-	VMOVDQU      128(CX), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 16(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      128(CX)(BX*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 48(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      128(CX)(BX*2), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 80(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      128(CX)(R8*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 42(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 112(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    22(AX), X5
 	VPBROADCASTW 44(AX), X6
 	VPSLLD       $0x08, X6, X6
 	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
 	VPAND        iq1sHiMask<>+0(SB), X6, X6
 	VPOR         X6, X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTW 44(AX), Y5
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
-	VMOVDQU      160(CX), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 20(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      160(CX)(BX*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 52(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      160(CX)(BX*2), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 84(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      160(CX)(R8*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 44(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 116(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    26(AX), X5
 	VPBROADCASTW 46(AX), X6
 	VPSLLD       $0x08, X6, X6
 	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
 	VPAND        iq1sHiMask<>+0(SB), X6, X6
 	VPOR         X6, X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTW 46(AX), Y5
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
-	VMOVDQU      192(CX), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 24(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      192(CX)(BX*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 56(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      192(CX)(BX*2), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 88(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      192(CX)(R8*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 46(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 120(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	VPMOVZXBD    30(AX), X5
 	VPBROADCASTW 48(AX), X6
 	VPSLLD       $0x08, X6, X6
 	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
 	VPAND        iq1sHiMask<>+0(SB), X6, X6
 	VPOR         X6, X5, X5
-	VPCMPEQD     Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y6, (R10)(X5*8), Y7
-	VPBROADCASTW 48(AX), Y5
-	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
-	VMOVDQU      224(CX), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 28(SP), Y8
-	VFMADD231PS  Y8, Y6, Y1
-	VMOVDQU      224(CX)(BX*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 60(SP), Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VMOVDQU      224(CX)(BX*2), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 92(SP), Y8
-	VFMADD231PS  Y8, Y6, Y3
-	VMOVDQU      224(CX)(R8*1), Y6
-	VPSIGNB      Y7, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 48(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 124(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VFMADD231PS  Y5, Y7, Y4
 	ADDQ         $0x00000032, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -9977,194 +10953,274 @@ iq1m_1_loop:
 	VINSERTI128  $0x01, X1, Y1, Y4
 	VMULPS       (DX), Y3, Y3
 	VMOVUPS      Y3, (SP)
-	VPMOVZXBD    (AX), X1
-	VPBROADCASTW 32(AX), X3
-	VPSLLD       $0x08, X3, X3
-	VPSRLVD      iq1mHiShifts<>+0(SB), X3, X3
-	VPAND        iq1mHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTW 32(AX), Y3
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
+	VPMOVZXBD    (AX), X3
+	VPBROADCASTW 32(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 32(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
 	VPSHUFB      iq2ScaleMasks<>+0(SB), Y4, Y6
 	VMOVDQU      (CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS (SP), Y3
 	VFMADD231PS  Y3, Y7, Y0
-	VPMOVZXBD    4(AX), X1
-	VPBROADCASTW 34(AX), X3
-	VPSLLD       $0x08, X3, X3
-	VPSRLVD      iq1mHiShifts<>+0(SB), X3, X3
-	VPAND        iq1mHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTW 34(AX), Y3
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
+	VPMOVZXBD    4(AX), X3
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 34(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
 	VPSHUFB      iq2ScaleMasks<>+32(SB), Y4, Y6
 	VMOVDQU      32(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 4(SP), Y3
 	VFMADD231PS  Y3, Y7, Y2
-	VPMOVZXBD    8(AX), X1
-	VPBROADCASTW 36(AX), X3
-	VPSLLD       $0x08, X3, X3
-	VPSRLVD      iq1mHiShifts<>+0(SB), X3, X3
-	VPAND        iq1mHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTW 36(AX), Y3
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
+	VPMOVZXBD    8(AX), X3
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 36(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
 	VPSHUFB      iq2ScaleMasks<>+64(SB), Y4, Y6
 	VMOVDQU      64(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 8(SP), Y3
 	VFMADD231PS  Y3, Y7, Y0
-	VPMOVZXBD    12(AX), X1
-	VPBROADCASTW 38(AX), X3
-	VPSLLD       $0x08, X3, X3
-	VPSRLVD      iq1mHiShifts<>+0(SB), X3, X3
-	VPAND        iq1mHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTW 38(AX), Y3
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
+	VPMOVZXBD    12(AX), X3
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 38(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
 	VPSHUFB      iq2ScaleMasks<>+96(SB), Y4, Y6
 	VMOVDQU      96(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 12(SP), Y3
 	VFMADD231PS  Y3, Y7, Y2
-	VPMOVZXBD    16(AX), X1
-	VPBROADCASTW 40(AX), X3
-	VPSLLD       $0x08, X3, X3
-	VPSRLVD      iq1mHiShifts<>+0(SB), X3, X3
-	VPAND        iq1mHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTW 40(AX), Y3
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
+	VPMOVZXBD    16(AX), X3
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 40(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
 	VPSHUFB      iq2ScaleMasks<>+128(SB), Y4, Y6
 	VMOVDQU      128(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 16(SP), Y3
 	VFMADD231PS  Y3, Y7, Y0
-	VPMOVZXBD    20(AX), X1
-	VPBROADCASTW 42(AX), X3
-	VPSLLD       $0x08, X3, X3
-	VPSRLVD      iq1mHiShifts<>+0(SB), X3, X3
-	VPAND        iq1mHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTW 42(AX), Y3
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
+	VPMOVZXBD    20(AX), X3
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 42(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
 	VPSHUFB      iq2ScaleMasks<>+160(SB), Y4, Y6
 	VMOVDQU      160(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 20(SP), Y3
 	VFMADD231PS  Y3, Y7, Y2
-	VPMOVZXBD    24(AX), X1
-	VPBROADCASTW 44(AX), X3
-	VPSLLD       $0x08, X3, X3
-	VPSRLVD      iq1mHiShifts<>+0(SB), X3, X3
-	VPAND        iq1mHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTW 44(AX), Y3
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
+	VPMOVZXBD    24(AX), X3
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 44(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
 	VPSHUFB      iq2ScaleMasks<>+192(SB), Y4, Y6
 	VMOVDQU      192(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y3, Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
 	VPMADDWD     Y6, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
 	VBROADCASTSS 24(SP), Y3
 	VFMADD231PS  Y3, Y7, Y0
-	VPMOVZXBD    28(AX), X1
-	VPBROADCASTW 46(AX), X3
-	VPSLLD       $0x08, X3, X3
-	VPSRLVD      iq1mHiShifts<>+0(SB), X3, X3
-	VPAND        iq1mHiMask<>+0(SB), X3, X3
-	VPOR         X3, X1, X1
-	VPCMPEQD     Y3, Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPGATHERDQ   Y3, (SI)(X1*8), Y5
-	VPBROADCASTW 46(AX), Y3
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y3, Y3
-	VPAND        iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y3, Y3
-	VPOR         iqOnes<>+0(SB), Y3, Y3
-	VPADDB       Y3, Y5, Y5
-	VPABSB       Y5, Y3
+	VPMOVZXBD    28(AX), X3
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 46(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
 	VPSHUFB      iq2ScaleMasks<>+224(SB), Y4, Y4
 	VMOVDQU      224(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y3, Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y6
 	VPMADDWD     Y4, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS 28(SP), Y3
@@ -10451,362 +11507,442 @@ iq1m_4_loop:
 	VMOVUPS      Y7, 64(SP)
 	VMULPS       (DX)(R9*1), Y5, Y5
 	VMOVUPS      Y5, 96(SP)
-	VPMOVZXBD    (AX), X1
-	VPBROADCASTW 32(AX), X5
-	VPSLLD       $0x08, X5, X5
-	VPSRLVD      iq1mHiShifts<>+0(SB), X5, X5
-	VPAND        iq1mHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTW 32(AX), Y5
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
+	VPMOVZXBD    (AX), X5
+	VPBROADCASTW 32(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 32(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
 	VPSHUFB      iq2ScaleMasks<>+0(SB), Y6, Y8
 	VMOVDQU      (CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS (SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      (CX)(BX*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 32(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      (CX)(BX*2), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 64(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      (CX)(R8*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 96(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    4(AX), X1
-	VPBROADCASTW 34(AX), X5
-	VPSLLD       $0x08, X5, X5
-	VPSRLVD      iq1mHiShifts<>+0(SB), X5, X5
-	VPAND        iq1mHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTW 34(AX), Y5
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
+	VPMOVZXBD    4(AX), X5
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 34(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
 	VPSHUFB      iq2ScaleMasks<>+32(SB), Y6, Y8
 	VMOVDQU      32(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 4(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      32(CX)(BX*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 36(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      32(CX)(BX*2), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 68(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      32(CX)(R8*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 100(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    8(AX), X1
-	VPBROADCASTW 36(AX), X5
-	VPSLLD       $0x08, X5, X5
-	VPSRLVD      iq1mHiShifts<>+0(SB), X5, X5
-	VPAND        iq1mHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTW 36(AX), Y5
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
+	VPMOVZXBD    8(AX), X5
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 36(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
 	VPSHUFB      iq2ScaleMasks<>+64(SB), Y6, Y8
 	VMOVDQU      64(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 8(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      64(CX)(BX*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 40(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      64(CX)(BX*2), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 72(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      64(CX)(R8*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 104(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    12(AX), X1
-	VPBROADCASTW 38(AX), X5
-	VPSLLD       $0x08, X5, X5
-	VPSRLVD      iq1mHiShifts<>+0(SB), X5, X5
-	VPAND        iq1mHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTW 38(AX), Y5
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
+	VPMOVZXBD    12(AX), X5
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 38(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
 	VPSHUFB      iq2ScaleMasks<>+96(SB), Y6, Y8
 	VMOVDQU      96(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 12(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      96(CX)(BX*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 44(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      96(CX)(BX*2), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 76(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      96(CX)(R8*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 108(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    16(AX), X1
-	VPBROADCASTW 40(AX), X5
-	VPSLLD       $0x08, X5, X5
-	VPSRLVD      iq1mHiShifts<>+0(SB), X5, X5
-	VPAND        iq1mHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTW 40(AX), Y5
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
+	VPMOVZXBD    16(AX), X5
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 40(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
 	VPSHUFB      iq2ScaleMasks<>+128(SB), Y6, Y8
 	VMOVDQU      128(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 16(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      128(CX)(BX*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 48(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      128(CX)(BX*2), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 80(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      128(CX)(R8*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 112(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    20(AX), X1
-	VPBROADCASTW 42(AX), X5
-	VPSLLD       $0x08, X5, X5
-	VPSRLVD      iq1mHiShifts<>+0(SB), X5, X5
-	VPAND        iq1mHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTW 42(AX), Y5
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
+	VPMOVZXBD    20(AX), X5
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 42(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
 	VPSHUFB      iq2ScaleMasks<>+160(SB), Y6, Y8
 	VMOVDQU      160(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 20(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      160(CX)(BX*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 52(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      160(CX)(BX*2), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 84(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      160(CX)(R8*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 116(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    24(AX), X1
-	VPBROADCASTW 44(AX), X5
-	VPSLLD       $0x08, X5, X5
-	VPSRLVD      iq1mHiShifts<>+0(SB), X5, X5
-	VPAND        iq1mHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTW 44(AX), Y5
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
+	VPMOVZXBD    24(AX), X5
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 44(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
 	VPSHUFB      iq2ScaleMasks<>+192(SB), Y6, Y8
 	VMOVDQU      192(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 24(SP), Y10
 	VFMADD231PS  Y10, Y9, Y0
 	VMOVDQU      192(CX)(BX*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 56(SP), Y10
 	VFMADD231PS  Y10, Y9, Y2
 	VMOVDQU      192(CX)(BX*2), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 88(SP), Y10
 	VFMADD231PS  Y10, Y9, Y3
 	VMOVDQU      192(CX)(R8*1), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y5, Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
 	VPMADDWD     Y8, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 120(SP), Y5
 	VFMADD231PS  Y5, Y9, Y4
-	VPMOVZXBD    28(AX), X1
-	VPBROADCASTW 46(AX), X5
-	VPSLLD       $0x08, X5, X5
-	VPSRLVD      iq1mHiShifts<>+0(SB), X5, X5
-	VPAND        iq1mHiMask<>+0(SB), X5, X5
-	VPOR         X5, X1, X1
-	VPCMPEQD     Y5, Y5, Y5
-	VPXOR        Y7, Y7, Y7
-	VPGATHERDQ   Y5, (R10)(X1*8), Y7
-	VPBROADCASTW 46(AX), Y5
-	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
-	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
-	VPOR         iqOnes<>+0(SB), Y5, Y5
-	VPADDB       Y5, Y7, Y7
-	VPABSB       Y7, Y5
+	VPMOVZXBD    28(AX), X5
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 46(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
 	VPSHUFB      iq2ScaleMasks<>+224(SB), Y6, Y6
 	VMOVDQU      224(CX), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y5, Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y6, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 28(SP), Y9
 	VFMADD231PS  Y9, Y8, Y0
 	VMOVDQU      224(CX)(BX*1), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y5, Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y6, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 60(SP), Y9
 	VFMADD231PS  Y9, Y8, Y2
 	VMOVDQU      224(CX)(BX*2), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y5, Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y6, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 92(SP), Y9
 	VFMADD231PS  Y9, Y8, Y3
 	VMOVDQU      224(CX)(R8*1), Y8
-	VPSIGNB      Y7, Y8, Y8
-	VPMADDUBSW   Y8, Y5, Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y6, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 124(SP), Y5
