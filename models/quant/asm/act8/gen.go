@@ -39,6 +39,7 @@ func main() {
 		dotLegacy(f, 1)
 		dotLegacy(f, 4)
 	}
+	iqKernels()
 	Generate()
 }
 
@@ -296,7 +297,11 @@ func dotIQ2XS() {
 // iq2ScaleMasks are the VPSHUFB masks that spread scale bytes 2b (low 128
 // bits) and 2b+1 (high) over 8 words each, zero-extended, for b < 8.
 func iq2ScaleMasks() Mem {
+	if iq2ScaleMasksSym != nil {
+		return *iq2ScaleMasksSym
+	}
 	m := GLOBL("iq2ScaleMasks", RODATA|NOPTR)
+	iq2ScaleMasksSym = &m
 	for b := range 8 {
 		for i := range 32 {
 			v := uint8(0x80) // zero
@@ -311,6 +316,8 @@ func iq2ScaleMasks() Mem {
 	}
 	return m
 }
+
+var iq2ScaleMasksSym *Mem
 
 // iq4Weights returns the 32 signed levels of the 16 code bytes at m: the
 // low nibbles (values 0-15) in the low 128 bits, the high nibbles (16-31)
