@@ -122,9 +122,9 @@ for s in "$@"; do
 	exact48)
 		for a in 0 "${ARENA_EXPERTS:-5200}"; do
 			echo "--- arena $a" >>"$out/exact48.log"
-			/tmp/sb/strata run --backend cuda --gguf /dev/shm/flash48.gguf --arena-experts "$a" --tokens "$(seq -s, 1 64)" -n 32 >>"$out/exact48.log" 2>&1
+			/tmp/sb/strata run --backend cuda --gguf /dev/shm/flash48.gguf --arena-experts "$a" --stats --tokens "$(seq -s, 1 64)" -n 32 >>"$out/exact48.log" 2>&1
 		done
-		grep -v '^strata' "$out/exact48.log" >>"$out/summary.log"
+		grep -v "^strata: weights" "$out/exact48.log" >>"$out/summary.log"
 		;;
 	tinygo-spec) step tinygo-spec 300 /tmp/sb/strata bench --backend cuda --spec 0,1,2,3,auto -p 64 -n 256 -r 3 ${BENCH_FLAGS:-} ;;
 	*) echo "unknown step $s" >&2 ;;
