@@ -606,7 +606,9 @@ kernel void residual_add(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         x[i] += y[i];
     }
 }
@@ -632,7 +634,9 @@ kernel void swiglu(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         y[i] = silu(gate[i]) * up[i];
     }
 }
@@ -1232,7 +1236,9 @@ kernel void moe_combine(
     }
     const bool has_shared = fc_moe_combine_shared;
     const float gate = has_shared ? sigmoid(shared_gate[t]) : 0.0f;
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         float mlp = routed[i];
         if (has_shared) {
             mlp += gate * shared[i];
