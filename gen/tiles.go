@@ -23,6 +23,16 @@ const (
 	// head) has threadgroups enough for the whole GPU without it.
 	matmulSplitMaxN = 32768
 
+	// matmul of a window of more than matmulBatchRows rows (prefill): the
+	// matrix units (simdgroup_matrix, 8×8 tiles). A threadgroup decodes a
+	// tile of matmulMMAOutputs weight rows × matmulMMADepth columns once
+	// into threadgroup memory (float) and multiplies it with a tile of
+	// matmulMMARows (sub-)rows of activations; its matmulSimdgroups (2 × 2)
+	// each accumulate 4 × 2 output tiles of 8 outputs × 8 rows.
+	matmulMMAOutputs = 64
+	matmulMMARows    = 32
+	matmulMMADepth   = 32
+
 	// moe_gate_up / moe_down: one expert row per simdgroup.
 	expertSimdgroups = 4
 
@@ -52,14 +62,25 @@ var (
 	expertThreadgroup = [3]int{simdWidth * expertSimdgroups, 1, 1}
 )
 
-// matmulGrid covers n output rows of rows window rows (sub-rows, with fold).
-// Within one batch of rows (decode and verify windows), for n up to
-// matmulSplitMaxN, the simdgroups of a
-// threadgroup split each row's chunks and a threadgroup computes
-// matmulRowsPerSimdgroup outputs; past it each simdgroup computes its own.
-func matmulGrid(n, rows int) [3]int {
-	if rows <= matmulBatchRows && n <= matmulSplitMaxN {
+// matmulGrid covers n output rows of a window of rows rows, each of fold
+// sub-rows. A window of more than matmulBatchRows rows (prefill) takes the
+// matrix-unit path: a threadgroup per matmulMMAOutputs outputs ×
+// matmulMMARows sub-rows. Otherwise (decode and verify windows, whose bits
+// speculative decoding relies on) the scalar kernel: within one batch of
+// sub-rows, for n up to matmulSplitMaxN, the simdgroups of a threadgroup
+// split each row's chunks and a threadgroup computes matmulRowsPerSimdgroup
+// outputs; past it each simdgroup computes its own.
+func matmulGrid(n, rows, fold int) [3]int {
+	sub := rows * fold
+	if matmulMMA(rows) {
+		return [3]int{ceilDiv(n, matmulMMAOutputs), ceilDiv(sub, matmulMMARows), 1}
+	}
+	if sub <= matmulBatchRows && n <= matmulSplitMaxN {
 		return [3]int{ceilDiv(n, matmulRowsPerSimdgroup), 1, 1}
 	}
-	return [3]int{ceilDiv(n, matmulSimdgroups*matmulRowsPerSimdgroup), ceilDiv(rows, matmulBatchRows), 1}
+	return [3]int{ceilDiv(n, matmulSimdgroups*matmulRowsPerSimdgroup), ceilDiv(sub, matmulBatchRows), 1}
 }
+
+// matmulMMA reports whether a matmul of a window of rows rows takes the
+// matrix-unit path (the kernel makes the same choice from its rows constant).
+func matmulMMA(rows int) bool { return rows > matmulBatchRows }

@@ -19,7 +19,10 @@ constexpr constant uint row_simdgroups = 8; // most simdgroups of a row kernel's
 constexpr constant uint matmul_simdgroups = 4; // matmul: simdgroups per threadgroup
 constexpr constant uint matmul_rows_per_simdgroup = 2; // matmul: output rows per simdgroup (per threadgroup when its simdgroups split the rows)
 constexpr constant uint matmul_split_max_n = 32768; // matmul: most output rows a decode matmul splits each row over its simdgroups for
-constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per threadgroup, each weight read once for all
+constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per threadgroup, each weight read once for all; past it the matrix units
+constexpr constant uint matmul_mma_outputs = 64; // matmul, prefill: outputs per threadgroup (weight rows decoded into threadgroup memory)
+constexpr constant uint matmul_mma_rows = 32; // matmul, prefill: (sub-)rows per threadgroup
+constexpr constant uint matmul_mma_depth = 32; // matmul, prefill: weight columns decoded per step
 constexpr constant uint expert_simdgroups = 4; // moe_gate_up, moe_down: one expert row per simdgroup
 constexpr constant uint gdn_rule_columns = 8; // gdn_rule: state columns per simdgroup
 constexpr constant uint gdn_rule_simdgroups = 4; // gdn_rule: simdgroups per threadgroup
@@ -483,10 +486,95 @@ kernel void matmul_bf16(
 {
     const uint3 tg = chunk_origin(tgpig);
     threadgroup float partial[matmul_simdgroups][matmul_rows_per_simdgroup][matmul_batch_rows];
+    threadgroup float mma_w[matmul_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
+    threadgroup float mma_out[matmul_simdgroups][64];
     const uint rows = fc_matmul_rows;
     const uint n = fc_matmul_n;
     const uint k = fc_matmul_k;
     const uint fold = matmul_fold;
+    if (rows > matmul_batch_rows) {
+
+        const uint sub = live_rows(params, rows) * fold;
+        const uint o0 = tg.x * matmul_mma_outputs;
+        const uint r0 = tg.y * matmul_mma_rows;
+        if (r0 >= sub || o0 >= n) {
+            return; // uniform per threadgroup
+        }
+        const ulong row_bytes = bf16_row_bytes(k);
+        const uint chunks = k / bf16_chunk;
+        const uint per_row = matmul_mma_depth / bf16_chunk; // decode calls per weight row and step
+        const uint so = (sg % 2) * 32;
+        const uint sr = (sg / 2) * 16;
+        simdgroup_float8x8 acc[4][2];
+        for (uint i = 0; i < 4; i++) {
+            for (uint j = 0; j < 2; j++) {
+                acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+            }
+        }
+        for (uint k0 = 0; k0 < k; k0 += matmul_mma_depth) {
+            for (uint e = tid; e < matmul_mma_outputs * per_row; e += ntg) {
+                const uint o = e / per_row;
+                const uint j = e % per_row;
+                const uint c = k0 / bf16_chunk + j;
+                float4 wv[bf16_chunk / 4];
+                if (o0 + o < n && c < chunks) {
+                    bf16_decode(w + ulong(o0 + o) * row_bytes, c, wv);
+                } else {
+                    for (uint q = 0; q < bf16_chunk / 4; q++) {
+                        wv[q] = float4(0.0f);
+                    }
+                }
+                for (uint q = 0; q < bf16_chunk / 4; q++) {
+                    *(threadgroup float4 *)&mma_w[o][j * bf16_chunk + 4 * q] = wv[q];
+                }
+            }
+            for (uint e = tid; e < matmul_mma_rows * (matmul_mma_depth / 4); e += ntg) {
+                const uint r = e / (matmul_mma_depth / 4);
+                const uint q = e % (matmul_mma_depth / 4);
+                float4 xv = float4(0.0f);
+                if (r0 + r < sub && k0 + 4 * q < k) {
+                    xv = ((device const float4 *)(x + ulong(r0 + r) * k))[k0 / 4 + q];
+                }
+                mma_x[4 * q][r] = xv.x;
+                mma_x[4 * q + 1][r] = xv.y;
+                mma_x[4 * q + 2][r] = xv.z;
+                mma_x[4 * q + 3][r] = xv.w;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                simdgroup_float8x8 a[4];
+                simdgroup_float8x8 b[2];
+                for (uint i = 0; i < 4; i++) {
+                    simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                }
+                for (uint j = 0; j < 2; j++) {
+                    simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                }
+                for (uint i = 0; i < 4; i++) {
+                    for (uint j = 0; j < 2; j++) {
+                        simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                    }
+                }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup); // the tiles are refilled
+        }
+        for (uint i = 0; i < 4; i++) {
+            for (uint j = 0; j < 2; j++) {
+                simdgroup_store(acc[i][j], mma_out[sg], 8);
+                simdgroup_barrier(mem_flags::mem_threadgroup);
+                for (uint e = lane; e < 64; e += simd_width) {
+                    const uint o = o0 + so + 8 * i + e % 8;
+                    const uint r = r0 + sr + 8 * j + e / 8;
+                    if (o < n && r < sub) {
+                        y[ulong(r) * n + o] = mma_out[sg][(e % 8) * 8 + e / 8];
+                    }
+                }
+                simdgroup_barrier(mem_flags::mem_threadgroup); // mma_out[sg] is rewritten
+            }
+        }
+        return;
+    }
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
     const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n; // see matmulGrid
     const uint sub = live_rows(params, rows) * fold;
@@ -572,10 +660,95 @@ kernel void matmul_f32(
 {
     const uint3 tg = chunk_origin(tgpig);
     threadgroup float partial[matmul_simdgroups][matmul_rows_per_simdgroup][matmul_batch_rows];
+    threadgroup float mma_w[matmul_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
+    threadgroup float mma_out[matmul_simdgroups][64];
     const uint rows = fc_matmul_rows;
     const uint n = fc_matmul_n;
     const uint k = fc_matmul_k;
     const uint fold = matmul_fold;
+    if (rows > matmul_batch_rows) {
+
+        const uint sub = live_rows(params, rows) * fold;
+        const uint o0 = tg.x * matmul_mma_outputs;
+        const uint r0 = tg.y * matmul_mma_rows;
+        if (r0 >= sub || o0 >= n) {
+            return; // uniform per threadgroup
+        }
+        const ulong row_bytes = f32_row_bytes(k);
+        const uint chunks = k / f32_chunk;
+        const uint per_row = matmul_mma_depth / f32_chunk; // decode calls per weight row and step
+        const uint so = (sg % 2) * 32;
+        const uint sr = (sg / 2) * 16;
+        simdgroup_float8x8 acc[4][2];
+        for (uint i = 0; i < 4; i++) {
+            for (uint j = 0; j < 2; j++) {
+                acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+            }
+        }
+        for (uint k0 = 0; k0 < k; k0 += matmul_mma_depth) {
+            for (uint e = tid; e < matmul_mma_outputs * per_row; e += ntg) {
+                const uint o = e / per_row;
+                const uint j = e % per_row;
+                const uint c = k0 / f32_chunk + j;
+                float4 wv[f32_chunk / 4];
+                if (o0 + o < n && c < chunks) {
+                    f32_decode(w + ulong(o0 + o) * row_bytes, c, wv);
+                } else {
+                    for (uint q = 0; q < f32_chunk / 4; q++) {
+                        wv[q] = float4(0.0f);
+                    }
+                }
+                for (uint q = 0; q < f32_chunk / 4; q++) {
+                    *(threadgroup float4 *)&mma_w[o][j * f32_chunk + 4 * q] = wv[q];
+                }
+            }
+            for (uint e = tid; e < matmul_mma_rows * (matmul_mma_depth / 4); e += ntg) {
+                const uint r = e / (matmul_mma_depth / 4);
+                const uint q = e % (matmul_mma_depth / 4);
+                float4 xv = float4(0.0f);
+                if (r0 + r < sub && k0 + 4 * q < k) {
+                    xv = ((device const float4 *)(x + ulong(r0 + r) * k))[k0 / 4 + q];
+                }
+                mma_x[4 * q][r] = xv.x;
+                mma_x[4 * q + 1][r] = xv.y;
+                mma_x[4 * q + 2][r] = xv.z;
+                mma_x[4 * q + 3][r] = xv.w;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                simdgroup_float8x8 a[4];
+                simdgroup_float8x8 b[2];
+                for (uint i = 0; i < 4; i++) {
+                    simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                }
+                for (uint j = 0; j < 2; j++) {
+                    simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                }
+                for (uint i = 0; i < 4; i++) {
+                    for (uint j = 0; j < 2; j++) {
+                        simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                    }
+                }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup); // the tiles are refilled
+        }
+        for (uint i = 0; i < 4; i++) {
+            for (uint j = 0; j < 2; j++) {
+                simdgroup_store(acc[i][j], mma_out[sg], 8);
+                simdgroup_barrier(mem_flags::mem_threadgroup);
+                for (uint e = lane; e < 64; e += simd_width) {
+                    const uint o = o0 + so + 8 * i + e % 8;
+                    const uint r = r0 + sr + 8 * j + e / 8;
+                    if (o < n && r < sub) {
+                        y[ulong(r) * n + o] = mma_out[sg][(e % 8) * 8 + e / 8];
+                    }
+                }
+                simdgroup_barrier(mem_flags::mem_threadgroup); // mma_out[sg] is rewritten
+            }
+        }
+        return;
+    }
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
     const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n; // see matmulGrid
     const uint sub = live_rows(params, rows) * fold;
