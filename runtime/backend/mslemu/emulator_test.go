@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
 )
@@ -124,51 +125,6 @@ kernel void divergent(
     f[tid] = lane < 16u ? simd_sum(1.0f) : simd_max(2.0f);
 }
 
-// D = A·B + C through the SIMD-group matrix functions, by simdgroup 0 (the
-// full one): A, B, C in threadgroup memory with rows 12, 9 and 8 floats
-// apart, D stored 10 apart; thread t writes D's element t and t + 32 to f.
-kernel void matrix(
-    constant uint *params [[buffer(0)]],
-    device float *f [[buffer(1)]],
-    device uint *u [[buffer(2)]],
-    uint3 tgpig [[threadgroup_position_in_grid]],
-    uint tid [[thread_index_in_threadgroup]],
-    uint ntg [[threads_per_threadgroup]],
-    uint lane [[thread_index_in_simdgroup]],
-    uint sg [[simdgroup_index_in_threadgroup]],
-    uint nsg [[simdgroups_per_threadgroup]])
-{
-    threadgroup float ma[8 * 12];
-    threadgroup float mb[8 * 9];
-    threadgroup float mc[8 * 8];
-    threadgroup float md[8 * 10];
-    for (uint e = tid; e < 64; e += ntg) {
-        const uint i = e / 8;
-        const uint j = e % 8;
-        ma[i * 12 + j] = float(i) - 0.5f * float(j) + float(tgpig.x);
-        mb[i * 9 + j] = float((i * 3 + j * 5) % 7) - 3.0f;
-        mc[i * 8 + j] = 0.25f * float(e);
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (sg == 0u) {
-        simdgroup_float8x8 a;
-        simdgroup_float8x8 b;
-        simdgroup_float8x8 c;
-        simdgroup_load(a, ma, 12);
-        simdgroup_load(b, mb, 9);
-        simdgroup_load(c, mc);
-        simdgroup_float8x8 d = make_filled_simdgroup_matrix<float, 8, 8>(1.0f);
-        simdgroup_multiply_accumulate(d, a, b, d); // A·B + 1
-        simdgroup_multiply_accumulate(d, a, b, d); // 2·A·B + 1
-        simdgroup_multiply_accumulate(c, d, b, c); // (2·A·B + 1)·B + C: a product as an operand
-        simdgroup_store(c, md, 10);
-        simdgroup_barrier(mem_flags::mem_threadgroup);
-        for (uint e = lane; e < 64; e += 32u) {
-            f[tgpig.x * 64 + e] = md[e / 8 * 10 + e % 8];
-        }
-    }
-}
-
 // A simdgroup matrix product on a simdgroup of 8 lanes: undefined.
 kernel void matrix_partial(
     constant uint *params [[buffer(0)]],
@@ -224,7 +180,7 @@ func probeModel() *artifact.Artifact {
 			{Index: 101, Family: "probe", Name: "flag", Type: artifact.Bool},
 			{Index: 102, Family: "probe", Name: "extra", Type: artifact.UInt, Optional: true, Default: 7},
 		},
-		Kernels: []artifact.Kernel{kernel("probe", 100, 101, 102), kernel("early_return"), kernel("divergent"), kernel("stuck"), kernel("matrix"), kernel("matrix_partial")},
+		Kernels: []artifact.Kernel{kernel("probe", 100, 101, 102), kernel("early_return"), kernel("divergent"), kernel("stuck"), kernel("matrix_partial")},
 	}
 }
 
@@ -334,56 +290,17 @@ func TestEmulatorSemantics(t *testing.T) {
 	}
 }
 
-// TestEmulatorSimdgroupMatrix: the SIMD-group matrix functions (loads and
-// stores with row strides, a filled matrix, products accumulated in place
-// and a product as the next one's operand) give the matrices computed here,
-// exactly (small integers and halves: no rounding in any order).
+// TestEmulatorSimdgroupMatrix: the lane emulator's SIMD-group matrices
+// give e2e.MatrixSource's products exactly (a broken load, store or
+// product fails here; the CUDA suite runs the same kernel on the GPU).
 func TestEmulatorSimdgroupMatrix(t *testing.T) {
 	requireClang(t)
-	e, err := mslemu.New(probeModel(), mslemu.Options{})
+	e, err := mslemu.New(e2e.MatrixArtifact(), mslemu.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	f, _, err := runProbe(t, e, probeGraph("matrix"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mul := func(a, b [8][8]float32) (p [8][8]float32) {
-		for i := range 8 {
-			for j := range 8 {
-				for k := range 8 {
-					p[i][j] += a[i][k] * b[k][j]
-				}
-			}
-		}
-		return p
-	}
-	for g := range probeGroups {
-		var a, b, c [8][8]float32
-		for i := range 8 {
-			for j := range 8 {
-				a[i][j] = float32(i) - 0.5*float32(j) + float32(g)
-				b[i][j] = float32((i*3+j*5)%7) - 3
-				c[i][j] = 0.25 * float32(i*8+j)
-			}
-		}
-		ab := mul(a, b)
-		var d [8][8]float32
-		for i := range 8 {
-			for j := range 8 {
-				d[i][j] = 2*ab[i][j] + 1
-			}
-		}
-		want := mul(d, b)
-		for i := range 8 {
-			for j := range 8 {
-				if got := f[g*64+i*8+j]; got != want[i][j]+c[i][j] {
-					t.Errorf("threadgroup %d: D[%d][%d] = %g, want %g", g, i, j, got, want[i][j]+c[i][j])
-				}
-			}
-		}
-	}
+	e2e.RunMatrix(t, e)
 }
 
 // TestEmulatorRefusesUndefined: what Metal leaves undefined is an error
