@@ -412,6 +412,7 @@ func bakedConsts(c *models.Config) ([]BakedConst, error) {
 		{"matmul_mma_rows", matmulMMARows, "matmul, prefill: (sub-)rows per threadgroup"},
 		{"matmul_mma_depth", matmulMMADepth, "matmul, prefill: weight columns decoded per step"},
 		{"expert_simdgroups", expertSimdgroups, "moe_gate_up, moe_down: one expert row per simdgroup"},
+		{"moe_mma_outputs", moeMMAOutputs, "moe_gate_up, prefill: outputs (gate and up rows each) of one expert per threadgroup"},
 		{"gdn_rule_columns", ruleColumns, "gdn_rule: state columns per simdgroup"},
 		{"gdn_rule_simdgroups", ruleSimdgroups, "gdn_rule: simdgroups per threadgroup"},
 		{"attn_simdgroups", attnSimdgroups, "attention: simdgroups splitting the keys of one (row, head)"},

@@ -35,6 +35,11 @@ const (
 
 	// moe_gate_up / moe_down: one expert row per simdgroup.
 	expertSimdgroups = 4
+	// moe_gate_up of a prefill window (matmulMMA): a threadgroup per
+	// moeMMAOutputs outputs of one expert, for every row that chose it, on
+	// the matrix units (the matmul's tiles: gate and up rows together fill
+	// matmulMMAOutputs).
+	moeMMAOutputs = matmulMMAOutputs / 2
 
 	// gdn_rule: each simdgroup keeps ruleColumns columns of a value head's
 	// recurrent state in registers, its lanes splitting the key dimension.
