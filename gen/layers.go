@@ -349,7 +349,7 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 			graph.ConstUpOff, up.Offset-gate.Offset, graph.ConstDownOff, down.Offset-gate.Offset)
 	}
 	gateUpGrid := [3]int{ceilDiv(I, expertSimdgroups), m.ExpertsPerToken, b.T}
-	if matmulMMA(b.T) { // prefill: a threadgroup per expert and tile of outputs (templates/msl/moe_gate_up)
+	if b.T > matmulBatchRows { // prefill: a threadgroup per expert and tile of outputs (templates/msl/moe_gate_up)
 		gateUpGrid = [3]int{ceilDiv(I, moeMMAOutputs), m.NumExperts, 1}
 	}
 	b.emit(graph.FamilyMoEGateUp.Kernel(gate.Format), graph.FamilyMoEGateUp, l, expertConsts(gate), nil,

@@ -411,6 +411,7 @@ func bakedConsts(c *models.Config) ([]BakedConst, error) {
 		{"matmul_mma_outputs", matmulMMAOutputs, "matmul, prefill: outputs per threadgroup (weight rows decoded into threadgroup memory)"},
 		{"matmul_mma_rows", matmulMMARows, "matmul, prefill: (sub-)rows per threadgroup"},
 		{"matmul_mma_depth", matmulMMADepth, "matmul, prefill: weight columns decoded per step"},
+		{"matmul_mma_min_n", matmulMMAMinN, "matmul, prefill: fewest outputs that take the matrix units"},
 		{"expert_simdgroups", expertSimdgroups, "moe_gate_up, moe_down: one expert row per simdgroup"},
 		{"moe_mma_outputs", moeMMAOutputs, "moe_gate_up, prefill: outputs (gate and up rows each) of one expert per threadgroup"},
 		{"gdn_rule_columns", ruleColumns, "gdn_rule: state columns per simdgroup"},

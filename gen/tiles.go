@@ -32,6 +32,12 @@ const (
 	matmulMMAOutputs = 64
 	matmulMMARows    = 32
 	matmulMMADepth   = 32
+	// matmulMMAMinN: the fewest outputs a prefill matmul takes the matrix
+	// units for. Below it the tiles' grid (n/64 × rows/32 threadgroups, each
+	// stepping through all of k) is too small to fill a GPU (Flash-Next's
+	// n = 1, 4 and 48 rows, some with k = 10240), while the scalar kernel,
+	// which re-reads the activations once per 8 outputs, moves little.
+	matmulMMAMinN = 128
 
 	// moe_gate_up / moe_down: one expert row per simdgroup.
 	expertSimdgroups = 4
@@ -68,16 +74,16 @@ var (
 )
 
 // matmulGrid covers n output rows of a window of rows rows, each of fold
-// sub-rows. A window of more than matmulBatchRows rows (prefill) takes the
-// matrix-unit path: a threadgroup per matmulMMAOutputs outputs ×
-// matmulMMARows sub-rows. Otherwise (decode and verify windows, whose bits
+// sub-rows. A window of more than matmulBatchRows rows (prefill) of a matrix
+// of at least matmulMMAMinN rows takes the matrix-unit path: a threadgroup
+// per matmulMMAOutputs outputs × matmulMMARows sub-rows. Otherwise (decode and verify windows, whose bits
 // speculative decoding relies on) the scalar kernel: within one batch of
 // sub-rows, for n up to matmulSplitMaxN, the simdgroups of a threadgroup
 // split each row's chunks and a threadgroup computes matmulRowsPerSimdgroup
 // outputs; past it each simdgroup computes its own.
 func matmulGrid(n, rows, fold int) [3]int {
 	sub := rows * fold
-	if matmulMMA(rows) {
+	if matmulMMA(rows, n) {
 		return [3]int{ceilDiv(n, matmulMMAOutputs), ceilDiv(sub, matmulMMARows), 1}
 	}
 	if sub <= matmulBatchRows && n <= matmulSplitMaxN {
@@ -86,6 +92,7 @@ func matmulGrid(n, rows, fold int) [3]int {
 	return [3]int{ceilDiv(n, matmulSimdgroups*matmulRowsPerSimdgroup), ceilDiv(sub, matmulBatchRows), 1}
 }
 
-// matmulMMA reports whether a matmul of a window of rows rows takes the
-// matrix-unit path (the kernel makes the same choice from its rows constant).
-func matmulMMA(rows int) bool { return rows > matmulBatchRows }
+// matmulMMA reports whether a matmul of n outputs in a window of rows rows
+// takes the matrix-unit path (the kernel makes the same choice from its
+// rows and n constants).
+func matmulMMA(rows, n int) bool { return rows > matmulBatchRows && n >= matmulMMAMinN }

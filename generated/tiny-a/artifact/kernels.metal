@@ -23,6 +23,7 @@ constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per thread
 constexpr constant uint matmul_mma_outputs = 64; // matmul, prefill: outputs per threadgroup (weight rows decoded into threadgroup memory)
 constexpr constant uint matmul_mma_rows = 32; // matmul, prefill: (sub-)rows per threadgroup
 constexpr constant uint matmul_mma_depth = 32; // matmul, prefill: weight columns decoded per step
+constexpr constant uint matmul_mma_min_n = 128; // matmul, prefill: fewest outputs that take the matrix units
 constexpr constant uint expert_simdgroups = 4; // moe_gate_up, moe_down: one expert row per simdgroup
 constexpr constant uint moe_mma_outputs = 32; // moe_gate_up, prefill: outputs (gate and up rows each) of one expert per threadgroup
 constexpr constant uint gdn_rule_columns = 8; // gdn_rule: state columns per simdgroup
@@ -419,7 +420,7 @@ kernel void matmul_f32(
     const uint n = fc_matmul_n;
     const uint k = fc_matmul_k;
     const uint fold = matmul_fold;
-    if (rows > matmul_batch_rows) {
+    if (rows > matmul_batch_rows && n >= matmul_mma_min_n) {
 
         const uint sub = live_rows(params, rows) * fold;
         const uint o0 = tg.x * matmul_mma_outputs;

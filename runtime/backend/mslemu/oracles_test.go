@@ -147,16 +147,19 @@ func TestMSLEmuCatchesStrayRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []struct {
-		path, bound string
-		rows        int
+		path, code, fault string
+		rows              int
 	}{
-		{"scalar", "            if (first + i < n) {\n                f32_decode(", 4},
-		{"matrix units", "                if (o0 + o < n && c < chunks) {\n                    f32_decode(", 16},
+		// The row bound let through one row more.
+		{"scalar", "            if (first + i < n) {\n                f32_decode(", "            if (first + i <= n) {\n                f32_decode(", 4},
+		// Every row of a tile decoded from the next (the matrices' n are
+		// whole tiles here, so a bound off by one would never be reached).
+		{"matrix units", "f32_decode(w + ulong(o0 + o) * row_bytes", "f32_decode(w + ulong(o0 + o + 1) * row_bytes", 16},
 	} {
-		if n := strings.Count(string(text), k.bound); n != 1 {
-			t.Fatalf("%s: matmul's row bound appears %d times in kernels.metal, expected once", k.path, n)
+		if n := strings.Count(string(text), k.code); n != 1 {
+			t.Fatalf("%s: %q appears %d times in kernels.metal, expected once", k.path, k.code, n)
 		}
-		broken := withSource(am, strings.Replace(string(text), k.bound, strings.Replace(k.bound, "<", "<=", 1), 1))
+		broken := withSource(am, strings.Replace(string(text), k.code, k.fault, 1))
 		_, err = e2e.PrefillIn(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Address), ref, k.rows)
 		if err == nil || !strings.Contains(err.Error(), "AddressSanitizer: use-after-poison") || !strings.Contains(err.Error(), "matmul_f32") {
 			t.Errorf("%s: AddressSanitizer did not report the read past the weights: %v", k.path, err)
