@@ -527,8 +527,8 @@ kernel void matmul_bf16(
                         wv[q] = float4(0.0f);
                     }
                 }
-                for (uint q = 0; q < bf16_chunk / 4; q++) {
-                    *(threadgroup float4 *)&mma_w[o][j * bf16_chunk + 4 * q] = wv[q];
+                for (uint q = 0; q < bf16_chunk; q++) { // scalar stores: the array is only aligned as a float
+                    mma_w[o][j * bf16_chunk + q] = wv[q / 4][q % 4];
                 }
             }
             for (uint e = tid; e < matmul_mma_rows * (matmul_mma_depth / 4); e += ntg) {
@@ -701,8 +701,8 @@ kernel void matmul_f32(
                         wv[q] = float4(0.0f);
                     }
                 }
-                for (uint q = 0; q < f32_chunk / 4; q++) {
-                    *(threadgroup float4 *)&mma_w[o][j * f32_chunk + 4 * q] = wv[q];
+                for (uint q = 0; q < f32_chunk; q++) { // scalar stores: the array is only aligned as a float
+                    mma_w[o][j * f32_chunk + q] = wv[q / 4][q % 4];
                 }
             }
             for (uint e = tid; e < matmul_mma_rows * (matmul_mma_depth / 4); e += ntg) {
@@ -1472,8 +1472,8 @@ kernel void moe_gate_up_bf16(
                             wv[v] = float4(0.0f);
                         }
                     }
-                    for (uint v = 0; v < bf16_chunk / 4; v++) {
-                        *(threadgroup float4 *)&mma_w[o][j * bf16_chunk + 4 * v] = wv[v];
+                    for (uint v = 0; v < bf16_chunk; v++) { // scalar stores: the array is only aligned as a float
+                        mma_w[o][j * bf16_chunk + v] = wv[v / 4][v % 4];
                     }
                 }
                 for (uint q = tid; q < matmul_mma_rows * (matmul_mma_depth / 4); q += ntg) {
