@@ -81,9 +81,10 @@ func MatrixArtifact() *artifact.Artifact {
 		{Slot: 1, Name: "f", Type: "float", Space: "device", Write: true},
 	}
 	return &artifact.Artifact{
-		Name:    "matrix",
-		Files:   fstest.MapFS{artifact.KernelsFile: &fstest.MapFile{Data: []byte(MatrixSource)}},
-		Kernels: []artifact.Kernel{{Name: "matrix", Family: "matrix", Buffers: bufs, ArgsSlot: -1}},
+		Name:      "matrix",
+		Files:     fstest.MapFS{artifact.KernelsFile: &fstest.MapFile{Data: []byte(MatrixSource)}},
+		Kernels:   []artifact.Kernel{{Name: "matrix", Family: "matrix", Buffers: bufs, ArgsSlot: -1}},
+		Pipelines: []artifact.Pipeline{{Kernel: "matrix"}},
 	}
 }
 
