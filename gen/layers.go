@@ -177,7 +177,7 @@ func (b *builder) matmulRows(layer int, params graph.Binding, weight string, x, 
 	t := b.w.tensor(weight)
 	n, k := t.Shape[0], t.Shape[1]
 	b.emit(graph.FamilyMatmul.Kernel(t.Format), graph.FamilyMatmul, layer, cs(graph.ConstRows, rows, graph.ConstN, n, graph.ConstK, k, graph.ConstWFmt, formatCode(t)), nil,
-		matmulGrid(n, rows), matmulThreadgroup,
+		matmulGrid(n, rows, 1), matmulThreadgroup,
 		params, in("w", b.w.whole(weight)), in("x", x), out("y", y))
 }
 
@@ -348,8 +348,12 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 			graph.ConstWFmt, formatCode(parts), graph.ConstStride, gate.Stride, graph.ConstGateOff, 0,
 			graph.ConstUpOff, up.Offset-gate.Offset, graph.ConstDownOff, down.Offset-gate.Offset)
 	}
+	gateUpGrid := [3]int{ceilDiv(I, expertSimdgroups), m.ExpertsPerToken, b.T}
+	if b.T > matmulBatchRows { // prefill: a threadgroup per expert and tile of outputs (templates/msl/moe_gate_up)
+		gateUpGrid = [3]int{ceilDiv(I, moeMMAOutputs), m.NumExperts, 1}
+	}
 	b.emit(graph.FamilyMoEGateUp.Kernel(gate.Format), graph.FamilyMoEGateUp, l, expertConsts(gate), nil,
-		[3]int{ceilDiv(I, expertSimdgroups), m.ExpertsPerToken, b.T}, expertThreadgroup,
+		gateUpGrid, expertThreadgroup,
 		params, in("x", xn), in("ids", ids), in("smap", smap), in("experts", experts), out("h", hidden))
 	routed := b.rowsScratch("moe_out", H)
 	b.emit(graph.FamilyMoEDown.Kernel(down.Format), graph.FamilyMoEDown, l, expertConsts(down), nil,

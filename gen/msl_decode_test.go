@@ -187,7 +187,7 @@ func ggmlBlocks(t *testing.T, name string, f *quant.Format) ([]byte, []float32) 
 
 // decodeDriver reads (format index, chunks, blocks) on stdin and writes the
 // decoded float32s on stdout. The lane emulator's entry points are stubs
-// (decoders use no SIMD-group function); half to float is the exact
+// (decoders use no SIMD-group function or matrix); half to float is the exact
 // widening the emulator's runtime also supplies.
 const decodeDriver = `#include <stdio.h>
 #include <stdint.h>
@@ -195,6 +195,8 @@ const decodeDriver = `#include <stdio.h>
 #include <string.h>
 void __strata_emu_simd(int op, int type, void *value, unsigned arg) { abort(); }
 void __strata_emu_barrier(int scope) { abort(); }
+unsigned __strata_emu_lane(void) { abort(); }
+void __strata_emu_mma(float *d, const float *a, const float *b, const float *c) { abort(); }
 uint16_t __gnu_f2h_ieee(float f) { abort(); }
 float __gnu_h2f_ieee(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;

@@ -23,8 +23,29 @@ const (
 	// head) has threadgroups enough for the whole GPU without it.
 	matmulSplitMaxN = 32768
 
+	// matmul of a window of more than matmulBatchRows rows (prefill): the
+	// matrix units (simdgroup_matrix, 8×8 tiles). A threadgroup decodes a
+	// tile of matmulMMAOutputs weight rows × matmulMMADepth columns once
+	// into threadgroup memory (float) and multiplies it with a tile of
+	// matmulMMARows (sub-)rows of activations; its matmulSimdgroups (2 × 2)
+	// each accumulate 4 × 2 output tiles of 8 outputs × 8 rows.
+	matmulMMAOutputs = 64
+	matmulMMARows    = 32
+	matmulMMADepth   = 32
+	// matmulMMAMinN: the fewest outputs a prefill matmul takes the matrix
+	// units for. Below it the tiles' grid (n/64 × rows/32 threadgroups, each
+	// stepping through all of k) is too small to fill a GPU (Flash-Next's
+	// n = 1, 4 and 48 rows, some with k = 10240), while the scalar kernel,
+	// which re-reads the activations once per 8 outputs, moves little.
+	matmulMMAMinN = 128
+
 	// moe_gate_up / moe_down: one expert row per simdgroup.
 	expertSimdgroups = 4
+	// moe_gate_up of a prefill window (matmulMMA): a threadgroup per
+	// moeMMAOutputs outputs of one expert, for every row that chose it, on
+	// the matrix units (the matmul's tiles: gate and up rows together fill
+	// matmulMMAOutputs).
+	moeMMAOutputs = matmulMMAOutputs / 2
 
 	// gdn_rule: each simdgroup keeps ruleColumns columns of a value head's
 	// recurrent state in registers, its lanes splitting the key dimension.
@@ -52,14 +73,26 @@ var (
 	expertThreadgroup = [3]int{simdWidth * expertSimdgroups, 1, 1}
 )
 
-// matmulGrid covers n output rows of rows window rows (sub-rows, with fold).
-// Within one batch of rows (decode and verify windows), for n up to
-// matmulSplitMaxN, the simdgroups of a
-// threadgroup split each row's chunks and a threadgroup computes
-// matmulRowsPerSimdgroup outputs; past it each simdgroup computes its own.
-func matmulGrid(n, rows int) [3]int {
-	if rows <= matmulBatchRows && n <= matmulSplitMaxN {
+// matmulGrid covers n output rows of a window of rows rows, each of fold
+// sub-rows. A window of more than matmulBatchRows rows (prefill) of a matrix
+// of at least matmulMMAMinN rows takes the matrix-unit path: a threadgroup
+// per matmulMMAOutputs outputs × matmulMMARows sub-rows. Otherwise (decode and verify windows, whose bits
+// speculative decoding relies on) the scalar kernel: within one batch of
+// sub-rows, for n up to matmulSplitMaxN, the simdgroups of a threadgroup
+// split each row's chunks and a threadgroup computes matmulRowsPerSimdgroup
+// outputs; past it each simdgroup computes its own.
+func matmulGrid(n, rows, fold int) [3]int {
+	sub := rows * fold
+	if matmulMMA(rows, n) {
+		return [3]int{ceilDiv(n, matmulMMAOutputs), ceilDiv(sub, matmulMMARows), 1}
+	}
+	if sub <= matmulBatchRows && n <= matmulSplitMaxN {
 		return [3]int{ceilDiv(n, matmulRowsPerSimdgroup), 1, 1}
 	}
-	return [3]int{ceilDiv(n, matmulSimdgroups*matmulRowsPerSimdgroup), ceilDiv(rows, matmulBatchRows), 1}
+	return [3]int{ceilDiv(n, matmulSimdgroups*matmulRowsPerSimdgroup), ceilDiv(sub, matmulBatchRows), 1}
 }
+
+// matmulMMA reports whether a matmul of n outputs in a window of rows rows
+// takes the matrix-unit path (the kernel makes the same choice from its
+// rows and n constants).
+func matmulMMA(rows, n int) bool { return rows > matmulBatchRows && n >= matmulMMAMinN }

@@ -136,12 +136,18 @@ func TinyA(t testing.TB) (*models.Config, []*graph.Graph, *artifact.Artifact, en
 // Prefill16 runs the first 16 reference tokens in one window on backend b
 // and returns every row's logits.
 func Prefill16(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, b backend.Backend, ref Reference) ([][]float32, error) {
+	return PrefillIn(c, graphs, src, b, ref, 16)
+}
+
+// PrefillIn runs the first 16 reference tokens in windows of rows rows (a
+// shape graphs hold) and returns their logits.
+func PrefillIn(c *models.Config, graphs []*graph.Graph, src engine.WeightSource, b backend.Backend, ref Reference, rows int) ([][]float32, error) {
 	m, err := engine.LoadWith(c, graphs, src, b)
 	if err != nil {
 		return nil, err
 	}
 	var got [][]float32
-	_, err = m.NewSession().Generate(ref.Tokens[:16], 0, engine.GenerateOptions{PrefillRows: 16, OnLogits: func(r []float32) error {
+	_, err = m.NewSession().Generate(ref.Tokens[:16], 0, engine.GenerateOptions{PrefillRows: rows, OnLogits: func(r []float32) error {
 		got = append(got, r)
 		return nil
 	}})

@@ -19,8 +19,13 @@ constexpr constant uint row_simdgroups = 8; // most simdgroups of a row kernel's
 constexpr constant uint matmul_simdgroups = 4; // matmul: simdgroups per threadgroup
 constexpr constant uint matmul_rows_per_simdgroup = 2; // matmul: output rows per simdgroup (per threadgroup when its simdgroups split the rows)
 constexpr constant uint matmul_split_max_n = 32768; // matmul: most output rows a decode matmul splits each row over its simdgroups for
-constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per threadgroup, each weight read once for all
+constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per threadgroup, each weight read once for all; past it the matrix units
+constexpr constant uint matmul_mma_outputs = 64; // matmul, prefill: outputs per threadgroup (weight rows decoded into threadgroup memory)
+constexpr constant uint matmul_mma_rows = 32; // matmul, prefill: (sub-)rows per threadgroup
+constexpr constant uint matmul_mma_depth = 32; // matmul, prefill: weight columns decoded per step
+constexpr constant uint matmul_mma_min_n = 128; // matmul, prefill: fewest outputs that take the matrix units
 constexpr constant uint expert_simdgroups = 4; // moe_gate_up, moe_down: one expert row per simdgroup
+constexpr constant uint moe_mma_outputs = 32; // moe_gate_up, prefill: outputs (gate and up rows each) of one expert per threadgroup
 constexpr constant uint gdn_rule_columns = 8; // gdn_rule: state columns per simdgroup
 constexpr constant uint gdn_rule_simdgroups = 4; // gdn_rule: simdgroups per threadgroup
 constexpr constant uint attn_simdgroups = 16; // attention: simdgroups splitting the keys of one (row, head)
@@ -408,10 +413,95 @@ kernel void matmul_f32(
 {
     const uint3 tg = chunk_origin(tgpig);
     threadgroup float partial[matmul_simdgroups][matmul_rows_per_simdgroup][matmul_batch_rows];
+    threadgroup float mma_w[matmul_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
+    threadgroup float mma_out[matmul_simdgroups][64];
     const uint rows = fc_matmul_rows;
     const uint n = fc_matmul_n;
     const uint k = fc_matmul_k;
     const uint fold = matmul_fold;
+    if (rows > matmul_batch_rows && n >= matmul_mma_min_n) {
+
+        const uint sub = live_rows(params, rows) * fold;
+        const uint o0 = tg.x * matmul_mma_outputs;
+        const uint r0 = tg.y * matmul_mma_rows;
+        if (r0 >= sub || o0 >= n) {
+            return; // uniform per threadgroup
+        }
+        const ulong row_bytes = f32_row_bytes(k);
+        const uint chunks = k / f32_chunk;
+        const uint per_row = matmul_mma_depth / f32_chunk; // decode calls per weight row and step
+        const uint so = (sg % 2) * 32;
+        const uint sr = (sg / 2) * 16;
+        simdgroup_float8x8 acc[4][2];
+        for (uint i = 0; i < 4; i++) {
+            for (uint j = 0; j < 2; j++) {
+                acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+            }
+        }
+        for (uint k0 = 0; k0 < k; k0 += matmul_mma_depth) {
+            for (uint e = tid; e < matmul_mma_outputs * per_row; e += ntg) {
+                const uint o = e / per_row;
+                const uint j = e % per_row;
+                const uint c = k0 / f32_chunk + j;
+                float4 wv[f32_chunk / 4];
+                if (o0 + o < n && c < chunks) {
+                    f32_decode(w + ulong(o0 + o) * row_bytes, c, wv);
+                } else {
+                    for (uint q = 0; q < f32_chunk / 4; q++) {
+                        wv[q] = float4(0.0f);
+                    }
+                }
+                for (uint q = 0; q < f32_chunk; q++) { // scalar stores: the array is only aligned as a float
+                    mma_w[o][j * f32_chunk + q] = wv[q / 4][q % 4];
+                }
+            }
+            for (uint e = tid; e < matmul_mma_rows * (matmul_mma_depth / 4); e += ntg) {
+                const uint r = e / (matmul_mma_depth / 4);
+                const uint q = e % (matmul_mma_depth / 4);
+                float4 xv = float4(0.0f);
+                if (r0 + r < sub && k0 + 4 * q < k) {
+                    xv = ((device const float4 *)(x + ulong(r0 + r) * k))[k0 / 4 + q];
+                }
+                mma_x[4 * q][r] = xv.x;
+                mma_x[4 * q + 1][r] = xv.y;
+                mma_x[4 * q + 2][r] = xv.z;
+                mma_x[4 * q + 3][r] = xv.w;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                simdgroup_float8x8 a[4];
+                simdgroup_float8x8 b[2];
+                for (uint i = 0; i < 4; i++) {
+                    simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                }
+                for (uint j = 0; j < 2; j++) {
+                    simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                }
+                for (uint i = 0; i < 4; i++) {
+                    for (uint j = 0; j < 2; j++) {
+                        simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                    }
+                }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup); // the tiles are refilled
+        }
+        for (uint i = 0; i < 4; i++) {
+            for (uint j = 0; j < 2; j++) {
+                simdgroup_store(acc[i][j], mma_out[sg], 8);
+                simdgroup_barrier(mem_flags::mem_threadgroup);
+                for (uint e = lane; e < 64; e += simd_width) {
+                    const uint o = o0 + so + 8 * i + e % 8;
+                    const uint r = r0 + sr + 8 * j + e / 8;
+                    if (o < n && r < sub) {
+                        y[ulong(r) * n + o] = mma_out[sg][(e % 8) * 8 + e / 8];
+                    }
+                }
+                simdgroup_barrier(mem_flags::mem_threadgroup); // mma_out[sg] is rewritten
+            }
+        }
+        return;
+    }
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
     const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n; // see matmulGrid
     const uint sub = live_rows(params, rows) * fold;
@@ -1013,11 +1103,144 @@ kernel void moe_gate_up_f32(
     uint nsg [[simdgroups_per_threadgroup]])
 {
     const uint3 tg = chunk_origin(tgpig);
+    threadgroup float mma_w[2 * moe_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
+    threadgroup float mma_out[expert_simdgroups][2][64];
+    threadgroup uint mma_list[matmul_mma_rows];
+    threadgroup uint mma_scan[expert_simdgroups];
+    threadgroup uint mma_resume[1];
     const uint rows = fc_moe_gate_up_rows;
     const uint n_experts = fc_moe_gate_up_experts;
     const uint top_k = fc_moe_gate_up_top_k;
     const uint hidden = fc_moe_gate_up_hidden;
     const uint inter = fc_moe_gate_up_inter;
+    if (rows > matmul_batch_rows) {
+
+        const uint live = live_rows(params, rows);
+        const uint e = tg.y;
+        const uint o0 = tg.x * moe_mma_outputs;
+        if (e >= n_experts || o0 >= inter) {
+            return; // uniform per threadgroup
+        }
+        const ulong row_bytes = f32_row_bytes(hidden);
+        const uint chunks = hidden / f32_chunk;
+        const uint per_row = matmul_mma_depth / f32_chunk;
+        const uint so = (sg % 2) * 16;
+        const uint sr = (sg / 2) * 16;
+        uint t_next = 0; // uniform: every thread takes the same path through the scan
+        while (t_next < live) {
+            uint count = 0;
+            while (count < matmul_mma_rows && t_next < live) {
+                const uint t = t_next + tid;
+                uint a = 0xffffffffu;
+                if (t < live) {
+                    for (uint j = 0; j < top_k; j++) {
+                        if (ids[t * top_k + j] == e) {
+                            a = t * top_k + j;
+                        }
+                    }
+                }
+                uint total;
+                const uint before = threadgroup_exclusive_sum(a != 0xffffffffu ? 1u : 0u, mma_scan, lane, sg, nsg, total);
+                if (a != 0xffffffffu && count + before < matmul_mma_rows) {
+                    mma_list[count + before] = a;
+                    if (count + before == matmul_mma_rows - 1) {
+                        mma_resume[0] = t + 1;
+                    }
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                if (count + total > matmul_mma_rows) {
+                    t_next = mma_resume[0];
+                    count = matmul_mma_rows;
+                } else {
+                    count += total;
+                    t_next += ntg;
+                }
+            }
+            if (count == 0) {
+                break; // uniform
+            }
+            device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul;
+            simdgroup_float8x8 acc[2][2][2]; // [gate, up][output tile][row tile]
+            for (uint p = 0; p < 2; p++) {
+                for (uint i = 0; i < 2; i++) {
+                    for (uint j = 0; j < 2; j++) {
+                        acc[p][i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+                    }
+                }
+            }
+            for (uint k0 = 0; k0 < hidden; k0 += matmul_mma_depth) {
+                for (uint q = tid; q < 2 * moe_mma_outputs * per_row; q += ntg) {
+                    const uint o = q / per_row; // gate rows, then up rows
+                    const uint j = q % per_row;
+                    const uint c = k0 / f32_chunk + j;
+                    const uint i = o % moe_mma_outputs;
+                    float4 wv[f32_chunk / 4];
+                    if (o0 + i < inter && c < chunks) {
+                        const ulong off = o < moe_mma_outputs ? fc_moe_gate_up_gate_off : fc_moe_gate_up_up_off;
+                        f32_decode(block + off + ulong(o0 + i) * row_bytes, c, wv);
+                    } else {
+                        for (uint v = 0; v < f32_chunk / 4; v++) {
+                            wv[v] = float4(0.0f);
+                        }
+                    }
+                    for (uint v = 0; v < f32_chunk; v++) { // scalar stores: the array is only aligned as a float
+                        mma_w[o][j * f32_chunk + v] = wv[v / 4][v % 4];
+                    }
+                }
+                for (uint q = tid; q < matmul_mma_rows * (matmul_mma_depth / 4); q += ntg) {
+                    const uint r = q / (matmul_mma_depth / 4);
+                    const uint v = q % (matmul_mma_depth / 4);
+                    float4 xv = float4(0.0f);
+                    if (r < count && k0 + 4 * v < hidden) {
+                        xv = ((device const float4 *)(x + ulong(mma_list[r] / top_k) * hidden))[k0 / 4 + v];
+                    }
+                    mma_x[4 * v][r] = xv.x;
+                    mma_x[4 * v + 1][r] = xv.y;
+                    mma_x[4 * v + 2][r] = xv.z;
+                    mma_x[4 * v + 3][r] = xv.w;
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                    simdgroup_float8x8 a[2][2];
+                    simdgroup_float8x8 b[2];
+                    for (uint p = 0; p < 2; p++) {
+                        for (uint i = 0; i < 2; i++) {
+                            simdgroup_load(a[p][i], &mma_w[p * moe_mma_outputs + so + 8 * i][kk], matmul_mma_depth + 4);
+                        }
+                    }
+                    for (uint j = 0; j < 2; j++) {
+                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                    }
+                    for (uint p = 0; p < 2; p++) {
+                        for (uint i = 0; i < 2; i++) {
+                            for (uint j = 0; j < 2; j++) {
+                                simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                            }
+                        }
+                    }
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup); // the tiles are refilled
+            }
+            for (uint i = 0; i < 2; i++) {
+                for (uint j = 0; j < 2; j++) {
+                    simdgroup_store(acc[0][i][j], mma_out[sg][0], 8);
+                    simdgroup_store(acc[1][i][j], mma_out[sg][1], 8);
+                    simdgroup_barrier(mem_flags::mem_threadgroup);
+                    for (uint q = lane; q < 64; q += simd_width) {
+                        const uint o = o0 + so + 8 * i + q % 8;
+                        const uint r = sr + 8 * j + q / 8;
+                        if (o < inter && r < count) {
+                            const uint at = (q % 8) * 8 + q / 8;
+                            h[ulong(mma_list[r]) * inter + o] = silu(mma_out[sg][0][at]) * mma_out[sg][1][at];
+                        }
+                    }
+                    simdgroup_barrier(mem_flags::mem_threadgroup); // mma_out[sg] is rewritten
+                }
+            }
+        }
+        return;
+    }
     const uint t = tg.z;
     const uint jj = tg.y;
     const uint i = tg.x * expert_simdgroups + sg;

@@ -185,10 +185,12 @@ func constIdent(c artifact.FunctionConstant) (ident, derived string) {
 	return c.Family.ConstIdents(c.Name)
 }
 
-// CompileAll compiles one pipeline of every kernel of m (the first
-// m.Pipelines lists for it) with NVRTC for compute capability major.minor,
-// no GPU needed, and returns how many kernels it compiled. Where libnvrtc
-// is installed this checks the prelude against a model's kernels.metal.
+// CompileAll compiles the first and the last pipeline of every kernel of m
+// (as m.Pipelines lists them: the smallest window's and the largest's, so a
+// matmul's scalar decode path and its matrix-unit prefill path both reach
+// ptxas) with NVRTC for compute capability major.minor, no GPU needed, and
+// returns how many kernels it compiled. Where libnvrtc is installed this
+// checks the prelude against a model's kernels.metal.
 func CompileAll(m *artifact.Artifact, major, minor int) (int, error) {
 	if err := m.Check(); err != nil {
 		return 0, err
@@ -210,22 +212,32 @@ func CompileAll(m *artifact.Artifact, major, minor int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	last := map[string]artifact.Pipeline{}
+	for _, p := range m.Pipelines {
+		last[p.Kernel] = p
+	}
 	for _, f := range firsts {
-		p, k := f.pipeline, f.kernel
-		values := map[int]int64{}
-		for _, v := range pipelineOf(p, k).Values {
-			values[v.Index] = v.Value
+		k := f.kernel
+		ps := []artifact.Pipeline{f.pipeline}
+		if l := last[k.Name]; l.Key() != f.pipeline.Key() {
+			ps = append(ps, l)
 		}
-		unit, err := pipelineSource(m, k, values, 256)
-		if err != nil {
-			return 0, err
-		}
-		bin, _, err := n.Compile(unit, k.Name+".cu", headers, compileOptions(major, minor))
-		if err != nil {
-			return 0, fmt.Errorf("model %s, pipeline %s: %w", m.Name, p.Key(), err)
-		}
-		if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
-			return 0, fmt.Errorf("model %s, kernel %s: NVRTC gave no ELF cubin", m.Name, k.Name)
+		for _, p := range ps {
+			values := map[int]int64{}
+			for _, v := range pipelineOf(p, k).Values {
+				values[v.Index] = v.Value
+			}
+			unit, err := pipelineSource(m, k, values, 256)
+			if err != nil {
+				return 0, err
+			}
+			bin, _, err := n.Compile(unit, k.Name+".cu", headers, compileOptions(major, minor))
+			if err != nil {
+				return 0, fmt.Errorf("model %s, pipeline %s: %w", m.Name, p.Key(), err)
+			}
+			if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
+				return 0, fmt.Errorf("model %s, kernel %s: NVRTC gave no ELF cubin", m.Name, k.Name)
+			}
 		}
 	}
 	return len(firsts), nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-llm/strata/artifact"
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/internal/e2e"
 	"github.com/strata-llm/strata/runtime/backend"
 	"github.com/strata-llm/strata/runtime/backend/mslemu"
 )
@@ -124,6 +125,23 @@ kernel void divergent(
     f[tid] = lane < 16u ? simd_sum(1.0f) : simd_max(2.0f);
 }
 
+// A simdgroup matrix product on a simdgroup of 8 lanes: undefined.
+kernel void matrix_partial(
+    constant uint *params [[buffer(0)]],
+    device float *f [[buffer(1)]],
+    device uint *u [[buffer(2)]],
+    uint3 tgpig [[threadgroup_position_in_grid]],
+    uint tid [[thread_index_in_threadgroup]],
+    uint ntg [[threads_per_threadgroup]],
+    uint lane [[thread_index_in_simdgroup]],
+    uint sg [[simdgroup_index_in_threadgroup]],
+    uint nsg [[simdgroups_per_threadgroup]])
+{
+    simdgroup_float8x8 d = make_filled_simdgroup_matrix<float, 8, 8>(1.0f);
+    simdgroup_multiply_accumulate(d, d, d, d);
+    f[tid] = 1.0f;
+}
+
 // Simdgroup 1 splits between two barriers: nobody can go on.
 kernel void stuck(
     constant uint *params [[buffer(0)]],
@@ -162,7 +180,7 @@ func probeModel() *artifact.Artifact {
 			{Index: 101, Family: "probe", Name: "flag", Type: artifact.Bool},
 			{Index: 102, Family: "probe", Name: "extra", Type: artifact.UInt, Optional: true, Default: 7},
 		},
-		Kernels: []artifact.Kernel{kernel("probe", 100, 101, 102), kernel("early_return"), kernel("divergent"), kernel("stuck")},
+		Kernels: []artifact.Kernel{kernel("probe", 100, 101, 102), kernel("early_return"), kernel("divergent"), kernel("stuck"), kernel("matrix_partial")},
 	}
 }
 
@@ -272,6 +290,19 @@ func TestEmulatorSemantics(t *testing.T) {
 	}
 }
 
+// TestEmulatorSimdgroupMatrix: the lane emulator's SIMD-group matrices
+// give e2e.MatrixSource's products exactly (a broken load, store or
+// product fails here; the CUDA suite runs the same kernel on the GPU).
+func TestEmulatorSimdgroupMatrix(t *testing.T) {
+	requireClang(t)
+	e, err := mslemu.New(e2e.MatrixArtifact(), mslemu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e2e.RunMatrix(t, e)
+}
+
 // TestEmulatorRefusesUndefined: what Metal leaves undefined is an error
 // naming the problem, and a dispatch that lacks a function constant its
 // kernel reads is refused at compile time.
@@ -283,9 +314,10 @@ func TestEmulatorRefusesUndefined(t *testing.T) {
 	}
 	defer e.Close()
 	for kernel, want := range map[string]string{
-		"early_return": "thread 3 returned before a threadgroup_barrier",
-		"divergent":    "must be reached by every live lane of the simdgroup together",
-		"stuck":        "waits at a threadgroup barrier that other threads never reach",
+		"early_return":   "thread 3 returned before a threadgroup_barrier",
+		"divergent":      "must be reached by every live lane of the simdgroup together",
+		"stuck":          "waits at a threadgroup barrier that other threads never reach",
+		"matrix_partial": "simdgroup_multiply_accumulate with 8 of 32 lanes",
 	} {
 		_, _, err := runProbe(t, e, probeGraph(kernel))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -307,7 +307,19 @@ func oddConfigs(t *testing.T) []*models.Config {
 	// random).
 	q.Runtime.MoCE, q.Runtime.ReadAhead = true, true
 	q.Runtime.MoCELambda, q.Runtime.MoCEProtect, q.Runtime.MoCEMaxRank = 0.3, 2, 12
-	return []*models.Config{a, q}
+
+	// Every row choosing every expert, in a prefill window of more than one
+	// 32-row tile of the matrix units: moe_gate_up gathers more rows for an
+	// expert than one tile takes and resumes its scan; the matmuls run a
+	// full row tile and a partial one.
+	w, err := models.Embedded("tiny-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Name = "crowded-a"
+	w.Architecture.MoE.NumExperts, w.Architecture.MoE.ExpertsPerToken = 3, 3
+	w.Windows.MaxDecodeRows, w.Windows.PrefillRows = 2, 37
+	return []*models.Config{a, q, w}
 }
 
 // TestMSLEmuKernels: every kernel family the generator has, dispatch by
@@ -348,7 +360,7 @@ func TestMSLEmuKernels(t *testing.T) {
 					backend.Uint32s(res)[i] = uint32(rng.Intn(2))
 				}
 			}
-			tokens := make([]int, 40)
+			tokens := make([]int, max(40, 2*c.Windows.PrefillRows))
 			for i := range tokens {
 				tokens[i] = rng.Intn(c.Architecture.VocabSize)
 			}

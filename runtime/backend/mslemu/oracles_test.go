@@ -138,23 +138,34 @@ func TestMSLEmuCatchesMissingBarrier(t *testing.T) {
 
 // TestMSLEmuCatchesStrayRead: a matmul that decodes one weight row past its
 // tensor stays inside the weights buffer, so only AddressSanitizer with the
-// dispatch's declared ranges can see it.
+// dispatch's declared ranges can see it: the scalar path of 4-row windows
+// and the matrix-unit path of a 16-row prefill, each broken in turn.
 func TestMSLEmuCatchesStrayRead(t *testing.T) {
 	c, graphs, am, src, ref := e2e.TinyA(t)
 	text, err := am.Source()
 	if err != nil {
 		t.Fatal(err)
 	}
-	const bound = "            if (first + i < n) {\n                f32_decode("
-	if n := strings.Count(string(text), bound); n != 1 {
-		t.Fatalf("matmul's row bound appears %d times in kernels.metal, expected once", n)
+	for _, k := range []struct {
+		path, code, fault string
+		rows              int
+	}{
+		// The row bound let through one row more.
+		{"scalar", "            if (first + i < n) {\n                f32_decode(", "            if (first + i <= n) {\n                f32_decode(", 4},
+		// Every row of a tile decoded from the next (the matrices' n are
+		// whole tiles here, so a bound off by one would never be reached).
+		{"matrix units", "f32_decode(w + ulong(o0 + o) * row_bytes", "f32_decode(w + ulong(o0 + o + 1) * row_bytes", 16},
+	} {
+		if n := strings.Count(string(text), k.code); n != 1 {
+			t.Fatalf("%s: %q appears %d times in kernels.metal, expected once", k.path, k.code, n)
+		}
+		broken := withSource(am, strings.Replace(string(text), k.code, k.fault, 1))
+		_, err = e2e.PrefillIn(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Address), ref, k.rows)
+		if err == nil || !strings.Contains(err.Error(), "AddressSanitizer: use-after-poison") || !strings.Contains(err.Error(), "matmul_f32") {
+			t.Errorf("%s: AddressSanitizer did not report the read past the weights: %v", k.path, err)
+		}
+		t.Logf("%s: AddressSanitizer: %s", k.path, firstLines(err, 4))
 	}
-	broken := withSource(am, strings.Replace(string(text), bound, strings.Replace(bound, "<", "<=", 1), 1))
-	_, err = e2e.Prefill16(c, graphs, src, sanitizerEmulator(t, broken, mslemu.Address), ref)
-	if err == nil || !strings.Contains(err.Error(), "AddressSanitizer: use-after-poison") || !strings.Contains(err.Error(), "matmul_f32") {
-		t.Errorf("AddressSanitizer did not report the read past the weights: %v", err)
-	}
-	t.Logf("AddressSanitizer: %s", firstLines(err, 4))
 }
 
 func firstLines(err error, n int) string {

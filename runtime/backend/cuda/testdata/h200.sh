@@ -46,6 +46,7 @@ for s in "$@"; do
 		head -30 "$out/env.log" >>"$out/summary.log"
 		;;
 	compile) step compile 240 $t -test.run 'TestSharedDeclarations|TestGeneratedPipelinesCompile' -test.v ;;
+	matrix) step matrix 120 $t -test.run 'TestCUDASimdgroupMatrix' -test.v -test.timeout 110s ;;
 	oracles) step oracles 300 $t -test.run 'TestCUDABackendOracles' -test.v -test.timeout 290s ;;
 	tinygo) step tinygo 200 $t -test.run 'TestCUDATinyGo' -test.v -test.timeout 190s ;;
 	streaming) step streaming 200 $t -test.run 'TestCUDABackendStreaming' -test.v -test.timeout 190s ;;

@@ -206,6 +206,10 @@ void *initial_stack(char *top, void (*fn)(void *), void *arg) {
 
 enum State { kReady, kAtSimd, kAtBarrier, kDone };
 
+// simdgroup_multiply_accumulate's operation code (after emu/metal_stdlib's
+// __strata_simd_op codes).
+const int kOpMMA = 13;
+
 struct Lane {
   void *sp;  // saved stack pointer while switched out
   int state;
@@ -213,6 +217,8 @@ struct Lane {
   int op, type;
   uint32_t arg;
   uint32_t value; // a SIMD-group function's operand, then its result
+  float mat[6];     // simdgroup_multiply_accumulate: the lane's elements of A, B and C
+  float mat_out[2]; // and of D
   strata_emu_ids ids;
   char *stack;
 #if defined(STRATA_EMU_TSAN)
@@ -233,8 +239,9 @@ struct Group {
 const char *op_name(int op) {
   static const char *names[] = {"?", "simd_sum", "simd_max", "simd_min", "simd_prefix_exclusive_sum",
                                 "simd_prefix_inclusive_sum", "simd_shuffle_xor", "simd_shuffle_down", "simd_shuffle",
-                                "simd_broadcast", "simd_broadcast_first", "simd_any", "simd_all"};
-  return op >= 1 && op <= 12 ? names[op] : "?";
+                                "simd_broadcast", "simd_broadcast_first", "simd_any", "simd_all",
+                                "simdgroup_multiply_accumulate"};
+  return op >= 1 && op <= kOpMMA ? names[op] : "?";
 }
 
 struct Emu {
@@ -328,6 +335,42 @@ uint32_t pick(int type, int op, uint32_t a, uint32_t b) {
   return take_b ? b : a;
 }
 
+// Completes simdgroup_multiply_accumulate, which every lane of simdgroup s
+// waits at: D = A·B + C over the 8×8 matrices the lanes hold two elements
+// each of (lane l: elements 2l, 2l + 1, row major; emu/metal_stdlib), in
+// float, the products added to C in k order.
+void complete_mma(int s) {
+  Lane *first = &emu.lanes[s * kSimd];
+  Group *g = &emu.groups[s];
+  if (g->n != kSimd || g->at_simd != kSimd) {
+    fail("threadgroup (%u,%u,%u), simdgroup %u: simdgroup_multiply_accumulate with %d of %d lanes: a simdgroup matrix needs every lane of a full simdgroup",
+         first->ids.tgpig[0], first->ids.tgpig[1], first->ids.tgpig[2], (unsigned)s, g->at_simd, kSimd);
+    return;
+  }
+  float a[64], b[64], c[64];
+  for (int l = 0; l < kSimd; l++) {
+    for (int h = 0; h < 2; h++) {
+      a[2 * l + h] = first[l].mat[h];
+      b[2 * l + h] = first[l].mat[2 + h];
+      c[2 * l + h] = first[l].mat[4 + h];
+    }
+  }
+  for (int e = 0; e < 64; e++) {
+    const int i = e / 8, j = e % 8;
+    float d = c[e];
+    for (int k = 0; k < 8; k++) {
+      const float p = a[i * 8 + k] * b[k * 8 + j];
+      d = d + p;
+    }
+    first[e / 2].mat_out[e % 2] = d;
+  }
+  for (int l = 0; l < kSimd; l++) {
+    first[l].state = kReady;
+  }
+  g->ready += g->at_simd;
+  g->at_simd = 0;
+}
+
 // Runs the SIMD-group function every live lane of simdgroup s waits at; the
 // lanes become ready with their results.
 void complete_simd(int s) {
@@ -350,6 +393,10 @@ void complete_simd(int s) {
     }
   }
   const int op = ref->op, type = ref->type;
+  if (op == kOpMMA) {
+    complete_mma(s);
+    return;
+  }
   uint32_t in[kSimd];
   bool live[kSimd];
   for (int i = 0; i < kSimd; i++) {
@@ -785,6 +832,22 @@ extern "C" void __strata_emu_simd(int op, int type, void *value, unsigned arg) {
   emu.groups[l->ids.sg].at_simd++;
   yield(l);
   memcpy(value, &l->value, 4);
+}
+
+extern "C" unsigned __strata_emu_lane(void) { return emu.current->ids.lane; }
+
+extern "C" void __strata_emu_mma(float *d, const float *a, const float *b, const float *c) {
+  Lane *l = emu.current;
+  l->op = kOpMMA;
+  l->type = 1;
+  l->arg = 0;
+  memcpy(l->mat, a, 2 * sizeof(float));
+  memcpy(l->mat + 2, b, 2 * sizeof(float));
+  memcpy(l->mat + 4, c, 2 * sizeof(float));
+  l->state = kAtSimd;
+  emu.groups[l->ids.sg].at_simd++;
+  yield(l);
+  memcpy(d, l->mat_out, 2 * sizeof(float));
 }
 
 extern "C" void __strata_emu_barrier(int scope) {
