@@ -31,7 +31,7 @@ var brokenAct8Kernels = []struct {
 	{
 		what: "four rows: row 3 of the k16 kernels reads row 1's sums per 16",
 		file: "kquants.go", from: "hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}", to: "hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}",
-		want: []string{"q2_k ggml-quantized, four rows (row 3)", "q3_k ggml-quantized, four rows (row 3)"},
+		want: []string{"q2_k ggml-quantized, four rows (row 3)", "q3_k ggml-quantized, four rows (row 3)", "q6_k ggml-quantized, four rows (row 3)"},
 	},
 	{
 		what: "q5_k: each sub-block takes its neighbour's fifth bits",
@@ -66,7 +66,32 @@ var brokenAct8Kernels = []struct {
 	{
 		what: "four rows: the k32 kernels' mins meet row 0's sums in every row",
 		file: "kquants.go", from: "_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)", to: "sm := Mem{Base: s}",
-		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)"},
+		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)", "q4_k ggml-quantized, four rows (row 2)"},
+	},
+	{
+		what: "q4_k: each sub-block takes its neighbour's nibbles",
+		file: "kquants.go", from: "16 + 32*(sb/2)}, sb%2, m4)", to: "16 + 32*(sb/2)}, 1-sb%2, m4)",
+		want: []string{"q4_k ggml-quantized, one row", "q4_k ggml-quantized, four rows", "q4_k four rows", "q4_k random"},
+	},
+	{
+		what: "q6_k four rows: each 32 takes the next quarter's levels",
+		file: "rows4.go", from: "emit.Q6KLevels(p, blk/4, blk%4, m4, m3, nil)", to: "emit.Q6KLevels(p, blk/4, (blk+1)%4, m4, m3, nil)",
+		want: []string{"q6_k ggml-quantized, four rows (row 0)", "q6_k ggml-quantized prefix, four rows (row 3)", "q6_k four rows"},
+	},
+	{
+		what: "q6_k four rows: the levels offset by 16, not 32",
+		file: "rows4.go", from: "MOVL(U32(0x42000000), t) // 32.0", to: "MOVL(U32(0x41800000), t)",
+		want: []string{"q6_k ggml-quantized, four rows (row 1)", "q6_k ggml-decoded random, four rows (row 2)", "q6_k four rows"},
+	},
+	{
+		what: "iq2_xs: each 32 takes its neighbour's scales",
+		file: "rows4.go", from: "VPSHUFB(masks.Offset(32*blk), sv, scy)", to: "VPSHUFB(masks.Offset(32*(blk^1)), sv, scy)",
+		want: []string{"iq2_xs ggml-quantized, one row", "iq2_xs ggml-quantized, four rows", "iq2_xs four rows", "iq2_xs random"},
+	},
+	{
+		what: "iq2_xs four rows: the weights' signs not carried to the activations",
+		file: "rows4.go", from: "VPSIGNB(gy, a, a)", to: "VPSIGNB(aw, a, a)",
+		want: []string{"iq2_xs ggml-quantized, four rows (row 0)", "iq2_xs ggml-decoded random, four rows (row 3)", "iq2_xs four rows"},
 	},
 }
 

@@ -23,7 +23,10 @@ func main() {
 	dotQ8_0()
 	dotQ6K()
 	dotK32(q4k, 1)
-	dotIQ2XS()
+	dotK32(q4k, 4)
+	dotK16(q6k, 4)
+	dotIQ2XS(1)
+	dotIQ2XS(4)
 	dotIQ4NL()
 	dotIQ4XS()
 	dotQ8_0x4()
@@ -218,98 +221,6 @@ func q4kScales(p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
 	VBROADCASTSS(dm, dmy)
 	VMULPS(dmy, mnf, mnf)
 	return scf, mnf
-}
-
-// IQ2_XS: 74-byte blocks of 256: d f16 @0, qs uint16[32] @2 (9-bit grid
-// index, 7-bit sign index per 8 values), 4-bit scales[8] @66 (one per 16
-// values, byte b's low nibble the first 16 of activation block b, its high
-// nibble the second): y = d·(2s+1)/8·grid·sign. table is [65536]uint64:
-// for every qs word, its 8 signed levels (±8, ±25, ±43) as bytes, so one
-// load per 8 values fetches grid and signs together.
-func dotIQ2XS() {
-	TEXT("dotIQ2XSQ8AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32")
-	Doc("dotIQ2XSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xs blocks, in integers per 32 values.")
-	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
-	table := Load(Param("table"), GP64())
-	sc := AllocLocal(16) // the 16 (2s+1) as bytes
-	fs := AllocLocal(32) // d_w/8·d[j] for the block's 8 activation blocks
-	masks := iq2ScaleMasks()
-	m4 := emit.BroadcastByte(0x0f)
-	acc := emit.Zeroed(2)
-	emit.Loop("iq2", n, func() {
-		prefetchLines(p, 74)
-		// scales: bytes b → (2·lo+1, 2·hi+1) interleaved.
-		b, lo, hi := XMM(), XMM(), XMM()
-		VMOVQ(Mem{Base: p, Disp: 66}, b)
-		VPAND(m4.AsX(), b, lo)
-		VPSRLW(U8(4), b, hi)
-		VPAND(m4.AsX(), hi, hi)
-		VPUNPCKLBW(hi, lo, lo)
-		VPADDB(lo, lo, lo)
-		one := XMM()
-		VPCMPEQB(one, one, one)
-		VPSUBB(one, lo, lo) // +1
-		VMOVDQU(lo, sc)
-		sv := YMM()
-		VBROADCASTI128(sc, sv)
-		dw := emit.F16Scalar(Mem{Base: p})
-		eighth := GP32()
-		MOVL(U32(0x3e000000), eighth) // 0.125
-		e := XMM()
-		VMOVD(eighth, e)
-		VMULSS(e, dw, dw)
-		dwy := YMM()
-		VBROADCASTSS(dw, dwy)
-		blockScales(dwy, Mem{Base: d}, fs)
-		for blk := range 8 {
-			gl, gh := XMM(), XMM()
-			for k := range 4 {
-				v := GP64()
-				MOVWQZX(Mem{Base: p, Disp: 2 + 2*(4*blk+k)}, v)
-				g := gl
-				if k >= 2 {
-					g = gh
-				}
-				if k%2 == 0 {
-					VMOVQ(Mem{Base: table, Index: v, Scale: 8}, g)
-				} else {
-					VPINSRQ(U8(1), Mem{Base: table, Index: v, Scale: 8}, g, g)
-				}
-			}
-			gy := YMM()
-			VINSERTI128(U8(1), gh, gl.AsY(), gy)
-			a := YMM()
-			VMOVDQU(Mem{Base: q, Disp: 32 * blk}, a)
-			signedDot(gy, a)
-			scy := YMM()
-			VPSHUFB(masks.Offset(32*blk), sv, scy)
-			VPMADDWD(scy, gy, gy)
-			scaleFMA(gy, fs.Offset(4*blk), acc[blk&1])
-		}
-		ADDQ(U32(74), p)
-		ADDQ(U32(256), q)
-		ADDQ(U32(32), d)
-	})
-	emit.Hsum(acc...)
-}
-
-// iq2ScaleMasks are the VPSHUFB masks that spread scale bytes 2b (low 128
-// bits) and 2b+1 (high) over 8 words each, zero-extended, for b < 8.
-func iq2ScaleMasks() Mem {
-	m := GLOBL("iq2ScaleMasks", RODATA|NOPTR)
-	for b := range 8 {
-		for i := range 32 {
-			v := uint8(0x80) // zero
-			if i%2 == 0 {
-				v = uint8(2 * b)
-				if i >= 16 {
-					v++
-				}
-			}
-			DATA(32*b+i, U8(v))
-		}
-	}
-	return m
 }
 
 // iq4Weights returns the 32 signed levels of the 16 code bytes at m: the

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+
+	"github.com/strata-llm/strata/models/quant/asm/emit"
+)
+
+// The four-row kernels of q6_k and iq2_xs (prefill's integer dots of the
+// formats a llama.cpp user's experts and heads come in); q4_k's is
+// dotK32(q4k, 4).
+
+// Q6_K as a k16 format (its four-row kernel): 210-byte blocks of 256,
+// ql[128] @0, qh[64] @128, int8 scales[16] @192 (one per 16 values), d f16
+// @208; y = d·sc·(u−32), u the unsigned six-bit level (emit.Q6KLevels'
+// order: activation block 4h+c is quarter c of half h). The −32 is an
+// offset per 16 values, 32·d·sc, that meets the activation's sums per 16:
+// VPMADDUBSW then takes u (0..63) as it is, one VPSIGNB per row fewer than
+// signed levels.
+var q6k = k16{
+	name: "Q6K", desc: "q6_K", size: 210,
+	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+		t := GP32()
+		MOVL(U32(0x42000000), t) // 32.0
+		c32f := XMM()
+		VMOVD(t, c32f)
+		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+			x := XMM()
+			VMOVDQU(Mem{Base: p, Disp: 192}, x)
+			words := YMM()
+			VPMOVSXBW(x, words)
+			d := emit.F16Scalar(Mem{Base: p, Disp: 208})
+			d32 := XMM()
+			VMULSS(c32f, d, d32)
+			d32y := YMM()
+			VBROADCASTSS(d32, d32y)
+			off := bytesToFloats(x, true)
+			for _, o := range off {
+				VMULPS(d32y, o, o)
+			}
+			return words, off, d
+		}
+	},
+	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
+		m4, m3 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x03)
+		return func(p reg.Register) func(blk int) reg.VecVirtual {
+			return func(blk int) reg.VecVirtual { return emit.Q6KLevels(p, blk/4, blk%4, m4, m3, nil) }
+		}
+	},
+}
+
+// IQ2_XS: 74-byte blocks of 256: d f16 @0, qs uint16[32] @2 (9-bit grid
+// index, 7-bit sign index per 8 values), 4-bit scales[8] @66 (one per 16
+// values, byte b's low nibble the first 16 of activation block b, its high
+// nibble the second): y = d·(2s+1)/8·grid·sign. table is [65536]uint64:
+// for every qs word, its 8 signed levels (±8, ±25, ±43) as bytes, so one
+// load per 8 values fetches grid and signs together.
+//
+// dotIQ2XS emits the kernel for rows activation rows (1 or 4): per block
+// the scales are built once, and each 32 values' levels looked up and
+// their magnitudes taken once for the rows.
+func dotIQ2XS(rows int) {
+	var p, q, d, n, qs, ds, q3, d3 reg.Register
+	if rows == 1 {
+		TEXT("dotIQ2XSQ8AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32")
+		Doc("dotIQ2XSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xs blocks, in integers per 32 values.")
+		p, q, d, n = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
+	} else {
+		name := "dotIQ2XSQ8x4AVX2"
+		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, table *uint64)")
+		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
+		p, q, d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
+		qs, ds, n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+		q3, d3 = GP64(), GP64()
+		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+	}
+	row := func(r, qdisp int) (Mem, Mem) {
+		if rows == 1 {
+			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}
+		}
+		return act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
+	}
+	table := Load(Param("table"), GP64())
+	sc := AllocLocal(16)        // the 16 (2s+1) as bytes
+	fs := AllocLocal(32 * rows) // per row r: d_w/8·d_r[j] for the block's 8 activation blocks
+	masks := iq2ScaleMasks()
+	m4 := emit.BroadcastByte(0x0f)
+	acc := emit.Zeroed(max(2, rows))
+	accOf := func(r, blk int) reg.VecVirtual {
+		if rows == 1 {
+			return acc[blk&1]
+		}
+		return acc[r]
+	}
+	emit.Loop(fmt.Sprintf("iq2_%d", rows), n, func() {
+		prefetchLines(p, 74)
+		// scales: bytes b → (2·lo+1, 2·hi+1) interleaved.
+		b, lo, hi := XMM(), XMM(), XMM()
+		VMOVQ(Mem{Base: p, Disp: 66}, b)
+		VPAND(m4.AsX(), b, lo)
+		VPSRLW(U8(4), b, hi)
+		VPAND(m4.AsX(), hi, hi)
+		VPUNPCKLBW(hi, lo, lo)
+		VPADDB(lo, lo, lo)
+		one := XMM()
+		VPCMPEQB(one, one, one)
+		VPSUBB(one, lo, lo) // +1
+		VMOVDQU(lo, sc)
+		sv := YMM()
+		VBROADCASTI128(sc, sv)
+		dw := emit.F16Scalar(Mem{Base: p})
+		eighth := GP32()
+		MOVL(U32(0x3e000000), eighth) // 0.125
+		e := XMM()
+		VMOVD(eighth, e)
+		VMULSS(e, dw, dw)
+		dwy := YMM()
+		VBROADCASTSS(dw, dwy)
+		for r := range rows {
+			_, dm := row(r, 0)
+			blockScales(dwy, dm, fs.Offset(32*r))
+		}
+		for blk := range 8 {
+			gl, gh := XMM(), XMM()
+			for k := range 4 {
+				v := GP64()
+				MOVWQZX(Mem{Base: p, Disp: 2 + 2*(4*blk+k)}, v)
+				g := gl
+				if k >= 2 {
+					g = gh
+				}
+				if k%2 == 0 {
+					VMOVQ(Mem{Base: table, Index: v, Scale: 8}, g)
+				} else {
+					VPINSRQ(U8(1), Mem{Base: table, Index: v, Scale: 8}, g, g)
+				}
+			}
+			gy := YMM()
+			VINSERTI128(U8(1), gh, gl.AsY(), gy)
+			scy := YMM()
+			VPSHUFB(masks.Offset(32*blk), sv, scy)
+			if rows == 1 {
+				a := YMM()
+				qm, _ := row(0, 32*blk)
+				VMOVDQU(qm, a)
+				signedDot(gy, a)
+				VPMADDWD(scy, gy, gy)
+				scaleFMA(gy, fs.Offset(4*blk), accOf(0, blk))
+				continue
+			}
+			aw := YMM()
+			VPSIGNB(gy, gy, aw)
+			for r := range rows {
+				qm, _ := row(r, 32*blk)
+				a := YMM()
+				VMOVDQU(qm, a)
+				VPSIGNB(gy, a, a)
+				VPMADDUBSW(a, aw, a)
+				VPMADDWD(scy, a, a)
+				scaleFMA(a, fs.Offset(32*r+4*blk), accOf(r, blk))
+			}
+		}
+		ADDQ(U32(74), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+	})
+	if rows == 1 {
+		emit.Hsum(acc...)
+	} else {
+		storeOut4(acc)
+	}
+}
+
+// iq2ScaleMasks are the VPSHUFB masks that spread scale bytes 2b (low 128
+// bits) and 2b+1 (high) over 8 words each, zero-extended, for b < 8.
+// Declared once, on the first kernel's call.
+func iq2ScaleMasks() Mem {
+	if iq2ScaleMasksSym != nil {
+		return *iq2ScaleMasksSym
+	}
+	m := GLOBL("iq2ScaleMasks", RODATA|NOPTR)
+	iq2ScaleMasksSym = &m
+	for b := range 8 {
+		for i := range 32 {
+			v := uint8(0x80) // zero
+			if i%2 == 0 {
+				v = uint8(2 * b)
+				if i >= 16 {
+					v++
+				}
+			}
+			DATA(32*b+i, U8(v))
+		}
+	}
+	return m
+}
+
+var iq2ScaleMasksSym *Mem
