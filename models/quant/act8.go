@@ -195,6 +195,44 @@ type Act8Rows struct {
 
 // Quantize fills a with the rows x[r·k : (r+1)·k], r < rows.
 func (a *Act8Rows) Quantize(x []float32, rows, k int) {
+	a.reserve(rows, k)
+	for r := range rows {
+		a.rows[r].Quantize(x[r*k : (r+1)*k])
+	}
+}
+
+// QuantizeSel fills a with the rows x[sel[i]·k : (sel[i]+1)·k], i <
+// len(sel): a window's rows in another order (grouped by the expert they
+// route to), so that each group's rows lie at one stride for the four-row
+// kernels.
+func (a *Act8Rows) QuantizeSel(x []float32, k int, sel []int) {
+	a.reserve(len(sel), k)
+	for i, r := range sel {
+		a.rows[i].Quantize(x[r*k : (r+1)*k])
+	}
+}
+
+// Gather fills a with copies of src's rows sel[i], i < len(sel) (levels,
+// scales and sums): rows quantized once, regrouped at one stride.
+func (a *Act8Rows) Gather(src *Act8Rows, sel []int) {
+	k := 0
+	if len(src.rows) > 0 {
+		k = src.rows[0].n
+	}
+	a.reserve(len(sel), k)
+	for i, r := range sel {
+		s, d := &src.rows[r], &a.rows[i]
+		copy(d.Q, s.Q)
+		copy(d.D, s.D)
+		copy(d.S, s.S)
+		copy(d.H, s.H)
+		d.n = s.n
+	}
+}
+
+// reserve sizes a for rows rows of k values and points the rows' views
+// into its buffer, row r at r times the padded width.
+func (a *Act8Rows) reserve(rows, k int) {
 	w := (k + act8Pad - 1) / act8Pad * act8Pad
 	nb := w / Act8Block
 	all := &a.all
@@ -216,9 +254,12 @@ func (a *Act8Rows) Quantize(x []float32, rows, k int) {
 		ar := &a.rows[r]
 		ar.Q, ar.D, ar.S = all.Q[r*w:(r+1)*w:(r+1)*w], all.D[r*nb:(r+1)*nb:(r+1)*nb], all.S[r*nb:(r+1)*nb:(r+1)*nb]
 		ar.H = all.H[2*r*nb : 2*(r+1)*nb : 2*(r+1)*nb]
-		ar.Quantize(x[r*k : (r+1)*k])
+		ar.n = k
 	}
 }
+
+// Rows is the number of rows a holds.
+func (a *Act8Rows) Rows() int { return len(a.rows) }
 
 // Row is row r, valid until the next Quantize.
 func (a *Act8Rows) Row(r int) *Act8 { return &a.rows[r] }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/cpu"
@@ -271,5 +272,53 @@ func checkGGMLDot(t *testing.T, what string, y, x []float32, a *Act8, got32 floa
 	}
 	if !(math.Abs(got-exact) <= bound*(1+1e-5)+dot32Tol*mag) {
 		t.Errorf("%s: act8 dot %.9g, ggml decode·x %.9g: off by more than the bound %.3g", what, got, exact, bound)
+	}
+}
+
+// TestAct8RowsSel: QuantizeSel and Gather give each row exactly the levels,
+// scales and sums of the row quantized on its own, at one stride (the
+// four-row kernel takes them: Dot4 equals four Dots within float32
+// reassociation).
+func TestAct8RowsSel(t *testing.T) {
+	const k, rows = 300, 6
+	x := gaussian(rows*k, 9)
+	sel := []int{4, 1, 1, 5, 0}
+	var all, bySel, gathered Act8Rows
+	all.Quantize(x, rows, k)
+	bySel.QuantizeSel(x, k, sel)
+	gathered.Gather(&all, sel)
+	if bySel.Rows() != len(sel) || gathered.Rows() != len(sel) {
+		t.Fatalf("%d and %d rows, want %d", bySel.Rows(), gathered.Rows(), len(sel))
+	}
+	for i, r := range sel {
+		var own Act8
+		own.Quantize(x[r*k : (r+1)*k])
+		for _, got := range []*Act8{bySel.Row(i), gathered.Row(i)} {
+			if got.Len() != k || !slices.Equal(got.Q, own.Q) || !slices.Equal(got.D, own.D) ||
+				!slices.Equal(got.S, own.S) || !slices.Equal(got.H, own.H) {
+				t.Fatalf("row %d (x row %d) differs from the row quantized on its own", i, r)
+			}
+		}
+	}
+	rl, err := ForRow("q4_k", k, Pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, ok := rl.Act8Kernel()
+	if !ok {
+		t.Skip("no integer kernel here")
+	}
+	row := make([]byte, rl.RowBytes())
+	rl.EncodeRow(gaussian(k, 10), row)
+	four := [4]*Act8{gathered.Row(1), gathered.Row(2), gathered.Row(3), gathered.Row(4)}
+	if _, _, ok := act8Strides(&four, rl.Stored); !ok && kd.HasDot4() {
+		t.Errorf("gathered rows not at one stride")
+	}
+	var out [4]float32
+	kd.Dot4(row, &four, &out)
+	for r, a := range four {
+		if one := kd.Dot(row, a); math.Abs(float64(one-out[r])) > 1e-5*math.Abs(float64(one))+1e-6 {
+			t.Errorf("row %d: Dot4 %g, Dot %g", r, out[r], one)
+		}
 	}
 }
