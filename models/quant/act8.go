@@ -116,7 +116,10 @@ func (a *Act8) Dequantize() []float32 {
 // first nblk·BlockElems values).
 type act8Func = func(block []byte, q []int8, d, s, h []float32, nblk int) float32
 
-type act8x4Func = func(block []byte, a *[4]*Act8, off, nblk int, out *[4]float32)
+// act8x4Func is a format's four-row dot of whole blocks: out[i][r] is the
+// dot of the weight row at data[i·stride:] (nblk blocks) with a[r], for
+// i < len(out); rows not at equal strides take one-row dots.
+type act8x4Func = func(data []byte, stride int, a *[4]*Act8, nblk int, out [][4]float32)
 
 var (
 	act8Dots  = map[*Format]act8Func{}
@@ -178,11 +181,31 @@ func (k Act8Dot) HasDot4() bool { return k.four != nil }
 // the format has one.
 func (k Act8Dot) Dot4(row []byte, a *[4]*Act8, out *[4]float32) {
 	if k.four != nil {
-		k.four(row, a, 0, k.r.Stored/k.r.Format.BlockElems, out)
+		o := [1][4]float32{}
+		k.four(row, 0, a, k.r.Stored/k.r.Format.BlockElems, o[:])
+		*out = o[0]
 		return
 	}
 	for i, ai := range a {
 		out[i] = k.Dot(row, ai)
+	}
+}
+
+// DotRows4 sets out[i] to Dot4 of the row at data[i·stride:] for every i:
+// consecutive rows of one matrix with the same four activation rows, in
+// one call (the rows' strides checked once).
+func (k Act8Dot) DotRows4(data []byte, stride int, a *[4]*Act8, out [][4]float32) {
+	if len(out) == 0 {
+		return
+	}
+	if k.four != nil {
+		k.four(data, stride, a, k.r.Stored/k.r.Format.BlockElems, out)
+		return
+	}
+	for i := range out {
+		for r, ar := range a {
+			out[i][r] = k.Dot(data[i*stride:], ar)
+		}
 	}
 }
 

@@ -137,46 +137,35 @@ func k16Act8x4(size int, four func(b *byte, q *int8, d, h *float32, qs, ds, nb i
 	}, func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], &a.H[0], nb) })
 }
 
-// act8x4 is dotQ8_0Act8x4 for a format of blocks of elems values in size
+// act8x4 is the act8x4Func of a format of blocks of elems values in size
 // bytes: the four-row kernel (given row 0) for four rows at equal strides,
 // else one-row dots.
 func act8x4(elems, size int, four func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32),
 	one func(b *byte, a *Act8, nb int) float32) act8x4Func {
-	return func(b []byte, a *[4]*Act8, off, nb int, out *[4]float32) {
+	return func(data []byte, stride int, a *[4]*Act8, nb int, out [][4]float32) {
 		if nb == 0 {
-			*out = [4]float32{}
+			clear(out)
 			return
 		}
-		_ = b[nb*size-1]
+		_ = data[(len(out)-1)*stride+nb*size-1]
 		qs, ds, ok := act8Strides(a, nb*elems)
-		if !ok {
-			for r, ar := range a {
-				out[r] = one(&b[0], ar, nb)
+		for i := range out {
+			b := &data[i*stride]
+			if !ok {
+				for r, ar := range a {
+					out[i][r] = one(b, ar, nb)
+				}
+				continue
 			}
-			return
+			four(b, a[0], qs, ds, nb, &out[i])
 		}
-		four(&b[0], a[0], qs, ds, nb, out)
 	}
 }
 
-// dotQ8_0Act8x4 runs the four-row kernel when the four rows' levels and
-// scales lie at equal strides (as rows quantized into one Act8Rows do),
-// else four one-row dots.
-func dotQ8_0Act8x4(b []byte, a *[4]*Act8, off, nb int, out *[4]float32) {
-	if nb == 0 {
-		*out = [4]float32{}
-		return
-	}
-	_ = b[nb*q80Bytes-1]
-	qs, ds, ok := act8Strides(a, nb*q80Elems)
-	if !ok {
-		for r, ar := range a {
-			out[r] = dotQ8_0Q8AVX2(&b[0], &ar.Q[0], &ar.D[0], nb)
-		}
-		return
-	}
-	dotQ8_0Q8x4AVX2(&b[0], &a[0].Q[0], &a[0].D[0], qs, ds, nb, out)
-}
+// dotQ8_0Act8x4 is q8_0's act8x4Func.
+var dotQ8_0Act8x4 = act8x4(q80Elems, q80Bytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+	dotQ8_0Q8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out)
+}, func(b *byte, a *Act8, nb int) float32 { return dotQ8_0Q8AVX2(b, &a.Q[0], &a.D[0], nb) })
 
 // iq2Signed is iq2SignedGrid, built once for the one-row and four-row
 // kernels.

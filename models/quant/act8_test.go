@@ -150,6 +150,12 @@ func TestAct8Rows(t *testing.T) {
 			}
 			var out [4]float32
 			k.Dot4(row, &four, &out)
+			// DotRows4: the same kernel over consecutive weight rows
+			two := make([][4]float32, 2)
+			k.DotRows4(append(slices.Clone(row), row...), len(row), &four, two)
+			if two[0] != out || two[1] != out {
+				t.Errorf("%s row of %d: DotRows4 %v, Dot4 %v", name, n, two, out)
+			}
 			w := make([]float32, rl.Stored)
 			clear(w)
 			for i := range out {

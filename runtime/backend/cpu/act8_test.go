@@ -68,7 +68,7 @@ func TestMatmulIntegerDots(t *testing.T) {
 // quantization's bound, for every format with an integer kernel.
 func TestAct8Tile(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	const k, n, total = 256, 11, 12
+	const k, n, total = 256, 37, 12
 	x := make([]float32, total*k)
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
