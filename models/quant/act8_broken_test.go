@@ -74,6 +74,16 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q4_k ggml-quantized, one row", "q4_k ggml-quantized, four rows", "q4_k four rows", "q4_k random"},
 	},
 	{
+		what: "q8_0, iq4_nl four rows: every row's eight blocks scaled by row 0's",
+		file: "rows4.go", from: "blockScales(dw, dm, fs.Offset(32*r))", to: "_ = dm; blockScales(dw, Mem{Base: d}, fs.Offset(32*r))",
+		want: []string{"q8_0 ggml-quantized, four rows (row 1)", "iq4_nl ggml-quantized, four rows (row 2)", "q8_0 four rows"},
+	},
+	{
+		what: "q8_0, iq4_nl four rows: the tail blocks read at a wrong stride",
+		file: "rows4.go", from: "ADDQ(U32(uint32(size)), p)", to: "ADDQ(U32(uint32(size+2)), p)",
+		want: []string{"q8_0 ggml-quantized prefix, four rows (row 0)", "iq4_nl ggml-quantized prefix, four rows (row 3)"},
+	},
+	{
 		what: "q6_k four rows: each 32 takes the next quarter's levels",
 		file: "rows4.go", from: "emit.Q6KLevels(p, blk/4, blk%4, m4, m3, nil)", to: "emit.Q6KLevels(p, blk/4, (blk+1)%4, m4, m3, nil)",
 		want: []string{"q6_k ggml-quantized, four rows (row 0)", "q6_k ggml-quantized prefix, four rows (row 3)", "q6_k four rows"},

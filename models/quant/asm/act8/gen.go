@@ -389,60 +389,6 @@ func iq4xsShifts() Mem {
 
 var iq4xsShiftsSym *Mem
 
-// dotQ8_0x4: four activation rows at once, each block's weights loaded
-// and their signs taken once for the four.
-func dotQ8_0x4() {
-	TEXT("dotQ8_0Q8x4AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32)")
-	Doc("dotQ8_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
-	p, q, d := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
-	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
-	ones := onesW()
-	acc := emit.Zeroed(4)
-	q3, d3 := GP64(), GP64()
-	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	emit.Loop("q8x4", n, func() {
-		PREFETCHT0(Mem{Base: p, Disp: prefetch})
-		w, aw := YMM(), YMM()
-		VMOVDQU(Mem{Base: p, Disp: 2}, w)
-		VPSIGNB(w, w, aw)
-		dw := emit.F16Scalar(Mem{Base: p})
-		for r := range 4 {
-			qm := Mem{Base: q}
-			dm := Mem{Base: d}
-			switch r {
-			case 1:
-				qm, dm = Mem{Base: q, Index: qs, Scale: 1}, Mem{Base: d, Index: ds, Scale: 1}
-			case 2:
-				qm, dm = Mem{Base: q, Index: qs, Scale: 2}, Mem{Base: d, Index: ds, Scale: 2}
-			case 3:
-				qm, dm = Mem{Base: q, Index: q3, Scale: 1}, Mem{Base: d, Index: d3, Scale: 1}
-			}
-			a := YMM()
-			VMOVDQU(qm, a)
-			VPSIGNB(w, a, a)
-			VPMADDUBSW(a, aw, a)
-			VPMADDWD(ones, a, a)
-			VCVTDQ2PS(a, a)
-			s := XMM()
-			VMULSS(dm, dw, s)
-			sy := YMM()
-			VBROADCASTSS(s, sy)
-			VFMADD231PS(sy, a, acc[r])
-		}
-		ADDQ(U32(34), p)
-		ADDQ(U32(32), q)
-		ADDQ(U32(4), d)
-	})
-	out := Load(Param("out"), GP64())
-	for r := range 4 {
-		lo := emit.HsumX(acc[r])
-		VMOVSS(lo, Mem{Base: out, Disp: 4 * r})
-	}
-	VZEROUPPER()
-	RET()
-}
-
 const iq4x4Sig = "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, kv *int8)"
 
 // act8Row4 are the four activation rows' addresses at q and d (row r at
@@ -477,79 +423,14 @@ func dotIQ4NLx4() {
 	name := "dotIQ4NLQ8x4AVX2"
 	TEXT(name, NOSPLIT, iq4x4Sig)
 	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq4_nl blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
-	p, q, d := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
-	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	a := load32x4()
 	kvp := Load(Param("kv"), GP64())
 	kv := YMM()
 	VBROADCASTI128(Mem{Base: kvp}, kv)
 	m4 := emit.BroadcastByte(0x0f)
-	ones := onesW()
-	fs := AllocLocal(4 * 32) // per row r: d_w·d_r of the eight blocks
-	acc := emit.Zeroed(4)
-	q3, d3 := GP64(), GP64()
-	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	// rowDot is block k's weights (levels w, magnitudes aw) · row r's levels.
-	rowDot := func(w, aw reg.VecVirtual, r, k int) reg.VecVirtual {
-		qm, _ := act8Row4(q, d, qs, ds, q3, d3, r, 32*k, 0)
-		a := YMM()
-		VMOVDQU(qm, a)
-		VPSIGNB(w, a, a)
-		VPMADDUBSW(a, aw, a)
-		VPMADDWD(ones, a, a)
-		return a
-	}
-	weights := func(k int) (reg.VecVirtual, reg.VecVirtual) {
-		w := iq4Weights(Mem{Base: p, Disp: 18*k + 2}, kv, m4)
-		aw := YMM()
-		VPSIGNB(w, w, aw)
-		return w, aw
-	}
-	groups := GP64()
-	MOVQ(n, groups)
-	SHRQ(U8(3), groups)
-	emit.Loop("iq4nlx4", groups, func() {
-		prefetchLines(p, 144)
-		h := XMM()
-		VPXOR(h, h, h)
-		for k := range 8 {
-			VPINSRW(U8(k), Mem{Base: p, Disp: 18 * k}, h, h)
-		}
-		dw := YMM()
-		VCVTPH2PS(h, dw)
-		for r := range 4 {
-			_, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
-			blockScales(dw, dm, fs.Offset(32*r))
-		}
-		for k := range 8 {
-			w, aw := weights(k)
-			for r := range 4 {
-				scaleFMA(rowDot(w, aw, r, k), fs.Offset(32*r+4*k), acc[r])
-			}
-		}
-		ADDQ(U32(144), p)
-		ADDQ(U32(256), q)
-		ADDQ(U32(32), d)
+	blocks32x4("iq4nlx4", a, 18, func(k int) reg.VecVirtual {
+		return iq4Weights(Mem{Base: a.p, Disp: 18*k + 2}, kv, m4)
 	})
-	ANDQ(U32(7), n)
-	emit.Loop("iq4nlx4_tail", n, func() {
-		w, aw := weights(0)
-		dw := emit.F16Scalar(Mem{Base: p})
-		for r := range 4 {
-			a := rowDot(w, aw, r, 0)
-			VCVTDQ2PS(a, a)
-			_, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
-			s := XMM()
-			VMULSS(dm, dw, s)
-			sy := YMM()
-			VBROADCASTSS(s, sy)
-			VFMADD231PS(sy, a, acc[r])
-		}
-		ADDQ(U32(18), p)
-		ADDQ(U32(32), q)
-		ADDQ(U32(4), d)
-	})
-	storeOut4(acc)
 }
 
 // dotIQ4XSx4: dotIQ4XS for four activation rows: the super-block's scales

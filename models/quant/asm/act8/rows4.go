@@ -201,3 +201,112 @@ func iq2ScaleMasks() Mem {
 }
 
 var iq2ScaleMasksSym *Mem
+
+// args32x4 are the loaded parameters of a four-row kernel of 32-value
+// blocks: weights, row 0's levels and scales, the strides and their
+// triples, the block count.
+type args32x4 struct {
+	p, q, d, qs, ds, q3, d3, n reg.Register
+}
+
+// load32x4 loads the four-row parameters blk, q, d, qstride, dstride and
+// nblk.
+func load32x4() args32x4 {
+	var a args32x4
+	a.p, a.q, a.d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
+	a.qs, a.ds, a.n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	a.q3, a.d3 = GP64(), GP64()
+	LEAQ(Mem{Base: a.qs, Index: a.qs, Scale: 2}, a.q3)
+	LEAQ(Mem{Base: a.ds, Index: a.ds, Scale: 2}, a.d3)
+	return a
+}
+
+// blocks32x4 emits the body of the four-row kernel of a format of
+// 32-value blocks of size bytes with its f16 scale first (q8_0, iq4_nl):
+// weights(k) is block k's (at p + k·size) 32 signed levels, looked up and
+// their magnitudes taken once for the four rows. Eight blocks per
+// iteration: their scales gathered and converted in one vector and
+// multiplied by each row's eight activation scales at once (a scalar
+// chain per block and row was a fifth of the instructions); the last
+// nblk%8 blocks one at a time.
+func blocks32x4(label string, a args32x4, size int, weights func(k int) reg.VecVirtual) {
+	p, q, d, n := a.p, a.q, a.d, a.n
+	ones := onesW()
+	fs := AllocLocal(4 * 32) // per row r: d_w·d_r of the eight blocks
+	acc := emit.Zeroed(4)
+	// rowDot is block k's levels w (magnitudes aw) · row r's levels.
+	rowDot := func(w, aw reg.VecVirtual, r, k int) reg.VecVirtual {
+		qm, _ := act8Row4(q, d, a.qs, a.ds, a.q3, a.d3, r, 32*k, 0)
+		x := YMM()
+		VMOVDQU(qm, x)
+		VPSIGNB(w, x, x)
+		VPMADDUBSW(x, aw, x)
+		VPMADDWD(ones, x, x)
+		return x
+	}
+	signed := func(k int) (reg.VecVirtual, reg.VecVirtual) {
+		w := weights(k)
+		aw := YMM()
+		VPSIGNB(w, w, aw)
+		return w, aw
+	}
+	groups := GP64()
+	MOVQ(n, groups)
+	SHRQ(U8(3), groups)
+	emit.Loop(label, groups, func() {
+		prefetchLines(p, 8*size)
+		h := XMM()
+		VPXOR(h, h, h)
+		for k := range 8 {
+			VPINSRW(U8(k), Mem{Base: p, Disp: size * k}, h, h)
+		}
+		dw := YMM()
+		VCVTPH2PS(h, dw)
+		for r := range 4 {
+			_, dm := act8Row4(q, d, a.qs, a.ds, a.q3, a.d3, r, 0, 0)
+			blockScales(dw, dm, fs.Offset(32*r))
+		}
+		for k := range 8 {
+			w, aw := signed(k)
+			for r := range 4 {
+				scaleFMA(rowDot(w, aw, r, k), fs.Offset(32*r+4*k), acc[r])
+			}
+		}
+		ADDQ(U32(uint32(8*size)), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(32), d)
+	})
+	ANDQ(U32(7), n)
+	emit.Loop(label+"_tail", n, func() {
+		w, aw := signed(0)
+		dw := emit.F16Scalar(Mem{Base: p})
+		for r := range 4 {
+			x := rowDot(w, aw, r, 0)
+			VCVTDQ2PS(x, x)
+			_, dm := act8Row4(q, d, a.qs, a.ds, a.q3, a.d3, r, 0, 0)
+			s := XMM()
+			VMULSS(dm, dw, s)
+			sy := YMM()
+			VBROADCASTSS(s, sy)
+			VFMADD231PS(sy, x, acc[r])
+		}
+		ADDQ(U32(uint32(size)), p)
+		ADDQ(U32(32), q)
+		ADDQ(U32(4), d)
+	})
+	storeOut4(acc)
+}
+
+// dotQ8_0x4: dotQ8_0 for four activation rows (blocks32x4): each block's
+// levels loaded and their magnitudes taken once for the four.
+func dotQ8_0x4() {
+	name := "dotQ8_0Q8x4AVX2"
+	TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32)")
+	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
+	a := load32x4()
+	blocks32x4("q8x4", a, 34, func(k int) reg.VecVirtual {
+		w := YMM()
+		VMOVDQU(Mem{Base: a.p, Disp: 34*k + 2}, w)
+		return w
+	})
+}
