@@ -61,9 +61,17 @@ func (a *Act8) Quantize(x []float32) {
 			continue
 		}
 		xs := x[lo:min(len(x), lo+Act8Block)]
+		if len(xs) == Act8Block && quantize32 != nil && quantize32(&xs[0], &q[0], &a.D[b], &a.S[b], &a.H[2*b]) {
+			continue
+		}
 		quantizeAct8Block(xs, q, &a.D[b], &a.S[b], (*[2]float32)(a.H[2*b:]))
 	}
 }
+
+// quantize32 is quantizeAct8Block of one whole block of finite values
+// not all zero in assembly (nil where there is none), false where it
+// leaves the block to quantizeAct8Block.
+var quantize32 func(x *float32, q *int8, d, s, h *float32) bool
 
 func quantizeAct8Block(xs []float32, q []int8, d, s *float32, h *[2]float32) {
 	var amax uint32 // max |x| as float32 bits: for finite values and +Inf, the bits order as the values

@@ -2052,6 +2052,131 @@ iq2_4_done:
 	VZEROUPPER
 	RET
 
+// func quantizeAct8AVX2(x *float32, q *int8, d *float32, s *float32, h *float32) bool
+// Requires: AVX, AVX2
+TEXT ·quantizeAct8AVX2(SB), NOSPLIT, $0-41
+	MOVQ         x+0(FP), AX
+	MOVQ         q+8(FP), CX
+	VBROADCASTSS act8QuantConsts<>+0(SB), Y0
+	VMOVUPS      (AX), Y2
+	VANDPS       Y0, Y2, Y1
+	VMOVUPS      32(AX), Y3
+	VANDPS       Y0, Y3, Y4
+	VPMAXUD      Y4, Y1, Y1
+	VMOVUPS      64(AX), Y4
+	VANDPS       Y0, Y4, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VMOVUPS      96(AX), Y5
+	VANDPS       Y0, Y5, Y0
+	VPMAXUD      Y0, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X0
+	VPMAXUD      X0, X1, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPMAXUD      X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPMAXUD      X0, X1, X1
+	VMOVD        X1, AX
+	CMPL         AX, $0x04000000
+	JB           q8_special
+	CMPL         AX, $0x7f800000
+	JAE          q8_special
+	VMOVSS       act8QuantConsts<>+4(SB), X0
+	VDIVSS       X0, X1, X6
+	VDIVSS       X1, X0, X0
+	VBROADCASTSS X0, Y0
+	VBROADCASTSS act8QuantConsts<>+8(SB), Y1
+	VBROADCASTSS act8QuantConsts<>+12(SB), Y7
+	VPBROADCASTD act8QuantConsts<>+16(SB), Y8
+	VPBROADCASTD act8QuantConsts<>+20(SB), Y9
+	VMULPS       Y0, Y2, Y2
+	VANDPS       Y7, Y2, Y10
+	VORPS        Y1, Y10, Y10
+	VADDPS       Y10, Y2, Y2
+	VCVTTPS2DQ   Y2, Y2
+	VPMINSD      Y8, Y2, Y2
+	VPMAXSD      Y9, Y2, Y2
+	VMULPS       Y0, Y3, Y3
+	VANDPS       Y7, Y3, Y10
+	VORPS        Y1, Y10, Y10
+	VADDPS       Y10, Y3, Y3
+	VCVTTPS2DQ   Y3, Y3
+	VPMINSD      Y8, Y3, Y3
+	VPMAXSD      Y9, Y3, Y3
+	VMULPS       Y0, Y4, Y4
+	VANDPS       Y7, Y4, Y10
+	VORPS        Y1, Y10, Y10
+	VADDPS       Y10, Y4, Y4
+	VCVTTPS2DQ   Y4, Y4
+	VPMINSD      Y8, Y4, Y4
+	VPMAXSD      Y9, Y4, Y4
+	VMULPS       Y0, Y5, Y5
+	VANDPS       Y7, Y5, Y0
+	VORPS        Y1, Y0, Y0
+	VADDPS       Y0, Y5, Y5
+	VCVTTPS2DQ   Y5, Y5
+	VPMINSD      Y8, Y5, Y5
+	VPMAXSD      Y9, Y5, Y5
+	VPADDD       Y3, Y2, Y0
+	VPADDD       Y5, Y4, Y1
+	VEXTRACTI128 $0x01, Y0, X7
+	VPADDD       X7, X0, X0
+	VPSHUFD      $0x4e, X0, X7
+	VPADDD       X7, X0, X0
+	VPSHUFD      $0xb1, X0, X7
+	VPADDD       X7, X0, X0
+	VEXTRACTI128 $0x01, Y1, X7
+	VPADDD       X7, X1, X1
+	VPSHUFD      $0x4e, X1, X7
+	VPADDD       X7, X1, X1
+	VPSHUFD      $0xb1, X1, X7
+	VPADDD       X7, X1, X1
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y4
+	VPACKSSWB    Y4, Y2, Y2
+	VMOVDQU      act8QuantConsts<>+32(SB), Y3
+	VPERMD       Y2, Y3, Y2
+	VMOVDQU      Y2, (CX)
+	MOVQ         d+16(FP), AX
+	MOVQ         s+24(FP), CX
+	MOVQ         h+32(FP), DX
+	VMOVSS       X6, (AX)
+	VPADDD       X1, X0, X2
+	VCVTDQ2PS    X2, X2
+	VMULSS       X6, X2, X2
+	VMOVSS       X2, (CX)
+	VCVTDQ2PS    X0, X0
+	VMULSS       X6, X0, X0
+	VMOVSS       X0, (DX)
+	VCVTDQ2PS    X1, X1
+	VMULSS       X6, X1, X1
+	VMOVSS       X1, 4(DX)
+	VZEROUPPER
+	MOVB         $0x01, AL
+	MOVB         AL, ret+40(FP)
+	RET
+
+q8_special:
+	VZEROUPPER
+	MOVB $0x00, AL
+	MOVB AL, ret+40(FP)
+	RET
+
+DATA act8QuantConsts<>+0(SB)/4, $0x7fffffff
+DATA act8QuantConsts<>+4(SB)/4, $0x42fe0000
+DATA act8QuantConsts<>+8(SB)/4, $0x3f000000
+DATA act8QuantConsts<>+12(SB)/4, $0x80000000
+DATA act8QuantConsts<>+16(SB)/4, $0x0000007f
+DATA act8QuantConsts<>+20(SB)/4, $0xffffff81
+DATA act8QuantConsts<>+32(SB)/4, $0x00000000
+DATA act8QuantConsts<>+36(SB)/4, $0x00000004
+DATA act8QuantConsts<>+40(SB)/4, $0x00000001
+DATA act8QuantConsts<>+44(SB)/4, $0x00000005
+DATA act8QuantConsts<>+48(SB)/4, $0x00000002
+DATA act8QuantConsts<>+52(SB)/4, $0x00000006
+DATA act8QuantConsts<>+56(SB)/4, $0x00000003
+DATA act8QuantConsts<>+60(SB)/4, $0x00000007
+GLOBL act8QuantConsts<>(SB), RODATA|NOPTR, $64
+
 // func dotIQ4NLQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotIQ4NLQ8AVX2(SB), NOSPLIT, $32-44

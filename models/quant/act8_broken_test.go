@@ -84,6 +84,16 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q8_0 ggml-quantized prefix, four rows (row 0)", "iq4_nl ggml-quantized prefix, four rows (row 3)"},
 	},
 	{
+		what: "activation quantizer: levels rounded toward zero",
+		file: "quantize.go", from: "VORPS(half, hs, hs) // ±0.5 with f's sign", to: "VANDPS(half, hs, hs)",
+		want: []string{"Q[1] = -63, want -64"},
+	},
+	{
+		what: "activation quantizer: the first 16's sum counts values 0-7 twice",
+		file: "quantize.go", from: "VPADDD(v[1], v[0], s0)", to: "VPADDD(v[0], v[0], s0)",
+		want: []string{"want H[1] =", "q4_k random"},
+	},
+	{
 		what: "q6_k four rows: each 32 takes the next quarter's levels",
 		file: "rows4.go", from: "emit.Q6KLevels(p, blk/4, blk%4, m4, m3, nil)", to: "emit.Q6KLevels(p, blk/4, (blk+1)%4, m4, m3, nil)",
 		want: []string{"q6_k ggml-quantized, four rows (row 0)", "q6_k ggml-quantized prefix, four rows (row 3)", "q6_k four rows"},
@@ -108,8 +118,8 @@ var brokenAct8Kernels = []struct {
 // TestAct8KernelsCatchBrokenKernels is the control for the act8 tests:
 // with each fault of brokenAct8Kernels planted in the generator, the
 // regenerated assembly (through go's -overlay, the tree untouched) fails
-// TestAct8Kernels, TestAct8Rows and TestAct8GGMLBlocks where the fault
-// says, one row and four rows.
+// TestAct8Kernels, TestAct8Rows, TestAct8GGMLBlocks and TestAct8Quantize
+// where the fault says, one row and four rows.
 func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the generator and the package once per fault (-short)")
@@ -147,7 +157,7 @@ func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 				t.Fatalf("generating with the fault: %v\n%s", err, out)
 			}
 			cmd = exec.Command("go", "test", "-overlay", overlay(t, tmp, asm, outS), "-count=1",
-				"-run", "^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks)$", ".")
+				"-run", "^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks|TestAct8Quantize)$", ".")
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("the act8 tests pass with the fault planted:\n%s", out)

@@ -328,3 +328,67 @@ func TestAct8RowsSel(t *testing.T) {
 		}
 	}
 }
+
+// TestAct8QuantizeAssembly: the assembly quantizer of whole blocks gives
+// quantizeAct8Block's levels, scales and sums bit for bit (same float32
+// operations), on gaussian blocks, blocks of exact halves (x·id = k + 0.5:
+// rounding away from zero), signed zeros, subnormals, one nonzero value and
+// outliers, and leaves zero, non-finite and tiny blocks to the Go code.
+func TestAct8QuantizeAssembly(t *testing.T) {
+	if quantize32 == nil {
+		t.Skip("no assembly quantizer here")
+	}
+	r := rand.New(rand.NewPCG(51, 52))
+	var blocks [][]float32
+	for range 200 {
+		blocks = append(blocks, gaussian(Act8Block, r.Uint64()))
+	}
+	halves := make([]float32, Act8Block) // max 127 → id = 1: x·id = x
+	for i := range halves {
+		halves[i] = float32(i-16) + 0.5
+	}
+	halves[0] = 127
+	blocks = append(blocks, halves)
+	signed := make([]float32, Act8Block)
+	signed[3], signed[5], signed[9] = float32(math.Copysign(0, -1)), 1e-3, -2
+	tiny := make([]float32, Act8Block)
+	for i := range tiny {
+		tiny[i] = math.Float32frombits(uint32(i + 1)) // subnormals
+	}
+	one := make([]float32, Act8Block)
+	one[31] = -3.5
+	out := gaussian(Act8Block, 99)
+	out[7] = 1e30
+	blocks = append(blocks, signed, tiny, one, out)
+	for bi, xs := range blocks {
+		var q1, q2 [Act8Block]int8
+		var d1, s1, d2, s2 float32
+		var h1, h2 [2]float32
+		quantizeAct8Block(xs, q1[:], &d1, &s1, &h1)
+		if !quantize32(&xs[0], &q2[0], &d2, &s2, &h2[0]) {
+			if &xs[0] != &tiny[0] {
+				t.Fatalf("block %d: the assembly left a finite block not tiny", bi)
+			}
+			continue
+		}
+		bits := func(f ...float32) (b []uint32) {
+			for _, v := range f {
+				b = append(b, math.Float32bits(v))
+			}
+			return b
+		}
+		if q1 != q2 || !slices.Equal(bits(d1, s1, h1[0], h1[1]), bits(d2, s2, h2[0], h2[1])) {
+			t.Fatalf("block %d: assembly levels %v d %g s %g h %v; Go %v d %g s %g h %v", bi, q2, d2, s2, h2, q1, d1, s1, h1)
+		}
+	}
+	for _, v := range []float32{0, float32(math.Inf(-1)), float32(math.NaN())} {
+		xs := make([]float32, Act8Block)
+		xs[4] = v
+		var q [Act8Block]int8
+		var d, s float32
+		var h [2]float32
+		if quantize32(&xs[0], &q[0], &d, &s, &h[0]) {
+			t.Errorf("a block holding %g: the assembly took it, the Go code's special case", v)
+		}
+	}
+}

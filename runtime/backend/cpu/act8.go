@@ -38,7 +38,8 @@ func (m matrix) act8Kernel() (quant.Act8Dot, bool) {
 var act8Rows = sync.Pool{New: func() any { return new(quant.Act8Rows) }}
 
 // quantizeRows quantizes rows x[t·k : (t+1)·k], t < rows, on the calling
-// goroutine (3.5 µs per 2048 values: a few percent of a dispatch); put the
+// goroutine (1.1 µs per 2048 values with the AVX2 quantizer, 6.5 µs in Go,
+// here: a few percent of a dispatch at most); put the
 // result back in act8Rows.
 func quantizeRows(x []float32, rows, k int) *quant.Act8Rows {
 	ar := act8Rows.Get().(*quant.Act8Rows)

@@ -27,6 +27,7 @@ func main() {
 	dotK16(q6k, 4)
 	dotIQ2XS(1)
 	dotIQ2XS(4)
+	quantizeAct8()
 	dotIQ4NL()
 	dotIQ4XS()
 	dotQ8_0x4()
