@@ -111,7 +111,7 @@ func archAct8x4() map[string]act8x4Func {
 			dotQ6KQ8x4AVX2(b, &a.Q[0], &a.D[0], &a.H[0], qs, ds, nb, out)
 		}, func(b *byte, a *Act8, nb int) float32 { return dotQ6KQ8AVX2(b, &a.Q[0], &a.D[0], nb) }),
 		"iq2_xs": act8x4(iq2xsElems, iq2xsBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
-			dotIQ2XSQ8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out, signed)
+			dotIQ2XSQ8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out, &tables.iq2xsGrid[0], &iq2SignBytes[0])
 		}, func(b *byte, a *Act8, nb int) float32 { return dotIQ2XSQ8AVX2(b, &a.Q[0], &a.D[0], nb, signed) }),
 		"iq4_nl": act8x4(iq4nlElems, iq4nlBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 			dotIQ4NLQ8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out, kv)
@@ -166,6 +166,21 @@ func act8x4(elems, size int, four func(b *byte, a *Act8, qs, ds, nb int, out *[4
 var dotQ8_0Act8x4 = act8x4(q80Elems, q80Bytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 	dotQ8_0Q8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out)
 }, func(b *byte, a *Act8, nb int) float32 { return dotQ8_0Q8AVX2(b, &a.Q[0], &a.D[0], nb) })
+
+// iq2SignBytes are ksigns as ±1 bytes (bit j set: byte j is −1), the
+// signs the four-row iq2_xs kernel puts on the activations.
+var iq2SignBytes = func() (t [128]uint64) {
+	for i := range t {
+		for j := range 8 {
+			b := uint64(1)
+			if tables.ksigns[i]>>j&1 != 0 {
+				b = 0xff
+			}
+			t[i] |= b << (8 * j)
+		}
+	}
+	return t
+}()
 
 // iq2Signed is iq2SignedGrid, built once for the one-row and four-row
 // kernels.

@@ -23,7 +23,7 @@ func dotQ6KQ8x4AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dst
 func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32
 
 // dotIQ2XSQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
-func dotIQ2XSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, table *uint64)
+func dotIQ2XSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *uint64, signs *uint64)
 
 // quantizeAct8AVX2 quantizes the 32 values at x as quantizeAct8Block does; false (nothing stored) where max|x| is 0 or not finite.
 func quantizeAct8AVX2(x *float32, q *int8, d *float32, s *float32, h *float32) bool

@@ -104,14 +104,24 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q6_k ggml-quantized, four rows (row 1)", "q6_k ggml-decoded random, four rows (row 2)", "q6_k four rows"},
 	},
 	{
-		what: "iq2_xs: each 32 takes its neighbour's scales",
+		what: "iq2_xs one row: each 32 takes its neighbour's scales",
 		file: "rows4.go", from: "VPSHUFB(masks.Offset(32*blk), sv, scy)", to: "VPSHUFB(masks.Offset(32*(blk^1)), sv, scy)",
-		want: []string{"iq2_xs ggml-quantized, one row", "iq2_xs ggml-quantized, four rows", "iq2_xs four rows", "iq2_xs random"},
+		want: []string{"iq2_xs ggml-quantized, one row", "iq2_xs random"},
+	},
+	{
+		what: "iq2_xs four rows: each 32 takes its neighbour's scales",
+		file: "rows4.go", from: "VPSHUFB(masks.Offset(32*blk), sv, sc)", to: "VPSHUFB(masks.Offset(32*(blk^1)), sv, sc)",
+		want: []string{"iq2_xs ggml-quantized, four rows (row 0)", "iq2_xs four rows"},
 	},
 	{
 		what: "iq2_xs four rows: the weights' signs not carried to the activations",
-		file: "rows4.go", from: "VPSIGNB(gy, a, a)", to: "VPSIGNB(aw, a, a)",
+		file: "rows4.go", from: "VPSIGNB(sy, a, a)", to: "VPSIGNB(gy, a, a)",
 		want: []string{"iq2_xs ggml-quantized, four rows (row 0)", "iq2_xs ggml-decoded random, four rows (row 3)", "iq2_xs four rows"},
+	},
+	{
+		what: "iq2_xs four rows: the grid index loses its top bit",
+		file: "rows4.go", from: "ANDL(U32(511), gi.As32())", to: "ANDL(U32(255), gi.As32())",
+		want: []string{"iq2_xs ggml-quantized, four rows (row 1)", "iq2_xs four rows"},
 	},
 }
 

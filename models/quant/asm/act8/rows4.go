@@ -71,7 +71,7 @@ func dotIQ2XS(rows int) {
 		p, q, d, n = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	} else {
 		name := "dotIQ2XSQ8x4AVX2"
-		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, table *uint64)")
+		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, grid *uint64, signs *uint64)")
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
 		p, q, d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
 		qs, ds, n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
@@ -85,7 +85,16 @@ func dotIQ2XS(rows int) {
 		}
 		return act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
 	}
-	table := Load(Param("table"), GP64())
+	// one row: table, the signed levels of every qs word (512 KiB); four
+	// rows: grid (magnitudes per 9-bit index, 4 KiB) and signs (±1 bytes
+	// per 7-bit sign index, 1 KiB), which stay in the first-level cache
+	// beside the four rows' activations and the weights
+	var table, grid, signs reg.Register
+	if rows == 1 {
+		table = Load(Param("table"), GP64())
+	} else {
+		grid, signs = Load(Param("grid"), GP64()), Load(Param("signs"), GP64())
+	}
 	sc := AllocLocal(16)        // the 16 (2s+1) as bytes
 	fs := AllocLocal(32 * rows) // per row r: d_w/8·d_r[j] for the block's 8 activation blocks
 	masks := iq2ScaleMasks()
@@ -126,6 +135,10 @@ func dotIQ2XS(rows int) {
 			blockScales(dwy, dm, fs.Offset(32*r))
 		}
 		for blk := range 8 {
+			if rows == 4 {
+				iq2xsRows4(p, blk, grid, signs, masks, sv, row, fs, acc)
+				continue
+			}
 			gl, gh := XMM(), XMM()
 			for k := range 4 {
 				v := GP64()
@@ -144,26 +157,12 @@ func dotIQ2XS(rows int) {
 			VINSERTI128(U8(1), gh, gl.AsY(), gy)
 			scy := YMM()
 			VPSHUFB(masks.Offset(32*blk), sv, scy)
-			if rows == 1 {
-				a := YMM()
-				qm, _ := row(0, 32*blk)
-				VMOVDQU(qm, a)
-				signedDot(gy, a)
-				VPMADDWD(scy, gy, gy)
-				scaleFMA(gy, fs.Offset(4*blk), accOf(0, blk))
-				continue
-			}
-			aw := YMM()
-			VPSIGNB(gy, gy, aw)
-			for r := range rows {
-				qm, _ := row(r, 32*blk)
-				a := YMM()
-				VMOVDQU(qm, a)
-				VPSIGNB(gy, a, a)
-				VPMADDUBSW(a, aw, a)
-				VPMADDWD(scy, a, a)
-				scaleFMA(a, fs.Offset(32*r+4*blk), accOf(r, blk))
-			}
+			a := YMM()
+			qm, _ := row(0, 32*blk)
+			VMOVDQU(qm, a)
+			signedDot(gy, a)
+			VPMADDWD(scy, gy, gy)
+			scaleFMA(gy, fs.Offset(4*blk), accOf(0, blk))
 		}
 		ADDQ(U32(74), p)
 		ADDQ(U32(256), q)
@@ -309,4 +308,44 @@ func dotQ8_0x4() {
 		VMOVDQU(Mem{Base: a.p, Disp: 34*k + 2}, w)
 		return w
 	})
+}
+
+// iq2xsRows4 is dotIQ2XS's activation block blk for four rows: the 32
+// magnitudes from grid and the signs (±1 bytes) from signs, four qs words
+// each; the signs go onto the activations (VPSIGNB), the magnitudes are
+// VPMADDUBSW's unsigned side as they are.
+func iq2xsRows4(p reg.Register, blk int, grid, signs reg.Register, masks Mem, sv reg.VecVirtual,
+	row func(r, qdisp int) (Mem, Mem), fs Mem, acc []reg.VecVirtual) {
+	var g, sg [2]reg.VecVirtual
+	for h := range 2 {
+		g[h], sg[h] = XMM(), XMM()
+		for k := range 2 {
+			v, gi := GP64(), GP64()
+			MOVWQZX(Mem{Base: p, Disp: 2 + 2*(4*blk+2*h+k)}, v)
+			MOVL(v.As32(), gi.As32())
+			ANDL(U32(511), gi.As32())
+			SHRL(U8(9), v.As32())
+			if k == 0 {
+				VMOVQ(Mem{Base: grid, Index: gi, Scale: 8}, g[h])
+				VMOVQ(Mem{Base: signs, Index: v, Scale: 8}, sg[h])
+			} else {
+				VPINSRQ(U8(1), Mem{Base: grid, Index: gi, Scale: 8}, g[h], g[h])
+				VPINSRQ(U8(1), Mem{Base: signs, Index: v, Scale: 8}, sg[h], sg[h])
+			}
+		}
+	}
+	gy, sy := YMM(), YMM()
+	VINSERTI128(U8(1), g[1], g[0].AsY(), gy)
+	VINSERTI128(U8(1), sg[1], sg[0].AsY(), sy)
+	sc := YMM()
+	VPSHUFB(masks.Offset(32*blk), sv, sc)
+	for r := range 4 {
+		qm, _ := row(r, 32*blk)
+		a := YMM()
+		VMOVDQU(qm, a)
+		VPSIGNB(sy, a, a)
+		VPMADDUBSW(a, gy, a)
+		VPMADDWD(sc, a, a)
+		scaleFMA(a, fs.Offset(32*r+4*blk), acc[r])
+	}
 }
