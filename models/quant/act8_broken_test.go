@@ -123,6 +123,11 @@ var brokenAct8Kernels = []struct {
 		file: "rows4.go", from: "ANDL(U32(511), gi.As32())", to: "ANDL(U32(255), gi.As32())",
 		want: []string{"iq2_xs ggml-quantized, four rows (row 1)", "iq2_xs four rows"},
 	},
+	{
+		what: "iq2_xs four rows: the sign index shifted one bit too far",
+		file: "rows4.go", from: "SHRL(U8(9), v.As32())", to: "SHRL(U8(10), v.As32())",
+		want: []string{"iq2_xs ggml-quantized, four rows (row 2)", "iq2_xs four rows"},
+	},
 }
 
 // TestAct8KernelsCatchBrokenKernels is the control for the act8 tests:
