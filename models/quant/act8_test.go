@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 )
@@ -317,8 +318,11 @@ func TestAct8RowsSel(t *testing.T) {
 	row := make([]byte, rl.RowBytes())
 	rl.EncodeRow(gaussian(k, 10), row)
 	four := [4]*Act8{gathered.Row(1), gathered.Row(2), gathered.Row(3), gathered.Row(4)}
-	if _, _, ok := act8Strides(&four, rl.Stored); !ok && kd.HasDot4() {
-		t.Errorf("gathered rows not at one stride")
+	at := func(a *Act8) uintptr { return uintptr(unsafe.Pointer(&a.Q[0])) }
+	for r := 1; r < 4; r++ {
+		if at(four[r])-at(four[r-1]) != at(four[1])-at(four[0]) {
+			t.Errorf("gathered rows not at one stride")
+		}
 	}
 	var out [4]float32
 	kd.Dot4(row, &four, &out)
