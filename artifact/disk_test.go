@@ -158,6 +158,7 @@ func TestKeyCoversWhatTheGraphsRead(t *testing.T) {
 		"prefill rows": func(c *models.Config) { c.Windows.PrefillRows++ },
 		"decode rows":  func(c *models.Config) { c.Windows.MaxDecodeRows-- },
 		"moce":         func(c *models.Config) { c.Runtime.MoCE = true; c.Runtime.MoCEDefaults() },
+		"read-ahead":   func(c *models.Config) { c.Runtime.ReadAhead = true }, // a matmul and a router per MoE layer
 		"eps":          func(c *models.Config) { c.Architecture.RMSNormEps *= 2 },
 		"trunk format": func(c *models.Config) { c.Quant.Trunk = "q8_0" },
 		"one tensor": func(c *models.Config) {
@@ -169,11 +170,10 @@ func TestKeyCoversWhatTheGraphsRead(t *testing.T) {
 		}
 	}
 	for name, f := range map[string]func(c *models.Config){
-		"name":       func(c *models.Config) { c.Name = "copy" },
-		"eos":        func(c *models.Config) { c.Architecture.EOSTokenIDs = []int{7} },
-		"threads":    func(c *models.Config) { c.Runtime.Threads = 3 },
-		"read-ahead": func(c *models.Config) { c.Runtime.ReadAhead = true },
-		"λ off":      func(c *models.Config) { c.Runtime.MoCELambda = 0.5 }, // read only with MoCE on
+		"name":    func(c *models.Config) { c.Name = "copy" },
+		"eos":     func(c *models.Config) { c.Architecture.EOSTokenIDs = []int{7} },
+		"threads": func(c *models.Config) { c.Runtime.Threads = 3 },
+		"λ off":   func(c *models.Config) { c.Runtime.MoCELambda = 0.5 }, // read only with MoCE on
 	} {
 		if key(f) != k0 {
 			t.Errorf("%s: the key changed", name)

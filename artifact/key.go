@@ -28,6 +28,9 @@ type keyed struct {
 	MoCELambda   float64 `json:",omitempty"`
 	MoCEProtect  int     `json:",omitempty"`
 	MoCEMaxRank  int     `json:",omitempty"`
+	// ReadAhead adds each MoE layer's prediction of the next layer's
+	// experts to the graphs (omitted when off: keys made before it stand).
+	ReadAhead bool `json:",omitempty"`
 }
 
 // KeyOf is the content key of the artifact that serves config c: a SHA-256
@@ -35,7 +38,7 @@ type keyed struct {
 // generator and the runtime compute it, so a model opened with a config
 // finds the artifact made for exactly that config.
 func KeyOf(c *models.Config) (string, error) {
-	k := keyed{Schema: Schema, Architecture: c.Architecture, Windows: c.Windows, Context: c.Runtime.ContextLength, MoCE: c.Runtime.MoCE}
+	k := keyed{Schema: Schema, Architecture: c.Architecture, Windows: c.Windows, Context: c.Runtime.ContextLength, MoCE: c.Runtime.MoCE, ReadAhead: c.Runtime.ReadAhead}
 	k.Architecture.EOSTokenIDs = nil
 	if c.Runtime.MoCE {
 		k.MoCELambda, k.MoCEProtect, k.MoCEMaxRank = c.Runtime.MoCELambda, c.Runtime.MoCEProtect, c.Runtime.MoCEMaxRank

@@ -327,7 +327,7 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 		b.matmul(l, params, lt("moe.shared.gate"), xn, sg)
 		b.matmul(l, params, lt("moe.shared.up"), xn, su)
 		b.matmul(l, params, lt("moe.shared_gate"), xn, sharedGate)
-		b.emit(string(graph.FamilySwiGLU), graph.FamilySwiGLU, l, cs(graph.ConstRows, b.T, graph.ConstDim, I), nil, [3]int{b.T, 1, 1}, rowGroup(I),
+		b.emit(string(graph.FamilySwiGLU), graph.FamilySwiGLU, l, cs(graph.ConstRows, b.T, graph.ConstDim, I), nil, [3]int{b.T, slabs(I), 1}, rowGroup(I),
 			params, in("gate", sg), in("up", su), out("y", sh))
 		b.matmul(l, params, lt("moe.shared.down"), sh, shared)
 	}
@@ -365,5 +365,5 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 		args = append(args, in("shared", shared), in("shared_gate", sharedGate))
 	}
 	b.emit(string(graph.FamilyMoECombine), graph.FamilyMoECombine, l, cs(graph.ConstRows, b.T, graph.ConstDim, H, graph.ConstShared, m.SharedExpertIntermediateSize > 0, graph.ConstAdd, add), nil,
-		[3]int{b.T, 1, 1}, rowGroup(H), args...)
+		[3]int{b.T, slabs(H), 1}, rowGroup(H), args...)
 }

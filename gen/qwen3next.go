@@ -18,7 +18,7 @@ func (b *builder) qwen3Layer(ly layerSpec, params graph.Binding, x graph.Range) 
 	b.rmsnorm(l, params, x, ly.t("attn_norm"), xn, H, H)
 	mix := b.rowsScratch("mix", H)
 	b.mixer(ly, params, xn, mix)
-	b.emit(string(graph.FamilyResidualAdd), graph.FamilyResidualAdd, l, cs(graph.ConstRows, b.T, graph.ConstDim, H), nil, [3]int{b.T, 1, 1}, rowGroup(H),
+	b.emit(string(graph.FamilyResidualAdd), graph.FamilyResidualAdd, l, cs(graph.ConstRows, b.T, graph.ConstDim, H), nil, [3]int{b.T, slabs(H), 1}, rowGroup(H),
 		params, inout("x", x), in("y", mix))
 	b.rmsnorm(l, params, x, ly.t("ffn_norm"), xn, H, H)
 	b.moe(ly, params, xn, x, true)

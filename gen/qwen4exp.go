@@ -40,7 +40,7 @@ func (b *builder) qwen4MTPInput(params graph.Binding, en, hn, x graph.Range) {
 	b.emit(graph.FamilyMatmul.Kernel(t.Format), graph.FamilyMatmul, -1, cs(graph.ConstRows, b.T, graph.ConstN, H, graph.ConstK, H, graph.ConstFold, streams, graph.ConstWFmt, formatCode(t)), nil,
 		matmulGrid(H, b.T*streams), matmulThreadgroup,
 		params, in("w", b.w.whole("mtp.fc_hidden")), in("x", hn), out("y", x))
-	b.emit(string(graph.FamilyStreamAdd), graph.FamilyStreamAdd, -1, cs(graph.ConstRows, b.T, graph.ConstHidden, H, graph.ConstStreams, streams), nil, [3]int{b.T, streams, 1}, rowGroup(H),
+	b.emit(string(graph.FamilyStreamAdd), graph.FamilyStreamAdd, -1, cs(graph.ConstRows, b.T, graph.ConstHidden, H, graph.ConstStreams, streams), nil, [3]int{b.T, streams, slabs(H)}, rowGroup(H),
 		params, inout("x", x), in("y", ep))
 }
 
@@ -60,12 +60,12 @@ func (b *builder) hcRead(layer int, prefix string, params graph.Binding, x graph
 		b.matmulRows(layer, params, prefix+"inject", xn, c, rows)
 	}
 	act := b.rowsScratch("hc_a", R)
-	b.emit(string(graph.FamilyHCAct), graph.FamilyHCAct, layer, cs(graph.ConstRows, rows, graph.ConstDim, R, graph.ConstStreams, C), nil, [3]int{rows, 1, 1}, rowGroup(R),
+	b.emit(string(graph.FamilyHCAct), graph.FamilyHCAct, layer, cs(graph.ConstRows, rows, graph.ConstDim, R, graph.ConstStreams, C), nil, [3]int{rows, slabs(R), 1}, rowGroup(R),
 		params, in("x", aPre), out("y", act))
 	g := b.rowsScratch("hc_g", S)
 	b.matmulRows(layer, params, prefix+"up", act, g, rows)
 	yin = b.rowsScratch("y_in", H)
-	b.emit(string(graph.FamilyHCMix), graph.FamilyHCMix, layer, cs(graph.ConstRows, rows, graph.ConstHidden, H, graph.ConstStreams, C), nil, [3]int{rows, 1, 1}, rowGroup(H),
+	b.emit(string(graph.FamilyHCMix), graph.FamilyHCMix, layer, cs(graph.ConstRows, rows, graph.ConstHidden, H, graph.ConstStreams, C), nil, [3]int{rows, slabs(H), 1}, rowGroup(H),
 		params, in("xn", xn), in("g", g), out("y", yin))
 	return yin, c
 }
@@ -73,7 +73,7 @@ func (b *builder) hcRead(layer int, prefix string, params graph.Binding, x graph
 // hcInject emits x_s += 2·sigmoid(c_s / streams) · y for every stream s.
 func (b *builder) hcInject(layer int, params graph.Binding, x, y, c graph.Range) {
 	H, C := b.a.HiddenSize, b.a.HyperConnections.Count
-	b.emit(string(graph.FamilyHCInject), graph.FamilyHCInject, layer, cs(graph.ConstRows, b.T, graph.ConstHidden, H, graph.ConstStreams, C), nil, [3]int{b.T, C, 1}, rowGroup(H),
+	b.emit(string(graph.FamilyHCInject), graph.FamilyHCInject, layer, cs(graph.ConstRows, b.T, graph.ConstHidden, H, graph.ConstStreams, C), nil, [3]int{b.T, C, slabs(H)}, rowGroup(H),
 		params, inout("x", x), in("y", y), in("c", c))
 }
 

@@ -33,7 +33,7 @@ const (
 
 	// attention: the simdgroups of a (row, head) split its keys and merge
 	// their online-softmax partials in threadgroup memory.
-	attnSimdgroups = 4
+	attnSimdgroups = 16
 
 	// Per-channel kernels (gdn_conv, ple_conv) and index_select.
 	channelThreads = 256

@@ -175,6 +175,11 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // simdgroup per 32 values, at most 8.
 func rowGroup(n int) [3]int { return [3]int{min(256, 32*ceilDiv(n, 32)), 1, 1} }
 
+// slabs is how many rowGroup(n) threadgroups cover n values: the elementwise
+// row kernels split a row over that many, so a one-row decode window still
+// spreads over the GPU instead of one threadgroup walking the whole row.
+func slabs(n int) int { return ceilDiv(n, rowGroup(n)[0]) }
+
 // smapEntries is one smap entry per routed expert of every MoE layer, the
 // MTP layers after the trunk's.
 func smapEntries(c *models.Config) int {

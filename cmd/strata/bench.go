@@ -61,7 +61,7 @@ type benchFlags struct {
 	backends, specs, arenas string
 	promptLen, gen, reps    int
 	warmup, repeat, prefill int
-	suffix, threads         int
+	suffix, threads, probe  int
 	seed                    int64
 	icb, kernels            bool
 	cudaDirect              func() bool
@@ -103,6 +103,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printBenchTable(stdout, runs, vary)
+	if err := printStreamTable(stdout, runs, vary, f.probe); err != nil {
+		return err
+	}
 	if f.kernels {
 		return printKernelProfiles(stdout, runs, vary, len(prompt))
 	}
@@ -164,6 +167,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs.IntVar(&f.prefill, "prefill-rows", 0, "rows per prefill window (default: the model config's)")
 	fs.StringVar(&f.backends, "backend", load.BackendCPU, "`backends` to compare, comma-separated: "+strings.Join(load.Backends, ", "))
 	fs.StringVar(&f.specs, "spec", "0", "speculation `settings` to compare, comma-separated: auto or a number of drafts")
+	fs.IntVar(&f.probe, "probe-experts", 256, "streamed configurations: after the runs, read this many experts from the pack as a miss is read (its reader, threads and part size; O_DIRECT where the run uses it) for the disk's raw rate and the tg it allows (0: no probe)")
 	fs.StringVar(&f.arenas, "arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
 	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix drafts per window with --spec")
 	f.profile = cpuProfileFlag(fs)
@@ -292,6 +296,52 @@ func printBenchTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool) 
 			fmt.Fprintf(stdout, "%s: %s\n", benchLabel(r.Config, vary), g.Report())
 		}
 	}
+}
+
+// printStreamTable explains each streamed configuration's tg per token:
+// experts routed (hits + misses), the misses read at the layer that needed
+// them, bytes read, the time layers stalled on reads, the host points (the
+// handshakes where the GPU waits for the host) and the host's time there
+// beyond the stalls; then the disk's raw rate for expert reads, probed after
+// the runs over probe experts with the same reader, and the tg that rate
+// allows at the bytes read per token (the disk-bound limit).
+func printStreamTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool, probe int) error {
+	var streamed []*bench.Run
+	for _, r := range runs {
+		if r.Loaded.ArenaExperts > 0 && r.TGTokens > 0 {
+			streamed = append(streamed, r)
+		}
+	}
+	if len(streamed) == 0 {
+		return nil
+	}
+	fmt.Fprintf(stdout, "\nstreamed decoding, per generated token (tg of the measured repetitions):\n")
+	fmt.Fprintf(stdout, "%-40s %7s %7s %7s %8s %9s %9s %7s %10s %10s %9s %9s %6s\n", "configuration", "routed", "hits", "misses",
+		"MB read", "prefetch", "stall ms", "host pts", "host ms", "disk GB/s", "tg tok/s", "limit", "of it")
+	for _, r := range streamed {
+		st, n := r.Stream, float64(r.TGTokens)
+		per := func(x int) float64 { return float64(x) / n }
+		ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / n }
+		rate, limit, of := "—", "—", "—"
+		_, tg := r.Speeds()
+		if probe > 0 {
+			p, ok, err := r.Loaded.Model.ProbeReads(probe)
+			if err != nil {
+				return fmt.Errorf("configuration %s: %w", r.Config, err)
+			}
+			if ok {
+				rate = fmt.Sprintf("%.2f", p.Rate()/1e9)
+				if bpt := float64(st.BytesRead) / n; bpt > 0 {
+					lim := p.Rate() / bpt
+					limit, of = fmt.Sprintf("%.1f", lim), fmt.Sprintf("%.2f", tg.Mean/lim)
+				}
+			}
+		}
+		fmt.Fprintf(stdout, "%-40s %7.1f %7.1f %7.1f %8.1f %9.1f %9.2f %7.1f %10.2f %10s %9.1f %9s %6s\n", benchLabel(r.Config, vary)+fmt.Sprintf(" (%d slots)", r.Loaded.ArenaExperts),
+			per(st.Hits+st.Misses), per(st.Hits), per(st.Misses), float64(st.BytesRead)/1e6/n, per(st.Prefetched),
+			ms(st.Stall), per(st.HostPoints), ms(st.HostTime-st.Stall), rate, tg.Mean, limit, of)
+	}
+	return nil
 }
 
 // benchPrompt is the given ids, or n pseudo-random ids below vocab.

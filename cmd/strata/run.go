@@ -349,6 +349,7 @@ func printRunStats(stderr io.Writer, l *load.Loaded, gguf bool, st *engine.SpecS
 	if gguf { // what each class runs as: the file's own formats
 		printWeightTable(stderr, l)
 	}
+	printBufferLine(stderr, l)
 	fmt.Fprintf(stderr, "strata: speculation: %d decode windows, %d drafts fed, %d accepted, %d windows re-run after a rejection\n",
 		st.Windows, st.Drafted, st.Accepted, st.Rerun)
 	if gate.gate != nil {

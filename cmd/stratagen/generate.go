@@ -24,7 +24,7 @@ func init() {
 }
 
 const generateHelp = `Usage: stratagen generate [--out DIR] path/to/model.toml
-       stratagen generate (--gguf FILE | --hf DIR) [--context N] [--prefill-rows N] [--moce ...] [--out DIR]
+       stratagen generate (--gguf FILE | --hf DIR) [--context N] [--prefill-rows N] [--moce ...] [--read-ahead] [--out DIR]
 
 Generates a model's artifact (gen.Generate): the window graph of every
 window shape the config asks for (decode windows of 1 … windows.max_decode_rows
@@ -46,8 +46,8 @@ strata graph audit).
 With --gguf or --hf it generates for that model file as strata opens it:
 its config (an HF config.json; a GGUF's embedded strata.config, or a
 llama.cpp file's qwen3next metadata) with the formats its tensors really
-hold, and the run's --context, --prefill-rows and MoCE knobs, which change
-the graphs (give strata run the same ones). It writes FILE.artifact/ beside
+hold, and the run's --context, --prefill-rows, MoCE knobs and --read-ahead,
+which change the graphs (give strata run the same ones). It writes FILE.artifact/ beside
 a GGUF and DIR/artifact/ inside an HF directory, where strata run looks, or
 --out DIR (then run strata with --artifacts DIR).
 
@@ -61,6 +61,8 @@ Flags:
   --moce              cache-aware routing, with the config's knobs or:
   --moce-lambda X     the non-resident experts' probability scale λ
   --moce-max-rank N   the deepest rank a resident expert may come from (-1: uncapped)
+  --read-ahead        each MoE layer also predicts the next layer's experts (the
+                      next router on its input) for the streamer to read ahead
 
 Examples:
   stratagen generate --out generated models/tiny-a/model.toml
@@ -77,6 +79,7 @@ func runGenerate(args []string, stdout io.Writer) error {
 	moce := fs.Bool("moce", false, "")
 	moceLambda := fs.Float64("moce-lambda", 0, "")
 	moceMaxRank := fs.Int("moce-max-rank", 0, "")
+	readAhead := fs.Bool("read-ahead", false, "")
 	positional, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -86,10 +89,10 @@ func runGenerate(args []string, stdout io.Writer) error {
 			return usagef("expected one of --gguf FILE or --hf DIR and no model.toml")
 		}
 		return generateForModel(modelSpec{gguf: *ggufPath, hf: *hf, out: *out, context: *context, prefill: *prefill,
-			moce: *moce, moceLambda: *moceLambda, moceMaxRank: *moceMaxRank}, stdout)
+			moce: *moce, moceLambda: *moceLambda, moceMaxRank: *moceMaxRank, readAhead: *readAhead}, stdout)
 	}
-	if *context != 0 || *prefill != 0 || *moce {
-		return usagef("--context, --prefill-rows and --moce go with --gguf or --hf (a model.toml says them itself)")
+	if *context != 0 || *prefill != 0 || *moce || *readAhead {
+		return usagef("--context, --prefill-rows, --moce and --read-ahead go with --gguf or --hf (a model.toml says them itself)")
 	}
 	if len(positional) != 1 {
 		return usagef("expected exactly one model.toml path, got %d arguments", len(positional))

@@ -18,12 +18,13 @@ type modelSpec struct {
 	moce             bool
 	moceLambda       float64
 	moceMaxRank      int
+	readAhead        bool
 }
 
 // generateForModel generates the artifact of a model file as strata opens
 // it (package resolve), beside the model or in --out.
 func generateForModel(s modelSpec, stdout io.Writer) error {
-	opt := resolve.Options{Context: s.context, PrefillRows: s.prefill, MoCE: s.moce, MoCELambda: s.moceLambda, MoCEMaxRank: s.moceMaxRank}
+	opt := resolve.Options{Context: s.context, PrefillRows: s.prefill, MoCE: s.moce, MoCELambda: s.moceLambda, MoCEMaxRank: s.moceMaxRank, ReadAhead: s.readAhead}
 	var c *models.Config
 	input, flag := s.hf, "--hf"
 	if s.gguf != "" {

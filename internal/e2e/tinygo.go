@@ -114,13 +114,17 @@ func CheckTinyGo(t *testing.T, opt load.Options, window int) {
 	greedy := time.Since(start)
 	start = time.Now()
 	const prompt = 16
-	got, err := l.Model.NewSession().Generate(ref.Greedy[:prompt], len(ref.Greedy)-prompt, engine.GenerateOptions{PrefillRows: prompt})
+	want := ref.Greedy[prompt:]
+	if Race && len(want) > 16 {
+		want = want[:16]
+	}
+	got, err := l.Model.NewSession().Generate(ref.Greedy[:prompt], len(want), engine.GenerateOptions{PrefillRows: prompt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range ref.Greedy[prompt:] {
+	for i, want := range want {
 		if i >= len(got) || got[i] != want {
-			t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:])
+			t.Fatalf("greedy token %d: got %v, want %v", i, got, ref.Greedy[prompt:prompt+len(got)])
 		}
 	}
 	t.Logf("worst |logit − reference|: tokens %.3g, mtp %.3g, greedy %.3g; greedy path equal (%d tokens); %d-token forward %v, greedy forward %v, decode %v",

@@ -7670,3 +7670,5879 @@ Q5_1_4_tail_done:
 	VMOVSS       X6, 12(AX)
 	VZEROUPPER
 	RET
+
+// func dotIQ2XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotIQ2XXSQ8AVX2(SB), NOSPLIT, $32-44
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     nblk+24(FP), BX
+	MOVQ     grid+32(FP), SI
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    BX, BX
+	JZ       iq2xxs_1_done
+
+iq2xxs_1_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e000000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      2(AX), Y4
+	VMOVDQU      34(AX), Y5
+	VSHUFPS      $0xdd, Y5, Y4, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VPADDD       Y5, Y5, Y5
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMULPS       (DX), Y5, Y3
+	VMOVUPS      Y3, (SP)
+	MOVBQZX      2(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      3(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      4(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      5(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 6(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      10(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      11(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      12(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      13(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 14(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      18(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      19(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      20(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      21(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 22(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      26(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      27(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      28(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      29(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 30(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      34(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      35(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      36(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      37(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 38(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      42(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      43(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      44(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      45(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 46(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      50(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      51(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      52(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      53(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 54(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      58(AX), DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVBQZX      59(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	MOVBQZX      60(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      61(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 62(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          iq2xxs_1_loop
+
+iq2xxs_1_done:
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+40(FP)
+	RET
+
+DATA iqMul3e000000<>+0(SB)/1, $0x00
+DATA iqMul3e000000<>+1(SB)/1, $0x00
+DATA iqMul3e000000<>+2(SB)/1, $0x00
+DATA iqMul3e000000<>+3(SB)/1, $0x3e
+GLOBL iqMul3e000000<>(SB), RODATA|NOPTR, $4
+
+DATA iqKsignsShifts<>+0(SB)/1, $0x00
+DATA iqKsignsShifts<>+1(SB)/1, $0x00
+DATA iqKsignsShifts<>+2(SB)/1, $0x00
+DATA iqKsignsShifts<>+3(SB)/1, $0x00
+DATA iqKsignsShifts<>+4(SB)/1, $0x00
+DATA iqKsignsShifts<>+5(SB)/1, $0x00
+DATA iqKsignsShifts<>+6(SB)/1, $0x00
+DATA iqKsignsShifts<>+7(SB)/1, $0x00
+DATA iqKsignsShifts<>+8(SB)/1, $0x07
+DATA iqKsignsShifts<>+9(SB)/1, $0x00
+DATA iqKsignsShifts<>+10(SB)/1, $0x00
+DATA iqKsignsShifts<>+11(SB)/1, $0x00
+DATA iqKsignsShifts<>+12(SB)/1, $0x00
+DATA iqKsignsShifts<>+13(SB)/1, $0x00
+DATA iqKsignsShifts<>+14(SB)/1, $0x00
+DATA iqKsignsShifts<>+15(SB)/1, $0x00
+DATA iqKsignsShifts<>+16(SB)/1, $0x0e
+DATA iqKsignsShifts<>+17(SB)/1, $0x00
+DATA iqKsignsShifts<>+18(SB)/1, $0x00
+DATA iqKsignsShifts<>+19(SB)/1, $0x00
+DATA iqKsignsShifts<>+20(SB)/1, $0x00
+DATA iqKsignsShifts<>+21(SB)/1, $0x00
+DATA iqKsignsShifts<>+22(SB)/1, $0x00
+DATA iqKsignsShifts<>+23(SB)/1, $0x00
+DATA iqKsignsShifts<>+24(SB)/1, $0x15
+DATA iqKsignsShifts<>+25(SB)/1, $0x00
+DATA iqKsignsShifts<>+26(SB)/1, $0x00
+DATA iqKsignsShifts<>+27(SB)/1, $0x00
+DATA iqKsignsShifts<>+28(SB)/1, $0x00
+DATA iqKsignsShifts<>+29(SB)/1, $0x00
+DATA iqKsignsShifts<>+30(SB)/1, $0x00
+DATA iqKsignsShifts<>+31(SB)/1, $0x00
+GLOBL iqKsignsShifts<>(SB), RODATA|NOPTR, $32
+
+DATA iqKsignsShuf<>+0(SB)/1, $0x00
+DATA iqKsignsShuf<>+1(SB)/1, $0x00
+DATA iqKsignsShuf<>+2(SB)/1, $0x00
+DATA iqKsignsShuf<>+3(SB)/1, $0x00
+DATA iqKsignsShuf<>+4(SB)/1, $0x00
+DATA iqKsignsShuf<>+5(SB)/1, $0x00
+DATA iqKsignsShuf<>+6(SB)/1, $0x00
+DATA iqKsignsShuf<>+7(SB)/1, $0x80
+DATA iqKsignsShuf<>+8(SB)/1, $0x08
+DATA iqKsignsShuf<>+9(SB)/1, $0x08
+DATA iqKsignsShuf<>+10(SB)/1, $0x08
+DATA iqKsignsShuf<>+11(SB)/1, $0x08
+DATA iqKsignsShuf<>+12(SB)/1, $0x08
+DATA iqKsignsShuf<>+13(SB)/1, $0x08
+DATA iqKsignsShuf<>+14(SB)/1, $0x08
+DATA iqKsignsShuf<>+15(SB)/1, $0x80
+DATA iqKsignsShuf<>+16(SB)/1, $0x00
+DATA iqKsignsShuf<>+17(SB)/1, $0x00
+DATA iqKsignsShuf<>+18(SB)/1, $0x00
+DATA iqKsignsShuf<>+19(SB)/1, $0x00
+DATA iqKsignsShuf<>+20(SB)/1, $0x00
+DATA iqKsignsShuf<>+21(SB)/1, $0x00
+DATA iqKsignsShuf<>+22(SB)/1, $0x00
+DATA iqKsignsShuf<>+23(SB)/1, $0x80
+DATA iqKsignsShuf<>+24(SB)/1, $0x08
+DATA iqKsignsShuf<>+25(SB)/1, $0x08
+DATA iqKsignsShuf<>+26(SB)/1, $0x08
+DATA iqKsignsShuf<>+27(SB)/1, $0x08
+DATA iqKsignsShuf<>+28(SB)/1, $0x08
+DATA iqKsignsShuf<>+29(SB)/1, $0x08
+DATA iqKsignsShuf<>+30(SB)/1, $0x08
+DATA iqKsignsShuf<>+31(SB)/1, $0x80
+GLOBL iqKsignsShuf<>(SB), RODATA|NOPTR, $32
+
+DATA iqKsignsBits<>+0(SB)/1, $0x01
+DATA iqKsignsBits<>+1(SB)/1, $0x02
+DATA iqKsignsBits<>+2(SB)/1, $0x04
+DATA iqKsignsBits<>+3(SB)/1, $0x08
+DATA iqKsignsBits<>+4(SB)/1, $0x10
+DATA iqKsignsBits<>+5(SB)/1, $0x20
+DATA iqKsignsBits<>+6(SB)/1, $0x40
+DATA iqKsignsBits<>+7(SB)/1, $0x80
+DATA iqKsignsBits<>+8(SB)/1, $0x01
+DATA iqKsignsBits<>+9(SB)/1, $0x02
+DATA iqKsignsBits<>+10(SB)/1, $0x04
+DATA iqKsignsBits<>+11(SB)/1, $0x08
+DATA iqKsignsBits<>+12(SB)/1, $0x10
+DATA iqKsignsBits<>+13(SB)/1, $0x20
+DATA iqKsignsBits<>+14(SB)/1, $0x40
+DATA iqKsignsBits<>+15(SB)/1, $0x80
+DATA iqKsignsBits<>+16(SB)/1, $0x01
+DATA iqKsignsBits<>+17(SB)/1, $0x02
+DATA iqKsignsBits<>+18(SB)/1, $0x04
+DATA iqKsignsBits<>+19(SB)/1, $0x08
+DATA iqKsignsBits<>+20(SB)/1, $0x10
+DATA iqKsignsBits<>+21(SB)/1, $0x20
+DATA iqKsignsBits<>+22(SB)/1, $0x40
+DATA iqKsignsBits<>+23(SB)/1, $0x80
+DATA iqKsignsBits<>+24(SB)/1, $0x01
+DATA iqKsignsBits<>+25(SB)/1, $0x02
+DATA iqKsignsBits<>+26(SB)/1, $0x04
+DATA iqKsignsBits<>+27(SB)/1, $0x08
+DATA iqKsignsBits<>+28(SB)/1, $0x10
+DATA iqKsignsBits<>+29(SB)/1, $0x20
+DATA iqKsignsBits<>+30(SB)/1, $0x40
+DATA iqKsignsBits<>+31(SB)/1, $0x80
+GLOBL iqKsignsBits<>(SB), RODATA|NOPTR, $32
+
+DATA iqOnes<>+0(SB)/1, $0x01
+DATA iqOnes<>+1(SB)/1, $0x01
+DATA iqOnes<>+2(SB)/1, $0x01
+DATA iqOnes<>+3(SB)/1, $0x01
+DATA iqOnes<>+4(SB)/1, $0x01
+DATA iqOnes<>+5(SB)/1, $0x01
+DATA iqOnes<>+6(SB)/1, $0x01
+DATA iqOnes<>+7(SB)/1, $0x01
+DATA iqOnes<>+8(SB)/1, $0x01
+DATA iqOnes<>+9(SB)/1, $0x01
+DATA iqOnes<>+10(SB)/1, $0x01
+DATA iqOnes<>+11(SB)/1, $0x01
+DATA iqOnes<>+12(SB)/1, $0x01
+DATA iqOnes<>+13(SB)/1, $0x01
+DATA iqOnes<>+14(SB)/1, $0x01
+DATA iqOnes<>+15(SB)/1, $0x01
+DATA iqOnes<>+16(SB)/1, $0x01
+DATA iqOnes<>+17(SB)/1, $0x01
+DATA iqOnes<>+18(SB)/1, $0x01
+DATA iqOnes<>+19(SB)/1, $0x01
+DATA iqOnes<>+20(SB)/1, $0x01
+DATA iqOnes<>+21(SB)/1, $0x01
+DATA iqOnes<>+22(SB)/1, $0x01
+DATA iqOnes<>+23(SB)/1, $0x01
+DATA iqOnes<>+24(SB)/1, $0x01
+DATA iqOnes<>+25(SB)/1, $0x01
+DATA iqOnes<>+26(SB)/1, $0x01
+DATA iqOnes<>+27(SB)/1, $0x01
+DATA iqOnes<>+28(SB)/1, $0x01
+DATA iqOnes<>+29(SB)/1, $0x01
+DATA iqOnes<>+30(SB)/1, $0x01
+DATA iqOnes<>+31(SB)/1, $0x01
+GLOBL iqOnes<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2XXSQ8x4AVX2(SB), NOSPLIT, $128-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	LEAQ     (BX)(BX*2), R8
+	LEAQ     (SI)(SI*2), R9
+	MOVQ     grid+56(FP), R10
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	TESTQ    DI, DI
+	JZ       iq2xxs_4_done
+
+iq2xxs_4_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       iqMul3e000000<>+0(SB), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      2(AX), Y6
+	VMOVDQU      34(AX), Y7
+	VSHUFPS      $0xdd, Y7, Y6, Y7
+	VPERMQ       $0xd8, Y7, Y7
+	VPSRLD       $0x1c, Y7, Y7
+	VPADDD       Y7, Y7, Y7
+	VPCMPEQD     Y6, Y6, Y6
+	VPSUBD       Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VMULPS       (DX), Y7, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (DX)(SI*1), Y7, Y5
+	VMOVUPS      Y5, 32(SP)
+	VMULPS       (DX)(SI*2), Y7, Y5
+	VMOVUPS      Y5, 64(SP)
+	VMULPS       (DX)(R9*1), Y7, Y5
+	VMOVUPS      Y5, 96(SP)
+	MOVBQZX      2(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      3(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      4(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      5(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 6(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      10(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      11(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      12(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      13(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 14(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      18(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      19(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      20(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      21(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 22(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      26(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      27(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      28(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      29(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 30(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      34(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      35(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      36(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      37(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 38(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      42(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      43(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      44(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      45(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 46(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      50(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      51(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      52(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      53(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 54(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      58(AX), R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVBQZX      59(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	MOVBQZX      60(AX), R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVBQZX      61(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 62(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq2xxs_4_loop
+
+iq2xxs_4_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotIQ3XXSQ8AVX2(SB), NOSPLIT, $32-44
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     nblk+24(FP), BX
+	MOVQ     grid+32(FP), SI
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    BX, BX
+	JZ       iq3xxs_1_done
+
+iq3xxs_1_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e800000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      66(AX), Y4
+	VPSRLD       $0x1c, Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	MOVBQZX      2(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      3(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      4(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      5(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      6(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      7(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      8(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      9(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 66(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      10(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      11(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      12(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      13(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      14(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      15(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      16(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      17(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 70(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      18(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      19(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      20(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      21(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      22(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      23(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      24(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      25(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 74(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      26(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      27(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      28(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      29(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      30(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      31(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      32(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      33(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 78(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      34(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      35(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      36(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      37(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      38(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      39(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      40(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      41(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 82(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      42(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      43(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      44(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      45(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      46(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      47(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      48(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      49(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 86(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      50(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      51(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      52(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      53(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      54(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      55(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      56(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      57(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 90(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	MOVBQZX      58(AX), DI
+	VMOVD        (SI)(DI*4), X6
+	MOVBQZX      59(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	MOVBQZX      60(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVBQZX      61(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	MOVBQZX      62(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      63(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      64(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      65(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 94(AX), Y4
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
+	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSADBW      Y5, Y4, Y5
+	VPSLLQ       $0x3f, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          iq3xxs_1_loop
+
+iq3xxs_1_done:
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+40(FP)
+	RET
+
+DATA iqMul3e800000<>+0(SB)/1, $0x00
+DATA iqMul3e800000<>+1(SB)/1, $0x00
+DATA iqMul3e800000<>+2(SB)/1, $0x80
+DATA iqMul3e800000<>+3(SB)/1, $0x3e
+GLOBL iqMul3e800000<>(SB), RODATA|NOPTR, $4
+
+// func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3XXSQ8x4AVX2(SB), NOSPLIT, $128-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	LEAQ     (BX)(BX*2), R8
+	LEAQ     (SI)(SI*2), R9
+	MOVQ     grid+56(FP), R10
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	TESTQ    DI, DI
+	JZ       iq3xxs_4_done
+
+iq3xxs_4_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       iqMul3e800000<>+0(SB), X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      66(AX), Y6
+	VPSRLD       $0x1c, Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPCMPEQD     Y7, Y7, Y7
+	VPSUBD       Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VMULPS       (DX), Y6, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (DX)(SI*1), Y6, Y5
+	VMOVUPS      Y5, 32(SP)
+	VMULPS       (DX)(SI*2), Y6, Y5
+	VMOVUPS      Y5, 64(SP)
+	VMULPS       (DX)(R9*1), Y6, Y5
+	VMOVUPS      Y5, 96(SP)
+	MOVBQZX      2(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      3(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      4(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      5(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      6(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      7(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      8(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      9(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 66(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      10(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      11(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      12(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      13(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      14(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      15(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      16(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      17(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 70(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      18(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      19(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      20(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      21(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      22(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      23(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      24(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      25(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      26(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      27(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      28(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      29(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      30(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      31(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      32(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      33(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      34(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      35(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      36(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      37(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      38(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      39(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      40(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      41(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      42(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      43(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      44(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      45(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      46(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      47(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      48(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      49(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      50(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      51(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      52(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      53(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      54(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      55(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      56(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      57(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	MOVBQZX      58(AX), R11
+	VMOVD        (R10)(R11*4), X8
+	MOVBQZX      59(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	MOVBQZX      60(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVBQZX      61(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	MOVBQZX      62(AX), R11
+	VMOVD        (R10)(R11*4), X5
+	MOVBQZX      63(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	MOVBQZX      64(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVBQZX      65(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
+	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
+	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPSADBW      Y7, Y6, Y7
+	VPSLLQ       $0x3f, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq3xxs_4_loop
+
+iq3xxs_4_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ2SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotIQ2SQ8AVX2(SB), NOSPLIT, $32-44
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     nblk+24(FP), BX
+	MOVQ     grid+32(FP), SI
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y2, Y2, Y2
+	TESTQ    BX, BX
+	JZ       iq2s_1_done
+
+iq2s_1_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y3
+	VMOVQ        74(AX), X4
+	VPAND        iqNibbles<>+0(SB), X4, X1
+	VPSRLW       $0x04, X4, X4
+	VPAND        iqNibbles<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X1, X1
+	VPADDB       X1, X1, X1
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBB       X4, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y4
+	VMULPS       (DX), Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VPMOVZXBD    2(AX), X3
+	VPBROADCASTB 66(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 34(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y4, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMOVZXBD    6(AX), X3
+	VPBROADCASTB 67(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 38(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y4, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    10(AX), X3
+	VPBROADCASTB 68(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 42(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y4, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMOVZXBD    14(AX), X3
+	VPBROADCASTB 69(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 46(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y4, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    18(AX), X3
+	VPBROADCASTB 70(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 50(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y4, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMOVZXBD    22(AX), X3
+	VPBROADCASTB 71(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 54(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y4, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    26(AX), X3
+	VPBROADCASTB 72(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 58(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y4, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMOVZXBD    30(AX), X3
+	VPBROADCASTB 73(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 62(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y4, Y4
+	VMOVDQU      224(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y6, Y2
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          iq2s_1_loop
+
+iq2s_1_done:
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VADDPS       X1, X0, X0
+	VPSHUFD      $0x01, X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+40(FP)
+	RET
+
+DATA iqNibbles<>+0(SB)/1, $0x0f
+DATA iqNibbles<>+1(SB)/1, $0x0f
+DATA iqNibbles<>+2(SB)/1, $0x0f
+DATA iqNibbles<>+3(SB)/1, $0x0f
+DATA iqNibbles<>+4(SB)/1, $0x0f
+DATA iqNibbles<>+5(SB)/1, $0x0f
+DATA iqNibbles<>+6(SB)/1, $0x0f
+DATA iqNibbles<>+7(SB)/1, $0x0f
+DATA iqNibbles<>+8(SB)/1, $0x0f
+DATA iqNibbles<>+9(SB)/1, $0x0f
+DATA iqNibbles<>+10(SB)/1, $0x0f
+DATA iqNibbles<>+11(SB)/1, $0x0f
+DATA iqNibbles<>+12(SB)/1, $0x0f
+DATA iqNibbles<>+13(SB)/1, $0x0f
+DATA iqNibbles<>+14(SB)/1, $0x0f
+DATA iqNibbles<>+15(SB)/1, $0x0f
+GLOBL iqNibbles<>(SB), RODATA|NOPTR, $16
+
+DATA iq2sHiShifts<>+0(SB)/1, $0x00
+DATA iq2sHiShifts<>+1(SB)/1, $0x00
+DATA iq2sHiShifts<>+2(SB)/1, $0x00
+DATA iq2sHiShifts<>+3(SB)/1, $0x00
+DATA iq2sHiShifts<>+4(SB)/1, $0x02
+DATA iq2sHiShifts<>+5(SB)/1, $0x00
+DATA iq2sHiShifts<>+6(SB)/1, $0x00
+DATA iq2sHiShifts<>+7(SB)/1, $0x00
+DATA iq2sHiShifts<>+8(SB)/1, $0x04
+DATA iq2sHiShifts<>+9(SB)/1, $0x00
+DATA iq2sHiShifts<>+10(SB)/1, $0x00
+DATA iq2sHiShifts<>+11(SB)/1, $0x00
+DATA iq2sHiShifts<>+12(SB)/1, $0x06
+DATA iq2sHiShifts<>+13(SB)/1, $0x00
+DATA iq2sHiShifts<>+14(SB)/1, $0x00
+DATA iq2sHiShifts<>+15(SB)/1, $0x00
+DATA iq2sHiShifts<>+16(SB)/1, $0x00
+DATA iq2sHiShifts<>+17(SB)/1, $0x00
+DATA iq2sHiShifts<>+18(SB)/1, $0x00
+DATA iq2sHiShifts<>+19(SB)/1, $0x00
+DATA iq2sHiShifts<>+20(SB)/1, $0x00
+DATA iq2sHiShifts<>+21(SB)/1, $0x00
+DATA iq2sHiShifts<>+22(SB)/1, $0x00
+DATA iq2sHiShifts<>+23(SB)/1, $0x00
+DATA iq2sHiShifts<>+24(SB)/1, $0x00
+DATA iq2sHiShifts<>+25(SB)/1, $0x00
+DATA iq2sHiShifts<>+26(SB)/1, $0x00
+DATA iq2sHiShifts<>+27(SB)/1, $0x00
+DATA iq2sHiShifts<>+28(SB)/1, $0x00
+DATA iq2sHiShifts<>+29(SB)/1, $0x00
+DATA iq2sHiShifts<>+30(SB)/1, $0x00
+DATA iq2sHiShifts<>+31(SB)/1, $0x00
+GLOBL iq2sHiShifts<>(SB), RODATA|NOPTR, $32
+
+DATA iq2sHiMask<>+0(SB)/1, $0x00
+DATA iq2sHiMask<>+1(SB)/1, $0x03
+DATA iq2sHiMask<>+2(SB)/1, $0x00
+DATA iq2sHiMask<>+3(SB)/1, $0x00
+DATA iq2sHiMask<>+4(SB)/1, $0x00
+DATA iq2sHiMask<>+5(SB)/1, $0x03
+DATA iq2sHiMask<>+6(SB)/1, $0x00
+DATA iq2sHiMask<>+7(SB)/1, $0x00
+DATA iq2sHiMask<>+8(SB)/1, $0x00
+DATA iq2sHiMask<>+9(SB)/1, $0x03
+DATA iq2sHiMask<>+10(SB)/1, $0x00
+DATA iq2sHiMask<>+11(SB)/1, $0x00
+DATA iq2sHiMask<>+12(SB)/1, $0x00
+DATA iq2sHiMask<>+13(SB)/1, $0x03
+DATA iq2sHiMask<>+14(SB)/1, $0x00
+DATA iq2sHiMask<>+15(SB)/1, $0x00
+DATA iq2sHiMask<>+16(SB)/1, $0x00
+DATA iq2sHiMask<>+17(SB)/1, $0x03
+DATA iq2sHiMask<>+18(SB)/1, $0x00
+DATA iq2sHiMask<>+19(SB)/1, $0x00
+DATA iq2sHiMask<>+20(SB)/1, $0x00
+DATA iq2sHiMask<>+21(SB)/1, $0x03
+DATA iq2sHiMask<>+22(SB)/1, $0x00
+DATA iq2sHiMask<>+23(SB)/1, $0x00
+DATA iq2sHiMask<>+24(SB)/1, $0x00
+DATA iq2sHiMask<>+25(SB)/1, $0x03
+DATA iq2sHiMask<>+26(SB)/1, $0x00
+DATA iq2sHiMask<>+27(SB)/1, $0x00
+DATA iq2sHiMask<>+28(SB)/1, $0x00
+DATA iq2sHiMask<>+29(SB)/1, $0x03
+DATA iq2sHiMask<>+30(SB)/1, $0x00
+DATA iq2sHiMask<>+31(SB)/1, $0x00
+GLOBL iq2sHiMask<>(SB), RODATA|NOPTR, $32
+
+DATA iqSignShuf<>+0(SB)/1, $0x00
+DATA iqSignShuf<>+1(SB)/1, $0x00
+DATA iqSignShuf<>+2(SB)/1, $0x00
+DATA iqSignShuf<>+3(SB)/1, $0x00
+DATA iqSignShuf<>+4(SB)/1, $0x00
+DATA iqSignShuf<>+5(SB)/1, $0x00
+DATA iqSignShuf<>+6(SB)/1, $0x00
+DATA iqSignShuf<>+7(SB)/1, $0x00
+DATA iqSignShuf<>+8(SB)/1, $0x01
+DATA iqSignShuf<>+9(SB)/1, $0x01
+DATA iqSignShuf<>+10(SB)/1, $0x01
+DATA iqSignShuf<>+11(SB)/1, $0x01
+DATA iqSignShuf<>+12(SB)/1, $0x01
+DATA iqSignShuf<>+13(SB)/1, $0x01
+DATA iqSignShuf<>+14(SB)/1, $0x01
+DATA iqSignShuf<>+15(SB)/1, $0x01
+DATA iqSignShuf<>+16(SB)/1, $0x02
+DATA iqSignShuf<>+17(SB)/1, $0x02
+DATA iqSignShuf<>+18(SB)/1, $0x02
+DATA iqSignShuf<>+19(SB)/1, $0x02
+DATA iqSignShuf<>+20(SB)/1, $0x02
+DATA iqSignShuf<>+21(SB)/1, $0x02
+DATA iqSignShuf<>+22(SB)/1, $0x02
+DATA iqSignShuf<>+23(SB)/1, $0x02
+DATA iqSignShuf<>+24(SB)/1, $0x03
+DATA iqSignShuf<>+25(SB)/1, $0x03
+DATA iqSignShuf<>+26(SB)/1, $0x03
+DATA iqSignShuf<>+27(SB)/1, $0x03
+DATA iqSignShuf<>+28(SB)/1, $0x03
+DATA iqSignShuf<>+29(SB)/1, $0x03
+DATA iqSignShuf<>+30(SB)/1, $0x03
+DATA iqSignShuf<>+31(SB)/1, $0x03
+GLOBL iqSignShuf<>(SB), RODATA|NOPTR, $32
+
+DATA iqSignBits<>+0(SB)/1, $0x01
+DATA iqSignBits<>+1(SB)/1, $0x02
+DATA iqSignBits<>+2(SB)/1, $0x04
+DATA iqSignBits<>+3(SB)/1, $0x08
+DATA iqSignBits<>+4(SB)/1, $0x10
+DATA iqSignBits<>+5(SB)/1, $0x20
+DATA iqSignBits<>+6(SB)/1, $0x40
+DATA iqSignBits<>+7(SB)/1, $0x80
+DATA iqSignBits<>+8(SB)/1, $0x01
+DATA iqSignBits<>+9(SB)/1, $0x02
+DATA iqSignBits<>+10(SB)/1, $0x04
+DATA iqSignBits<>+11(SB)/1, $0x08
+DATA iqSignBits<>+12(SB)/1, $0x10
+DATA iqSignBits<>+13(SB)/1, $0x20
+DATA iqSignBits<>+14(SB)/1, $0x40
+DATA iqSignBits<>+15(SB)/1, $0x80
+DATA iqSignBits<>+16(SB)/1, $0x01
+DATA iqSignBits<>+17(SB)/1, $0x02
+DATA iqSignBits<>+18(SB)/1, $0x04
+DATA iqSignBits<>+19(SB)/1, $0x08
+DATA iqSignBits<>+20(SB)/1, $0x10
+DATA iqSignBits<>+21(SB)/1, $0x20
+DATA iqSignBits<>+22(SB)/1, $0x40
+DATA iqSignBits<>+23(SB)/1, $0x80
+DATA iqSignBits<>+24(SB)/1, $0x01
+DATA iqSignBits<>+25(SB)/1, $0x02
+DATA iqSignBits<>+26(SB)/1, $0x04
+DATA iqSignBits<>+27(SB)/1, $0x08
+DATA iqSignBits<>+28(SB)/1, $0x10
+DATA iqSignBits<>+29(SB)/1, $0x20
+DATA iqSignBits<>+30(SB)/1, $0x40
+DATA iqSignBits<>+31(SB)/1, $0x80
+GLOBL iqSignBits<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ2SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2SQ8x4AVX2(SB), NOSPLIT, $128-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	LEAQ     (BX)(BX*2), R8
+	LEAQ     (SI)(SI*2), R9
+	MOVQ     grid+56(FP), R10
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	TESTQ    DI, DI
+	JZ       iq2s_4_done
+
+iq2s_4_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y5
+	VMOVQ        74(AX), X6
+	VPAND        iqNibbles<>+0(SB), X6, X1
+	VPSRLW       $0x04, X6, X6
+	VPAND        iqNibbles<>+0(SB), X6, X6
+	VPUNPCKLBW   X6, X1, X1
+	VPADDB       X1, X1, X1
+	VPCMPEQD     Y6, Y6, Y6
+	VPSUBB       X6, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y6
+	VMULPS       (DX), Y5, Y7
+	VMOVUPS      Y7, (SP)
+	VMULPS       (DX)(SI*1), Y5, Y7
+	VMOVUPS      Y7, 32(SP)
+	VMULPS       (DX)(SI*2), Y5, Y7
+	VMOVUPS      Y7, 64(SP)
+	VMULPS       (DX)(R9*1), Y5, Y5
+	VMOVUPS      Y5, 96(SP)
+	VPMOVZXBD    2(AX), X5
+	VPBROADCASTB 66(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 34(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y6, Y8
+	VMOVDQU      (CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      (CX)(BX*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      (CX)(BX*2), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 64(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      (CX)(R8*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    6(AX), X5
+	VPBROADCASTB 67(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 38(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y6, Y8
+	VMOVDQU      32(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      32(CX)(BX*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      32(CX)(BX*2), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 68(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      32(CX)(R8*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    10(AX), X5
+	VPBROADCASTB 68(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 42(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y6, Y8
+	VMOVDQU      64(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      64(CX)(BX*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      64(CX)(BX*2), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 72(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      64(CX)(R8*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    14(AX), X5
+	VPBROADCASTB 69(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 46(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y6, Y8
+	VMOVDQU      96(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      96(CX)(BX*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      96(CX)(BX*2), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 76(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      96(CX)(R8*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    18(AX), X5
+	VPBROADCASTB 70(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 50(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y6, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      128(CX)(BX*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      128(CX)(BX*2), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 80(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      128(CX)(R8*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    22(AX), X5
+	VPBROADCASTB 71(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 54(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y6, Y8
+	VMOVDQU      160(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      160(CX)(BX*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      160(CX)(BX*2), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 84(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      160(CX)(R8*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    26(AX), X5
+	VPBROADCASTB 72(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 58(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y6, Y8
+	VMOVDQU      192(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      192(CX)(BX*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      192(CX)(BX*2), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 88(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      192(CX)(R8*1), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    30(AX), X5
+	VPBROADCASTB 73(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTD 62(AX), Y7
+	VPSHUFB      iqSignShuf<>+0(SB), Y7, Y7
+	VPAND        iqSignBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iqSignBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y6, Y6
+	VMOVDQU      224(CX), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVDQU      224(CX)(BX*1), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      224(CX)(BX*2), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      224(CX)(R8*1), Y8
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y8, Y4
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq2s_4_loop
+
+iq2s_4_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VADDPS       X1, X0, X0
+	VPSHUFD      $0x01, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotIQ3SQ8AVX2(SB), NOSPLIT, $32-44
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     nblk+24(FP), BX
+	MOVQ     grid+32(FP), SI
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    BX, BX
+	JZ       iq3s_1_done
+
+iq3s_1_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VPBROADCASTD 106(AX), Y4
+	VPSRLVD      iq3sScaleShifts<>+0(SB), Y4, Y4
+	VPAND        iqFifteen<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	VPMOVZXBD    2(AX), Y3
+	VPBROADCASTB 66(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 74(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	VPMOVZXBD    10(AX), Y3
+	VPBROADCASTB 67(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 78(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    18(AX), Y3
+	VPBROADCASTB 68(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 82(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	VPMOVZXBD    26(AX), Y3
+	VPBROADCASTB 69(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 86(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    34(AX), Y3
+	VPBROADCASTB 70(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 90(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	VPMOVZXBD    42(AX), Y3
+	VPBROADCASTB 71(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 94(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    50(AX), Y3
+	VPBROADCASTB 72(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 98(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	VPMOVZXBD    58(AX), Y3
+	VPBROADCASTB 73(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X6, X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X6, X6
+	VMOVQ        X4, R8
+	MOVL         R8, DI
+	VMOVD        (SI)(DI*4), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	VPEXTRQ      $0x01, X4, R8
+	MOVL         R8, DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 102(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          iq3s_1_loop
+
+iq3s_1_done:
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+40(FP)
+	RET
+
+DATA iq3sScaleShifts<>+0(SB)/1, $0x00
+DATA iq3sScaleShifts<>+1(SB)/1, $0x00
+DATA iq3sScaleShifts<>+2(SB)/1, $0x00
+DATA iq3sScaleShifts<>+3(SB)/1, $0x00
+DATA iq3sScaleShifts<>+4(SB)/1, $0x04
+DATA iq3sScaleShifts<>+5(SB)/1, $0x00
+DATA iq3sScaleShifts<>+6(SB)/1, $0x00
+DATA iq3sScaleShifts<>+7(SB)/1, $0x00
+DATA iq3sScaleShifts<>+8(SB)/1, $0x08
+DATA iq3sScaleShifts<>+9(SB)/1, $0x00
+DATA iq3sScaleShifts<>+10(SB)/1, $0x00
+DATA iq3sScaleShifts<>+11(SB)/1, $0x00
+DATA iq3sScaleShifts<>+12(SB)/1, $0x0c
+DATA iq3sScaleShifts<>+13(SB)/1, $0x00
+DATA iq3sScaleShifts<>+14(SB)/1, $0x00
+DATA iq3sScaleShifts<>+15(SB)/1, $0x00
+DATA iq3sScaleShifts<>+16(SB)/1, $0x10
+DATA iq3sScaleShifts<>+17(SB)/1, $0x00
+DATA iq3sScaleShifts<>+18(SB)/1, $0x00
+DATA iq3sScaleShifts<>+19(SB)/1, $0x00
+DATA iq3sScaleShifts<>+20(SB)/1, $0x14
+DATA iq3sScaleShifts<>+21(SB)/1, $0x00
+DATA iq3sScaleShifts<>+22(SB)/1, $0x00
+DATA iq3sScaleShifts<>+23(SB)/1, $0x00
+DATA iq3sScaleShifts<>+24(SB)/1, $0x18
+DATA iq3sScaleShifts<>+25(SB)/1, $0x00
+DATA iq3sScaleShifts<>+26(SB)/1, $0x00
+DATA iq3sScaleShifts<>+27(SB)/1, $0x00
+DATA iq3sScaleShifts<>+28(SB)/1, $0x1c
+DATA iq3sScaleShifts<>+29(SB)/1, $0x00
+DATA iq3sScaleShifts<>+30(SB)/1, $0x00
+DATA iq3sScaleShifts<>+31(SB)/1, $0x00
+GLOBL iq3sScaleShifts<>(SB), RODATA|NOPTR, $32
+
+DATA iqFifteen<>+0(SB)/1, $0x0f
+DATA iqFifteen<>+1(SB)/1, $0x00
+DATA iqFifteen<>+2(SB)/1, $0x00
+DATA iqFifteen<>+3(SB)/1, $0x00
+DATA iqFifteen<>+4(SB)/1, $0x0f
+DATA iqFifteen<>+5(SB)/1, $0x00
+DATA iqFifteen<>+6(SB)/1, $0x00
+DATA iqFifteen<>+7(SB)/1, $0x00
+DATA iqFifteen<>+8(SB)/1, $0x0f
+DATA iqFifteen<>+9(SB)/1, $0x00
+DATA iqFifteen<>+10(SB)/1, $0x00
+DATA iqFifteen<>+11(SB)/1, $0x00
+DATA iqFifteen<>+12(SB)/1, $0x0f
+DATA iqFifteen<>+13(SB)/1, $0x00
+DATA iqFifteen<>+14(SB)/1, $0x00
+DATA iqFifteen<>+15(SB)/1, $0x00
+DATA iqFifteen<>+16(SB)/1, $0x0f
+DATA iqFifteen<>+17(SB)/1, $0x00
+DATA iqFifteen<>+18(SB)/1, $0x00
+DATA iqFifteen<>+19(SB)/1, $0x00
+DATA iqFifteen<>+20(SB)/1, $0x0f
+DATA iqFifteen<>+21(SB)/1, $0x00
+DATA iqFifteen<>+22(SB)/1, $0x00
+DATA iqFifteen<>+23(SB)/1, $0x00
+DATA iqFifteen<>+24(SB)/1, $0x0f
+DATA iqFifteen<>+25(SB)/1, $0x00
+DATA iqFifteen<>+26(SB)/1, $0x00
+DATA iqFifteen<>+27(SB)/1, $0x00
+DATA iqFifteen<>+28(SB)/1, $0x0f
+DATA iqFifteen<>+29(SB)/1, $0x00
+DATA iqFifteen<>+30(SB)/1, $0x00
+DATA iqFifteen<>+31(SB)/1, $0x00
+GLOBL iqFifteen<>(SB), RODATA|NOPTR, $32
+
+DATA iq3sHiShifts<>+0(SB)/1, $0x00
+DATA iq3sHiShifts<>+1(SB)/1, $0x00
+DATA iq3sHiShifts<>+2(SB)/1, $0x00
+DATA iq3sHiShifts<>+3(SB)/1, $0x00
+DATA iq3sHiShifts<>+4(SB)/1, $0x01
+DATA iq3sHiShifts<>+5(SB)/1, $0x00
+DATA iq3sHiShifts<>+6(SB)/1, $0x00
+DATA iq3sHiShifts<>+7(SB)/1, $0x00
+DATA iq3sHiShifts<>+8(SB)/1, $0x02
+DATA iq3sHiShifts<>+9(SB)/1, $0x00
+DATA iq3sHiShifts<>+10(SB)/1, $0x00
+DATA iq3sHiShifts<>+11(SB)/1, $0x00
+DATA iq3sHiShifts<>+12(SB)/1, $0x03
+DATA iq3sHiShifts<>+13(SB)/1, $0x00
+DATA iq3sHiShifts<>+14(SB)/1, $0x00
+DATA iq3sHiShifts<>+15(SB)/1, $0x00
+DATA iq3sHiShifts<>+16(SB)/1, $0x04
+DATA iq3sHiShifts<>+17(SB)/1, $0x00
+DATA iq3sHiShifts<>+18(SB)/1, $0x00
+DATA iq3sHiShifts<>+19(SB)/1, $0x00
+DATA iq3sHiShifts<>+20(SB)/1, $0x05
+DATA iq3sHiShifts<>+21(SB)/1, $0x00
+DATA iq3sHiShifts<>+22(SB)/1, $0x00
+DATA iq3sHiShifts<>+23(SB)/1, $0x00
+DATA iq3sHiShifts<>+24(SB)/1, $0x06
+DATA iq3sHiShifts<>+25(SB)/1, $0x00
+DATA iq3sHiShifts<>+26(SB)/1, $0x00
+DATA iq3sHiShifts<>+27(SB)/1, $0x00
+DATA iq3sHiShifts<>+28(SB)/1, $0x07
+DATA iq3sHiShifts<>+29(SB)/1, $0x00
+DATA iq3sHiShifts<>+30(SB)/1, $0x00
+DATA iq3sHiShifts<>+31(SB)/1, $0x00
+GLOBL iq3sHiShifts<>(SB), RODATA|NOPTR, $32
+
+DATA iq3sHiMask<>+0(SB)/1, $0x00
+DATA iq3sHiMask<>+1(SB)/1, $0x01
+DATA iq3sHiMask<>+2(SB)/1, $0x00
+DATA iq3sHiMask<>+3(SB)/1, $0x00
+DATA iq3sHiMask<>+4(SB)/1, $0x00
+DATA iq3sHiMask<>+5(SB)/1, $0x01
+DATA iq3sHiMask<>+6(SB)/1, $0x00
+DATA iq3sHiMask<>+7(SB)/1, $0x00
+DATA iq3sHiMask<>+8(SB)/1, $0x00
+DATA iq3sHiMask<>+9(SB)/1, $0x01
+DATA iq3sHiMask<>+10(SB)/1, $0x00
+DATA iq3sHiMask<>+11(SB)/1, $0x00
+DATA iq3sHiMask<>+12(SB)/1, $0x00
+DATA iq3sHiMask<>+13(SB)/1, $0x01
+DATA iq3sHiMask<>+14(SB)/1, $0x00
+DATA iq3sHiMask<>+15(SB)/1, $0x00
+DATA iq3sHiMask<>+16(SB)/1, $0x00
+DATA iq3sHiMask<>+17(SB)/1, $0x01
+DATA iq3sHiMask<>+18(SB)/1, $0x00
+DATA iq3sHiMask<>+19(SB)/1, $0x00
+DATA iq3sHiMask<>+20(SB)/1, $0x00
+DATA iq3sHiMask<>+21(SB)/1, $0x01
+DATA iq3sHiMask<>+22(SB)/1, $0x00
+DATA iq3sHiMask<>+23(SB)/1, $0x00
+DATA iq3sHiMask<>+24(SB)/1, $0x00
+DATA iq3sHiMask<>+25(SB)/1, $0x01
+DATA iq3sHiMask<>+26(SB)/1, $0x00
+DATA iq3sHiMask<>+27(SB)/1, $0x00
+DATA iq3sHiMask<>+28(SB)/1, $0x00
+DATA iq3sHiMask<>+29(SB)/1, $0x01
+DATA iq3sHiMask<>+30(SB)/1, $0x00
+DATA iq3sHiMask<>+31(SB)/1, $0x00
+GLOBL iq3sHiMask<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ3SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3SQ8x4AVX2(SB), NOSPLIT, $128-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	LEAQ     (BX)(BX*2), R8
+	LEAQ     (SI)(SI*2), R9
+	MOVQ     grid+56(FP), R10
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	TESTQ    DI, DI
+	JZ       iq3s_4_done
+
+iq3s_4_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VPBROADCASTD 106(AX), Y6
+	VPSRLVD      iq3sScaleShifts<>+0(SB), Y6, Y6
+	VPAND        iqFifteen<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPCMPEQD     Y7, Y7, Y7
+	VPSUBD       Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VMULPS       (DX), Y6, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (DX)(SI*1), Y6, Y5
+	VMOVUPS      Y5, 32(SP)
+	VMULPS       (DX)(SI*2), Y6, Y5
+	VMOVUPS      Y5, 64(SP)
+	VMULPS       (DX)(R9*1), Y6, Y5
+	VMOVUPS      Y5, 96(SP)
+	VPMOVZXBD    2(AX), Y5
+	VPBROADCASTB 66(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    10(AX), Y5
+	VPBROADCASTB 67(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    18(AX), Y5
+	VPBROADCASTB 68(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    26(AX), Y5
+	VPBROADCASTB 69(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    34(AX), Y5
+	VPBROADCASTB 70(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    42(AX), Y5
+	VPBROADCASTB 71(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    50(AX), Y5
+	VPBROADCASTB 72(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    58(AX), Y5
+	VPBROADCASTB 73(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X8, X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X8, X8
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X5, X5
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X5, X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq3s_4_loop
+
+iq3s_4_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotIQ1SQ8AVX2(SB), NOSPLIT, $32-44
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     nblk+24(FP), BX
+	MOVQ     grid+32(FP), SI
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    BX, BX
+	JZ       iq1s_1_done
+
+iq1s_1_loop:
+	PREFETCHT0   2048(AX)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e000000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VPMOVZXWD    34(AX), Y4
+	VPSRLD       $0x0c, Y4, Y4
+	VPAND        iqSeven<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	VPMOVZXBD    2(AX), X3
+	VPBROADCASTW 34(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 34(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	VPMOVZXBD    6(AX), X3
+	VPBROADCASTW 36(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 36(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    10(AX), X3
+	VPBROADCASTW 38(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 38(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	VPMOVZXBD    14(AX), X3
+	VPBROADCASTW 40(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 40(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    18(AX), X3
+	VPBROADCASTW 42(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 42(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	VPMOVZXBD    22(AX), X3
+	VPBROADCASTW 44(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 44(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    26(AX), X3
+	VPBROADCASTW 46(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 46(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y5, Y1
+	VPMOVZXBD    30(AX), X3
+	VPBROADCASTW 48(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X6
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X6, X6
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 48(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          iq1s_1_loop
+
+iq1s_1_done:
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+40(FP)
+	RET
+
+DATA iqSeven<>+0(SB)/1, $0x07
+DATA iqSeven<>+1(SB)/1, $0x00
+DATA iqSeven<>+2(SB)/1, $0x00
+DATA iqSeven<>+3(SB)/1, $0x00
+DATA iqSeven<>+4(SB)/1, $0x07
+DATA iqSeven<>+5(SB)/1, $0x00
+DATA iqSeven<>+6(SB)/1, $0x00
+DATA iqSeven<>+7(SB)/1, $0x00
+DATA iqSeven<>+8(SB)/1, $0x07
+DATA iqSeven<>+9(SB)/1, $0x00
+DATA iqSeven<>+10(SB)/1, $0x00
+DATA iqSeven<>+11(SB)/1, $0x00
+DATA iqSeven<>+12(SB)/1, $0x07
+DATA iqSeven<>+13(SB)/1, $0x00
+DATA iqSeven<>+14(SB)/1, $0x00
+DATA iqSeven<>+15(SB)/1, $0x00
+DATA iqSeven<>+16(SB)/1, $0x07
+DATA iqSeven<>+17(SB)/1, $0x00
+DATA iqSeven<>+18(SB)/1, $0x00
+DATA iqSeven<>+19(SB)/1, $0x00
+DATA iqSeven<>+20(SB)/1, $0x07
+DATA iqSeven<>+21(SB)/1, $0x00
+DATA iqSeven<>+22(SB)/1, $0x00
+DATA iqSeven<>+23(SB)/1, $0x00
+DATA iqSeven<>+24(SB)/1, $0x07
+DATA iqSeven<>+25(SB)/1, $0x00
+DATA iqSeven<>+26(SB)/1, $0x00
+DATA iqSeven<>+27(SB)/1, $0x00
+DATA iqSeven<>+28(SB)/1, $0x07
+DATA iqSeven<>+29(SB)/1, $0x00
+DATA iqSeven<>+30(SB)/1, $0x00
+DATA iqSeven<>+31(SB)/1, $0x00
+GLOBL iqSeven<>(SB), RODATA|NOPTR, $32
+
+DATA iq1sHiShifts<>+0(SB)/1, $0x00
+DATA iq1sHiShifts<>+1(SB)/1, $0x00
+DATA iq1sHiShifts<>+2(SB)/1, $0x00
+DATA iq1sHiShifts<>+3(SB)/1, $0x00
+DATA iq1sHiShifts<>+4(SB)/1, $0x03
+DATA iq1sHiShifts<>+5(SB)/1, $0x00
+DATA iq1sHiShifts<>+6(SB)/1, $0x00
+DATA iq1sHiShifts<>+7(SB)/1, $0x00
+DATA iq1sHiShifts<>+8(SB)/1, $0x06
+DATA iq1sHiShifts<>+9(SB)/1, $0x00
+DATA iq1sHiShifts<>+10(SB)/1, $0x00
+DATA iq1sHiShifts<>+11(SB)/1, $0x00
+DATA iq1sHiShifts<>+12(SB)/1, $0x09
+DATA iq1sHiShifts<>+13(SB)/1, $0x00
+DATA iq1sHiShifts<>+14(SB)/1, $0x00
+DATA iq1sHiShifts<>+15(SB)/1, $0x00
+DATA iq1sHiShifts<>+16(SB)/1, $0x00
+DATA iq1sHiShifts<>+17(SB)/1, $0x00
+DATA iq1sHiShifts<>+18(SB)/1, $0x00
+DATA iq1sHiShifts<>+19(SB)/1, $0x00
+DATA iq1sHiShifts<>+20(SB)/1, $0x00
+DATA iq1sHiShifts<>+21(SB)/1, $0x00
+DATA iq1sHiShifts<>+22(SB)/1, $0x00
+DATA iq1sHiShifts<>+23(SB)/1, $0x00
+DATA iq1sHiShifts<>+24(SB)/1, $0x00
+DATA iq1sHiShifts<>+25(SB)/1, $0x00
+DATA iq1sHiShifts<>+26(SB)/1, $0x00
+DATA iq1sHiShifts<>+27(SB)/1, $0x00
+DATA iq1sHiShifts<>+28(SB)/1, $0x00
+DATA iq1sHiShifts<>+29(SB)/1, $0x00
+DATA iq1sHiShifts<>+30(SB)/1, $0x00
+DATA iq1sHiShifts<>+31(SB)/1, $0x00
+GLOBL iq1sHiShifts<>(SB), RODATA|NOPTR, $32
+
+DATA iq1sHiMask<>+0(SB)/1, $0x00
+DATA iq1sHiMask<>+1(SB)/1, $0x07
+DATA iq1sHiMask<>+2(SB)/1, $0x00
+DATA iq1sHiMask<>+3(SB)/1, $0x00
+DATA iq1sHiMask<>+4(SB)/1, $0x00
+DATA iq1sHiMask<>+5(SB)/1, $0x07
+DATA iq1sHiMask<>+6(SB)/1, $0x00
+DATA iq1sHiMask<>+7(SB)/1, $0x00
+DATA iq1sHiMask<>+8(SB)/1, $0x00
+DATA iq1sHiMask<>+9(SB)/1, $0x07
+DATA iq1sHiMask<>+10(SB)/1, $0x00
+DATA iq1sHiMask<>+11(SB)/1, $0x00
+DATA iq1sHiMask<>+12(SB)/1, $0x00
+DATA iq1sHiMask<>+13(SB)/1, $0x07
+DATA iq1sHiMask<>+14(SB)/1, $0x00
+DATA iq1sHiMask<>+15(SB)/1, $0x00
+DATA iq1sHiMask<>+16(SB)/1, $0x00
+DATA iq1sHiMask<>+17(SB)/1, $0x07
+DATA iq1sHiMask<>+18(SB)/1, $0x00
+DATA iq1sHiMask<>+19(SB)/1, $0x00
+DATA iq1sHiMask<>+20(SB)/1, $0x00
+DATA iq1sHiMask<>+21(SB)/1, $0x07
+DATA iq1sHiMask<>+22(SB)/1, $0x00
+DATA iq1sHiMask<>+23(SB)/1, $0x00
+DATA iq1sHiMask<>+24(SB)/1, $0x00
+DATA iq1sHiMask<>+25(SB)/1, $0x07
+DATA iq1sHiMask<>+26(SB)/1, $0x00
+DATA iq1sHiMask<>+27(SB)/1, $0x00
+DATA iq1sHiMask<>+28(SB)/1, $0x00
+DATA iq1sHiMask<>+29(SB)/1, $0x07
+DATA iq1sHiMask<>+30(SB)/1, $0x00
+DATA iq1sHiMask<>+31(SB)/1, $0x00
+GLOBL iq1sHiMask<>(SB), RODATA|NOPTR, $32
+
+DATA iq1sDeltaShuf<>+0(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+1(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+2(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+3(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+4(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+5(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+6(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+7(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+8(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+9(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+10(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+11(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+12(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+13(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+14(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+15(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+16(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+17(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+18(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+19(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+20(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+21(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+22(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+23(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+24(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+25(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+26(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+27(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+28(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+29(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+30(SB)/1, $0x01
+DATA iq1sDeltaShuf<>+31(SB)/1, $0x01
+GLOBL iq1sDeltaShuf<>(SB), RODATA|NOPTR, $32
+
+DATA iq1sDeltaBits<>+0(SB)/1, $0x80
+DATA iq1sDeltaBits<>+1(SB)/1, $0x80
+DATA iq1sDeltaBits<>+2(SB)/1, $0x80
+DATA iq1sDeltaBits<>+3(SB)/1, $0x80
+DATA iq1sDeltaBits<>+4(SB)/1, $0x80
+DATA iq1sDeltaBits<>+5(SB)/1, $0x80
+DATA iq1sDeltaBits<>+6(SB)/1, $0x80
+DATA iq1sDeltaBits<>+7(SB)/1, $0x80
+DATA iq1sDeltaBits<>+8(SB)/1, $0x80
+DATA iq1sDeltaBits<>+9(SB)/1, $0x80
+DATA iq1sDeltaBits<>+10(SB)/1, $0x80
+DATA iq1sDeltaBits<>+11(SB)/1, $0x80
+DATA iq1sDeltaBits<>+12(SB)/1, $0x80
+DATA iq1sDeltaBits<>+13(SB)/1, $0x80
+DATA iq1sDeltaBits<>+14(SB)/1, $0x80
+DATA iq1sDeltaBits<>+15(SB)/1, $0x80
+DATA iq1sDeltaBits<>+16(SB)/1, $0x80
+DATA iq1sDeltaBits<>+17(SB)/1, $0x80
+DATA iq1sDeltaBits<>+18(SB)/1, $0x80
+DATA iq1sDeltaBits<>+19(SB)/1, $0x80
+DATA iq1sDeltaBits<>+20(SB)/1, $0x80
+DATA iq1sDeltaBits<>+21(SB)/1, $0x80
+DATA iq1sDeltaBits<>+22(SB)/1, $0x80
+DATA iq1sDeltaBits<>+23(SB)/1, $0x80
+DATA iq1sDeltaBits<>+24(SB)/1, $0x80
+DATA iq1sDeltaBits<>+25(SB)/1, $0x80
+DATA iq1sDeltaBits<>+26(SB)/1, $0x80
+DATA iq1sDeltaBits<>+27(SB)/1, $0x80
+DATA iq1sDeltaBits<>+28(SB)/1, $0x80
+DATA iq1sDeltaBits<>+29(SB)/1, $0x80
+DATA iq1sDeltaBits<>+30(SB)/1, $0x80
+DATA iq1sDeltaBits<>+31(SB)/1, $0x80
+GLOBL iq1sDeltaBits<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ1SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1SQ8x4AVX2(SB), NOSPLIT, $128-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	LEAQ     (BX)(BX*2), R8
+	LEAQ     (SI)(SI*2), R9
+	MOVQ     grid+56(FP), R10
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	TESTQ    DI, DI
+	JZ       iq1s_4_done
+
+iq1s_4_loop:
+	PREFETCHT0   2048(AX)
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       iqMul3e000000<>+0(SB), X5, X5
+	VBROADCASTSS X5, Y5
+	VPMOVZXWD    34(AX), Y6
+	VPSRLD       $0x0c, Y6, Y6
+	VPAND        iqSeven<>+0(SB), Y6, Y6
+	VPADDD       Y6, Y6, Y6
+	VPCMPEQD     Y7, Y7, Y7
+	VPSUBD       Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VMULPS       (DX), Y6, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (DX)(SI*1), Y6, Y5
+	VMOVUPS      Y5, 32(SP)
+	VMULPS       (DX)(SI*2), Y6, Y5
+	VMOVUPS      Y5, 64(SP)
+	VMULPS       (DX)(R9*1), Y6, Y5
+	VMOVUPS      Y5, 96(SP)
+	VPMOVZXBD    2(AX), X5
+	VPBROADCASTW 34(AX), X6
+	VPSLLD       $0x08, X6, X6
+	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
+	VPAND        iq1sHiMask<>+0(SB), X6, X6
+	VPOR         X6, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 34(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    6(AX), X5
+	VPBROADCASTW 36(AX), X6
+	VPSLLD       $0x08, X6, X6
+	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
+	VPAND        iq1sHiMask<>+0(SB), X6, X6
+	VPOR         X6, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 36(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    10(AX), X5
+	VPBROADCASTW 38(AX), X6
+	VPSLLD       $0x08, X6, X6
+	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
+	VPAND        iq1sHiMask<>+0(SB), X6, X6
+	VPOR         X6, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 38(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    14(AX), X5
+	VPBROADCASTW 40(AX), X6
+	VPSLLD       $0x08, X6, X6
+	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
+	VPAND        iq1sHiMask<>+0(SB), X6, X6
+	VPOR         X6, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 40(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    18(AX), X5
+	VPBROADCASTW 42(AX), X6
+	VPSLLD       $0x08, X6, X6
+	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
+	VPAND        iq1sHiMask<>+0(SB), X6, X6
+	VPOR         X6, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 42(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    22(AX), X5
+	VPBROADCASTW 44(AX), X6
+	VPSLLD       $0x08, X6, X6
+	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
+	VPAND        iq1sHiMask<>+0(SB), X6, X6
+	VPOR         X6, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 44(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    26(AX), X5
+	VPBROADCASTW 46(AX), X6
+	VPSLLD       $0x08, X6, X6
+	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
+	VPAND        iq1sHiMask<>+0(SB), X6, X6
+	VPOR         X6, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 46(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VPMOVZXBD    30(AX), X5
+	VPBROADCASTW 48(AX), X6
+	VPSLLD       $0x08, X6, X6
+	VPSRLVD      iq1sHiShifts<>+0(SB), X6, X6
+	VPAND        iq1sHiMask<>+0(SB), X6, X6
+	VPOR         X6, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X8
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X8, X8
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y8, Y5
+	VPBROADCASTW 48(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y5, Y5
+	VPABSB       Y5, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq1s_4_loop
+
+iq1s_4_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1MQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·dotIQ1MQ8AVX2(SB), NOSPLIT, $32-44
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     nblk+24(FP), BX
+	MOVQ     grid+32(FP), SI
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y2, Y2, Y2
+	TESTQ    BX, BX
+	JZ       iq1m_1_done
+
+iq1m_1_loop:
+	PREFETCHT0   2048(AX)
+	MOVQ         48(AX), DI
+	MOVQ         $0xf000f000f000f000, R8
+	ANDQ         R8, DI
+	MOVQ         DI, R9
+	SHRQ         $0x0c, R9
+	MOVQ         DI, R8
+	SHRQ         $0x18, R8
+	ORQ          R8, R9
+	MOVQ         DI, R8
+	SHRQ         $0x24, R8
+	ORQ          R8, R9
+	MOVQ         DI, R8
+	SHRQ         $0x30, R8
+	ORQ          R8, R9
+	MOVWLZX      R9, R9
+	VMOVD        R9, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y3
+	VPBROADCASTQ 48(AX), Y4
+	VPSHUFB      iq1mScaleShuf<>+0(SB), Y4, Y4
+	VPMULLW      iq1mScaleMul<>+0(SB), Y4, Y4
+	VPSRLW       $0x0d, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X1
+	VPACKUSWB    X1, X4, X1
+	VPADDB       X1, X1, X1
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBB       X4, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y4
+	VMULPS       (DX), Y3, Y3
+	VMOVUPS      Y3, (SP)
+	VPMOVZXBD    (AX), X3
+	VPBROADCASTW 32(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 32(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y4, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMOVZXBD    4(AX), X3
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 34(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y4, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    8(AX), X3
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 36(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y4, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMOVZXBD    12(AX), X3
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 38(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y4, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    16(AX), X3
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 40(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y4, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMOVZXBD    20(AX), X3
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 42(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y4, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    24(AX), X3
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 44(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y4, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMOVZXBD    28(AX), X3
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X1
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X1, X1
+	VPEXTRQ      $0x01, X3, R8
+	MOVL         R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVQ         R8, DI
+	SHRQ         $0x20, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 46(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y4, Y4
+	VMOVDQU      224(CX), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y3
+	VFMADD231PS  Y3, Y6, Y2
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          iq1m_1_loop
+
+iq1m_1_done:
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VADDPS       X1, X0, X0
+	VPSHUFD      $0x01, X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+40(FP)
+	RET
+
+DATA iq1mScaleShuf<>+0(SB)/1, $0x00
+DATA iq1mScaleShuf<>+1(SB)/1, $0x01
+DATA iq1mScaleShuf<>+2(SB)/1, $0x00
+DATA iq1mScaleShuf<>+3(SB)/1, $0x01
+DATA iq1mScaleShuf<>+4(SB)/1, $0x00
+DATA iq1mScaleShuf<>+5(SB)/1, $0x01
+DATA iq1mScaleShuf<>+6(SB)/1, $0x00
+DATA iq1mScaleShuf<>+7(SB)/1, $0x01
+DATA iq1mScaleShuf<>+8(SB)/1, $0x02
+DATA iq1mScaleShuf<>+9(SB)/1, $0x03
+DATA iq1mScaleShuf<>+10(SB)/1, $0x02
+DATA iq1mScaleShuf<>+11(SB)/1, $0x03
+DATA iq1mScaleShuf<>+12(SB)/1, $0x02
+DATA iq1mScaleShuf<>+13(SB)/1, $0x03
+DATA iq1mScaleShuf<>+14(SB)/1, $0x02
+DATA iq1mScaleShuf<>+15(SB)/1, $0x03
+DATA iq1mScaleShuf<>+16(SB)/1, $0x04
+DATA iq1mScaleShuf<>+17(SB)/1, $0x05
+DATA iq1mScaleShuf<>+18(SB)/1, $0x04
+DATA iq1mScaleShuf<>+19(SB)/1, $0x05
+DATA iq1mScaleShuf<>+20(SB)/1, $0x04
+DATA iq1mScaleShuf<>+21(SB)/1, $0x05
+DATA iq1mScaleShuf<>+22(SB)/1, $0x04
+DATA iq1mScaleShuf<>+23(SB)/1, $0x05
+DATA iq1mScaleShuf<>+24(SB)/1, $0x06
+DATA iq1mScaleShuf<>+25(SB)/1, $0x07
+DATA iq1mScaleShuf<>+26(SB)/1, $0x06
+DATA iq1mScaleShuf<>+27(SB)/1, $0x07
+DATA iq1mScaleShuf<>+28(SB)/1, $0x06
+DATA iq1mScaleShuf<>+29(SB)/1, $0x07
+DATA iq1mScaleShuf<>+30(SB)/1, $0x06
+DATA iq1mScaleShuf<>+31(SB)/1, $0x07
+GLOBL iq1mScaleShuf<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mScaleMul<>+0(SB)/1, $0x00
+DATA iq1mScaleMul<>+1(SB)/1, $0x20
+DATA iq1mScaleMul<>+2(SB)/1, $0x00
+DATA iq1mScaleMul<>+3(SB)/1, $0x04
+DATA iq1mScaleMul<>+4(SB)/1, $0x80
+DATA iq1mScaleMul<>+5(SB)/1, $0x00
+DATA iq1mScaleMul<>+6(SB)/1, $0x10
+DATA iq1mScaleMul<>+7(SB)/1, $0x00
+DATA iq1mScaleMul<>+8(SB)/1, $0x00
+DATA iq1mScaleMul<>+9(SB)/1, $0x20
+DATA iq1mScaleMul<>+10(SB)/1, $0x00
+DATA iq1mScaleMul<>+11(SB)/1, $0x04
+DATA iq1mScaleMul<>+12(SB)/1, $0x80
+DATA iq1mScaleMul<>+13(SB)/1, $0x00
+DATA iq1mScaleMul<>+14(SB)/1, $0x10
+DATA iq1mScaleMul<>+15(SB)/1, $0x00
+DATA iq1mScaleMul<>+16(SB)/1, $0x00
+DATA iq1mScaleMul<>+17(SB)/1, $0x20
+DATA iq1mScaleMul<>+18(SB)/1, $0x00
+DATA iq1mScaleMul<>+19(SB)/1, $0x04
+DATA iq1mScaleMul<>+20(SB)/1, $0x80
+DATA iq1mScaleMul<>+21(SB)/1, $0x00
+DATA iq1mScaleMul<>+22(SB)/1, $0x10
+DATA iq1mScaleMul<>+23(SB)/1, $0x00
+DATA iq1mScaleMul<>+24(SB)/1, $0x00
+DATA iq1mScaleMul<>+25(SB)/1, $0x20
+DATA iq1mScaleMul<>+26(SB)/1, $0x00
+DATA iq1mScaleMul<>+27(SB)/1, $0x04
+DATA iq1mScaleMul<>+28(SB)/1, $0x80
+DATA iq1mScaleMul<>+29(SB)/1, $0x00
+DATA iq1mScaleMul<>+30(SB)/1, $0x10
+DATA iq1mScaleMul<>+31(SB)/1, $0x00
+GLOBL iq1mScaleMul<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mHiShifts<>+0(SB)/1, $0x00
+DATA iq1mHiShifts<>+1(SB)/1, $0x00
+DATA iq1mHiShifts<>+2(SB)/1, $0x00
+DATA iq1mHiShifts<>+3(SB)/1, $0x00
+DATA iq1mHiShifts<>+4(SB)/1, $0x04
+DATA iq1mHiShifts<>+5(SB)/1, $0x00
+DATA iq1mHiShifts<>+6(SB)/1, $0x00
+DATA iq1mHiShifts<>+7(SB)/1, $0x00
+DATA iq1mHiShifts<>+8(SB)/1, $0x08
+DATA iq1mHiShifts<>+9(SB)/1, $0x00
+DATA iq1mHiShifts<>+10(SB)/1, $0x00
+DATA iq1mHiShifts<>+11(SB)/1, $0x00
+DATA iq1mHiShifts<>+12(SB)/1, $0x0c
+DATA iq1mHiShifts<>+13(SB)/1, $0x00
+DATA iq1mHiShifts<>+14(SB)/1, $0x00
+DATA iq1mHiShifts<>+15(SB)/1, $0x00
+DATA iq1mHiShifts<>+16(SB)/1, $0x00
+DATA iq1mHiShifts<>+17(SB)/1, $0x00
+DATA iq1mHiShifts<>+18(SB)/1, $0x00
+DATA iq1mHiShifts<>+19(SB)/1, $0x00
+DATA iq1mHiShifts<>+20(SB)/1, $0x00
+DATA iq1mHiShifts<>+21(SB)/1, $0x00
+DATA iq1mHiShifts<>+22(SB)/1, $0x00
+DATA iq1mHiShifts<>+23(SB)/1, $0x00
+DATA iq1mHiShifts<>+24(SB)/1, $0x00
+DATA iq1mHiShifts<>+25(SB)/1, $0x00
+DATA iq1mHiShifts<>+26(SB)/1, $0x00
+DATA iq1mHiShifts<>+27(SB)/1, $0x00
+DATA iq1mHiShifts<>+28(SB)/1, $0x00
+DATA iq1mHiShifts<>+29(SB)/1, $0x00
+DATA iq1mHiShifts<>+30(SB)/1, $0x00
+DATA iq1mHiShifts<>+31(SB)/1, $0x00
+GLOBL iq1mHiShifts<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mHiMask<>+0(SB)/1, $0x00
+DATA iq1mHiMask<>+1(SB)/1, $0x07
+DATA iq1mHiMask<>+2(SB)/1, $0x00
+DATA iq1mHiMask<>+3(SB)/1, $0x00
+DATA iq1mHiMask<>+4(SB)/1, $0x00
+DATA iq1mHiMask<>+5(SB)/1, $0x07
+DATA iq1mHiMask<>+6(SB)/1, $0x00
+DATA iq1mHiMask<>+7(SB)/1, $0x00
+DATA iq1mHiMask<>+8(SB)/1, $0x00
+DATA iq1mHiMask<>+9(SB)/1, $0x07
+DATA iq1mHiMask<>+10(SB)/1, $0x00
+DATA iq1mHiMask<>+11(SB)/1, $0x00
+DATA iq1mHiMask<>+12(SB)/1, $0x00
+DATA iq1mHiMask<>+13(SB)/1, $0x07
+DATA iq1mHiMask<>+14(SB)/1, $0x00
+DATA iq1mHiMask<>+15(SB)/1, $0x00
+DATA iq1mHiMask<>+16(SB)/1, $0x00
+DATA iq1mHiMask<>+17(SB)/1, $0x07
+DATA iq1mHiMask<>+18(SB)/1, $0x00
+DATA iq1mHiMask<>+19(SB)/1, $0x00
+DATA iq1mHiMask<>+20(SB)/1, $0x00
+DATA iq1mHiMask<>+21(SB)/1, $0x07
+DATA iq1mHiMask<>+22(SB)/1, $0x00
+DATA iq1mHiMask<>+23(SB)/1, $0x00
+DATA iq1mHiMask<>+24(SB)/1, $0x00
+DATA iq1mHiMask<>+25(SB)/1, $0x07
+DATA iq1mHiMask<>+26(SB)/1, $0x00
+DATA iq1mHiMask<>+27(SB)/1, $0x00
+DATA iq1mHiMask<>+28(SB)/1, $0x00
+DATA iq1mHiMask<>+29(SB)/1, $0x07
+DATA iq1mHiMask<>+30(SB)/1, $0x00
+DATA iq1mHiMask<>+31(SB)/1, $0x00
+GLOBL iq1mHiMask<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mDeltaShuf<>+0(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+1(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+2(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+3(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+4(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+5(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+6(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+7(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+8(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+9(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+10(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+11(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+12(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+13(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+14(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+15(SB)/1, $0x00
+DATA iq1mDeltaShuf<>+16(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+17(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+18(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+19(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+20(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+21(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+22(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+23(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+24(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+25(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+26(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+27(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+28(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+29(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+30(SB)/1, $0x01
+DATA iq1mDeltaShuf<>+31(SB)/1, $0x01
+GLOBL iq1mDeltaShuf<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mDeltaBits<>+0(SB)/1, $0x08
+DATA iq1mDeltaBits<>+1(SB)/1, $0x08
+DATA iq1mDeltaBits<>+2(SB)/1, $0x08
+DATA iq1mDeltaBits<>+3(SB)/1, $0x08
+DATA iq1mDeltaBits<>+4(SB)/1, $0x08
+DATA iq1mDeltaBits<>+5(SB)/1, $0x08
+DATA iq1mDeltaBits<>+6(SB)/1, $0x08
+DATA iq1mDeltaBits<>+7(SB)/1, $0x08
+DATA iq1mDeltaBits<>+8(SB)/1, $0x80
+DATA iq1mDeltaBits<>+9(SB)/1, $0x80
+DATA iq1mDeltaBits<>+10(SB)/1, $0x80
+DATA iq1mDeltaBits<>+11(SB)/1, $0x80
+DATA iq1mDeltaBits<>+12(SB)/1, $0x80
+DATA iq1mDeltaBits<>+13(SB)/1, $0x80
+DATA iq1mDeltaBits<>+14(SB)/1, $0x80
+DATA iq1mDeltaBits<>+15(SB)/1, $0x80
+DATA iq1mDeltaBits<>+16(SB)/1, $0x08
+DATA iq1mDeltaBits<>+17(SB)/1, $0x08
+DATA iq1mDeltaBits<>+18(SB)/1, $0x08
+DATA iq1mDeltaBits<>+19(SB)/1, $0x08
+DATA iq1mDeltaBits<>+20(SB)/1, $0x08
+DATA iq1mDeltaBits<>+21(SB)/1, $0x08
+DATA iq1mDeltaBits<>+22(SB)/1, $0x08
+DATA iq1mDeltaBits<>+23(SB)/1, $0x08
+DATA iq1mDeltaBits<>+24(SB)/1, $0x80
+DATA iq1mDeltaBits<>+25(SB)/1, $0x80
+DATA iq1mDeltaBits<>+26(SB)/1, $0x80
+DATA iq1mDeltaBits<>+27(SB)/1, $0x80
+DATA iq1mDeltaBits<>+28(SB)/1, $0x80
+DATA iq1mDeltaBits<>+29(SB)/1, $0x80
+DATA iq1mDeltaBits<>+30(SB)/1, $0x80
+DATA iq1mDeltaBits<>+31(SB)/1, $0x80
+GLOBL iq1mDeltaBits<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ1MQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1MQ8x4AVX2(SB), NOSPLIT, $128-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	LEAQ     (BX)(BX*2), R8
+	LEAQ     (SI)(SI*2), R9
+	MOVQ     grid+56(FP), R10
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	TESTQ    DI, DI
+	JZ       iq1m_4_done
+
+iq1m_4_loop:
+	PREFETCHT0   2048(AX)
+	MOVQ         48(AX), R11
+	MOVQ         $0xf000f000f000f000, R12
+	ANDQ         R12, R11
+	MOVQ         R11, R13
+	SHRQ         $0x0c, R13
+	MOVQ         R11, R12
+	SHRQ         $0x18, R12
+	ORQ          R12, R13
+	MOVQ         R11, R12
+	SHRQ         $0x24, R12
+	ORQ          R12, R13
+	MOVQ         R11, R12
+	SHRQ         $0x30, R12
+	ORQ          R12, R13
+	MOVWLZX      R13, R13
+	VMOVD        R13, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y5
+	VPBROADCASTQ 48(AX), Y6
+	VPSHUFB      iq1mScaleShuf<>+0(SB), Y6, Y6
+	VPMULLW      iq1mScaleMul<>+0(SB), Y6, Y6
+	VPSRLW       $0x0d, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X1
+	VPACKUSWB    X1, X6, X1
+	VPADDB       X1, X1, X1
+	VPCMPEQD     Y6, Y6, Y6
+	VPSUBB       X6, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y6
+	VMULPS       (DX), Y5, Y7
+	VMOVUPS      Y7, (SP)
+	VMULPS       (DX)(SI*1), Y5, Y7
+	VMOVUPS      Y7, 32(SP)
+	VMULPS       (DX)(SI*2), Y5, Y7
+	VMOVUPS      Y7, 64(SP)
+	VMULPS       (DX)(R9*1), Y5, Y5
+	VMOVUPS      Y5, 96(SP)
+	VPMOVZXBD    (AX), X5
+	VPBROADCASTW 32(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 32(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y6, Y8
+	VMOVDQU      (CX), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      (CX)(BX*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 32(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      (CX)(BX*2), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 64(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      (CX)(R8*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    4(AX), X5
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 34(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y6, Y8
+	VMOVDQU      32(CX), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 4(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      32(CX)(BX*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 36(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      32(CX)(BX*2), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 68(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      32(CX)(R8*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    8(AX), X5
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 36(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y6, Y8
+	VMOVDQU      64(CX), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 8(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      64(CX)(BX*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 40(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      64(CX)(BX*2), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 72(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      64(CX)(R8*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    12(AX), X5
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 38(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y6, Y8
+	VMOVDQU      96(CX), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 12(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      96(CX)(BX*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 44(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      96(CX)(BX*2), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 76(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      96(CX)(R8*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    16(AX), X5
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 40(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y6, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      128(CX)(BX*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 48(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      128(CX)(BX*2), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 80(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      128(CX)(R8*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    20(AX), X5
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 42(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y6, Y8
+	VMOVDQU      160(CX), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      160(CX)(BX*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 52(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      160(CX)(BX*2), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 84(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      160(CX)(R8*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    24(AX), X5
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 44(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y6, Y8
+	VMOVDQU      192(CX), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y9, Y0
+	VMOVDQU      192(CX)(BX*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 56(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VMOVDQU      192(CX)(BX*2), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 88(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VMOVDQU      192(CX)(R8*1), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y9, Y4
+	VPMOVZXBD    28(AX), X5
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X5, X5
+	VMOVQ        X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X5, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X5
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
+	VINSERTI128  $0x01, X5, Y1, Y5
+	VPBROADCASTW 46(AX), Y7
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y7, Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPOR         iqOnes<>+0(SB), Y7, Y7
+	VPADDB       Y7, Y5, Y5
+	VPABSB       Y5, Y7
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y6, Y6
+	VMOVDQU      224(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVDQU      224(CX)(BX*1), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 60(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      224(CX)(BX*2), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 92(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      224(CX)(R8*1), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y8, Y4
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq1m_4_loop
+
+iq1m_4_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VADDPS       X1, X0, X0
+	VPSHUFD      $0x01, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET

@@ -128,6 +128,62 @@ var brokenAct8Kernels = []struct {
 		file: "rows4.go", from: "SHRL(U8(9), v.As32())", to: "SHRL(U8(10), v.As32())",
 		want: []string{"iq2_xs ggml-quantized, four rows (row 2)", "iq2_xs four rows"},
 	},
+	{
+		what: "iq2_xxs: the scales from the index words",
+		file: "iq.go", from: "VSHUFPS(U8(0xdd), s, a, s)", to: "VSHUFPS(U8(0x88), s, a, s)",
+		want: iqWant("iq2_xxs"),
+	},
+	{
+		what: "iq2_xxs and iq3_xxs: the eighth sign (the parity) dropped",
+		file: "iq.go", from: "VPSLLQ(U8(63), par, par)", to: "VPSLLQ(U8(62), par, par)",
+		want: append(iqWant("iq2_xxs"), iqWant("iq3_xxs")...),
+	},
+	{
+		what: "iq3_xxs: each 32's scale from the previous word",
+		file: "iq.go", from: "VMOVDQU(Mem{Base: p, Disp: 66}, s)", to: "VMOVDQU(Mem{Base: p, Disp: 62}, s)",
+		want: iqWant("iq3_xxs"),
+	},
+	{
+		what: "iq2_s: the high index bits of the last two 8s swapped",
+		file: "iq.go", from: "shifts: []uint32{0, 2, 4, 6}, mask: 0x300}", to: "shifts: []uint32{0, 2, 6, 4}, mask: 0x300}",
+		want: iqWant("iq2_s"),
+	},
+	{
+		what: "iq3_s: the sign bytes one byte early",
+		file: "iq.go", from: "signBits(Mem{Base: p, Disp: 74 + 4*ib})", to: "signBits(Mem{Base: p, Disp: 73 + 4*ib})",
+		want: iqWant("iq3_s"),
+	},
+	{
+		what: "iq1_s: the shift's sign from bit 14",
+		file: "iq.go", from: "func(int) byte { return 0x80 })", to: "func(int) byte { return 0x40 })",
+		want: iqWant("iq1_s"),
+	},
+	{
+		what: "iq1_m: the second 128 values take the first's scales",
+		file: "iq.go", from: "return byte(2*(i/8) + i%2)", to: "return byte(2*(i/8%2) + i%2)",
+		want: iqWant("iq1_m"),
+	},
+	{
+		what: "IQ formats with a scale per 32: 2s−1 for 2s+1",
+		file: "iq.go", from: "VPSUBD(iqMinusOne(), l, l) // 2s+1", to: "VPADDD(iqMinusOne(), l, l) // 2s+1",
+		want: []string{"iq2_xxs ggml-quantized, one row", "iq3_s ggml-quantized, four rows (row 2)", "iq1_s random"},
+	},
+	{
+		what: "IQ formats with a scale per 16: 2s−1 for 2s+1",
+		file: "iq.go", from: "VPSUBB(iqMinusOne().AsX(), sc, sc) // 2s+1", to: "VPADDB(iqMinusOne().AsX(), sc, sc) // 2s+1",
+		want: []string{"iq2_s ggml-quantized, one row", "iq1_m ggml-quantized, four rows (row 1)", "iq2_s four rows"},
+	},
+	{
+		what: "IQ four rows: every row's scales stored over row 0's",
+		file: "iq.go", from: "blockScales(dwy, dm, fs.Offset(32*r))", to: "blockScales(dwy, dm, fs.Offset(0))",
+		want: []string{"iq3_xxs ggml-quantized, four rows (row 1)", "iq1_m ggml-quantized, four rows (row 2)", "iq2_s four rows"},
+	},
+}
+
+// iqWant are the failures a fault in one IQ format's kernels must show:
+// ggml's blocks one row and four rows, random blocks one row and four.
+func iqWant(name string) []string {
+	return []string{name + " ggml-quantized, one row", name + " ggml-quantized, four rows", name + " four rows", name + " random"}
 }
 
 // TestAct8KernelsCatchBrokenKernels is the control for the act8 tests:

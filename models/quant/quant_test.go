@@ -359,7 +359,8 @@ func TestRoundTripEdges(t *testing.T) {
 // randomBlocks returns n blocks of random bytes with finite scales, so every
 // bit pattern of the levels and scale codes gets exercised.
 func randomBlocks(f *Format, n int, r *rand.Rand) []byte {
-	halves := map[string][]int{"q8_0": {0}, "q4_k": {0, 2}, "q6_k": {208}, "iq2_xs": {0}, "iq4_nl": {0}, "iq4_xs": {0}}
+	halves := map[string][]int{"q8_0": {0}, "q4_k": {0, 2}, "q6_k": {208}, "iq2_xs": {0}, "iq4_nl": {0}, "iq4_xs": {0},
+		"iq2_xxs": {0}, "iq3_xxs": {0}, "iq2_s": {0}, "iq3_s": {0}, "iq1_s": {0}}
 	b := make([]byte, n*f.BlockBytes)
 	for i := range b {
 		b[i] = byte(r.Uint32())

@@ -10,7 +10,11 @@
 // interfaces below, found by type assertion.
 package backend
 
-import "github.com/strata-llm/strata/graph"
+import (
+	"fmt"
+
+	"github.com/strata-llm/strata/graph"
+)
 
 // Memory is a model's named buffers as the host sees them: byte slices over
 // the memory the backend's programs read and write (one address for host
@@ -32,6 +36,41 @@ type Memory interface {
 	// enough) and returns it; Restore copies such a snapshot back.
 	Snapshot(kind string, dst map[string][]byte) map[string][]byte
 	Restore(snap map[string][]byte)
+}
+
+// Writer is a Memory that must see the host's writes to some buffers go
+// through it: the cuda backend keeps the buffers the GPU writes and the host
+// reads (the scratch, the carry) in device memory behind a host mirror, so a
+// write into the mirror alone would not reach the device.
+type Writer interface {
+	Write(r graph.Range, data []byte) error
+}
+
+// Write copies data to the start of range r of mem, through mem's Write
+// where it is a Writer.
+func Write(mem Memory, r graph.Range, data []byte) error {
+	if w, ok := mem.(Writer); ok {
+		return w.Write(r, data)
+	}
+	b, err := mem.Bytes(r)
+	if err != nil {
+		return err
+	}
+	if len(data) > len(b) {
+		return fmt.Errorf("writing %d bytes into range %s+%d of %d bytes", len(data), r.Buffer, r.Offset, len(b))
+	}
+	copy(b, data)
+	return nil
+}
+
+// Stager is a Memory whose expert arena the host must not write itself
+// (the cuda backend's: managed memory that lives on the GPU): expert reads
+// land in buffers StageBuffers makes (n of them, each size bytes,
+// page-aligned) and Land copies them into the arena. StageBuffers returns
+// none where the arena may be written directly.
+type Stager interface {
+	StageBuffers(n, size int) ([][]byte, error)
+	Land(dst, src []byte) error
 }
 
 // Program is one window graph bound to a Memory. Run executes every

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/spec"
+	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/load"
 )
 
@@ -43,6 +44,12 @@ type Run struct {
 	PP, TG []float64 // tokens/s per measured repetition
 	// Spec is what speculation did over the measured repetitions' decoding.
 	Spec engine.SpecStats
+	// Stream is what expert streaming did over the measured repetitions'
+	// decoding (tg), TGTokens the tokens they generated: per token, the
+	// numbers that explain a streamed tg.
+	Stream   stream.Stats
+	TGTokens int
+	measured bool
 }
 
 // Open loads every configuration with open and sets its speculation: up to
@@ -108,7 +115,7 @@ func Measure(runs []*Run, opt Options) (err error) {
 		for i := range runs {
 			r := runs[(i+rep)%len(runs)]
 			r.spec.Stats = nil
-			if rep >= opt.Warmup {
+			if r.measured = rep >= opt.Warmup; r.measured {
 				r.spec.Stats = &r.Spec
 			}
 			pp, tg, err := r.Once(opt.Prompt, opt.Gen)
@@ -134,13 +141,20 @@ func (r *Run) Once(prompt []int, gen int) (pp, tg float64, err error) {
 		return 0, 0, err
 	}
 	pp = float64(len(prompt)) / time.Since(start).Seconds()
+	before := r.Loaded.Model.StreamStats()
 	start = time.Now()
 	// The sampled token is fed as a one-row window, then gen−1 decode steps.
 	out, err := s.Generate(first, gen, engine.GenerateOptions{PrefillRows: r.Loaded.PrefillRows, Spec: r.spec})
 	if err != nil {
 		return 0, 0, err
 	}
-	return pp, float64(len(out)) / time.Since(start).Seconds(), nil
+	tg = float64(len(out)) / time.Since(start).Seconds()
+	if r.measured {
+		d := r.Loaded.Model.StreamStats().Sub(before)
+		r.Stream = r.Stream.Add(d)
+		r.TGTokens += len(out)
+	}
+	return pp, tg, nil
 }
 
 // RandomPrompt is n pseudo-random token ids below vocab, from seed

@@ -77,3 +77,27 @@ func largest(m map[string]float64) string {
 	}
 	return best
 }
+
+// BufferBytes is the memory the model's buffers take, by graph buffer kind
+// (weights, experts: the arena when streamed, cache, state, scratch, …),
+// as checkMemory sums it; file mappings are not counted.
+func (m *Model) BufferBytes() map[string]int64 {
+	var graphs []*graph.Graph
+	for _, w := range m.programs {
+		graphs = append(graphs, w.g)
+	}
+	for _, w := range m.mtp {
+		graphs = append(graphs, w.g)
+	}
+	layout, err := backend.Layout(graphs...)
+	if err != nil {
+		return nil
+	}
+	out := map[string]int64{}
+	for _, b := range layout {
+		if b.Kind != graph.KindMapped {
+			out[b.Kind] += b.Size
+		}
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
@@ -70,6 +71,13 @@ type Model struct {
 	lanes    []*Lane
 	resident *Lane
 	order    *orderSetting // SetOrder's, for lanes added later
+	// warm holds the programs that have run once: a program's first run
+	// pays one-time costs (pipeline first use, CUDA graph recording, pages
+	// faulted in), so its time is not what the window costs; cold says
+	// whether the last window run was such a first run.
+	warmMu sync.Mutex
+	warm   map[backend.Program]bool
+	cold   bool
 	// context is the most positions a session may use: the config's
 	// runtime.context_length, or less when the run asked for less than
 	// the artifact it runs was made for (LimitContext).

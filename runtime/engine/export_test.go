@@ -31,7 +31,9 @@ func TeacherForcedSkipping(m *Model, tokens []int, rows int, skip func(w int) bo
 		}
 		next := tokens[a+1 : min(b+1, len(tokens))]
 		if skip(w) {
-			h.stash(next, a)
+			if err := h.stash(next, a); err != nil {
+				return nil, 0, err
+			}
 			continue
 		}
 		got, _, err := h.feed(next, a)

@@ -272,7 +272,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		if d.gate != nil && len(chunk) <= d.maxDraft+1 {
+		if d.gate != nil && len(chunk) <= d.maxDraft+1 && !d.s.coldWindow() {
 			// A window of a decode shape (every row's logits): what a
 			// decode window of that size costs, before any is measured.
 			d.gate.ObservePrefill(len(chunk), time.Since(start).Seconds())
@@ -432,7 +432,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		if logits, err = d.refeed(rows[:kept]); err != nil {
 			return true, err
 		}
-		if d.gate != nil {
+		if d.gate != nil && !d.s.coldWindow() {
 			// Priced apart from the window: the gate charges each window
 			// size the re-run it expects at the current acceptance.
 			d.gate.ObserveRerun(kept, time.Since(start).Seconds())
@@ -513,7 +513,9 @@ const maxPendingBytes = 64 << 20
 func (d *decoder) feedHead(next []int, pos int, run, draft bool) error {
 	d.mtpDraft, d.mtpProb = d.mtpDraft[:0], d.mtpProb[:0]
 	if !run {
-		d.head.stash(next, pos)
+		if err := d.head.stash(next, pos); err != nil {
+			return err
+		}
 		if d.head.pendingBytes() < maxPendingBytes {
 			return nil
 		}
@@ -570,7 +572,7 @@ func (d *decoder) chain(row []float32, p int) error {
 }
 
 func (d *decoder) observeWindow(rows int, start time.Time) {
-	if d.gate != nil {
+	if d.gate != nil && !d.s.coldWindow() {
 		d.gate.ObserveWindow(rows, time.Since(start).Seconds())
 	}
 }

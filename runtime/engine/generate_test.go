@@ -81,14 +81,14 @@ func (f *fakeSeq) MTPWindow(tokens []int, pos int) ([][]float32, error) {
 	return out, nil
 }
 
-func (f *fakeSeq) hiddenRows(n int, dst []byte) []byte {
+func (f *fakeSeq) hiddenRows(n int, dst []byte) ([]byte, error) {
 	for _, h := range f.carry[:n] {
 		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(h))
 	}
-	return dst
+	return dst, nil
 }
 
-func (f *fakeSeq) setHiddenRows(rows []byte) {
+func (f *fakeSeq) setHiddenRows(rows []byte) error {
 	for i := 0; i < len(rows); i += 4 {
 		h := math.Float32frombits(binary.LittleEndian.Uint32(rows[i:]))
 		if i/4 < len(f.carry) {
@@ -97,9 +97,12 @@ func (f *fakeSeq) setHiddenRows(rows []byte) {
 			f.carry = append(f.carry, h)
 		}
 	}
+	return nil
 }
 
 func (f *fakeSeq) headFeed() *headFeed { return &f.head }
+
+func (f *fakeSeq) coldWindow() bool { return false }
 
 func (f *fakeSeq) Pos() int { return len(f.fed) }
 func (f *fakeSeq) mark()    { f.marked = len(f.fed) }

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"fmt"
+
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
+	"github.com/strata-llm/strata/runtime/backend"
 )
 
 // headFeed keeps the MTP head's caches filled for every committed position
@@ -31,10 +34,15 @@ func (h *headFeed) pendingBytes() int { return len(h.hidden) }
 
 // stash keeps the rows of the trunk window that just ran (row t at pos+t
 // paired with tokens[t]) for a later feed.
-func (h *headFeed) stash(tokens []int, pos int) {
+func (h *headFeed) stash(tokens []int, pos int) error {
 	h.from(pos)
-	h.hidden = h.s.hiddenRows(len(tokens), h.hidden)
+	hidden, err := h.s.hiddenRows(len(tokens), h.hidden)
+	if err != nil {
+		return err
+	}
+	h.hidden = hidden
 	h.tokens = append(h.tokens, tokens...)
+	return nil
 }
 
 // from makes the pending rows end where rows at pos start: a session
@@ -70,13 +78,17 @@ func (h *headFeed) feed(tokens []int, pos int) (logits [][]float32, rows int, er
 		return logits, len(tokens), err
 	}
 	if len(tokens) > 0 {
-		h.stash(tokens, pos)
+		if err := h.stash(tokens, pos); err != nil {
+			return nil, 0, err
+		}
 	}
 	rowBytes := len(h.hidden) / len(h.tokens)
 	at, n := h.next, len(h.tokens)
 	for i := 0; i < n; i += h.maxRows {
 		j := min(i+h.maxRows, n)
-		h.s.setHiddenRows(h.hidden[i*rowBytes : j*rowBytes])
+		if err := h.s.setHiddenRows(h.hidden[i*rowBytes : j*rowBytes]); err != nil {
+			return nil, 0, err
+		}
 		if logits, err = h.s.MTPWindow(h.tokens[i:j], at+i); err != nil {
 			return nil, 0, err
 		}
@@ -91,15 +103,21 @@ func (s *sessionSeq) headFeed() *headFeed { return &s.head }
 
 // hiddenRows appends the first n rows the last trunk window left for the
 // MTP head to dst.
-func (s *sessionSeq) hiddenRows(n int, dst []byte) []byte {
-	b := s.mem().Buffer(s.m.carry)
-	return append(dst, b[:n*s.m.carryRow]...)
+func (s *sessionSeq) hiddenRows(n int, dst []byte) ([]byte, error) {
+	b, err := s.mem().Bytes(graph.Range{Buffer: s.m.carry, Size: int64(n * s.m.carryRow)})
+	if err != nil {
+		return dst, fmt.Errorf("reading the MTP head's hidden rows: %w", err)
+	}
+	return append(dst, b...), nil
 }
 
 // setHiddenRows writes rows at the start of the carry, where the MTP
 // window reads its hidden rows.
-func (s *sessionSeq) setHiddenRows(rows []byte) {
-	copy(s.mem().Buffer(s.m.carry), rows)
+func (s *sessionSeq) setHiddenRows(rows []byte) error {
+	if err := backend.Write(s.mem(), graph.Range{Buffer: s.m.carry, Size: int64(len(rows))}, rows); err != nil {
+		return fmt.Errorf("writing the MTP head's hidden rows: %w", err)
+	}
+	return nil
 }
 
 // carryBuffer names the buffer the trunk leaves its hidden rows in for the

@@ -17,8 +17,11 @@ type sequence interface {
 	// hiddenRows appends the first n hidden rows the last trunk window left
 	// for the MTP head to dst; setHiddenRows puts rows there for the next
 	// MTP window (the head catching up on rows it was not fed).
-	hiddenRows(n int, dst []byte) []byte
-	setHiddenRows(rows []byte)
+	hiddenRows(n int, dst []byte) ([]byte, error)
+	setHiddenRows(rows []byte) error
+	// coldWindow says whether the last window was its program's first run,
+	// whose time is no measure of the window's cost (Model.warm).
+	coldWindow() bool
 	// headFeed is where the rows the MTP head was not fed are kept.
 	headFeed() *headFeed
 	limits() seqLimits
@@ -40,7 +43,13 @@ type sessionSeq struct {
 	at Mark
 }
 
-func (s *sessionSeq) mark()   { s.markInto(&s.at) }
+func (s *sessionSeq) mark() { s.markInto(&s.at) }
+
+func (s *sessionSeq) coldWindow() bool {
+	s.m.warmMu.Lock()
+	defer s.m.warmMu.Unlock()
+	return s.m.cold
+}
 func (s *sessionSeq) rewind() { s.rewindTo(&s.at) }
 
 func (s *sessionSeq) limits() seqLimits {

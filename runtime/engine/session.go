@@ -71,6 +71,15 @@ func (s *Session) window(tokens []int) ([][]float32, error) {
 // may see is refreshed first and every host point makes the chosen experts
 // resident.
 func (m *Model) run(w window) error {
+	m.warmMu.Lock()
+	m.cold = !m.warm[w.p]
+	if m.cold {
+		if m.warm == nil {
+			m.warm = map[backend.Program]bool{}
+		}
+		m.warm[w.p] = true
+	}
+	m.warmMu.Unlock()
 	if m.stream == nil {
 		return w.p.Run()
 	}

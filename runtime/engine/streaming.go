@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"sync"
+	"time"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
@@ -39,6 +41,9 @@ type streamer struct {
 	// failed is set by a window that failed: the history of a failed run
 	// is not saved (it may be half a window's hits, and the run is retried).
 	failed bool
+	// hostPoints and hostTime count the windows' stops for the host.
+	hostPoints int
+	hostTime   time.Duration
 }
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena
@@ -81,6 +86,16 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, be
 	}
 	if st.History == "-" {
 		st.History = ""
+	}
+	if sg, ok := m.mem.(backend.Stager); ok && st.Options.Stage == nil {
+		threads := cmp.Or(max(st.Options.Threads, 0), stream.DefaultThreads)
+		bufs, err := sg.StageBuffers(threads, int(layout.slotBytes))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("model %s: staging buffers for expert reads: %w", c.Name, err), m.Close())
+		}
+		if len(bufs) > 0 {
+			st.Options.Stage = &stream.Stage{Buffers: bufs, Land: sg.Land}
+		}
 	}
 	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena, history: st.History}
 	if st.History != "" {
@@ -129,11 +144,28 @@ func (m *Model) StreamStats() stream.Stats {
 	if m.stream == nil {
 		return stream.Stats{}
 	}
-	return m.stream.Stats()
+	st := m.stream.Stats()
+	st.HostPoints, st.HostTime = m.stream.hostPoints, m.stream.hostTime
+	return st
+}
+
+// ProbeReads measures the pack's raw read rate for expert reads (stream.
+// Streamer.Probe over n experts); ok false without streaming.
+func (m *Model) ProbeReads(n int) (p stream.Probe, ok bool, err error) {
+	if m.stream == nil {
+		return stream.Probe{}, false, nil
+	}
+	p, err = m.stream.Probe(n)
+	return p, true, err
 }
 
 // hostPoint makes the experts a layer's router chose resident.
 func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
+	start := time.Now()
+	defer func() {
+		m.stream.hostPoints++
+		m.stream.hostTime += time.Since(start)
+	}()
 	router := &g.Dispatches[hp.After]
 	ids, ok := router.Arg("ids")
 	if !ok {

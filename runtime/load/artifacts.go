@@ -144,6 +144,9 @@ func describe(c *models.Config) string {
 	if c.Runtime.MoCE {
 		s += fmt.Sprintf(", MoCE λ %v protect %d max rank %d", c.Runtime.MoCELambda, c.Runtime.MoCEProtect, c.Runtime.MoCEMaxRank)
 	}
+	if c.Runtime.ReadAhead {
+		s += ", read-ahead"
+	}
 	return s
 }
 
@@ -189,6 +192,9 @@ func generateArgs(mf modelFile, opt Options, path string) []string {
 		if opt.MoCELambda > 0 {
 			flags = append(flags, "--moce-lambda", fmt.Sprint(opt.MoCELambda))
 		}
+	}
+	if opt.ReadAhead {
+		flags = append(flags, "--read-ahead")
 	}
 	return flags
 }

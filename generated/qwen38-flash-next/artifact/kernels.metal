@@ -23,7 +23,7 @@ constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per thread
 constexpr constant uint expert_simdgroups = 4; // moe_gate_up, moe_down: one expert row per simdgroup
 constexpr constant uint gdn_rule_columns = 8; // gdn_rule: state columns per simdgroup
 constexpr constant uint gdn_rule_simdgroups = 4; // gdn_rule: simdgroups per threadgroup
-constexpr constant uint attn_simdgroups = 4; // attention: simdgroups splitting the keys of one (row, head)
+constexpr constant uint attn_simdgroups = 16; // attention: simdgroups splitting the keys of one (row, head)
 constexpr constant uint gdn_rule_rows_per_lane = 4; // gdn_rule: key rows of the state per lane (key head dim / 32)
 constexpr constant uint gdn_conv_window = 4; // gdn_conv: taps of the causal conv
 constexpr constant uint attn_dims_per_lane = 8; // attention: head dims per lane (head dim / 32)
@@ -668,7 +668,9 @@ kernel void swiglu(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         y[i] = silu(gate[i]) * up[i];
     }
 }
@@ -747,7 +749,8 @@ kernel void stream_add(
         return;
     }
     device float *xs = x + (t * streams + s) * hidden;
-    for (uint i = tid; i < hidden; i += ntg) {
+    const uint i = tg.z * ntg + tid; // grid (rows, streams, slabs of the row)
+    if (i < hidden) {
         xs[i] += y[t * hidden + i];
     }
 }
@@ -1336,7 +1339,9 @@ kernel void moe_combine(
     }
     const bool has_shared = fc_moe_combine_shared;
     const float gate = has_shared ? sigmoid(shared_gate[t]) : 0.0f;
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         float mlp = routed[i];
         if (has_shared) {
             mlp += gate * shared[i];
@@ -1366,7 +1371,9 @@ kernel void hc_act(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         y[i] = silu(x[i] / streams);
     }
 }
@@ -1393,7 +1400,8 @@ kernel void hc_mix(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    for (uint i = tid; i < hidden; i += ntg) {
+    const uint i = tg.y * ntg + tid;
+    if (i < hidden) {
         float sum = 0.0f;
         for (uint s = 0; s < streams; s++) {
             const uint at = (t * streams + s) * hidden + i;
@@ -1428,7 +1436,8 @@ kernel void hc_inject(
     }
     const float weight = 2.0f * sigmoid(c[t * streams + s] / float(streams));
     device float *xs = x + (t * streams + s) * hidden;
-    for (uint i = tid; i < hidden; i += ntg) {
+    const uint i = tg.z * ntg + tid; // grid (rows, streams, slabs of the row)
+    if (i < hidden) {
         xs[i] += weight * y[t * hidden + i];
     }
 }

@@ -23,7 +23,7 @@ constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per thread
 constexpr constant uint expert_simdgroups = 4; // moe_gate_up, moe_down: one expert row per simdgroup
 constexpr constant uint gdn_rule_columns = 8; // gdn_rule: state columns per simdgroup
 constexpr constant uint gdn_rule_simdgroups = 4; // gdn_rule: simdgroups per threadgroup
-constexpr constant uint attn_simdgroups = 4; // attention: simdgroups splitting the keys of one (row, head)
+constexpr constant uint attn_simdgroups = 16; // attention: simdgroups splitting the keys of one (row, head)
 constexpr constant uint gdn_rule_rows_per_lane = 1; // gdn_rule: key rows of the state per lane (key head dim / 32)
 constexpr constant uint gdn_conv_window = 4; // gdn_conv: taps of the causal conv
 constexpr constant uint attn_dims_per_lane = 1; // attention: head dims per lane (head dim / 32)
@@ -606,7 +606,9 @@ kernel void residual_add(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         x[i] += y[i];
     }
 }
@@ -632,7 +634,9 @@ kernel void swiglu(
     if (t >= live_rows(params, rows)) {
         return;
     }
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         y[i] = silu(gate[i]) * up[i];
     }
 }
@@ -1232,7 +1236,9 @@ kernel void moe_combine(
     }
     const bool has_shared = fc_moe_combine_shared;
     const float gate = has_shared ? sigmoid(shared_gate[t]) : 0.0f;
-    for (uint i = t * dim + tid; i < (t + 1) * dim; i += ntg) {
+    const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
+    if (j < dim) {
+        const uint i = t * dim + j;
         float mlp = routed[i];
         if (has_shared) {
             mlp += gate * shared[i];

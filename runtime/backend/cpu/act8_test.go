@@ -14,7 +14,8 @@ import (
 // and row counts off the four-row blocks, padded rows included.
 func TestMatmulIntegerDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"} {
+	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1",
+		"iq2_xxs", "iq3_xxs", "iq2_s", "iq3_s", "iq1_s", "iq1_m"} {
 		for _, k := range []int{32, 64, 96, 256, 640} {
 			rl, err := quant.ForRow(name, k, quant.Pad)
 			if err != nil {
@@ -31,7 +32,11 @@ func TestMatmulIntegerDots(t *testing.T) {
 				w[i] = float32(r.NormFloat64())
 			}
 			for i := range n {
-				rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
+				if rl.Format.Encode != nil {
+					rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
+				} else {
+					decodeOnlyRow(rl.Format, data[i*rb:(i+1)*rb], r)
+				}
 				rl.DecodeRow(data[i*rb:(i+1)*rb], w[i*k:(i+1)*k])
 			}
 			m := matrix{data: data, rl: rl, rows: n, cols: k, rowBytes: rb}
@@ -75,7 +80,8 @@ func TestAct8Tile(t *testing.T) {
 	}
 	var ar quant.Act8Rows
 	ar.Quantize(x, total, k)
-	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"} {
+	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1",
+		"iq2_xxs", "iq3_xxs", "iq2_s", "iq3_s", "iq1_s", "iq1_m"} {
 		rl, err := quant.ForRow(name, k, quant.Pad)
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +97,11 @@ func TestAct8Tile(t *testing.T) {
 			w[i] = float32(r.NormFloat64())
 		}
 		for i := range n {
-			rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
+			if rl.Format.Encode != nil {
+				rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
+			} else {
+				decodeOnlyRow(rl.Format, data[i*rb:(i+1)*rb], r)
+			}
 			rl.DecodeRow(data[i*rb:(i+1)*rb], w[i*k:(i+1)*k])
 		}
 		m := matrix{data: data, rl: rl, rows: n, cols: k, rowBytes: rb}
@@ -131,5 +141,24 @@ func TestAct8Tile(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// decodeOnlyRow fills row with random blocks of f, a format without a
+// quantizer (the IQ grid formats), their scale d a small f16.
+func decodeOnlyRow(f *quant.Format, row []byte, r *rand.Rand) {
+	for i := range row {
+		row[i] = byte(r.Uint32())
+	}
+	for b := 0; b < len(row); b += f.BlockBytes {
+		d := quant.F16(0.01 + 0.01*float32(r.Float64()))
+		if f.Name == "iq1_m" { // d's four nibbles atop the four scale words at 48
+			for k := range 4 {
+				hi := &row[b+49+2*k]
+				*hi = *hi&0x0f | byte(d>>(4*k))<<4
+			}
+			continue
+		}
+		row[b], row[b+1] = byte(d), byte(d>>8)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
@@ -27,17 +28,39 @@ type Memory struct {
 	b      *Backend
 	ptrs   []uintptr // device addresses of the buffers
 	allocs []uintptr // what the driver allocated (the experts start a page inside)
+	onHost []bool    // allocs[i] is page-locked host memory (cuMemFreeHost frees it)
 	// mirror[i] is the page-locked host copy of a buffer that lives in
 	// device memory (nil: the buffer is managed or pinned, one address).
 	mirror []unsafe.Pointer
 	pinned bool
+	// staging holds the page-locked buffers expert reads land in
+	// (StageBuffers), freed with the memory.
+	stagingMu sync.Mutex
+	staging   []unsafe.Pointer
+	copiers   []uintptr // a non-blocking stream per staging buffer, for Land
+	stageSize uintptr   // bytes of each staging buffer
 }
 
 // mirrored says whether a buffer of kind lives in device memory behind a
-// host mirror: the params and the scratch, which the host writes or reads
-// every window (as managed memory their pages would move between host and
-// GPU every window, which costs more than the kernels of a decode window).
-func mirrored(kind string) bool { return kind == graph.KindParams || kind == graph.KindScratch }
+// host mirror: the params, the scratch and the carry, which the host writes
+// or reads between windows (as managed memory their pages would move between
+// host and GPU every window, which costs more than the kernels of a decode
+// window).
+func mirrored(kind string) bool {
+	return kind == graph.KindParams || kind == graph.KindScratch || kind == graph.KindCarry
+}
+
+// hostMapped says whether a buffer of kind lives in page-locked host memory
+// the GPU reads in place: the residency map and the residency flags, which
+// the host writes at every host point and window (a few words a layer) and
+// kernels read a few words of. As managed memory each write would move the
+// page to the host and the next kernel's read would fault it back.
+func hostMapped(kind string) bool { return kind == graph.KindSmap || kind == graph.KindResidency }
+
+// deviceOwned says whether the device holds the current bytes of a mirrored
+// buffer of kind (the GPU writes it; the host reads through a download and
+// writes through Write), rather than the host (the params).
+func deviceOwned(kind string) bool { return kind == graph.KindScratch || kind == graph.KindCarry }
 
 var _ backend.Memory = (*Memory)(nil)
 
@@ -97,7 +120,7 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 				}
 				alloc, h = p, unsafe.Slice((*byte)(mirror), size)
 				clear(h)
-			} else if m.pinned {
+			} else if m.pinned || hostMapped(l.Kind) {
 				var ptr unsafe.Pointer
 				if err := d.check("cuMemHostAlloc", d.memHostAlloc(&ptr, uintptr(size), hostAllocPortable|hostAllocDevMap)); err != nil {
 					return fmt.Errorf("buffer %s of %d bytes: %w", l.Name, size, err)
@@ -120,6 +143,7 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 			}
 			skip := int64(-uintptr(unsafe.Pointer(unsafe.SliceData(h)))) & (align - 1)
 			m.allocs = append(m.allocs, alloc)
+			m.onHost = append(m.onHost, mirror == nil && (m.pinned || hostMapped(l.Kind)))
 			m.mirror = append(m.mirror, mirror)
 			m.ptrs = append(m.ptrs, p+uintptr(skip))
 			host[i] = h[skip : skip+l.Size : skip+l.Size]
@@ -162,7 +186,12 @@ func (m *Memory) release() error {
 		return nil
 	}
 	allocs, mirror := m.allocs, m.mirror
-	m.ptrs, m.allocs, m.mirror = nil, nil, nil
+	onHost := m.onHost
+	m.stagingMu.Lock()
+	staging, copiers := m.staging, m.copiers
+	m.staging, m.copiers = nil, nil
+	m.stagingMu.Unlock()
+	m.ptrs, m.allocs, m.mirror, m.onHost = nil, nil, nil, nil
 	if m.HostMemory != nil {
 		m.Drop()
 	}
@@ -171,11 +200,17 @@ func (m *Memory) release() error {
 		for i, p := range allocs {
 			if i < len(mirror) && mirror[i] != nil {
 				errs = append(errs, m.b.d.check("cuMemFree", m.b.d.memFree(p)), m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(mirror[i])))
-			} else if m.pinned {
+			} else if onHost[i] {
 				errs = append(errs, m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(*(*unsafe.Pointer)(unsafe.Pointer(&p)))))
 			} else {
 				errs = append(errs, m.b.d.check("cuMemFree", m.b.d.memFree(p)))
 			}
+		}
+		for _, p := range staging {
+			errs = append(errs, m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(p)))
+		}
+		for _, s := range copiers {
+			errs = append(errs, m.b.d.check("cuStreamDestroy", m.b.d.streamDestroy(s)))
 		}
 		return nil
 	})
@@ -183,26 +218,27 @@ func (m *Memory) release() error {
 }
 
 // Bytes is the range r; a range of a buffer in device memory (the scratch:
-// logits, the router's choices at a host point) is first copied into the
-// mirror, so the host reads what the GPU wrote.
+// logits, the router's choices at a host point; the carry) is first copied
+// into the mirror, so the host reads what the GPU wrote. A host write to it
+// goes through Write.
 func (m *Memory) Bytes(r graph.Range) ([]byte, error) {
 	b, err := m.HostMemory.Bytes(r)
 	if err != nil || len(b) == 0 {
 		return b, err
 	}
 	i, _ := m.Index(r.Buffer)
-	if m.mirror[i] == nil || m.Layout()[i].Kind != graph.KindScratch {
+	if m.mirror[i] == nil || !deviceOwned(m.Layout()[i].Kind) {
 		return b, nil
 	}
 	off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(m.mirror[i])
 	return b, m.download(i, off, uintptr(len(b)))
 }
 
-// Buffer is a whole buffer; the scratch is copied back from the device
-// first, as Bytes does.
+// Buffer is a whole buffer; the scratch and the carry are copied back from
+// the device first, as Bytes does.
 func (m *Memory) Buffer(name string) []byte {
 	b := m.HostMemory.Buffer(name)
-	if i, ok := m.Index(name); ok && len(b) > 0 && m.mirror[i] != nil && m.Layout()[i].Kind == graph.KindScratch {
+	if i, ok := m.Index(name); ok && len(b) > 0 && m.mirror[i] != nil && deviceOwned(m.Layout()[i].Kind) {
 		if err := m.download(i, 0, uintptr(len(b))); err != nil {
 			panic(fmt.Sprintf("cuda: buffer %s: %v", name, err)) // the device is gone: nothing to read
 		}
@@ -219,13 +255,132 @@ func (m *Memory) Buffer(name string) []byte {
 // needed; the copy goes on the legacy stream, which the program's
 // non-blocking streams never wait for.
 func (m *Memory) download(i int, off, n uintptr) error {
+	return m.copyOut(unsafe.Add(m.mirror[i], off), m.ptrs[i]+off, n)
+}
+
+// copyOut copies n device bytes at src to the host at dst, and copyIn n host
+// bytes at src to the device at dst, with the copy engine on the caller's
+// own thread (see download). Managed memory is copied where its pages are:
+// the host never touches them, so pages that settled on the GPU stay there.
+func (m *Memory) copyOut(dst unsafe.Pointer, src uintptr, n uintptr) error {
+	return m.onCaller(func(d *driver) error { return d.check("cuMemcpyDtoH", d.memcpyDtoH(dst, src, n)) })
+}
+
+func (m *Memory) copyIn(dst uintptr, src unsafe.Pointer, n uintptr) error {
+	return m.onCaller(func(d *driver) error { return d.check("cuMemcpyHtoD", d.memcpyHtoD(dst, src, n)) })
+}
+
+// onCaller runs f on the caller's locked thread with the context current.
+func (m *Memory) onCaller(f func(d *driver) error) error {
 	d := m.b.d
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.check("cuCtxSetCurrent", d.ctxSetCurrent(m.b.ctx)); err != nil {
 		return err
 	}
-	return d.check("cuMemcpyDtoH", d.memcpyDtoH(unsafe.Add(m.mirror[i], off), m.ptrs[i]+off, n))
+	return f(d)
+}
+
+// Write copies data to the start of range r: into the host's bytes and, for
+// a buffer in device memory, on to the device, so the next window reads it
+// (engine's MTP catch-up writes hidden rows into the carry this way).
+func (m *Memory) Write(r graph.Range, data []byte) error {
+	b, err := m.HostMemory.Bytes(r)
+	if err != nil {
+		return err
+	}
+	if len(data) > len(b) {
+		return fmt.Errorf("cuda: writing %d bytes into range %s+%d of %d bytes", len(data), r.Buffer, r.Offset, len(b))
+	}
+	copy(b, data)
+	i, _ := m.Index(r.Buffer)
+	if len(data) == 0 || m.mirror[i] == nil {
+		return nil
+	}
+	off := uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(m.mirror[i])
+	return m.copyIn(m.ptrs[i]+off, unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(data)))
+}
+
+// Clear zeroes every buffer of a kind on the device (a memset), never
+// through the host's view of managed pages.
+func (m *Memory) Clear(kind string) {
+	if m.pinned {
+		m.HostMemory.Clear(kind)
+		return
+	}
+	for i, l := range m.Layout() {
+		if l.Kind != kind || len(m.Host(i)) == 0 {
+			continue
+		}
+		n := uintptr(len(m.Host(i)))
+		if m.mirror[i] != nil {
+			clear(m.Host(i))
+		}
+		if err := m.onCaller(func(d *driver) error {
+			return d.check("cuMemsetD8", d.memsetD8Async(m.ptrs[i], 0, n, 0))
+		}); err != nil {
+			panic(fmt.Sprintf("cuda: clearing buffer %s: %v", l.Name, err)) // the device is gone
+		}
+	}
+	if err := m.onCaller(func(d *driver) error { return d.check("cuCtxSynchronize", d.ctxSynchronize()) }); err != nil {
+		panic(fmt.Sprintf("cuda: clearing %s buffers: %v", kind, err))
+	}
+}
+
+// Snapshot copies every buffer of a kind into dst (reused when large
+// enough) with the copy engine: speculative decoding snapshots the state
+// before every verify window, and a host memmove over managed pages would
+// move each of them to the host and back (most of a small model's decode
+// step on the GPU). Restore copies a snapshot back the same way.
+func (m *Memory) Snapshot(kind string, dst map[string][]byte) map[string][]byte {
+	if m.pinned {
+		return m.HostMemory.Snapshot(kind, dst)
+	}
+	if dst == nil {
+		dst = map[string][]byte{}
+	}
+	for i, l := range m.Layout() {
+		if l.Kind != kind {
+			continue
+		}
+		n := len(m.Host(i))
+		b := dst[l.Name]
+		if cap(b) < n {
+			b = make([]byte, n)
+		}
+		b = b[:n]
+		if n > 0 {
+			if err := m.copyOut(unsafe.Pointer(unsafe.SliceData(b)), m.ptrs[i], uintptr(n)); err != nil {
+				panic(fmt.Sprintf("cuda: snapshot of buffer %s: %v", l.Name, err)) // the device is gone
+			}
+			if m.mirror[i] != nil {
+				copy(m.Host(i), b)
+			}
+		}
+		dst[l.Name] = b
+	}
+	return dst
+}
+
+// Restore copies a snapshot back (see Snapshot).
+func (m *Memory) Restore(snap map[string][]byte) {
+	if m.pinned {
+		m.HostMemory.Restore(snap)
+		return
+	}
+	for name, b := range snap {
+		i, ok := m.Index(name)
+		if !ok || len(b) == 0 {
+			continue
+		}
+		n := min(len(b), len(m.Host(i)))
+		if m.mirror[i] != nil {
+			copy(m.Host(i), b[:n])
+		}
+		if err := m.copyIn(m.ptrs[i], unsafe.Pointer(unsafe.SliceData(b)), uintptr(n)); err != nil {
+			panic(fmt.Sprintf("cuda: restoring buffer %s: %v", name, err)) // the device is gone
+		}
+	}
 }
 
 // upload copies the first n bytes of buffer i's mirror to the device,
@@ -233,5 +388,72 @@ func (m *Memory) download(i int, off, n uintptr) error {
 func (m *Memory) upload(i int, n uintptr) error {
 	return m.b.do(func() error {
 		return m.b.d.check("cuMemcpyHtoD", m.b.d.memcpyHtoD(m.ptrs[i], m.mirror[i], n))
+	})
+}
+
+// StageBuffers allocates n page-locked buffers of size bytes for expert
+// reads to land in (backend.Stager); none when every buffer is pinned host
+// memory, which the readers may write directly.
+func (m *Memory) StageBuffers(n, size int) ([][]byte, error) {
+	if m.pinned || n <= 0 || size <= 0 {
+		return nil, nil
+	}
+	out := make([][]byte, 0, n)
+	err := m.b.do(func() error {
+		for range n {
+			var p unsafe.Pointer
+			if err := m.b.d.check("cuMemHostAlloc", m.b.d.memHostAlloc(&p, uintptr(size), hostAllocPortable)); err != nil {
+				return fmt.Errorf("staging buffer of %d bytes: %w", size, err)
+			}
+			var s uintptr
+			if err := m.b.d.check("cuStreamCreate", m.b.d.streamCreate(&s, streamNonBlocking)); err != nil {
+				m.b.d.memFreeHost(p)
+				return fmt.Errorf("staging stream: %w", err)
+			}
+			m.stagingMu.Lock()
+			m.staging = append(m.staging, p)
+			m.copiers = append(m.copiers, s)
+			m.stageSize = uintptr(size)
+			m.stagingMu.Unlock()
+			out = append(out, unsafe.Slice((*byte)(p), size))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Land copies src (within a staging buffer) to dst, a range of a managed
+// buffer (the expert arena), by the copy engine: the arena's pages stay on
+// the GPU. Managed memory has one address for host and device. The copy goes
+// on the staging buffer's own non-blocking stream, asynchronous and then
+// waited for: a window is in flight, waiting on this host point, and a
+// synchronous copy into managed memory waits for the device (it hung the
+// replayed windows on the H100).
+func (m *Memory) Land(dst, src []byte) error {
+	if len(src) > len(dst) {
+		return fmt.Errorf("cuda: landing %d bytes into %d", len(src), len(dst))
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(src)))
+	stream := uintptr(0)
+	m.stagingMu.Lock()
+	for i, p := range m.staging {
+		if at >= uintptr(p) && at+uintptr(len(src)) <= uintptr(p)+m.stageSize {
+			stream = m.copiers[i]
+			break
+		}
+	}
+	m.stagingMu.Unlock()
+	if stream == 0 {
+		return fmt.Errorf("cuda: landing bytes that are not in a staging buffer")
+	}
+	to := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
+	return m.onCaller(func(d *driver) error {
+		if err := d.check("cuMemcpyHtoDAsync", d.memcpyHtoDAsync(to, unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src)), stream)); err != nil {
+			return err
+		}
+		return d.check("cuStreamSynchronize", d.streamSynchronize(stream))
 	})
 }

@@ -22,12 +22,29 @@ type Options struct {
 	// threads at once (default 256 KiB; 0 keeps the default, <0 never splits).
 	SplitBytes int
 	Retries    int // attempts after a failed read before giving up (default 2)
+	// Stage, when set, is how reads reach an arena the host must not write
+	// itself (see Stage).
+	Stage *Stage
 	// Verify, when set, checks an expert's bytes after a read; a failure
 	// counts as a failed read, so nothing corrupt is ever published.
 	Verify func(layer, expert int, data []byte) error
 	// Trace records every expert a layer needed, in order (for judging the
 	// cache policy against Belady's optimum on the same accesses).
 	Trace bool
+}
+
+// DefaultThreads is Options.Threads' default.
+const DefaultThreads = 8
+
+// Stage routes reads through host buffers of the caller's: each reader
+// thread reads into Buffers[its index] (page-aligned, at least a slot) and
+// Land copies what it read into the arena. The cuda backend's arena is
+// managed memory whose pages live on the GPU: a read straight into it would
+// fault every page to the host and the GPU would fault it back, where a
+// copy from page-locked memory moves it once, by the copy engine.
+type Stage struct {
+	Buffers [][]byte
+	Land    func(dst, src []byte) error
 }
 
 // Stats is the streamer's telemetry since it started.
@@ -42,6 +59,28 @@ type Stats struct {
 	// the wall time at least one read was in flight (BytesRead/ReadBusy: the
 	// pool's rate while reading).
 	ReadTime, ReadBusy time.Duration
+	// HostPoints is how many times a window stopped for the host (a layer's
+	// handshake: the GPU waits while the host reads the router's choices,
+	// makes them resident and writes the smap), HostTime the host's time
+	// there, Stall included. The engine fills them (Model.StreamStats).
+	HostPoints int
+	HostTime   time.Duration
+}
+
+// Add is s plus t: the telemetry of two stretches of work together.
+func (s Stats) Add(t Stats) Stats {
+	return Stats{Hits: s.Hits + t.Hits, Misses: s.Misses + t.Misses, Late: s.Late + t.Late,
+		Prefetched: s.Prefetched + t.Prefetched, Used: s.Used + t.Used, BytesRead: s.BytesRead + t.BytesRead,
+		Stall: s.Stall + t.Stall, ReadTime: s.ReadTime + t.ReadTime, ReadBusy: s.ReadBusy + t.ReadBusy,
+		HostPoints: s.HostPoints + t.HostPoints, HostTime: s.HostTime + t.HostTime}
+}
+
+// Sub is s less t: the telemetry of the work between two readings.
+func (s Stats) Sub(t Stats) Stats {
+	return Stats{Hits: s.Hits - t.Hits, Misses: s.Misses - t.Misses, Late: s.Late - t.Late,
+		Prefetched: s.Prefetched - t.Prefetched, Used: s.Used - t.Used, BytesRead: s.BytesRead - t.BytesRead,
+		Stall: s.Stall - t.Stall, ReadTime: s.ReadTime - t.ReadTime, ReadBusy: s.ReadBusy - t.ReadBusy,
+		HostPoints: s.HostPoints - t.HostPoints, HostTime: s.HostTime - t.HostTime}
 }
 
 // request is one expert read, possibly split into parts.
@@ -94,7 +133,10 @@ type Streamer struct {
 // NewStreamer starts the reader pool over arena a.
 func NewStreamer(a *Arena, r Reader, opt Options) *Streamer {
 	if opt.Threads <= 0 {
-		opt.Threads = 8
+		opt.Threads = DefaultThreads
+	}
+	if opt.Stage != nil && len(opt.Stage.Buffers) < opt.Threads {
+		opt.Stage = nil // not a buffer per reader: read straight into the arena
 	}
 	if opt.Urgent <= 0 {
 		opt.Urgent = min(2, opt.Threads)
@@ -112,7 +154,11 @@ func NewStreamer(a *Arena, r Reader, opt Options) *Streamer {
 	s.work = sync.NewCond(&s.mu)
 	for i := 0; i < opt.Threads; i++ {
 		s.wg.Add(1)
-		go s.reader(i < opt.Urgent)
+		var stage []byte
+		if opt.Stage != nil {
+			stage = opt.Stage.Buffers[i]
+		}
+		go s.reader(i < opt.Urgent, stage)
 	}
 	return s
 }
@@ -128,7 +174,7 @@ func (s *Streamer) Close() {
 
 // reader serves the urgent queue first; reserved readers serve only it. It
 // waits for work, never spins.
-func (s *Streamer) reader(reserved bool) {
+func (s *Streamer) reader(reserved bool, stage []byte) {
 	defer s.wg.Done()
 	s.mu.Lock()
 	for {
@@ -146,7 +192,7 @@ func (s *Streamer) reader(reserved bool) {
 			continue
 		}
 		s.mu.Unlock()
-		s.read(p)
+		s.read(p, stage)
 		s.mu.Lock()
 	}
 }
@@ -161,7 +207,7 @@ func (s *Streamer) enqueue(p part, urgent bool) {
 	s.work.Broadcast()
 }
 
-func (s *Streamer) read(p part) {
+func (s *Streamer) read(p part, stage []byte) {
 	r := p.req
 	layer, expert := r.key/s.a.Experts, r.key%s.a.Experts
 	s.mu.Lock()
@@ -177,10 +223,17 @@ func (s *Streamer) read(p part) {
 	}
 	s.mu.Unlock()
 	var err error
+	into := dst
+	if stage != nil && len(stage) >= len(dst) {
+		into = stage[:len(dst)]
+	}
 	for try := 0; try <= s.opt.Retries; try++ {
-		if err = s.r.ReadExpert(layer, expert, p.off, dst); err == nil {
+		if err = s.r.ReadExpert(layer, expert, p.off, into); err == nil {
 			break
 		}
+	}
+	if err == nil && len(dst) > 0 && &into[0] != &dst[0] {
+		err = s.opt.Stage.Land(dst, into)
 	}
 	end := time.Now()
 	s.mu.Lock()

@@ -43,6 +43,7 @@ func main() {
 		dotLegacy(f, 1)
 		dotLegacy(f, 4)
 	}
+	iqKernels()
 	Generate()
 }
 

@@ -93,6 +93,40 @@ for s in "$@"; do
 		for f in "$out"/llama-*.log "$out"/strata-*.log; do echo "--- $f"; grep -E 'pp512|tg128|backend=cuda' "$f"; done >>"$out/summary.log"
 		;;
 	bench-flash8v) step bench-flash8v 300 /tmp/sb/strata bench --gguf /dev/shm/flash8v.gguf --backend cuda -p 512 -n 128 -r 2 --kernel-profile ;;
+	# The laptop scenario (docs/laptop.md): all 48 layers of Flash-Next,
+	# iq2_xs experts (the seed's plan), without its MTP head (llama.cpp
+	# refuses a file with it) and with a placeholder vocabulary (llama.cpp
+	# needs one); the GGUF in RAM (/dev/shm), the expert pack on the
+	# machine's disk, read with O_DIRECT.
+	flash48)
+		step flash48 420 /tmp/sb/strata synth --model qwen38-flash-next --no-mtp --vocab --quant experts=iq2_xs,trunk=q8_0,embed=q8_0,head=q6_k -o /dev/shm/flash48.gguf
+		step pack48 420 /tmp/sb/strata pack -o /tmp/flash48.experts /dev/shm/flash48.gguf
+		ln -sfn /tmp/flash48.experts /dev/shm/flash48.gguf.experts
+		df -h /tmp /dev/shm >>"$out/summary.log"
+		;;
+	# Decode streamed through an arena of 5,200 experts (9.8 GB: what a 24 GB
+	# laptop leaves for experts, docs/laptop.md), without and with read-ahead,
+	# then every expert resident; the per-token table and the disk probe
+	# come with the streamed ones.
+	laptop) step laptop 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda --arena-experts "${ARENA_EXPERTS:-5200}" -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" ${BENCH_FLAGS:-} ;;
+	laptop-ra) step laptop-ra 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda --read-ahead --arena-experts "${ARENA_EXPERTS:-5200}" -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" ${BENCH_FLAGS:-} ;;
+	resident48) step resident48 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" ;;
+	# llama.cpp with the experts in host memory (-ncmoe 99: every layer's
+	# experts on the CPU), as its users run MoE models larger than the GPU.
+	llama-cpumoe)
+		lb=${LLAMA_BENCH:-/tmp/llama/build/bin/llama-bench}
+		step llama-cpumoe 560 "$lb" -m /dev/shm/flash48.gguf -ngl 99 -ncmoe 99 -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}"
+		;;
+	# Exactness at full size: streamed and resident greedy tokens (the run
+	# prints them) on one prompt.
+	exact48)
+		for a in 0 "${ARENA_EXPERTS:-5200}"; do
+			echo "--- arena $a" >>"$out/exact48.log"
+			/tmp/sb/strata run --backend cuda --gguf /dev/shm/flash48.gguf --arena-experts "$a" --stats --tokens "$(seq -s, 1 64)" -n 32 >>"$out/exact48.log" 2>&1
+		done
+		grep -v "^strata: weights" "$out/exact48.log" >>"$out/summary.log"
+		;;
+	tinygo-spec) step tinygo-spec 300 /tmp/sb/strata bench --backend cuda --spec 0,1,2,3,auto -p 64 -n 256 -r 3 ${BENCH_FLAGS:-} ;;
 	*) echo "unknown step $s" >&2 ;;
 	esac
 done

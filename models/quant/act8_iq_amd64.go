@@ -1,0 +1,62 @@
+package quant
+
+import "unsafe"
+
+// The AVX2 integer kernels of the grid IQ formats (asm/act8's iq.go),
+// registered by their own init beside archAct8's, under the same
+// condition. Each takes its grid by pointer: ggml's iq2xxs, iq3xxs,
+// iq2s and iq3s grids as parsed, and iq1s_grid times 8 (iq1sGrid8).
+func init() {
+	for name, k := range archIQAct8() {
+		act8Dots[registry[name]] = k.one
+		act8Dots4[registry[name]] = k.four
+	}
+}
+
+type iqAct8Kernel struct {
+	one  act8Func
+	four act8x4Func
+}
+
+func archIQAct8() map[string]iqAct8Kernel {
+	if !haveAVX2 {
+		return nil
+	}
+	grid1 := iq1sGrid8()
+	m := map[string]iqAct8Kernel{}
+	add := func(name string, size int, grid unsafe.Pointer, one func(b *byte, q *int8, d *float32, nb int, grid *byte) float32,
+		four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32, grid *byte)) {
+		g := (*byte)(grid)
+		m[name] = iqAct8Kernel{
+			one: func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+				if nb == 0 {
+					return 0
+				}
+				_, _, _ = b[nb*size-1], q[nb*256-1], d[nb*8-1]
+				return one(&b[0], &q[0], &d[0], nb, g)
+			},
+			four: act8x4(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+				four(b, &a.Q[0], &a.D[0], qs, ds, nb, out, g)
+			}, func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], nb, g) }),
+		}
+	}
+	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&tables.iq2xxsGrid[0]), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x4AVX2)
+	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&tables.iq3xxsGrid[0]), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x4AVX2)
+	add("iq2_s", iq2sBytes, unsafe.Pointer(&grids.iq2s[0]), dotIQ2SQ8AVX2, dotIQ2SQ8x4AVX2)
+	add("iq3_s", iq3sBytes, unsafe.Pointer(&grids.iq3s[0]), dotIQ3SQ8AVX2, dotIQ3SQ8x4AVX2)
+	add("iq1_s", iq1sBytes, unsafe.Pointer(&grid1[0]), dotIQ1SQ8AVX2, dotIQ1SQ8x4AVX2)
+	add("iq1_m", iq1mBytes, unsafe.Pointer(&grid1[0]), dotIQ1MQ8AVX2, dotIQ1MQ8x4AVX2)
+	return m
+}
+
+// iq1sGrid8 is iq1s_grid with every level times 8 (−8, 0, 8 as int8), 16
+// KiB as the grid itself: the kernels add the ±1 shift to it in bytes.
+func iq1sGrid8() *[iq1sNGrid]uint64 {
+	t := new([iq1sNGrid]uint64)
+	for i, g := range grids.iq1s {
+		for j := range 8 {
+			t[i] |= uint64(uint8(8*int8(g>>(8*j)))) << (8 * j)
+		}
+	}
+	return t
+}
