@@ -61,9 +61,17 @@ func (a *Act8) Quantize(x []float32) {
 			continue
 		}
 		xs := x[lo:min(len(x), lo+Act8Block)]
+		if len(xs) == Act8Block && quantize32 != nil && quantize32(&xs[0], &q[0], &a.D[b], &a.S[b], &a.H[2*b]) {
+			continue
+		}
 		quantizeAct8Block(xs, q, &a.D[b], &a.S[b], (*[2]float32)(a.H[2*b:]))
 	}
 }
+
+// quantize32 is quantizeAct8Block of one whole block of finite values
+// not all zero in assembly (nil where there is none), false where it
+// leaves the block to quantizeAct8Block.
+var quantize32 func(x *float32, q *int8, d, s, h *float32) bool
 
 func quantizeAct8Block(xs []float32, q []int8, d, s *float32, h *[2]float32) {
 	var amax uint32 // max |x| as float32 bits: for finite values and +Inf, the bits order as the values
@@ -116,7 +124,10 @@ func (a *Act8) Dequantize() []float32 {
 // first nblk·BlockElems values).
 type act8Func = func(block []byte, q []int8, d, s, h []float32, nblk int) float32
 
-type act8x4Func = func(block []byte, a *[4]*Act8, off, nblk int, out *[4]float32)
+// act8x4Func is a format's four-row dot of whole blocks: out[i][r] is the
+// dot of the weight row at data[i·stride:] (nblk blocks) with a[r], for
+// i < len(out); rows not at equal strides take one-row dots.
+type act8x4Func = func(data []byte, stride int, a *[4]*Act8, nblk int, out [][4]float32)
 
 var (
 	act8Dots  = map[*Format]act8Func{}
@@ -178,11 +189,31 @@ func (k Act8Dot) HasDot4() bool { return k.four != nil }
 // the format has one.
 func (k Act8Dot) Dot4(row []byte, a *[4]*Act8, out *[4]float32) {
 	if k.four != nil {
-		k.four(row, a, 0, k.r.Stored/k.r.Format.BlockElems, out)
+		o := [1][4]float32{}
+		k.four(row, 0, a, k.r.Stored/k.r.Format.BlockElems, o[:])
+		*out = o[0]
 		return
 	}
 	for i, ai := range a {
 		out[i] = k.Dot(row, ai)
+	}
+}
+
+// DotRows4 sets out[i] to Dot4 of the row at data[i·stride:] for every i:
+// consecutive rows of one matrix with the same four activation rows, in
+// one call (the rows' strides checked once).
+func (k Act8Dot) DotRows4(data []byte, stride int, a *[4]*Act8, out [][4]float32) {
+	if len(out) == 0 {
+		return
+	}
+	if k.four != nil {
+		k.four(data, stride, a, k.r.Stored/k.r.Format.BlockElems, out)
+		return
+	}
+	for i := range out {
+		for r, ar := range a {
+			out[i][r] = k.Dot(data[i*stride:], ar)
+		}
 	}
 }
 
@@ -195,6 +226,44 @@ type Act8Rows struct {
 
 // Quantize fills a with the rows x[r·k : (r+1)·k], r < rows.
 func (a *Act8Rows) Quantize(x []float32, rows, k int) {
+	a.reserve(rows, k)
+	for r := range rows {
+		a.rows[r].Quantize(x[r*k : (r+1)*k])
+	}
+}
+
+// QuantizeSel fills a with the rows x[sel[i]·k : (sel[i]+1)·k], i <
+// len(sel): a window's rows in another order (grouped by the expert they
+// route to), so that each group's rows lie at one stride for the four-row
+// kernels.
+func (a *Act8Rows) QuantizeSel(x []float32, k int, sel []int) {
+	a.reserve(len(sel), k)
+	for i, r := range sel {
+		a.rows[i].Quantize(x[r*k : (r+1)*k])
+	}
+}
+
+// Gather fills a with copies of src's rows sel[i], i < len(sel) (levels,
+// scales and sums): rows quantized once, regrouped at one stride.
+func (a *Act8Rows) Gather(src *Act8Rows, sel []int) {
+	k := 0
+	if len(src.rows) > 0 {
+		k = src.rows[0].n
+	}
+	a.reserve(len(sel), k)
+	for i, r := range sel {
+		s, d := &src.rows[r], &a.rows[i]
+		copy(d.Q, s.Q)
+		copy(d.D, s.D)
+		copy(d.S, s.S)
+		copy(d.H, s.H)
+		d.n = s.n
+	}
+}
+
+// reserve sizes a for rows rows of k values and points the rows' views
+// into its buffer, row r at r times the padded width.
+func (a *Act8Rows) reserve(rows, k int) {
 	w := (k + act8Pad - 1) / act8Pad * act8Pad
 	nb := w / Act8Block
 	all := &a.all
@@ -216,9 +285,12 @@ func (a *Act8Rows) Quantize(x []float32, rows, k int) {
 		ar := &a.rows[r]
 		ar.Q, ar.D, ar.S = all.Q[r*w:(r+1)*w:(r+1)*w], all.D[r*nb:(r+1)*nb:(r+1)*nb], all.S[r*nb:(r+1)*nb:(r+1)*nb]
 		ar.H = all.H[2*r*nb : 2*(r+1)*nb : 2*(r+1)*nb]
-		ar.Quantize(x[r*k : (r+1)*k])
+		ar.n = k
 	}
 }
+
+// Rows is the number of rows a holds.
+func (a *Act8Rows) Rows() int { return len(a.rows) }
 
 // Row is row r, valid until the next Quantize.
 func (a *Act8Rows) Row(r int) *Act8 { return &a.rows[r] }

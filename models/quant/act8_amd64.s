@@ -433,6 +433,766 @@ Q4K_1_done:
 	MOVSS        X2, ret+40(FP)
 	RET
 
+// func dotQ4KQ8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ4KQ8x4AVX2(SB), NOSPLIT, $128-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	LEAQ         (SI)(SI*2), R8
+	LEAQ         (DI)(DI*2), R9
+	MOVQ         nblk+48(FP), R10
+	VPCMPEQW     Y0, Y0, Y0
+	VPSRLW       $0x0f, Y0, Y0
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X1
+	VPBROADCASTD X1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	TESTQ        R10, R10
+	JZ           Q4K_4_done
+
+Q4K_4_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         4(AX), R11
+	MOVL         8(AX), R12
+	MOVL         12(AX), R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R13, R15
+	ANDL         $0x0f0f0f0f, R15
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R15
+	SHLQ         $0x20, R15
+	ORQ          R15, R14
+	VMOVQ        R14, X6
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVL         R12, R11
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	SHLQ         $0x20, R13
+	ORQ          R13, R11
+	VMOVQ        R11, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y6, Y6
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y7, Y7
+	VFNMADD231PS (BX), Y7, Y2
+	VMULPS       (DX), Y6, Y8
+	VMOVUPS      Y8, (SP)
+	VFNMADD231PS (BX)(DI*1), Y7, Y3
+	VMULPS       (DX)(DI*1), Y6, Y8
+	VMOVUPS      Y8, 32(SP)
+	VFNMADD231PS (BX)(DI*2), Y7, Y4
+	VMULPS       (DX)(DI*2), Y6, Y8
+	VMOVUPS      Y8, 64(SP)
+	VFNMADD231PS (BX)(R9*1), Y7, Y5
+	VMULPS       (DX)(R9*1), Y6, Y6
+	VMOVUPS      Y6, 96(SP)
+	VMOVDQU      16(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   (CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPMADDUBSW   (CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VPMADDUBSW   (CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPMADDUBSW   (CX)(R8*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 96(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   32(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPMADDUBSW   32(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VPMADDUBSW   32(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPMADDUBSW   32(CX)(R8*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 100(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	VMOVDQU      48(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   64(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPMADDUBSW   64(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VPMADDUBSW   64(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPMADDUBSW   64(CX)(R8*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 104(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   96(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPMADDUBSW   96(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VPMADDUBSW   96(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPMADDUBSW   96(CX)(R8*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 108(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	VMOVDQU      80(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   128(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPMADDUBSW   128(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VPMADDUBSW   128(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPMADDUBSW   128(CX)(R8*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 112(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	VMOVDQU      80(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   160(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPMADDUBSW   160(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VPMADDUBSW   160(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPMADDUBSW   160(CX)(R8*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 116(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	VMOVDQU      112(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   192(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPMADDUBSW   192(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VPMADDUBSW   192(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPMADDUBSW   192(CX)(R8*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 120(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	VMOVDQU      112(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   224(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPMADDUBSW   224(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VPMADDUBSW   224(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPMADDUBSW   224(CX)(R8*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 124(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R10
+	JNZ          Q4K_4_loop
+
+Q4K_4_done:
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 4(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 8(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KQ8x4AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dstride int, nblk int, out *[4]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ6KQ8x4AVX2(SB), NOSPLIT, $128-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         h+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	LEAQ         (SI)(SI*2), R8
+	LEAQ         (DI)(DI*2), R9
+	MOVQ         nblk+48(FP), R10
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, R11
+	VMOVD        R11, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x42000000, R11
+	VMOVD        R11, X2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	TESTQ        R10, R10
+	JZ           Q6K_4_done
+
+Q6K_4_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	VMOVDQU      192(AX), X7
+	VPMOVSXBW    X7, Y8
+	MOVWLZX      208(AX), R11
+	VMOVD        R11, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       X2, X9, X10
+	VBROADCASTSS X10, Y10
+	VPSRLDQ      $0x08, X7, X11
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPMOVSXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y10, Y7, Y7
+	VMULPS       Y10, Y11, Y11
+	VFNMADD231PS (BX), Y7, Y3
+	VFNMADD231PS 32(BX), Y11, Y3
+	VFNMADD231PS (BX)(DI*2), Y7, Y4
+	VFNMADD231PS 32(BX)(DI*2), Y11, Y4
+	VFNMADD231PS (BX)(DI*4), Y7, Y5
+	VFNMADD231PS 32(BX)(DI*4), Y11, Y5
+	VFNMADD231PS (BX)(R9*2), Y7, Y6
+	VFNMADD231PS 32(BX)(R9*2), Y11, Y6
+	VBROADCASTSS X9, Y7
+	VMULPS       (DX), Y7, Y9
+	VMOVUPS      Y9, (SP)
+	VMULPS       (DX)(DI*1), Y7, Y9
+	VMOVUPS      Y9, 32(SP)
+	VMULPS       (DX)(DI*2), Y7, Y9
+	VMOVUPS      Y9, 64(SP)
+	VMULPS       (DX)(R9*1), Y7, Y7
+	VMOVUPS      Y7, 96(SP)
+	VPERMQ       $0x44, Y8, Y7
+	VPERMQ       $0xee, Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y7, Y10
+	VPMADDUBSW   (CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VPMADDUBSW   (CX)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VPMADDUBSW   (CX)(SI*2), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 64(SP), Y12
+	VFMADD231PS  Y12, Y11, Y5
+	VPMADDUBSW   (CX)(R8*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 96(SP), Y10
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVDQU      32(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y7, Y10
+	VPMADDUBSW   32(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 4(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 68(SP), Y12
+	VFMADD231PS  Y12, Y11, Y5
+	VPMADDUBSW   32(CX)(R8*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 100(SP), Y10
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y7, Y10
+	VPMADDUBSW   64(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 8(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 40(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 72(SP), Y12
+	VFMADD231PS  Y12, Y11, Y5
+	VPMADDUBSW   64(CX)(R8*1), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 104(SP), Y10
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVDQU      32(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x06, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   96(CX), Y9, Y10
+	VPMADDWD     Y7, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y7, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y7, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   96(CX)(R8*1), Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 108(SP), Y7
+	VFMADD231PS  Y7, Y9, Y6
+	VMOVDQU      64(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y8, Y9
+	VPMADDUBSW   128(CX), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   128(CX)(R8*1), Y7, Y7
+	VPMADDWD     Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 112(SP), Y9
+	VFMADD231PS  Y9, Y7, Y6
+	VMOVDQU      96(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX), Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y8, Y9
+	VPMADDUBSW   160(CX), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   160(CX)(R8*1), Y7, Y7
+	VPMADDWD     Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 116(SP), Y9
+	VFMADD231PS  Y9, Y7, Y6
+	VMOVDQU      64(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y8, Y9
+	VPMADDUBSW   192(CX), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   192(CX)(R8*1), Y7, Y7
+	VPMADDWD     Y9, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 120(SP), Y9
+	VFMADD231PS  Y9, Y7, Y6
+	VMOVDQU      96(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      160(AX), Y9
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSHUFB      k16ScaleMasks<>+96(SB), Y8, Y8
+	VPMADDUBSW   224(CX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 60(SP), Y10
+	VFMADD231PS  Y10, Y9, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 92(SP), Y10
+	VFMADD231PS  Y10, Y9, Y5
+	VPMADDUBSW   224(CX)(R8*1), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 124(SP), Y8
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000040, BX
+	DECQ         R10
+	JNZ          Q6K_4_loop
+
+Q6K_4_done:
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 4(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 8(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 12(AX)
+	VZEROUPPER
+	RET
+
+DATA k16ScaleMasks<>+0(SB)/1, $0x00
+DATA k16ScaleMasks<>+1(SB)/1, $0x01
+DATA k16ScaleMasks<>+2(SB)/1, $0x00
+DATA k16ScaleMasks<>+3(SB)/1, $0x01
+DATA k16ScaleMasks<>+4(SB)/1, $0x00
+DATA k16ScaleMasks<>+5(SB)/1, $0x01
+DATA k16ScaleMasks<>+6(SB)/1, $0x00
+DATA k16ScaleMasks<>+7(SB)/1, $0x01
+DATA k16ScaleMasks<>+8(SB)/1, $0x00
+DATA k16ScaleMasks<>+9(SB)/1, $0x01
+DATA k16ScaleMasks<>+10(SB)/1, $0x00
+DATA k16ScaleMasks<>+11(SB)/1, $0x01
+DATA k16ScaleMasks<>+12(SB)/1, $0x00
+DATA k16ScaleMasks<>+13(SB)/1, $0x01
+DATA k16ScaleMasks<>+14(SB)/1, $0x00
+DATA k16ScaleMasks<>+15(SB)/1, $0x01
+DATA k16ScaleMasks<>+16(SB)/1, $0x02
+DATA k16ScaleMasks<>+17(SB)/1, $0x03
+DATA k16ScaleMasks<>+18(SB)/1, $0x02
+DATA k16ScaleMasks<>+19(SB)/1, $0x03
+DATA k16ScaleMasks<>+20(SB)/1, $0x02
+DATA k16ScaleMasks<>+21(SB)/1, $0x03
+DATA k16ScaleMasks<>+22(SB)/1, $0x02
+DATA k16ScaleMasks<>+23(SB)/1, $0x03
+DATA k16ScaleMasks<>+24(SB)/1, $0x02
+DATA k16ScaleMasks<>+25(SB)/1, $0x03
+DATA k16ScaleMasks<>+26(SB)/1, $0x02
+DATA k16ScaleMasks<>+27(SB)/1, $0x03
+DATA k16ScaleMasks<>+28(SB)/1, $0x02
+DATA k16ScaleMasks<>+29(SB)/1, $0x03
+DATA k16ScaleMasks<>+30(SB)/1, $0x02
+DATA k16ScaleMasks<>+31(SB)/1, $0x03
+DATA k16ScaleMasks<>+32(SB)/1, $0x04
+DATA k16ScaleMasks<>+33(SB)/1, $0x05
+DATA k16ScaleMasks<>+34(SB)/1, $0x04
+DATA k16ScaleMasks<>+35(SB)/1, $0x05
+DATA k16ScaleMasks<>+36(SB)/1, $0x04
+DATA k16ScaleMasks<>+37(SB)/1, $0x05
+DATA k16ScaleMasks<>+38(SB)/1, $0x04
+DATA k16ScaleMasks<>+39(SB)/1, $0x05
+DATA k16ScaleMasks<>+40(SB)/1, $0x04
+DATA k16ScaleMasks<>+41(SB)/1, $0x05
+DATA k16ScaleMasks<>+42(SB)/1, $0x04
+DATA k16ScaleMasks<>+43(SB)/1, $0x05
+DATA k16ScaleMasks<>+44(SB)/1, $0x04
+DATA k16ScaleMasks<>+45(SB)/1, $0x05
+DATA k16ScaleMasks<>+46(SB)/1, $0x04
+DATA k16ScaleMasks<>+47(SB)/1, $0x05
+DATA k16ScaleMasks<>+48(SB)/1, $0x06
+DATA k16ScaleMasks<>+49(SB)/1, $0x07
+DATA k16ScaleMasks<>+50(SB)/1, $0x06
+DATA k16ScaleMasks<>+51(SB)/1, $0x07
+DATA k16ScaleMasks<>+52(SB)/1, $0x06
+DATA k16ScaleMasks<>+53(SB)/1, $0x07
+DATA k16ScaleMasks<>+54(SB)/1, $0x06
+DATA k16ScaleMasks<>+55(SB)/1, $0x07
+DATA k16ScaleMasks<>+56(SB)/1, $0x06
+DATA k16ScaleMasks<>+57(SB)/1, $0x07
+DATA k16ScaleMasks<>+58(SB)/1, $0x06
+DATA k16ScaleMasks<>+59(SB)/1, $0x07
+DATA k16ScaleMasks<>+60(SB)/1, $0x06
+DATA k16ScaleMasks<>+61(SB)/1, $0x07
+DATA k16ScaleMasks<>+62(SB)/1, $0x06
+DATA k16ScaleMasks<>+63(SB)/1, $0x07
+DATA k16ScaleMasks<>+64(SB)/1, $0x08
+DATA k16ScaleMasks<>+65(SB)/1, $0x09
+DATA k16ScaleMasks<>+66(SB)/1, $0x08
+DATA k16ScaleMasks<>+67(SB)/1, $0x09
+DATA k16ScaleMasks<>+68(SB)/1, $0x08
+DATA k16ScaleMasks<>+69(SB)/1, $0x09
+DATA k16ScaleMasks<>+70(SB)/1, $0x08
+DATA k16ScaleMasks<>+71(SB)/1, $0x09
+DATA k16ScaleMasks<>+72(SB)/1, $0x08
+DATA k16ScaleMasks<>+73(SB)/1, $0x09
+DATA k16ScaleMasks<>+74(SB)/1, $0x08
+DATA k16ScaleMasks<>+75(SB)/1, $0x09
+DATA k16ScaleMasks<>+76(SB)/1, $0x08
+DATA k16ScaleMasks<>+77(SB)/1, $0x09
+DATA k16ScaleMasks<>+78(SB)/1, $0x08
+DATA k16ScaleMasks<>+79(SB)/1, $0x09
+DATA k16ScaleMasks<>+80(SB)/1, $0x0a
+DATA k16ScaleMasks<>+81(SB)/1, $0x0b
+DATA k16ScaleMasks<>+82(SB)/1, $0x0a
+DATA k16ScaleMasks<>+83(SB)/1, $0x0b
+DATA k16ScaleMasks<>+84(SB)/1, $0x0a
+DATA k16ScaleMasks<>+85(SB)/1, $0x0b
+DATA k16ScaleMasks<>+86(SB)/1, $0x0a
+DATA k16ScaleMasks<>+87(SB)/1, $0x0b
+DATA k16ScaleMasks<>+88(SB)/1, $0x0a
+DATA k16ScaleMasks<>+89(SB)/1, $0x0b
+DATA k16ScaleMasks<>+90(SB)/1, $0x0a
+DATA k16ScaleMasks<>+91(SB)/1, $0x0b
+DATA k16ScaleMasks<>+92(SB)/1, $0x0a
+DATA k16ScaleMasks<>+93(SB)/1, $0x0b
+DATA k16ScaleMasks<>+94(SB)/1, $0x0a
+DATA k16ScaleMasks<>+95(SB)/1, $0x0b
+DATA k16ScaleMasks<>+96(SB)/1, $0x0c
+DATA k16ScaleMasks<>+97(SB)/1, $0x0d
+DATA k16ScaleMasks<>+98(SB)/1, $0x0c
+DATA k16ScaleMasks<>+99(SB)/1, $0x0d
+DATA k16ScaleMasks<>+100(SB)/1, $0x0c
+DATA k16ScaleMasks<>+101(SB)/1, $0x0d
+DATA k16ScaleMasks<>+102(SB)/1, $0x0c
+DATA k16ScaleMasks<>+103(SB)/1, $0x0d
+DATA k16ScaleMasks<>+104(SB)/1, $0x0c
+DATA k16ScaleMasks<>+105(SB)/1, $0x0d
+DATA k16ScaleMasks<>+106(SB)/1, $0x0c
+DATA k16ScaleMasks<>+107(SB)/1, $0x0d
+DATA k16ScaleMasks<>+108(SB)/1, $0x0c
+DATA k16ScaleMasks<>+109(SB)/1, $0x0d
+DATA k16ScaleMasks<>+110(SB)/1, $0x0c
+DATA k16ScaleMasks<>+111(SB)/1, $0x0d
+DATA k16ScaleMasks<>+112(SB)/1, $0x0e
+DATA k16ScaleMasks<>+113(SB)/1, $0x0f
+DATA k16ScaleMasks<>+114(SB)/1, $0x0e
+DATA k16ScaleMasks<>+115(SB)/1, $0x0f
+DATA k16ScaleMasks<>+116(SB)/1, $0x0e
+DATA k16ScaleMasks<>+117(SB)/1, $0x0f
+DATA k16ScaleMasks<>+118(SB)/1, $0x0e
+DATA k16ScaleMasks<>+119(SB)/1, $0x0f
+DATA k16ScaleMasks<>+120(SB)/1, $0x0e
+DATA k16ScaleMasks<>+121(SB)/1, $0x0f
+DATA k16ScaleMasks<>+122(SB)/1, $0x0e
+DATA k16ScaleMasks<>+123(SB)/1, $0x0f
+DATA k16ScaleMasks<>+124(SB)/1, $0x0e
+DATA k16ScaleMasks<>+125(SB)/1, $0x0f
+DATA k16ScaleMasks<>+126(SB)/1, $0x0e
+DATA k16ScaleMasks<>+127(SB)/1, $0x0f
+GLOBL k16ScaleMasks<>(SB), RODATA|NOPTR, $128
+
 // func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotIQ2XSQ8AVX2(SB), NOSPLIT, $48-44
@@ -447,9 +1207,9 @@ TEXT ·dotIQ2XSQ8AVX2(SB), NOSPLIT, $48-44
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	TESTQ        BX, BX
-	JZ           iq2_done
+	JZ           iq2_1_done
 
-iq2_loop:
+iq2_1_loop:
 	PREFETCHT0     2048(AX)
 	PREFETCHT0     2112(AX)
 	VMOVQ          66(AX), X3
@@ -480,11 +1240,11 @@ iq2_loop:
 	MOVWQZX        8(AX), DI
 	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
 	VINSERTI128    $0x01, X4, Y5, Y4
-	VMOVDQU        (CX), Y6
-	VPSIGNB        Y4, Y6, Y6
-	VPSIGNB        Y4, Y4, Y4
-	VPMADDUBSW     Y6, Y4, Y4
 	VPSHUFB        iq2ScaleMasks<>+0(SB), Y3, Y6
+	VMOVDQU        (CX), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y7, Y4, Y4
 	VPMADDWD       Y6, Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   16(SP), Y6
@@ -498,11 +1258,11 @@ iq2_loop:
 	MOVWQZX        16(AX), DI
 	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
 	VINSERTI128    $0x01, X4, Y5, Y4
-	VMOVDQU        32(CX), Y6
-	VPSIGNB        Y4, Y6, Y6
-	VPSIGNB        Y4, Y4, Y4
-	VPMADDUBSW     Y6, Y4, Y4
 	VPSHUFB        iq2ScaleMasks<>+32(SB), Y3, Y6
+	VMOVDQU        32(CX), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y7, Y4, Y4
 	VPMADDWD       Y6, Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   20(SP), Y6
@@ -516,11 +1276,11 @@ iq2_loop:
 	MOVWQZX        24(AX), DI
 	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
 	VINSERTI128    $0x01, X4, Y5, Y4
-	VMOVDQU        64(CX), Y6
-	VPSIGNB        Y4, Y6, Y6
-	VPSIGNB        Y4, Y4, Y4
-	VPMADDUBSW     Y6, Y4, Y4
 	VPSHUFB        iq2ScaleMasks<>+64(SB), Y3, Y6
+	VMOVDQU        64(CX), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y7, Y4, Y4
 	VPMADDWD       Y6, Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   24(SP), Y6
@@ -534,11 +1294,11 @@ iq2_loop:
 	MOVWQZX        32(AX), DI
 	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
 	VINSERTI128    $0x01, X4, Y5, Y4
-	VMOVDQU        96(CX), Y6
-	VPSIGNB        Y4, Y6, Y6
-	VPSIGNB        Y4, Y4, Y4
-	VPMADDUBSW     Y6, Y4, Y4
 	VPSHUFB        iq2ScaleMasks<>+96(SB), Y3, Y6
+	VMOVDQU        96(CX), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y7, Y4, Y4
 	VPMADDWD       Y6, Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   28(SP), Y6
@@ -552,11 +1312,11 @@ iq2_loop:
 	MOVWQZX        40(AX), DI
 	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
 	VINSERTI128    $0x01, X4, Y5, Y4
-	VMOVDQU        128(CX), Y6
-	VPSIGNB        Y4, Y6, Y6
-	VPSIGNB        Y4, Y4, Y4
-	VPMADDUBSW     Y6, Y4, Y4
 	VPSHUFB        iq2ScaleMasks<>+128(SB), Y3, Y6
+	VMOVDQU        128(CX), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y7, Y4, Y4
 	VPMADDWD       Y6, Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   32(SP), Y6
@@ -570,11 +1330,11 @@ iq2_loop:
 	MOVWQZX        48(AX), DI
 	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
 	VINSERTI128    $0x01, X4, Y5, Y4
-	VMOVDQU        160(CX), Y6
-	VPSIGNB        Y4, Y6, Y6
-	VPSIGNB        Y4, Y4, Y4
-	VPMADDUBSW     Y6, Y4, Y4
 	VPSHUFB        iq2ScaleMasks<>+160(SB), Y3, Y6
+	VMOVDQU        160(CX), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y7, Y4, Y4
 	VPMADDWD       Y6, Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   36(SP), Y6
@@ -588,11 +1348,11 @@ iq2_loop:
 	MOVWQZX        56(AX), DI
 	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
 	VINSERTI128    $0x01, X4, Y5, Y4
-	VMOVDQU        192(CX), Y6
-	VPSIGNB        Y4, Y6, Y6
-	VPSIGNB        Y4, Y4, Y4
-	VPMADDUBSW     Y6, Y4, Y4
 	VPSHUFB        iq2ScaleMasks<>+192(SB), Y3, Y6
+	VMOVDQU        192(CX), Y7
+	VPSIGNB        Y4, Y7, Y7
+	VPSIGNB        Y4, Y4, Y4
+	VPMADDUBSW     Y7, Y4, Y4
 	VPMADDWD       Y6, Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   40(SP), Y6
@@ -606,11 +1366,11 @@ iq2_loop:
 	MOVWQZX        64(AX), DI
 	VPINSRQ        $0x01, (SI)(DI*8), X4, X4
 	VINSERTI128    $0x01, X4, Y5, Y4
+	VPSHUFB        iq2ScaleMasks<>+224(SB), Y3, Y3
 	VMOVDQU        224(CX), Y6
 	VPSIGNB        Y4, Y6, Y6
 	VPSIGNB        Y4, Y4, Y4
 	VPMADDUBSW     Y6, Y4, Y4
-	VPSHUFB        iq2ScaleMasks<>+224(SB), Y3, Y3
 	VPMADDWD       Y3, Y4, Y4
 	VCVTDQ2PS      Y4, Y4
 	VBROADCASTSS   44(SP), Y3
@@ -619,9 +1379,9 @@ iq2_loop:
 	ADDQ           $0x00000100, CX
 	ADDQ           $0x00000020, DX
 	DECQ           BX
-	JNZ            iq2_loop
+	JNZ            iq2_1_loop
 
-iq2_done:
+iq2_1_done:
 	VADDPS       Y2, Y1, Y1
 	VEXTRACTF128 $0x01, Y1, X0
 	VADDPS       X0, X1, X1
@@ -890,6 +1650,661 @@ DATA iq2ScaleMasks<>+253(SB)/1, $0x80
 DATA iq2ScaleMasks<>+254(SB)/1, $0x0f
 DATA iq2ScaleMasks<>+255(SB)/1, $0x80
 GLOBL iq2ScaleMasks<>(SB), RODATA|NOPTR, $256
+
+// func dotIQ2XSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *uint64, signs *uint64)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2XSQ8x4AVX2(SB), NOSPLIT, $144-72
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         qstride+24(FP), BX
+	MOVQ         dstride+32(FP), SI
+	MOVQ         nblk+40(FP), DI
+	LEAQ         (BX)(BX*2), R8
+	LEAQ         (SI)(SI*2), R9
+	MOVQ         grid+56(FP), R10
+	MOVQ         signs+64(FP), R11
+	MOVL         $0x0f0f0f0f, R12
+	VMOVD        R12, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	TESTQ        DI, DI
+	JZ           iq2_4_done
+
+iq2_4_loop:
+	PREFETCHT0     2048(AX)
+	PREFETCHT0     2112(AX)
+	VMOVQ          66(AX), X5
+	VPAND          X0, X5, X6
+	VPSRLW         $0x04, X5, X5
+	VPAND          X0, X5, X5
+	VPUNPCKLBW     X5, X6, X6
+	VPADDB         X6, X6, X6
+	VPCMPEQB       X5, X5, X5
+	VPSUBB         X5, X6, X6
+	VMOVDQU        X6, (SP)
+	VBROADCASTI128 (SP), Y5
+	MOVWLZX        (AX), R12
+	VMOVD          R12, X6
+	VCVTPH2PS      X6, X6
+	MOVL           $0x3e000000, R12
+	VMOVD          R12, X7
+	VMULSS         X7, X6, X6
+	VBROADCASTSS   X6, Y6
+	VMULPS         (DX), Y6, Y7
+	VMOVUPS        Y7, 16(SP)
+	VMULPS         (DX)(SI*1), Y6, Y7
+	VMOVUPS        Y7, 48(SP)
+	VMULPS         (DX)(SI*2), Y6, Y7
+	VMOVUPS        Y7, 80(SP)
+	VMULPS         (DX)(R9*1), Y6, Y6
+	VMOVUPS        Y6, 112(SP)
+	MOVWQZX        2(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X8
+	VMOVQ          (R11)(R12*8), X9
+	MOVWQZX        4(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X8, X8
+	VPINSRQ        $0x01, (R11)(R12*8), X9, X9
+	MOVWQZX        6(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X6
+	VMOVQ          (R11)(R12*8), X7
+	MOVWQZX        8(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X6, X6
+	VPINSRQ        $0x01, (R11)(R12*8), X7, X7
+	VINSERTI128    $0x01, X6, Y8, Y6
+	VINSERTI128    $0x01, X7, Y9, Y7
+	VPSHUFB        iq2ScaleMasks<>+0(SB), Y5, Y10
+	VMOVDQU        (CX), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   16(SP), Y12
+	VFMADD231PS    Y12, Y11, Y1
+	VMOVDQU        (CX)(BX*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   48(SP), Y12
+	VFMADD231PS    Y12, Y11, Y2
+	VMOVDQU        (CX)(BX*2), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   80(SP), Y12
+	VFMADD231PS    Y12, Y11, Y3
+	VMOVDQU        (CX)(R8*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   112(SP), Y6
+	VFMADD231PS    Y6, Y11, Y4
+	MOVWQZX        10(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X8
+	VMOVQ          (R11)(R12*8), X9
+	MOVWQZX        12(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X8, X8
+	VPINSRQ        $0x01, (R11)(R12*8), X9, X9
+	MOVWQZX        14(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X6
+	VMOVQ          (R11)(R12*8), X7
+	MOVWQZX        16(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X6, X6
+	VPINSRQ        $0x01, (R11)(R12*8), X7, X7
+	VINSERTI128    $0x01, X6, Y8, Y6
+	VINSERTI128    $0x01, X7, Y9, Y7
+	VPSHUFB        iq2ScaleMasks<>+32(SB), Y5, Y10
+	VMOVDQU        32(CX), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   20(SP), Y12
+	VFMADD231PS    Y12, Y11, Y1
+	VMOVDQU        32(CX)(BX*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   52(SP), Y12
+	VFMADD231PS    Y12, Y11, Y2
+	VMOVDQU        32(CX)(BX*2), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   84(SP), Y12
+	VFMADD231PS    Y12, Y11, Y3
+	VMOVDQU        32(CX)(R8*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   116(SP), Y6
+	VFMADD231PS    Y6, Y11, Y4
+	MOVWQZX        18(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X8
+	VMOVQ          (R11)(R12*8), X9
+	MOVWQZX        20(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X8, X8
+	VPINSRQ        $0x01, (R11)(R12*8), X9, X9
+	MOVWQZX        22(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X6
+	VMOVQ          (R11)(R12*8), X7
+	MOVWQZX        24(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X6, X6
+	VPINSRQ        $0x01, (R11)(R12*8), X7, X7
+	VINSERTI128    $0x01, X6, Y8, Y6
+	VINSERTI128    $0x01, X7, Y9, Y7
+	VPSHUFB        iq2ScaleMasks<>+64(SB), Y5, Y10
+	VMOVDQU        64(CX), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   24(SP), Y12
+	VFMADD231PS    Y12, Y11, Y1
+	VMOVDQU        64(CX)(BX*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   56(SP), Y12
+	VFMADD231PS    Y12, Y11, Y2
+	VMOVDQU        64(CX)(BX*2), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   88(SP), Y12
+	VFMADD231PS    Y12, Y11, Y3
+	VMOVDQU        64(CX)(R8*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   120(SP), Y6
+	VFMADD231PS    Y6, Y11, Y4
+	MOVWQZX        26(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X8
+	VMOVQ          (R11)(R12*8), X9
+	MOVWQZX        28(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X8, X8
+	VPINSRQ        $0x01, (R11)(R12*8), X9, X9
+	MOVWQZX        30(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X6
+	VMOVQ          (R11)(R12*8), X7
+	MOVWQZX        32(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X6, X6
+	VPINSRQ        $0x01, (R11)(R12*8), X7, X7
+	VINSERTI128    $0x01, X6, Y8, Y6
+	VINSERTI128    $0x01, X7, Y9, Y7
+	VPSHUFB        iq2ScaleMasks<>+96(SB), Y5, Y10
+	VMOVDQU        96(CX), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   28(SP), Y12
+	VFMADD231PS    Y12, Y11, Y1
+	VMOVDQU        96(CX)(BX*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   60(SP), Y12
+	VFMADD231PS    Y12, Y11, Y2
+	VMOVDQU        96(CX)(BX*2), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   92(SP), Y12
+	VFMADD231PS    Y12, Y11, Y3
+	VMOVDQU        96(CX)(R8*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   124(SP), Y6
+	VFMADD231PS    Y6, Y11, Y4
+	MOVWQZX        34(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X8
+	VMOVQ          (R11)(R12*8), X9
+	MOVWQZX        36(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X8, X8
+	VPINSRQ        $0x01, (R11)(R12*8), X9, X9
+	MOVWQZX        38(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X6
+	VMOVQ          (R11)(R12*8), X7
+	MOVWQZX        40(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X6, X6
+	VPINSRQ        $0x01, (R11)(R12*8), X7, X7
+	VINSERTI128    $0x01, X6, Y8, Y6
+	VINSERTI128    $0x01, X7, Y9, Y7
+	VPSHUFB        iq2ScaleMasks<>+128(SB), Y5, Y10
+	VMOVDQU        128(CX), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   32(SP), Y12
+	VFMADD231PS    Y12, Y11, Y1
+	VMOVDQU        128(CX)(BX*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   64(SP), Y12
+	VFMADD231PS    Y12, Y11, Y2
+	VMOVDQU        128(CX)(BX*2), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   96(SP), Y12
+	VFMADD231PS    Y12, Y11, Y3
+	VMOVDQU        128(CX)(R8*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   128(SP), Y6
+	VFMADD231PS    Y6, Y11, Y4
+	MOVWQZX        42(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X8
+	VMOVQ          (R11)(R12*8), X9
+	MOVWQZX        44(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X8, X8
+	VPINSRQ        $0x01, (R11)(R12*8), X9, X9
+	MOVWQZX        46(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X6
+	VMOVQ          (R11)(R12*8), X7
+	MOVWQZX        48(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X6, X6
+	VPINSRQ        $0x01, (R11)(R12*8), X7, X7
+	VINSERTI128    $0x01, X6, Y8, Y6
+	VINSERTI128    $0x01, X7, Y9, Y7
+	VPSHUFB        iq2ScaleMasks<>+160(SB), Y5, Y10
+	VMOVDQU        160(CX), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   36(SP), Y12
+	VFMADD231PS    Y12, Y11, Y1
+	VMOVDQU        160(CX)(BX*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   68(SP), Y12
+	VFMADD231PS    Y12, Y11, Y2
+	VMOVDQU        160(CX)(BX*2), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   100(SP), Y12
+	VFMADD231PS    Y12, Y11, Y3
+	VMOVDQU        160(CX)(R8*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   132(SP), Y6
+	VFMADD231PS    Y6, Y11, Y4
+	MOVWQZX        50(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X8
+	VMOVQ          (R11)(R12*8), X9
+	MOVWQZX        52(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X8, X8
+	VPINSRQ        $0x01, (R11)(R12*8), X9, X9
+	MOVWQZX        54(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X6
+	VMOVQ          (R11)(R12*8), X7
+	MOVWQZX        56(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X6, X6
+	VPINSRQ        $0x01, (R11)(R12*8), X7, X7
+	VINSERTI128    $0x01, X6, Y8, Y6
+	VINSERTI128    $0x01, X7, Y9, Y7
+	VPSHUFB        iq2ScaleMasks<>+192(SB), Y5, Y10
+	VMOVDQU        192(CX), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   40(SP), Y12
+	VFMADD231PS    Y12, Y11, Y1
+	VMOVDQU        192(CX)(BX*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   72(SP), Y12
+	VFMADD231PS    Y12, Y11, Y2
+	VMOVDQU        192(CX)(BX*2), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   104(SP), Y12
+	VFMADD231PS    Y12, Y11, Y3
+	VMOVDQU        192(CX)(R8*1), Y11
+	VPSIGNB        Y7, Y11, Y11
+	VPMADDUBSW     Y11, Y6, Y11
+	VPMADDWD       Y10, Y11, Y11
+	VCVTDQ2PS      Y11, Y11
+	VBROADCASTSS   136(SP), Y6
+	VFMADD231PS    Y6, Y11, Y4
+	MOVWQZX        58(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X8
+	VMOVQ          (R11)(R12*8), X9
+	MOVWQZX        60(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X8, X8
+	VPINSRQ        $0x01, (R11)(R12*8), X9, X9
+	MOVWQZX        62(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VMOVQ          (R10)(R13*8), X6
+	VMOVQ          (R11)(R12*8), X7
+	MOVWQZX        64(AX), R12
+	MOVL           R12, R13
+	ANDL           $0x000001ff, R13
+	SHRL           $0x09, R12
+	VPINSRQ        $0x01, (R10)(R13*8), X6, X6
+	VPINSRQ        $0x01, (R11)(R12*8), X7, X7
+	VINSERTI128    $0x01, X6, Y8, Y6
+	VINSERTI128    $0x01, X7, Y9, Y7
+	VPSHUFB        iq2ScaleMasks<>+224(SB), Y5, Y5
+	VMOVDQU        224(CX), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y5, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   44(SP), Y11
+	VFMADD231PS    Y11, Y10, Y1
+	VMOVDQU        224(CX)(BX*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y5, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   76(SP), Y11
+	VFMADD231PS    Y11, Y10, Y2
+	VMOVDQU        224(CX)(BX*2), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y5, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   108(SP), Y11
+	VFMADD231PS    Y11, Y10, Y3
+	VMOVDQU        224(CX)(R8*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y6, Y10
+	VPMADDWD       Y5, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   140(SP), Y5
+	VFMADD231PS    Y5, Y10, Y4
+	ADDQ           $0x0000004a, AX
+	ADDQ           $0x00000100, CX
+	ADDQ           $0x00000020, DX
+	DECQ           DI
+	JNZ            iq2_4_loop
+
+iq2_4_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func quantizeAct8AVX2(x *float32, q *int8, d *float32, s *float32, h *float32) bool
+// Requires: AVX, AVX2
+TEXT ·quantizeAct8AVX2(SB), NOSPLIT, $0-41
+	MOVQ         x+0(FP), AX
+	MOVQ         q+8(FP), CX
+	VBROADCASTSS act8QuantConsts<>+0(SB), Y0
+	VMOVUPS      (AX), Y2
+	VANDPS       Y0, Y2, Y1
+	VMOVUPS      32(AX), Y3
+	VANDPS       Y0, Y3, Y4
+	VPMAXUD      Y4, Y1, Y1
+	VMOVUPS      64(AX), Y4
+	VANDPS       Y0, Y4, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VMOVUPS      96(AX), Y5
+	VANDPS       Y0, Y5, Y0
+	VPMAXUD      Y0, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X0
+	VPMAXUD      X0, X1, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPMAXUD      X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPMAXUD      X0, X1, X1
+	VMOVD        X1, AX
+	CMPL         AX, $0x04000000
+	JB           q8_special
+	CMPL         AX, $0x7f800000
+	JAE          q8_special
+	VMOVSS       act8QuantConsts<>+4(SB), X0
+	VDIVSS       X0, X1, X6
+	VDIVSS       X1, X0, X0
+	VBROADCASTSS X0, Y0
+	VBROADCASTSS act8QuantConsts<>+8(SB), Y1
+	VBROADCASTSS act8QuantConsts<>+12(SB), Y7
+	VPBROADCASTD act8QuantConsts<>+16(SB), Y8
+	VPBROADCASTD act8QuantConsts<>+20(SB), Y9
+	VMULPS       Y0, Y2, Y2
+	VANDPS       Y7, Y2, Y10
+	VORPS        Y1, Y10, Y10
+	VADDPS       Y10, Y2, Y2
+	VCVTTPS2DQ   Y2, Y2
+	VPMINSD      Y8, Y2, Y2
+	VPMAXSD      Y9, Y2, Y2
+	VMULPS       Y0, Y3, Y3
+	VANDPS       Y7, Y3, Y10
+	VORPS        Y1, Y10, Y10
+	VADDPS       Y10, Y3, Y3
+	VCVTTPS2DQ   Y3, Y3
+	VPMINSD      Y8, Y3, Y3
+	VPMAXSD      Y9, Y3, Y3
+	VMULPS       Y0, Y4, Y4
+	VANDPS       Y7, Y4, Y10
+	VORPS        Y1, Y10, Y10
+	VADDPS       Y10, Y4, Y4
+	VCVTTPS2DQ   Y4, Y4
+	VPMINSD      Y8, Y4, Y4
+	VPMAXSD      Y9, Y4, Y4
+	VMULPS       Y0, Y5, Y5
+	VANDPS       Y7, Y5, Y0
+	VORPS        Y1, Y0, Y0
+	VADDPS       Y0, Y5, Y5
+	VCVTTPS2DQ   Y5, Y5
+	VPMINSD      Y8, Y5, Y5
+	VPMAXSD      Y9, Y5, Y5
+	VPADDD       Y3, Y2, Y0
+	VPADDD       Y5, Y4, Y1
+	VEXTRACTI128 $0x01, Y0, X7
+	VPADDD       X7, X0, X0
+	VPSHUFD      $0x4e, X0, X7
+	VPADDD       X7, X0, X0
+	VPSHUFD      $0xb1, X0, X7
+	VPADDD       X7, X0, X0
+	VEXTRACTI128 $0x01, Y1, X7
+	VPADDD       X7, X1, X1
+	VPSHUFD      $0x4e, X1, X7
+	VPADDD       X7, X1, X1
+	VPSHUFD      $0xb1, X1, X7
+	VPADDD       X7, X1, X1
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y4
+	VPACKSSWB    Y4, Y2, Y2
+	VMOVDQU      act8QuantConsts<>+32(SB), Y3
+	VPERMD       Y2, Y3, Y2
+	VMOVDQU      Y2, (CX)
+	MOVQ         d+16(FP), AX
+	MOVQ         s+24(FP), CX
+	MOVQ         h+32(FP), DX
+	VMOVSS       X6, (AX)
+	VPADDD       X1, X0, X2
+	VCVTDQ2PS    X2, X2
+	VMULSS       X6, X2, X2
+	VMOVSS       X2, (CX)
+	VCVTDQ2PS    X0, X0
+	VMULSS       X6, X0, X0
+	VMOVSS       X0, (DX)
+	VCVTDQ2PS    X1, X1
+	VMULSS       X6, X1, X1
+	VMOVSS       X1, 4(DX)
+	VZEROUPPER
+	MOVB         $0x01, AL
+	MOVB         AL, ret+40(FP)
+	RET
+
+q8_special:
+	VZEROUPPER
+	MOVB $0x00, AL
+	MOVB AL, ret+40(FP)
+	RET
+
+DATA act8QuantConsts<>+0(SB)/4, $0x7fffffff
+DATA act8QuantConsts<>+4(SB)/4, $0x42fe0000
+DATA act8QuantConsts<>+8(SB)/4, $0x3f000000
+DATA act8QuantConsts<>+12(SB)/4, $0x80000000
+DATA act8QuantConsts<>+16(SB)/4, $0x0000007f
+DATA act8QuantConsts<>+20(SB)/4, $0xffffff81
+DATA act8QuantConsts<>+32(SB)/4, $0x00000000
+DATA act8QuantConsts<>+36(SB)/4, $0x00000004
+DATA act8QuantConsts<>+40(SB)/4, $0x00000001
+DATA act8QuantConsts<>+44(SB)/4, $0x00000005
+DATA act8QuantConsts<>+48(SB)/4, $0x00000002
+DATA act8QuantConsts<>+52(SB)/4, $0x00000006
+DATA act8QuantConsts<>+56(SB)/4, $0x00000003
+DATA act8QuantConsts<>+60(SB)/4, $0x00000007
+GLOBL act8QuantConsts<>(SB), RODATA|NOPTR, $64
 
 // func dotIQ4NLQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
@@ -1267,26 +2682,302 @@ GLOBL iq4xsShifts<>(SB), RODATA|NOPTR, $76
 
 // func dotQ8_0Q8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·dotQ8_0Q8x4AVX2(SB), NOSPLIT, $0-56
+TEXT ·dotQ8_0Q8x4AVX2(SB), NOSPLIT, $128-56
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
 	MOVQ     d+16(FP), DX
 	MOVQ     qstride+24(FP), BX
 	MOVQ     dstride+32(FP), SI
 	MOVQ     nblk+40(FP), DI
+	LEAQ     (BX)(BX*2), R8
+	LEAQ     (SI)(SI*2), R9
 	VPCMPEQW Y0, Y0, Y0
 	VPSRLW   $0x0f, Y0, Y0
 	VXORPS   Y1, Y1, Y1
 	VXORPS   Y2, Y2, Y2
 	VXORPS   Y3, Y3, Y3
 	VXORPS   Y4, Y4, Y4
-	LEAQ     (BX)(BX*2), R8
-	LEAQ     (SI)(SI*2), R9
-	TESTQ    DI, DI
+	MOVQ     DI, R10
+	SHRQ     $0x03, R10
+	TESTQ    R10, R10
 	JZ       q8x4_done
 
 q8x4_loop:
 	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
+	VPXOR        X5, X5, X5
+	VPINSRW      $0x00, (AX), X5, X5
+	VPINSRW      $0x01, 34(AX), X5, X5
+	VPINSRW      $0x02, 68(AX), X5, X5
+	VPINSRW      $0x03, 102(AX), X5, X5
+	VPINSRW      $0x04, 136(AX), X5, X5
+	VPINSRW      $0x05, 170(AX), X5, X5
+	VPINSRW      $0x06, 204(AX), X5, X5
+	VPINSRW      $0x07, 238(AX), X5, X5
+	VCVTPH2PS    X5, Y5
+	VMULPS       (DX), Y5, Y6
+	VMOVUPS      Y6, (SP)
+	VMULPS       (DX)(SI*1), Y5, Y6
+	VMOVUPS      Y6, 32(SP)
+	VMULPS       (DX)(SI*2), Y5, Y6
+	VMOVUPS      Y6, 64(SP)
+	VMULPS       (DX)(R9*1), Y5, Y5
+	VMOVUPS      Y5, 96(SP)
+	VMOVDQU      2(AX), Y5
+	VPSIGNB      Y5, Y5, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      (CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 64(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      (CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 96(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VMOVDQU      36(AX), Y5
+	VPSIGNB      Y5, Y5, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      32(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 68(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      32(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 100(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VMOVDQU      70(AX), Y5
+	VPSIGNB      Y5, Y5, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      64(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 72(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      64(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 104(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VMOVDQU      104(AX), Y5
+	VPSIGNB      Y5, Y5, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      96(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 76(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      96(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 108(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VMOVDQU      138(AX), Y5
+	VPSIGNB      Y5, Y5, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      128(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 80(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      128(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 112(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VMOVDQU      172(AX), Y5
+	VPSIGNB      Y5, Y5, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      160(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 84(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      160(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 116(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VMOVDQU      206(AX), Y5
+	VPSIGNB      Y5, Y5, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      192(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 88(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      192(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 120(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	VMOVDQU      240(AX), Y5
+	VPSIGNB      Y5, Y5, Y6
+	VMOVDQU      224(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 28(SP), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	VMOVDQU      224(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 60(SP), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VMOVDQU      224(CX)(BX*2), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 92(SP), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	VMOVDQU      224(CX)(R8*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 124(SP), Y5
+	VFMADD231PS  Y5, Y7, Y4
+	ADDQ         $0x00000110, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         R10
+	JNZ          q8x4_loop
+
+q8x4_done:
+	ANDQ  $0x00000007, DI
+	TESTQ DI, DI
+	JZ    q8x4_tail_done
+
+q8x4_tail_loop:
 	VMOVDQU      2(AX), Y5
 	VPSIGNB      Y5, Y5, Y6
 	MOVWLZX      (AX), R10
@@ -1328,9 +3019,9 @@ q8x4_loop:
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000004, DX
 	DECQ         DI
-	JNZ          q8x4_loop
+	JNZ          q8x4_tail_loop
 
-q8x4_done:
+q8x4_tail_done:
 	MOVQ         out+48(FP), AX
 	VEXTRACTF128 $0x01, Y1, X0
 	VADDPS       X0, X1, X1
@@ -1372,10 +3063,12 @@ TEXT ·dotIQ4NLQ8x4AVX2(SB), NOSPLIT, $128-64
 	MOVQ           qstride+24(FP), BX
 	MOVQ           dstride+32(FP), SI
 	MOVQ           nblk+40(FP), DI
-	MOVQ           kv+56(FP), R8
-	VBROADCASTI128 (R8), Y0
-	MOVL           $0x0f0f0f0f, R8
-	VMOVD          R8, X1
+	LEAQ           (BX)(BX*2), R8
+	LEAQ           (SI)(SI*2), R9
+	MOVQ           kv+56(FP), R10
+	VBROADCASTI128 (R10), Y0
+	MOVL           $0x0f0f0f0f, R10
+	VMOVD          R10, X1
 	VPBROADCASTD   X1, Y1
 	VPCMPEQW       Y2, Y2, Y2
 	VPSRLW         $0x0f, Y2, Y2
@@ -1383,8 +3076,6 @@ TEXT ·dotIQ4NLQ8x4AVX2(SB), NOSPLIT, $128-64
 	VXORPS         Y4, Y4, Y4
 	VXORPS         Y5, Y5, Y5
 	VXORPS         Y6, Y6, Y6
-	LEAQ           (BX)(BX*2), R8
-	LEAQ           (SI)(SI*2), R9
 	MOVQ           DI, R10
 	SHRQ           $0x03, R10
 	TESTQ          R10, R10
@@ -2272,136 +3963,6 @@ Q2K_1_done:
 	VZEROUPPER
 	MOVSS        X2, ret+40(FP)
 	RET
-
-DATA k16ScaleMasks<>+0(SB)/1, $0x00
-DATA k16ScaleMasks<>+1(SB)/1, $0x01
-DATA k16ScaleMasks<>+2(SB)/1, $0x00
-DATA k16ScaleMasks<>+3(SB)/1, $0x01
-DATA k16ScaleMasks<>+4(SB)/1, $0x00
-DATA k16ScaleMasks<>+5(SB)/1, $0x01
-DATA k16ScaleMasks<>+6(SB)/1, $0x00
-DATA k16ScaleMasks<>+7(SB)/1, $0x01
-DATA k16ScaleMasks<>+8(SB)/1, $0x00
-DATA k16ScaleMasks<>+9(SB)/1, $0x01
-DATA k16ScaleMasks<>+10(SB)/1, $0x00
-DATA k16ScaleMasks<>+11(SB)/1, $0x01
-DATA k16ScaleMasks<>+12(SB)/1, $0x00
-DATA k16ScaleMasks<>+13(SB)/1, $0x01
-DATA k16ScaleMasks<>+14(SB)/1, $0x00
-DATA k16ScaleMasks<>+15(SB)/1, $0x01
-DATA k16ScaleMasks<>+16(SB)/1, $0x02
-DATA k16ScaleMasks<>+17(SB)/1, $0x03
-DATA k16ScaleMasks<>+18(SB)/1, $0x02
-DATA k16ScaleMasks<>+19(SB)/1, $0x03
-DATA k16ScaleMasks<>+20(SB)/1, $0x02
-DATA k16ScaleMasks<>+21(SB)/1, $0x03
-DATA k16ScaleMasks<>+22(SB)/1, $0x02
-DATA k16ScaleMasks<>+23(SB)/1, $0x03
-DATA k16ScaleMasks<>+24(SB)/1, $0x02
-DATA k16ScaleMasks<>+25(SB)/1, $0x03
-DATA k16ScaleMasks<>+26(SB)/1, $0x02
-DATA k16ScaleMasks<>+27(SB)/1, $0x03
-DATA k16ScaleMasks<>+28(SB)/1, $0x02
-DATA k16ScaleMasks<>+29(SB)/1, $0x03
-DATA k16ScaleMasks<>+30(SB)/1, $0x02
-DATA k16ScaleMasks<>+31(SB)/1, $0x03
-DATA k16ScaleMasks<>+32(SB)/1, $0x04
-DATA k16ScaleMasks<>+33(SB)/1, $0x05
-DATA k16ScaleMasks<>+34(SB)/1, $0x04
-DATA k16ScaleMasks<>+35(SB)/1, $0x05
-DATA k16ScaleMasks<>+36(SB)/1, $0x04
-DATA k16ScaleMasks<>+37(SB)/1, $0x05
-DATA k16ScaleMasks<>+38(SB)/1, $0x04
-DATA k16ScaleMasks<>+39(SB)/1, $0x05
-DATA k16ScaleMasks<>+40(SB)/1, $0x04
-DATA k16ScaleMasks<>+41(SB)/1, $0x05
-DATA k16ScaleMasks<>+42(SB)/1, $0x04
-DATA k16ScaleMasks<>+43(SB)/1, $0x05
-DATA k16ScaleMasks<>+44(SB)/1, $0x04
-DATA k16ScaleMasks<>+45(SB)/1, $0x05
-DATA k16ScaleMasks<>+46(SB)/1, $0x04
-DATA k16ScaleMasks<>+47(SB)/1, $0x05
-DATA k16ScaleMasks<>+48(SB)/1, $0x06
-DATA k16ScaleMasks<>+49(SB)/1, $0x07
-DATA k16ScaleMasks<>+50(SB)/1, $0x06
-DATA k16ScaleMasks<>+51(SB)/1, $0x07
-DATA k16ScaleMasks<>+52(SB)/1, $0x06
-DATA k16ScaleMasks<>+53(SB)/1, $0x07
-DATA k16ScaleMasks<>+54(SB)/1, $0x06
-DATA k16ScaleMasks<>+55(SB)/1, $0x07
-DATA k16ScaleMasks<>+56(SB)/1, $0x06
-DATA k16ScaleMasks<>+57(SB)/1, $0x07
-DATA k16ScaleMasks<>+58(SB)/1, $0x06
-DATA k16ScaleMasks<>+59(SB)/1, $0x07
-DATA k16ScaleMasks<>+60(SB)/1, $0x06
-DATA k16ScaleMasks<>+61(SB)/1, $0x07
-DATA k16ScaleMasks<>+62(SB)/1, $0x06
-DATA k16ScaleMasks<>+63(SB)/1, $0x07
-DATA k16ScaleMasks<>+64(SB)/1, $0x08
-DATA k16ScaleMasks<>+65(SB)/1, $0x09
-DATA k16ScaleMasks<>+66(SB)/1, $0x08
-DATA k16ScaleMasks<>+67(SB)/1, $0x09
-DATA k16ScaleMasks<>+68(SB)/1, $0x08
-DATA k16ScaleMasks<>+69(SB)/1, $0x09
-DATA k16ScaleMasks<>+70(SB)/1, $0x08
-DATA k16ScaleMasks<>+71(SB)/1, $0x09
-DATA k16ScaleMasks<>+72(SB)/1, $0x08
-DATA k16ScaleMasks<>+73(SB)/1, $0x09
-DATA k16ScaleMasks<>+74(SB)/1, $0x08
-DATA k16ScaleMasks<>+75(SB)/1, $0x09
-DATA k16ScaleMasks<>+76(SB)/1, $0x08
-DATA k16ScaleMasks<>+77(SB)/1, $0x09
-DATA k16ScaleMasks<>+78(SB)/1, $0x08
-DATA k16ScaleMasks<>+79(SB)/1, $0x09
-DATA k16ScaleMasks<>+80(SB)/1, $0x0a
-DATA k16ScaleMasks<>+81(SB)/1, $0x0b
-DATA k16ScaleMasks<>+82(SB)/1, $0x0a
-DATA k16ScaleMasks<>+83(SB)/1, $0x0b
-DATA k16ScaleMasks<>+84(SB)/1, $0x0a
-DATA k16ScaleMasks<>+85(SB)/1, $0x0b
-DATA k16ScaleMasks<>+86(SB)/1, $0x0a
-DATA k16ScaleMasks<>+87(SB)/1, $0x0b
-DATA k16ScaleMasks<>+88(SB)/1, $0x0a
-DATA k16ScaleMasks<>+89(SB)/1, $0x0b
-DATA k16ScaleMasks<>+90(SB)/1, $0x0a
-DATA k16ScaleMasks<>+91(SB)/1, $0x0b
-DATA k16ScaleMasks<>+92(SB)/1, $0x0a
-DATA k16ScaleMasks<>+93(SB)/1, $0x0b
-DATA k16ScaleMasks<>+94(SB)/1, $0x0a
-DATA k16ScaleMasks<>+95(SB)/1, $0x0b
-DATA k16ScaleMasks<>+96(SB)/1, $0x0c
-DATA k16ScaleMasks<>+97(SB)/1, $0x0d
-DATA k16ScaleMasks<>+98(SB)/1, $0x0c
-DATA k16ScaleMasks<>+99(SB)/1, $0x0d
-DATA k16ScaleMasks<>+100(SB)/1, $0x0c
-DATA k16ScaleMasks<>+101(SB)/1, $0x0d
-DATA k16ScaleMasks<>+102(SB)/1, $0x0c
-DATA k16ScaleMasks<>+103(SB)/1, $0x0d
-DATA k16ScaleMasks<>+104(SB)/1, $0x0c
-DATA k16ScaleMasks<>+105(SB)/1, $0x0d
-DATA k16ScaleMasks<>+106(SB)/1, $0x0c
-DATA k16ScaleMasks<>+107(SB)/1, $0x0d
-DATA k16ScaleMasks<>+108(SB)/1, $0x0c
-DATA k16ScaleMasks<>+109(SB)/1, $0x0d
-DATA k16ScaleMasks<>+110(SB)/1, $0x0c
-DATA k16ScaleMasks<>+111(SB)/1, $0x0d
-DATA k16ScaleMasks<>+112(SB)/1, $0x0e
-DATA k16ScaleMasks<>+113(SB)/1, $0x0f
-DATA k16ScaleMasks<>+114(SB)/1, $0x0e
-DATA k16ScaleMasks<>+115(SB)/1, $0x0f
-DATA k16ScaleMasks<>+116(SB)/1, $0x0e
-DATA k16ScaleMasks<>+117(SB)/1, $0x0f
-DATA k16ScaleMasks<>+118(SB)/1, $0x0e
-DATA k16ScaleMasks<>+119(SB)/1, $0x0f
-DATA k16ScaleMasks<>+120(SB)/1, $0x0e
-DATA k16ScaleMasks<>+121(SB)/1, $0x0f
-DATA k16ScaleMasks<>+122(SB)/1, $0x0e
-DATA k16ScaleMasks<>+123(SB)/1, $0x0f
-DATA k16ScaleMasks<>+124(SB)/1, $0x0e
-DATA k16ScaleMasks<>+125(SB)/1, $0x0f
-DATA k16ScaleMasks<>+126(SB)/1, $0x0e
-DATA k16ScaleMasks<>+127(SB)/1, $0x0f
-GLOBL k16ScaleMasks<>(SB), RODATA|NOPTR, $128
 
 // func dotQ2KQ8x4AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dstride int, nblk int, out *[4]float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+

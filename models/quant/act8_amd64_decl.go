@@ -13,8 +13,20 @@ func dotQ6KQ8AVX2(blk *byte, q *int8, d *float32, nblk int) float32
 // dotQ4KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_K blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.
 func dotQ4KQ8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
 
+// dotQ4KQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ4KQ8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotQ6KQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q6_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, h_r = h + 2r·dstride bytes.
+func dotQ6KQ8x4AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
 // dotIQ2XSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xs blocks, in integers per 32 values.
 func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32
+
+// dotIQ2XSQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ2XSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *uint64, signs *uint64)
+
+// quantizeAct8AVX2 quantizes the 32 values at x as quantizeAct8Block does; false (nothing stored) where max|x| is 0 or not finite.
+func quantizeAct8AVX2(x *float32, q *int8, d *float32, s *float32, h *float32) bool
 
 // dotIQ4NLQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq4_nl blocks, kv being kvalues_iq4nl; in integers per block.
 func dotIQ4NLQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32

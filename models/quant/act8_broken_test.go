@@ -31,7 +31,7 @@ var brokenAct8Kernels = []struct {
 	{
 		what: "four rows: row 3 of the k16 kernels reads row 1's sums per 16",
 		file: "kquants.go", from: "hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}", to: "hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}",
-		want: []string{"q2_k ggml-quantized, four rows (row 3)", "q3_k ggml-quantized, four rows (row 3)"},
+		want: []string{"q2_k ggml-quantized, four rows (row 3)", "q3_k ggml-quantized, four rows (row 3)", "q6_k ggml-quantized, four rows (row 3)"},
 	},
 	{
 		what: "q5_k: each sub-block takes its neighbour's fifth bits",
@@ -66,7 +66,67 @@ var brokenAct8Kernels = []struct {
 	{
 		what: "four rows: the k32 kernels' mins meet row 0's sums in every row",
 		file: "kquants.go", from: "_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)", to: "sm := Mem{Base: s}",
-		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)"},
+		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)", "q4_k ggml-quantized, four rows (row 2)"},
+	},
+	{
+		what: "q4_k: each sub-block takes its neighbour's nibbles",
+		file: "kquants.go", from: "16 + 32*(sb/2)}, sb%2, m4)", to: "16 + 32*(sb/2)}, 1-sb%2, m4)",
+		want: []string{"q4_k ggml-quantized, one row", "q4_k ggml-quantized, four rows", "q4_k four rows", "q4_k random"},
+	},
+	{
+		what: "q8_0, iq4_nl four rows: every row's eight blocks scaled by row 0's",
+		file: "rows4.go", from: "blockScales(dw, dm, fs.Offset(32*r))", to: "_ = dm; blockScales(dw, Mem{Base: d}, fs.Offset(32*r))",
+		want: []string{"q8_0 ggml-quantized, four rows (row 1)", "iq4_nl ggml-quantized, four rows (row 2)", "q8_0 four rows"},
+	},
+	{
+		what: "q8_0, iq4_nl four rows: the tail blocks read at a wrong stride",
+		file: "rows4.go", from: "ADDQ(U32(uint32(size)), p)", to: "ADDQ(U32(uint32(size+2)), p)",
+		want: []string{"q8_0 ggml-quantized prefix, four rows (row 0)", "iq4_nl ggml-quantized prefix, four rows (row 3)"},
+	},
+	{
+		what: "activation quantizer: levels rounded toward zero",
+		file: "quantize.go", from: "VORPS(half, hs, hs) // ±0.5 with f's sign", to: "VANDPS(half, hs, hs)",
+		want: []string{"Q[1] = -63, want -64"},
+	},
+	{
+		what: "activation quantizer: the first 16's sum counts values 0-7 twice",
+		file: "quantize.go", from: "VPADDD(v[1], v[0], s0)", to: "VPADDD(v[0], v[0], s0)",
+		want: []string{"want H[1] =", "q4_k random"},
+	},
+	{
+		what: "q6_k four rows: each 32 takes the next quarter's levels",
+		file: "rows4.go", from: "emit.Q6KLevels(p, blk/4, blk%4, m4, m3, nil)", to: "emit.Q6KLevels(p, blk/4, (blk+1)%4, m4, m3, nil)",
+		want: []string{"q6_k ggml-quantized, four rows (row 0)", "q6_k ggml-quantized prefix, four rows (row 3)", "q6_k four rows"},
+	},
+	{
+		what: "q6_k four rows: the levels offset by 16, not 32",
+		file: "rows4.go", from: "MOVL(U32(0x42000000), t) // 32.0", to: "MOVL(U32(0x41800000), t)",
+		want: []string{"q6_k ggml-quantized, four rows (row 1)", "q6_k ggml-decoded random, four rows (row 2)", "q6_k four rows"},
+	},
+	{
+		what: "iq2_xs one row: each 32 takes its neighbour's scales",
+		file: "rows4.go", from: "VPSHUFB(masks.Offset(32*blk), sv, scy)", to: "VPSHUFB(masks.Offset(32*(blk^1)), sv, scy)",
+		want: []string{"iq2_xs ggml-quantized, one row", "iq2_xs random"},
+	},
+	{
+		what: "iq2_xs four rows: each 32 takes its neighbour's scales",
+		file: "rows4.go", from: "VPSHUFB(masks.Offset(32*blk), sv, sc)", to: "VPSHUFB(masks.Offset(32*(blk^1)), sv, sc)",
+		want: []string{"iq2_xs ggml-quantized, four rows (row 0)", "iq2_xs four rows"},
+	},
+	{
+		what: "iq2_xs four rows: the weights' signs not carried to the activations",
+		file: "rows4.go", from: "VPSIGNB(sy, a, a)", to: "VPSIGNB(gy, a, a)",
+		want: []string{"iq2_xs ggml-quantized, four rows (row 0)", "iq2_xs ggml-decoded random, four rows (row 3)", "iq2_xs four rows"},
+	},
+	{
+		what: "iq2_xs four rows: the grid index loses its top bit",
+		file: "rows4.go", from: "ANDL(U32(511), gi.As32())", to: "ANDL(U32(255), gi.As32())",
+		want: []string{"iq2_xs ggml-quantized, four rows (row 1)", "iq2_xs four rows"},
+	},
+	{
+		what: "iq2_xs four rows: the sign index shifted one bit too far",
+		file: "rows4.go", from: "SHRL(U8(9), v.As32())", to: "SHRL(U8(10), v.As32())",
+		want: []string{"iq2_xs ggml-quantized, four rows (row 2)", "iq2_xs four rows"},
 	},
 	{
 		what: "iq2_xxs: the scales from the index words",
@@ -129,8 +189,8 @@ func iqWant(name string) []string {
 // TestAct8KernelsCatchBrokenKernels is the control for the act8 tests:
 // with each fault of brokenAct8Kernels planted in the generator, the
 // regenerated assembly (through go's -overlay, the tree untouched) fails
-// TestAct8Kernels, TestAct8Rows and TestAct8GGMLBlocks where the fault
-// says, one row and four rows.
+// TestAct8Kernels, TestAct8Rows, TestAct8GGMLBlocks and TestAct8Quantize
+// where the fault says, one row and four rows.
 func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the generator and the package once per fault (-short)")
@@ -168,7 +228,7 @@ func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 				t.Fatalf("generating with the fault: %v\n%s", err, out)
 			}
 			cmd = exec.Command("go", "test", "-overlay", overlay(t, tmp, asm, outS), "-count=1",
-				"-run", "^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks)$", ".")
+				"-run", "^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks|TestAct8Quantize)$", ".")
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("the act8 tests pass with the fault planted:\n%s", out)

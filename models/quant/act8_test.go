@@ -5,7 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 )
@@ -154,6 +156,12 @@ func TestAct8Rows(t *testing.T) {
 			}
 			var out [4]float32
 			k.Dot4(row, &four, &out)
+			// DotRows4: the same kernel over consecutive weight rows
+			two := make([][4]float32, 2)
+			k.DotRows4(append(slices.Clone(row), row...), len(row), &four, two)
+			if two[0] != out || two[1] != out {
+				t.Errorf("%s row of %d: DotRows4 %v, Dot4 %v", name, n, two, out)
+			}
 			w := make([]float32, rl.Stored)
 			clear(w)
 			for i := range out {
@@ -276,5 +284,120 @@ func checkGGMLDot(t *testing.T, what string, y, x []float32, a *Act8, got32 floa
 	}
 	if !(math.Abs(got-exact) <= bound*(1+1e-5)+dot32Tol*mag) {
 		t.Errorf("%s: act8 dot %.9g, ggml decode·x %.9g: off by more than the bound %.3g", what, got, exact, bound)
+	}
+}
+
+// TestAct8RowsSel: QuantizeSel and Gather give each row exactly the levels,
+// scales and sums of the row quantized on its own, at one stride (the
+// four-row kernel takes them: Dot4 equals four Dots within float32
+// reassociation).
+func TestAct8RowsSel(t *testing.T) {
+	const k, rows = 300, 6
+	x := gaussian(rows*k, 9)
+	sel := []int{4, 1, 1, 5, 0}
+	var all, bySel, gathered Act8Rows
+	all.Quantize(x, rows, k)
+	bySel.QuantizeSel(x, k, sel)
+	gathered.Gather(&all, sel)
+	if bySel.Rows() != len(sel) || gathered.Rows() != len(sel) {
+		t.Fatalf("%d and %d rows, want %d", bySel.Rows(), gathered.Rows(), len(sel))
+	}
+	for i, r := range sel {
+		var own Act8
+		own.Quantize(x[r*k : (r+1)*k])
+		for _, got := range []*Act8{bySel.Row(i), gathered.Row(i)} {
+			if got.Len() != k || !slices.Equal(got.Q, own.Q) || !slices.Equal(got.D, own.D) ||
+				!slices.Equal(got.S, own.S) || !slices.Equal(got.H, own.H) {
+				t.Fatalf("row %d (x row %d) differs from the row quantized on its own", i, r)
+			}
+		}
+	}
+	rl, err := ForRow("q4_k", k, Pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, ok := rl.Act8Kernel()
+	if !ok {
+		t.Skip("no integer kernel here")
+	}
+	row := make([]byte, rl.RowBytes())
+	rl.EncodeRow(gaussian(k, 10), row)
+	four := [4]*Act8{gathered.Row(1), gathered.Row(2), gathered.Row(3), gathered.Row(4)}
+	at := func(a *Act8) uintptr { return uintptr(unsafe.Pointer(&a.Q[0])) }
+	for r := 1; r < 4; r++ {
+		if at(four[r])-at(four[r-1]) != at(four[1])-at(four[0]) {
+			t.Errorf("gathered rows not at one stride")
+		}
+	}
+	var out [4]float32
+	kd.Dot4(row, &four, &out)
+	for r, a := range four {
+		if one := kd.Dot(row, a); math.Abs(float64(one-out[r])) > 1e-5*math.Abs(float64(one))+1e-6 {
+			t.Errorf("row %d: Dot4 %g, Dot %g", r, out[r], one)
+		}
+	}
+}
+
+// TestAct8QuantizeAssembly: the assembly quantizer of whole blocks gives
+// quantizeAct8Block's levels, scales and sums bit for bit (same float32
+// operations), on gaussian blocks, blocks of exact halves (x·id = k + 0.5:
+// rounding away from zero), signed zeros, subnormals, one nonzero value and
+// outliers, and leaves zero, non-finite and tiny blocks to the Go code.
+func TestAct8QuantizeAssembly(t *testing.T) {
+	if quantize32 == nil {
+		t.Skip("no assembly quantizer here")
+	}
+	r := rand.New(rand.NewPCG(51, 52))
+	var blocks [][]float32
+	for range 200 {
+		blocks = append(blocks, gaussian(Act8Block, r.Uint64()))
+	}
+	halves := make([]float32, Act8Block) // max 127 → id = 1: x·id = x
+	for i := range halves {
+		halves[i] = float32(i-16) + 0.5
+	}
+	halves[0] = 127
+	blocks = append(blocks, halves)
+	signed := make([]float32, Act8Block)
+	signed[3], signed[5], signed[9] = float32(math.Copysign(0, -1)), 1e-3, -2
+	tiny := make([]float32, Act8Block)
+	for i := range tiny {
+		tiny[i] = math.Float32frombits(uint32(i + 1)) // subnormals
+	}
+	one := make([]float32, Act8Block)
+	one[31] = -3.5
+	out := gaussian(Act8Block, 99)
+	out[7] = 1e30
+	blocks = append(blocks, signed, tiny, one, out)
+	for bi, xs := range blocks {
+		var q1, q2 [Act8Block]int8
+		var d1, s1, d2, s2 float32
+		var h1, h2 [2]float32
+		quantizeAct8Block(xs, q1[:], &d1, &s1, &h1)
+		if !quantize32(&xs[0], &q2[0], &d2, &s2, &h2[0]) {
+			if &xs[0] != &tiny[0] {
+				t.Fatalf("block %d: the assembly left a finite block not tiny", bi)
+			}
+			continue
+		}
+		bits := func(f ...float32) (b []uint32) {
+			for _, v := range f {
+				b = append(b, math.Float32bits(v))
+			}
+			return b
+		}
+		if q1 != q2 || !slices.Equal(bits(d1, s1, h1[0], h1[1]), bits(d2, s2, h2[0], h2[1])) {
+			t.Fatalf("block %d: assembly levels %v d %g s %g h %v; Go %v d %g s %g h %v", bi, q2, d2, s2, h2, q1, d1, s1, h1)
+		}
+	}
+	for _, v := range []float32{0, float32(math.Inf(-1)), float32(math.NaN())} {
+		xs := make([]float32, Act8Block)
+		xs[4] = v
+		var q [Act8Block]int8
+		var d, s float32
+		var h [2]float32
+		if quantize32(&xs[0], &q[0], &d, &s, &h[0]) {
+			t.Errorf("a block holding %g: the assembly took it, the Go code's special case", v)
+		}
 	}
 }

@@ -66,6 +66,84 @@ func TestMatmulIntegerDots(t *testing.T) {
 	}
 }
 
+// TestAct8Tile: act8Tile (prefill's expert products: a group's rows at an
+// offset in the quantized rows, results scattered by yoff, the four-row
+// kernels with a borrowed row for a tail of three) against the float64 dot
+// of the decoded weights with the activations, within the activation
+// quantization's bound, for every format with an integer kernel.
+func TestAct8Tile(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const k, n, total = 256, 37, 12
+	x := make([]float32, total*k)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	var ar quant.Act8Rows
+	ar.Quantize(x, total, k)
+	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1",
+		"iq2_xxs", "iq3_xxs", "iq2_s", "iq3_s", "iq1_s", "iq1_m"} {
+		rl, err := quant.ForRow(name, k, quant.Pad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k8, ok := rl.Act8Kernel()
+		if !ok {
+			t.Skipf("%s: no integer kernel here", name)
+		}
+		rb := rl.RowBytes()
+		data := make([]byte, n*rb)
+		w := make([]float32, n*k)
+		for i := range w {
+			w[i] = float32(r.NormFloat64())
+		}
+		for i := range n {
+			if rl.Format.Encode != nil {
+				rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
+			} else {
+				decodeOnlyRow(rl.Format, data[i*rb:(i+1)*rb], r)
+			}
+			rl.DecodeRow(data[i*rb:(i+1)*rb], w[i*k:(i+1)*k])
+		}
+		m := matrix{data: data, rl: rl, rows: n, cols: k, rowBytes: rb}
+		// (first row, rows): tails of 0 to 3, a tail of three at the end of
+		// the quantized rows (no row after it to borrow) and alone
+		for _, c := range [][2]int{{0, 1}, {2, 2}, {1, 3}, {9, 3}, {0, 4}, {3, 7}, {0, 9}, {2, 10}} {
+			r0, rows := c[0], c[1]
+			yoff := r.Perm(rows)
+			for i := range yoff {
+				yoff[i] *= n
+			}
+			y := make([]float32, rows*n)
+			for i := range y {
+				y[i] = float32(math.NaN()) // the rows it must not write stay NaN
+			}
+			lo, hi := 1, n-1
+			act8Tile(k8, m, lo, hi, &ar, r0, y, yoff)
+			for tr := range rows {
+				a := ar.Row(r0 + tr)
+				xr := x[(r0+tr)*k : (r0+tr+1)*k]
+				for i := range n {
+					got := float64(y[yoff[tr]+i])
+					if i < lo || i >= hi {
+						if !math.IsNaN(got) {
+							t.Fatalf("%s rows %d..%d: weight row %d outside [%d, %d) written", name, r0, r0+rows, i, lo, hi)
+						}
+						continue
+					}
+					var ref, bound float64
+					for c := range k {
+						ref += float64(w[i*k+c]) * float64(xr[c])
+						bound += math.Abs(float64(w[i*k+c])) * float64(a.D[c/quant.Act8Block]) / 2
+					}
+					if !(math.Abs(got-ref) <= bound*1.001+1e-4) { // a NaN fails
+						t.Fatalf("%s rows %d..%d: row %d · weight row %d = %.6g, decoded·x %.6g (bound %.3g)", name, r0, r0+rows, tr, i, got, ref, bound)
+					}
+				}
+			}
+		}
+	}
+}
+
 // decodeOnlyRow fills row with random blocks of f, a format without a
 // quantizer (the IQ grid formats), their scale d a small f16.
 func decodeOnlyRow(f *quant.Format, row []byte, r *rand.Rand) {

@@ -816,15 +816,44 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 		defer xs.release()
 		a.pool.parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
 			gu := make([]float32, 2*I) // one row's gate and up values
+			var ga *quant.Act8Rows     // a group's rows, gathered at one stride
+			var sel, yoff []int
 			for _, g := range groups[lo:hi] {
 				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
 				up, ok2 := eb.matrix(g.e, eb.upOff, eb.up, I)
 				if !ok1 || !ok2 {
 					continue
 				}
+				if xs.ar != nil && len(g.tjs) >= tileRows {
+					// the expert's weights meet its rows four at a time
+					if ga == nil {
+						ga = act8Rows.Get().(*quant.Act8Rows)
+						defer act8Rows.Put(ga)
+					}
+					sel, yoff = sel[:0], yoff[:0]
+					for t, tj := range g.tjs {
+						sel, yoff = append(sel, tj/K), append(yoff, 2*I*t)
+					}
+					if len(sel)%4 == 3 { // a fourth row for the last three
+						sel = append(sel, sel[len(sel)-1])
+					}
+					ga.Gather(xs.ar, sel)
+					if need := 2 * I * len(g.tjs); cap(gu) < need {
+						gu = make([]float32, need)
+					}
+					act8Tile(xs.k8[0], gate, 0, I, ga, 0, gu, yoff)
+					act8Tile(xs.k8[1], up, 0, I, ga, 0, gu[I:], yoff)
+					for t, tj := range g.tjs {
+						gv, uv := gu[2*I*t:2*I*t+I], gu[2*I*t+I:2*I*(t+1)]
+						for i := range gv {
+							h[tj*I+i] = float32(silu(float64(gv[i])) * float64(uv[i]))
+						}
+					}
+					continue
+				}
 				for _, tj := range g.tjs {
 					xs.dotRows(gate, 0, 0, tj/K, gu[:I])
-					xs.dotRows(up, 1, 0, tj/K, gu[I:])
+					xs.dotRows(up, 1, 0, tj/K, gu[I:2*I])
 					for i, gv := range gu[:I] {
 						h[tj*I+i] = float32(silu(float64(gv)) * float64(gu[I+i]))
 					}
@@ -849,6 +878,7 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*H)
 	names := []string{a.tensorName("experts", int(a.expertBase[a.d.Layer])+eb.downOff)}
 	var groups []expertGroup
+	var order, starts []int
 	return func() {
 		n := p.rows()
 		groups = groupByExpert(ids[:n*K], eb.experts, groups)
@@ -863,11 +893,18 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 		}
 		vals := (*buf)[:n*K*H] // down_e h[t, j], by tj
 		defer scratch.Put(buf)
-		hs := newActRows(h, n*K, I, eb.down)
+		// the rows in expert order: each expert's rows at one stride
+		order, starts = order[:0], starts[:0]
+		for _, g := range groups {
+			starts = append(starts, len(order))
+			order = append(order, g.tjs...)
+		}
+		hs := newActRowsSel(h, order, I, eb.down)
 		defer hs.release()
 		a.pool.parallel(H, n*K*I, func(lo, hi int) {
 			resident := make([]bool, n*K)
-			for _, g := range groups {
+			var yoff []int
+			for gi, g := range groups {
 				down, ok := eb.matrix(g.e, eb.downOff, eb.down, H)
 				if !ok {
 					continue
@@ -875,8 +912,16 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 				for _, tj := range g.tjs {
 					resident[tj] = true
 				}
-				for _, tj := range g.tjs {
-					hs.dotRows(down, 0, lo, tj, vals[tj*H+lo:tj*H+hi])
+				if hs.ar != nil && len(g.tjs) >= tileRows {
+					yoff = yoff[:0]
+					for _, tj := range g.tjs {
+						yoff = append(yoff, tj*H)
+					}
+					act8Tile(hs.k8[0], down, lo, hi, hs.ar, starts[gi], vals, yoff)
+					continue
+				}
+				for t, tj := range g.tjs {
+					hs.dotRows(down, 0, lo, starts[gi]+t, vals[tj*H+lo:tj*H+hi])
 				}
 			}
 			for t := 0; t < n; t++ {

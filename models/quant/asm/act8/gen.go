@@ -23,7 +23,11 @@ func main() {
 	dotQ8_0()
 	dotQ6K()
 	dotK32(q4k, 1)
-	dotIQ2XS()
+	dotK32(q4k, 4)
+	dotK16(q6k, 4)
+	dotIQ2XS(1)
+	dotIQ2XS(4)
+	quantizeAct8()
 	dotIQ4NL()
 	dotIQ4XS()
 	dotQ8_0x4()
@@ -221,104 +225,6 @@ func q4kScales(p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
 	return scf, mnf
 }
 
-// IQ2_XS: 74-byte blocks of 256: d f16 @0, qs uint16[32] @2 (9-bit grid
-// index, 7-bit sign index per 8 values), 4-bit scales[8] @66 (one per 16
-// values, byte b's low nibble the first 16 of activation block b, its high
-// nibble the second): y = d·(2s+1)/8·grid·sign. table is [65536]uint64:
-// for every qs word, its 8 signed levels (±8, ±25, ±43) as bytes, so one
-// load per 8 values fetches grid and signs together.
-func dotIQ2XS() {
-	TEXT("dotIQ2XSQ8AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32")
-	Doc("dotIQ2XSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xs blocks, in integers per 32 values.")
-	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
-	table := Load(Param("table"), GP64())
-	sc := AllocLocal(16) // the 16 (2s+1) as bytes
-	fs := AllocLocal(32) // d_w/8·d[j] for the block's 8 activation blocks
-	masks := iq2ScaleMasks()
-	m4 := emit.BroadcastByte(0x0f)
-	acc := emit.Zeroed(2)
-	emit.Loop("iq2", n, func() {
-		prefetchLines(p, 74)
-		// scales: bytes b → (2·lo+1, 2·hi+1) interleaved.
-		b, lo, hi := XMM(), XMM(), XMM()
-		VMOVQ(Mem{Base: p, Disp: 66}, b)
-		VPAND(m4.AsX(), b, lo)
-		VPSRLW(U8(4), b, hi)
-		VPAND(m4.AsX(), hi, hi)
-		VPUNPCKLBW(hi, lo, lo)
-		VPADDB(lo, lo, lo)
-		one := XMM()
-		VPCMPEQB(one, one, one)
-		VPSUBB(one, lo, lo) // +1
-		VMOVDQU(lo, sc)
-		sv := YMM()
-		VBROADCASTI128(sc, sv)
-		dw := emit.F16Scalar(Mem{Base: p})
-		eighth := GP32()
-		MOVL(U32(0x3e000000), eighth) // 0.125
-		e := XMM()
-		VMOVD(eighth, e)
-		VMULSS(e, dw, dw)
-		dwy := YMM()
-		VBROADCASTSS(dw, dwy)
-		blockScales(dwy, Mem{Base: d}, fs)
-		for blk := range 8 {
-			gl, gh := XMM(), XMM()
-			for k := range 4 {
-				v := GP64()
-				MOVWQZX(Mem{Base: p, Disp: 2 + 2*(4*blk+k)}, v)
-				g := gl
-				if k >= 2 {
-					g = gh
-				}
-				if k%2 == 0 {
-					VMOVQ(Mem{Base: table, Index: v, Scale: 8}, g)
-				} else {
-					VPINSRQ(U8(1), Mem{Base: table, Index: v, Scale: 8}, g, g)
-				}
-			}
-			gy := YMM()
-			VINSERTI128(U8(1), gh, gl.AsY(), gy)
-			a := YMM()
-			VMOVDQU(Mem{Base: q, Disp: 32 * blk}, a)
-			signedDot(gy, a)
-			scy := YMM()
-			VPSHUFB(masks.Offset(32*blk), sv, scy)
-			VPMADDWD(scy, gy, gy)
-			scaleFMA(gy, fs.Offset(4*blk), acc[blk&1])
-		}
-		ADDQ(U32(74), p)
-		ADDQ(U32(256), q)
-		ADDQ(U32(32), d)
-	})
-	emit.Hsum(acc...)
-}
-
-// iq2ScaleMasks are the VPSHUFB masks that spread scale bytes 2b (low 128
-// bits) and 2b+1 (high) over 8 words each, zero-extended, for b < 8.
-func iq2ScaleMasks() Mem {
-	if iq2ScaleMasksSym != nil {
-		return *iq2ScaleMasksSym
-	}
-	m := GLOBL("iq2ScaleMasks", RODATA|NOPTR)
-	iq2ScaleMasksSym = &m
-	for b := range 8 {
-		for i := range 32 {
-			v := uint8(0x80) // zero
-			if i%2 == 0 {
-				v = uint8(2 * b)
-				if i >= 16 {
-					v++
-				}
-			}
-			DATA(32*b+i, U8(v))
-		}
-	}
-	return m
-}
-
-var iq2ScaleMasksSym *Mem
-
 // iq4Weights returns the 32 signed levels of the 16 code bytes at m: the
 // low nibbles (values 0-15) in the low 128 bits, the high nibbles (16-31)
 // in the high, each looked up in kv (kvalues_iq4nl in both halves) by one
@@ -485,60 +391,6 @@ func iq4xsShifts() Mem {
 
 var iq4xsShiftsSym *Mem
 
-// dotQ8_0x4: four activation rows at once, each block's weights loaded
-// and their signs taken once for the four.
-func dotQ8_0x4() {
-	TEXT("dotQ8_0Q8x4AVX2", NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32)")
-	Doc("dotQ8_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
-	p, q, d := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
-	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
-	ones := onesW()
-	acc := emit.Zeroed(4)
-	q3, d3 := GP64(), GP64()
-	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	emit.Loop("q8x4", n, func() {
-		PREFETCHT0(Mem{Base: p, Disp: prefetch})
-		w, aw := YMM(), YMM()
-		VMOVDQU(Mem{Base: p, Disp: 2}, w)
-		VPSIGNB(w, w, aw)
-		dw := emit.F16Scalar(Mem{Base: p})
-		for r := range 4 {
-			qm := Mem{Base: q}
-			dm := Mem{Base: d}
-			switch r {
-			case 1:
-				qm, dm = Mem{Base: q, Index: qs, Scale: 1}, Mem{Base: d, Index: ds, Scale: 1}
-			case 2:
-				qm, dm = Mem{Base: q, Index: qs, Scale: 2}, Mem{Base: d, Index: ds, Scale: 2}
-			case 3:
-				qm, dm = Mem{Base: q, Index: q3, Scale: 1}, Mem{Base: d, Index: d3, Scale: 1}
-			}
-			a := YMM()
-			VMOVDQU(qm, a)
-			VPSIGNB(w, a, a)
-			VPMADDUBSW(a, aw, a)
-			VPMADDWD(ones, a, a)
-			VCVTDQ2PS(a, a)
-			s := XMM()
-			VMULSS(dm, dw, s)
-			sy := YMM()
-			VBROADCASTSS(s, sy)
-			VFMADD231PS(sy, a, acc[r])
-		}
-		ADDQ(U32(34), p)
-		ADDQ(U32(32), q)
-		ADDQ(U32(4), d)
-	})
-	out := Load(Param("out"), GP64())
-	for r := range 4 {
-		lo := emit.HsumX(acc[r])
-		VMOVSS(lo, Mem{Base: out, Disp: 4 * r})
-	}
-	VZEROUPPER()
-	RET()
-}
-
 const iq4x4Sig = "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, kv *int8)"
 
 // act8Row4 are the four activation rows' addresses at q and d (row r at
@@ -573,79 +425,14 @@ func dotIQ4NLx4() {
 	name := "dotIQ4NLQ8x4AVX2"
 	TEXT(name, NOSPLIT, iq4x4Sig)
 	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq4_nl blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
-	p, q, d := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
-	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	a := load32x4()
 	kvp := Load(Param("kv"), GP64())
 	kv := YMM()
 	VBROADCASTI128(Mem{Base: kvp}, kv)
 	m4 := emit.BroadcastByte(0x0f)
-	ones := onesW()
-	fs := AllocLocal(4 * 32) // per row r: d_w·d_r of the eight blocks
-	acc := emit.Zeroed(4)
-	q3, d3 := GP64(), GP64()
-	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-	// rowDot is block k's weights (levels w, magnitudes aw) · row r's levels.
-	rowDot := func(w, aw reg.VecVirtual, r, k int) reg.VecVirtual {
-		qm, _ := act8Row4(q, d, qs, ds, q3, d3, r, 32*k, 0)
-		a := YMM()
-		VMOVDQU(qm, a)
-		VPSIGNB(w, a, a)
-		VPMADDUBSW(a, aw, a)
-		VPMADDWD(ones, a, a)
-		return a
-	}
-	weights := func(k int) (reg.VecVirtual, reg.VecVirtual) {
-		w := iq4Weights(Mem{Base: p, Disp: 18*k + 2}, kv, m4)
-		aw := YMM()
-		VPSIGNB(w, w, aw)
-		return w, aw
-	}
-	groups := GP64()
-	MOVQ(n, groups)
-	SHRQ(U8(3), groups)
-	emit.Loop("iq4nlx4", groups, func() {
-		prefetchLines(p, 144)
-		h := XMM()
-		VPXOR(h, h, h)
-		for k := range 8 {
-			VPINSRW(U8(k), Mem{Base: p, Disp: 18 * k}, h, h)
-		}
-		dw := YMM()
-		VCVTPH2PS(h, dw)
-		for r := range 4 {
-			_, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
-			blockScales(dw, dm, fs.Offset(32*r))
-		}
-		for k := range 8 {
-			w, aw := weights(k)
-			for r := range 4 {
-				scaleFMA(rowDot(w, aw, r, k), fs.Offset(32*r+4*k), acc[r])
-			}
-		}
-		ADDQ(U32(144), p)
-		ADDQ(U32(256), q)
-		ADDQ(U32(32), d)
+	blocks32x4("iq4nlx4", a, 18, func(k int) reg.VecVirtual {
+		return iq4Weights(Mem{Base: a.p, Disp: 18*k + 2}, kv, m4)
 	})
-	ANDQ(U32(7), n)
-	emit.Loop("iq4nlx4_tail", n, func() {
-		w, aw := weights(0)
-		dw := emit.F16Scalar(Mem{Base: p})
-		for r := range 4 {
-			a := rowDot(w, aw, r, 0)
-			VCVTDQ2PS(a, a)
-			_, dm := act8Row4(q, d, qs, ds, q3, d3, r, 0, 0)
-			s := XMM()
-			VMULSS(dm, dw, s)
-			sy := YMM()
-			VBROADCASTSS(s, sy)
-			VFMADD231PS(sy, a, acc[r])
-		}
-		ADDQ(U32(18), p)
-		ADDQ(U32(32), q)
-		ADDQ(U32(4), d)
-	})
-	storeOut4(acc)
 }
 
 // dotIQ4XSx4: dotIQ4XS for four activation rows: the super-block's scales

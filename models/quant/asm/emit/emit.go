@@ -97,7 +97,7 @@ func BroadcastByte(b uint8) reg.VecVirtual {
 // Q6KLevels loads the 32 six-bit levels of q6_k quarter c of half half of the
 // block at p, as signed bytes (level − 32): the four low bits from ql, the
 // two high from qh. m4 and m3 mask the nibble and the two-bit field, c32 is
-// 32 in every byte.
+// 32 in every byte; with c32 nil the levels stay unsigned (0..63).
 func Q6KLevels(p reg.Register, half, c int, m4, m3, c32 reg.VecVirtual) reg.VecVirtual {
 	l, h := YMM(), YMM()
 	VMOVDQU(Mem{Base: p, Disp: 64*half + 32*(c&1)}, l)
@@ -112,6 +112,8 @@ func Q6KLevels(p reg.Register, half, c int, m4, m3, c32 reg.VecVirtual) reg.VecV
 	VPAND(m3, h, h)
 	VPSLLW(U8(4), h, h)
 	VPOR(h, l, l)
-	VPSUBB(c32, l, l)
+	if c32 != nil {
+		VPSUBB(c32, l, l)
+	}
 	return l
 }

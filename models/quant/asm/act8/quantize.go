@@ -1,0 +1,139 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// quantizeAct8 emits quant.quantizeAct8Block for one whole block of 32
+// finite values, not all zero, with the same float32 operations in the
+// same order (so the same bits): amax the largest |x| (as float32 bits:
+// for finite values they order as the values), d = amax/127, id = 127/amax,
+// levels trunc(x·id ± 0.5) (halves away from zero, ggml's roundf) within
+// ±127, and the sums d·Σq per block and per 16. It returns false, storing
+// nothing, where amax is not finite or below 2^-119 (zero, or so small
+// that 127/amax nears overflow): the Go code's special cases, and the
+// Go conversion of an infinite x·id, left to the Go code.
+func quantizeAct8() {
+	name := "quantizeAct8AVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, q *int8, d, s, h *float32) bool")
+	Doc(name + " quantizes the 32 values at x as quantizeAct8Block does; false (nothing stored) where max|x| is 0 or not finite.")
+	xp, qp := Load(Param("x"), GP64()), Load(Param("q"), GP64())
+	c := quantizeConsts()
+	abs := YMM()
+	VBROADCASTSS(c, abs) // 0x7fffffff
+	var v [4]reg.VecVirtual
+	m := YMM()
+	for i := range v {
+		v[i] = YMM()
+		VMOVUPS(Mem{Base: xp, Disp: 32 * i}, v[i])
+		if i == 0 {
+			VANDPS(abs, v[i], m)
+			continue
+		}
+		t := YMM()
+		VANDPS(abs, v[i], t)
+		VPMAXUD(t, m, m)
+	}
+	hi := XMM()
+	VEXTRACTI128(U8(1), m, hi)
+	mx := m.AsX()
+	VPMAXUD(hi, mx, mx)
+	VPSHUFD(U8(0x4e), mx, hi)
+	VPMAXUD(hi, mx, mx)
+	VPSHUFD(U8(0xb1), mx, hi)
+	VPMAXUD(hi, mx, mx)
+	bits := GP32()
+	VMOVD(mx, bits)
+	CMPL(bits, U32(0x04000000)) // below 2^-119 (zero, or 127/amax near overflow)
+	JB(LabelRef("q8_special"))
+	CMPL(bits, U32(0x7f800000))
+	JAE(LabelRef("q8_special"))
+	// d = amax/127, id = 127/amax
+	c127 := XMM()
+	VMOVSS(c.Offset(4), c127)
+	dd, id := XMM(), XMM()
+	VDIVSS(c127, mx, dd)
+	VDIVSS(mx, c127, id)
+	idy, half, sign := YMM(), YMM(), YMM()
+	VBROADCASTSS(id, idy)
+	VBROADCASTSS(c.Offset(8), half) // 0.5
+	VBROADCASTSS(c.Offset(12), sign)
+	lim, nlim := YMM(), YMM()
+	VPBROADCASTD(c.Offset(16), lim) // 127
+	VPBROADCASTD(c.Offset(20), nlim)
+	for i := range v {
+		f := v[i]
+		VMULPS(idy, f, f)
+		hs := YMM()
+		VANDPS(sign, f, hs)
+		VORPS(half, hs, hs) // ±0.5 with f's sign
+		VADDPS(hs, f, f)
+		VCVTTPS2DQ(f, f)
+		VPMINSD(lim, f, f)
+		VPMAXSD(nlim, f, f)
+	}
+	// sums per 16 (values 0-15: v0, v1; 16-31: v2, v3)
+	s0, s1 := YMM(), YMM()
+	VPADDD(v[1], v[0], s0)
+	VPADDD(v[3], v[2], s1)
+	sums := [2]reg.VecVirtual{s0, s1}
+	for _, s := range sums {
+		h := XMM()
+		VEXTRACTI128(U8(1), s, h)
+		VPADDD(h, s.AsX(), s.AsX())
+		VPSHUFD(U8(0x4e), s.AsX(), h)
+		VPADDD(h, s.AsX(), s.AsX())
+		VPSHUFD(U8(0xb1), s.AsX(), h)
+		VPADDD(h, s.AsX(), s.AsX())
+	}
+	// the levels as bytes, in order: pack to words (lanes interleave
+	// 128-bit halves), then bytes, then put the dwords back in order
+	VPACKSSDW(v[1], v[0], v[0])
+	VPACKSSDW(v[3], v[2], v[2])
+	VPACKSSWB(v[2], v[0], v[0])
+	perm := YMM()
+	VMOVDQU(c.Offset(32), perm)
+	VPERMD(v[0], perm, v[0])
+	VMOVDQU(v[0], Mem{Base: qp})
+	dp, sp, hp := Load(Param("d"), GP64()), Load(Param("s"), GP64()), Load(Param("h"), GP64())
+	VMOVSS(dd, Mem{Base: dp})
+	tot := XMM()
+	VPADDD(s1.AsX(), s0.AsX(), tot)
+	VCVTDQ2PS(tot, tot)
+	VMULSS(dd, tot, tot)
+	VMOVSS(tot, Mem{Base: sp})
+	for i, s := range sums {
+		VCVTDQ2PS(s.AsX(), s.AsX())
+		VMULSS(dd, s.AsX(), s.AsX())
+		VMOVSS(s.AsX(), Mem{Base: hp, Disp: 4 * i})
+	}
+	VZEROUPPER()
+	ok := GP8()
+	MOVB(U8(1), ok)
+	Store(ok, ReturnIndex(0))
+	RET()
+	Label("q8_special")
+	VZEROUPPER()
+	no := GP8()
+	MOVB(U8(0), no)
+	Store(no, ReturnIndex(0))
+	RET()
+}
+
+// quantizeConsts: |x| mask, 127.0, 0.5, the sign bit, int32 127 and −127,
+// then (at 32) the VPERMD order that undoes the packs' lane interleaving.
+func quantizeConsts() Mem {
+	m := GLOBL("act8QuantConsts", RODATA|NOPTR)
+	DATA(0, U32(0x7fffffff))
+	DATA(4, U32(0x42fe0000)) // 127.0
+	DATA(8, U32(0x3f000000)) // 0.5
+	DATA(12, U32(0x80000000))
+	DATA(16, U32(127))
+	DATA(20, U32(0xffffff81)) // −127
+	for i, o := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		DATA(32+4*i, U32(o))
+	}
+	return m
+}
