@@ -37,8 +37,6 @@ type Memory struct {
 	// (StageBuffers), freed with the memory.
 	stagingMu sync.Mutex
 	staging   []unsafe.Pointer
-	copiers   []uintptr // a non-blocking stream per staging buffer, for Land
-	stageSize uintptr   // bytes of each staging buffer
 }
 
 // mirrored says whether a buffer of kind lives in device memory behind a
@@ -188,8 +186,8 @@ func (m *Memory) release() error {
 	allocs, mirror := m.allocs, m.mirror
 	onHost := m.onHost
 	m.stagingMu.Lock()
-	staging, copiers := m.staging, m.copiers
-	m.staging, m.copiers = nil, nil
+	staging := m.staging
+	m.staging = nil
 	m.stagingMu.Unlock()
 	m.ptrs, m.allocs, m.mirror, m.onHost = nil, nil, nil, nil
 	if m.HostMemory != nil {
@@ -208,9 +206,6 @@ func (m *Memory) release() error {
 		}
 		for _, p := range staging {
 			errs = append(errs, m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(p)))
-		}
-		for _, s := range copiers {
-			errs = append(errs, m.b.d.check("cuStreamDestroy", m.b.d.streamDestroy(s)))
 		}
 		return nil
 	})
@@ -405,15 +400,8 @@ func (m *Memory) StageBuffers(n, size int) ([][]byte, error) {
 			if err := m.b.d.check("cuMemHostAlloc", m.b.d.memHostAlloc(&p, uintptr(size), hostAllocPortable)); err != nil {
 				return fmt.Errorf("staging buffer of %d bytes: %w", size, err)
 			}
-			var s uintptr
-			if err := m.b.d.check("cuStreamCreate", m.b.d.streamCreate(&s, streamNonBlocking)); err != nil {
-				m.b.d.memFreeHost(p)
-				return fmt.Errorf("staging stream: %w", err)
-			}
 			m.stagingMu.Lock()
 			m.staging = append(m.staging, p)
-			m.copiers = append(m.copiers, s)
-			m.stageSize = uintptr(size)
 			m.stagingMu.Unlock()
 			out = append(out, unsafe.Slice((*byte)(p), size))
 		}
@@ -422,13 +410,9 @@ func (m *Memory) StageBuffers(n, size int) ([][]byte, error) {
 	return out, err
 }
 
-// Land copies src (within a staging buffer) to dst, a range of a managed
-// buffer (the expert arena), by the copy engine: the arena's pages stay on
-// the GPU. Managed memory has one address for host and device. The copy goes
-// on the staging buffer's own non-blocking stream, asynchronous and then
-// waited for: a window is in flight, waiting on this host point, and a
-// synchronous copy into managed memory waits for the device (it hung the
-// replayed windows on the H100).
+// Land copies src (a staging buffer) to dst, a range of a managed buffer
+// (the expert arena), by the copy engine: the arena's pages stay on the GPU.
+// Managed memory has one address for host and device.
 func (m *Memory) Land(dst, src []byte) error {
 	if len(src) > len(dst) {
 		return fmt.Errorf("cuda: landing %d bytes into %d", len(src), len(dst))
@@ -436,24 +420,5 @@ func (m *Memory) Land(dst, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	at := uintptr(unsafe.Pointer(unsafe.SliceData(src)))
-	stream := uintptr(0)
-	m.stagingMu.Lock()
-	for i, p := range m.staging {
-		if at >= uintptr(p) && at+uintptr(len(src)) <= uintptr(p)+m.stageSize {
-			stream = m.copiers[i]
-			break
-		}
-	}
-	m.stagingMu.Unlock()
-	if stream == 0 {
-		return fmt.Errorf("cuda: landing bytes that are not in a staging buffer")
-	}
-	to := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
-	return m.onCaller(func(d *driver) error {
-		if err := d.check("cuMemcpyHtoDAsync", d.memcpyHtoDAsync(to, unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src)), stream)); err != nil {
-			return err
-		}
-		return d.check("cuStreamSynchronize", d.streamSynchronize(stream))
-	})
+	return m.copyIn(uintptr(unsafe.Pointer(unsafe.SliceData(dst))), unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src)))
 }
