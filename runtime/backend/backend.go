@@ -63,16 +63,6 @@ func Write(mem Memory, r graph.Range, data []byte) error {
 	return nil
 }
 
-// Stager is a Memory whose expert arena the host must not write itself
-// (the cuda backend's: managed memory that lives on the GPU): expert reads
-// land in buffers StageBuffers makes (n of them, each size bytes,
-// page-aligned) and Land copies them into the arena. StageBuffers returns
-// none where the arena may be written directly.
-type Stager interface {
-	StageBuffers(n, size int) ([][]byte, error)
-	Land(dst, src []byte) error
-}
-
 // Program is one window graph bound to a Memory. Run executes every
 // dispatch once, with the graph's barriers, and returns when the results
 // are in memory. One program of a backend runs at a time.

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,16 +85,6 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, be
 	}
 	if st.History == "-" {
 		st.History = ""
-	}
-	if sg, ok := m.mem.(backend.Stager); ok && st.Options.Stage == nil {
-		threads := cmp.Or(max(st.Options.Threads, 0), stream.DefaultThreads)
-		bufs, err := sg.StageBuffers(threads, int(layout.slotBytes))
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("model %s: staging buffers for expert reads: %w", c.Name, err), m.Close())
-		}
-		if len(bufs) > 0 {
-			st.Options.Stage = &stream.Stage{Buffers: bufs, Land: sg.Land}
-		}
 	}
 	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena, history: st.History}
 	if st.History != "" {

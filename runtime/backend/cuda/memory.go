@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
@@ -28,15 +27,10 @@ type Memory struct {
 	b      *Backend
 	ptrs   []uintptr // device addresses of the buffers
 	allocs []uintptr // what the driver allocated (the experts start a page inside)
-	onHost []bool    // allocs[i] is page-locked host memory (cuMemFreeHost frees it)
 	// mirror[i] is the page-locked host copy of a buffer that lives in
 	// device memory (nil: the buffer is managed or pinned, one address).
 	mirror []unsafe.Pointer
 	pinned bool
-	// staging holds the page-locked buffers expert reads land in
-	// (StageBuffers), freed with the memory.
-	stagingMu sync.Mutex
-	staging   []unsafe.Pointer
 }
 
 // mirrored says whether a buffer of kind lives in device memory behind a
@@ -47,13 +41,6 @@ type Memory struct {
 func mirrored(kind string) bool {
 	return kind == graph.KindParams || kind == graph.KindScratch || kind == graph.KindCarry
 }
-
-// hostMapped says whether a buffer of kind lives in page-locked host memory
-// the GPU reads in place: the residency map and the residency flags, which
-// the host writes at every host point and window (a few words a layer) and
-// kernels read a few words of. As managed memory each write would move the
-// page to the host and the next kernel's read would fault it back.
-func hostMapped(kind string) bool { return kind == graph.KindSmap || kind == graph.KindResidency }
 
 // deviceOwned says whether the device holds the current bytes of a mirrored
 // buffer of kind (the GPU writes it; the host reads through a download and
@@ -118,7 +105,7 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 				}
 				alloc, h = p, unsafe.Slice((*byte)(mirror), size)
 				clear(h)
-			} else if m.pinned || hostMapped(l.Kind) {
+			} else if m.pinned {
 				var ptr unsafe.Pointer
 				if err := d.check("cuMemHostAlloc", d.memHostAlloc(&ptr, uintptr(size), hostAllocPortable|hostAllocDevMap)); err != nil {
 					return fmt.Errorf("buffer %s of %d bytes: %w", l.Name, size, err)
@@ -141,7 +128,6 @@ func (b *Backend) newMemory(graphs ...*graph.Graph) (*Memory, error) {
 			}
 			skip := int64(-uintptr(unsafe.Pointer(unsafe.SliceData(h)))) & (align - 1)
 			m.allocs = append(m.allocs, alloc)
-			m.onHost = append(m.onHost, mirror == nil && (m.pinned || hostMapped(l.Kind)))
 			m.mirror = append(m.mirror, mirror)
 			m.ptrs = append(m.ptrs, p+uintptr(skip))
 			host[i] = h[skip : skip+l.Size : skip+l.Size]
@@ -184,12 +170,7 @@ func (m *Memory) release() error {
 		return nil
 	}
 	allocs, mirror := m.allocs, m.mirror
-	onHost := m.onHost
-	m.stagingMu.Lock()
-	staging := m.staging
-	m.staging = nil
-	m.stagingMu.Unlock()
-	m.ptrs, m.allocs, m.mirror, m.onHost = nil, nil, nil, nil
+	m.ptrs, m.allocs, m.mirror = nil, nil, nil
 	if m.HostMemory != nil {
 		m.Drop()
 	}
@@ -198,14 +179,11 @@ func (m *Memory) release() error {
 		for i, p := range allocs {
 			if i < len(mirror) && mirror[i] != nil {
 				errs = append(errs, m.b.d.check("cuMemFree", m.b.d.memFree(p)), m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(mirror[i])))
-			} else if onHost[i] {
+			} else if m.pinned {
 				errs = append(errs, m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(*(*unsafe.Pointer)(unsafe.Pointer(&p)))))
 			} else {
 				errs = append(errs, m.b.d.check("cuMemFree", m.b.d.memFree(p)))
 			}
-		}
-		for _, p := range staging {
-			errs = append(errs, m.b.d.check("cuMemFreeHost", m.b.d.memFreeHost(p)))
 		}
 		return nil
 	})
@@ -384,41 +362,4 @@ func (m *Memory) upload(i int, n uintptr) error {
 	return m.b.do(func() error {
 		return m.b.d.check("cuMemcpyHtoD", m.b.d.memcpyHtoD(m.ptrs[i], m.mirror[i], n))
 	})
-}
-
-// StageBuffers allocates n page-locked buffers of size bytes for expert
-// reads to land in (backend.Stager); none when every buffer is pinned host
-// memory, which the readers may write directly.
-func (m *Memory) StageBuffers(n, size int) ([][]byte, error) {
-	if m.pinned || n <= 0 || size <= 0 {
-		return nil, nil
-	}
-	out := make([][]byte, 0, n)
-	err := m.b.do(func() error {
-		for range n {
-			var p unsafe.Pointer
-			if err := m.b.d.check("cuMemHostAlloc", m.b.d.memHostAlloc(&p, uintptr(size), hostAllocPortable)); err != nil {
-				return fmt.Errorf("staging buffer of %d bytes: %w", size, err)
-			}
-			m.stagingMu.Lock()
-			m.staging = append(m.staging, p)
-			m.stagingMu.Unlock()
-			out = append(out, unsafe.Slice((*byte)(p), size))
-		}
-		return nil
-	})
-	return out, err
-}
-
-// Land copies src (a staging buffer) to dst, a range of a managed buffer
-// (the expert arena), by the copy engine: the arena's pages stay on the GPU.
-// Managed memory has one address for host and device.
-func (m *Memory) Land(dst, src []byte) error {
-	if len(src) > len(dst) {
-		return fmt.Errorf("cuda: landing %d bytes into %d", len(src), len(dst))
-	}
-	if len(src) == 0 {
-		return nil
-	}
-	return m.copyIn(uintptr(unsafe.Pointer(unsafe.SliceData(dst))), unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src)))
 }

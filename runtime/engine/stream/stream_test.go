@@ -214,46 +214,6 @@ func TestSplitReads(t *testing.T) {
 	}
 }
 
-// Staged reads (the cuda backend's arena) land through Land, which sees
-// every part once, from the reader's own buffer, and the arena ends up as
-// with direct reads.
-func TestStagedReads(t *testing.T) {
-	a, _ := NewArena(1, 4, 8*PageSize, 4)
-	f := newFake(4, 0, 1)
-	var mu sync.Mutex
-	landed := 0
-	bufs := [][]byte{pageAligned(8 * PageSize), pageAligned(8 * PageSize), pageAligned(8 * PageSize)}
-	stage := &Stage{Buffers: bufs, Land: func(dst, src []byte) error {
-		mu.Lock()
-		defer mu.Unlock()
-		ok := false
-		for _, b := range bufs {
-			ok = ok || addrOf(src) >= addrOf(b) && addrOf(src) < addrOf(b)+uintptr(len(b))
-		}
-		if !ok {
-			return errors.New("landed bytes from outside the staging buffers")
-		}
-		landed += len(src)
-		copy(dst, src)
-		return nil
-	}}
-	s := NewStreamer(a, f, Options{Threads: 3, SplitBytes: 2 * PageSize, Stage: stage})
-	defer s.Close()
-	if err := s.Ensure(0, []int{1, 2}); err != nil {
-		t.Fatal(err)
-	}
-	checkContent(t, a, f, 0, []int{1, 2})
-	if landed != 2*8*PageSize {
-		t.Errorf("landed %d bytes for two experts of 8 pages, want %d", landed, 2*8*PageSize)
-	}
-	fails := &Stage{Buffers: bufs, Land: func(dst, src []byte) error { return errors.New("copy engine gone") }}
-	s2 := NewStreamer(a, f, Options{Threads: 3, Stage: fails})
-	defer s2.Close()
-	if err := s2.Ensure(0, []int{3}); err == nil {
-		t.Error("a failed landing did not fail the layer")
-	}
-}
-
 // A layer whose reads split into more parts than any fixed queue holds (the
 // real models' 64-row prefill windows: 512 experts × 3 parts) is served:
 // queueing under the streamer's lock never blocks the readers who drain it

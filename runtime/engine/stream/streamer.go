@@ -22,29 +22,12 @@ type Options struct {
 	// threads at once (default 256 KiB; 0 keeps the default, <0 never splits).
 	SplitBytes int
 	Retries    int // attempts after a failed read before giving up (default 2)
-	// Stage, when set, is how reads reach an arena the host must not write
-	// itself (see Stage).
-	Stage *Stage
 	// Verify, when set, checks an expert's bytes after a read; a failure
 	// counts as a failed read, so nothing corrupt is ever published.
 	Verify func(layer, expert int, data []byte) error
 	// Trace records every expert a layer needed, in order (for judging the
 	// cache policy against Belady's optimum on the same accesses).
 	Trace bool
-}
-
-// DefaultThreads is Options.Threads' default.
-const DefaultThreads = 8
-
-// Stage routes reads through host buffers of the caller's: each reader
-// thread reads into Buffers[its index] (page-aligned, at least a slot) and
-// Land copies what it read into the arena. The cuda backend's arena is
-// managed memory whose pages live on the GPU: a read straight into it would
-// fault every page to the host and the GPU would fault it back, where a
-// copy from page-locked memory moves it once, by the copy engine.
-type Stage struct {
-	Buffers [][]byte
-	Land    func(dst, src []byte) error
 }
 
 // Stats is the streamer's telemetry since it started.
@@ -133,10 +116,7 @@ type Streamer struct {
 // NewStreamer starts the reader pool over arena a.
 func NewStreamer(a *Arena, r Reader, opt Options) *Streamer {
 	if opt.Threads <= 0 {
-		opt.Threads = DefaultThreads
-	}
-	if opt.Stage != nil && len(opt.Stage.Buffers) < opt.Threads {
-		opt.Stage = nil // not a buffer per reader: read straight into the arena
+		opt.Threads = 8
 	}
 	if opt.Urgent <= 0 {
 		opt.Urgent = min(2, opt.Threads)
@@ -154,11 +134,7 @@ func NewStreamer(a *Arena, r Reader, opt Options) *Streamer {
 	s.work = sync.NewCond(&s.mu)
 	for i := 0; i < opt.Threads; i++ {
 		s.wg.Add(1)
-		var stage []byte
-		if opt.Stage != nil {
-			stage = opt.Stage.Buffers[i]
-		}
-		go s.reader(i < opt.Urgent, stage)
+		go s.reader(i < opt.Urgent)
 	}
 	return s
 }
@@ -174,7 +150,7 @@ func (s *Streamer) Close() {
 
 // reader serves the urgent queue first; reserved readers serve only it. It
 // waits for work, never spins.
-func (s *Streamer) reader(reserved bool, stage []byte) {
+func (s *Streamer) reader(reserved bool) {
 	defer s.wg.Done()
 	s.mu.Lock()
 	for {
@@ -192,7 +168,7 @@ func (s *Streamer) reader(reserved bool, stage []byte) {
 			continue
 		}
 		s.mu.Unlock()
-		s.read(p, stage)
+		s.read(p)
 		s.mu.Lock()
 	}
 }
@@ -207,7 +183,7 @@ func (s *Streamer) enqueue(p part, urgent bool) {
 	s.work.Broadcast()
 }
 
-func (s *Streamer) read(p part, stage []byte) {
+func (s *Streamer) read(p part) {
 	r := p.req
 	layer, expert := r.key/s.a.Experts, r.key%s.a.Experts
 	s.mu.Lock()
@@ -223,17 +199,10 @@ func (s *Streamer) read(p part, stage []byte) {
 	}
 	s.mu.Unlock()
 	var err error
-	into := dst
-	if stage != nil && len(stage) >= len(dst) {
-		into = stage[:len(dst)]
-	}
 	for try := 0; try <= s.opt.Retries; try++ {
-		if err = s.r.ReadExpert(layer, expert, p.off, into); err == nil {
+		if err = s.r.ReadExpert(layer, expert, p.off, dst); err == nil {
 			break
 		}
-	}
-	if err == nil && len(dst) > 0 && &into[0] != &dst[0] {
-		err = s.opt.Stage.Land(dst, into)
 	}
 	end := time.Now()
 	s.mu.Lock()
