@@ -54,7 +54,7 @@ const (
 
 	// attention: the simdgroups of a (row, head) split its keys and merge
 	// their online-softmax partials in threadgroup memory.
-	attnSimdgroups = 16
+	attnSimdgroups = 4
 
 	// Per-channel kernels (gdn_conv, ple_conv) and index_select.
 	channelThreads = 256
