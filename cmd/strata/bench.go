@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/strata-llm/strata/runtime/backend/cuda"
 	"github.com/strata-llm/strata/runtime/backend/metal"
 	"github.com/strata-llm/strata/runtime/bench"
+	"github.com/strata-llm/strata/runtime/engine/sample"
 	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/load"
 )
@@ -63,6 +65,7 @@ type benchFlags struct {
 	warmup, repeat, prefill int
 	suffix, threads, probe  int
 	seed                    int64
+	temperature             float64
 	icb, kernels            bool
 	cudaDirect              func() bool
 	stream                  *streamFlags
@@ -99,7 +102,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "model %s (%s): prompt %d tokens, %d generated; %d repetitions after %d warm-up, configurations interleaved\n",
 		cfg.Name, cfg.Architecture.ModelType, len(prompt), f.gen, f.reps, f.warmup)
-	if err := bench.Measure(runs, bench.Options{Prompt: prompt, Gen: f.gen, Warmup: f.warmup, Reps: f.reps, Profile: f.profile}); err != nil {
+	sp := sample.Params{Temperature: f.temperature, Seed: f.seed}
+	if err := bench.Measure(runs, bench.Options{Prompt: prompt, Gen: f.gen, Warmup: f.warmup, Reps: f.reps, Profile: f.profile, Sampling: sp}); err != nil {
 		return err
 	}
 	printBenchTable(stdout, runs, vary)
@@ -167,6 +171,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs.IntVar(&f.prefill, "prefill-rows", 0, "rows per prefill window (default: the model config's)")
 	fs.StringVar(&f.backends, "backend", load.BackendCPU, "`backends` to compare, comma-separated: "+strings.Join(load.Backends, ", "))
 	fs.StringVar(&f.specs, "spec", "0", "speculation `settings` to compare, comma-separated: auto or a number of drafts")
+	fs.Float64Var(&f.temperature, "temperature", 0, "decode by sampling at this temperature (seeded by --seed, the same tokens every repetition) instead of greedily: a model of random weights (strata synth) decodes greedily into one repeated token whose experts never change; sampling keeps the routing moving, as text's does")
 	fs.IntVar(&f.probe, "probe-experts", 256, "streamed configurations: after the runs, read this many experts from the pack as a miss is read (its reader, threads and part size; O_DIRECT where the run uses it) for the disk's raw rate and the tg it allows (0: no probe)")
 	fs.StringVar(&f.arenas, "arena-experts", "0", "expert `arena sizes` to compare, comma-separated (0: every expert resident)")
 	fs.IntVar(&f.suffix, "suffix-draft", 3, "most suffix drafts per window with --spec")
@@ -193,6 +198,9 @@ func (f *benchFlags) check() error {
 	}
 	if err := checkModelPaths(f.hf, f.gguf); err != nil {
 		return err
+	}
+	if t := f.temperature; math.IsNaN(t) || t < 0 || math.IsInf(t, 0) {
+		return usagef("--temperature must be a number ≥ 0, got %v", t)
 	}
 	if f.promptLen < 1 || f.gen < 1 || f.reps < 1 || f.warmup < 0 || f.repeat < 1 {
 		return usagef("-p, -n, -r and --repeat must be ≥ 1 and --warmup ≥ 0, got %d, %d, %d, %d, %d", f.promptLen, f.gen, f.reps, f.repeat, f.warmup)

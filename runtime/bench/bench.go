@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/runtime/engine"
+	"github.com/strata-llm/strata/runtime/engine/sample"
 	"github.com/strata-llm/strata/runtime/engine/spec"
 	"github.com/strata-llm/strata/runtime/engine/stream"
 	"github.com/strata-llm/strata/runtime/load"
@@ -89,6 +90,12 @@ type Options struct {
 	Prompt       []int
 	Gen          int // tokens generated after the prompt
 	Warmup, Reps int // unmeasured repetitions first, then measured ones
+	// Sampling is the decode's sampling chain (zero: greedy). A model of
+	// random weights decodes greedily into one repeated token, whose
+	// experts then never change; sampling at a temperature keeps the
+	// routing moving, as text's does. Each repetition draws the same
+	// tokens (the seed is fixed).
+	Sampling sample.Params
 	// Profile, when set, starts a profile before the first measured
 	// repetition; the function it returns stops it at the end.
 	Profile func() (stop func() error, err error)
@@ -118,7 +125,7 @@ func Measure(runs []*Run, opt Options) (err error) {
 			if r.measured = rep >= opt.Warmup; r.measured {
 				r.spec.Stats = &r.Spec
 			}
-			pp, tg, err := r.Once(opt.Prompt, opt.Gen)
+			pp, tg, err := r.once(opt.Prompt, opt.Gen, opt.Sampling)
 			if err != nil {
 				return fmt.Errorf("configuration %s: %w", r.Config, err)
 			}
@@ -134,6 +141,10 @@ func Measure(runs []*Run, opt Options) (err error) {
 // tokens (tg) on a fresh session, returning tokens/s of each. Timings are
 // wall time of the engine's Generate, sampling included.
 func (r *Run) Once(prompt []int, gen int) (pp, tg float64, err error) {
+	return r.once(prompt, gen, sample.Params{})
+}
+
+func (r *Run) once(prompt []int, gen int, sp sample.Params) (pp, tg float64, err error) {
 	s := r.Loaded.Model.NewSession()
 	start := time.Now()
 	first, err := s.Generate(prompt, 1, engine.GenerateOptions{PrefillRows: r.Loaded.PrefillRows})
@@ -144,7 +155,7 @@ func (r *Run) Once(prompt []int, gen int) (pp, tg float64, err error) {
 	before := r.Loaded.Model.StreamStats()
 	start = time.Now()
 	// The sampled token is fed as a one-row window, then gen−1 decode steps.
-	out, err := s.Generate(first, gen, engine.GenerateOptions{PrefillRows: r.Loaded.PrefillRows, Spec: r.spec})
+	out, err := s.Generate(first, gen, engine.GenerateOptions{PrefillRows: r.Loaded.PrefillRows, Spec: r.spec, Sampling: sp})
 	if err != nil {
 		return 0, 0, err
 	}
