@@ -111,7 +111,7 @@ for s in "$@"; do
 	# come with the streamed ones.
 	laptop) step laptop 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda --arena-experts "${ARENA_EXPERTS:-5200}" -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" --temperature 1 ${BENCH_FLAGS:-} ;;
 	laptop-ra) step laptop-ra 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda --read-ahead --arena-experts "${ARENA_EXPERTS:-5200}" -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" --temperature 1 ${BENCH_FLAGS:-} ;;
-	resident48) step resident48 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" ;;
+	resident48) step resident48 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" --temperature 1 ;;
 	# llama.cpp with the experts in host memory (-ncmoe 99: every layer's
 	# experts on the CPU), as its users run MoE models larger than the GPU.
 	llama-cpumoe)
