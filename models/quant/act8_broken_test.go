@@ -208,6 +208,9 @@ func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 	}
 	for _, fault := range brokenAct8Kernels {
 		t.Run(fault.what, func(t *testing.T) {
+			// Each fault is its own generator run and package build; two at a
+			// time overlap one's link with the other's compile.
+			t.Parallel()
 			tmp := t.TempDir()
 			src, err := os.ReadFile(filepath.Join(gen, fault.file))
 			if err != nil {
