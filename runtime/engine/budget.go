@@ -34,11 +34,9 @@ func checkMemory(c *models.Config, graphs []*graph.Graph) error {
 	}
 	byKind := map[string]float64{}
 	total := 0.0
-	for _, b := range layout {
-		if b.Kind != graph.KindMapped { // file memory, not allocated
-			byKind[b.Kind] += float64(b.Size)
-			total += float64(b.Size)
-		}
+	for k, v := range bytesByKind(layout) {
+		byKind[k] = float64(v)
+		total += float64(v)
 	}
 	info, err := hostMemory()
 	if err != nil {
@@ -93,6 +91,12 @@ func (m *Model) BufferBytes() map[string]int64 {
 	if err != nil {
 		return nil
 	}
+	return bytesByKind(layout)
+}
+
+// bytesByKind sums a layout's buffers by kind, file mappings left out
+// (file memory, not allocated).
+func bytesByKind(layout []graph.Buffer) map[string]int64 {
 	out := map[string]int64{}
 	for _, b := range layout {
 		if b.Kind != graph.KindMapped {

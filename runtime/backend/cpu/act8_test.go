@@ -25,21 +25,7 @@ func TestMatmulIntegerDots(t *testing.T) {
 				t.Skipf("%s: no integer kernel here", name)
 			}
 			const n = 37
-			rb := rl.RowBytes()
-			data := make([]byte, n*rb)
-			w := make([]float32, n*k)
-			for i := range w {
-				w[i] = float32(r.NormFloat64())
-			}
-			for i := range n {
-				if rl.Format.Encode != nil {
-					rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
-				} else {
-					decodeOnlyRow(rl.Format, data[i*rb:(i+1)*rb], r)
-				}
-				rl.DecodeRow(data[i*rb:(i+1)*rb], w[i*k:(i+1)*k])
-			}
-			m := matrix{data: data, rl: rl, rows: n, cols: k, rowBytes: rb}
+			m, w := quantizedMatrix(rl, n, k, r)
 			for _, rows := range []int{1, 3, 4, 9} {
 				x := make([]float32, rows*k)
 				for i := range x {
@@ -90,21 +76,7 @@ func TestAct8Tile(t *testing.T) {
 		if !ok {
 			t.Skipf("%s: no integer kernel here", name)
 		}
-		rb := rl.RowBytes()
-		data := make([]byte, n*rb)
-		w := make([]float32, n*k)
-		for i := range w {
-			w[i] = float32(r.NormFloat64())
-		}
-		for i := range n {
-			if rl.Format.Encode != nil {
-				rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
-			} else {
-				decodeOnlyRow(rl.Format, data[i*rb:(i+1)*rb], r)
-			}
-			rl.DecodeRow(data[i*rb:(i+1)*rb], w[i*k:(i+1)*k])
-		}
-		m := matrix{data: data, rl: rl, rows: n, cols: k, rowBytes: rb}
+		m, w := quantizedMatrix(rl, n, k, r)
 		// (first row, rows): tails of 0 to 3, a tail of three at the end of
 		// the quantized rows (no row after it to borrow) and alone
 		for _, c := range [][2]int{{0, 1}, {2, 2}, {1, 3}, {9, 3}, {0, 4}, {3, 7}, {0, 9}, {2, 10}} {
@@ -146,6 +118,27 @@ func TestAct8Tile(t *testing.T) {
 
 // decodeOnlyRow fills row with random blocks of f, a format without a
 // quantizer (the IQ grid formats), their scale d a small f16.
+// quantizedMatrix is n rows of k values stored in rl's format (Gaussian values
+// quantized, or random blocks for a format with no quantizer) and their
+// float32 decode.
+func quantizedMatrix(rl quant.RowLayout, n, k int, r *rand.Rand) (matrix, []float32) {
+	rb := rl.RowBytes()
+	data := make([]byte, n*rb)
+	w := make([]float32, n*k)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	for i := range n {
+		if rl.Format.Encode != nil {
+			rl.EncodeRow(w[i*k:(i+1)*k], data[i*rb:(i+1)*rb])
+		} else {
+			decodeOnlyRow(rl.Format, data[i*rb:(i+1)*rb], r)
+		}
+		rl.DecodeRow(data[i*rb:(i+1)*rb], w[i*k:(i+1)*k])
+	}
+	return matrix{data: data, rl: rl, rows: n, cols: k, rowBytes: rb}, w
+}
+
 func decodeOnlyRow(f *quant.Format, row []byte, r *rand.Rand) {
 	for i := range row {
 		row[i] = byte(r.Uint32())

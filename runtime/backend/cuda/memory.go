@@ -281,22 +281,22 @@ func (m *Memory) Clear(kind string) {
 		m.HostMemory.Clear(kind)
 		return
 	}
-	for i, l := range m.Layout() {
-		if l.Kind != kind || len(m.Host(i)) == 0 {
-			continue
+	err := m.onCaller(func(d *driver) error {
+		for i, l := range m.Layout() {
+			if l.Kind != kind || len(m.Host(i)) == 0 {
+				continue
+			}
+			if m.mirror[i] != nil {
+				clear(m.Host(i))
+			}
+			if err := d.check("cuMemsetD8", d.memsetD8Async(m.ptrs[i], 0, uintptr(len(m.Host(i))), 0)); err != nil {
+				return fmt.Errorf("buffer %s: %w", l.Name, err)
+			}
 		}
-		n := uintptr(len(m.Host(i)))
-		if m.mirror[i] != nil {
-			clear(m.Host(i))
-		}
-		if err := m.onCaller(func(d *driver) error {
-			return d.check("cuMemsetD8", d.memsetD8Async(m.ptrs[i], 0, n, 0))
-		}); err != nil {
-			panic(fmt.Sprintf("cuda: clearing buffer %s: %v", l.Name, err)) // the device is gone
-		}
-	}
-	if err := m.onCaller(func(d *driver) error { return d.check("cuCtxSynchronize", d.ctxSynchronize()) }); err != nil {
-		panic(fmt.Sprintf("cuda: clearing %s buffers: %v", kind, err))
+		return d.check("cuCtxSynchronize", d.ctxSynchronize())
+	})
+	if err != nil {
+		panic(fmt.Sprintf("cuda: clearing %s buffers: %v", kind, err)) // the device is gone
 	}
 }
 

@@ -62,7 +62,9 @@ func ProbeReads(r Reader, layers, experts, slotBytes, n int, opt Options) (Probe
 			for j := range next {
 				if err := r.ReadExpert(j.layer, j.expert, j.off, buf[:j.len]); err != nil {
 					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
+					if firstErr == nil {
+						firstErr = err
+					}
 					mu.Unlock()
 				}
 			}
@@ -78,13 +80,6 @@ func ProbeReads(r Reader, layers, experts, slotBytes, n int, opt Options) (Probe
 		return p, fmt.Errorf("probing reads: %w", firstErr)
 	}
 	return p, nil
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // Probe reads n experts from the streamer's pack with its reader, threads
