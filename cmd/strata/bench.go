@@ -324,8 +324,8 @@ func printStreamTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool,
 		return nil
 	}
 	fmt.Fprintf(stdout, "\nstreamed decoding, per generated token (tg of the measured repetitions):\n")
-	fmt.Fprintf(stdout, "%-40s %7s %7s %7s %8s %9s %9s %7s %10s %10s %9s %9s %6s\n", "configuration", "routed", "hits", "misses",
-		"MB read", "prefetch", "stall ms", "host pts", "host ms", "disk GB/s", "tg tok/s", "limit", "of it")
+	fmt.Fprintf(stdout, "%-40s %7s %7s %7s %8s %9s %9s %7s %7s %10s %10s %9s %9s %6s\n", "configuration", "routed", "hits", "misses",
+		"MB read", "prefetch", "stall ms", "waits", "ran on", "host ms", "disk GB/s", "tg tok/s", "limit", "of it")
 	for _, r := range streamed {
 		st, n := r.Stream, float64(r.TGTokens)
 		per := func(x int) float64 { return float64(x) / n }
@@ -345,9 +345,9 @@ func printStreamTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool,
 				}
 			}
 		}
-		fmt.Fprintf(stdout, "%-40s %7.1f %7.1f %7.1f %8.1f %9.1f %9.2f %7.1f %10.2f %10s %9.1f %9s %6s\n", benchLabel(r.Config, vary)+fmt.Sprintf(" (%d slots)", r.Loaded.ArenaExperts),
+		fmt.Fprintf(stdout, "%-40s %7.1f %7.1f %7.1f %8.1f %9.1f %9.2f %7.1f %7.1f %10.2f %10s %9.1f %9s %6s\n", benchLabel(r.Config, vary)+fmt.Sprintf(" (%d slots)", r.Loaded.ArenaExperts),
 			per(st.Hits+st.Misses), per(st.Hits), per(st.Misses), float64(st.BytesRead)/1e6/n, per(st.Prefetched),
-			ms(st.Stall), per(st.HostPoints), ms(st.HostTime-st.Stall), rate, tg.Mean, limit, of)
+			ms(st.Stall), per(st.HostPoints), per(st.RanOn), ms(st.HostTime-st.Stall), rate, tg.Mean, limit, of)
 	}
 	return nil
 }

@@ -14,16 +14,18 @@ import (
 type streamFlags struct {
 	arenaGB, moceLambda *float64
 	moce, readAhead     *bool
+	waitEveryLayer      *bool
 	moceMaxRank         *int
 }
 
 func addStreamFlags(fs *flag.FlagSet) *streamFlags {
 	return &streamFlags{
-		arenaGB:     fs.Float64("arena-gb", 0, "stream the routed experts through an arena of this many `GB` (10⁹ bytes); without it or --arena-experts, strata run sizes the arena from the available memory less the other buffers and a margin, and keeps every expert resident when they fit"),
-		moce:        fs.Bool("moce", false, "cache-aware routing (MoCE) with an expert arena: a resident expert may replace a missing one whose router score is within --moce-lambda (changes the tokens)"),
-		moceLambda:  fs.Float64("moce-lambda", 0, "with --moce: the score ratio λ in (0, 1] a resident substitute must reach (0: the model config's, else 0.85)"),
-		readAhead:   fs.Bool("read-ahead", false, "with an expert arena: predict each layer's next-layer experts (the next router on this layer's input) and read them ahead while the layer runs (one more small matmul per layer; the prediction never changes the tokens)"),
-		moceMaxRank: fs.Int("moce-max-rank", 0, "with --moce: only the top `N` ranks of a row may be substituted, N ≥ experts_per_token (0: the model config's, else 16; -1: any rank)"),
+		arenaGB:        fs.Float64("arena-gb", 0, "stream the routed experts through an arena of this many `GB` (10⁹ bytes); without it or --arena-experts, strata run sizes the arena from the available memory less the other buffers and a margin, and keeps every expert resident when they fit"),
+		moce:           fs.Bool("moce", false, "cache-aware routing (MoCE) with an expert arena: a resident expert may replace a missing one whose router score is within --moce-lambda (changes the tokens)"),
+		moceLambda:     fs.Float64("moce-lambda", 0, "with --moce: the score ratio λ in (0, 1] a resident substitute must reach (0: the model config's, else 0.85)"),
+		readAhead:      fs.Bool("read-ahead", false, "with an expert arena: predict each layer's next-layer experts (the next router on this layer's input) and read them ahead while the layer runs (one more small matmul per layer; the prediction never changes the tokens)"),
+		waitEveryLayer: fs.Bool("wait-every-layer", false, "with an expert arena on cuda: stop the GPU for the host at every MoE layer (by default the GPU checks each layer's routed experts against the residency map itself and waits for the host only at layers that miss; the tokens are the same either way)"),
+		moceMaxRank:    fs.Int("moce-max-rank", 0, "with --moce: only the top `N` ranks of a row may be substituted, N ≥ experts_per_token (0: the model config's, else 16; -1: any rank)"),
 	}
 }
 
@@ -52,7 +54,7 @@ func (f *streamFlags) check(arenaExperts int) error {
 func (f *streamFlags) apply(opt *load.Options) {
 	opt.ArenaGB = *f.arenaGB
 	opt.MoCE, opt.MoCELambda, opt.MoCEMaxRank = *f.moce, *f.moceLambda, *f.moceMaxRank
-	opt.ReadAhead = *f.readAhead
+	opt.ReadAhead, opt.WaitEveryLayer = *f.readAhead, *f.waitEveryLayer
 }
 
 // noter prints how the experts are held, once at load.

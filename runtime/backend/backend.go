@@ -80,6 +80,39 @@ type HostProgram interface {
 	RunHost(host func(graph.HostPoint) error) error
 }
 
+// HostCheck says where the GPU finds what it checks at a host point: the
+// router's expert ids (PerRow a row, for the window's live rows, at most
+// Rows), the layer's smap entries (Miss marks an expert not resident), and
+// the predictions the host reads besides (Reads, PerRow a row each).
+type HostCheck struct {
+	IDs    graph.Range
+	PerRow int
+	Rows   int
+	Smap   graph.Range
+	Miss   uint32
+	Reads  []graph.Range
+}
+
+// HostSeen is what the GPU hands the host at a checked host point: copies
+// of the live rows' ids and of the reads, and whether it found every
+// routed expert resident and ran on without waiting for the host.
+type HostSeen struct {
+	IDs      []uint32
+	Reads    [][]uint32
+	Resident bool
+}
+
+// CheckedProgram is a HostProgram whose GPU checks each host point's
+// routed experts against the smap itself and waits for the host only where
+// one is missing (the host is still called at every point, in order, to
+// keep its residency bookkeeping; it may then run behind the GPU, so it
+// must not evict an expert of a layer the GPU may be running: one after
+// the point's own, in this window). checks[k] describes host point k.
+type CheckedProgram interface {
+	HostProgram
+	RunChecked(checks []HostCheck, host func(graph.HostPoint, HostSeen) error) error
+}
+
 // Backend executes window graphs. Compile takes only a Memory the same
 // backend made. A backend that is an io.Closer is closed with the model it
 // loaded (engine.Model.Close), which releases its memories and programs.

@@ -30,6 +30,10 @@ type Streaming struct {
 	History string
 	// Warn reports a history that could not be used (it is then ignored).
 	Warn func(error)
+	// EveryLayer stops the GPU for the host at every MoE layer even on a
+	// backend whose GPU can check residency itself and stop only where a
+	// layer misses (backend.CheckedProgram): the baseline of that check.
+	EveryLayer bool
 }
 
 // streamer is a model's streaming state.
@@ -43,6 +47,13 @@ type streamer struct {
 	// hostPoints and hostTime count the windows' stops for the host.
 	hostPoints int
 	hostTime   time.Duration
+	ranOn      int // host points a checked window passed without waiting
+	// everyLayer keeps windows unchecked (Streaming.EveryLayer); checked
+	// is set while a checked window runs; checks are the host points'
+	// checks by graph.
+	everyLayer bool
+	checked    bool
+	checks     map[*graph.Graph][]backend.HostCheck
 }
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena
@@ -86,7 +97,7 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, be
 	if st.History == "-" {
 		st.History = ""
 	}
-	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena, history: st.History}
+	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena, history: st.History, everyLayer: st.EveryLayer}
 	if st.History != "" {
 		u, err := stream.LoadUsage(st.History, layout.layers, c.Architecture.MoE.NumExperts)
 		switch {
@@ -134,7 +145,7 @@ func (m *Model) StreamStats() stream.Stats {
 		return stream.Stats{}
 	}
 	st := m.stream.Stats()
-	st.HostPoints, st.HostTime = m.stream.hostPoints, m.stream.hostTime
+	st.HostPoints, st.HostTime, st.RanOn = m.stream.hostPoints, m.stream.hostTime, m.stream.ranOn
 	return st
 }
 
@@ -148,7 +159,8 @@ func (m *Model) ProbeReads(n int) (p stream.Probe, ok bool, err error) {
 	return p, true, err
 }
 
-// hostPoint makes the experts a layer's router chose resident.
+// hostPoint makes the experts a layer's router chose resident (the GPU
+// waits meanwhile).
 func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
 	start := time.Now()
 	defer func() {
@@ -174,18 +186,96 @@ func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
 		}
 		return out
 	}
-	if err := m.stream.Ensure(hp.Layer, read(b)); err != nil {
-		return err
-	}
-	// The next layer's predicted experts, read ahead while this one runs.
+	var preds [][]int
 	for _, r := range hp.Reads {
 		pb, err := m.mem.Bytes(r)
 		if err != nil {
 			return err
 		}
-		m.stream.Prefetch(hp.Layer+1, read(pb))
+		preds = append(preds, read(pb))
+	}
+	return m.makeResident(hp.Layer, read(b), preds, false)
+}
+
+// checkedHostPoint is hostPoint on a checked run: the GPU copied the ids
+// out and, where it found them all resident, runs on without waiting.
+func (m *Model) checkedHostPoint(hp graph.HostPoint, seen backend.HostSeen) error {
+	start := time.Now()
+	defer func() {
+		// Host time counts at every point (the stalls do), the GPU
+		// waiting or not.
+		m.stream.hostTime += time.Since(start)
+		if seen.Resident {
+			m.stream.ranOn++
+		} else {
+			m.stream.hostPoints++
+		}
+	}()
+	ints := func(v []uint32) []int {
+		out := make([]int, len(v))
+		for i, x := range v {
+			out[i] = int(x)
+		}
+		return out
+	}
+	var preds [][]int
+	for _, r := range seen.Reads {
+		preds = append(preds, ints(r))
+	}
+	return m.makeResident(hp.Layer, ints(seen.IDs), preds, seen.Resident)
+}
+
+// makeResident makes a layer's routed experts resident and reads ahead the
+// next layer's predicted ones. ranOn says the GPU found the experts
+// resident and did not wait: a miss here would mean the residency changed
+// under a running layer (an error, never a silent one). In a checked
+// window the host may run behind the GPU, so read-aheads evict only layers
+// the window has passed, at every point (whether the GPU waited at one
+// depends on read timing; which slots are evicted must not).
+func (m *Model) makeResident(layer int, ids []int, preds [][]int, ranOn bool) error {
+	before := m.stream.Stats()
+	if err := m.stream.Ensure(layer, ids); err != nil {
+		return err
+	}
+	if after := m.stream.Stats(); ranOn && (after.Misses != before.Misses || after.Late != before.Late) {
+		return fmt.Errorf("layer %d: the GPU found its experts resident and ran on, but the host had to read %d of them: the residency changed under a running layer",
+			layer, after.Misses-before.Misses+after.Late-before.Late)
+	}
+	// The next layer's predicted experts, read ahead while this one runs.
+	for _, p := range preds {
+		if m.stream.checked {
+			m.stream.PrefetchBehind(layer+1, p, layer)
+		} else {
+			m.stream.Prefetch(layer+1, p)
+		}
 	}
 	return nil
+}
+
+// hostChecks describes g's host points for a checked run (cached per
+// graph).
+func (m *Model) hostChecks(g *graph.Graph) ([]backend.HostCheck, error) {
+	if c, ok := m.stream.checks[g]; ok {
+		return c, nil
+	}
+	var out []backend.HostCheck
+	E := m.stream.arena.Experts
+	for _, hp := range g.HostPoints {
+		router := &g.Dispatches[hp.After]
+		ids, ok := router.Arg("ids")
+		if !ok {
+			return nil, fmt.Errorf("host point of layer %d follows %s, which binds no ids", hp.Layer, router.Kernel)
+		}
+		rows, _ := router.Const(graph.ConstRows)
+		topK, _ := router.Const(graph.ConstTopK)
+		out = append(out, backend.HostCheck{IDs: ids.Range, PerRow: int(topK), Rows: int(rows), Reads: hp.Reads, Miss: stream.Miss,
+			Smap: graph.Range{Buffer: "smap", Offset: int64(4 * hp.Layer * E), Size: int64(4 * E)}})
+	}
+	if m.stream.checks == nil {
+		m.stream.checks = map[*graph.Graph][]backend.HostCheck{}
+	}
+	m.stream.checks[g] = out
+	return out, nil
 }
 
 // publishResidency writes the routing-visible residency (what MoCE may see)

@@ -62,6 +62,10 @@ type Options struct {
 	Note      func(string)
 	// Stream tunes the streamer's reader pool (with ArenaExperts).
 	Stream stream.Options
+	// WaitEveryLayer stops the GPU for the host at every MoE layer of a
+	// streamed model even where the backend's GPU can check residency
+	// itself (engine.Streaming.EveryLayer).
+	WaitEveryLayer bool
 	// WrapReader wraps the expert reader (delay or fault injection).
 	WrapReader func(stream.Reader) stream.Reader
 	// History is the expert usage-history file ("" none; GGUF models with a
@@ -168,7 +172,7 @@ func loadEngine(c *models.Config, a *artifact.Artifact, graphs []*graph.Graph, s
 		return engine.LoadWith(c, graphs, src, backend)
 	}
 	return engine.LoadStreaming(c, graphs, src, backend, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader,
-		History: opt.History, Warn: opt.Warn})
+		History: opt.History, Warn: opt.Warn, EveryLayer: opt.WaitEveryLayer})
 }
 
 // cpuThreads is how many chunks the cpu backend's kernels split their

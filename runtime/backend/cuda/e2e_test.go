@@ -183,17 +183,33 @@ func TestCUDABackendStreaming(t *testing.T) {
 	opt.AllLogits, opt.PrefillRows = true, 4
 	base, _ := e2e.OpenOracle(t, "tiny-k512", opt)
 	wantT, wantL := e2e.DecodeAll(t, base, prompt, n)
-	for _, replay := range []bool{false, true} {
-		opt := cudaOptions(t, replay)
-		opt.AllLogits, opt.PrefillRows, opt.ArenaExperts = true, 4, 4*512*5/100
+	// The GPU checks residency itself at each host point (by default) or
+	// stops at every layer; with a small arena and a larger one (where
+	// whole layers hit and the GPU runs on), with and without read-ahead.
+	for _, c := range []struct {
+		replay, every, ahead bool
+		percent              int
+	}{{false, true, false, 5}, {true, true, false, 5}, {false, false, false, 5}, {true, false, false, 5},
+		{true, false, false, 60}, {true, true, false, 60}, {true, false, true, 60}, {false, false, true, 30}} {
+		opt := cudaOptions(t, c.replay)
+		opt.AllLogits, opt.PrefillRows, opt.ArenaExperts = true, 4, 4*512*c.percent/100
+		opt.WaitEveryLayer, opt.ReadAhead = c.every, c.ahead
+		name := fmt.Sprintf("cuda (replay %v, wait every layer %v, read-ahead %v), %d%% arena", c.replay, c.every, c.ahead, c.percent)
 		l, _ := e2e.OpenOracle(t, "tiny-k512", opt)
 		gotT, gotL := e2e.DecodeAll(t, l, prompt, n)
-		e2e.SameRun(t, fmt.Sprintf("cuda (replay %v), 5%% arena", replay), gotT, wantT, gotL, wantL)
+		e2e.SameRun(t, name, gotT, wantT, gotL, wantL)
 		st := l.Model.StreamStats()
-		if st.Misses <= opt.ArenaExperts {
-			t.Errorf("replay %v: a %d-slot arena missed only %d times: the host points never evicted", replay, opt.ArenaExperts, st.Misses)
+		if c.percent == 5 && st.Misses <= opt.ArenaExperts {
+			t.Errorf("%s: a %d-slot arena missed only %d times: the host points never evicted", name, opt.ArenaExperts, st.Misses)
 		}
-		t.Logf("replay %v: tokens and logits identical to the resident run; %d misses, %d hits", replay, st.Misses, st.Hits)
+		if c.every && st.RanOn != 0 {
+			t.Errorf("%s: the GPU ran on past %d host points", name, st.RanOn)
+		}
+		if !c.every && c.percent >= 30 && st.RanOn == 0 {
+			t.Errorf("%s: the GPU waited at every host point (%d), though whole layers hit", name, st.HostPoints)
+		}
+		t.Logf("%s: tokens and logits identical to the resident run; %d misses, %d hits; the GPU waited at %d host points, ran on past %d",
+			name, st.Misses, st.Hits, st.HostPoints, st.RanOn)
 	}
 }
 

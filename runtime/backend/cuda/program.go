@@ -29,14 +29,20 @@ type Program struct {
 	signalAt, waitAt []int
 	cuts             []int // segment starts for replay and host points, ascending, with n last
 
-	main    uintptr
-	side    []uintptr
-	fork    uintptr
-	join    []uintptr
-	timers  []uintptr // timing events
-	flags   []uint32  // page-locked: per host point, signal then release
-	flagsDV uintptr   // their device address
+	main   uintptr
+	side   []uintptr
+	fork   uintptr
+	join   []uintptr
+	timers []uintptr // timing events
+	// flags are page-locked host words, stride per host point: its signal,
+	// its release and, on a checked run, what the GPU's check wrote
+	// (hostcheck.go).
+	flags   []uint32
+	flagsDV uintptr // their device address
+	stride  int
 	seq     uint32
+	checks  []checkLaunch // per host point, once RunChecked has run
+	checkFn uintptr
 
 	// params is the params buffer's index in the memory and paramBytes
 	// how much of it this window reads: copied from the host mirror to the
@@ -235,17 +241,30 @@ func (p *Program) create() error {
 		p.join = append(p.join, ev)
 	}
 	if len(p.hosts) > 0 {
-		var host unsafe.Pointer
-		words := 2 * len(p.hosts)
-		if err := d.check("cuMemHostAlloc", d.memHostAlloc(&host, uintptr(4*words), hostAllocPortable|hostAllocDevMap)); err != nil {
-			return err
-		}
-		p.flags = unsafe.Slice((*uint32)(host), words)
-		clear(p.flags)
-		if err := d.check("cuMemHostGetDevicePointer", d.memHostDevPtr(&p.flagsDV, host, 0)); err != nil {
-			return err
-		}
+		return p.allocFlags(2)
 	}
+	return nil
+}
+
+// allocFlags (re)allocates the host words, stride words a host point (on
+// the backend's thread).
+func (p *Program) allocFlags(stride int) error {
+	d := p.b.d
+	var host unsafe.Pointer
+	words := stride * len(p.hosts)
+	if err := d.check("cuMemHostAlloc", d.memHostAlloc(&host, uintptr(4*words), hostAllocPortable|hostAllocDevMap)); err != nil {
+		return err
+	}
+	var dv uintptr
+	if err := d.check("cuMemHostGetDevicePointer", d.memHostDevPtr(&dv, host, 0)); err != nil {
+		d.memFreeHost(host)
+		return err
+	}
+	if p.flags != nil {
+		d.memFreeHost(unsafe.Pointer(&p.flags[0]))
+	}
+	p.flags, p.flagsDV, p.stride = unsafe.Slice((*uint32)(host), words), dv, stride
+	clear(p.flags)
 	return nil
 }
 
@@ -351,24 +370,34 @@ func (p *Program) Run() error { return p.RunHost(nil) }
 // waits there for the release word, which a host goroutine spinning on the
 // signal writes once host returns.
 func (p *Program) RunHost(host func(graph.HostPoint) error) error {
-	serve := host != nil && len(p.hosts) > 0
+	if host == nil {
+		return p.run(nil, false)
+	}
+	return p.run(func(seq uint32) error { return p.serve(host, seq) }, false)
+}
+
+// run runs the window; serve, when set, answers its host points (checked:
+// the GPU checks the smap at each and writes the release itself when every
+// routed expert is resident).
+func (p *Program) run(serve func(seq uint32) error, checked bool) error {
+	serving := serve != nil && len(p.hosts) > 0
 	p.seq++
 	seq := p.seq
 	var hostErr error
 	done := make(chan struct{})
-	if serve {
+	if serving {
 		go func() {
 			defer close(done)
-			hostErr = p.serve(host, seq)
+			hostErr = serve(seq)
 		}()
 	}
 	err := p.b.do(func() error {
-		if err := p.enqueue(serve, seq); err != nil {
+		if err := p.enqueue(serving, checked, seq); err != nil {
 			return err
 		}
 		return p.b.d.check("cuStreamSynchronize", p.b.d.streamSynchronize(p.main))
 	})
-	if serve {
+	if serving {
 		if err != nil {
 			p.releaseAll(seq) // never leave the server spinning
 		}
@@ -384,7 +413,7 @@ func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 }
 
 // enqueue puts one window on the main stream (on the backend's thread).
-func (p *Program) enqueue(serve bool, seq uint32) error {
+func (p *Program) enqueue(serve, checked bool, seq uint32) error {
 	sched, replay := p.b.opt.Schedule, !p.b.opt.Direct
 	d := p.b.d
 	if err := p.uploadParams(); err != nil {
@@ -403,7 +432,7 @@ func (p *Program) enqueue(serve bool, seq uint32) error {
 	from := 0
 	for k, to := range p.cuts {
 		if serve && p.waitAt[from] >= 0 {
-			addr := p.flagsDV + uintptr(4*(2*p.waitAt[from]+1))
+			addr := p.flagsDV + uintptr(4*(p.stride*p.waitAt[from]+1))
 			if err := d.check("cuStreamWaitValue32", d.streamWaitValue32(p.main, addr, seq, waitValueGEQ)); err != nil {
 				return err
 			}
@@ -415,8 +444,12 @@ func (p *Program) enqueue(serve bool, seq uint32) error {
 		} else if err := p.encode(from, to, sched); err != nil {
 			return err
 		}
-		if serve && p.signalAt[to] >= 0 {
-			addr := p.flagsDV + uintptr(4*(2*p.signalAt[to]))
+		if serve && checked && p.signalAt[to] >= 0 {
+			if err := p.launchCheck(p.signalAt[to], seq); err != nil {
+				return err
+			}
+		} else if serve && p.signalAt[to] >= 0 {
+			addr := p.flagsDV + uintptr(4*(p.stride*p.signalAt[to]))
 			if err := d.check("cuStreamWriteValue32", d.streamWriteValue(p.main, addr, seq, 0)); err != nil {
 				return err
 			}
@@ -430,7 +463,7 @@ func (p *Program) enqueue(serve bool, seq uint32) error {
 func (p *Program) serve(host func(graph.HostPoint) error, seq uint32) error {
 	var first error
 	for k, h := range p.hosts {
-		if err := p.spin(&p.flags[2*k], seq); err != nil {
+		if err := p.spin(&p.flags[p.stride*k], seq); err != nil {
 			p.releaseAll(seq)
 			return fmt.Errorf("host point of layer %d: %w", h.Layer, err)
 		}
@@ -439,14 +472,14 @@ func (p *Program) serve(host func(graph.HostPoint) error, seq uint32) error {
 				first = fmt.Errorf("host point of layer %d: %w", h.Layer, err)
 			}
 		}
-		atomic.StoreUint32(&p.flags[2*k+1], seq)
+		atomic.StoreUint32(&p.flags[p.stride*k+1], seq)
 	}
 	return first
 }
 
 func (p *Program) releaseAll(seq uint32) {
 	for k := range p.hosts {
-		atomic.StoreUint32(&p.flags[2*k+1], seq)
+		atomic.StoreUint32(&p.flags[p.stride*k+1], seq)
 	}
 }
 

@@ -45,9 +45,14 @@ type Stats struct {
 	// HostPoints is how many times a window stopped for the host (a layer's
 	// handshake: the GPU waits while the host reads the router's choices,
 	// makes them resident and writes the smap), HostTime the host's time
-	// there, Stall included. The engine fills them (Model.StreamStats).
+	// at every host point (waited at or run past), Stall included. The
+	// engine fills them (Model.StreamStats).
 	HostPoints int
 	HostTime   time.Duration
+	// RanOn is how many host points the GPU passed without waiting: it
+	// checked the routed experts against smap itself and found them all
+	// resident (backend.CheckedProgram; the engine fills it too).
+	RanOn int
 }
 
 // Add is s plus t: the telemetry of two stretches of work together.
@@ -55,7 +60,7 @@ func (s Stats) Add(t Stats) Stats {
 	return Stats{Hits: s.Hits + t.Hits, Misses: s.Misses + t.Misses, Late: s.Late + t.Late,
 		Prefetched: s.Prefetched + t.Prefetched, Used: s.Used + t.Used, BytesRead: s.BytesRead + t.BytesRead,
 		Stall: s.Stall + t.Stall, ReadTime: s.ReadTime + t.ReadTime, ReadBusy: s.ReadBusy + t.ReadBusy,
-		HostPoints: s.HostPoints + t.HostPoints, HostTime: s.HostTime + t.HostTime}
+		HostPoints: s.HostPoints + t.HostPoints, HostTime: s.HostTime + t.HostTime, RanOn: s.RanOn + t.RanOn}
 }
 
 // Sub is s less t: the telemetry of the work between two readings.
@@ -63,7 +68,7 @@ func (s Stats) Sub(t Stats) Stats {
 	return Stats{Hits: s.Hits - t.Hits, Misses: s.Misses - t.Misses, Late: s.Late - t.Late,
 		Prefetched: s.Prefetched - t.Prefetched, Used: s.Used - t.Used, BytesRead: s.BytesRead - t.BytesRead,
 		Stall: s.Stall - t.Stall, ReadTime: s.ReadTime - t.ReadTime, ReadBusy: s.ReadBusy - t.ReadBusy,
-		HostPoints: s.HostPoints - t.HostPoints, HostTime: s.HostTime - t.HostTime}
+		HostPoints: s.HostPoints - t.HostPoints, HostTime: s.HostTime - t.HostTime, RanOn: s.RanOn - t.RanOn}
 }
 
 // request is one expert read, possibly split into parts.
@@ -234,8 +239,8 @@ func (s *Streamer) read(p part) {
 
 // issue claims a slot for key and queues its read; the caller holds mu. It
 // returns nil when every slot is pinned.
-func (s *Streamer) issue(key int, urgent bool) *request {
-	sl := s.a.claim(key)
+func (s *Streamer) issue(key int, urgent bool, evictable func(key int) bool) *request {
+	sl := s.a.claim(key, evictable)
 	if sl < 0 {
 		return nil
 	}
@@ -302,7 +307,7 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 			continue
 		}
 		s.stats.Misses++
-		r := s.issue(key, true)
+		r := s.issue(key, true, nil)
 		if r == nil && len(s.limbo[layer]) > 0 {
 			// This layer's read-aheads hold slots it may not need: retire
 			// them now rather than at the end (still a point that does not
@@ -311,7 +316,7 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 			s.mu.Unlock()
 			s.retire(layer)
 			s.mu.Lock()
-			r = s.issue(key, true)
+			r = s.issue(key, true, nil)
 		}
 		if r == nil {
 			s.mu.Unlock()
@@ -340,7 +345,7 @@ func (s *Streamer) await(layer int, wait []*request, retry bool) error {
 		case r.err != nil:
 			s.forgetLayerPin(r.slot)
 			if !r.urgent && retry {
-				if u := s.issue(r.key, true); u != nil {
+				if u := s.issue(r.key, true, nil); u != nil {
 					s.pinForLayer(u.slot)
 					again = append(again, u)
 					s.mu.Unlock()
@@ -401,7 +406,19 @@ func boolInt(b bool) int {
 // Prefetch queues read-aheads for experts a later layer is predicted to
 // need. Slots are claimed now (deterministically); the reads land whenever
 // the disk delivers and retire at the next BeginWindow.
-func (s *Streamer) Prefetch(layer int, experts []int) {
+func (s *Streamer) Prefetch(layer int, experts []int) { s.prefetch(layer, experts, nil) }
+
+// PrefetchBehind is Prefetch for a host that may run behind the GPU (a
+// checked run, backend.CheckedProgram): at the host point of layer
+// upTo, the GPU may already be running any later layer on experts it found
+// resident, so the read-aheads evict only experts of layers up to upTo,
+// which the window has passed. Which slots that leaves depends on the
+// accesses alone, never on timing.
+func (s *Streamer) PrefetchBehind(layer int, experts []int, upTo int) {
+	s.prefetch(layer, experts, func(key int) bool { return key/s.a.Experts <= upTo })
+}
+
+func (s *Streamer) prefetch(layer int, experts []int, evictable func(key int) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range experts {
@@ -409,7 +426,7 @@ func (s *Streamer) Prefetch(layer int, experts []int) {
 		if e < 0 || e >= s.a.Experts || s.a.where[key] >= 0 {
 			continue
 		}
-		if r := s.issue(key, false); r != nil {
+		if r := s.issue(key, false, evictable); r != nil {
 			s.a.slots[r.slot].prefetched = true
 			s.stats.Prefetched++
 			s.limbo[layer] = append(s.limbo[layer], r)

@@ -111,6 +111,10 @@ for s in "$@"; do
 	# come with the streamed ones.
 	laptop) step laptop 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda --arena-experts "${ARENA_EXPERTS:-5200}" -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" --temperature 1 ${BENCH_FLAGS:-} ;;
 	laptop-ra) step laptop-ra 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda --read-ahead --arena-experts "${ARENA_EXPERTS:-5200}" -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" --temperature 1 ${BENCH_FLAGS:-} ;;
+	# The same, the GPU stopping for the host at every layer (the baseline
+	# of the GPU's own residency check).
+	laptop-every) step laptop-every 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda --wait-every-layer --arena-experts "${ARENA_EXPERTS:-5200}" -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" --temperature 1 ${BENCH_FLAGS:-} ;;
+	laptop-ra-every) step laptop-ra-every 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda --wait-every-layer --read-ahead --arena-experts "${ARENA_EXPERTS:-5200}" -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" --temperature 1 ${BENCH_FLAGS:-} ;;
 	resident48) step resident48 560 /tmp/sb/strata bench --gguf /dev/shm/flash48.gguf --backend cuda -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}" --temperature 1 ;;
 	# llama.cpp with the experts in host memory (-ncmoe 99: every layer's
 	# experts on the CPU), as its users run MoE models larger than the GPU.
@@ -119,11 +123,17 @@ for s in "$@"; do
 		step llama-cpumoe 560 "$lb" -m /dev/shm/flash48.gguf -ngl 99 -ncmoe 99 -p "${PP:-128}" -n "${TG:-128}" -r "${REPS:-2}"
 		;;
 	# Exactness at full size: streamed and resident greedy tokens (the run
-	# prints them) on one prompt.
+	# prints them) and the logits of every fed token, compared byte for byte.
 	exact48)
-		for a in 0 "${ARENA_EXPERTS:-5200}"; do
-			echo "--- arena $a" >>"$out/exact48.log"
-			/tmp/sb/strata run --backend cuda --gguf /dev/shm/flash48.gguf --arena-experts "$a" --stats --tokens "$(seq -s, 1 64)" -n 32 >>"$out/exact48.log" 2>&1
+		# (an arena of 1000 GB holds every expert: the resident model)
+		for a in "--arena-gb 1000" "--arena-experts ${ARENA_EXPERTS:-5200}" "--arena-experts ${ARENA_EXPERTS:-5200} --read-ahead"; do
+			f=/dev/shm/logits-$(echo "$a" | tr -dc 'a-z0-9').safetensors
+			echo "--- $a" >>"$out/exact48.log"
+			/tmp/sb/strata run --backend cuda --gguf /dev/shm/flash48.gguf $a --stats --tokens "$(seq -s, 1 64)" -n 32 \
+				--dump-logits "$f" >>"$out/exact48.log" 2>&1
+			[ -f /dev/shm/logits-resident.safetensors ] || mv "$f" /dev/shm/logits-resident.safetensors
+			[ -f "$f" ] && { cmp /dev/shm/logits-resident.safetensors "$f" &&
+				echo "logits: $a and the resident run identical ($(stat -c %s "$f") bytes)"; } >>"$out/exact48.log" 2>&1
 		done
 		grep -v "^strata: weights" "$out/exact48.log" >>"$out/summary.log"
 		;;
