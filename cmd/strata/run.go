@@ -364,6 +364,10 @@ func printRunStats(stderr io.Writer, l *load.Loaded, gguf bool, st *engine.SpecS
 			ms.Windows, per(ms.Total.HostBefore), per(ms.Total.Encode), per(ms.Total.Host), ms.Total.HostPoints/max(ms.Windows, 1),
 			per(ms.Total.GPU), per(ms.Total.Wall), ms.Total.Replayed, ms.Total.Direct)
 	}
+	if d, n := l.Model.NgramGatherTime(); n > 0 {
+		fmt.Fprintf(stderr, "strata: n-gram rows: gathered before %d windows in %v (%v a window), %d rows read ahead\n",
+			n, d.Round(time.Microsecond), (d / time.Duration(n)).Round(time.Microsecond), l.Model.NgramRowsPrefetched())
+	}
 	if l.ArenaExperts > 0 {
 		ss := l.Model.StreamStats()
 		ioPath := "through the weight source (no pack)"

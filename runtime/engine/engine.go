@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/models"
@@ -64,6 +65,9 @@ type Model struct {
 	stream   *streamer // nil: every routed expert resident
 	ple      []pleLayer
 	eos      int // resets n-gram context; -1 without PLE
+	// ngramTime and ngramWindows: the host's time gathering n-gram rows
+	// before windows (NgramGatherTime), and how many windows gathered.
+	ngramTime, ngramWindows atomic.Int64
 	// lane0 is the model's own lane (NewSession); lanes every lane, lane0
 	// first; resident the lane whose state the model's memory holds, of
 	// those sharing it (lanes that copy on a switch).

@@ -1,5 +1,7 @@
 package engine
 
+import "time"
+
 // PrefetchNgrams issues the reads of the n-gram table rows that tokens, fed
 // next, will gather (the rows depend only on the tokens and the history
 // before them): the prompt's rows before its first window, a decode window's
@@ -28,4 +30,13 @@ func prefetchNgrams(s sequence, tokens []int) {
 	if p, ok := s.(interface{ PrefetchNgrams([]int) }); ok {
 		p.PrefetchNgrams(tokens)
 	}
+}
+
+// NgramGatherTime is the host's time gathering n-gram rows into windows'
+// params before they run (hashing, and reading rows a read-ahead has not
+// brought in), and how many windows gathered: the time a gather at a host
+// point inside the window, overlapped with the layers before PLE, could
+// hide at most.
+func (m *Model) NgramGatherTime() (time.Duration, int64) {
+	return time.Duration(m.ngramTime.Load()), m.ngramWindows.Load()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
@@ -211,6 +212,13 @@ func (s *Session) writeParams(mem backend.Memory, g *graph.Graph, tokens []int, 
 // function of the tokens, so this happens before the window runs. It returns
 // the histories after the window.
 func (s *Session) gatherNgrams(mem backend.Memory, g *graph.Graph, tokens []int) ([]ngram.History, error) {
+	if len(s.m.ple) > 0 {
+		start := time.Now()
+		defer func() {
+			s.m.ngramTime.Add(int64(time.Since(start)))
+			s.m.ngramWindows.Add(1)
+		}()
+	}
 	var next []ngram.History
 	for i, p := range s.m.ple {
 		ids, h := p.hash.RowIDs(s.history[i], tokens, s.m.eos)
