@@ -64,6 +64,7 @@ type benchFlags struct {
 	promptLen, gen, reps    int
 	warmup, repeat, prefill int
 	suffix, threads, probe  int
+	ioThreads               int
 	seed                    int64
 	temperature             float64
 	icb, kernels            bool
@@ -179,6 +180,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers (cuda replays CUDA graphs unless --icb=false, as strata run)")
 	fs.BoolVar(&f.kernels, "kernel-profile", false, "cuda: after the runs, time the decode (T=1) and prefill windows dispatch by dispatch and print where their GPU time goes, per kernel")
 	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
+	fs.IntVar(&f.ioThreads, "io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
 	f.stream = addStreamFlags(fs)
 	f.cudaDirect = cudaDirectFlag(fs, &f.icb)
 	if err := parseFlags(fs, args); err != nil {
@@ -192,6 +194,9 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 func (f *benchFlags) check() error {
 	if err := checkThreads(f.threads); err != nil {
 		return err
+	}
+	if f.ioThreads < 1 {
+		return usagef("--io-threads must be ≥ 1, got %d", f.ioThreads)
 	}
 	if err := f.stream.check(0); err != nil {
 		return err
@@ -214,7 +219,7 @@ func (f *benchFlags) check() error {
 // options are the load options of configuration c.
 func (f *benchFlags) options(c bench.Config, stderr io.Writer) load.Options {
 	opt := load.Options{PrefillRows: f.prefill, ArenaExperts: c.Arena, Backend: c.Backend, History: "-",
-		Stream: stream.Options{}, Metal: metal.Options{ICB: f.icb}, CUDA: cuda.Options{Direct: f.cudaDirect()}, Threads: f.threads}
+		Stream: stream.Options{Threads: f.ioThreads}, Metal: metal.Options{ICB: f.icb}, CUDA: cuda.Options{Direct: f.cudaDirect()}, Threads: f.threads}
 	f.stream.apply(&opt)
 	opt.Note = noter(stderr)
 	if c.Arena > 0 {

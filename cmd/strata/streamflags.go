@@ -16,6 +16,7 @@ type streamFlags struct {
 	moce, readAhead     *bool
 	waitEveryLayer      *bool
 	moceMaxRank         *int
+	ioSplit             *int
 }
 
 func addStreamFlags(fs *flag.FlagSet) *streamFlags {
@@ -25,6 +26,7 @@ func addStreamFlags(fs *flag.FlagSet) *streamFlags {
 		moceLambda:     fs.Float64("moce-lambda", 0, "with --moce: the score ratio λ in (0, 1] a resident substitute must reach (0: the model config's, else 0.85)"),
 		readAhead:      fs.Bool("read-ahead", false, "with an expert arena: predict each layer's next-layer experts (the next router on this layer's input) and read them ahead while the layer runs (one more small matmul per layer; the prediction never changes the tokens)"),
 		waitEveryLayer: fs.Bool("wait-every-layer", false, "with an expert arena on cuda: stop the GPU for the host at every MoE layer (by default the GPU checks each layer's routed experts against the residency map itself and waits for the host only at layers that miss; the tokens are the same either way)"),
+		ioSplit:        fs.Int("io-split", 0, "with an expert arena: read a missed expert in parts of this many `KiB`, one reader thread each, up to the reader threads (0: 256 KiB; -1: whole)"),
 		moceMaxRank:    fs.Int("moce-max-rank", 0, "with --moce: only the top `N` ranks of a row may be substituted, N ≥ experts_per_token (0: the model config's, else 16; -1: any rank)"),
 	}
 }
@@ -41,6 +43,9 @@ func (f *streamFlags) check(arenaExperts int) error {
 	if l := *f.moceLambda; math.IsNaN(l) || l < 0 || l > 1 {
 		return usagef("--moce-lambda must be in (0, 1], got %v", l)
 	}
+	if s := *f.ioSplit; s < -1 || (s > 0 && s < 4) {
+		return usagef("--io-split must be a size in KiB ≥ 4, 0 (256 KiB) or -1 (whole experts), got %d", s)
+	}
 	if *f.moceMaxRank < -1 {
 		return usagef("--moce-max-rank must be ≥ 1, 0 (the config's) or -1 (any), got %d", *f.moceMaxRank)
 	}
@@ -55,6 +60,12 @@ func (f *streamFlags) apply(opt *load.Options) {
 	opt.ArenaGB = *f.arenaGB
 	opt.MoCE, opt.MoCELambda, opt.MoCEMaxRank = *f.moce, *f.moceLambda, *f.moceMaxRank
 	opt.ReadAhead, opt.WaitEveryLayer = *f.readAhead, *f.waitEveryLayer
+	switch {
+	case *f.ioSplit > 0:
+		opt.Stream.SplitBytes = *f.ioSplit << 10
+	case *f.ioSplit < 0:
+		opt.Stream.SplitBytes = -1
+	}
 }
 
 // noter prints how the experts are held, once at load.
