@@ -90,13 +90,11 @@ func (m *Model) run(w window) error {
 	}
 	m.stream.BeginWindow()
 	m.publishResidency()
-	if cp, ok := w.p.(backend.CheckedProgram); ok && !m.stream.everyLayer {
+	if cp, ok := w.p.(backend.CheckedProgram); ok && m.checkedWindow(w.g) {
 		checks, err := m.hostChecks(w.g)
 		if err != nil {
 			return err
 		}
-		m.stream.checked = true
-		defer func() { m.stream.checked = false }()
 		return cp.RunChecked(checks, m.checkedHostPoint)
 	}
 	return hp.RunHost(func(p graph.HostPoint) error { return m.hostPoint(w.g, p) })

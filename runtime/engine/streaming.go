@@ -33,6 +33,7 @@ type Streaming struct {
 	// EveryLayer stops the GPU for the host at every MoE layer even on a
 	// backend whose GPU can check residency itself and stop only where a
 	// layer misses (backend.CheckedProgram): the baseline of that check.
+	// Windows that read ahead always stop at every layer (checkedWindow).
 	EveryLayer bool
 }
 
@@ -48,11 +49,9 @@ type streamer struct {
 	hostPoints int
 	hostTime   time.Duration
 	ranOn      int // host points a checked window passed without waiting
-	// everyLayer keeps windows unchecked (Streaming.EveryLayer); checked
-	// is set while a checked window runs; checks are the host points'
-	// checks by graph.
+	// everyLayer keeps windows unchecked (Streaming.EveryLayer); checks
+	// are the host points' checks by graph.
 	everyLayer bool
-	checked    bool
 	checks     map[*graph.Graph][]backend.HostCheck
 }
 
@@ -228,10 +227,7 @@ func (m *Model) checkedHostPoint(hp graph.HostPoint, seen backend.HostSeen) erro
 // makeResident makes a layer's routed experts resident and reads ahead the
 // next layer's predicted ones. ranOn says the GPU found the experts
 // resident and did not wait: a miss here would mean the residency changed
-// under a running layer (an error, never a silent one). In a checked
-// window the host may run behind the GPU, so read-aheads evict only layers
-// the window has passed, at every point (whether the GPU waited at one
-// depends on read timing; which slots are evicted must not).
+// under a running layer (an error, never a silent one).
 func (m *Model) makeResident(layer int, ids []int, preds [][]int, ranOn bool) error {
 	before := m.stream.Stats()
 	if err := m.stream.Ensure(layer, ids); err != nil {
@@ -243,13 +239,29 @@ func (m *Model) makeResident(layer int, ids []int, preds [][]int, ranOn bool) er
 	}
 	// The next layer's predicted experts, read ahead while this one runs.
 	for _, p := range preds {
-		if m.stream.checked {
-			m.stream.PrefetchBehind(layer+1, p, layer)
-		} else {
-			m.stream.Prefetch(layer+1, p)
-		}
+		m.stream.Prefetch(layer+1, p)
 	}
 	return nil
+}
+
+// checkedWindow says whether g runs checked: the GPU checks residency at
+// each host point and waits only where an expert is missing. Not with
+// read-ahead: the host, behind the GPU where it ran on, would claim slots
+// for the read-aheads while the GPU may already run a later layer on one
+// of them. Keeping such claims to layers the window has passed is safe but
+// churns the early layers (on the 48-layer model, decode fell from 19.9
+// to 9.8 tok/s); bounding the GPU's lead to one layer (docs/laptop.md)
+// would keep the plain claims. Until then those windows stop everywhere.
+func (m *Model) checkedWindow(g *graph.Graph) bool {
+	if m.stream.everyLayer {
+		return false
+	}
+	for _, hp := range g.HostPoints {
+		if len(hp.Reads) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // hostChecks describes g's host points for a checked run (cached per

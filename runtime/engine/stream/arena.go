@@ -179,16 +179,15 @@ func (a *Arena) touch(s int) {
 }
 
 // claim finds a slot for key: a free one, else the least recently used one
-// that is not pinned (and, with evictable, whose key it allows). It returns
-// -1 when there is none.
-func (a *Arena) claim(key int, evictable func(key int) bool) int {
+// that is not pinned. It returns -1 when every slot is pinned.
+func (a *Arena) claim(key int) int {
 	s := -1
 	if n := len(a.free); n > 0 {
 		s = a.free[n-1]
 		a.free = a.free[:n-1]
 	} else {
 		for c := a.tail; c >= 0; c = a.slots[c].prev {
-			if a.slots[c].pins == 0 && (evictable == nil || evictable(a.slots[c].key)) {
+			if a.slots[c].pins == 0 {
 				s = c
 				break
 			}

@@ -239,8 +239,8 @@ func (s *Streamer) read(p part) {
 
 // issue claims a slot for key and queues its read; the caller holds mu. It
 // returns nil when every slot is pinned.
-func (s *Streamer) issue(key int, urgent bool, evictable func(key int) bool) *request {
-	sl := s.a.claim(key, evictable)
+func (s *Streamer) issue(key int, urgent bool) *request {
+	sl := s.a.claim(key)
 	if sl < 0 {
 		return nil
 	}
@@ -307,7 +307,7 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 			continue
 		}
 		s.stats.Misses++
-		r := s.issue(key, true, nil)
+		r := s.issue(key, true)
 		if r == nil && len(s.limbo[layer]) > 0 {
 			// This layer's read-aheads hold slots it may not need: retire
 			// them now rather than at the end (still a point that does not
@@ -316,7 +316,7 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 			s.mu.Unlock()
 			s.retire(layer)
 			s.mu.Lock()
-			r = s.issue(key, true, nil)
+			r = s.issue(key, true)
 		}
 		if r == nil {
 			s.mu.Unlock()
@@ -345,7 +345,7 @@ func (s *Streamer) await(layer int, wait []*request, retry bool) error {
 		case r.err != nil:
 			s.forgetLayerPin(r.slot)
 			if !r.urgent && retry {
-				if u := s.issue(r.key, true, nil); u != nil {
+				if u := s.issue(r.key, true); u != nil {
 					s.pinForLayer(u.slot)
 					again = append(again, u)
 					s.mu.Unlock()
@@ -406,19 +406,7 @@ func boolInt(b bool) int {
 // Prefetch queues read-aheads for experts a later layer is predicted to
 // need. Slots are claimed now (deterministically); the reads land whenever
 // the disk delivers and retire at the next BeginWindow.
-func (s *Streamer) Prefetch(layer int, experts []int) { s.prefetch(layer, experts, nil) }
-
-// PrefetchBehind is Prefetch for a host that may run behind the GPU (a
-// checked run, backend.CheckedProgram): at the host point of layer
-// upTo, the GPU may already be running any later layer on experts it found
-// resident, so the read-aheads evict only experts of layers up to upTo,
-// which the window has passed. Which slots that leaves depends on the
-// accesses alone, never on timing.
-func (s *Streamer) PrefetchBehind(layer int, experts []int, upTo int) {
-	s.prefetch(layer, experts, func(key int) bool { return key/s.a.Experts <= upTo })
-}
-
-func (s *Streamer) prefetch(layer int, experts []int, evictable func(key int) bool) {
+func (s *Streamer) Prefetch(layer int, experts []int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range experts {
@@ -426,7 +414,7 @@ func (s *Streamer) prefetch(layer int, experts []int, evictable func(key int) bo
 		if e < 0 || e >= s.a.Experts || s.a.where[key] >= 0 {
 			continue
 		}
-		if r := s.issue(key, false, evictable); r != nil {
+		if r := s.issue(key, false); r != nil {
 			s.a.slots[r.slot].prefetched = true
 			s.stats.Prefetched++
 			s.limbo[layer] = append(s.limbo[layer], r)
