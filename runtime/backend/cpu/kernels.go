@@ -575,10 +575,13 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 			keys := make([]int, 0, p.pos()+n)
 			scores := make([]float64, p.pos()+n)
 			acc := make([]float64, hd)
+			qd := make([]float64, hd)
 			for th := lo; th < hi; th++ {
 				t, h := th/ad.heads, th%ad.heads
 				kvh := h / group
-				qh := q[(t*ad.heads+h)*hd:][:hd]
+				for i, v := range q[(t*ad.heads+h)*hd:][:hd] {
+					qd[i] = float64(v)
+				}
 				last := p.pos() + t
 				keys = keys[:0]
 				if sparse && count[t] != denseSelection {
@@ -596,14 +599,19 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 						keys = append(keys, s)
 					}
 				}
-				mx := math.Inf(-1)
-				for k, s := range keys {
-					var dsum float64
-					ks := kc[s*kvDim+kvh*hd:][:hd]
-					for i := range qh {
-						dsum += float64(qh[i]) * float64(ks[i])
+				// q·k over runs of consecutive positions (the whole
+				// prefix, or a selected block and the tail).
+				for k := 0; k < len(keys); {
+					run := 1
+					for k+run < len(keys) && keys[k+run] == keys[k]+run {
+						run++
 					}
-					scores[k] = dsum * scale
+					attnDots(qd, kc[keys[k]*kvDim+kvh*hd:], scores[k:k+run], kvDim)
+					k += run
+				}
+				mx := math.Inf(-1)
+				for k := range keys {
+					scores[k] *= scale
 					mx = math.Max(mx, scores[k])
 				}
 				var z float64
@@ -615,11 +623,7 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 					acc[i] = 0
 				}
 				for k, s := range keys {
-					vs := vc[s*kvDim+kvh*hd:][:hd]
-					w := scores[k] / z
-					for i := range acc {
-						acc[i] += w * float64(vs[i])
-					}
+					attnAxpy(acc, vc[s*kvDim+kvh*hd:][:hd], scores[k]/z)
 				}
 				out := y[(t*ad.heads+h)*hd:][:hd]
 				for i := range out {
@@ -632,6 +636,24 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 			}
 		})
 	}, a.err
+}
+
+// attnDotsGo is attnDots without vector units.
+func attnDotsGo(q []float64, k []float32, out []float64, stride int) {
+	for j := range out {
+		var d float64
+		for i, x := range k[j*stride:][:len(q)] {
+			d += q[i] * float64(x)
+		}
+		out[j] = d
+	}
+}
+
+// attnAxpyGo is attnAxpy without vector units.
+func attnAxpyGo(acc []float64, v []float32, w float64) {
+	for i, x := range v[:len(acc)] {
+		acc[i] += w * float64(x)
+	}
 }
 
 // router: softmax over all experts, top-k by probability (lower index wins a

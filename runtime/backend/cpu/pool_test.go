@@ -73,3 +73,14 @@ func TestThreadsPerBackend(t *testing.T) {
 	}
 	runtime.KeepAlive(three)
 }
+
+// BenchmarkParallelHandoff is the cost of one parallel call whose work is
+// nothing: the hand-off to the workers and back, which a decode window pays
+// per dispatch.
+func BenchmarkParallelHandoff(b *testing.B) {
+	p := newPool(2)
+	var sink [2]int
+	for b.Loop() {
+		p.parallel(2, 1<<15, func(lo, hi int) { sink[lo]++ })
+	}
+}

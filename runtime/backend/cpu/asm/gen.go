@@ -1,10 +1,14 @@
-// Command asm generates runtime/backend/cpu's amd64 AVX2+FMA kernels for the gated
-// delta rule (gdn_amd64.s, declared in gdn_amd64_decl.go) with avo. Run
-// through `go generate ./runtime/backend/cpu`.
+// Command asm generates runtime/backend/cpu's amd64 AVX2+FMA kernels
+// (vec_amd64.s, declared in vec_amd64_decl.go) with avo: the gated delta
+// rule's and attention's. Run through `go generate ./runtime/backend/cpu`.
 //
-// Both kernels sweep the dk×dv state S of one value head column block by
-// column block (32 columns, then 8), so each column's sum over the dk rows
-// stays in one register: float32, rows in order, one FMA each.
+// Both gated-delta kernels sweep the dk×dv state S of one value head column
+// block by column block (32 columns, then 8), so each column's sum over the
+// dk rows stays in one register: float32, rows in order, one FMA each.
+//
+// The attention kernels keep the cpu backend's float64 arithmetic (the
+// float32 cache widened lane by lane): q·k for a run of keys, and the
+// weighted sum of value rows.
 package main
 
 import (
@@ -17,7 +21,76 @@ func main() {
 	ConstraintExpr("amd64")
 	kernel("gdnDecayDotAVX2", false)
 	kernel("gdnUpdateDotAVX2", true)
+	attnDots()
+	attnAxpy()
 	Generate()
+}
+
+// attnDots: out[j] = Σ_i q[i]·k[j·stride + i] for j < n, in float64 with
+// two accumulators of 4 lanes (8 elements a step; hd a multiple of 8).
+func attnDots() {
+	TEXT("attnDotsAVX2", NOSPLIT, "func(q *float64, k *float32, out *float64, n, stride, hd int)")
+	Doc("attnDotsAVX2: out[j] = Σ_i q[i]·float64(k[j·stride+i]) for j < n; hd a multiple of 8, stride in elements.")
+	q, k, out := Load(Param("q"), GP64()), Load(Param("k"), GP64()), Load(Param("out"), GP64())
+	n, stride, hd := Load(Param("n"), GP64()), Load(Param("stride"), GP64()), Load(Param("hd"), GP64())
+	SHLQ(U8(2), stride) // bytes per key row
+	Label("dots_keys")
+	TESTQ(n, n)
+	JZ(LabelRef("dots_end"))
+	a0, a1 := YMM(), YMM()
+	VXORPD(a0, a0, a0)
+	VXORPD(a1, a1, a1)
+	qp, kp, i := GP64(), GP64(), GP64()
+	MOVQ(q, qp)
+	MOVQ(k, kp)
+	MOVQ(hd, i)
+	Label("dots_elems")
+	k0, k1 := YMM(), YMM()
+	VCVTPS2PD(Mem{Base: kp}, k0)
+	VCVTPS2PD(Mem{Base: kp, Disp: 16}, k1)
+	VFMADD231PD(Mem{Base: qp}, k0, a0)
+	VFMADD231PD(Mem{Base: qp, Disp: 32}, k1, a1)
+	ADDQ(U8(32), kp)
+	ADDQ(U8(64), qp)
+	SUBQ(U8(8), i)
+	JNZ(LabelRef("dots_elems"))
+	VADDPD(a1, a0, a0)
+	hi := XMM()
+	VEXTRACTF128(U8(1), a0, hi)
+	lo := a0.AsX()
+	VADDPD(hi, lo, lo)
+	VHADDPD(lo, lo, lo)
+	MOVSD(lo, Mem{Base: out})
+	ADDQ(U8(8), out)
+	ADDQ(stride, k)
+	DECQ(n)
+	JMP(LabelRef("dots_keys"))
+	Label("dots_end")
+	VZEROUPPER()
+	RET()
+}
+
+// attnAxpy: acc[i] += w·v[i] in float64 (hd a multiple of 4).
+func attnAxpy() {
+	TEXT("attnAxpyAVX2", NOSPLIT, "func(acc *float64, v *float32, w float64, hd int)")
+	Doc("attnAxpyAVX2: acc[i] += w·float64(v[i]) for i < hd; hd a multiple of 4.")
+	acc, v, hd := Load(Param("acc"), GP64()), Load(Param("v"), GP64()), Load(Param("hd"), GP64())
+	wx := XMM()
+	Load(Param("w"), wx)
+	w := YMM()
+	VBROADCASTSD(wx, w)
+	Label("axpy_elems")
+	x, a := YMM(), YMM()
+	VCVTPS2PD(Mem{Base: v}, x)
+	VMOVUPD(Mem{Base: acc}, a)
+	VFMADD231PD(w, x, a)
+	VMOVUPD(a, Mem{Base: acc})
+	ADDQ(U8(16), v)
+	ADDQ(U8(32), acc)
+	SUBQ(U8(4), hd)
+	JNZ(LabelRef("axpy_elems"))
+	VZEROUPPER()
+	RET()
 }
 
 // kernel: without update, S *= e and u = Sᵀk (decay, then the state's
