@@ -571,16 +571,32 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 	}
 	return func() {
 		n := p.rows()
-		a.pool.parallel(n*ad.heads, (p.pos()+n)*hd, func(lo, hi int) {
+		// The query heads sharing a KV head run together, a block of
+		// keys at a time, so each block of the cache is read from memory
+		// once for all of them (the cache outgrows the caches at long
+		// contexts); a group is split only when there are fewer
+		// (row, KV head) pairs than threads.
+		parts := 1
+		if pairs := n * ad.kvHeads; pairs < a.pool.threads {
+			parts = min(group, (a.pool.threads+pairs-1)/pairs)
+		}
+		per := (group + parts - 1) / parts
+		a.pool.parallel(n*ad.kvHeads*parts, (p.pos()+n)*hd*per, func(lo, hi int) {
 			keys := make([]int, 0, p.pos()+n)
-			scores := make([]float64, p.pos()+n)
-			acc := make([]float64, hd)
-			qd := make([]float64, hd)
-			for th := lo; th < hi; th++ {
-				t, h := th/ad.heads, th%ad.heads
-				kvh := h / group
-				for i, v := range q[(t*ad.heads+h)*hd:][:hd] {
-					qd[i] = float64(v)
+			scores := make([]float64, per*(p.pos()+n))
+			acc := make([]float64, per*hd)
+			qd := make([]float64, per*hd)
+			for item := lo; item < hi; item++ {
+				t, kvh, part := item/(ad.kvHeads*parts), item/parts%ad.kvHeads, item%parts
+				h0 := kvh*group + part*per
+				heads := min(per, kvh*group+group-h0)
+				if heads <= 0 {
+					continue
+				}
+				for g := range heads {
+					for i, v := range q[(t*ad.heads+h0+g)*hd:][:hd] {
+						qd[g*hd+i] = float64(v)
+					}
 				}
 				last := p.pos() + t
 				keys = keys[:0]
@@ -599,44 +615,68 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 						keys = append(keys, s)
 					}
 				}
+				nk := len(keys)
 				// q·k over runs of consecutive positions (the whole
-				// prefix, or a selected block and the tail).
-				for k := 0; k < len(keys); {
-					run := 1
-					for k+run < len(keys) && keys[k+run] == keys[k]+run {
-						run++
+				// prefix, or a selected block and the tail), block by
+				// block of keys, every head of the group per block.
+				for b0 := 0; b0 < nk; b0 += attnKeyBlock {
+					b1 := min(b0+attnKeyBlock, nk)
+					for g := range heads {
+						for k := b0; k < b1; {
+							run := 1
+							for k+run < b1 && keys[k+run] == keys[k]+run {
+								run++
+							}
+							attnDots(qd[g*hd:(g+1)*hd], kc[keys[k]*kvDim+kvh*hd:], scores[g*nk+k:g*nk+k+run], kvDim)
+							k += run
+						}
 					}
-					attnDots(qd, kc[keys[k]*kvDim+kvh*hd:], scores[k:k+run], kvDim)
-					k += run
 				}
-				mx := math.Inf(-1)
-				for k := range keys {
-					scores[k] *= scale
-					mx = math.Max(mx, scores[k])
-				}
-				var z float64
-				for k := range keys {
-					scores[k] = math.Exp(scores[k] - mx)
-					z += scores[k]
-				}
-				for i := range acc {
-					acc[i] = 0
-				}
-				for k, s := range keys {
-					attnAxpy(acc, vc[s*kvDim+kvh*hd:][:hd], scores[k]/z)
-				}
-				out := y[(t*ad.heads+h)*hd:][:hd]
-				for i := range out {
-					v := acc[i]
-					if gated {
-						v *= sigmoid(float64(qfull[t*ad.heads*ad.qStride+h*ad.qStride+hd+i]))
+				for g := range heads {
+					sc := scores[g*nk : (g+1)*nk]
+					mx := math.Inf(-1)
+					for k := range sc {
+						sc[k] *= scale
+						mx = math.Max(mx, sc[k])
 					}
-					out[i] = float32(v)
+					var z float64
+					for k := range sc {
+						sc[k] = math.Exp(sc[k] - mx)
+						z += sc[k]
+					}
+					for k := range sc {
+						sc[k] /= z
+					}
+				}
+				clear(acc)
+				for b0 := 0; b0 < nk; b0 += attnKeyBlock {
+					b1 := min(b0+attnKeyBlock, nk)
+					for g := range heads {
+						for k := b0; k < b1; k++ {
+							attnAxpy(acc[g*hd:(g+1)*hd], vc[keys[k]*kvDim+kvh*hd:][:hd], scores[g*nk+k])
+						}
+					}
+				}
+				for g := range heads {
+					h := h0 + g
+					out := y[(t*ad.heads+h)*hd:][:hd]
+					for i := range out {
+						v := acc[g*hd+i]
+						if gated {
+							v *= sigmoid(float64(qfull[t*ad.heads*ad.qStride+h*ad.qStride+hd+i]))
+						}
+						out[i] = float32(v)
+					}
 				}
 			}
 		})
 	}, a.err
 }
+
+// attnKeyBlock is how many cache rows attention takes at a time for all
+// the query heads of a KV head: 64 rows of a 256-wide head are 64 KiB of
+// keys (then as much of values), which stay in the core's L2.
+const attnKeyBlock = 64
 
 // attnDotsGo is attnDots without vector units.
 func attnDotsGo(q []float64, k []float32, out []float64, stride int) {

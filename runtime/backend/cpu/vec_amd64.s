@@ -217,20 +217,40 @@ dots_keys:
 	JZ     dots_end
 	VXORPD Y0, Y0, Y0
 	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
 	MOVQ   AX, R8
 	MOVQ   CX, R9
 	MOVQ   DI, R10
 
-dots_elems:
-	VCVTPS2PD    (R9), Y2
-	VCVTPS2PD    16(R9), Y3
-	VFMADD231PD  (R8), Y2, Y0
-	VFMADD231PD  32(R8), Y3, Y1
-	ADDQ         $0x20, R9
-	ADDQ         $0x40, R8
-	SUBQ         $0x08, R10
-	JNZ          dots_elems
+dots_16:
+	CMPQ        R10, $0x10
+	JL          dots_8
+	VCVTPS2PD   (R9), Y4
+	VFMADD231PD (R8), Y4, Y0
+	VCVTPS2PD   16(R9), Y4
+	VFMADD231PD 32(R8), Y4, Y1
+	VCVTPS2PD   32(R9), Y4
+	VFMADD231PD 64(R8), Y4, Y2
+	VCVTPS2PD   48(R9), Y4
+	VFMADD231PD 96(R8), Y4, Y3
+	ADDQ        $0x40, R9
+	ADDQ        $0x00000080, R8
+	SUBQ        $0x10, R10
+	JMP         dots_16
+
+dots_8:
+	TESTQ       R10, R10
+	JZ          dots_sum
+	VCVTPS2PD   (R9), Y4
+	VFMADD231PD (R8), Y4, Y0
+	VCVTPS2PD   16(R9), Y4
+	VFMADD231PD 32(R8), Y4, Y1
+
+dots_sum:
 	VADDPD       Y1, Y0, Y0
+	VADDPD       Y3, Y2, Y2
+	VADDPD       Y2, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPD       X1, X0, X0
 	VHADDPD      X0, X0, X0

@@ -27,7 +27,8 @@ func main() {
 }
 
 // attnDots: out[j] = Σ_i q[i]·k[j·stride + i] for j < n, in float64 with
-// two accumulators of 4 lanes (8 elements a step; hd a multiple of 8).
+// four accumulators of 4 lanes (16 elements a step, then one step of 8: hd a
+// multiple of 8), so four FMA chains overlap.
 func attnDots() {
 	TEXT("attnDotsAVX2", NOSPLIT, "func(q *float64, k *float32, out *float64, n, stride, hd int)")
 	Doc("attnDotsAVX2: out[j] = Σ_i q[i]·float64(k[j·stride+i]) for j < n; hd a multiple of 8, stride in elements.")
@@ -37,27 +38,41 @@ func attnDots() {
 	Label("dots_keys")
 	TESTQ(n, n)
 	JZ(LabelRef("dots_end"))
-	a0, a1 := YMM(), YMM()
-	VXORPD(a0, a0, a0)
-	VXORPD(a1, a1, a1)
+	acc := []reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	for _, a := range acc {
+		VXORPD(a, a, a)
+	}
 	qp, kp, i := GP64(), GP64(), GP64()
 	MOVQ(q, qp)
 	MOVQ(k, kp)
 	MOVQ(hd, i)
-	Label("dots_elems")
-	k0, k1 := YMM(), YMM()
-	VCVTPS2PD(Mem{Base: kp}, k0)
-	VCVTPS2PD(Mem{Base: kp, Disp: 16}, k1)
-	VFMADD231PD(Mem{Base: qp}, k0, a0)
-	VFMADD231PD(Mem{Base: qp, Disp: 32}, k1, a1)
-	ADDQ(U8(32), kp)
-	ADDQ(U8(64), qp)
-	SUBQ(U8(8), i)
-	JNZ(LabelRef("dots_elems"))
-	VADDPD(a1, a0, a0)
+	Label("dots_16")
+	CMPQ(i, U8(16))
+	JL(LabelRef("dots_8"))
+	for m, a := range acc {
+		x := YMM()
+		VCVTPS2PD(Mem{Base: kp, Disp: 16 * m}, x)
+		VFMADD231PD(Mem{Base: qp, Disp: 32 * m}, x, a)
+	}
+	ADDQ(U8(64), kp)
+	ADDQ(U32(128), qp)
+	SUBQ(U8(16), i)
+	JMP(LabelRef("dots_16"))
+	Label("dots_8")
+	TESTQ(i, i)
+	JZ(LabelRef("dots_sum"))
+	for m, a := range acc[:2] {
+		x := YMM()
+		VCVTPS2PD(Mem{Base: kp, Disp: 16 * m}, x)
+		VFMADD231PD(Mem{Base: qp, Disp: 32 * m}, x, a)
+	}
+	Label("dots_sum")
+	VADDPD(acc[1], acc[0], acc[0])
+	VADDPD(acc[3], acc[2], acc[2])
+	VADDPD(acc[2], acc[0], acc[0])
 	hi := XMM()
-	VEXTRACTF128(U8(1), a0, hi)
-	lo := a0.AsX()
+	VEXTRACTF128(U8(1), acc[0], hi)
+	lo := acc[0].AsX()
 	VADDPD(hi, lo, lo)
 	VHADDPD(lo, lo, lo)
 	MOVSD(lo, Mem{Base: out})
