@@ -180,7 +180,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (*benchFlags, error) {
 	fs.BoolVar(&f.icb, "icb", false, "metal backends: replay indirect command buffers (cuda replays CUDA graphs unless --icb=false, as strata run)")
 	fs.BoolVar(&f.kernels, "kernel-profile", false, "cuda: after the runs, time the decode (T=1) and prefill windows dispatch by dispatch and print where their GPU time goes, per kernel")
 	fs.IntVar(&f.threads, "threads", 0, "goroutines per cpu kernel (0: the model's runtime.threads, else one per core)")
-	fs.IntVar(&f.ioThreads, "io-threads", 8, "reader threads for expert streaming (2 of them reserved for urgent misses)")
+	fs.IntVar(&f.ioThreads, "io-threads", 8, ioThreadsHelp)
 	f.stream = addStreamFlags(fs)
 	f.cudaDirect = cudaDirectFlag(fs, &f.icb)
 	if err := parseFlags(fs, args); err != nil {
