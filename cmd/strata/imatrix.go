@@ -63,7 +63,7 @@ func imatrixCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer l.Close()
-	tokens, err := readDocuments(tm.Tok, f.files, l.Config.Architecture.EOSTokenIDs[0])
+	tokens, err := readDocuments(tm, l.Config, f.files)
 	if err != nil {
 		return err
 	}

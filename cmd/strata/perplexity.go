@@ -81,7 +81,7 @@ func perplexityCmd(args []string, stdout, stderr io.Writer) error {
 	if f.mtp && !l.Model.HasMTP() {
 		return fmt.Errorf("--mtp: model %s has no MTP head", l.Config.Name)
 	}
-	tokens, err := readDocuments(tm.Tok, f.files, l.Config.Architecture.EOSTokenIDs[0])
+	tokens, err := readDocuments(tm, l.Config, f.files)
 	if err != nil {
 		return err
 	}
