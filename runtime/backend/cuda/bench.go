@@ -233,3 +233,80 @@ func (b *Backend) CopyBandwidth(size int64, reps int) (float64, error) {
 	slices.Sort(rates)
 	return rates[len(rates)/2], nil
 }
+
+// ReplayedDispatchTimes times each dispatch the way a replayed window runs
+// it: a CUDA graph of repeats launches of that dispatch alone, one
+// after another on one stream (each waits for the one before, as a kernel
+// after a barrier does), replayed reps times after a warm-up; the median
+// per launch. Unlike DispatchTimes, the host's launch calls are not in it,
+// only the GPU's own gap between dependent kernels. Dispatches that update
+// state in place (caches, recurrent state, residual streams) run
+// repeats times over their own output: the times hold, the values
+// after a profile do not.
+func (p *Program) ReplayedDispatchTimes(repeats, reps int) ([]time.Duration, error) {
+	n := len(p.steps)
+	out := make([]time.Duration, n)
+	err := p.b.do(func() error {
+		d := p.b.d
+		ev, err := p.events(2)
+		if err != nil {
+			return err
+		}
+		if err := p.uploadParams(); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if err := d.check("cuStreamBeginCapture", d.beginCapture(p.main, captureModeThreadLocal)); err != nil {
+				return err
+			}
+			var lerr error
+			for r := 0; r < repeats && lerr == nil; r++ {
+				lerr = p.launch(i, p.main)
+			}
+			var g uintptr
+			if end := d.check("cuStreamEndCapture", d.endCapture(p.main, &g)); lerr == nil {
+				lerr = end
+			}
+			if lerr != nil {
+				if g != 0 {
+					d.graphDestroy(g)
+				}
+				return lerr
+			}
+			var exec uintptr
+			err := d.check("cuGraphInstantiate", d.graphInstantiate(&exec, g, 0))
+			d.graphDestroy(g)
+			if err != nil {
+				return err
+			}
+			var ts []time.Duration
+			for r := 0; r < reps+1 && err == nil; r++ {
+				err = d.check("cuEventRecord", d.eventRecord(ev[0], p.main))
+				if err == nil {
+					err = d.check("cuGraphLaunch", d.graphLaunch(exec, p.main))
+				}
+				if err == nil {
+					err = d.check("cuEventRecord", d.eventRecord(ev[1], p.main))
+				}
+				if err == nil {
+					err = d.check("cuEventSynchronize", d.eventSynchronize(ev[1]))
+				}
+				var ms float32
+				if err == nil {
+					err = d.check("cuEventElapsedTime", d.eventElapsedTime(&ms, ev[0], ev[1]))
+				}
+				if r > 0 { // the first is a warm-up
+					ts = append(ts, time.Duration(float64(ms)*1e6/float64(repeats)))
+				}
+			}
+			d.graphExecDestroy(exec)
+			if err != nil {
+				return err
+			}
+			slices.Sort(ts)
+			out[i] = ts[len(ts)/2]
+		}
+		return nil
+	})
+	return out, err
+}

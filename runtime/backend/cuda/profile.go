@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/strata-llm/strata/graph"
@@ -21,7 +22,26 @@ type WindowProfile struct {
 	// DispatchSum is the sum of the per-dispatch medians (serial, an event
 	// between every two dispatches: launch gaps on the stream included).
 	DispatchSum time.Duration
+	// ReplayedSum is the sum of the dispatches timed as a replayed window
+	// runs them (ReplayedDispatchTimes): next to PrunedReplayed it says
+	// how much the streams overlap and how much the GPU idles between
+	// dependent kernels.
+	ReplayedSum time.Duration
+	Repeats     int             // launches per replayed chain
 	Kernels     []KernelProfile // largest GPU time first
+	// Shapes splits the kernels by shape (their constants and grid):
+	// largest replayed time first.
+	Shapes []ShapeProfile
+}
+
+// ShapeProfile is the dispatches of one kernel with one shape.
+type ShapeProfile struct {
+	Kernel, Shape string
+	Dispatches    int
+	// Replayed is their time replayed (ReplayedDispatchTimes), summed.
+	Replayed time.Duration
+	Bytes    int64
+	Inexact  bool
 }
 
 // KernelProfile is one kernel's share of a window.
@@ -30,6 +50,7 @@ type KernelProfile struct {
 	Family     graph.Family
 	Dispatches int
 	Time       time.Duration
+	Replayed   time.Duration // ReplayedDispatchTimes, summed
 	// Bytes is what the family's dispatches read and write: the declared
 	// ranges, but only the routed experts' parts of the expert arena.
 	// Inexact where a declared range is a whole KV cache or embedding
@@ -75,11 +96,24 @@ func (p *Program) Profile(warm, reps int) (*WindowProfile, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A chain long enough that the graph's own launch is a small part of
+	// it, for a decode window's microsecond kernels; a prefill window's
+	// take milliseconds.
+	repeats, rreps := 16, reps
+	if g.Rows > 8 {
+		repeats, rreps = 2, min(reps, 3)
+	}
+	wp.Repeats = repeats
+	replayed, err := p.ReplayedDispatchTimes(repeats, rreps)
+	if err != nil {
+		return nil, err
+	}
 	kinds := map[string]string{}
 	for _, buf := range g.Buffers {
 		kinds[buf.Name] = buf.Kind
 	}
 	fams := map[string]*KernelProfile{}
+	shapes := map[string]*ShapeProfile{}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
 		f := fams[d.Kernel]
@@ -87,12 +121,24 @@ func (p *Program) Profile(warm, reps int) (*WindowProfile, error) {
 			f = &KernelProfile{Kernel: d.Kernel, Family: d.Family}
 			fams[d.Kernel] = f
 		}
-		f.Time += times[i]
-		f.Dispatches++
+		shape := dispatchShape(d)
+		sp := shapes[d.Kernel+" "+shape]
+		if sp == nil {
+			sp = &ShapeProfile{Kernel: d.Kernel, Shape: shape}
+			shapes[d.Kernel+" "+shape] = sp
+		}
 		n, exact := p.movedBytes(i, kinds)
+		f.Time += times[i]
+		f.Replayed += replayed[i]
+		f.Dispatches++
 		f.Bytes += n
 		f.Inexact = f.Inexact || !exact
+		sp.Replayed += replayed[i]
+		sp.Dispatches++
+		sp.Bytes += n
+		sp.Inexact = sp.Inexact || !exact
 		wp.DispatchSum += times[i]
+		wp.ReplayedSum += replayed[i]
 	}
 	for _, f := range fams {
 		wp.Kernels = append(wp.Kernels, *f)
@@ -101,7 +147,25 @@ func (p *Program) Profile(warm, reps int) (*WindowProfile, error) {
 		a, b := wp.Kernels[i], wp.Kernels[j]
 		return a.Time > b.Time || a.Time == b.Time && a.Kernel < b.Kernel
 	})
+	for _, sp := range shapes {
+		wp.Shapes = append(wp.Shapes, *sp)
+	}
+	sort.Slice(wp.Shapes, func(i, j int) bool {
+		a, b := wp.Shapes[i], wp.Shapes[j]
+		return a.Replayed > b.Replayed || a.Replayed == b.Replayed && a.Kernel+a.Shape < b.Kernel+b.Shape
+	})
 	return wp, nil
+}
+
+// dispatchShape names what makes two dispatches of a kernel the same work:
+// their constants (the window's rows left out when it is 1) and grid.
+func dispatchShape(d *graph.Dispatch) string {
+	var b strings.Builder
+	for _, c := range d.Consts {
+		fmt.Fprintf(&b, "%s=%d ", c.Name, c.Value)
+	}
+	fmt.Fprintf(&b, "grid %d×%d×%d", d.Grid[0], d.Grid[1], d.Grid[2])
+	return b.String()
 }
 
 // movedBytes is what dispatch i reads and writes: its declared ranges,
@@ -151,20 +215,31 @@ func (p *Program) movedBytes(i int, kinds map[string]string) (n int64, exact boo
 // written per second of a device-to-device copy; 0: not measured).
 func (wp *WindowProfile) Write(w io.Writer, copyBW float64) {
 	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(b) }
-	fmt.Fprintf(w, "T=%d: %d dispatches, %d barriers; window GPU time: naive %v, pruned %v (×%.3f), replayed %v (×%.3f of pruned); dispatches one by one %v\n\n",
-		wp.Rows, wp.Dispatches, wp.Barriers, wp.Naive, wp.Pruned, ratio(wp.Pruned, wp.Naive), wp.PrunedReplayed, ratio(wp.PrunedReplayed, wp.Pruned), wp.DispatchSum)
-	fmt.Fprintf(w, "| kernel | dispatches | GPU time | share | per dispatch | bytes moved | GB/s | of copy |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "T=%d: %d dispatches, %d barriers; window GPU time: naive %v, pruned %v (×%.3f), replayed %v (×%.3f of pruned); dispatches one by one %v (launched from the host), %v (each replayed alone, %d in a chain)\n\n",
+		wp.Rows, wp.Dispatches, wp.Barriers, wp.Naive, wp.Pruned, ratio(wp.Pruned, wp.Naive), wp.PrunedReplayed, ratio(wp.PrunedReplayed, wp.Pruned), wp.DispatchSum, wp.ReplayedSum, wp.Repeats)
+	fmt.Fprintf(w, "| kernel | dispatches | GPU time, host-launched | share | per dispatch | replayed | per dispatch | bytes moved | GB/s replayed | of copy |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range wp.Kernels {
 		share := 100 * ratio(f.Time, wp.DispatchSum)
 		per := f.Time / time.Duration(f.Dispatches)
-		bw := float64(f.Bytes) / f.Time.Seconds()
-		switch {
-		case f.Inexact:
-			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | ≤ %.1f MB (whole cache or table declared) | — | — |\n", f.Kernel, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6)
-		case copyBW > 0:
-			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %.2f MB | %.0f | %.3f |\n", f.Kernel, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6, bw/1e9, bw/copyBW)
-		default:
-			fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %.2f MB | %.0f | — |\n", f.Kernel, f.Dispatches, f.Time, share, per, float64(f.Bytes)/1e6, bw/1e9)
-		}
+		rper := f.Replayed / time.Duration(f.Dispatches)
+		fmt.Fprintf(w, "| %s | %d | %v | %.1f%% | %v | %v | %v | %s |\n", f.Kernel, f.Dispatches, f.Time, share, per, f.Replayed, rper, bandwidth(f.Bytes, f.Inexact, f.Replayed, copyBW))
 	}
+	fmt.Fprintf(w, "\nBy shape (replayed, largest first):\n\n| kernel | shape | dispatches | replayed | per dispatch | share of replayed | bytes moved | GB/s | of copy |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range wp.Shapes {
+		share := 100 * ratio(s.Replayed, wp.ReplayedSum)
+		fmt.Fprintf(w, "| %s | %s | %d | %v | %v | %.1f%% | %s |\n", s.Kernel, s.Shape, s.Dispatches, s.Replayed, s.Replayed/time.Duration(s.Dispatches), share, bandwidth(s.Bytes, s.Inexact, s.Replayed, copyBW))
+	}
+}
+
+// bandwidth is the table cells bytes moved, GB/s and fraction of copyBW
+// (0: not measured) for bytes moved in t.
+func bandwidth(bytes int64, inexact bool, t time.Duration, copyBW float64) string {
+	bw := float64(bytes) / t.Seconds()
+	switch {
+	case inexact:
+		return fmt.Sprintf("≤ %.1f MB (whole cache or table declared) | — | —", float64(bytes)/1e6)
+	case copyBW > 0:
+		return fmt.Sprintf("%.2f MB | %.0f | %.3f", float64(bytes)/1e6, bw/1e9, bw/copyBW)
+	}
+	return fmt.Sprintf("%.2f MB | %.0f | —", float64(bytes)/1e6, bw/1e9)
 }
