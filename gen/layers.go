@@ -177,7 +177,7 @@ func (b *builder) matmulRows(layer int, params graph.Binding, weight string, x, 
 	t := b.w.tensor(weight)
 	n, k := t.Shape[0], t.Shape[1]
 	b.emit(graph.FamilyMatmul.Kernel(t.Format), graph.FamilyMatmul, layer, cs(graph.ConstRows, rows, graph.ConstN, n, graph.ConstK, k, graph.ConstWFmt, formatCode(t)), nil,
-		matmulGrid(n, rows, 1), matmulThreadgroup,
+		matmulGrid(n, k, rows, 1), matmulThreadgroup,
 		params, in("w", b.w.whole(weight)), in("x", x), out("y", y))
 }
 

@@ -407,6 +407,7 @@ func bakedConsts(c *models.Config) ([]BakedConst, error) {
 		{"matmul_simdgroups", matmulSimdgroups, "matmul: simdgroups per threadgroup"},
 		{"matmul_rows_per_simdgroup", matmulRowsPerSimdgroup, "matmul: output rows per simdgroup (per threadgroup when its simdgroups split the rows)"},
 		{"matmul_split_max_n", matmulSplitMaxN, "matmul: most output rows a decode matmul splits each row over its simdgroups for"},
+		{"matmul_split_min_k", matmulSplitMinK, "matmul: shortest weight rows a decode matmul splits over its simdgroups"},
 		{"matmul_batch_rows", matmulBatchRows, "matmul: window rows per threadgroup, each weight read once for all; past it the matrix units"},
 		{"matmul_mma_outputs", matmulMMAOutputs, "matmul, prefill: outputs per threadgroup (weight rows decoded into threadgroup memory)"},
 		{"matmul_mma_rows", matmulMMARows, "matmul, prefill: (sub-)rows per threadgroup"},

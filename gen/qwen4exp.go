@@ -38,7 +38,7 @@ func (b *builder) qwen4MTPInput(params graph.Binding, en, hn, x graph.Range) {
 	// fc_hidden applies to each stream: every row holds `streams` sub-rows.
 	t := b.w.tensor("mtp.fc_hidden")
 	b.emit(graph.FamilyMatmul.Kernel(t.Format), graph.FamilyMatmul, -1, cs(graph.ConstRows, b.T, graph.ConstN, H, graph.ConstK, H, graph.ConstFold, streams, graph.ConstWFmt, formatCode(t)), nil,
-		matmulGrid(H, b.T, streams), matmulThreadgroup,
+		matmulGrid(H, H, b.T, streams), matmulThreadgroup,
 		params, in("w", b.w.whole("mtp.fc_hidden")), in("x", hn), out("y", x))
 	b.emit(string(graph.FamilyStreamAdd), graph.FamilyStreamAdd, -1, cs(graph.ConstRows, b.T, graph.ConstHidden, H, graph.ConstStreams, streams), nil, [3]int{b.T, streams, slabs(H)}, rowGroup(H),
 		params, inout("x", x), in("y", ep))

@@ -22,6 +22,13 @@ const (
 	// over its threadgroup's simdgroups for; a larger matrix (a vocabulary
 	// head) has threadgroups enough for the whole GPU without it.
 	matmulSplitMaxN = 32768
+	// matmulSplitMinK: the shortest weight rows (elements) a decode matmul
+	// splits over its simdgroups. Below it a row has fewer decoder chunks
+	// than the threadgroup has threads (q8_0's chunk is 16 elements), so
+	// the split idles threads without shortening any lane's chain of loads:
+	// one simdgroup per output row pair does the same in a quarter of the
+	// threadgroups (and reads the activations a quarter as often).
+	matmulSplitMinK = 2048
 
 	// matmul of a window of more than matmulBatchRows rows (prefill): the
 	// matrix units (simdgroup_matrix, 8×8 tiles). A threadgroup decodes a
@@ -78,15 +85,15 @@ var (
 // of at least matmulMMAMinN rows takes the matrix-unit path: a threadgroup
 // per matmulMMAOutputs outputs × matmulMMARows sub-rows. Otherwise (decode and verify windows, whose bits
 // speculative decoding relies on) the scalar kernel: within one batch of
-// sub-rows, for n up to matmulSplitMaxN, the simdgroups of a threadgroup
+// sub-rows, for n up to matmulSplitMaxN and k from matmulSplitMinK, the simdgroups of a threadgroup
 // split each row's chunks and a threadgroup computes matmulRowsPerSimdgroup
 // outputs; past it each simdgroup computes its own.
-func matmulGrid(n, rows, fold int) [3]int {
+func matmulGrid(n, k, rows, fold int) [3]int {
 	sub := rows * fold
 	if matmulMMA(rows, n) {
 		return [3]int{ceilDiv(n, matmulMMAOutputs), ceilDiv(sub, matmulMMARows), 1}
 	}
-	if sub <= matmulBatchRows && n <= matmulSplitMaxN {
+	if sub <= matmulBatchRows && n <= matmulSplitMaxN && k >= matmulSplitMinK {
 		return [3]int{ceilDiv(n, matmulRowsPerSimdgroup), 1, 1}
 	}
 	return [3]int{ceilDiv(n, matmulSimdgroups*matmulRowsPerSimdgroup), ceilDiv(sub, matmulBatchRows), 1}

@@ -19,6 +19,7 @@ constexpr constant uint row_simdgroups = 8; // most simdgroups of a row kernel's
 constexpr constant uint matmul_simdgroups = 4; // matmul: simdgroups per threadgroup
 constexpr constant uint matmul_rows_per_simdgroup = 2; // matmul: output rows per simdgroup (per threadgroup when its simdgroups split the rows)
 constexpr constant uint matmul_split_max_n = 32768; // matmul: most output rows a decode matmul splits each row over its simdgroups for
+constexpr constant uint matmul_split_min_k = 2048; // matmul: shortest weight rows a decode matmul splits over its simdgroups
 constexpr constant uint matmul_batch_rows = 8; // matmul: window rows per threadgroup, each weight read once for all; past it the matrix units
 constexpr constant uint matmul_mma_outputs = 64; // matmul, prefill: outputs per threadgroup (weight rows decoded into threadgroup memory)
 constexpr constant uint matmul_mma_rows = 32; // matmul, prefill: (sub-)rows per threadgroup
@@ -578,7 +579,7 @@ kernel void matmul_bf16(
         return;
     }
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
-    const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n; // see matmulGrid
+    const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n && k >= matmul_split_min_k; // see matmulGrid
     const uint sub = live_rows(params, rows) * fold;
     const uint r0 = tg.y * matmul_batch_rows;
     const uint first = split ? tg.x * matmul_rows_per_simdgroup : (tg.x * matmul_simdgroups + sg) * matmul_rows_per_simdgroup;
@@ -752,7 +753,7 @@ kernel void matmul_f32(
         return;
     }
     const uint most = rows * fold; // a function-constant bound: unused batch slots fold away
-    const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n; // see matmulGrid
+    const bool split = most <= matmul_batch_rows && n <= matmul_split_max_n && k >= matmul_split_min_k; // see matmulGrid
     const uint sub = live_rows(params, rows) * fold;
     const uint r0 = tg.y * matmul_batch_rows;
     const uint first = split ? tg.x * matmul_rows_per_simdgroup : (tg.x * matmul_simdgroups + sg) * matmul_rows_per_simdgroup;
