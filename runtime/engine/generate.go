@@ -136,6 +136,13 @@ func generate(seq sequence, prompt []int, n int, opt GenerateOptions) ([]int, er
 		defer smp.SetConstraint(nil)
 	}
 	d := &decoder{s: seq, lim: seq.limits(), opt: opt, smp: smp}
+	if ss, ok := seq.(*sessionSeq); ok && opt.OnLogits == nil {
+		// The decoder keeps no trunk row past the next trunk window (it
+		// samples, verifies and reports each before feeding on), and
+		// OnTokenLogits rows are valid only during the call.
+		ss.reuseLogits = true
+		defer func() { ss.reuseLogits = false }()
+	}
 	if at := seq.Pos(); at+len(prompt) > d.lim.context {
 		// Refused before any window runs: a long prompt would otherwise
 		// fail only after prefilling all that fits.
