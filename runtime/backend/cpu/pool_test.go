@@ -10,7 +10,8 @@ import (
 
 // TestParallelCoversEveryItemOnce: at every thread count, from concurrent
 // callers (the Concurrent order runs dispatches side by side), every index
-// is visited exactly once and the chunks are contiguous.
+// is visited exactly once, in partsPerThread contiguous parts per thread at
+// the same boundaries every time.
 func TestParallelCoversEveryItemOnce(t *testing.T) {
 	for _, th := range []int{1, 2, 3, 8} {
 		p := newPool(th)
@@ -34,7 +35,7 @@ func TestParallelCoversEveryItemOnce(t *testing.T) {
 							return
 						}
 					}
-					if want := int32(min(th, n)); n > 1 && chunks.Load() != want {
+					if want := int32(min(th*partsPerThread, n)); n > 1 && th > 1 && chunks.Load() != want {
 						t.Errorf("threads %d n %d: %d chunks, want %d", th, n, chunks.Load(), want)
 					}
 				}
@@ -55,7 +56,7 @@ func TestThreadsPerBackend(t *testing.T) {
 	for _, b := range []*Host{three, five, three} {
 		var chunks atomic.Int32
 		b.pool.parallel(100, 1<<15, func(lo, hi int) { chunks.Add(1) })
-		if int(chunks.Load()) != b.Threads() {
+		if int(chunks.Load()) != b.Threads()*partsPerThread {
 			t.Errorf("a backend of %d threads split the work into %d chunks", b.Threads(), chunks.Load())
 		}
 	}
@@ -82,5 +83,18 @@ func BenchmarkParallelHandoff(b *testing.B) {
 	var sink [2]int
 	for b.Loop() {
 		p.parallel(2, 1<<15, func(lo, hi int) { sink[lo]++ })
+	}
+}
+
+// BenchmarkParallelAfterGap is a parallel call after 50 µs of serial work,
+// as a decode window's matmul follows its norm: what a worker that parked
+// between dispatches would cost to wake.
+func BenchmarkParallelAfterGap(b *testing.B) {
+	p := newPool(2)
+	var sink [8]int
+	for b.Loop() {
+		for t := time.Now(); time.Since(t) < 50*time.Microsecond; {
+		}
+		p.parallel(8, 1<<15, func(lo, hi int) { sink[lo]++ })
 	}
 }
