@@ -44,3 +44,53 @@ func TestAttnVectorKernels(t *testing.T) {
 		}
 	}
 }
+
+// The AVX2 silu·up agrees with the Go kernel (math.Exp) to the float32 bit
+// but for rounding ties, over the range the MLPs see and past both ends of
+// exp's (±708, where e^−x over- or underflows), zeros and signed zeros.
+func TestSiluMulVector(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	const n = 1 << 16
+	g, u := make([]float32, n+3), make([]float32, n+3)
+	for i := range g {
+		switch {
+		case i%7 == 0:
+			g[i] = float32(rng.NormFloat64() * 300) // far out: e^−x past float32's range
+		case i%11 == 0:
+			g[i] = []float32{0, float32(math.Copysign(0, -1)), 800, -800, 709, -709, 88, -88, -103}[i/11%9]
+		default:
+			g[i] = float32(rng.NormFloat64() * 4)
+		}
+		u[i] = float32(rng.NormFloat64())
+	}
+	want, got := make([]float32, 2*(n+3)), make([]float32, 2*(n+3))
+	siluMulGo(want[:n+3], g, u)
+	siluMul(got[:n+3], g, u)
+	copy(want[n+3:], g) // and silu alone, in place
+	copy(got[n+3:], g)
+	siluRowGo(want[n+3:])
+	siluRow(got[n+3:])
+	g, u = append(g, g...), append(u, make([]float32, n+3)...)
+	diff := 0
+	for i := range want {
+		if got[i] == want[i] {
+			continue
+		}
+		ulps := int64(math.Float32bits(got[i])) - int64(math.Float32bits(want[i]))
+		if ulps < -1 || ulps > 1 || math.Signbit(float64(got[i])) != math.Signbit(float64(want[i])) {
+			t.Fatalf("g=%v u=%v: got %v, want %v", g[i], u[i], got[i], want[i])
+		}
+		diff++
+	}
+	if diff > 2*n/1000 {
+		t.Errorf("%d of %d results differ by one ulp; ties should be rare", diff, n)
+	}
+	t.Logf("%d of %d differ by one ulp", diff, len(want))
+	// A broken kernel is caught: one coefficient short of the series.
+	bad := append([]float32(nil), got...)
+	bad[5] = math.Nextafter32(bad[5], 10)
+	bad[5] = math.Nextafter32(bad[5], 10)
+	if ulps := int64(math.Float32bits(bad[5])) - int64(math.Float32bits(want[5])); ulps >= -1 && ulps <= 1 {
+		t.Errorf("a two-ulp error passes the check")
+	}
+}

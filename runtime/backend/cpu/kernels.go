@@ -107,6 +107,20 @@ func dot(a, b []float32) float32 {
 func silu(x float64) float64    { return x / (1 + math.Exp(-x)) }
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
+// siluRowGo is siluRow's reference: x[i] = float32(silu(x[i])).
+func siluRowGo(x []float32) {
+	for i, v := range x {
+		x[i] = float32(silu(float64(v)))
+	}
+}
+
+// siluMulGo is siluMul's reference: h[i] = float32(silu(g[i])·u[i]).
+func siluMulGo(h, g, u []float32) {
+	for i := range h {
+		h[i] = float32(silu(float64(g[i])) * float64(u[i]))
+	}
+}
+
 // rmsScale is 1/sqrt(mean(x²)+eps).
 func rmsScale(x []float32, eps float64) float64 {
 	var s float64
@@ -234,9 +248,8 @@ func swiglu(d *graph.Dispatch, a *args) (func(), error) {
 	dim := a.int(graph.ConstDim)
 	g, u, y := a.f32n("gate", p.max*dim), a.f32n("up", p.max*dim), a.f32n("y", p.max*dim)
 	return func() {
-		for i := 0; i < p.rows()*dim; i++ {
-			y[i] = float32(silu(float64(g[i])) * float64(u[i]))
-		}
+		m := p.rows() * dim
+		siluMul(y[:m], g[:m], u[:m])
 	}, a.err
 }
 
@@ -371,11 +384,14 @@ func gdnConv(d *graph.Dispatch, a *args) (func(), error) {
 					for i := 0; i < K; i++ {
 						s += float64(wc[i]) * float64(hist[t+i])
 					}
-					y[t*C+c] = float32(silu(float64(float32(s))))
+					y[t*C+c] = float32(s)
 				}
 				for j := 0; j < K-1; j++ {
 					state[j*C+c] = hist[n+j]
 				}
+			}
+			for t := 0; t < n; t++ { // the activation, a row's run of channels at a time
+				siluRow(y[t*C+lo : t*C+hi])
 			}
 		})
 	}, a.err
@@ -906,19 +922,14 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 					act8Tile(xs.k8[0], gate, 0, I, ga, 0, gu, yoff)
 					act8Tile(xs.k8[1], up, 0, I, ga, 0, gu[I:], yoff)
 					for t, tj := range g.tjs {
-						gv, uv := gu[2*I*t:2*I*t+I], gu[2*I*t+I:2*I*(t+1)]
-						for i := range gv {
-							h[tj*I+i] = float32(silu(float64(gv[i])) * float64(uv[i]))
-						}
+						siluMul(h[tj*I:(tj+1)*I], gu[2*I*t:2*I*t+I], gu[2*I*t+I:2*I*(t+1)])
 					}
 					continue
 				}
 				for _, tj := range g.tjs {
 					xs.dotRows(gate, 0, 0, tj/K, gu[:I])
 					xs.dotRows(up, 1, 0, tj/K, gu[I:2*I])
-					for i, gv := range gu[:I] {
-						h[tj*I+i] = float32(silu(float64(gv)) * float64(gu[I+i]))
-					}
+					siluMul(h[tj*I:(tj+1)*I], gu[:I], gu[I:2*I])
 				}
 			}
 		})

@@ -15,3 +15,9 @@ func attnDotsAVX2(q *float64, k *float32, out *float64, n int, stride int, hd in
 
 // attnAxpyAVX2: acc[i] += w·float64(v[i]) for i < hd; hd a multiple of 4.
 func attnAxpyAVX2(acc *float64, v *float32, w float64, hd int)
+
+// siluMulAVX2: h[i] = float32(silu(gate[i])·up[i]) in float64 for i < n; n a multiple of 4.
+func siluMulAVX2(h *float32, gate *float32, up *float32, n int)
+
+// siluAVX2: h[i] = float32(silu(x[i])) in float64 for i < n (h may be x); n a multiple of 4.
+func siluAVX2(h *float32, x *float32, n int)

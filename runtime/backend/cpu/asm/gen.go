@@ -1,6 +1,6 @@
 // Command asm generates runtime/backend/cpu's amd64 AVX2+FMA kernels
 // (vec_amd64.s, declared in vec_amd64_decl.go) with avo: the gated delta
-// rule's and attention's. Run through `go generate ./runtime/backend/cpu`.
+// rule's, attention's and the MLPs' silu. Run through `go generate ./runtime/backend/cpu`.
 //
 // Both gated-delta kernels sweep the dk×dv state S of one value head column
 // block by column block (32 columns, then 8), so each column's sum over the
@@ -12,6 +12,8 @@
 package main
 
 import (
+	"math"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -23,7 +25,101 @@ func main() {
 	kernel("gdnUpdateDotAVX2", true)
 	attnDots()
 	attnAxpy()
+	siluKernel(true)
+	siluKernel(false)
 	Generate()
+}
+
+// siluKernel: h[i] = float32(silu(g[i])·u[i]) (siluMulAVX2) or
+// h[i] = float32(silu(g[i])) (siluAVX2; h may be g), with silu(x) =
+// x/(1 + e^−x), in float64 as the Go kernels compute it, four lanes a step
+// (n a multiple of 4). e^t: t clamped to ±708, k = round(t·log2 e), r = t − k·ln 2 (ln 2 in two
+// parts, |r| ≤ 0.35), e^r by its Taylor series to r¹⁰ (the next term is
+// 2e-13 of it at most, far under a float32's 6e-8), times 2^k built in the
+// exponent bits. Only e^t's last bits differ from math.Exp, so the float32
+// results match the Go kernel's but for a rare rounding tie.
+func siluKernel(mul bool) {
+	name := map[bool]string{true: "siluMul", false: "silu"}[mul]
+	if mul {
+		TEXT("siluMulAVX2", NOSPLIT, "func(h, gate, up *float32, n int)")
+		Doc("siluMulAVX2: h[i] = float32(silu(gate[i])·up[i]) in float64 for i < n; n a multiple of 4.")
+	} else {
+		TEXT("siluAVX2", NOSPLIT, "func(h, x *float32, n int)")
+		Doc("siluAVX2: h[i] = float32(silu(x[i])) in float64 for i < n (h may be x); n a multiple of 4.")
+	}
+	fact := 1.0
+	coef := make([]float64, 11) // coef[j] = 1/j!
+	for j := range coef {
+		if j > 0 {
+			fact *= float64(j)
+		}
+		coef[j] = 1 / fact
+	}
+	consts := []float64{-708, 708, 1.4426950408889634, 0.6931471803691238, 1.9082149292705877e-10}
+	for j := 10; j >= 0; j-- {
+		consts = append(consts, coef[j])
+	}
+	tab := GLOBL(name+"_consts", RODATA|NOPTR)
+	for i, c := range consts {
+		for l := 0; l < 4; l++ {
+			DATA(32*i+8*l, U64(math.Float64bits(c))) // bits: avo writes an integral F64 as an integer
+		}
+	}
+	bias := 32 * len(consts) // four int64 1023s
+	for l := 0; l < 4; l++ {
+		DATA(bias+8*l, U64(1023))
+	}
+	at := func(i int) Mem { return tab.Offset(32 * i) }
+	var h, g, u, n reg.Register
+	if mul {
+		h, g, u, n = Load(Param("h"), GP64()), Load(Param("gate"), GP64()), Load(Param("up"), GP64()), Load(Param("n"), GP64())
+	} else {
+		h, g, n = Load(Param("h"), GP64()), Load(Param("x"), GP64()), Load(Param("n"), GP64())
+	}
+	zero := YMM()
+	VXORPD(zero, zero, zero)
+	Label(name + "_loop")
+	x, y, t, k, r, p := YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
+	VCVTPS2PD(Mem{Base: g}, x)
+	if mul {
+		VCVTPS2PD(Mem{Base: u}, y)
+	}
+	VSUBPD(x, zero, t) // t = −x
+	VMAXPD(at(0), t, t)
+	VMINPD(at(1), t, t)
+	VMULPD(at(2), t, k)
+	VROUNDPD(U8(0), k, k) // to nearest
+	VMOVAPD(t, r)
+	VFNMADD231PD(at(3), k, r) // r −= k·ln2hi
+	VFNMADD231PD(at(4), k, r) // r −= k·ln2lo
+	VMOVUPD(at(5), p)         // 1/10!
+	for j := 6; j < 5+11; j++ {
+		VFMADD213PD(at(j), r, p) // p = p·r + 1/(15−j)!
+	}
+	ki := XMM()
+	VCVTPD2DQY(k, ki)
+	scale := YMM()
+	VPMOVSXDQ(ki, scale)
+	VPADDQ(tab.Offset(bias), scale, scale)
+	VPSLLQ(U8(52), scale, scale)
+	VMULPD(scale, p, p)  // e^t
+	VADDPD(at(15), p, p) // 1 + e^−x (at(15) is 1/0! = 1)
+	VDIVPD(p, x, x)      // silu(x)
+	if mul {
+		VMULPD(y, x, x)
+	}
+	out := XMM()
+	VCVTPD2PSY(x, out)
+	VMOVUPS(out, Mem{Base: h})
+	ADDQ(U8(16), g)
+	if mul {
+		ADDQ(U8(16), u)
+	}
+	ADDQ(U8(16), h)
+	SUBQ(U8(4), n)
+	JNZ(LabelRef(name + "_loop"))
+	VZEROUPPER()
+	RET()
 }
 
 // attnDots: out[j] = Σ_i q[i]·k[j·stride + i] for j < n, in float64 with

@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package cpu
+
+func siluMul(h, g, u []float32) { siluMulGo(h, g, u) }
+
+func siluRow(x []float32) { siluRowGo(x) }
