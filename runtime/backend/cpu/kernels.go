@@ -504,17 +504,28 @@ func gdnNormGate(d *graph.Dispatch, a *args) (func(), error) {
 	}
 	o, zIn := a.f32n("o", p.max*g.valueDim), a.f32n(zName, p.max*width)
 	w, y := a.f32n("w", g.dv), a.f32n("y", p.max*g.valueDim)
+	gateSilu := a.int(graph.ConstGateSigmoid) == 0
 	return func() {
-		for t := 0; t < p.rows(); t++ {
-			for j := 0; j < g.nv; j++ {
+		n := p.rows()
+		a.pool.parallel(n*g.nv, g.dv*8, func(lo, hi int) {
+			normed := make([]float32, g.dv)
+			for th := lo; th < hi; th++ {
+				t, j := th/g.nv, th%g.nv
 				oh := o[t*g.valueDim+j*g.dv : t*g.valueDim+(j+1)*g.dv]
+				yh := y[t*g.valueDim+j*g.dv : t*g.valueDim+(j+1)*g.dv]
 				s := rmsScale(oh, eps)
 				for i := range oh {
-					z := float64(zIn[t*width+zIndex(j, i)])
-					y[t*g.valueDim+j*g.dv+i] = float32(float64(float32(float64(w[i])*float64(float32(float64(oh[i])*s)))) * act(z))
+					normed[i] = float32(float64(w[i]) * float64(float32(float64(oh[i])*s)))
+				}
+				if z0 := t*width + zIndex(j, 0); gateSilu && zIndex(j, g.dv-1) == zIndex(j, 0)+g.dv-1 {
+					siluMul(yh, zIn[z0:z0+g.dv], normed) // a head's z is one run: silu(z)·normed
+					continue
+				}
+				for i := range oh {
+					yh[i] = float32(float64(normed[i]) * act(float64(zIn[t*width+zIndex(j, i)])))
 				}
 			}
-		}
+		})
 	}, a.err
 }
 
