@@ -1,8 +1,10 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -756,51 +758,60 @@ func router(d *graph.Dispatch, a *args) (func(), error) {
 		}
 	}
 	return func() {
-		prob := make([]float64, E)
-		order := make([]int, E)
-		score := make([]float64, E)
-		for t := 0; t < p.rows(); t++ {
-			l := logits[t*E : (t+1)*E]
-			mx := math.Inf(-1)
-			for _, v := range l {
-				mx = math.Max(mx, float64(v))
-			}
-			var z float64
-			for e, v := range l {
-				prob[e] = math.Exp(float64(v) - mx)
-				z += prob[e]
-			}
-			for e := range prob {
-				prob[e] /= z
-				order[e] = e
-			}
-			sort.SliceStable(order, func(i, j int) bool { return prob[order[i]] > prob[order[j]] })
-			if moce && protect < K {
-				// Re-rank the unprotected part of the true top max_rank by
-				// the residency-weighted score; stable, so ties keep rank.
-				cand := order[protect:maxRank]
-				for _, e := range cand {
-					score[e] = prob[e]
-					if resident[e] == 0 {
-						score[e] *= lambda
-					}
-				}
-				sort.SliceStable(cand, func(i, j int) bool { return score[cand[i]] > score[cand[j]] })
-			}
-			var sum float64
-			for j := 0; j < K; j++ {
-				sum += prob[order[j]]
-			}
-			for j := 0; j < K; j++ {
-				w := prob[order[j]]
-				if norm {
-					w /= sum
-				}
-				ids[t*K+j] = uint32(order[j])
-				weights[t*K+j] = float32(w)
-			}
-		}
+		a.pool.parallel(p.rows(), E*16, func(lo, hi int) {
+			routeRows(lo, hi, E, K, norm, moce, protect, maxRank, lambda, logits, resident, ids, weights)
+		})
 	}, a.err
+}
+
+// routeRows routes rows [lo, hi): softmax over the E logits, the top K by
+// probability (stable: ties keep expert order), MoCE's re-rank of the
+// unprotected part of the top maxRank when on, and the weights.
+func routeRows(lo, hi, E, K int, norm, moce bool, protect, maxRank int, lambda float64, logits []float32, resident, ids []uint32, weights []float32) {
+	prob := make([]float64, E)
+	order := make([]int, E)
+	score := make([]float64, E)
+	for t := lo; t < hi; t++ {
+		l := logits[t*E : (t+1)*E]
+		mx := math.Inf(-1)
+		for _, v := range l {
+			mx = math.Max(mx, float64(v))
+		}
+		var z float64
+		for e, v := range l {
+			prob[e] = math.Exp(float64(v) - mx)
+			z += prob[e]
+		}
+		for e := range prob {
+			prob[e] /= z
+			order[e] = e
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(prob[b], prob[a]) }) // descending
+		if moce && protect < K {
+			// Re-rank the unprotected part of the true top max_rank by
+			// the residency-weighted score; stable, so ties keep rank.
+			cand := order[protect:maxRank]
+			for _, e := range cand {
+				score[e] = prob[e]
+				if resident[e] == 0 {
+					score[e] *= lambda
+				}
+			}
+			slices.SortStableFunc(cand, func(a, b int) int { return cmp.Compare(score[b], score[a]) })
+		}
+		var sum float64
+		for j := 0; j < K; j++ {
+			sum += prob[order[j]]
+		}
+		for j := 0; j < K; j++ {
+			w := prob[order[j]]
+			if norm {
+				w /= sum
+			}
+			ids[t*K+j] = uint32(order[j])
+			weights[t*K+j] = float32(w)
+		}
+	}
 }
 
 // expertBlock addresses routed experts through smap: expert e of the layer
