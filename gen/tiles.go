@@ -43,7 +43,10 @@ const (
 	// units for. Below it the tiles' grid (n/64 × rows/32 threadgroups, each
 	// stepping through all of k) is too small to fill a GPU (Flash-Next's
 	// n = 1, 4 and 48 rows, some with k = 10240), while the scalar kernel,
-	// which re-reads the activations once per 8 outputs, moves little.
+	// which re-reads the activations once per 8 outputs, moves little. (On
+	// an H100, n=320 k=10240 was faster scalar, 478 against 592 µs at 512
+	// rows, n=512 and 640 slower; 384 would move the oracles' matrices, and
+	// with them the emulator's check of the tiles, off the matrix units.)
 	matmulMMAMinN = 128
 
 	// moe_gate_up / moe_down: one expert row per simdgroup.
@@ -56,8 +59,12 @@ const (
 
 	// gdn_rule: each simdgroup keeps ruleColumns columns of a value head's
 	// recurrent state in registers, its lanes splitting the key dimension.
+	// Four rather than eight columns double the threadgroups (Flash-Next's
+	// 48 value heads × 128 columns: 384 of them): on an H100 a decode
+	// window's gdn_rule went from 23.2 to 19.2 µs, a 512-row one's from
+	// 1.11 to 0.75 ms.
 	ruleSimdgroups = 4
-	ruleColumns    = 8
+	ruleColumns    = 4
 
 	// attention: the simdgroups of a (row, head) split its keys and merge
 	// their online-softmax partials in threadgroup memory.
