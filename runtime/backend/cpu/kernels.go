@@ -109,6 +109,13 @@ func dot(a, b []float32) float32 {
 func silu(x float64) float64    { return x / (1 + math.Exp(-x)) }
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
+// expShiftGo is expShift's reference: x[i] = e^(x[i]−m).
+func expShiftGo(x []float64, m float64) {
+	for i, v := range x {
+		x[i] = math.Exp(v - m)
+	}
+}
+
 // siluRowGo is siluRow's reference: x[i] = float32(silu(x[i])).
 func siluRowGo(x []float32) {
 	for i, v := range x {
@@ -668,10 +675,10 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 						sc[k] *= scale
 						mx = math.Max(mx, sc[k])
 					}
+					expShift(sc, mx)
 					var z float64
-					for k := range sc {
-						sc[k] = math.Exp(sc[k] - mx)
-						z += sc[k]
+					for _, v := range sc {
+						z += v
 					}
 					for k := range sc {
 						sc[k] /= z

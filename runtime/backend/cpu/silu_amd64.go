@@ -26,3 +26,15 @@ func siluRow(x []float32) {
 	}
 	siluRowGo(x[v:])
 }
+
+// expShift sets x[i] = e^(x[i]−m) (a softmax's numerators, m the maximum).
+func expShift(x []float64, m float64) {
+	v := 0
+	if gdnAVX2 {
+		v = len(x) / 4 * 4
+		if v > 0 {
+			expShiftAVX2(&x[0], v, m)
+		}
+	}
+	expShiftGo(x[v:], m)
+}

@@ -285,6 +285,84 @@ axpy_elems:
 	VZEROUPPER
 	RET
 
+DATA exp_consts<>+0(SB)/8, $0xc086200000000000
+DATA exp_consts<>+8(SB)/8, $0xc086200000000000
+DATA exp_consts<>+16(SB)/8, $0xc086200000000000
+DATA exp_consts<>+24(SB)/8, $0xc086200000000000
+DATA exp_consts<>+32(SB)/8, $0x4086200000000000
+DATA exp_consts<>+40(SB)/8, $0x4086200000000000
+DATA exp_consts<>+48(SB)/8, $0x4086200000000000
+DATA exp_consts<>+56(SB)/8, $0x4086200000000000
+DATA exp_consts<>+64(SB)/8, $0x3ff71547652b82fe
+DATA exp_consts<>+72(SB)/8, $0x3ff71547652b82fe
+DATA exp_consts<>+80(SB)/8, $0x3ff71547652b82fe
+DATA exp_consts<>+88(SB)/8, $0x3ff71547652b82fe
+DATA exp_consts<>+96(SB)/8, $0x3fe62e42fee00000
+DATA exp_consts<>+104(SB)/8, $0x3fe62e42fee00000
+DATA exp_consts<>+112(SB)/8, $0x3fe62e42fee00000
+DATA exp_consts<>+120(SB)/8, $0x3fe62e42fee00000
+DATA exp_consts<>+128(SB)/8, $0x3dea39ef35793c76
+DATA exp_consts<>+136(SB)/8, $0x3dea39ef35793c76
+DATA exp_consts<>+144(SB)/8, $0x3dea39ef35793c76
+DATA exp_consts<>+152(SB)/8, $0x3dea39ef35793c76
+DATA exp_consts<>+160(SB)/8, $0x3e21eed8eff8d898
+DATA exp_consts<>+168(SB)/8, $0x3e21eed8eff8d898
+DATA exp_consts<>+176(SB)/8, $0x3e21eed8eff8d898
+DATA exp_consts<>+184(SB)/8, $0x3e21eed8eff8d898
+DATA exp_consts<>+192(SB)/8, $0x3e5ae64567f544e4
+DATA exp_consts<>+200(SB)/8, $0x3e5ae64567f544e4
+DATA exp_consts<>+208(SB)/8, $0x3e5ae64567f544e4
+DATA exp_consts<>+216(SB)/8, $0x3e5ae64567f544e4
+DATA exp_consts<>+224(SB)/8, $0x3e927e4fb7789f5c
+DATA exp_consts<>+232(SB)/8, $0x3e927e4fb7789f5c
+DATA exp_consts<>+240(SB)/8, $0x3e927e4fb7789f5c
+DATA exp_consts<>+248(SB)/8, $0x3e927e4fb7789f5c
+DATA exp_consts<>+256(SB)/8, $0x3ec71de3a556c734
+DATA exp_consts<>+264(SB)/8, $0x3ec71de3a556c734
+DATA exp_consts<>+272(SB)/8, $0x3ec71de3a556c734
+DATA exp_consts<>+280(SB)/8, $0x3ec71de3a556c734
+DATA exp_consts<>+288(SB)/8, $0x3efa01a01a01a01a
+DATA exp_consts<>+296(SB)/8, $0x3efa01a01a01a01a
+DATA exp_consts<>+304(SB)/8, $0x3efa01a01a01a01a
+DATA exp_consts<>+312(SB)/8, $0x3efa01a01a01a01a
+DATA exp_consts<>+320(SB)/8, $0x3f2a01a01a01a01a
+DATA exp_consts<>+328(SB)/8, $0x3f2a01a01a01a01a
+DATA exp_consts<>+336(SB)/8, $0x3f2a01a01a01a01a
+DATA exp_consts<>+344(SB)/8, $0x3f2a01a01a01a01a
+DATA exp_consts<>+352(SB)/8, $0x3f56c16c16c16c17
+DATA exp_consts<>+360(SB)/8, $0x3f56c16c16c16c17
+DATA exp_consts<>+368(SB)/8, $0x3f56c16c16c16c17
+DATA exp_consts<>+376(SB)/8, $0x3f56c16c16c16c17
+DATA exp_consts<>+384(SB)/8, $0x3f81111111111111
+DATA exp_consts<>+392(SB)/8, $0x3f81111111111111
+DATA exp_consts<>+400(SB)/8, $0x3f81111111111111
+DATA exp_consts<>+408(SB)/8, $0x3f81111111111111
+DATA exp_consts<>+416(SB)/8, $0x3fa5555555555555
+DATA exp_consts<>+424(SB)/8, $0x3fa5555555555555
+DATA exp_consts<>+432(SB)/8, $0x3fa5555555555555
+DATA exp_consts<>+440(SB)/8, $0x3fa5555555555555
+DATA exp_consts<>+448(SB)/8, $0x3fc5555555555555
+DATA exp_consts<>+456(SB)/8, $0x3fc5555555555555
+DATA exp_consts<>+464(SB)/8, $0x3fc5555555555555
+DATA exp_consts<>+472(SB)/8, $0x3fc5555555555555
+DATA exp_consts<>+480(SB)/8, $0x3fe0000000000000
+DATA exp_consts<>+488(SB)/8, $0x3fe0000000000000
+DATA exp_consts<>+496(SB)/8, $0x3fe0000000000000
+DATA exp_consts<>+504(SB)/8, $0x3fe0000000000000
+DATA exp_consts<>+512(SB)/8, $0x3ff0000000000000
+DATA exp_consts<>+520(SB)/8, $0x3ff0000000000000
+DATA exp_consts<>+528(SB)/8, $0x3ff0000000000000
+DATA exp_consts<>+536(SB)/8, $0x3ff0000000000000
+DATA exp_consts<>+544(SB)/8, $0x3ff0000000000000
+DATA exp_consts<>+552(SB)/8, $0x3ff0000000000000
+DATA exp_consts<>+560(SB)/8, $0x3ff0000000000000
+DATA exp_consts<>+568(SB)/8, $0x3ff0000000000000
+DATA exp_consts<>+576(SB)/8, $0x00000000000003ff
+DATA exp_consts<>+584(SB)/8, $0x00000000000003ff
+DATA exp_consts<>+592(SB)/8, $0x00000000000003ff
+DATA exp_consts<>+600(SB)/8, $0x00000000000003ff
+GLOBL exp_consts<>(SB), RODATA|NOPTR, $608
+
 // func siluMulAVX2(h *float32, gate *float32, up *float32, n int)
 // Requires: AVX, AVX2, FMA3
 TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
@@ -298,30 +376,31 @@ siluMul_loop:
 	VCVTPS2PD    (CX), Y1
 	VCVTPS2PD    (DX), Y2
 	VSUBPD       Y1, Y0, Y3
-	VMAXPD       siluMul_consts<>+0(SB), Y3, Y3
-	VMINPD       siluMul_consts<>+32(SB), Y3, Y3
-	VMULPD       siluMul_consts<>+64(SB), Y3, Y4
+	VMAXPD       exp_consts<>+0(SB), Y3, Y3
+	VMINPD       exp_consts<>+32(SB), Y3, Y3
+	VMULPD       exp_consts<>+64(SB), Y3, Y4
 	VROUNDPD     $0x00, Y4, Y4
-	VMOVAPD      Y3, Y3
-	VFNMADD231PD siluMul_consts<>+96(SB), Y4, Y3
-	VFNMADD231PD siluMul_consts<>+128(SB), Y4, Y3
-	VMOVUPD      siluMul_consts<>+160(SB), Y5
-	VFMADD213PD  siluMul_consts<>+192(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+224(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+256(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+288(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+320(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+352(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+384(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+416(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+448(SB), Y3, Y5
-	VFMADD213PD  siluMul_consts<>+480(SB), Y3, Y5
+	VFNMADD231PD exp_consts<>+96(SB), Y4, Y3
+	VFNMADD231PD exp_consts<>+128(SB), Y4, Y3
+	VMOVUPD      exp_consts<>+160(SB), Y5
+	VFMADD213PD  exp_consts<>+192(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+224(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+256(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+288(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+320(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+352(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+384(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+416(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+448(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+480(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+512(SB), Y3, Y5
+	VFMADD213PD  exp_consts<>+544(SB), Y3, Y5
 	VCVTPD2DQY   Y4, X3
 	VPMOVSXDQ    X3, Y3
-	VPADDQ       siluMul_consts<>+512(SB), Y3, Y3
+	VPADDQ       exp_consts<>+576(SB), Y3, Y3
 	VPSLLQ       $0x34, Y3, Y3
 	VMULPD       Y3, Y5, Y5
-	VADDPD       siluMul_consts<>+480(SB), Y5, Y5
+	VADDPD       exp_consts<>+544(SB), Y5, Y5
 	VDIVPD       Y5, Y1, Y1
 	VMULPD       Y2, Y1, Y1
 	VCVTPD2PSY   Y1, X1
@@ -334,76 +413,6 @@ siluMul_loop:
 	VZEROUPPER
 	RET
 
-DATA siluMul_consts<>+0(SB)/8, $0xc086200000000000
-DATA siluMul_consts<>+8(SB)/8, $0xc086200000000000
-DATA siluMul_consts<>+16(SB)/8, $0xc086200000000000
-DATA siluMul_consts<>+24(SB)/8, $0xc086200000000000
-DATA siluMul_consts<>+32(SB)/8, $0x4086200000000000
-DATA siluMul_consts<>+40(SB)/8, $0x4086200000000000
-DATA siluMul_consts<>+48(SB)/8, $0x4086200000000000
-DATA siluMul_consts<>+56(SB)/8, $0x4086200000000000
-DATA siluMul_consts<>+64(SB)/8, $0x3ff71547652b82fe
-DATA siluMul_consts<>+72(SB)/8, $0x3ff71547652b82fe
-DATA siluMul_consts<>+80(SB)/8, $0x3ff71547652b82fe
-DATA siluMul_consts<>+88(SB)/8, $0x3ff71547652b82fe
-DATA siluMul_consts<>+96(SB)/8, $0x3fe62e42fee00000
-DATA siluMul_consts<>+104(SB)/8, $0x3fe62e42fee00000
-DATA siluMul_consts<>+112(SB)/8, $0x3fe62e42fee00000
-DATA siluMul_consts<>+120(SB)/8, $0x3fe62e42fee00000
-DATA siluMul_consts<>+128(SB)/8, $0x3dea39ef35793c76
-DATA siluMul_consts<>+136(SB)/8, $0x3dea39ef35793c76
-DATA siluMul_consts<>+144(SB)/8, $0x3dea39ef35793c76
-DATA siluMul_consts<>+152(SB)/8, $0x3dea39ef35793c76
-DATA siluMul_consts<>+160(SB)/8, $0x3e927e4fb7789f5c
-DATA siluMul_consts<>+168(SB)/8, $0x3e927e4fb7789f5c
-DATA siluMul_consts<>+176(SB)/8, $0x3e927e4fb7789f5c
-DATA siluMul_consts<>+184(SB)/8, $0x3e927e4fb7789f5c
-DATA siluMul_consts<>+192(SB)/8, $0x3ec71de3a556c734
-DATA siluMul_consts<>+200(SB)/8, $0x3ec71de3a556c734
-DATA siluMul_consts<>+208(SB)/8, $0x3ec71de3a556c734
-DATA siluMul_consts<>+216(SB)/8, $0x3ec71de3a556c734
-DATA siluMul_consts<>+224(SB)/8, $0x3efa01a01a01a01a
-DATA siluMul_consts<>+232(SB)/8, $0x3efa01a01a01a01a
-DATA siluMul_consts<>+240(SB)/8, $0x3efa01a01a01a01a
-DATA siluMul_consts<>+248(SB)/8, $0x3efa01a01a01a01a
-DATA siluMul_consts<>+256(SB)/8, $0x3f2a01a01a01a01a
-DATA siluMul_consts<>+264(SB)/8, $0x3f2a01a01a01a01a
-DATA siluMul_consts<>+272(SB)/8, $0x3f2a01a01a01a01a
-DATA siluMul_consts<>+280(SB)/8, $0x3f2a01a01a01a01a
-DATA siluMul_consts<>+288(SB)/8, $0x3f56c16c16c16c17
-DATA siluMul_consts<>+296(SB)/8, $0x3f56c16c16c16c17
-DATA siluMul_consts<>+304(SB)/8, $0x3f56c16c16c16c17
-DATA siluMul_consts<>+312(SB)/8, $0x3f56c16c16c16c17
-DATA siluMul_consts<>+320(SB)/8, $0x3f81111111111111
-DATA siluMul_consts<>+328(SB)/8, $0x3f81111111111111
-DATA siluMul_consts<>+336(SB)/8, $0x3f81111111111111
-DATA siluMul_consts<>+344(SB)/8, $0x3f81111111111111
-DATA siluMul_consts<>+352(SB)/8, $0x3fa5555555555555
-DATA siluMul_consts<>+360(SB)/8, $0x3fa5555555555555
-DATA siluMul_consts<>+368(SB)/8, $0x3fa5555555555555
-DATA siluMul_consts<>+376(SB)/8, $0x3fa5555555555555
-DATA siluMul_consts<>+384(SB)/8, $0x3fc5555555555555
-DATA siluMul_consts<>+392(SB)/8, $0x3fc5555555555555
-DATA siluMul_consts<>+400(SB)/8, $0x3fc5555555555555
-DATA siluMul_consts<>+408(SB)/8, $0x3fc5555555555555
-DATA siluMul_consts<>+416(SB)/8, $0x3fe0000000000000
-DATA siluMul_consts<>+424(SB)/8, $0x3fe0000000000000
-DATA siluMul_consts<>+432(SB)/8, $0x3fe0000000000000
-DATA siluMul_consts<>+440(SB)/8, $0x3fe0000000000000
-DATA siluMul_consts<>+448(SB)/8, $0x3ff0000000000000
-DATA siluMul_consts<>+456(SB)/8, $0x3ff0000000000000
-DATA siluMul_consts<>+464(SB)/8, $0x3ff0000000000000
-DATA siluMul_consts<>+472(SB)/8, $0x3ff0000000000000
-DATA siluMul_consts<>+480(SB)/8, $0x3ff0000000000000
-DATA siluMul_consts<>+488(SB)/8, $0x3ff0000000000000
-DATA siluMul_consts<>+496(SB)/8, $0x3ff0000000000000
-DATA siluMul_consts<>+504(SB)/8, $0x3ff0000000000000
-DATA siluMul_consts<>+512(SB)/8, $0x00000000000003ff
-DATA siluMul_consts<>+520(SB)/8, $0x00000000000003ff
-DATA siluMul_consts<>+528(SB)/8, $0x00000000000003ff
-DATA siluMul_consts<>+536(SB)/8, $0x00000000000003ff
-GLOBL siluMul_consts<>(SB), RODATA|NOPTR, $544
-
 // func siluAVX2(h *float32, x *float32, n int)
 // Requires: AVX, AVX2, FMA3
 TEXT ·siluAVX2(SB), NOSPLIT, $0-24
@@ -415,30 +424,31 @@ TEXT ·siluAVX2(SB), NOSPLIT, $0-24
 silu_loop:
 	VCVTPS2PD    (CX), Y1
 	VSUBPD       Y1, Y0, Y2
-	VMAXPD       silu_consts<>+0(SB), Y2, Y2
-	VMINPD       silu_consts<>+32(SB), Y2, Y2
-	VMULPD       silu_consts<>+64(SB), Y2, Y3
+	VMAXPD       exp_consts<>+0(SB), Y2, Y2
+	VMINPD       exp_consts<>+32(SB), Y2, Y2
+	VMULPD       exp_consts<>+64(SB), Y2, Y3
 	VROUNDPD     $0x00, Y3, Y3
-	VMOVAPD      Y2, Y2
-	VFNMADD231PD silu_consts<>+96(SB), Y3, Y2
-	VFNMADD231PD silu_consts<>+128(SB), Y3, Y2
-	VMOVUPD      silu_consts<>+160(SB), Y4
-	VFMADD213PD  silu_consts<>+192(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+224(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+256(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+288(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+320(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+352(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+384(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+416(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+448(SB), Y2, Y4
-	VFMADD213PD  silu_consts<>+480(SB), Y2, Y4
+	VFNMADD231PD exp_consts<>+96(SB), Y3, Y2
+	VFNMADD231PD exp_consts<>+128(SB), Y3, Y2
+	VMOVUPD      exp_consts<>+160(SB), Y4
+	VFMADD213PD  exp_consts<>+192(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+224(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+256(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+288(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+320(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+352(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+384(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+416(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+448(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+480(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+512(SB), Y2, Y4
+	VFMADD213PD  exp_consts<>+544(SB), Y2, Y4
 	VCVTPD2DQY   Y3, X2
 	VPMOVSXDQ    X2, Y2
-	VPADDQ       silu_consts<>+512(SB), Y2, Y2
+	VPADDQ       exp_consts<>+576(SB), Y2, Y2
 	VPSLLQ       $0x34, Y2, Y2
 	VMULPD       Y2, Y4, Y4
-	VADDPD       silu_consts<>+480(SB), Y4, Y4
+	VADDPD       exp_consts<>+544(SB), Y4, Y4
 	VDIVPD       Y4, Y1, Y1
 	VCVTPD2PSY   Y1, X1
 	VMOVUPS      X1, (AX)
@@ -449,72 +459,44 @@ silu_loop:
 	VZEROUPPER
 	RET
 
-DATA silu_consts<>+0(SB)/8, $0xc086200000000000
-DATA silu_consts<>+8(SB)/8, $0xc086200000000000
-DATA silu_consts<>+16(SB)/8, $0xc086200000000000
-DATA silu_consts<>+24(SB)/8, $0xc086200000000000
-DATA silu_consts<>+32(SB)/8, $0x4086200000000000
-DATA silu_consts<>+40(SB)/8, $0x4086200000000000
-DATA silu_consts<>+48(SB)/8, $0x4086200000000000
-DATA silu_consts<>+56(SB)/8, $0x4086200000000000
-DATA silu_consts<>+64(SB)/8, $0x3ff71547652b82fe
-DATA silu_consts<>+72(SB)/8, $0x3ff71547652b82fe
-DATA silu_consts<>+80(SB)/8, $0x3ff71547652b82fe
-DATA silu_consts<>+88(SB)/8, $0x3ff71547652b82fe
-DATA silu_consts<>+96(SB)/8, $0x3fe62e42fee00000
-DATA silu_consts<>+104(SB)/8, $0x3fe62e42fee00000
-DATA silu_consts<>+112(SB)/8, $0x3fe62e42fee00000
-DATA silu_consts<>+120(SB)/8, $0x3fe62e42fee00000
-DATA silu_consts<>+128(SB)/8, $0x3dea39ef35793c76
-DATA silu_consts<>+136(SB)/8, $0x3dea39ef35793c76
-DATA silu_consts<>+144(SB)/8, $0x3dea39ef35793c76
-DATA silu_consts<>+152(SB)/8, $0x3dea39ef35793c76
-DATA silu_consts<>+160(SB)/8, $0x3e927e4fb7789f5c
-DATA silu_consts<>+168(SB)/8, $0x3e927e4fb7789f5c
-DATA silu_consts<>+176(SB)/8, $0x3e927e4fb7789f5c
-DATA silu_consts<>+184(SB)/8, $0x3e927e4fb7789f5c
-DATA silu_consts<>+192(SB)/8, $0x3ec71de3a556c734
-DATA silu_consts<>+200(SB)/8, $0x3ec71de3a556c734
-DATA silu_consts<>+208(SB)/8, $0x3ec71de3a556c734
-DATA silu_consts<>+216(SB)/8, $0x3ec71de3a556c734
-DATA silu_consts<>+224(SB)/8, $0x3efa01a01a01a01a
-DATA silu_consts<>+232(SB)/8, $0x3efa01a01a01a01a
-DATA silu_consts<>+240(SB)/8, $0x3efa01a01a01a01a
-DATA silu_consts<>+248(SB)/8, $0x3efa01a01a01a01a
-DATA silu_consts<>+256(SB)/8, $0x3f2a01a01a01a01a
-DATA silu_consts<>+264(SB)/8, $0x3f2a01a01a01a01a
-DATA silu_consts<>+272(SB)/8, $0x3f2a01a01a01a01a
-DATA silu_consts<>+280(SB)/8, $0x3f2a01a01a01a01a
-DATA silu_consts<>+288(SB)/8, $0x3f56c16c16c16c17
-DATA silu_consts<>+296(SB)/8, $0x3f56c16c16c16c17
-DATA silu_consts<>+304(SB)/8, $0x3f56c16c16c16c17
-DATA silu_consts<>+312(SB)/8, $0x3f56c16c16c16c17
-DATA silu_consts<>+320(SB)/8, $0x3f81111111111111
-DATA silu_consts<>+328(SB)/8, $0x3f81111111111111
-DATA silu_consts<>+336(SB)/8, $0x3f81111111111111
-DATA silu_consts<>+344(SB)/8, $0x3f81111111111111
-DATA silu_consts<>+352(SB)/8, $0x3fa5555555555555
-DATA silu_consts<>+360(SB)/8, $0x3fa5555555555555
-DATA silu_consts<>+368(SB)/8, $0x3fa5555555555555
-DATA silu_consts<>+376(SB)/8, $0x3fa5555555555555
-DATA silu_consts<>+384(SB)/8, $0x3fc5555555555555
-DATA silu_consts<>+392(SB)/8, $0x3fc5555555555555
-DATA silu_consts<>+400(SB)/8, $0x3fc5555555555555
-DATA silu_consts<>+408(SB)/8, $0x3fc5555555555555
-DATA silu_consts<>+416(SB)/8, $0x3fe0000000000000
-DATA silu_consts<>+424(SB)/8, $0x3fe0000000000000
-DATA silu_consts<>+432(SB)/8, $0x3fe0000000000000
-DATA silu_consts<>+440(SB)/8, $0x3fe0000000000000
-DATA silu_consts<>+448(SB)/8, $0x3ff0000000000000
-DATA silu_consts<>+456(SB)/8, $0x3ff0000000000000
-DATA silu_consts<>+464(SB)/8, $0x3ff0000000000000
-DATA silu_consts<>+472(SB)/8, $0x3ff0000000000000
-DATA silu_consts<>+480(SB)/8, $0x3ff0000000000000
-DATA silu_consts<>+488(SB)/8, $0x3ff0000000000000
-DATA silu_consts<>+496(SB)/8, $0x3ff0000000000000
-DATA silu_consts<>+504(SB)/8, $0x3ff0000000000000
-DATA silu_consts<>+512(SB)/8, $0x00000000000003ff
-DATA silu_consts<>+520(SB)/8, $0x00000000000003ff
-DATA silu_consts<>+528(SB)/8, $0x00000000000003ff
-DATA silu_consts<>+536(SB)/8, $0x00000000000003ff
-GLOBL silu_consts<>(SB), RODATA|NOPTR, $544
+// func expShiftAVX2(x *float64, n int, m float64)
+// Requires: AVX, AVX2, FMA3, SSE2
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSD        m+16(FP), X0
+	VBROADCASTSD X0, Y0
+
+exp_loop:
+	VMOVUPD      (AX), Y1
+	VSUBPD       Y0, Y1, Y1
+	VMAXPD       exp_consts<>+0(SB), Y1, Y1
+	VMINPD       exp_consts<>+32(SB), Y1, Y1
+	VMULPD       exp_consts<>+64(SB), Y1, Y2
+	VROUNDPD     $0x00, Y2, Y2
+	VFNMADD231PD exp_consts<>+96(SB), Y2, Y1
+	VFNMADD231PD exp_consts<>+128(SB), Y2, Y1
+	VMOVUPD      exp_consts<>+160(SB), Y3
+	VFMADD213PD  exp_consts<>+192(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+224(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+256(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+288(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+320(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+352(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+384(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+416(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+448(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+480(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+512(SB), Y1, Y3
+	VFMADD213PD  exp_consts<>+544(SB), Y1, Y3
+	VCVTPD2DQY   Y2, X1
+	VPMOVSXDQ    X1, Y1
+	VPADDQ       exp_consts<>+576(SB), Y1, Y1
+	VPSLLQ       $0x34, Y1, Y1
+	VMULPD       Y1, Y3, Y3
+	VMOVUPD      Y3, (AX)
+	ADDQ         $0x20, AX
+	SUBQ         $0x04, CX
+	JNZ          exp_loop
+	VZEROUPPER
+	RET

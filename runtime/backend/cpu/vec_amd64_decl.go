@@ -21,3 +21,6 @@ func siluMulAVX2(h *float32, gate *float32, up *float32, n int)
 
 // siluAVX2: h[i] = float32(silu(x[i])) in float64 for i < n (h may be x); n a multiple of 4.
 func siluAVX2(h *float32, x *float32, n int)
+
+// expShiftAVX2: x[i] = e^(x[i]−m) in float64 for i < n; n a multiple of 4.
+func expShiftAVX2(x *float64, n int, m float64)

@@ -1,6 +1,7 @@
 // Command asm generates runtime/backend/cpu's amd64 AVX2+FMA kernels
 // (vec_amd64.s, declared in vec_amd64_decl.go) with avo: the gated delta
-// rule's, attention's and the MLPs' silu. Run through `go generate ./runtime/backend/cpu`.
+// rule's, attention's (its dots, value sums and softmax exp) and the MLPs'
+// silu. Run through `go generate ./runtime/backend/cpu`.
 //
 // Both gated-delta kernels sweep the dk×dv state S of one value head column
 // block by column block (32 columns, then 8), so each column's sum over the
@@ -25,19 +26,83 @@ func main() {
 	kernel("gdnUpdateDotAVX2", true)
 	attnDots()
 	attnAxpy()
+	expConsts()
 	siluKernel(true)
 	siluKernel(false)
+	expShift()
 	Generate()
+}
+
+// expTable is the constants of expPD (one shared table), 32 bytes each so
+// that every one is a full vector operand: the clamp ±708, log2 e, ln 2 in
+// two parts, the Taylor coefficients 1/12! … 1/0!, then four int64 1023s.
+var expTable Mem
+
+func expConsts() {
+	fact := 1.0
+	coef := make([]float64, expDegree+1) // coef[j] = 1/j!
+	for j := range coef {
+		if j > 0 {
+			fact *= float64(j)
+		}
+		coef[j] = 1 / fact
+	}
+	consts := []float64{-708, 708, 1.4426950408889634, 0.6931471803691238, 1.9082149292705877e-10}
+	for j := expDegree; j >= 0; j-- {
+		consts = append(consts, coef[j])
+	}
+	expTable = GLOBL("exp_consts", RODATA|NOPTR)
+	for i, c := range consts {
+		for l := 0; l < 4; l++ {
+			DATA(32*i+8*l, U64(math.Float64bits(c))) // bits: avo writes an integral F64 as an integer
+		}
+	}
+	for l := 0; l < 4; l++ {
+		DATA(32*len(consts)+8*l, U64(1023))
+	}
+}
+
+// expAt is constant i of expTable; expOne is 1/0! = 1, expBias the 1023s.
+func expAt(i int) Mem { return expTable.Offset(32 * i) }
+
+const (
+	expDegree = 12
+	expOne    = 5 + expDegree
+	expBias   = expOne + 1
+)
+
+// expPD returns e^t for the four doubles of t (clobbered): t clamped to
+// ±708, k = round(t·log2 e), r = t − k·ln 2 (ln 2 in two parts, |r| ≤ 0.35),
+// e^r by its Taylor series to r¹² (the next term is 2e-16 of it at most),
+// times 2^k built in the exponent bits. Only the last bits of a double
+// differ from math.Exp.
+func expPD(t reg.VecVirtual) reg.VecVirtual {
+	k, p := YMM(), YMM()
+	VMAXPD(expAt(0), t, t)
+	VMINPD(expAt(1), t, t)
+	VMULPD(expAt(2), t, k)
+	VROUNDPD(U8(0), k, k)        // to nearest
+	VFNMADD231PD(expAt(3), k, t) // r = t − k·ln2hi
+	VFNMADD231PD(expAt(4), k, t) // r −= k·ln2lo
+	VMOVUPD(expAt(5), p)         // 1/12!
+	for j := 6; j <= expOne; j++ {
+		VFMADD213PD(expAt(j), t, p) // p = p·r + 1/(expOne−j)!
+	}
+	ki := XMM()
+	VCVTPD2DQY(k, ki)
+	scale := YMM()
+	VPMOVSXDQ(ki, scale)
+	VPADDQ(expAt(expBias), scale, scale)
+	VPSLLQ(U8(52), scale, scale)
+	VMULPD(scale, p, p)
+	return p
 }
 
 // siluKernel: h[i] = float32(silu(g[i])·u[i]) (siluMulAVX2) or
 // h[i] = float32(silu(g[i])) (siluAVX2; h may be g), with silu(x) =
 // x/(1 + e^−x), in float64 as the Go kernels compute it, four lanes a step
-// (n a multiple of 4). e^t: t clamped to ±708, k = round(t·log2 e), r = t − k·ln 2 (ln 2 in two
-// parts, |r| ≤ 0.35), e^r by its Taylor series to r¹⁰ (the next term is
-// 2e-13 of it at most, far under a float32's 6e-8), times 2^k built in the
-// exponent bits. Only e^t's last bits differ from math.Exp, so the float32
-// results match the Go kernel's but for a rare rounding tie.
+// (n a multiple of 4). Only e^−x's last bits differ from math.Exp, so the
+// float32 results match the Go kernel's but for a rare rounding tie.
 func siluKernel(mul bool) {
 	name := map[bool]string{true: "siluMul", false: "silu"}[mul]
 	if mul {
@@ -47,29 +112,6 @@ func siluKernel(mul bool) {
 		TEXT("siluAVX2", NOSPLIT, "func(h, x *float32, n int)")
 		Doc("siluAVX2: h[i] = float32(silu(x[i])) in float64 for i < n (h may be x); n a multiple of 4.")
 	}
-	fact := 1.0
-	coef := make([]float64, 11) // coef[j] = 1/j!
-	for j := range coef {
-		if j > 0 {
-			fact *= float64(j)
-		}
-		coef[j] = 1 / fact
-	}
-	consts := []float64{-708, 708, 1.4426950408889634, 0.6931471803691238, 1.9082149292705877e-10}
-	for j := 10; j >= 0; j-- {
-		consts = append(consts, coef[j])
-	}
-	tab := GLOBL(name+"_consts", RODATA|NOPTR)
-	for i, c := range consts {
-		for l := 0; l < 4; l++ {
-			DATA(32*i+8*l, U64(math.Float64bits(c))) // bits: avo writes an integral F64 as an integer
-		}
-	}
-	bias := 32 * len(consts) // four int64 1023s
-	for l := 0; l < 4; l++ {
-		DATA(bias+8*l, U64(1023))
-	}
-	at := func(i int) Mem { return tab.Offset(32 * i) }
 	var h, g, u, n reg.Register
 	if mul {
 		h, g, u, n = Load(Param("h"), GP64()), Load(Param("gate"), GP64()), Load(Param("up"), GP64()), Load(Param("n"), GP64())
@@ -79,32 +121,15 @@ func siluKernel(mul bool) {
 	zero := YMM()
 	VXORPD(zero, zero, zero)
 	Label(name + "_loop")
-	x, y, t, k, r, p := YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
+	x, y, t := YMM(), YMM(), YMM()
 	VCVTPS2PD(Mem{Base: g}, x)
 	if mul {
 		VCVTPS2PD(Mem{Base: u}, y)
 	}
 	VSUBPD(x, zero, t) // t = −x
-	VMAXPD(at(0), t, t)
-	VMINPD(at(1), t, t)
-	VMULPD(at(2), t, k)
-	VROUNDPD(U8(0), k, k) // to nearest
-	VMOVAPD(t, r)
-	VFNMADD231PD(at(3), k, r) // r −= k·ln2hi
-	VFNMADD231PD(at(4), k, r) // r −= k·ln2lo
-	VMOVUPD(at(5), p)         // 1/10!
-	for j := 6; j < 5+11; j++ {
-		VFMADD213PD(at(j), r, p) // p = p·r + 1/(15−j)!
-	}
-	ki := XMM()
-	VCVTPD2DQY(k, ki)
-	scale := YMM()
-	VPMOVSXDQ(ki, scale)
-	VPADDQ(tab.Offset(bias), scale, scale)
-	VPSLLQ(U8(52), scale, scale)
-	VMULPD(scale, p, p)  // e^t
-	VADDPD(at(15), p, p) // 1 + e^−x (at(15) is 1/0! = 1)
-	VDIVPD(p, x, x)      // silu(x)
+	p := expPD(t)
+	VADDPD(expAt(expOne), p, p) // 1 + e^−x
+	VDIVPD(p, x, x)             // silu(x)
 	if mul {
 		VMULPD(y, x, x)
 	}
@@ -118,6 +143,29 @@ func siluKernel(mul bool) {
 	ADDQ(U8(16), h)
 	SUBQ(U8(4), n)
 	JNZ(LabelRef(name + "_loop"))
+	VZEROUPPER()
+	RET()
+}
+
+// expShift: x[i] = e^(x[i] − m) in float64 (attention's softmax, m the
+// scores' maximum), four lanes a step, n a multiple of 4.
+func expShift() {
+	TEXT("expShiftAVX2", NOSPLIT, "func(x *float64, n int, m float64)")
+	Doc("expShiftAVX2: x[i] = e^(x[i]−m) in float64 for i < n; n a multiple of 4.")
+	x, n := Load(Param("x"), GP64()), Load(Param("n"), GP64())
+	mx := XMM()
+	Load(Param("m"), mx)
+	m := YMM()
+	VBROADCASTSD(mx, m)
+	Label("exp_loop")
+	t := YMM()
+	VMOVUPD(Mem{Base: x}, t)
+	VSUBPD(m, t, t)
+	p := expPD(t)
+	VMOVUPD(p, Mem{Base: x})
+	ADDQ(U8(32), x)
+	SUBQ(U8(4), n)
+	JNZ(LabelRef("exp_loop"))
 	VZEROUPPER()
 	RET()
 }
