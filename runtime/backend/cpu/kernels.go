@@ -503,17 +503,13 @@ func gdnNormGate(d *graph.Dispatch, a *args) (func(), error) {
 	p := a.params()
 	g := a.gdnDims()
 	eps := a.scalar("eps")
-	act := silu
-	if a.int(graph.ConstGateSigmoid) != 0 {
-		act = sigmoid
-	}
+	gateSigmoid := a.int(graph.ConstGateSigmoid) != 0
 	zName, width, zIndex := "z", g.valueDim, func(j, i int) int { return j*g.dv + i }
 	if g.grouped {
 		zName, width, zIndex = "qkvz", g.inWidth(), g.zIndex
 	}
 	o, zIn := a.f32n("o", p.max*g.valueDim), a.f32n(zName, p.max*width)
 	w, y := a.f32n("w", g.dv), a.f32n("y", p.max*g.valueDim)
-	gateSilu := a.int(graph.ConstGateSigmoid) == 0
 	return func() {
 		n := p.rows()
 		a.pool.parallel(n*g.nv, g.dv*8, func(lo, hi int) {
@@ -526,12 +522,14 @@ func gdnNormGate(d *graph.Dispatch, a *args) (func(), error) {
 				for i := range oh {
 					normed[i] = float32(float64(w[i]) * float64(float32(float64(oh[i])*s)))
 				}
-				if z0 := t*width + zIndex(j, 0); gateSilu && zIndex(j, g.dv-1) == zIndex(j, 0)+g.dv-1 {
-					siluMul(yh, zIn[z0:z0+g.dv], normed) // a head's z is one run: silu(z)·normed
+				// A head's z is one run of the row in either layout.
+				zh := zIn[t*width+zIndex(j, 0):][:g.dv]
+				if !gateSigmoid {
+					siluMul(yh, zh, normed) // silu(z)·normed
 					continue
 				}
-				for i := range oh {
-					yh[i] = float32(float64(normed[i]) * act(float64(zIn[t*width+zIndex(j, i)])))
+				for i, z := range zh {
+					yh[i] = float32(float64(normed[i]) * sigmoid(float64(z)))
 				}
 			}
 		})
@@ -765,60 +763,56 @@ func router(d *graph.Dispatch, a *args) (func(), error) {
 		}
 	}
 	return func() {
+		// Each row: softmax over the E logits, the top K by probability
+		// (stable: ties keep expert order), MoCE's re-rank of the
+		// unprotected part of the top maxRank when on, and the weights.
 		a.pool.parallel(p.rows(), E*16, func(lo, hi int) {
-			routeRows(lo, hi, E, K, norm, moce, protect, maxRank, lambda, logits, resident, ids, weights)
-		})
-	}, a.err
-}
-
-// routeRows routes rows [lo, hi): softmax over the E logits, the top K by
-// probability (stable: ties keep expert order), MoCE's re-rank of the
-// unprotected part of the top maxRank when on, and the weights.
-func routeRows(lo, hi, E, K int, norm, moce bool, protect, maxRank int, lambda float64, logits []float32, resident, ids []uint32, weights []float32) {
-	prob := make([]float64, E)
-	order := make([]int, E)
-	score := make([]float64, E)
-	for t := lo; t < hi; t++ {
-		l := logits[t*E : (t+1)*E]
-		mx := math.Inf(-1)
-		for _, v := range l {
-			mx = math.Max(mx, float64(v))
-		}
-		var z float64
-		for e, v := range l {
-			prob[e] = math.Exp(float64(v) - mx)
-			z += prob[e]
-		}
-		for e := range prob {
-			prob[e] /= z
-			order[e] = e
-		}
-		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(prob[b], prob[a]) }) // descending
-		if moce && protect < K {
-			// Re-rank the unprotected part of the true top max_rank by
-			// the residency-weighted score; stable, so ties keep rank.
-			cand := order[protect:maxRank]
-			for _, e := range cand {
-				score[e] = prob[e]
-				if resident[e] == 0 {
-					score[e] *= lambda
+			prob := make([]float64, E)
+			order := make([]int, E)
+			score := make([]float64, E)
+			for t := lo; t < hi; t++ {
+				l := logits[t*E : (t+1)*E]
+				mx := math.Inf(-1)
+				for _, v := range l {
+					mx = math.Max(mx, float64(v))
+				}
+				var z float64
+				for e, v := range l {
+					prob[e] = math.Exp(float64(v) - mx)
+					z += prob[e]
+				}
+				for e := range prob {
+					prob[e] /= z
+					order[e] = e
+				}
+				slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(prob[y], prob[x]) }) // descending
+				if moce && protect < K {
+					// Re-rank the unprotected part of the true top max_rank by
+					// the residency-weighted score; stable, so ties keep rank.
+					cand := order[protect:maxRank]
+					for _, e := range cand {
+						score[e] = prob[e]
+						if resident[e] == 0 {
+							score[e] *= lambda
+						}
+					}
+					slices.SortStableFunc(cand, func(x, y int) int { return cmp.Compare(score[y], score[x]) })
+				}
+				var sum float64
+				for j := 0; j < K; j++ {
+					sum += prob[order[j]]
+				}
+				for j := 0; j < K; j++ {
+					w := prob[order[j]]
+					if norm {
+						w /= sum
+					}
+					ids[t*K+j] = uint32(order[j])
+					weights[t*K+j] = float32(w)
 				}
 			}
-			slices.SortStableFunc(cand, func(a, b int) int { return cmp.Compare(score[b], score[a]) })
-		}
-		var sum float64
-		for j := 0; j < K; j++ {
-			sum += prob[order[j]]
-		}
-		for j := 0; j < K; j++ {
-			w := prob[order[j]]
-			if norm {
-				w /= sum
-			}
-			ids[t*K+j] = uint32(order[j])
-			weights[t*K+j] = float32(w)
-		}
-	}
+		})
+	}, a.err
 }
 
 // expertBlock addresses routed experts through smap: expert e of the layer

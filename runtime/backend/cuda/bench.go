@@ -52,6 +52,29 @@ func (p *Program) events(n int) ([]uintptr, error) {
 	return p.timers[:n], nil
 }
 
+// timed runs launch between two events on the main stream (ev[0], ev[1])
+// and returns the GPU time between them, waiting for the second.
+func (p *Program) timed(ev []uintptr, launch func() error) (time.Duration, error) {
+	d := p.b.d
+	if err := d.check("cuEventRecord", d.eventRecord(ev[0], p.main)); err != nil {
+		return 0, err
+	}
+	if err := launch(); err != nil {
+		return 0, err
+	}
+	if err := d.check("cuEventRecord", d.eventRecord(ev[1], p.main)); err != nil {
+		return 0, err
+	}
+	if err := d.check("cuEventSynchronize", d.eventSynchronize(ev[1])); err != nil {
+		return 0, err
+	}
+	var ms float32
+	if err := d.check("cuEventElapsedTime", d.eventElapsedTime(&ms, ev[0], ev[1])); err != nil {
+		return 0, err
+	}
+	return time.Duration(float64(ms) * 1e6), nil
+}
+
 // Time runs the window warm+reps times under sched (replayed from CUDA
 // graphs with replay), host points passing by, and returns the GPU time of
 // each timed run, measured by events on the main stream around the window,
@@ -74,30 +97,22 @@ func (p *Program) Time(sched Schedule, replay bool, warm, reps int) ([]time.Dura
 			return err
 		}
 		for r := 0; r < warm+reps; r++ {
-			if err := d.check("cuEventRecord", d.eventRecord(ev[0], p.main)); err != nil {
-				return err
-			}
-			if replay {
+			t, err := p.timed(ev, func() error {
+				if !replay {
+					return p.encode(0, len(p.steps), sched)
+				}
 				for _, e := range execs {
 					if err := d.check("cuGraphLaunch", d.graphLaunch(e, p.main)); err != nil {
 						return err
 					}
 				}
-			} else if err := p.encode(0, len(p.steps), sched); err != nil {
-				return err
-			}
-			if err := d.check("cuEventRecord", d.eventRecord(ev[1], p.main)); err != nil {
-				return err
-			}
-			if err := d.check("cuEventSynchronize", d.eventSynchronize(ev[1])); err != nil {
-				return err
-			}
-			var ms float32
-			if err := d.check("cuEventElapsedTime", d.eventElapsedTime(&ms, ev[0], ev[1])); err != nil {
+				return nil
+			})
+			if err != nil {
 				return err
 			}
 			if r >= warm {
-				out = append(out, time.Duration(float64(ms)*1e6))
+				out = append(out, t)
 			}
 		}
 		return nil
@@ -256,47 +271,29 @@ func (p *Program) ReplayedDispatchTimes(repeats, reps int) ([]time.Duration, err
 			return err
 		}
 		for i := 0; i < n; i++ {
-			if err := d.check("cuStreamBeginCapture", d.beginCapture(p.main, captureModeThreadLocal)); err != nil {
+			g, err := p.capture(func() error {
+				for range repeats {
+					if err := p.launch(i, p.main); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
 				return err
 			}
-			var lerr error
-			for r := 0; r < repeats && lerr == nil; r++ {
-				lerr = p.launch(i, p.main)
-			}
-			var g uintptr
-			if end := d.check("cuStreamEndCapture", d.endCapture(p.main, &g)); lerr == nil {
-				lerr = end
-			}
-			if lerr != nil {
-				if g != 0 {
-					d.graphDestroy(g)
-				}
-				return lerr
-			}
 			var exec uintptr
-			err := d.check("cuGraphInstantiate", d.graphInstantiate(&exec, g, 0))
+			err = d.check("cuGraphInstantiate", d.graphInstantiate(&exec, g, 0))
 			d.graphDestroy(g)
 			if err != nil {
 				return err
 			}
 			var ts []time.Duration
 			for r := 0; r < reps+1 && err == nil; r++ {
-				err = d.check("cuEventRecord", d.eventRecord(ev[0], p.main))
-				if err == nil {
-					err = d.check("cuGraphLaunch", d.graphLaunch(exec, p.main))
-				}
-				if err == nil {
-					err = d.check("cuEventRecord", d.eventRecord(ev[1], p.main))
-				}
-				if err == nil {
-					err = d.check("cuEventSynchronize", d.eventSynchronize(ev[1]))
-				}
-				var ms float32
-				if err == nil {
-					err = d.check("cuEventElapsedTime", d.eventElapsedTime(&ms, ev[0], ev[1]))
-				}
+				var t time.Duration
+				t, err = p.timed(ev, func() error { return d.check("cuGraphLaunch", d.graphLaunch(exec, p.main)) })
 				if r > 0 { // the first is a warm-up
-					ts = append(ts, time.Duration(float64(ms)*1e6/float64(repeats)))
+					ts = append(ts, t/time.Duration(repeats))
 				}
 			}
 			d.graphExecDestroy(exec)

@@ -498,6 +498,27 @@ func (p *Program) spin(word *uint32, seq uint32) error {
 	return nil
 }
 
+// capture records what launch puts on the main stream into a CUDA graph
+// (on the backend's thread); the graph is the caller's to destroy.
+func (p *Program) capture(launch func() error) (uintptr, error) {
+	d := p.b.d
+	if err := d.check("cuStreamBeginCapture", d.beginCapture(p.main, captureModeThreadLocal)); err != nil {
+		return 0, err
+	}
+	err := launch()
+	var g uintptr
+	if end := d.check("cuStreamEndCapture", d.endCapture(p.main, &g)); err == nil {
+		err = end
+	}
+	if err != nil {
+		if g != 0 {
+			d.graphDestroy(g)
+		}
+		return 0, err
+	}
+	return g, nil
+}
+
 // record captures each segment of the window under sched into a CUDA
 // graph (its edges are the joins encode makes at the barriers) and
 // instantiates it, once per schedule (on the backend's thread).
@@ -510,18 +531,8 @@ func (p *Program) record(sched Schedule) ([]uintptr, error) {
 	nodes, edges := 0, 0
 	from := 0
 	for _, to := range p.cuts {
-		if err := d.check("cuStreamBeginCapture", d.beginCapture(p.main, captureModeThreadLocal)); err != nil {
-			return nil, err
-		}
-		err := p.encode(from, to, sched)
-		var g uintptr
-		if end := d.check("cuStreamEndCapture", d.endCapture(p.main, &g)); err == nil {
-			err = end
-		}
+		g, err := p.capture(func() error { return p.encode(from, to, sched) })
 		if err != nil {
-			if g != 0 {
-				d.graphDestroy(g)
-			}
 			return nil, err
 		}
 		p.graphs = append(p.graphs, g)
