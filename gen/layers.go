@@ -343,21 +343,31 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 	// Each expert kernel is named by, and decodes, the format of the parts
 	// it reads: a row policy may store down in another format than gate and
 	// up (Flash-Next's 640-wide down rows under rows=fallback).
-	expertConsts := func(parts graph.Tensor) []graph.Const {
+	expertConsts := func(w graph.Tensor) []graph.Const {
 		return cs(graph.ConstRows, b.T, graph.ConstExperts, m.NumExperts, graph.ConstTopK, m.ExpertsPerToken, graph.ConstHidden, H, graph.ConstInter, I,
-			graph.ConstWFmt, formatCode(parts), graph.ConstStride, gate.Stride, graph.ConstGateOff, 0,
+			graph.ConstWFmt, formatCode(w), graph.ConstStride, gate.Stride, graph.ConstGateOff, 0,
 			graph.ConstUpOff, up.Offset-gate.Offset, graph.ConstDownOff, down.Offset-gate.Offset)
 	}
+	// A prefill window runs each expert's rows together on the matrix units:
+	// a threadgroup per expert and tile of outputs (templates/msl/moe_gate_up,
+	// moe_down). moe_down then writes one weighted output per chosen expert
+	// (parts), and moe_combine sums them in rank order: no two threadgroups
+	// add into one row, so the sum's order is fixed.
 	gateUpGrid := [3]int{ceilDiv(I, expertSimdgroups), m.ExpertsPerToken, b.T}
-	if b.T > matmulBatchRows { // prefill: a threadgroup per expert and tile of outputs (templates/msl/moe_gate_up)
+	downGrid := [3]int{ceilDiv(H, expertSimdgroups), b.T, 1}
+	parts := 1
+	if b.T > matmulBatchRows {
 		gateUpGrid = [3]int{ceilDiv(I, moeMMAOutputs), m.NumExperts, 1}
+		// The last column writes zeros for ranks whose id names no expert.
+		downGrid = [3]int{ceilDiv(H, matmulMMAOutputs), m.NumExperts + 1, 1}
+		parts = m.ExpertsPerToken
 	}
 	b.emit(graph.FamilyMoEGateUp.Kernel(gate.Format), graph.FamilyMoEGateUp, l, expertConsts(gate), nil,
 		gateUpGrid, expertThreadgroup,
 		params, in("x", xn), in("ids", ids), in("smap", smap), in("experts", experts), out("h", hidden))
-	routed := b.rowsScratch("moe_out", H)
-	b.emit(graph.FamilyMoEDown.Kernel(down.Format), graph.FamilyMoEDown, l, expertConsts(down), nil,
-		[3]int{ceilDiv(H, expertSimdgroups), b.T, 1}, expertThreadgroup,
+	routed := b.rowsScratch("moe_out", parts*H)
+	b.emit(graph.FamilyMoEDown.Kernel(down.Format), graph.FamilyMoEDown, l, append(expertConsts(down), cs(graph.ConstParts, parts)...), nil,
+		downGrid, expertThreadgroup,
 		params, in("h", hidden), in("ids", ids), in("weights", weights), in("smap", smap), in("experts", experts), out("y", routed))
 
 	target := out("x", dst)
@@ -368,6 +378,6 @@ func (b *builder) moe(ly layerSpec, params graph.Binding, xn, dst graph.Range, a
 	if m.SharedExpertIntermediateSize > 0 {
 		args = append(args, in("shared", shared), in("shared_gate", sharedGate))
 	}
-	b.emit(string(graph.FamilyMoECombine), graph.FamilyMoECombine, l, cs(graph.ConstRows, b.T, graph.ConstDim, H, graph.ConstShared, m.SharedExpertIntermediateSize > 0, graph.ConstAdd, add), nil,
+	b.emit(string(graph.FamilyMoECombine), graph.FamilyMoECombine, l, cs(graph.ConstRows, b.T, graph.ConstDim, H, graph.ConstParts, parts, graph.ConstShared, m.SharedExpertIntermediateSize > 0, graph.ConstAdd, add), nil,
 		[3]int{b.T, slabs(H), 1}, rowGroup(H), args...)
 }

@@ -74,4 +74,10 @@ const (
 	ConstDownOff  ConstName = "down_off"  // byte offset of the down projection inside an expert's block
 	ConstShared   ConstName = "shared"    // moe_combine: a shared expert's output is added
 	ConstAdd      ConstName = "add"       // moe_combine: the result is added into the residual instead of stored
+	// ConstParts: moe_down's outputs per row, moe_combine's inputs per row:
+	// 1 (decode and verify windows: moe_down sums the row's experts) or
+	// top_k (prefill: one weighted output per chosen expert, summed by
+	// moe_combine in rank order, so moe_down can run an expert's rows
+	// together on the matrix units).
+	ConstParts ConstName = "parts"
 )

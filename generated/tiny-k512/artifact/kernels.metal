@@ -146,7 +146,7 @@ constant uint fc_moe_gate_up_stride [[function_constant(1706)]];
 constant uint fc_moe_gate_up_gate_off [[function_constant(1707)]];
 constant uint fc_moe_gate_up_up_off [[function_constant(1708)]];
 constant uint fc_moe_gate_up_down_off [[function_constant(1709)]];
-// moe_down: 1800–1809
+// moe_down: 1800–1810
 constant uint fc_moe_down_rows [[function_constant(1800)]];
 constant uint fc_moe_down_experts [[function_constant(1801)]];
 constant uint fc_moe_down_top_k [[function_constant(1802)]];
@@ -157,11 +157,13 @@ constant uint fc_moe_down_stride [[function_constant(1806)]];
 constant uint fc_moe_down_gate_off [[function_constant(1807)]];
 constant uint fc_moe_down_up_off [[function_constant(1808)]];
 constant uint fc_moe_down_down_off [[function_constant(1809)]];
-// moe_combine: 1900–1903
+constant uint fc_moe_down_parts [[function_constant(1810)]];
+// moe_combine: 1900–1904
 constant uint fc_moe_combine_rows [[function_constant(1900)]];
 constant uint fc_moe_combine_dim [[function_constant(1901)]];
-constant bool fc_moe_combine_shared [[function_constant(1902)]];
-constant bool fc_moe_combine_add [[function_constant(1903)]];
+constant uint fc_moe_combine_parts [[function_constant(1902)]];
+constant bool fc_moe_combine_shared [[function_constant(1903)]];
+constant bool fc_moe_combine_add [[function_constant(1904)]];
 
 // ---- Argument structs ----
 struct rmsnorm_args { // 4 bytes, aligned to 4
@@ -1318,6 +1320,7 @@ kernel void moe_gate_up_bf16(
         const uint sr = (sg / 2) * 16;
         uint t_next = 0; // uniform: every thread takes the same path through the scan
         while (t_next < live) {
+
             uint count = 0;
             while (count < matmul_mma_rows && t_next < live) {
                 const uint t = t_next + tid;
@@ -1484,11 +1487,146 @@ kernel void moe_down_bf16(
     uint nsg [[simdgroups_per_threadgroup]])
 {
     const uint3 tg = chunk_origin(tgpig);
+    threadgroup float mma_w[matmul_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
+    threadgroup float mma_out[expert_simdgroups][64];
+    threadgroup uint mma_list[matmul_mma_rows];
+    threadgroup uint mma_scan[expert_simdgroups];
+    threadgroup uint mma_resume[1];
     const uint rows = fc_moe_down_rows;
     const uint n_experts = fc_moe_down_experts;
     const uint top_k = fc_moe_down_top_k;
     const uint hidden = fc_moe_down_hidden;
     const uint inter = fc_moe_down_inter;
+    if (fc_moe_down_parts > 1) {
+
+        const uint live = live_rows(params, rows);
+        const uint e = tg.y;
+        const uint o0 = tg.x * matmul_mma_outputs;
+        if (e > n_experts || o0 >= hidden) {
+            return; // uniform per threadgroup
+        }
+        if (e == n_experts) {
+            for (uint q = tid; q < live * top_k * matmul_mma_outputs; q += ntg) {
+                const uint a = q / matmul_mma_outputs;
+                const uint o = o0 + q % matmul_mma_outputs;
+                if (ids[a] >= n_experts && o < hidden) {
+                    y[ulong(a) * hidden + o] = 0.0f;
+                }
+            }
+            return;
+        }
+        const ulong row_bytes = bf16_row_bytes(inter);
+        const uint chunks = inter / bf16_chunk;
+        const uint per_row = matmul_mma_depth / bf16_chunk;
+        const uint so = (sg % 2) * 32;
+        const uint sr = (sg / 2) * 16;
+        uint t_next = 0; // uniform: every thread takes the same path through the scan
+        while (t_next < live) {
+
+            uint count = 0;
+            while (count < matmul_mma_rows && t_next < live) {
+                const uint t = t_next + tid;
+                uint a = 0xffffffffu;
+                if (t < live) {
+                    for (uint j = 0; j < top_k; j++) {
+                        if (ids[t * top_k + j] == e) {
+                            a = t * top_k + j;
+                        }
+                    }
+                }
+                uint total;
+                const uint before = threadgroup_exclusive_sum(a != 0xffffffffu ? 1u : 0u, mma_scan, lane, sg, nsg, total);
+                if (a != 0xffffffffu && count + before < matmul_mma_rows) {
+                    mma_list[count + before] = a;
+                    if (count + before == matmul_mma_rows - 1) {
+                        mma_resume[0] = t + 1;
+                    }
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                if (count + total > matmul_mma_rows) {
+                    t_next = mma_resume[0];
+                    count = matmul_mma_rows;
+                } else {
+                    count += total;
+                    t_next += ntg;
+                }
+            }
+            if (count == 0) {
+                break; // uniform
+            }
+            device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul + fc_moe_down_down_off;
+            simdgroup_float8x8 acc[4][2];
+            for (uint i = 0; i < 4; i++) {
+                for (uint j = 0; j < 2; j++) {
+                    acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+                }
+            }
+            for (uint k0 = 0; k0 < inter; k0 += matmul_mma_depth) {
+                for (uint q = tid; q < matmul_mma_outputs * per_row; q += ntg) {
+                    const uint o = q / per_row;
+                    const uint j = q % per_row;
+                    const uint c = k0 / bf16_chunk + j;
+                    float4 wv[bf16_chunk / 4];
+                    if (o0 + o < hidden && c < chunks) {
+                        bf16_decode(block + ulong(o0 + o) * row_bytes, c, wv);
+                    } else {
+                        for (uint v = 0; v < bf16_chunk / 4; v++) {
+                            wv[v] = float4(0.0f);
+                        }
+                    }
+                    for (uint v = 0; v < bf16_chunk; v++) { // scalar stores: the array is only aligned as a float
+                        mma_w[o][j * bf16_chunk + v] = wv[v / 4][v % 4];
+                    }
+                }
+                for (uint q = tid; q < matmul_mma_rows * (matmul_mma_depth / 4); q += ntg) {
+                    const uint r = q / (matmul_mma_depth / 4);
+                    const uint v = q % (matmul_mma_depth / 4);
+                    float4 xv = float4(0.0f);
+                    if (r < count && k0 + 4 * v < inter) {
+                        xv = ((device const float4 *)(h + ulong(mma_list[r]) * inter))[k0 / 4 + v];
+                    }
+                    mma_x[4 * v][r] = xv.x;
+                    mma_x[4 * v + 1][r] = xv.y;
+                    mma_x[4 * v + 2][r] = xv.z;
+                    mma_x[4 * v + 3][r] = xv.w;
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                    simdgroup_float8x8 a[4];
+                    simdgroup_float8x8 b[2];
+                    for (uint i = 0; i < 4; i++) {
+                        simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                    }
+                    for (uint j = 0; j < 2; j++) {
+                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                    }
+                    for (uint i = 0; i < 4; i++) {
+                        for (uint j = 0; j < 2; j++) {
+                            simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                        }
+                    }
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup); // the tiles are refilled
+            }
+            for (uint i = 0; i < 4; i++) {
+                for (uint j = 0; j < 2; j++) {
+                    simdgroup_store(acc[i][j], mma_out[sg], 8);
+                    simdgroup_barrier(mem_flags::mem_threadgroup);
+                    for (uint q = lane; q < 64; q += simd_width) {
+                        const uint o = o0 + so + 8 * i + q % 8;
+                        const uint r = sr + 8 * j + q / 8;
+                        if (o < hidden && r < count) {
+                            const uint a = mma_list[r];
+                            y[ulong(a) * hidden + o] = weights[a] * mma_out[sg][(q % 8) * 8 + q / 8];
+                        }
+                    }
+                    simdgroup_barrier(mem_flags::mem_threadgroup); // mma_out[sg] is rewritten
+                }
+            }
+        }
+        return;
+    }
     const uint t = tg.y;
     const uint o = tg.x * expert_simdgroups + sg;
     if (t >= live_rows(params, rows) || o >= hidden) {
@@ -1539,6 +1677,7 @@ kernel void moe_combine(
     const uint rows = fc_moe_combine_rows;
     const uint dim = fc_moe_combine_dim;
     const bool add = fc_moe_combine_add;
+    const uint parts = fc_moe_combine_parts;
     const uint t = tg.x;
     if (t >= live_rows(params, rows)) {
         return;
@@ -1548,7 +1687,10 @@ kernel void moe_combine(
     const uint j = tg.y * ntg + tid; // grid (rows, slabs of the row)
     if (j < dim) {
         const uint i = t * dim + j;
-        float mlp = routed[i];
+        float mlp = routed[ulong(t) * parts * dim + j];
+        for (uint p = 1; p < parts; p++) {
+            mlp += routed[(ulong(t) * parts + p) * dim + j];
+        }
         if (has_shared) {
             mlp += gate * shared[i];
         }

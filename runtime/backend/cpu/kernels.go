@@ -971,7 +971,10 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	eb := a.expertBlock()
 	K := a.int(graph.ConstTopK)
 	H, I := eb.hidden, eb.inter
-	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*H)
+	// parts 1: y[t] sums the row's experts; top_k (a prefill window): y[t, j]
+	// is expert j's weighted output, summed by moe_combine.
+	parts := a.int(graph.ConstParts)
+	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*parts*H)
 	names := []string{a.tensorName("experts", int(a.expertBase[a.d.Layer])+eb.downOff)}
 	var groups []expertGroup
 	var order, starts []int
@@ -1020,6 +1023,18 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 					hs.dotRows(down, 0, lo, starts[gi]+t, vals[tj*H+lo:tj*H+hi])
 				}
 			}
+			if parts > 1 {
+				for tj := 0; tj < n*K; tj++ {
+					for o := lo; o < hi; o++ {
+						v := 0.0
+						if resident[tj] {
+							v = float64(w[tj]) * float64(vals[tj*H+o])
+						}
+						y[tj*H+o] = float32(v)
+					}
+				}
+				return
+			}
 			for t := 0; t < n; t++ {
 				for o := lo; o < hi; o++ {
 					var acc float64
@@ -1042,7 +1057,8 @@ func moeCombine(d *graph.Dispatch, a *args) (func(), error) {
 	dim := a.int(graph.ConstDim)
 	hasShared := a.int(graph.ConstShared) != 0
 	add := a.int(graph.ConstAdd) != 0
-	x, routed := a.f32n("x", p.max*dim), a.f32n("routed", p.max*dim)
+	parts := a.int(graph.ConstParts) // routed outputs per row, summed in rank order
+	x, routed := a.f32n("x", p.max*dim), a.f32n("routed", p.max*parts*dim)
 	var shared, sg []float32
 	if hasShared {
 		shared, sg = a.f32n("shared", p.max*dim), a.f32n("shared_gate", p.max)
@@ -1054,7 +1070,10 @@ func moeCombine(d *graph.Dispatch, a *args) (func(), error) {
 				gate = sigmoid(float64(sg[t]))
 			}
 			for i := t * dim; i < (t+1)*dim; i++ {
-				mlp := float64(routed[i])
+				mlp := 0.0
+				for j := i - t*dim + t*parts*dim; j < (t+1)*parts*dim; j += dim {
+					mlp += float64(routed[j])
+				}
 				if hasShared {
 					mlp = float64(float32(mlp + float64(float32(gate*float64(shared[i])))))
 				}
