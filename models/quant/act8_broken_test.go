@@ -178,6 +178,21 @@ var brokenAct8Kernels = []struct {
 		file: "iq.go", from: "blockScales(dwy, dm, fs.Offset(32*r))", to: "blockScales(dwy, dm, fs.Offset(0))",
 		want: []string{"iq3_xxs ggml-quantized, four rows (row 1)", "iq1_m ggml-quantized, four rows (row 2)", "iq2_s four rows"},
 	},
+	{
+		what: "IQ eight rows: rows 4-7 read two strides on, not four",
+		file: "iq.go", from: "LEAQ(Mem{Base: q, Index: qs, Scale: 4}, q4)", to: "LEAQ(Mem{Base: q, Index: qs, Scale: 2}, q4)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 5)", "iq3_xxs ggml-decoded random, eight rows (row 4)", "iq2_xxs eight rows", "iq3_xxs eight rows"},
+	},
+	{
+		what: "IQ eight rows: rows 4-7 take the activation scales of rows 2-5",
+		file: "iq.go", from: "LEAQ(Mem{Base: d, Index: ds, Scale: 4}, d4)", to: "LEAQ(Mem{Base: d, Index: ds, Scale: 2}, d4)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 6)", "iq3_xxs ggml-quantized, eight rows (row 7)", "iq3_xxs eight rows"},
+	},
+	{
+		what: "IQ eight rows: rows 4-7 stay on the first block's levels",
+		file: "iq.go", from: "ADDQ(U32(256), q4)", to: "ADDQ(U32(0), q4)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 4)", "iq3_xxs ggml-quantized, eight rows (row 7)", "iq2_xxs eight rows"},
+	},
 }
 
 // iqWant are the failures a fault in one IQ format's kernels must show:

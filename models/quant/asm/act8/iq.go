@@ -33,6 +33,9 @@ type iqGrid struct {
 	// lanes; scales16 (the formats with a scale per 16) its 16 codes as
 	// bytes of an xmm, byte 2b the first 16 of activation block b.
 	scales32, scales16 func(p reg.Register) reg.VecVirtual
+	// x8: an eight-row kernel too (dot<name>Q8x8AVX2), for the formats
+	// whose four-row kernel spends most of its time on the weights
+	x8 bool
 	// weights returns, given the grid's register, the function emitting
 	// activation block ib's 32 magnitudes u (unsigned bytes) and signs sg
 	// (bytes whose sign is the weight's, never zero).
@@ -267,7 +270,7 @@ var iqFormats = []iqGrid{
 	// four grid indices (bytes), then a word of four 7-bit ksigns indices
 	// and the scale in its top 4 bits; y = d·(2s+1)/8·grid·sign.
 	{
-		name: "IQ2XXS", desc: "iq2_xxs", size: 66, mul: 0.125,
+		name: "IQ2XXS", desc: "iq2_xxs", size: 66, mul: 0.125, x8: true,
 		scales32: func(p reg.Register) reg.VecVirtual {
 			// the words of 32s 0-3 and 4-7 (odd dwords of the 8-byte
 			// groups at 2 and 34), in order
@@ -291,7 +294,7 @@ var iqFormats = []iqGrid{
 	// magnitudes each) @2, eight per 32 values, then per 32 a word @66+4ib
 	// of ksigns indices and the scale, as IQ2_XXS; y = d·(2s+1)/4·grid·sign.
 	{
-		name: "IQ3XXS", desc: "iq3_xxs", size: 98, mul: 0.25,
+		name: "IQ3XXS", desc: "iq3_xxs", size: 98, mul: 0.25, x8: true,
 		scales32: func(p reg.Register) reg.VecVirtual {
 			s := YMM()
 			VMOVDQU(Mem{Base: p, Disp: 66}, s)
@@ -438,7 +441,7 @@ func iq1mScales(p reg.Register) reg.VecVirtual {
 	return lo
 }
 
-// dotIQ emits f's integer dot for rows activation rows (1 or 4): per
+// dotIQ emits f's integer dot for rows activation rows (1, 4 or 8): per
 // block the scales are built once, per 32 values the magnitudes and signs
 // once for the rows.
 func dotIQ(f iqGrid, rows int) {
@@ -446,26 +449,34 @@ func dotIQ(f iqGrid, rows int) {
 	if f.scales16 != nil {
 		scaleDoc = "in integers per 16 values."
 	}
-	var p, q, d, qs, ds, q3, d3, n reg.Register
+	var p, q, d, qs, ds, q3, d3, q4, d4, n reg.Register
 	if rows == 1 {
 		name := fmt.Sprintf("dot%sQ8AVX2", f.name)
 		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32")
 		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, " + scaleDoc)
 		p, q, d, n = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	} else {
-		name := fmt.Sprintf("dot%sQ8x4AVX2", f.name)
-		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, grid *byte)")
+		name := fmt.Sprintf("dot%sQ8x%dAVX2", f.name, rows)
+		TEXT(name, NOSPLIT, fmt.Sprintf("func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[%d]float32, grid *byte)", rows))
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
 		p, q, d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
 		qs, ds, n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
 		q3, d3 = GP64(), GP64()
 		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
 		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+		if rows == 8 { // rows 4-7 four strides on
+			q4, d4 = GP64(), GP64()
+			LEAQ(Mem{Base: q, Index: qs, Scale: 4}, q4)
+			LEAQ(Mem{Base: d, Index: ds, Scale: 4}, d4)
+		}
 	}
 	grid := Load(Param("grid"), GP64())
 	row := func(r, qdisp int) (Mem, Mem) {
-		if rows == 1 {
+		switch {
+		case rows == 1:
 			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}
+		case r >= 4:
+			return act8Row4(q4, d4, qs, ds, q3, d3, r-4, qdisp, 0)
 		}
 		return act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
 	}
@@ -476,11 +487,7 @@ func dotIQ(f iqGrid, rows int) {
 	weights := f.weights(grid)
 	ones := onesW()
 	fs := AllocLocal(32 * rows) // per row r: d_w·mul(·(2s_j+1))·d_r[j], j < 8
-	nacc := 2
-	if rows == 4 {
-		nacc = 4
-	}
-	acc := emit.Zeroed(nacc)
+	acc := emit.Zeroed(max(2, rows))
 	accOf := func(r, ib int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[ib&1]
@@ -540,11 +547,15 @@ func dotIQ(f iqGrid, rows int) {
 		ADDQ(U32(uint32(f.size)), p)
 		ADDQ(U32(256), q)
 		ADDQ(U32(32), d)
+		if rows == 8 {
+			ADDQ(U32(256), q4)
+			ADDQ(U32(32), d4)
+		}
 	})
 	if rows == 1 {
 		emit.Hsum(acc...)
 	} else {
-		storeOut4(acc)
+		storeOut(acc)
 	}
 }
 
@@ -560,5 +571,8 @@ func iqKernels() {
 	for _, f := range iqFormats {
 		dotIQ(f, 1)
 		dotIQ(f, 4)
+		if f.x8 {
+			dotIQ(f, 8)
+		}
 	}
 }
