@@ -230,21 +230,22 @@ func act8x8(elems, size int, eight func(b *byte, a *Act8, qs, ds, nb int, out *[
 }
 
 // act8Strides reports the byte strides between the rows' levels and
-// scales when they are equal (row r at row 0 + r·stride, its sums per 16
-// at 2r·stride) and each row holds n values.
+// scales when they are equal (row r at row 0 + r·stride, its sums per 32
+// at r·stride from row 0's, its sums per 16 at 2r·stride) and each row
+// holds n values.
 func act8Strides(a []*Act8, n int) (qs, ds int, ok bool) {
 	for _, r := range a {
-		if len(r.Q) < n || len(r.D) < n/Act8Block || len(r.H) < 2*n/Act8Block {
+		if len(r.Q) < n || len(r.D) < n/Act8Block || len(r.S) < n/Act8Block || len(r.H) < 2*n/Act8Block {
 			return 0, 0, false
 		}
 	}
 	q0, d0 := uintptr(unsafe.Pointer(&a[0].Q[0])), uintptr(unsafe.Pointer(&a[0].D[0]))
-	h0 := uintptr(unsafe.Pointer(&a[0].H[0]))
+	h0, s0 := uintptr(unsafe.Pointer(&a[0].H[0])), uintptr(unsafe.Pointer(&a[0].S[0]))
 	qs = int(uintptr(unsafe.Pointer(&a[1].Q[0])) - q0)
 	ds = int(uintptr(unsafe.Pointer(&a[1].D[0])) - d0)
 	for r := 1; r < len(a); r++ {
 		if int(uintptr(unsafe.Pointer(&a[r].Q[0]))-q0) != r*qs || int(uintptr(unsafe.Pointer(&a[r].D[0]))-d0) != r*ds ||
-			int(uintptr(unsafe.Pointer(&a[r].H[0]))-h0) != 2*r*ds {
+			int(uintptr(unsafe.Pointer(&a[r].H[0]))-h0) != 2*r*ds || int(uintptr(unsafe.Pointer(&a[r].S[0]))-s0) != r*ds {
 			return 0, 0, false
 		}
 	}

@@ -7715,16 +7715,22 @@ iq2xxs_1_loop:
 	MOVBQZX      5(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 6(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         6(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      (CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7741,16 +7747,22 @@ iq2xxs_1_loop:
 	MOVBQZX      13(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 14(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         14(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      32(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7767,16 +7779,22 @@ iq2xxs_1_loop:
 	MOVBQZX      21(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 22(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         22(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      64(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7793,16 +7811,22 @@ iq2xxs_1_loop:
 	MOVBQZX      29(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 30(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         30(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      96(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7819,16 +7843,22 @@ iq2xxs_1_loop:
 	MOVBQZX      37(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 38(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         38(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      128(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7845,16 +7875,22 @@ iq2xxs_1_loop:
 	MOVBQZX      45(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 46(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         46(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      160(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7871,16 +7907,22 @@ iq2xxs_1_loop:
 	MOVBQZX      53(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 54(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         54(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      192(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7897,16 +7939,22 @@ iq2xxs_1_loop:
 	MOVBQZX      61(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 62(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         62(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      224(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7937,142 +7985,6 @@ DATA iqMul3e000000<>+1(SB)/1, $0x00
 DATA iqMul3e000000<>+2(SB)/1, $0x00
 DATA iqMul3e000000<>+3(SB)/1, $0x3e
 GLOBL iqMul3e000000<>(SB), RODATA|NOPTR, $4
-
-DATA iqKsignsShifts<>+0(SB)/1, $0x00
-DATA iqKsignsShifts<>+1(SB)/1, $0x00
-DATA iqKsignsShifts<>+2(SB)/1, $0x00
-DATA iqKsignsShifts<>+3(SB)/1, $0x00
-DATA iqKsignsShifts<>+4(SB)/1, $0x00
-DATA iqKsignsShifts<>+5(SB)/1, $0x00
-DATA iqKsignsShifts<>+6(SB)/1, $0x00
-DATA iqKsignsShifts<>+7(SB)/1, $0x00
-DATA iqKsignsShifts<>+8(SB)/1, $0x07
-DATA iqKsignsShifts<>+9(SB)/1, $0x00
-DATA iqKsignsShifts<>+10(SB)/1, $0x00
-DATA iqKsignsShifts<>+11(SB)/1, $0x00
-DATA iqKsignsShifts<>+12(SB)/1, $0x00
-DATA iqKsignsShifts<>+13(SB)/1, $0x00
-DATA iqKsignsShifts<>+14(SB)/1, $0x00
-DATA iqKsignsShifts<>+15(SB)/1, $0x00
-DATA iqKsignsShifts<>+16(SB)/1, $0x0e
-DATA iqKsignsShifts<>+17(SB)/1, $0x00
-DATA iqKsignsShifts<>+18(SB)/1, $0x00
-DATA iqKsignsShifts<>+19(SB)/1, $0x00
-DATA iqKsignsShifts<>+20(SB)/1, $0x00
-DATA iqKsignsShifts<>+21(SB)/1, $0x00
-DATA iqKsignsShifts<>+22(SB)/1, $0x00
-DATA iqKsignsShifts<>+23(SB)/1, $0x00
-DATA iqKsignsShifts<>+24(SB)/1, $0x15
-DATA iqKsignsShifts<>+25(SB)/1, $0x00
-DATA iqKsignsShifts<>+26(SB)/1, $0x00
-DATA iqKsignsShifts<>+27(SB)/1, $0x00
-DATA iqKsignsShifts<>+28(SB)/1, $0x00
-DATA iqKsignsShifts<>+29(SB)/1, $0x00
-DATA iqKsignsShifts<>+30(SB)/1, $0x00
-DATA iqKsignsShifts<>+31(SB)/1, $0x00
-GLOBL iqKsignsShifts<>(SB), RODATA|NOPTR, $32
-
-DATA iqKsignsShuf<>+0(SB)/1, $0x00
-DATA iqKsignsShuf<>+1(SB)/1, $0x00
-DATA iqKsignsShuf<>+2(SB)/1, $0x00
-DATA iqKsignsShuf<>+3(SB)/1, $0x00
-DATA iqKsignsShuf<>+4(SB)/1, $0x00
-DATA iqKsignsShuf<>+5(SB)/1, $0x00
-DATA iqKsignsShuf<>+6(SB)/1, $0x00
-DATA iqKsignsShuf<>+7(SB)/1, $0x80
-DATA iqKsignsShuf<>+8(SB)/1, $0x08
-DATA iqKsignsShuf<>+9(SB)/1, $0x08
-DATA iqKsignsShuf<>+10(SB)/1, $0x08
-DATA iqKsignsShuf<>+11(SB)/1, $0x08
-DATA iqKsignsShuf<>+12(SB)/1, $0x08
-DATA iqKsignsShuf<>+13(SB)/1, $0x08
-DATA iqKsignsShuf<>+14(SB)/1, $0x08
-DATA iqKsignsShuf<>+15(SB)/1, $0x80
-DATA iqKsignsShuf<>+16(SB)/1, $0x00
-DATA iqKsignsShuf<>+17(SB)/1, $0x00
-DATA iqKsignsShuf<>+18(SB)/1, $0x00
-DATA iqKsignsShuf<>+19(SB)/1, $0x00
-DATA iqKsignsShuf<>+20(SB)/1, $0x00
-DATA iqKsignsShuf<>+21(SB)/1, $0x00
-DATA iqKsignsShuf<>+22(SB)/1, $0x00
-DATA iqKsignsShuf<>+23(SB)/1, $0x80
-DATA iqKsignsShuf<>+24(SB)/1, $0x08
-DATA iqKsignsShuf<>+25(SB)/1, $0x08
-DATA iqKsignsShuf<>+26(SB)/1, $0x08
-DATA iqKsignsShuf<>+27(SB)/1, $0x08
-DATA iqKsignsShuf<>+28(SB)/1, $0x08
-DATA iqKsignsShuf<>+29(SB)/1, $0x08
-DATA iqKsignsShuf<>+30(SB)/1, $0x08
-DATA iqKsignsShuf<>+31(SB)/1, $0x80
-GLOBL iqKsignsShuf<>(SB), RODATA|NOPTR, $32
-
-DATA iqKsignsBits<>+0(SB)/1, $0x01
-DATA iqKsignsBits<>+1(SB)/1, $0x02
-DATA iqKsignsBits<>+2(SB)/1, $0x04
-DATA iqKsignsBits<>+3(SB)/1, $0x08
-DATA iqKsignsBits<>+4(SB)/1, $0x10
-DATA iqKsignsBits<>+5(SB)/1, $0x20
-DATA iqKsignsBits<>+6(SB)/1, $0x40
-DATA iqKsignsBits<>+7(SB)/1, $0x80
-DATA iqKsignsBits<>+8(SB)/1, $0x01
-DATA iqKsignsBits<>+9(SB)/1, $0x02
-DATA iqKsignsBits<>+10(SB)/1, $0x04
-DATA iqKsignsBits<>+11(SB)/1, $0x08
-DATA iqKsignsBits<>+12(SB)/1, $0x10
-DATA iqKsignsBits<>+13(SB)/1, $0x20
-DATA iqKsignsBits<>+14(SB)/1, $0x40
-DATA iqKsignsBits<>+15(SB)/1, $0x80
-DATA iqKsignsBits<>+16(SB)/1, $0x01
-DATA iqKsignsBits<>+17(SB)/1, $0x02
-DATA iqKsignsBits<>+18(SB)/1, $0x04
-DATA iqKsignsBits<>+19(SB)/1, $0x08
-DATA iqKsignsBits<>+20(SB)/1, $0x10
-DATA iqKsignsBits<>+21(SB)/1, $0x20
-DATA iqKsignsBits<>+22(SB)/1, $0x40
-DATA iqKsignsBits<>+23(SB)/1, $0x80
-DATA iqKsignsBits<>+24(SB)/1, $0x01
-DATA iqKsignsBits<>+25(SB)/1, $0x02
-DATA iqKsignsBits<>+26(SB)/1, $0x04
-DATA iqKsignsBits<>+27(SB)/1, $0x08
-DATA iqKsignsBits<>+28(SB)/1, $0x10
-DATA iqKsignsBits<>+29(SB)/1, $0x20
-DATA iqKsignsBits<>+30(SB)/1, $0x40
-DATA iqKsignsBits<>+31(SB)/1, $0x80
-GLOBL iqKsignsBits<>(SB), RODATA|NOPTR, $32
-
-DATA iqOnes<>+0(SB)/1, $0x01
-DATA iqOnes<>+1(SB)/1, $0x01
-DATA iqOnes<>+2(SB)/1, $0x01
-DATA iqOnes<>+3(SB)/1, $0x01
-DATA iqOnes<>+4(SB)/1, $0x01
-DATA iqOnes<>+5(SB)/1, $0x01
-DATA iqOnes<>+6(SB)/1, $0x01
-DATA iqOnes<>+7(SB)/1, $0x01
-DATA iqOnes<>+8(SB)/1, $0x01
-DATA iqOnes<>+9(SB)/1, $0x01
-DATA iqOnes<>+10(SB)/1, $0x01
-DATA iqOnes<>+11(SB)/1, $0x01
-DATA iqOnes<>+12(SB)/1, $0x01
-DATA iqOnes<>+13(SB)/1, $0x01
-DATA iqOnes<>+14(SB)/1, $0x01
-DATA iqOnes<>+15(SB)/1, $0x01
-DATA iqOnes<>+16(SB)/1, $0x01
-DATA iqOnes<>+17(SB)/1, $0x01
-DATA iqOnes<>+18(SB)/1, $0x01
-DATA iqOnes<>+19(SB)/1, $0x01
-DATA iqOnes<>+20(SB)/1, $0x01
-DATA iqOnes<>+21(SB)/1, $0x01
-DATA iqOnes<>+22(SB)/1, $0x01
-DATA iqOnes<>+23(SB)/1, $0x01
-DATA iqOnes<>+24(SB)/1, $0x01
-DATA iqOnes<>+25(SB)/1, $0x01
-DATA iqOnes<>+26(SB)/1, $0x01
-DATA iqOnes<>+27(SB)/1, $0x01
-DATA iqOnes<>+28(SB)/1, $0x01
-DATA iqOnes<>+29(SB)/1, $0x01
-DATA iqOnes<>+30(SB)/1, $0x01
-DATA iqOnes<>+31(SB)/1, $0x01
-GLOBL iqOnes<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -8130,16 +8042,22 @@ iq2xxs_4_loop:
 	MOVBQZX      5(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 6(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         6(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      (CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8177,16 +8095,22 @@ iq2xxs_4_loop:
 	MOVBQZX      13(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 14(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         14(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      32(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8224,16 +8148,22 @@ iq2xxs_4_loop:
 	MOVBQZX      21(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 22(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         22(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      64(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8271,16 +8201,22 @@ iq2xxs_4_loop:
 	MOVBQZX      29(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 30(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         30(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      96(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8318,16 +8254,22 @@ iq2xxs_4_loop:
 	MOVBQZX      37(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 38(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         38(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      128(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8365,16 +8307,22 @@ iq2xxs_4_loop:
 	MOVBQZX      45(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 46(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         46(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      160(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8412,16 +8360,22 @@ iq2xxs_4_loop:
 	MOVBQZX      53(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 54(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         54(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      192(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8459,16 +8413,22 @@ iq2xxs_4_loop:
 	MOVBQZX      61(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 62(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         62(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      224(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8536,20 +8496,19 @@ iq2xxs_4_done:
 	VZEROUPPER
 	RET
 
-// func dotIQ2XXSQ8x8AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// func dotIQ2XXSQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·dotIQ2XXSQ8x8AVX2(SB), NOSPLIT, $256-64
+TEXT ·dotIQ2XXSQ8x8AVX2(SB), NOSPLIT, $256-72
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
 	MOVQ     d+16(FP), DX
-	MOVQ     qstride+24(FP), BX
-	MOVQ     dstride+32(FP), SI
-	MOVQ     nblk+40(FP), DI
-	LEAQ     (BX)(BX*2), R8
+	MOVQ     s+24(FP), BX
+	MOVQ     qstride+32(FP), SI
+	MOVQ     dstride+40(FP), DI
+	MOVQ     nblk+48(FP), R8
 	LEAQ     (SI)(SI*2), R9
-	LEAQ     (CX)(BX*4), R10
-	LEAQ     (DX)(SI*4), R11
-	MOVQ     grid+56(FP), R12
+	LEAQ     (CX)(SI*4), R10
+	MOVQ     grid+64(FP), R11
 	VPCMPEQW Y0, Y0, Y0
 	VPSRLW   $0x0f, Y0, Y0
 	VXORPS   Y1, Y1, Y1
@@ -8560,14 +8519,14 @@ TEXT ·dotIQ2XXSQ8x8AVX2(SB), NOSPLIT, $256-64
 	VXORPS   Y6, Y6, Y6
 	VXORPS   Y7, Y7, Y7
 	VXORPS   Y8, Y8, Y8
-	TESTQ    DI, DI
+	TESTQ    R8, R8
 	JZ       iq2xxs_8_done
 
 iq2xxs_8_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
-	MOVWLZX      (AX), R13
-	VMOVD        R13, X9
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X9
 	VCVTPH2PS    X9, X9
 	VMULSS       iqMul3e000000<>+0(SB), X9, X9
 	VBROADCASTSS X9, Y9
@@ -8581,632 +8540,593 @@ iq2xxs_8_loop:
 	VPSUBD       Y10, Y11, Y11
 	VCVTDQ2PS    Y11, Y11
 	VMULPS       Y9, Y11, Y11
-	VMULPS       (DX), Y11, Y9
-	VMOVUPS      Y9, (SP)
-	VMULPS       (DX)(SI*1), Y11, Y9
-	VMOVUPS      Y9, 32(SP)
-	VMULPS       (DX)(SI*2), Y11, Y9
-	VMOVUPS      Y9, 64(SP)
-	VMULPS       (DX)(R9*1), Y11, Y9
-	VMOVUPS      Y9, 96(SP)
-	VMULPS       (R11), Y11, Y9
-	VMOVUPS      Y9, 128(SP)
-	VMULPS       (R11)(SI*1), Y11, Y9
-	VMOVUPS      Y9, 160(SP)
-	VMULPS       (R11)(SI*2), Y11, Y9
-	VMOVUPS      Y9, 192(SP)
-	VMULPS       (R11)(R9*1), Y11, Y9
-	VMOVUPS      Y9, 224(SP)
-	MOVBQZX      2(AX), R13
-	VMOVQ        (R12)(R13*8), X12
-	MOVBQZX      3(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X12, X12
-	MOVBQZX      4(AX), R13
-	VMOVQ        (R12)(R13*8), X9
-	MOVBQZX      5(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X9, X9
+	VMULPS       iqSixtyFour<>+0(SB), Y11, Y9
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, (SP)
+	VFNMADD231PS (R13), Y9, Y1
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 32(SP)
+	VFNMADD231PS (R13), Y9, Y2
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 64(SP)
+	VFNMADD231PS (R13), Y9, Y3
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 96(SP)
+	VFNMADD231PS (R13), Y9, Y4
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 128(SP)
+	VFNMADD231PS (R13), Y9, Y5
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 160(SP)
+	VFNMADD231PS (R13), Y9, Y6
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 192(SP)
+	VFNMADD231PS (R13), Y9, Y7
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 224(SP)
+	VFNMADD231PS (R13), Y9, Y8
+	MOVBQZX      2(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      3(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      4(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      5(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 6(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      (CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS (SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      (CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 32(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      (CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 64(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      (CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 96(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      (R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 128(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      (R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 160(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      (R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 192(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      (R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 224(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      10(AX), R13
-	VMOVQ        (R12)(R13*8), X12
-	MOVBQZX      11(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X12, X12
-	MOVBQZX      12(AX), R13
-	VMOVQ        (R12)(R13*8), X9
-	MOVBQZX      13(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X9, X9
+	MOVL         6(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   (CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   (CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 64(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   (CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 96(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   (R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 128(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   (R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 160(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   (R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 192(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   (R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 224(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      10(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      11(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      12(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      13(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 14(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      32(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 4(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      32(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 36(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      32(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 68(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      32(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 100(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      32(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 132(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      32(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 164(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      32(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 196(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      32(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 228(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      18(AX), R13
-	VMOVQ        (R12)(R13*8), X12
-	MOVBQZX      19(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X12, X12
-	MOVBQZX      20(AX), R13
-	VMOVQ        (R12)(R13*8), X9
-	MOVBQZX      21(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X9, X9
+	MOVL         14(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   32(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   32(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 68(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   32(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 100(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   32(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 132(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   32(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 164(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   32(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 196(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   32(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 228(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      18(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      19(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      20(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      21(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 22(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      64(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 8(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      64(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 40(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      64(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 72(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      64(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 104(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      64(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 136(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      64(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 168(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      64(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 200(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      64(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 232(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      26(AX), R13
-	VMOVQ        (R12)(R13*8), X12
-	MOVBQZX      27(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X12, X12
-	MOVBQZX      28(AX), R13
-	VMOVQ        (R12)(R13*8), X9
-	MOVBQZX      29(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X9, X9
+	MOVL         22(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   64(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   64(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   64(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 72(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   64(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 104(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   64(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 136(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   64(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 168(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   64(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 200(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   64(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 232(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      26(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      27(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      28(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      29(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 30(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      96(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 12(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      96(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 44(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      96(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 76(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      96(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 108(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      96(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 140(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      96(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 172(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      96(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 204(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      96(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 236(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      34(AX), R13
-	VMOVQ        (R12)(R13*8), X12
-	MOVBQZX      35(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X12, X12
-	MOVBQZX      36(AX), R13
-	VMOVQ        (R12)(R13*8), X9
-	MOVBQZX      37(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X9, X9
+	MOVL         30(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   96(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   96(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   96(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   96(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 108(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   96(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 140(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   96(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 172(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   96(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 204(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   96(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 236(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      34(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      35(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      36(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      37(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 38(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      128(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 16(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      128(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 48(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      128(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 80(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      128(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 112(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      128(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 144(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      128(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 176(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      128(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 208(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      128(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 240(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      42(AX), R13
-	VMOVQ        (R12)(R13*8), X12
-	MOVBQZX      43(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X12, X12
-	MOVBQZX      44(AX), R13
-	VMOVQ        (R12)(R13*8), X9
-	MOVBQZX      45(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X9, X9
+	MOVL         38(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   128(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   128(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   128(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 112(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   128(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 144(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   128(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 176(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   128(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 208(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   128(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 240(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      42(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      43(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      44(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      45(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 46(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      160(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 20(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      160(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 52(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      160(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 84(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      160(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 116(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      160(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 148(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      160(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 180(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      160(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 212(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      160(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 244(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      50(AX), R13
-	VMOVQ        (R12)(R13*8), X12
-	MOVBQZX      51(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X12, X12
-	MOVBQZX      52(AX), R13
-	VMOVQ        (R12)(R13*8), X9
-	MOVBQZX      53(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X9, X9
+	MOVL         46(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   160(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   160(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   160(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 116(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   160(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 148(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   160(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 180(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   160(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 212(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   160(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 244(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      50(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      51(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      52(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      53(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 54(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      192(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 24(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      192(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 56(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      192(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 88(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      192(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 120(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      192(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 152(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      192(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 184(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      192(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 216(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      192(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 248(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      58(AX), R13
-	VMOVQ        (R12)(R13*8), X12
-	MOVBQZX      59(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X12, X12
-	MOVBQZX      60(AX), R13
-	VMOVQ        (R12)(R13*8), X9
-	MOVBQZX      61(AX), R13
-	VPINSRQ      $0x01, (R12)(R13*8), X9, X9
+	MOVL         54(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   192(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   192(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   192(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   192(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 120(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   192(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 152(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   192(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 184(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   192(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 216(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   192(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 248(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      58(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      59(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      60(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      61(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 62(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      224(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 28(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      224(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 60(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      224(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 92(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      224(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 124(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      224(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 156(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      224(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 188(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      224(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 220(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      224(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 252(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
+	MOVL         62(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   224(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   224(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   224(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 92(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   224(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 124(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   224(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 156(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   224(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 188(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   224(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 220(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   224(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 252(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000100, CX
-	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000100, R10
-	ADDQ         $0x00000020, R11
-	DECQ         DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
 	JNZ          iq2xxs_8_loop
 
 iq2xxs_8_done:
-	MOVQ         out+48(FP), AX
+	MOVQ         out+56(FP), AX
 	VEXTRACTF128 $0x01, Y1, X0
 	VADDPS       X0, X1, X1
 	VMOVHLPS     X1, X0, X0
@@ -9266,6 +9186,74 @@ iq2xxs_8_done:
 	VZEROUPPER
 	RET
 
+DATA iqSixtyFour<>+0(SB)/1, $0x00
+DATA iqSixtyFour<>+1(SB)/1, $0x00
+DATA iqSixtyFour<>+2(SB)/1, $0x80
+DATA iqSixtyFour<>+3(SB)/1, $0x42
+DATA iqSixtyFour<>+4(SB)/1, $0x00
+DATA iqSixtyFour<>+5(SB)/1, $0x00
+DATA iqSixtyFour<>+6(SB)/1, $0x80
+DATA iqSixtyFour<>+7(SB)/1, $0x42
+DATA iqSixtyFour<>+8(SB)/1, $0x00
+DATA iqSixtyFour<>+9(SB)/1, $0x00
+DATA iqSixtyFour<>+10(SB)/1, $0x80
+DATA iqSixtyFour<>+11(SB)/1, $0x42
+DATA iqSixtyFour<>+12(SB)/1, $0x00
+DATA iqSixtyFour<>+13(SB)/1, $0x00
+DATA iqSixtyFour<>+14(SB)/1, $0x80
+DATA iqSixtyFour<>+15(SB)/1, $0x42
+DATA iqSixtyFour<>+16(SB)/1, $0x00
+DATA iqSixtyFour<>+17(SB)/1, $0x00
+DATA iqSixtyFour<>+18(SB)/1, $0x80
+DATA iqSixtyFour<>+19(SB)/1, $0x42
+DATA iqSixtyFour<>+20(SB)/1, $0x00
+DATA iqSixtyFour<>+21(SB)/1, $0x00
+DATA iqSixtyFour<>+22(SB)/1, $0x80
+DATA iqSixtyFour<>+23(SB)/1, $0x42
+DATA iqSixtyFour<>+24(SB)/1, $0x00
+DATA iqSixtyFour<>+25(SB)/1, $0x00
+DATA iqSixtyFour<>+26(SB)/1, $0x80
+DATA iqSixtyFour<>+27(SB)/1, $0x42
+DATA iqSixtyFour<>+28(SB)/1, $0x00
+DATA iqSixtyFour<>+29(SB)/1, $0x00
+DATA iqSixtyFour<>+30(SB)/1, $0x80
+DATA iqSixtyFour<>+31(SB)/1, $0x42
+GLOBL iqSixtyFour<>(SB), RODATA|NOPTR, $32
+
+DATA iqSixtyFourB<>+0(SB)/1, $0x40
+DATA iqSixtyFourB<>+1(SB)/1, $0x40
+DATA iqSixtyFourB<>+2(SB)/1, $0x40
+DATA iqSixtyFourB<>+3(SB)/1, $0x40
+DATA iqSixtyFourB<>+4(SB)/1, $0x40
+DATA iqSixtyFourB<>+5(SB)/1, $0x40
+DATA iqSixtyFourB<>+6(SB)/1, $0x40
+DATA iqSixtyFourB<>+7(SB)/1, $0x40
+DATA iqSixtyFourB<>+8(SB)/1, $0x40
+DATA iqSixtyFourB<>+9(SB)/1, $0x40
+DATA iqSixtyFourB<>+10(SB)/1, $0x40
+DATA iqSixtyFourB<>+11(SB)/1, $0x40
+DATA iqSixtyFourB<>+12(SB)/1, $0x40
+DATA iqSixtyFourB<>+13(SB)/1, $0x40
+DATA iqSixtyFourB<>+14(SB)/1, $0x40
+DATA iqSixtyFourB<>+15(SB)/1, $0x40
+DATA iqSixtyFourB<>+16(SB)/1, $0x40
+DATA iqSixtyFourB<>+17(SB)/1, $0x40
+DATA iqSixtyFourB<>+18(SB)/1, $0x40
+DATA iqSixtyFourB<>+19(SB)/1, $0x40
+DATA iqSixtyFourB<>+20(SB)/1, $0x40
+DATA iqSixtyFourB<>+21(SB)/1, $0x40
+DATA iqSixtyFourB<>+22(SB)/1, $0x40
+DATA iqSixtyFourB<>+23(SB)/1, $0x40
+DATA iqSixtyFourB<>+24(SB)/1, $0x40
+DATA iqSixtyFourB<>+25(SB)/1, $0x40
+DATA iqSixtyFourB<>+26(SB)/1, $0x40
+DATA iqSixtyFourB<>+27(SB)/1, $0x40
+DATA iqSixtyFourB<>+28(SB)/1, $0x40
+DATA iqSixtyFourB<>+29(SB)/1, $0x40
+DATA iqSixtyFourB<>+30(SB)/1, $0x40
+DATA iqSixtyFourB<>+31(SB)/1, $0x40
+GLOBL iqSixtyFourB<>(SB), RODATA|NOPTR, $32
+
 // func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotIQ3XXSQ8AVX2(SB), NOSPLIT, $32-44
@@ -9315,16 +9303,22 @@ iq3xxs_1_loop:
 	MOVBQZX      9(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 66(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         66(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      (CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -9349,16 +9343,22 @@ iq3xxs_1_loop:
 	MOVBQZX      17(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 70(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         70(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      32(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -9383,16 +9383,22 @@ iq3xxs_1_loop:
 	MOVBQZX      25(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 74(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         74(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      64(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -9417,16 +9423,22 @@ iq3xxs_1_loop:
 	MOVBQZX      33(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 78(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         78(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      96(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -9451,16 +9463,22 @@ iq3xxs_1_loop:
 	MOVBQZX      41(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 82(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         82(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      128(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -9485,16 +9503,22 @@ iq3xxs_1_loop:
 	MOVBQZX      49(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 86(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         86(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      160(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -9519,16 +9543,22 @@ iq3xxs_1_loop:
 	MOVBQZX      57(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 90(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         90(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      192(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -9553,16 +9583,22 @@ iq3xxs_1_loop:
 	MOVBQZX      65(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 94(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         94(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      224(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -9655,16 +9691,22 @@ iq3xxs_4_loop:
 	MOVBQZX      9(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 66(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         66(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      (CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9710,16 +9752,22 @@ iq3xxs_4_loop:
 	MOVBQZX      17(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 70(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         70(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      32(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9765,16 +9813,22 @@ iq3xxs_4_loop:
 	MOVBQZX      25(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 74(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         74(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      64(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9820,16 +9874,22 @@ iq3xxs_4_loop:
 	MOVBQZX      33(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 78(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         78(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      96(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9875,16 +9935,22 @@ iq3xxs_4_loop:
 	MOVBQZX      41(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 82(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         82(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      128(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9930,16 +9996,22 @@ iq3xxs_4_loop:
 	MOVBQZX      49(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 86(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         86(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      160(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9985,16 +10057,22 @@ iq3xxs_4_loop:
 	MOVBQZX      57(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 90(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         90(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      192(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -10040,16 +10118,22 @@ iq3xxs_4_loop:
 	MOVBQZX      65(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 94(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         94(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      224(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -10117,20 +10201,19 @@ iq3xxs_4_done:
 	VZEROUPPER
 	RET
 
-// func dotIQ3XXSQ8x8AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// func dotIQ3XXSQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·dotIQ3XXSQ8x8AVX2(SB), NOSPLIT, $256-64
+TEXT ·dotIQ3XXSQ8x8AVX2(SB), NOSPLIT, $256-72
 	MOVQ     blk+0(FP), AX
 	MOVQ     q+8(FP), CX
 	MOVQ     d+16(FP), DX
-	MOVQ     qstride+24(FP), BX
-	MOVQ     dstride+32(FP), SI
-	MOVQ     nblk+40(FP), DI
-	LEAQ     (BX)(BX*2), R8
+	MOVQ     s+24(FP), BX
+	MOVQ     qstride+32(FP), SI
+	MOVQ     dstride+40(FP), DI
+	MOVQ     nblk+48(FP), R8
 	LEAQ     (SI)(SI*2), R9
-	LEAQ     (CX)(BX*4), R10
-	LEAQ     (DX)(SI*4), R11
-	MOVQ     grid+56(FP), R12
+	LEAQ     (CX)(SI*4), R10
+	MOVQ     grid+64(FP), R11
 	VPCMPEQW Y0, Y0, Y0
 	VPSRLW   $0x0f, Y0, Y0
 	VXORPS   Y1, Y1, Y1
@@ -10141,14 +10224,14 @@ TEXT ·dotIQ3XXSQ8x8AVX2(SB), NOSPLIT, $256-64
 	VXORPS   Y6, Y6, Y6
 	VXORPS   Y7, Y7, Y7
 	VXORPS   Y8, Y8, Y8
-	TESTQ    DI, DI
+	TESTQ    R8, R8
 	JZ       iq3xxs_8_done
 
 iq3xxs_8_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
-	MOVWLZX      (AX), R13
-	VMOVD        R13, X9
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X9
 	VCVTPH2PS    X9, X9
 	VMULSS       iqMul3e800000<>+0(SB), X9, X9
 	VBROADCASTSS X9, Y9
@@ -10159,696 +10242,657 @@ iq3xxs_8_loop:
 	VPSUBD       Y11, Y10, Y10
 	VCVTDQ2PS    Y10, Y10
 	VMULPS       Y9, Y10, Y10
-	VMULPS       (DX), Y10, Y9
-	VMOVUPS      Y9, (SP)
-	VMULPS       (DX)(SI*1), Y10, Y9
-	VMOVUPS      Y9, 32(SP)
-	VMULPS       (DX)(SI*2), Y10, Y9
-	VMOVUPS      Y9, 64(SP)
-	VMULPS       (DX)(R9*1), Y10, Y9
-	VMOVUPS      Y9, 96(SP)
-	VMULPS       (R11), Y10, Y9
-	VMOVUPS      Y9, 128(SP)
-	VMULPS       (R11)(SI*1), Y10, Y9
-	VMOVUPS      Y9, 160(SP)
-	VMULPS       (R11)(SI*2), Y10, Y9
-	VMOVUPS      Y9, 192(SP)
-	VMULPS       (R11)(R9*1), Y10, Y9
-	VMOVUPS      Y9, 224(SP)
-	MOVBQZX      2(AX), R13
-	VMOVD        (R12)(R13*4), X12
-	MOVBQZX      3(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X12, X12
-	MOVBQZX      4(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X12, X12
-	MOVBQZX      5(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X12, X12
-	MOVBQZX      6(AX), R13
-	VMOVD        (R12)(R13*4), X9
-	MOVBQZX      7(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X9, X9
-	MOVBQZX      8(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X9, X9
-	MOVBQZX      9(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X9, X9
+	VMULPS       iqSixtyFour<>+0(SB), Y10, Y9
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, (SP)
+	VFNMADD231PS (R13), Y9, Y1
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 32(SP)
+	VFNMADD231PS (R13), Y9, Y2
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 64(SP)
+	VFNMADD231PS (R13), Y9, Y3
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 96(SP)
+	VFNMADD231PS (R13), Y9, Y4
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 128(SP)
+	VFNMADD231PS (R13), Y9, Y5
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 160(SP)
+	VFNMADD231PS (R13), Y9, Y6
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 192(SP)
+	VFNMADD231PS (R13), Y9, Y7
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y10
+	VMOVUPS      Y10, 224(SP)
+	VFNMADD231PS (R13), Y9, Y8
+	MOVBQZX      2(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      3(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      4(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      5(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      6(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      7(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      8(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      9(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 66(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      (CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS (SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      (CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 32(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      (CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 64(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      (CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 96(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      (R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 128(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      (R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 160(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      (R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 192(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      (R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 224(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      10(AX), R13
-	VMOVD        (R12)(R13*4), X12
-	MOVBQZX      11(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X12, X12
-	MOVBQZX      12(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X12, X12
-	MOVBQZX      13(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X12, X12
-	MOVBQZX      14(AX), R13
-	VMOVD        (R12)(R13*4), X9
-	MOVBQZX      15(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X9, X9
-	MOVBQZX      16(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X9, X9
-	MOVBQZX      17(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X9, X9
+	MOVL         66(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   (CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   (CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 64(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   (CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 96(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   (R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 128(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   (R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 160(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   (R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 192(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   (R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 224(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      10(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      11(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      12(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      13(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      14(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      15(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      16(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      17(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 70(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      32(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 4(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      32(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 36(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      32(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 68(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      32(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 100(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      32(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 132(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      32(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 164(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      32(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 196(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      32(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 228(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      18(AX), R13
-	VMOVD        (R12)(R13*4), X12
-	MOVBQZX      19(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X12, X12
-	MOVBQZX      20(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X12, X12
-	MOVBQZX      21(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X12, X12
-	MOVBQZX      22(AX), R13
-	VMOVD        (R12)(R13*4), X9
-	MOVBQZX      23(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X9, X9
-	MOVBQZX      24(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X9, X9
-	MOVBQZX      25(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X9, X9
+	MOVL         70(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   32(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   32(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 68(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   32(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 100(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   32(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 132(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   32(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 164(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   32(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 196(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   32(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 228(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      18(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      19(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      20(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      21(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      22(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      23(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      24(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      25(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 74(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      64(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 8(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      64(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 40(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      64(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 72(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      64(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 104(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      64(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 136(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      64(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 168(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      64(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 200(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      64(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 232(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      26(AX), R13
-	VMOVD        (R12)(R13*4), X12
-	MOVBQZX      27(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X12, X12
-	MOVBQZX      28(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X12, X12
-	MOVBQZX      29(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X12, X12
-	MOVBQZX      30(AX), R13
-	VMOVD        (R12)(R13*4), X9
-	MOVBQZX      31(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X9, X9
-	MOVBQZX      32(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X9, X9
-	MOVBQZX      33(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X9, X9
+	MOVL         74(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   64(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   64(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   64(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 72(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   64(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 104(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   64(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 136(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   64(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 168(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   64(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 200(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   64(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 232(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      26(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      27(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      28(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      29(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      30(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      31(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      32(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      33(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 78(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      96(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 12(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      96(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 44(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      96(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 76(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      96(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 108(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      96(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 140(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      96(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 172(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      96(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 204(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      96(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 236(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      34(AX), R13
-	VMOVD        (R12)(R13*4), X12
-	MOVBQZX      35(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X12, X12
-	MOVBQZX      36(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X12, X12
-	MOVBQZX      37(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X12, X12
-	MOVBQZX      38(AX), R13
-	VMOVD        (R12)(R13*4), X9
-	MOVBQZX      39(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X9, X9
-	MOVBQZX      40(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X9, X9
-	MOVBQZX      41(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X9, X9
+	MOVL         78(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   96(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   96(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   96(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   96(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 108(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   96(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 140(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   96(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 172(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   96(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 204(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   96(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 236(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      34(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      35(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      36(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      37(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      38(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      39(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      40(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      41(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 82(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      128(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 16(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      128(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 48(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      128(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 80(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      128(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 112(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      128(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 144(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      128(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 176(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      128(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 208(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      128(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 240(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      42(AX), R13
-	VMOVD        (R12)(R13*4), X12
-	MOVBQZX      43(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X12, X12
-	MOVBQZX      44(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X12, X12
-	MOVBQZX      45(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X12, X12
-	MOVBQZX      46(AX), R13
-	VMOVD        (R12)(R13*4), X9
-	MOVBQZX      47(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X9, X9
-	MOVBQZX      48(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X9, X9
-	MOVBQZX      49(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X9, X9
+	MOVL         82(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   128(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   128(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   128(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 112(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   128(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 144(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   128(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 176(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   128(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 208(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   128(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 240(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      42(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      43(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      44(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      45(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      46(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      47(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      48(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      49(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 86(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      160(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 20(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      160(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 52(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      160(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 84(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      160(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 116(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      160(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 148(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      160(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 180(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      160(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 212(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      160(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 244(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      50(AX), R13
-	VMOVD        (R12)(R13*4), X12
-	MOVBQZX      51(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X12, X12
-	MOVBQZX      52(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X12, X12
-	MOVBQZX      53(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X12, X12
-	MOVBQZX      54(AX), R13
-	VMOVD        (R12)(R13*4), X9
-	MOVBQZX      55(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X9, X9
-	MOVBQZX      56(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X9, X9
-	MOVBQZX      57(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X9, X9
+	MOVL         86(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   160(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   160(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   160(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 116(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   160(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 148(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   160(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 180(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   160(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 212(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   160(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 244(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      50(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      51(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      52(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      53(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      54(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      55(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      56(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      57(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 90(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      192(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 24(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      192(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 56(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      192(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 88(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      192(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 120(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      192(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 152(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      192(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 184(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      192(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 216(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      192(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 248(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
-	MOVBQZX      58(AX), R13
-	VMOVD        (R12)(R13*4), X12
-	MOVBQZX      59(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X12, X12
-	MOVBQZX      60(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X12, X12
-	MOVBQZX      61(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X12, X12
-	MOVBQZX      62(AX), R13
-	VMOVD        (R12)(R13*4), X9
-	MOVBQZX      63(AX), R13
-	VPINSRD      $0x01, (R12)(R13*4), X9, X9
-	MOVBQZX      64(AX), R13
-	VPINSRD      $0x02, (R12)(R13*4), X9, X9
-	MOVBQZX      65(AX), R13
-	VPINSRD      $0x03, (R12)(R13*4), X9, X9
+	MOVL         90(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   192(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   192(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   192(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   192(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 120(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   192(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 152(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   192(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 184(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   192(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 216(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   192(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 248(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      58(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      59(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      60(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      61(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      62(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      63(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      64(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      65(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
 	VINSERTI128  $0x01, X9, Y12, Y9
-	VPBROADCASTD 94(AX), Y10
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y10, Y10
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y10, Y10
-	VPAND        iqKsignsBits<>+0(SB), Y10, Y10
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y10, Y10
-	VPXOR        Y11, Y11, Y11
-	VPSADBW      Y11, Y10, Y11
-	VPSLLQ       $0x3f, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPOR         iqOnes<>+0(SB), Y10, Y10
-	VMOVDQU      224(CX), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 28(SP), Y13
-	VFMADD231PS  Y13, Y11, Y1
-	VMOVDQU      224(CX)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 60(SP), Y13
-	VFMADD231PS  Y13, Y11, Y2
-	VMOVDQU      224(CX)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 92(SP), Y13
-	VFMADD231PS  Y13, Y11, Y3
-	VMOVDQU      224(CX)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 124(SP), Y13
-	VFMADD231PS  Y13, Y11, Y4
-	VMOVDQU      224(R10), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 156(SP), Y13
-	VFMADD231PS  Y13, Y11, Y5
-	VMOVDQU      224(R10)(BX*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 188(SP), Y13
-	VFMADD231PS  Y13, Y11, Y6
-	VMOVDQU      224(R10)(BX*2), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 220(SP), Y13
-	VFMADD231PS  Y13, Y11, Y7
-	VMOVDQU      224(R10)(R8*1), Y11
-	VPSIGNB      Y10, Y11, Y11
-	VPMADDUBSW   Y11, Y9, Y11
-	VPMADDWD     Y0, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 252(SP), Y9
-	VFMADD231PS  Y9, Y11, Y8
+	MOVL         94(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   224(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   224(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   224(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 92(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   224(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 124(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   224(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 156(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   224(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 188(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   224(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 220(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   224(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 252(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
 	ADDQ         $0x00000062, AX
 	ADDQ         $0x00000100, CX
-	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000100, R10
-	ADDQ         $0x00000020, R11
-	DECQ         DI
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
 	JNZ          iq3xxs_8_loop
 
 iq3xxs_8_done:
-	MOVQ         out+48(FP), AX
+	MOVQ         out+56(FP), AX
 	VEXTRACTF128 $0x01, Y1, X0
 	VADDPS       X0, X1, X1
 	VMOVHLPS     X1, X0, X0
@@ -11361,6 +11405,40 @@ DATA iqSignBits<>+29(SB)/1, $0x20
 DATA iqSignBits<>+30(SB)/1, $0x40
 DATA iqSignBits<>+31(SB)/1, $0x80
 GLOBL iqSignBits<>(SB), RODATA|NOPTR, $32
+
+DATA iqOnes<>+0(SB)/1, $0x01
+DATA iqOnes<>+1(SB)/1, $0x01
+DATA iqOnes<>+2(SB)/1, $0x01
+DATA iqOnes<>+3(SB)/1, $0x01
+DATA iqOnes<>+4(SB)/1, $0x01
+DATA iqOnes<>+5(SB)/1, $0x01
+DATA iqOnes<>+6(SB)/1, $0x01
+DATA iqOnes<>+7(SB)/1, $0x01
+DATA iqOnes<>+8(SB)/1, $0x01
+DATA iqOnes<>+9(SB)/1, $0x01
+DATA iqOnes<>+10(SB)/1, $0x01
+DATA iqOnes<>+11(SB)/1, $0x01
+DATA iqOnes<>+12(SB)/1, $0x01
+DATA iqOnes<>+13(SB)/1, $0x01
+DATA iqOnes<>+14(SB)/1, $0x01
+DATA iqOnes<>+15(SB)/1, $0x01
+DATA iqOnes<>+16(SB)/1, $0x01
+DATA iqOnes<>+17(SB)/1, $0x01
+DATA iqOnes<>+18(SB)/1, $0x01
+DATA iqOnes<>+19(SB)/1, $0x01
+DATA iqOnes<>+20(SB)/1, $0x01
+DATA iqOnes<>+21(SB)/1, $0x01
+DATA iqOnes<>+22(SB)/1, $0x01
+DATA iqOnes<>+23(SB)/1, $0x01
+DATA iqOnes<>+24(SB)/1, $0x01
+DATA iqOnes<>+25(SB)/1, $0x01
+DATA iqOnes<>+26(SB)/1, $0x01
+DATA iqOnes<>+27(SB)/1, $0x01
+DATA iqOnes<>+28(SB)/1, $0x01
+DATA iqOnes<>+29(SB)/1, $0x01
+DATA iqOnes<>+30(SB)/1, $0x01
+DATA iqOnes<>+31(SB)/1, $0x01
+GLOBL iqOnes<>(SB), RODATA|NOPTR, $32
 
 // func dotIQ2SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+

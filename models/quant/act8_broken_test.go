@@ -134,8 +134,8 @@ var brokenAct8Kernels = []struct {
 		want: iqWant("iq2_xxs"),
 	},
 	{
-		what: "iq2_xxs and iq3_xxs: the eighth sign (the parity) dropped",
-		file: "iq.go", from: "VPSLLQ(U8(63), par, par)", to: "VPSLLQ(U8(62), par, par)",
+		what: "iq2_xxs and iq3_xxs: the sign indices taken 6 bits apart",
+		file: "iq.go", from: "SHRL(U8(7*l), i.As32())", to: "SHRL(U8(6*l), i.As32())",
 		want: append(iqWant("iq2_xxs"), iqWant("iq3_xxs")...),
 	},
 	{
@@ -184,9 +184,19 @@ var brokenAct8Kernels = []struct {
 		want: []string{"iq2_xxs ggml-quantized, eight rows (row 5)", "iq3_xxs ggml-decoded random, eight rows (row 4)", "iq2_xxs eight rows", "iq3_xxs eight rows"},
 	},
 	{
-		what: "IQ eight rows: rows 4-7 take the activation scales of rows 2-5",
-		file: "iq.go", from: "LEAQ(Mem{Base: d, Index: ds, Scale: 4}, d4)", to: "LEAQ(Mem{Base: d, Index: ds, Scale: 2}, d4)",
+		what: "IQ eight rows: every row's scales from row 0's",
+		file: "iq.go", from: "ADDQ(ds, dr)", to: "ADDQ(U32(0), dr)",
 		want: []string{"iq2_xxs ggml-quantized, eight rows (row 6)", "iq3_xxs ggml-quantized, eight rows (row 7)", "iq3_xxs eight rows"},
+	},
+	{
+		what: "IQ eight rows: the weights' +64 taken back with row 0's sums",
+		file: "iq.go", from: "ADDQ(ds, sr)", to: "ADDQ(U32(0), sr)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 1)", "iq3_xxs ggml-decoded random, eight rows (row 5)", "iq2_xxs eight rows"},
+	},
+	{
+		what: "IQ eight rows: the weights' +64 taken back with the scales, not the sums",
+		file: "iq.go", from: "VFNMADD231PS(Mem{Base: sr}, off, acc[r])", to: "VFNMADD231PS(Mem{Base: dr}, off, acc[r])",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 0)", "iq3_xxs ggml-quantized, eight rows (row 3)", "iq3_xxs eight rows"},
 	},
 	{
 		what: "IQ eight rows: rows 4-7 stay on the first block's levels",

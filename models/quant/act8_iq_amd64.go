@@ -23,7 +23,8 @@ type iqAct8Kernel struct {
 }
 
 // iqKernel8 is an eight-row kernel of a grid IQ format (nil: none).
-type iqKernel8 = func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[8]float32, grid *byte)
+// It takes the activation's sums per 32 (Act8.S) beside its scales.
+type iqKernel8 = func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[8]float32, grid *byte)
 
 func archIQAct8() map[string]iqAct8Kernel {
 	if !haveAVX2 {
@@ -48,13 +49,13 @@ func archIQAct8() map[string]iqAct8Kernel {
 		}
 		if eight != nil {
 			k.eight = act8x8(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
-				eight(b, &a.Q[0], &a.D[0], qs, ds, nb, out, g)
+				eight(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out, g)
 			}, k.four)
 		}
 		m[name] = k
 	}
-	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&tables.iq2xxsGrid[0]), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x4AVX2, dotIQ2XXSQ8x8AVX2)
-	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&tables.iq3xxsGrid[0]), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x4AVX2, dotIQ3XXSQ8x8AVX2)
+	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&iq2xxsTable), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x4AVX2, dotIQ2XXSQ8x8AVX2)
+	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&iq3xxsTable), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x4AVX2, dotIQ3XXSQ8x8AVX2)
 	add("iq2_s", iq2sBytes, unsafe.Pointer(&grids.iq2s[0]), dotIQ2SQ8AVX2, dotIQ2SQ8x4AVX2, nil)
 	add("iq3_s", iq3sBytes, unsafe.Pointer(&grids.iq3s[0]), dotIQ3SQ8AVX2, dotIQ3SQ8x4AVX2, nil)
 	add("iq1_s", iq1sBytes, unsafe.Pointer(&grid1[0]), dotIQ1SQ8AVX2, dotIQ1SQ8x4AVX2, nil)
@@ -73,3 +74,17 @@ func iq1sGrid8() *[iq1sNGrid]uint64 {
 	}
 	return t
 }
+
+// iq2xxsTable and iq3xxsTable are the iq2_xxs and iq3_xxs kernels' grid
+// tables: ggml's grid, then ksigns as ±1 bytes (iq2SignBytes) where the
+// kernels look up each 8 values' signs.
+var (
+	iq2xxsTable = struct {
+		grid  [256]uint64
+		signs [128]uint64
+	}{tables.iq2xxsGrid, iq2SignBytes}
+	iq3xxsTable = struct {
+		grid  [256]uint32
+		signs [128]uint64
+	}{tables.iq3xxsGrid, iq2SignBytes}
+)

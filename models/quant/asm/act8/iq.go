@@ -33,8 +33,8 @@ type iqGrid struct {
 	// lanes; scales16 (the formats with a scale per 16) its 16 codes as
 	// bytes of an xmm, byte 2b the first 16 of activation block b.
 	scales32, scales16 func(p reg.Register) reg.VecVirtual
-	// x8: an eight-row kernel too (dot<name>Q8x8AVX2), for the formats
-	// whose four-row kernel spends most of its time on the weights
+	// x8: an eight-row kernel too (dotIQx8), for the formats whose
+	// four-row kernel spends most of its time on the weights
 	x8 bool
 	// weights returns, given the grid's register, the function emitting
 	// activation block ib's 32 magnitudes u (unsigned bytes) and signs sg
@@ -229,31 +229,33 @@ func signBits(m Mem) reg.VecVirtual {
 	return bitSigns("iqSign", m, 4, func(i int) byte { return byte(i / 8) }, func(i int) byte { return 1 << (i % 8) })
 }
 
-// ksignsBytes returns the four ksigns patterns of the iq2_xxs / iq3_xxs
-// word at m (7-bit indices at bits 7l … 7l+6) as ±1 bytes without a
-// table: each index shifted to the bottom of its qword, its seven bits
-// spread over bytes 0-6 and tested, the eighth sign their parity (the
-// patterns have even parity), from VPSADBW's count.
-func ksignsBytes(m Mem) reg.VecVirtual {
-	v := YMM()
-	VPBROADCASTD(m, v)
-	VPSRLVQ(qwordsConst("iqKsignsShifts", 0, 7, 14, 21), v, v)
-	VPSHUFB(iqConst("iqKsignsShuf", bytesOf(32, func(i int) byte {
-		if i%8 == 7 {
-			return 0x80 // zero
+// ksignsLookup returns the four ksigns patterns of the iq2_xxs / iq3_xxs
+// word at m (7-bit indices at bits 7l … 7l+6) as ±1 bytes looked up in a
+// table of 128 qwords at table+disp (iq2SignBytes, after the grid): the
+// indices split in general registers, four scalar loads into two xmm
+// halves: three vector operations (building the ±1 bytes from the bits in
+// vectors took nine, and was the slower).
+func ksignsLookup(m Mem, table reg.Register, disp int) reg.VecVirtual {
+	w := GP32()
+	MOVL(m, w)
+	h := [2]reg.VecVirtual{XMM(), XMM()}
+	for l := range 4 {
+		i := GP64()
+		MOVL(w, i.As32())
+		if l > 0 {
+			SHRL(U8(7*l), i.As32())
 		}
-		return byte(8 * (i / 8 % 2)) // the qword's low byte, in its 128-bit lane
-	})), v, v)
-	bits := iqConst("iqKsignsBits", bytesOf(32, func(i int) byte { return 1 << (i % 8) }))
-	VPAND(bits, v, v)
-	VPCMPEQB(bits, v, v) // −1 where set; byte 7 (zero against 0x80) not
-	par, zero := YMM(), YMM()
-	VPXOR(zero, zero, zero)
-	VPSADBW(zero, v, par) // 255·(bits set) per qword: odd where the parity is
-	VPSLLQ(U8(63), par, par)
-	VPOR(par, v, v)
-	VPOR(iqConst("iqOnes", bytesOf(32, func(int) byte { return 1 })), v, v)
-	return v
+		ANDL(U32(127), i.As32())
+		e := Mem{Base: table, Index: i, Scale: 8, Disp: disp}
+		if l%2 == 0 {
+			VMOVQ(e, h[l/2])
+		} else {
+			VPINSRQ(U8(1), e, h[l/2], h[l/2])
+		}
+	}
+	y := YMM()
+	VINSERTI128(U8(1), h[1], h[0].AsY(), y)
+	return y
 }
 
 // trits returns iq1's 32 weights 8·grid + δ (δ the ±1 bytes) as
@@ -285,7 +287,7 @@ var iqFormats = []iqGrid{
 		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				u := loadGrid(grid, 8, byteIndices(Mem{Base: p, Disp: 2 + 8*ib}))
-				sg := ksignsBytes(Mem{Base: p, Disp: 6 + 8*ib})
+				sg := ksignsLookup(Mem{Base: p, Disp: 6 + 8*ib}, grid, 256*8)
 				return u, sg
 			}
 		},
@@ -304,7 +306,7 @@ var iqFormats = []iqGrid{
 		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				u := loadGrid(grid, 4, byteIndices(Mem{Base: p, Disp: 2 + 8*ib}))
-				sg := ksignsBytes(Mem{Base: p, Disp: 66 + 4*ib})
+				sg := ksignsLookup(Mem{Base: p, Disp: 66 + 4*ib}, grid, 256*4)
 				return u, sg
 			}
 		},
@@ -441,7 +443,7 @@ func iq1mScales(p reg.Register) reg.VecVirtual {
 	return lo
 }
 
-// dotIQ emits f's integer dot for rows activation rows (1, 4 or 8): per
+// dotIQ emits f's integer dot for rows activation rows (1 or 4): per
 // block the scales are built once, per 32 values the magnitudes and signs
 // once for the rows.
 func dotIQ(f iqGrid, rows int) {
@@ -449,34 +451,26 @@ func dotIQ(f iqGrid, rows int) {
 	if f.scales16 != nil {
 		scaleDoc = "in integers per 16 values."
 	}
-	var p, q, d, qs, ds, q3, d3, q4, d4, n reg.Register
+	var p, q, d, qs, ds, q3, d3, n reg.Register
 	if rows == 1 {
 		name := fmt.Sprintf("dot%sQ8AVX2", f.name)
 		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32")
 		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, " + scaleDoc)
 		p, q, d, n = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	} else {
-		name := fmt.Sprintf("dot%sQ8x%dAVX2", f.name, rows)
-		TEXT(name, NOSPLIT, fmt.Sprintf("func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[%d]float32, grid *byte)", rows))
+		name := fmt.Sprintf("dot%sQ8x4AVX2", f.name)
+		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, grid *byte)")
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
 		p, q, d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
 		qs, ds, n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
 		q3, d3 = GP64(), GP64()
 		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
 		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
-		if rows == 8 { // rows 4-7 four strides on
-			q4, d4 = GP64(), GP64()
-			LEAQ(Mem{Base: q, Index: qs, Scale: 4}, q4)
-			LEAQ(Mem{Base: d, Index: ds, Scale: 4}, d4)
-		}
 	}
 	grid := Load(Param("grid"), GP64())
 	row := func(r, qdisp int) (Mem, Mem) {
-		switch {
-		case rows == 1:
+		if rows == 1 {
 			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}
-		case r >= 4:
-			return act8Row4(q4, d4, qs, ds, q3, d3, r-4, qdisp, 0)
 		}
 		return act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
 	}
@@ -487,7 +481,11 @@ func dotIQ(f iqGrid, rows int) {
 	weights := f.weights(grid)
 	ones := onesW()
 	fs := AllocLocal(32 * rows) // per row r: d_w·mul(·(2s_j+1))·d_r[j], j < 8
-	acc := emit.Zeroed(max(2, rows))
+	nacc := 2
+	if rows == 4 {
+		nacc = 4
+	}
+	acc := emit.Zeroed(nacc)
 	accOf := func(r, ib int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[ib&1]
@@ -496,26 +494,10 @@ func dotIQ(f iqGrid, rows int) {
 	}
 	emit.Loop(fmt.Sprintf("%s_%d", strings.ToLower(f.name), rows), n, func() {
 		prefetchLines(p, f.size)
-		var dw reg.VecVirtual
-		if f.d != nil {
-			dw = f.d(p)
-		} else {
-			dw = emit.F16Scalar(Mem{Base: p})
-		}
-		if f.mul != 1 {
-			k := dwordsConst(fmt.Sprintf("iqMul%08x", math.Float32bits(f.mul)), math.Float32bits(f.mul))
-			VMULSS(k, dw, dw)
-		}
-		dwy := YMM()
-		VBROADCASTSS(dw, dwy)
+		dwy := iqBlockD(f, p)
 		var sv reg.VecVirtual
 		if f.scales32 != nil {
-			l := f.scales32(p)
-			VPADDD(l, l, l)
-			VPSUBD(iqMinusOne(), l, l) // 2s+1
-			VCVTDQ2PS(l, l)
-			VMULPS(dwy, l, l)
-			dwy = l
+			dwy = iqScales32(f, p, dwy)
 		} else {
 			sc := f.scales16(p)
 			VPADDB(sc, sc, sc)
@@ -547,16 +529,114 @@ func dotIQ(f iqGrid, rows int) {
 		ADDQ(U32(uint32(f.size)), p)
 		ADDQ(U32(256), q)
 		ADDQ(U32(32), d)
-		if rows == 8 {
-			ADDQ(U32(256), q4)
-			ADDQ(U32(32), d4)
-		}
 	})
 	if rows == 1 {
 		emit.Hsum(acc...)
 	} else {
 		storeOut(acc)
 	}
+}
+
+// dotIQx8 emits f's eight-row kernel (a format with a scale per 32 and
+// magnitudes ≤ 62): per block the float factors d_w·mul·(2s_j+1)·d_r[j]
+// built once for the eight rows r and 32s j, per 32 values the weights
+// once for the eight rows: their signs put on the magnitudes and 64
+// added, so that they are VPMADDUBSW's unsigned side (2 … 126) and the
+// activation levels, straight from memory, its signed side (pairs ≤
+// 2·126·127, within int16). The 64 adds 64·Σq per row and 32, which the
+// activation's sums take back: per block and row, acc_r −= 64·d_w·mul·
+// (2s_j+1)·S_r[j] (S_r[j] = d_r[j]·Σq, Act8.S), as q4_K's mins do. Per
+// row and 32 values: VPMADDUBSW, VPMADDWD, the conversion and one
+// multiply-add.
+func dotIQx8(f iqGrid) {
+	name := fmt.Sprintf("dot%sQ8x8AVX2", f.name)
+	TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d, s *float32, qstride, dstride, nblk int, out *[8]float32, grid *byte)")
+	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and s_r = s + r·dstride (d_r[j]·Σq_r over 32 j) bytes.")
+	p, q, d, s := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64())
+	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	q3 := GP64()
+	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+	// rows 4-7 four strides on
+	q4 := GP64()
+	LEAQ(Mem{Base: q, Index: qs, Scale: 4}, q4)
+	rowQ := func(r, disp int) Mem {
+		base := q
+		if r >= 4 {
+			base, r = q4, r-4
+		}
+		m, _ := act8Row4(base, base, qs, qs, q3, q3, r, disp, 0)
+		return m
+	}
+	grid := Load(Param("grid"), GP64())
+	weights := f.weights(grid)
+	ones := onesW()
+	fs := AllocLocal(32 * 8) // per row r: d_w·mul·(2s_j+1)·d_r[j], j < 8
+	acc := emit.Zeroed(8)
+	emit.Loop(strings.ToLower(f.name)+"_8", n, func() {
+		prefetchLines(p, f.size)
+		l := iqScales32(f, p, iqBlockD(f, p))
+		off := YMM() // 64·d_w·mul·(2s_j+1)
+		VMULPS(dwordsConst("iqSixtyFour", 0x42800000, 0x42800000, 0x42800000, 0x42800000,
+			0x42800000, 0x42800000, 0x42800000, 0x42800000), l, off)
+		dr, sr := GP64(), GP64()
+		MOVQ(d, dr)
+		MOVQ(s, sr)
+		for r := range 8 {
+			fr := YMM()
+			VMULPS(Mem{Base: dr}, l, fr)
+			VMOVUPS(fr, fs.Offset(32*r))
+			VFNMADD231PS(Mem{Base: sr}, off, acc[r])
+			if r < 7 {
+				ADDQ(ds, dr)
+				ADDQ(ds, sr)
+			}
+		}
+		for ib := range 8 {
+			u, sg := weights(p, ib)
+			VPSIGNB(sg, u, u)
+			VPADDB(iqConst("iqSixtyFourB", bytesOf(32, func(int) byte { return 64 })), u, u)
+			for r := range 8 {
+				x := YMM()
+				VPMADDUBSW(rowQ(r, 32*ib), u, x)
+				VPMADDWD(ones, x, x)
+				scaleFMA(x, fs.Offset(32*r+4*ib), acc[r])
+			}
+		}
+		ADDQ(U32(uint32(f.size)), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(256), q4)
+		ADDQ(U32(32), d)
+		ADDQ(U32(32), s)
+	})
+	storeOut(acc)
+}
+
+// iqBlockD returns the block at p's d_w·mul in every lane.
+func iqBlockD(f iqGrid, p reg.Register) reg.VecVirtual {
+	var dw reg.VecVirtual
+	if f.d != nil {
+		dw = f.d(p)
+	} else {
+		dw = emit.F16Scalar(Mem{Base: p})
+	}
+	if f.mul != 1 {
+		k := dwordsConst(fmt.Sprintf("iqMul%08x", math.Float32bits(f.mul)), math.Float32bits(f.mul))
+		VMULSS(k, dw, dw)
+	}
+	dwy := YMM()
+	VBROADCASTSS(dw, dwy)
+	return dwy
+}
+
+// iqScales32 returns the block at p's factors dwy·(2s_j+1) of its 8 32s
+// (a format with scales32).
+func iqScales32(f iqGrid, p reg.Register, dwy reg.VecVirtual) reg.VecVirtual {
+	l := f.scales32(p)
+	VPADDD(l, l, l)
+	VPSUBD(iqMinusOne(), l, l) // 2s+1
+	VCVTDQ2PS(l, l)
+	VMULPS(dwy, l, l)
+	return l
 }
 
 // iqMinusOne is a vector of −1 in every byte (every dword).
@@ -572,7 +652,7 @@ func iqKernels() {
 		dotIQ(f, 1)
 		dotIQ(f, 4)
 		if f.x8 {
-			dotIQ(f, 8)
+			dotIQx8(f)
 		}
 	}
 }
