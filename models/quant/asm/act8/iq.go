@@ -67,17 +67,6 @@ func dwordsConst(name string, v ...uint32) Mem {
 	return iqConst(name, b)
 }
 
-// qwordsConst is iqConst of little-endian uint64s.
-func qwordsConst(name string, v ...uint64) Mem {
-	b := make([]byte, 0, 8*len(v))
-	for _, x := range v {
-		for k := range 8 {
-			b = append(b, byte(x>>(8*k)))
-		}
-	}
-	return iqConst(name, b)
-}
-
 // bytesOf is n bytes, byte i f(i).
 func bytesOf(n int, f func(i int) byte) []byte {
 	b := make([]byte, n)
