@@ -33,9 +33,6 @@ type iqGrid struct {
 	// lanes; scales16 (the formats with a scale per 16) its 16 codes as
 	// bytes of an xmm, byte 2b the first 16 of activation block b.
 	scales32, scales16 func(p reg.Register) reg.VecVirtual
-	// x8: an eight-row kernel too (dotIQx8), for the formats whose
-	// four-row kernel spends most of its time on the weights
-	x8 bool
 	// weights returns, given the grid's register, the function emitting
 	// activation block ib's 32 magnitudes u (unsigned bytes) and signs sg
 	// (bytes whose sign is the weight's, never zero).
@@ -261,7 +258,7 @@ var iqFormats = []iqGrid{
 	// four grid indices (bytes), then a word of four 7-bit ksigns indices
 	// and the scale in its top 4 bits; y = d·(2s+1)/8·grid·sign.
 	{
-		name: "IQ2XXS", desc: "iq2_xxs", size: 66, mul: 0.125, x8: true,
+		name: "IQ2XXS", desc: "iq2_xxs", size: 66, mul: 0.125,
 		scales32: func(p reg.Register) reg.VecVirtual {
 			// the words of 32s 0-3 and 4-7 (odd dwords of the 8-byte
 			// groups at 2 and 34), in order
@@ -285,7 +282,7 @@ var iqFormats = []iqGrid{
 	// magnitudes each) @2, eight per 32 values, then per 32 a word @66+4ib
 	// of ksigns indices and the scale, as IQ2_XXS; y = d·(2s+1)/4·grid·sign.
 	{
-		name: "IQ3XXS", desc: "iq3_xxs", size: 98, mul: 0.25, x8: true,
+		name: "IQ3XXS", desc: "iq3_xxs", size: 98, mul: 0.25,
 		scales32: func(p reg.Register) reg.VecVirtual {
 			s := YMM()
 			VMOVDQU(Mem{Base: p, Disp: 66}, s)
@@ -488,11 +485,7 @@ func dotIQ(f iqGrid, rows int) {
 		if f.scales32 != nil {
 			dwy = iqScales32(f, p, dwy)
 		} else {
-			sc := f.scales16(p)
-			VPADDB(sc, sc, sc)
-			VPSUBB(iqMinusOne().AsX(), sc, sc) // 2s+1
-			sv = YMM()
-			VINSERTI128(U8(1), sc, sc.AsY(), sv)
+			_, sv = iqScales16(f, p)
 		}
 		for r := range rows {
 			_, dm := row(r, 0)
@@ -526,22 +519,26 @@ func dotIQ(f iqGrid, rows int) {
 	}
 }
 
-// dotIQx8 emits f's eight-row kernel (a format with a scale per 32 and
-// magnitudes ≤ 62): per block the float factors d_w·mul·(2s_j+1)·d_r[j]
-// built once for the eight rows r and 32s j, per 32 values the weights
-// once for the eight rows: their signs put on the magnitudes and 64
-// added, so that they are VPMADDUBSW's unsigned side (2 … 126) and the
-// activation levels, straight from memory, its signed side (pairs ≤
-// 2·126·127, within int16). The 64 adds 64·Σq per row and 32, which the
-// activation's sums take back: per block and row, acc_r −= 64·d_w·mul·
-// (2s_j+1)·S_r[j] (S_r[j] = d_r[j]·Σq, Act8.S), as q4_K's mins do. Per
-// row and 32 values: VPMADDUBSW, VPMADDWD, the conversion and one
-// multiply-add.
+// dotIQx8 emits f's eight-row kernel: per block the float factors
+// d_w·mul(·(2s_j+1))·d_r[j] built once for the eight rows r and 32s j,
+// per 32 values the weights once for the eight rows: their signs put on
+// the magnitudes and 64 added, so that they are VPMADDUBSW's unsigned
+// side (64 ± 62 at most, iq3_xxs) and the activation levels, straight
+// from memory, its signed side (pairs ≤ 2·126·127, within int16). The 64
+// adds 64·(2s+1)·Σq per row and 32 (or 16, the formats with a scale per
+// 16), which the activation's sums take back once per block and row:
+// acc_r −= 64·d_w·mul·(2s_j+1)·S_r[j] (S_r[j] = d_r[j]·Σq over the 32,
+// Act8.S; per 16, Act8.H), as q4_K's mins do. Per row and 32 values:
+// VPMADDUBSW, VPMADDWD, the conversion and one multiply-add.
 func dotIQx8(f iqGrid) {
 	name := fmt.Sprintf("dot%sQ8x8AVX2", f.name)
-	TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d, s *float32, qstride, dstride, nblk int, out *[8]float32, grid *byte)")
-	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and s_r = s + r·dstride (d_r[j]·Σq_r over 32 j) bytes.")
-	p, q, d, s := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64())
+	TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d, sums *float32, qstride, dstride, nblk int, out *[8]float32, grid *byte)")
+	sumsDoc, sumsStride := "sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S)", 1
+	if f.scales16 != nil {
+		sumsDoc, sumsStride = "sums_r = sums + 2r·dstride (d_r[j]·Σq_r over 16 j, Act8.H)", 2
+	}
+	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and " + sumsDoc + " bytes.")
+	p, q, d, sums := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("sums"), GP64())
 	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
 	q3 := GP64()
 	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
@@ -558,36 +555,72 @@ func dotIQx8(f iqGrid) {
 	}
 	grid := Load(Param("grid"), GP64())
 	weights := f.weights(grid)
-	ones := onesW()
-	fs := AllocLocal(32 * 8) // per row r: d_w·mul·(2s_j+1)·d_r[j], j < 8
+	var ones reg.VecVirtual
+	var masks Mem
+	if f.scales16 != nil {
+		masks = iq2ScaleMasks()
+	} else {
+		ones = onesW()
+	}
+	sixtyFour := dwordsConst("iqSixtyFour", 0x42800000, 0x42800000, 0x42800000, 0x42800000,
+		0x42800000, 0x42800000, 0x42800000, 0x42800000)
+	fs := AllocLocal(32 * 8) // per row r: d_w·mul(·(2s_j+1))·d_r[j], j < 8
 	acc := emit.Zeroed(8)
 	emit.Loop(strings.ToLower(f.name)+"_8", n, func() {
 		prefetchLines(p, f.size)
-		l := iqScales32(f, p, iqBlockD(f, p))
-		off := YMM() // 64·d_w·mul·(2s_j+1)
-		VMULPS(dwordsConst("iqSixtyFour", 0x42800000, 0x42800000, 0x42800000, 0x42800000,
-			0x42800000, 0x42800000, 0x42800000, 0x42800000), l, off)
+		l := iqBlockD(f, p)
+		var sv reg.VecVirtual
+		var off []reg.VecVirtual // 64·d_w·mul·(2s+1) per 32 (one vector) or per 16 (two)
+		if f.scales32 != nil {
+			l = iqScales32(f, p, l)
+			o := YMM()
+			VMULPS(sixtyFour, l, o)
+			off = append(off, o)
+		} else {
+			var sc reg.VecVirtual
+			sc, sv = iqScales16(f, p)
+			d64 := YMM()
+			VMULPS(sixtyFour, l, d64)
+			hi := XMM()
+			VPSRLDQ(U8(8), sc, hi)
+			for _, b := range []reg.VecVirtual{sc, hi} {
+				o := YMM()
+				VPMOVZXBD(b, o)
+				VCVTDQ2PS(o, o)
+				VMULPS(d64, o, o)
+				off = append(off, o)
+			}
+		}
 		dr, sr := GP64(), GP64()
 		MOVQ(d, dr)
-		MOVQ(s, sr)
+		MOVQ(sums, sr)
 		for r := range 8 {
 			fr := YMM()
 			VMULPS(Mem{Base: dr}, l, fr)
 			VMOVUPS(fr, fs.Offset(32*r))
-			VFNMADD231PS(Mem{Base: sr}, off, acc[r])
+			for k, o := range off {
+				VFNMADD231PS(Mem{Base: sr, Disp: 32 * k}, o, acc[r])
+			}
 			if r < 7 {
 				ADDQ(ds, dr)
-				ADDQ(ds, sr)
+				for range sumsStride {
+					ADDQ(ds, sr)
+				}
 			}
 		}
 		for ib := range 8 {
 			u, sg := weights(p, ib)
 			VPSIGNB(sg, u, u)
 			VPADDB(iqConst("iqSixtyFourB", bytesOf(32, func(int) byte { return 64 })), u, u)
+			scl := ones
+			if sv != nil {
+				scl = YMM()
+				VPSHUFB(masks.Offset(32*ib), sv, scl)
+			}
 			for r := range 8 {
 				x := YMM()
 				VPMADDUBSW(rowQ(r, 32*ib), u, x)
-				VPMADDWD(ones, x, x)
+				VPMADDWD(scl, x, x)
 				scaleFMA(x, fs.Offset(32*r+4*ib), acc[r])
 			}
 		}
@@ -595,7 +628,7 @@ func dotIQx8(f iqGrid) {
 		ADDQ(U32(256), q)
 		ADDQ(U32(256), q4)
 		ADDQ(U32(32), d)
-		ADDQ(U32(32), s)
+		ADDQ(U32(uint32(32*sumsStride)), sums)
 	})
 	storeOut(acc)
 }
@@ -628,6 +661,17 @@ func iqScales32(f iqGrid, p reg.Register, dwy reg.VecVirtual) reg.VecVirtual {
 	return l
 }
 
+// iqScales16 returns the block at p's 16 codes 2s+1 (a format with
+// scales16) as bytes of an xmm, and in both halves of a ymm.
+func iqScales16(f iqGrid, p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
+	sc := f.scales16(p)
+	VPADDB(sc, sc, sc)
+	VPSUBB(iqMinusOne().AsX(), sc, sc) // 2s+1
+	sv := YMM()
+	VINSERTI128(U8(1), sc, sc.AsY(), sv)
+	return sc, sv
+}
+
 // iqMinusOne is a vector of −1 in every byte (every dword).
 func iqMinusOne() reg.VecVirtual {
 	m := YMM()
@@ -635,13 +679,12 @@ func iqMinusOne() reg.VecVirtual {
 	return m
 }
 
-// iqKernels emits the one-row and four-row kernels of every iqGrid format.
+// iqKernels emits the one-, four- and eight-row kernels of every iqGrid
+// format.
 func iqKernels() {
 	for _, f := range iqFormats {
 		dotIQ(f, 1)
 		dotIQ(f, 4)
-		if f.x8 {
-			dotIQx8(f)
-		}
+		dotIQx8(f)
 	}
 }
