@@ -204,16 +204,6 @@ var brokenAct8Kernels = []struct {
 		file: "iq.go", from: `Act8.H)", 2`, to: `Act8.H)", 1`,
 		want: []string{"iq2_s ggml-quantized, eight rows (row 2)", "iq1_m ggml-decoded random, eight rows (row 5)", "iq2_s eight rows"},
 	},
-	{
-		what: "IQ eight rows, a scale per 16: the second 16s' +64 taken back with the first 16s' sums",
-		file: "iq.go", from: "VFNMADD231PS(Mem{Base: sr, Disp: 32 * k}, o, acc[r])", to: "VFNMADD231PS(Mem{Base: sr, Disp: 0 * k}, o, acc[r])",
-		want: []string{"iq2_s ggml-quantized, eight rows (row 0)", "iq1_m ggml-quantized, eight rows (row 7)", "iq1_m eight rows"},
-	},
-	{
-		what: "IQ eight rows: rows 4-7 stay on the first block's levels",
-		file: "iq.go", from: "ADDQ(U32(256), q4)", to: "ADDQ(U32(0), q4)",
-		want: []string{"iq2_xxs ggml-quantized, eight rows (row 4)", "iq3_xxs ggml-quantized, eight rows (row 7)", "iq2_xxs eight rows"},
-	},
 }
 
 // iqWant are the failures a fault in one IQ format's kernels must show:
