@@ -129,11 +129,16 @@ type act8Func = func(block []byte, q []int8, d, s, h []float32, nblk int) float3
 // i < len(out); rows not at equal strides take one-row dots.
 type act8x4Func = func(data []byte, stride int, a *[4]*Act8, nblk int, out [][4]float32)
 
-// act8x8Func is act8x4Func for eight activation rows.
-type act8x8Func = func(data []byte, stride int, a *[8]*Act8, nblk int, out [][8]float32)
+// act8x2Func and act8x8Func are act8x4Func for two and eight activation
+// rows.
+type (
+	act8x2Func = func(data []byte, stride int, a *[2]*Act8, nblk int, out [][2]float32)
+	act8x8Func = func(data []byte, stride int, a *[8]*Act8, nblk int, out [][8]float32)
+)
 
 var (
 	act8Dots  = map[*Format]act8Func{}
+	act8Dots2 = map[*Format]act8x2Func{}
 	act8Dots4 = map[*Format]act8x4Func{}
 	act8Dots8 = map[*Format]act8x8Func{}
 )
@@ -155,13 +160,14 @@ func (r RowLayout) Act8Kernel() (Act8Dot, bool) {
 	if !ok {
 		return Act8Dot{}, false
 	}
-	return Act8Dot{r: r, one: f, four: act8Dots4[r.Format], eight: act8Dots8[r.Format]}, true
+	return Act8Dot{r: r, one: f, two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format]}, true
 }
 
 // Act8Dot multiplies stored rows of one layout with Act8 activations.
 type Act8Dot struct {
 	r     RowLayout
 	one   act8Func
+	two   act8x2Func
 	four  act8x4Func
 	eight act8x8Func
 }
@@ -213,6 +219,27 @@ func (k Act8Dot) DotRows4(data []byte, stride int, a *[4]*Act8, out [][4]float32
 	}
 	if k.four != nil {
 		k.four(data, stride, a, k.r.Stored/k.r.Format.BlockElems, out)
+		return
+	}
+	for i := range out {
+		for r, ar := range a {
+			out[i][r] = k.Dot(data[i*stride:], ar)
+		}
+	}
+}
+
+// HasDot2 reports whether DotRows2 runs a two-row kernel (each block's
+// weights decoded once for the two) rather than one-row dots.
+func (k Act8Dot) HasDot2() bool { return k.two != nil }
+
+// DotRows2 is DotRows4 for two activation rows: through the format's
+// two-row kernel where it has one, else one-row dots.
+func (k Act8Dot) DotRows2(data []byte, stride int, a *[2]*Act8, out [][2]float32) {
+	if len(out) == 0 {
+		return
+	}
+	if k.two != nil {
+		k.two(data, stride, a, k.r.Stored/k.r.Format.BlockElems, out)
 		return
 	}
 	for i := range out {

@@ -204,6 +204,30 @@ func iq2SignedGrid() *[1 << 16]uint64 {
 	return t
 }
 
+// act8x2 is act8x4 for two rows: the two-row kernel (given row 0) for
+// two rows at equal strides, else one-row dots.
+func act8x2(elems, size int, two func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32),
+	one func(b *byte, a *Act8, nb int) float32) act8x2Func {
+	return func(data []byte, stride int, a *[2]*Act8, nb int, out [][2]float32) {
+		if nb == 0 {
+			clear(out)
+			return
+		}
+		_ = data[(len(out)-1)*stride+nb*size-1]
+		qs, ds, ok := act8Strides(a[:], nb*elems)
+		for i := range out {
+			b := &data[i*stride]
+			if !ok {
+				for r, ar := range a {
+					out[i][r] = one(b, ar, nb)
+				}
+				continue
+			}
+			two(b, a[0], qs, ds, nb, &out[i])
+		}
+	}
+}
+
 // act8x8 is act8x4 for eight rows: the eight-row kernel (given row 0)
 // for eight rows at equal strides, else the format's four-row dots of the
 // two halves.

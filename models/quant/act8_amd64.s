@@ -7986,6 +7986,382 @@ DATA iqMul3e000000<>+2(SB)/1, $0x00
 DATA iqMul3e000000<>+3(SB)/1, $0x3e
 GLOBL iqMul3e000000<>(SB), RODATA|NOPTR, $4
 
+// func dotIQ2XXSQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2XXSQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq2xxs_2_done
+
+iq2xxs_2_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e000000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      2(AX), Y4
+	VMOVDQU      34(AX), Y5
+	VSHUFPS      $0xdd, Y5, Y4, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VPADDD       Y5, Y5, Y5
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMULPS       (DX), Y5, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX)(SI*1), Y5, Y3
+	VMOVUPS      Y3, 32(SP)
+	MOVBQZX      2(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      3(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      4(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      5(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         6(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      (CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      10(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      11(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      12(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      13(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         14(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      32(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      18(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      19(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      20(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      21(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         22(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      64(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      26(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      27(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      28(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      29(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         30(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      96(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      34(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      35(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      36(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      37(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         38(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      128(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      42(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      43(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      44(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      45(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         46(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      160(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      50(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      51(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      52(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      53(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         54(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      192(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      58(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      59(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      60(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      61(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         62(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      224(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq2xxs_2_loop
+
+iq2xxs_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotIQ2XXSQ8x4AVX2(SB), NOSPLIT, $128-64
@@ -9629,6 +10005,443 @@ DATA iqMul3e800000<>+1(SB)/1, $0x00
 DATA iqMul3e800000<>+2(SB)/1, $0x80
 DATA iqMul3e800000<>+3(SB)/1, $0x3e
 GLOBL iqMul3e800000<>(SB), RODATA|NOPTR, $4
+
+// func dotIQ3XXSQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3XXSQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq3xxs_2_done
+
+iq3xxs_2_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e800000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      66(AX), Y4
+	VPSRLD       $0x1c, Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX)(SI*1), Y4, Y3
+	VMOVUPS      Y3, 32(SP)
+	MOVBQZX      2(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      3(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      4(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      5(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      6(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      7(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      8(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      9(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         66(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      (CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      10(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      11(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      12(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      13(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      14(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      15(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      16(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      17(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         70(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      32(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      18(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      19(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      20(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      21(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      22(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      23(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      24(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      25(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         74(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      64(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      26(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      27(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      28(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      29(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      30(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      31(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      32(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      33(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         78(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      96(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      34(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      35(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      36(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      37(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      38(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      39(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      40(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      41(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         82(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      128(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      42(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      43(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      44(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      45(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      46(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      47(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      48(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      49(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         86(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      160(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      50(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      51(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      52(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      53(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      54(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      55(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      56(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      57(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         90(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      192(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      58(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      59(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      60(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      61(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      62(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      63(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      64(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      65(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         94(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      224(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq3xxs_2_loop
+
+iq3xxs_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
 
 // func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -11440,6 +12253,373 @@ DATA iqOnes<>+30(SB)/1, $0x01
 DATA iqOnes<>+31(SB)/1, $0x01
 GLOBL iqOnes<>(SB), RODATA|NOPTR, $32
 
+// func dotIQ2SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2SQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq2s_2_done
+
+iq2s_2_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y3
+	VMOVQ        74(AX), X4
+	VPAND        iqNibbles<>+0(SB), X4, X1
+	VPSRLW       $0x04, X4, X4
+	VPAND        iqNibbles<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X1, X1
+	VPADDB       X1, X1, X1
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBB       X4, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y4
+	VMULPS       (DX), Y3, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (DX)(SI*1), Y3, Y3
+	VMOVUPS      Y3, 32(SP)
+	VPMOVZXBD    2(AX), X3
+	VPBROADCASTB 66(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 34(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y4, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    6(AX), X3
+	VPBROADCASTB 67(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 38(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y4, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    10(AX), X3
+	VPBROADCASTB 68(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 42(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y4, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    14(AX), X3
+	VPBROADCASTB 69(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 46(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y4, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    18(AX), X3
+	VPBROADCASTB 70(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 50(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y4, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    22(AX), X3
+	VPBROADCASTB 71(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 54(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y4, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    26(AX), X3
+	VPBROADCASTB 72(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 58(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y4, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    30(AX), X3
+	VPBROADCASTB 73(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 62(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y4, Y4
+	VMOVDQU      224(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VMOVDQU      224(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y6, Y2
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq2s_2_loop
+
+iq2s_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VADDPS       X1, X0, X0
+	VPSHUFD      $0x01, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ2SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotIQ2SQ8x4AVX2(SB), NOSPLIT, $128-64
@@ -13171,6 +14351,467 @@ DATA iq3sHiMask<>+29(SB)/1, $0x01
 DATA iq3sHiMask<>+30(SB)/1, $0x00
 DATA iq3sHiMask<>+31(SB)/1, $0x00
 GLOBL iq3sHiMask<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ3SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3SQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq3s_2_done
+
+iq3s_2_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VPBROADCASTD 106(AX), Y4
+	VPSRLVD      iq3sScaleShifts<>+0(SB), Y4, Y4
+	VPAND        iqFifteen<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX)(SI*1), Y4, Y3
+	VMOVUPS      Y3, 32(SP)
+	VPMOVZXBD    2(AX), Y3
+	VPBROADCASTB 66(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 74(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      (CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    10(AX), Y3
+	VPBROADCASTB 67(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 78(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      32(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    18(AX), Y3
+	VPBROADCASTB 68(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 82(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      64(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    26(AX), Y3
+	VPBROADCASTB 69(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 86(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      96(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    34(AX), Y3
+	VPBROADCASTB 70(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 90(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      128(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    42(AX), Y3
+	VPBROADCASTB 71(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 94(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      160(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    50(AX), Y3
+	VPBROADCASTB 72(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 98(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      192(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    58(AX), Y3
+	VPBROADCASTB 73(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 102(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      224(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq3s_2_loop
+
+iq3s_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
 
 // func dotIQ3SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -15026,6 +16667,387 @@ DATA iq1sDeltaBits<>+30(SB)/1, $0x80
 DATA iq1sDeltaBits<>+31(SB)/1, $0x80
 GLOBL iq1sDeltaBits<>(SB), RODATA|NOPTR, $32
 
+// func dotIQ1SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1SQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq1s_2_done
+
+iq1s_2_loop:
+	PREFETCHT0   2048(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e000000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VPMOVZXWD    34(AX), Y4
+	VPSRLD       $0x0c, Y4, Y4
+	VPAND        iqSeven<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX)(SI*1), Y4, Y3
+	VMOVUPS      Y3, 32(SP)
+	VPMOVZXBD    2(AX), X3
+	VPBROADCASTW 34(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 34(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      (CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    6(AX), X3
+	VPBROADCASTW 36(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 36(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      32(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    10(AX), X3
+	VPBROADCASTW 38(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 38(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      64(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    14(AX), X3
+	VPBROADCASTW 40(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 40(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      96(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    18(AX), X3
+	VPBROADCASTW 42(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 42(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      128(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    22(AX), X3
+	VPBROADCASTW 44(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 44(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      160(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    26(AX), X3
+	VPBROADCASTW 46(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 46(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      192(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    30(AX), X3
+	VPBROADCASTW 48(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 48(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      224(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq1s_2_loop
+
+iq1s_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ1SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotIQ1SQ8x4AVX2(SB), NOSPLIT, $128-64
@@ -16777,6 +18799,411 @@ DATA iq1mDeltaBits<>+29(SB)/1, $0x80
 DATA iq1mDeltaBits<>+30(SB)/1, $0x80
 DATA iq1mDeltaBits<>+31(SB)/1, $0x80
 GLOBL iq1mDeltaBits<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ1MQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1MQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq1m_2_done
+
+iq1m_2_loop:
+	PREFETCHT0   2048(AX)
+	MOVQ         48(AX), R9
+	MOVQ         $0xf000f000f000f000, R10
+	ANDQ         R10, R9
+	MOVQ         R9, R11
+	SHRQ         $0x0c, R11
+	MOVQ         R9, R10
+	SHRQ         $0x18, R10
+	ORQ          R10, R11
+	MOVQ         R9, R10
+	SHRQ         $0x24, R10
+	ORQ          R10, R11
+	MOVQ         R9, R10
+	SHRQ         $0x30, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R11
+	VMOVD        R11, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y3
+	VPBROADCASTQ 48(AX), Y4
+	VPSHUFB      iq1mScaleShuf<>+0(SB), Y4, Y4
+	VPMULLW      iq1mScaleMul<>+0(SB), Y4, Y4
+	VPSRLW       $0x0d, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X1
+	VPACKUSWB    X1, X4, X1
+	VPADDB       X1, X1, X1
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBB       X4, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y4
+	VMULPS       (DX), Y3, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (DX)(SI*1), Y3, Y3
+	VMOVUPS      Y3, 32(SP)
+	VPMOVZXBD    (AX), X3
+	VPBROADCASTW 32(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 32(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y4, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    4(AX), X3
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 34(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y4, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    8(AX), X3
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 36(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y4, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    12(AX), X3
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 38(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y4, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    16(AX), X3
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 40(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y4, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    20(AX), X3
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 42(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y4, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    24(AX), X3
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 44(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y4, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    28(AX), X3
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 46(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y4, Y4
+	VMOVDQU      224(CX), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VMOVDQU      224(CX)(BX*1), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y6, Y2
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq1m_2_loop
+
+iq1m_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VADDPS       X1, X0, X0
+	VPSHUFD      $0x01, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
 
 // func dotIQ1MQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+

@@ -88,6 +88,9 @@ func dotQ5_1Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, ds
 // dotIQ2XXSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xxs blocks, in integers per 32 values.
 func dotIQ2XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ2XXSQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ2XXSQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ2XXSQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 
@@ -96,6 +99,9 @@ func dotIQ2XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride in
 
 // dotIQ3XXSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq3_xxs blocks, in integers per 32 values.
 func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+
+// dotIQ3XXSQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ3XXSQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
 
 // dotIQ3XXSQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
@@ -106,6 +112,9 @@ func dotIQ3XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride in
 // dotIQ2SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_s blocks, in integers per 16 values.
 func dotIQ2SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ2SQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ2SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ2SQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ2SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 
@@ -114,6 +123,9 @@ func dotIQ2SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int,
 
 // dotIQ3SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq3_s blocks, in integers per 32 values.
 func dotIQ3SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+
+// dotIQ3SQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ3SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
 
 // dotIQ3SQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ3SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
@@ -124,6 +136,9 @@ func dotIQ3SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int,
 // dotIQ1SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq1_s blocks, in integers per 32 values.
 func dotIQ1SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ1SQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ1SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ1SQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ1SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 
@@ -132,6 +147,9 @@ func dotIQ1SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int,
 
 // dotIQ1MQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq1_m blocks, in integers per 16 values.
 func dotIQ1MQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
+
+// dotIQ1MQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_m blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ1MQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
 
 // dotIQ1MQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_m blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ1MQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)

@@ -8,8 +8,8 @@ import (
 // BenchmarkAct8 sets each integer kernel beside the format's float32
 // Dot32 on a 2048-value row held in L1 (compute, not memory), in bytes of
 // weights per second, and times the activation quantization; where the
-// format has a four-row kernel, it against four one-row dots, and an
-// eight-row kernel against two four-row calls.
+// format has a four-row kernel, it against four one-row dots, a two-row
+// kernel on its own, and an eight-row kernel against two four-row calls.
 func BenchmarkAct8(b *testing.B) {
 	const n = 2048
 	r := rand.New(rand.NewPCG(1, 2))
@@ -61,6 +61,16 @@ func BenchmarkAct8(b *testing.B) {
 				}
 			}
 		})
+		if k.HasDot2() {
+			two := [2]*Act8{ar.Row(0), ar.Row(1)}
+			out2 := make([][2]float32, 1)
+			b.Run(name+"/act8x2", func(b *testing.B) {
+				b.SetBytes(int64(len(blk)))
+				for b.Loop() {
+					k.DotRows2(blk, 0, &two, out2)
+				}
+			})
+		}
 		if !k.HasDot8() {
 			continue
 		}

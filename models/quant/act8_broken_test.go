@@ -174,9 +174,10 @@ var brokenAct8Kernels = []struct {
 		want: []string{"iq2_s ggml-quantized, one row", "iq1_m ggml-quantized, four rows (row 1)", "iq2_s four rows"},
 	},
 	{
-		what: "IQ four rows: every row's scales stored over row 0's",
+		what: "IQ two and four rows: every row's scales stored over row 0's",
 		file: "iq.go", from: "blockScales(dwy, dm, fs.Offset(32*r))", to: "blockScales(dwy, dm, fs.Offset(0))",
-		want: []string{"iq3_xxs ggml-quantized, four rows (row 1)", "iq1_m ggml-quantized, four rows (row 2)", "iq2_s four rows"},
+		want: []string{"iq3_xxs ggml-quantized, four rows (row 1)", "iq1_m ggml-quantized, four rows (row 2)", "iq2_s four rows",
+			"iq2_xxs ggml-quantized, two rows (row 1)", "iq3_s two rows"},
 	},
 	{
 		what: "IQ eight rows: rows 4-7 read two strides on, not four",

@@ -162,6 +162,23 @@ func TestAct8Rows(t *testing.T) {
 			if two[0] != out || two[1] != out {
 				t.Errorf("%s row of %d: DotRows4 %v, Dot4 %v", name, n, two, out)
 			}
+			if k.HasDot2() {
+				// two rows (rows 1 and 2 of xs) through the two-row kernel,
+				// over consecutive weight rows too
+				two := [2]*Act8{ar.Row(1), ar.Row(2)}
+				o2 := make([][2]float32, 2)
+				k.DotRows2(append(slices.Clone(row), row...), len(row), &two, o2)
+				if o2[0] != o2[1] {
+					t.Errorf("%s row of %d: DotRows2 %v", name, n, o2)
+				}
+				for i := range two {
+					x := make([]float32, rl.Stored)
+					copy(x, xs[(i+1)*n:(i+2)*n])
+					var a Act8
+					a.Quantize(x)
+					checkAct8(t, f, row, x, &a, o2[0][i], "two rows")
+				}
+			}
 			if k.HasDot8() {
 				// eight rows (rows 1-4 again after rows 0-3 of xs, in one
 				// buffer): the eight-row kernel, over consecutive weight rows
@@ -281,6 +298,14 @@ func TestAct8GGMLBlocks(t *testing.T) {
 			k.Dot4(set.blocks, &four, &out)
 			for r := range 4 {
 				checkGGMLDot(t, fmt.Sprintf("%s %s, four rows (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], four[r], out[r])
+			}
+			if k.HasDot2() {
+				two := [2]*Act8{ar.Row(2), ar.Row(3)}
+				out2 := make([][2]float32, 1)
+				k.DotRows2(set.blocks, 0, &two, out2)
+				for r := range 2 {
+					checkGGMLDot(t, fmt.Sprintf("%s %s, two rows (row %d)", name, set.what, r), set.y, xs[(r+2)*n:(r+3)*n], two[r], out2[0][r])
+				}
 			}
 			if !k.HasDot8() {
 				continue

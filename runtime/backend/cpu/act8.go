@@ -87,6 +87,7 @@ func act8Tile(k8 quant.Act8Dot, m matrix, lo, hi int, ar *quant.Act8Rows, r0 int
 	plan := tilePlan(k8, len(yoff), r0, ar.Rows(), planBuf[:0])
 	var out [tileWeights][8]float32
 	var out4 [tileWeights][4]float32
+	var out2 [tileWeights][2]float32
 	var eight [8]*quant.Act8
 	var four [4]*quant.Act8
 	for i0 := lo; i0 < hi; i0 += tileWeights {
@@ -100,6 +101,16 @@ func act8Tile(k8 quant.Act8Dot, m matrix, lo, hi int, ar *quant.Act8Rows, r0 int
 				}
 				o := out[:i1-i0]
 				k8.DotRows8(data, m.rowBytes, &eight, o)
+				for t := c.from; t < c.to; t++ {
+					yr := y[yoff[t]+i0 : yoff[t]+i1]
+					for i := range yr {
+						yr[i] = o[i][t-c.start]
+					}
+				}
+			case 2:
+				two := [2]*quant.Act8{ar.Row(r0 + c.start), ar.Row(r0 + c.start + 1)}
+				o := out2[:i1-i0]
+				k8.DotRows2(data, m.rowBytes, &two, o)
 				for t := c.from; t < c.to; t++ {
 					yr := y[yoff[t]+i0 : yoff[t]+i1]
 					for i := range yr {
@@ -127,7 +138,7 @@ func act8Tile(k8 quant.Act8Dot, m matrix, lo, hi int, ar *quant.Act8Rows, r0 int
 }
 
 // tileCall is one kernel call of act8Tile: the group's activation rows
-// [start, start+width) (width 8, 4 or 1; rows outside the group borrowed
+// [start, start+width) (width 8, 4, 2 or 1; rows outside the group borrowed
 // from ar), of which it writes the rows [from, to).
 type tileCall struct{ start, width, from, to int }
 
@@ -137,9 +148,10 @@ type tileCall struct{ start, width, from, to int }
 // then the tail. A tail of five to seven takes one more eight-row call, a
 // tail of three one more four-row call, borrowing rows before the tail
 // (the group's own, or ar's before r0) or else after the group, where ar
-// has them; other tails, and tails with no rows to borrow, take one-row
-// calls. On iq2_xxs (2048 values, L1, this EPYC) one eight-row call costs
-// 520 ns, a four-row one 350 and a one-row one 177.
+// has them; two rows left take a two-row call (where the format has one),
+// the rest one-row calls. On iq2_xxs (2048 values, L1, this EPYC) one
+// eight-row call costs 527 ns, a four-row one 345, a two-row one 223 and
+// a one-row one 177.
 func tilePlan(k8 quant.Act8Dot, rows, r0, total int, plan []tileCall) []tileCall {
 	t := 0
 	// borrow appends a call of width w covering the rows [t, rows), if ar
@@ -171,6 +183,10 @@ func tilePlan(k8 quant.Act8Dot, rows, r0, total int, plan []tileCall) []tileCall
 		if rows-t == 3 && borrow(4) {
 			return plan
 		}
+	}
+	if k8.HasDot2() && rows-t >= 2 {
+		plan = append(plan, tileCall{start: t, width: 2, from: t, to: t + 2})
+		t += 2
 	}
 	for ; t < rows; t++ {
 		plan = append(plan, tileCall{start: t, width: 1, from: t, to: t + 1})
@@ -264,9 +280,9 @@ func (a actRows) dotRows(m matrix, l, lo, t int, out []float32) {
 }
 
 // tileRows is the least number of a window's rows routed to one expert
-// that go through act8Tile (four-row kernels) rather than dotRows; below
-// it the one-row calls (decode) cost no less.
-const tileRows = 3
+// that go through act8Tile (two-, four- and eight-row kernels) rather than
+// dotRows; a single row (decode) takes the one-row call.
+const tileRows = 2
 
 // release returns the quantized rows to the pool.
 func (a actRows) release() {

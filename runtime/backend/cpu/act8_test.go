@@ -139,7 +139,8 @@ func TestTilePlan(t *testing.T) {
 					written := make([]int, rows)
 					for _, c := range plan {
 						switch {
-						case c.width == 8 && !k8.HasDot8(), c.width == 4 && !k8.HasDot4(), c.width != 1 && c.width != 4 && c.width != 8:
+						case c.width == 8 && !k8.HasDot8(), c.width == 4 && !k8.HasDot4(), c.width == 2 && !k8.HasDot2(),
+							c.width != 1 && c.width != 2 && c.width != 4 && c.width != 8:
 							t.Fatalf("%s rows %d at %d of %d: a call of width %d", name, rows, r0, total, c.width)
 						case r0+c.start < 0 || r0+c.start+c.width > total || c.from < c.start || c.to > c.start+c.width:
 							t.Fatalf("%s rows %d at %d of %d: call %+v outside the buffer", name, rows, r0, total, c)

@@ -429,7 +429,7 @@ func iq1mScales(p reg.Register) reg.VecVirtual {
 	return lo
 }
 
-// dotIQ emits f's integer dot for rows activation rows (1 or 4): per
+// dotIQ emits f's integer dot for rows activation rows (1, 2 or 4): per
 // block the scales are built once, per 32 values the magnitudes and signs
 // once for the rows.
 func dotIQ(f iqGrid, rows int) {
@@ -444,14 +444,16 @@ func dotIQ(f iqGrid, rows int) {
 		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, " + scaleDoc)
 		p, q, d, n = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	} else {
-		name := fmt.Sprintf("dot%sQ8x4AVX2", f.name)
-		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, grid *byte)")
+		name := fmt.Sprintf("dot%sQ8x%dAVX2", f.name, rows)
+		TEXT(name, NOSPLIT, fmt.Sprintf("func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[%d]float32, grid *byte)", rows))
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
 		p, q, d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
 		qs, ds, n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
-		q3, d3 = GP64(), GP64()
-		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+		if rows == 4 {
+			q3, d3 = GP64(), GP64()
+			LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+			LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+		}
 	}
 	grid := Load(Param("grid"), GP64())
 	row := func(r, qdisp int) (Mem, Mem) {
@@ -467,11 +469,7 @@ func dotIQ(f iqGrid, rows int) {
 	weights := f.weights(grid)
 	ones := onesW()
 	fs := AllocLocal(32 * rows) // per row r: d_w·mul(·(2s_j+1))·d_r[j], j < 8
-	nacc := 2
-	if rows == 4 {
-		nacc = 4
-	}
-	acc := emit.Zeroed(nacc)
+	acc := emit.Zeroed(max(2, rows))
 	accOf := func(r, ib int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[ib&1]
@@ -679,11 +677,12 @@ func iqMinusOne() reg.VecVirtual {
 	return m
 }
 
-// iqKernels emits the one-, four- and eight-row kernels of every iqGrid
-// format.
+// iqKernels emits the one-, two-, four- and eight-row kernels of every
+// iqGrid format.
 func iqKernels() {
 	for _, f := range iqFormats {
 		dotIQ(f, 1)
+		dotIQ(f, 2)
 		dotIQ(f, 4)
 		dotIQx8(f)
 	}
