@@ -129,9 +129,18 @@ type act8Func = func(block []byte, q []int8, d, s, h []float32, nblk int) float3
 // i < len(out); rows not at equal strides take one-row dots.
 type act8x4Func = func(data []byte, stride int, a *[4]*Act8, nblk int, out [][4]float32)
 
+// act8x2Func and act8x8Func are act8x4Func for two and eight activation
+// rows.
+type (
+	act8x2Func = func(data []byte, stride int, a *[2]*Act8, nblk int, out [][2]float32)
+	act8x8Func = func(data []byte, stride int, a *[8]*Act8, nblk int, out [][8]float32)
+)
+
 var (
 	act8Dots  = map[*Format]act8Func{}
+	act8Dots2 = map[*Format]act8x2Func{}
 	act8Dots4 = map[*Format]act8x4Func{}
+	act8Dots8 = map[*Format]act8x8Func{}
 )
 
 func init() {
@@ -151,14 +160,16 @@ func (r RowLayout) Act8Kernel() (Act8Dot, bool) {
 	if !ok {
 		return Act8Dot{}, false
 	}
-	return Act8Dot{r: r, one: f, four: act8Dots4[r.Format]}, true
+	return Act8Dot{r: r, one: f, two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format]}, true
 }
 
 // Act8Dot multiplies stored rows of one layout with Act8 activations.
 type Act8Dot struct {
-	r    RowLayout
-	one  act8Func
-	four act8x4Func
+	r     RowLayout
+	one   act8Func
+	two   act8x2Func
+	four  act8x4Func
+	eight act8x8Func
 }
 
 // Dot is Σ DecodeRow(row)[i]·x̂[i] over the row's stored values (the
@@ -213,6 +224,58 @@ func (k Act8Dot) DotRows4(data []byte, stride int, a *[4]*Act8, out [][4]float32
 	for i := range out {
 		for r, ar := range a {
 			out[i][r] = k.Dot(data[i*stride:], ar)
+		}
+	}
+}
+
+// HasDot2 reports whether DotRows2 runs a two-row kernel (each block's
+// weights decoded once for the two) rather than one-row dots.
+func (k Act8Dot) HasDot2() bool { return k.two != nil }
+
+// DotRows2 is DotRows4 for two activation rows: through the format's
+// two-row kernel where it has one, else one-row dots.
+func (k Act8Dot) DotRows2(data []byte, stride int, a *[2]*Act8, out [][2]float32) {
+	if len(out) == 0 {
+		return
+	}
+	if k.two != nil {
+		k.two(data, stride, a, k.r.Stored/k.r.Format.BlockElems, out)
+		return
+	}
+	for i := range out {
+		for r, ar := range a {
+			out[i][r] = k.Dot(data[i*stride:], ar)
+		}
+	}
+}
+
+// HasDot8 reports whether DotRows8 runs an eight-row kernel (each block's
+// weights decoded once for the eight) rather than four-row ones.
+func (k Act8Dot) HasDot8() bool { return k.eight != nil }
+
+// Dot8 is Dot for eight activation rows, through an eight-row kernel
+// where the format has one.
+func (k Act8Dot) Dot8(row []byte, a *[8]*Act8, out *[8]float32) {
+	o := [1][8]float32{}
+	k.DotRows8(row, 0, a, o[:])
+	*out = o[0]
+}
+
+// DotRows8 is DotRows4 for eight activation rows: through the format's
+// eight-row kernel where it has one, else two four-row calls per row.
+func (k Act8Dot) DotRows8(data []byte, stride int, a *[8]*Act8, out [][8]float32) {
+	if len(out) == 0 {
+		return
+	}
+	if k.eight != nil {
+		k.eight(data, stride, a, k.r.Stored/k.r.Format.BlockElems, out)
+		return
+	}
+	for i := range out {
+		var o [4]float32
+		for h := range 2 {
+			k.Dot4(data[i*stride:], (*[4]*Act8)(a[4*h:]), &o)
+			copy(out[i][4*h:], o[:])
 		}
 	}
 }

@@ -148,7 +148,7 @@ func act8x4(elems, size int, four func(b *byte, a *Act8, qs, ds, nb int, out *[4
 			return
 		}
 		_ = data[(len(out)-1)*stride+nb*size-1]
-		qs, ds, ok := act8Strides(a, nb*elems)
+		qs, ds, ok := act8Strides(a[:], nb*elems)
 		for i := range out {
 			b := &data[i*stride]
 			if !ok {
@@ -204,22 +204,72 @@ func iq2SignedGrid() *[1 << 16]uint64 {
 	return t
 }
 
-// act8Strides reports the byte strides between the four rows' levels and
-// scales when they are equal (row r at row 0 + r·stride, its sums per 16
-// at 2r·stride) and each row holds n values.
-func act8Strides(a *[4]*Act8, n int) (qs, ds int, ok bool) {
+// act8x2 is act8x4 for two rows: the two-row kernel (given row 0) for
+// two rows at equal strides, else one-row dots.
+func act8x2(elems, size int, two func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32),
+	one func(b *byte, a *Act8, nb int) float32) act8x2Func {
+	return func(data []byte, stride int, a *[2]*Act8, nb int, out [][2]float32) {
+		if nb == 0 {
+			clear(out)
+			return
+		}
+		_ = data[(len(out)-1)*stride+nb*size-1]
+		qs, ds, ok := act8Strides(a[:], nb*elems)
+		for i := range out {
+			b := &data[i*stride]
+			if !ok {
+				for r, ar := range a {
+					out[i][r] = one(b, ar, nb)
+				}
+				continue
+			}
+			two(b, a[0], qs, ds, nb, &out[i])
+		}
+	}
+}
+
+// act8x8 is act8x4 for eight rows: the eight-row kernel (given row 0)
+// for eight rows at equal strides, else the format's four-row dots of the
+// two halves.
+func act8x8(elems, size int, eight func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32), four act8x4Func) act8x8Func {
+	return func(data []byte, stride int, a *[8]*Act8, nb int, out [][8]float32) {
+		if nb == 0 {
+			clear(out)
+			return
+		}
+		_ = data[(len(out)-1)*stride+nb*size-1]
+		qs, ds, ok := act8Strides(a[:], nb*elems)
+		for i := range out {
+			if !ok {
+				var o [1][4]float32
+				for h := range 2 {
+					four(data[i*stride:], 0, (*[4]*Act8)(a[4*h:]), nb, o[:])
+					copy(out[i][4*h:], o[0][:])
+				}
+				continue
+			}
+			eight(&data[i*stride], a[0], qs, ds, nb, &out[i])
+		}
+	}
+}
+
+// act8Strides reports the byte strides between the rows' levels and
+// scales when they are equal (row r at row 0 + r·stride, its sums per 32
+// at r·stride from row 0's, its sums per 16 at 2r·stride) and each row
+// holds n values.
+func act8Strides(a []*Act8, n int) (qs, ds int, ok bool) {
 	for _, r := range a {
-		if len(r.Q) < n || len(r.D) < n/Act8Block || len(r.H) < 2*n/Act8Block {
+		if len(r.Q) < n || len(r.D) < n/Act8Block || len(r.S) < n/Act8Block || len(r.H) < 2*n/Act8Block {
 			return 0, 0, false
 		}
 	}
 	q0, d0 := uintptr(unsafe.Pointer(&a[0].Q[0])), uintptr(unsafe.Pointer(&a[0].D[0]))
-	h0 := uintptr(unsafe.Pointer(&a[0].H[0]))
+	h0, s0 := uintptr(unsafe.Pointer(&a[0].H[0])), uintptr(unsafe.Pointer(&a[0].S[0]))
 	qs = int(uintptr(unsafe.Pointer(&a[1].Q[0])) - q0)
 	ds = int(uintptr(unsafe.Pointer(&a[1].D[0])) - d0)
-	for r := 1; r < 4; r++ {
+	for r := 1; r < len(a); r++ {
 		if int(uintptr(unsafe.Pointer(&a[r].Q[0]))-q0) != r*qs || int(uintptr(unsafe.Pointer(&a[r].D[0]))-d0) != r*ds ||
-			int(uintptr(unsafe.Pointer(&a[r].H[0]))-h0) != 2*r*ds {
+			int(uintptr(unsafe.Pointer(&a[r].H[0]))-h0) != 2*r*ds || int(uintptr(unsafe.Pointer(&a[r].S[0]))-s0) != r*ds {
 			return 0, 0, false
 		}
 	}

@@ -7715,16 +7715,22 @@ iq2xxs_1_loop:
 	MOVBQZX      5(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 6(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         6(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      (CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7741,16 +7747,22 @@ iq2xxs_1_loop:
 	MOVBQZX      13(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 14(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         14(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      32(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7767,16 +7779,22 @@ iq2xxs_1_loop:
 	MOVBQZX      21(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 22(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         22(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      64(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7793,16 +7811,22 @@ iq2xxs_1_loop:
 	MOVBQZX      29(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 30(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         30(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      96(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7819,16 +7843,22 @@ iq2xxs_1_loop:
 	MOVBQZX      37(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 38(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         38(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      128(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7845,16 +7875,22 @@ iq2xxs_1_loop:
 	MOVBQZX      45(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 46(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         46(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      160(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7871,16 +7907,22 @@ iq2xxs_1_loop:
 	MOVBQZX      53(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 54(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         54(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      192(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7897,16 +7939,22 @@ iq2xxs_1_loop:
 	MOVBQZX      61(AX), DI
 	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 62(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         62(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 2048(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        2048(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 2048(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      224(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -7938,141 +7986,381 @@ DATA iqMul3e000000<>+2(SB)/1, $0x00
 DATA iqMul3e000000<>+3(SB)/1, $0x3e
 GLOBL iqMul3e000000<>(SB), RODATA|NOPTR, $4
 
-DATA iqKsignsShifts<>+0(SB)/1, $0x00
-DATA iqKsignsShifts<>+1(SB)/1, $0x00
-DATA iqKsignsShifts<>+2(SB)/1, $0x00
-DATA iqKsignsShifts<>+3(SB)/1, $0x00
-DATA iqKsignsShifts<>+4(SB)/1, $0x00
-DATA iqKsignsShifts<>+5(SB)/1, $0x00
-DATA iqKsignsShifts<>+6(SB)/1, $0x00
-DATA iqKsignsShifts<>+7(SB)/1, $0x00
-DATA iqKsignsShifts<>+8(SB)/1, $0x07
-DATA iqKsignsShifts<>+9(SB)/1, $0x00
-DATA iqKsignsShifts<>+10(SB)/1, $0x00
-DATA iqKsignsShifts<>+11(SB)/1, $0x00
-DATA iqKsignsShifts<>+12(SB)/1, $0x00
-DATA iqKsignsShifts<>+13(SB)/1, $0x00
-DATA iqKsignsShifts<>+14(SB)/1, $0x00
-DATA iqKsignsShifts<>+15(SB)/1, $0x00
-DATA iqKsignsShifts<>+16(SB)/1, $0x0e
-DATA iqKsignsShifts<>+17(SB)/1, $0x00
-DATA iqKsignsShifts<>+18(SB)/1, $0x00
-DATA iqKsignsShifts<>+19(SB)/1, $0x00
-DATA iqKsignsShifts<>+20(SB)/1, $0x00
-DATA iqKsignsShifts<>+21(SB)/1, $0x00
-DATA iqKsignsShifts<>+22(SB)/1, $0x00
-DATA iqKsignsShifts<>+23(SB)/1, $0x00
-DATA iqKsignsShifts<>+24(SB)/1, $0x15
-DATA iqKsignsShifts<>+25(SB)/1, $0x00
-DATA iqKsignsShifts<>+26(SB)/1, $0x00
-DATA iqKsignsShifts<>+27(SB)/1, $0x00
-DATA iqKsignsShifts<>+28(SB)/1, $0x00
-DATA iqKsignsShifts<>+29(SB)/1, $0x00
-DATA iqKsignsShifts<>+30(SB)/1, $0x00
-DATA iqKsignsShifts<>+31(SB)/1, $0x00
-GLOBL iqKsignsShifts<>(SB), RODATA|NOPTR, $32
+// func dotIQ2XXSQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2XXSQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq2xxs_2_done
 
-DATA iqKsignsShuf<>+0(SB)/1, $0x00
-DATA iqKsignsShuf<>+1(SB)/1, $0x00
-DATA iqKsignsShuf<>+2(SB)/1, $0x00
-DATA iqKsignsShuf<>+3(SB)/1, $0x00
-DATA iqKsignsShuf<>+4(SB)/1, $0x00
-DATA iqKsignsShuf<>+5(SB)/1, $0x00
-DATA iqKsignsShuf<>+6(SB)/1, $0x00
-DATA iqKsignsShuf<>+7(SB)/1, $0x80
-DATA iqKsignsShuf<>+8(SB)/1, $0x08
-DATA iqKsignsShuf<>+9(SB)/1, $0x08
-DATA iqKsignsShuf<>+10(SB)/1, $0x08
-DATA iqKsignsShuf<>+11(SB)/1, $0x08
-DATA iqKsignsShuf<>+12(SB)/1, $0x08
-DATA iqKsignsShuf<>+13(SB)/1, $0x08
-DATA iqKsignsShuf<>+14(SB)/1, $0x08
-DATA iqKsignsShuf<>+15(SB)/1, $0x80
-DATA iqKsignsShuf<>+16(SB)/1, $0x00
-DATA iqKsignsShuf<>+17(SB)/1, $0x00
-DATA iqKsignsShuf<>+18(SB)/1, $0x00
-DATA iqKsignsShuf<>+19(SB)/1, $0x00
-DATA iqKsignsShuf<>+20(SB)/1, $0x00
-DATA iqKsignsShuf<>+21(SB)/1, $0x00
-DATA iqKsignsShuf<>+22(SB)/1, $0x00
-DATA iqKsignsShuf<>+23(SB)/1, $0x80
-DATA iqKsignsShuf<>+24(SB)/1, $0x08
-DATA iqKsignsShuf<>+25(SB)/1, $0x08
-DATA iqKsignsShuf<>+26(SB)/1, $0x08
-DATA iqKsignsShuf<>+27(SB)/1, $0x08
-DATA iqKsignsShuf<>+28(SB)/1, $0x08
-DATA iqKsignsShuf<>+29(SB)/1, $0x08
-DATA iqKsignsShuf<>+30(SB)/1, $0x08
-DATA iqKsignsShuf<>+31(SB)/1, $0x80
-GLOBL iqKsignsShuf<>(SB), RODATA|NOPTR, $32
+iq2xxs_2_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e000000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      2(AX), Y4
+	VMOVDQU      34(AX), Y5
+	VSHUFPS      $0xdd, Y5, Y4, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VPSRLD       $0x1c, Y5, Y5
+	VPADDD       Y5, Y5, Y5
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMULPS       (DX), Y5, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX)(SI*1), Y5, Y3
+	VMOVUPS      Y3, 32(SP)
+	MOVBQZX      2(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      3(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      4(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      5(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         6(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      (CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      10(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      11(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      12(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      13(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         14(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      32(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      18(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      19(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      20(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      21(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         22(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      64(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      26(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      27(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      28(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      29(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         30(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      96(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      34(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      35(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      36(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      37(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         38(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      128(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      42(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      43(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      44(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      45(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         46(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      160(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      50(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      51(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      52(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      53(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         54(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      192(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      58(AX), R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVBQZX      59(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	MOVBQZX      60(AX), R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVBQZX      61(AX), R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         62(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        2048(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 2048(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      224(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq2xxs_2_loop
 
-DATA iqKsignsBits<>+0(SB)/1, $0x01
-DATA iqKsignsBits<>+1(SB)/1, $0x02
-DATA iqKsignsBits<>+2(SB)/1, $0x04
-DATA iqKsignsBits<>+3(SB)/1, $0x08
-DATA iqKsignsBits<>+4(SB)/1, $0x10
-DATA iqKsignsBits<>+5(SB)/1, $0x20
-DATA iqKsignsBits<>+6(SB)/1, $0x40
-DATA iqKsignsBits<>+7(SB)/1, $0x80
-DATA iqKsignsBits<>+8(SB)/1, $0x01
-DATA iqKsignsBits<>+9(SB)/1, $0x02
-DATA iqKsignsBits<>+10(SB)/1, $0x04
-DATA iqKsignsBits<>+11(SB)/1, $0x08
-DATA iqKsignsBits<>+12(SB)/1, $0x10
-DATA iqKsignsBits<>+13(SB)/1, $0x20
-DATA iqKsignsBits<>+14(SB)/1, $0x40
-DATA iqKsignsBits<>+15(SB)/1, $0x80
-DATA iqKsignsBits<>+16(SB)/1, $0x01
-DATA iqKsignsBits<>+17(SB)/1, $0x02
-DATA iqKsignsBits<>+18(SB)/1, $0x04
-DATA iqKsignsBits<>+19(SB)/1, $0x08
-DATA iqKsignsBits<>+20(SB)/1, $0x10
-DATA iqKsignsBits<>+21(SB)/1, $0x20
-DATA iqKsignsBits<>+22(SB)/1, $0x40
-DATA iqKsignsBits<>+23(SB)/1, $0x80
-DATA iqKsignsBits<>+24(SB)/1, $0x01
-DATA iqKsignsBits<>+25(SB)/1, $0x02
-DATA iqKsignsBits<>+26(SB)/1, $0x04
-DATA iqKsignsBits<>+27(SB)/1, $0x08
-DATA iqKsignsBits<>+28(SB)/1, $0x10
-DATA iqKsignsBits<>+29(SB)/1, $0x20
-DATA iqKsignsBits<>+30(SB)/1, $0x40
-DATA iqKsignsBits<>+31(SB)/1, $0x80
-GLOBL iqKsignsBits<>(SB), RODATA|NOPTR, $32
-
-DATA iqOnes<>+0(SB)/1, $0x01
-DATA iqOnes<>+1(SB)/1, $0x01
-DATA iqOnes<>+2(SB)/1, $0x01
-DATA iqOnes<>+3(SB)/1, $0x01
-DATA iqOnes<>+4(SB)/1, $0x01
-DATA iqOnes<>+5(SB)/1, $0x01
-DATA iqOnes<>+6(SB)/1, $0x01
-DATA iqOnes<>+7(SB)/1, $0x01
-DATA iqOnes<>+8(SB)/1, $0x01
-DATA iqOnes<>+9(SB)/1, $0x01
-DATA iqOnes<>+10(SB)/1, $0x01
-DATA iqOnes<>+11(SB)/1, $0x01
-DATA iqOnes<>+12(SB)/1, $0x01
-DATA iqOnes<>+13(SB)/1, $0x01
-DATA iqOnes<>+14(SB)/1, $0x01
-DATA iqOnes<>+15(SB)/1, $0x01
-DATA iqOnes<>+16(SB)/1, $0x01
-DATA iqOnes<>+17(SB)/1, $0x01
-DATA iqOnes<>+18(SB)/1, $0x01
-DATA iqOnes<>+19(SB)/1, $0x01
-DATA iqOnes<>+20(SB)/1, $0x01
-DATA iqOnes<>+21(SB)/1, $0x01
-DATA iqOnes<>+22(SB)/1, $0x01
-DATA iqOnes<>+23(SB)/1, $0x01
-DATA iqOnes<>+24(SB)/1, $0x01
-DATA iqOnes<>+25(SB)/1, $0x01
-DATA iqOnes<>+26(SB)/1, $0x01
-DATA iqOnes<>+27(SB)/1, $0x01
-DATA iqOnes<>+28(SB)/1, $0x01
-DATA iqOnes<>+29(SB)/1, $0x01
-DATA iqOnes<>+30(SB)/1, $0x01
-DATA iqOnes<>+31(SB)/1, $0x01
-GLOBL iqOnes<>(SB), RODATA|NOPTR, $32
+iq2xxs_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
 
 // func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -8130,16 +8418,22 @@ iq2xxs_4_loop:
 	MOVBQZX      5(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 6(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         6(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      (CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8177,16 +8471,22 @@ iq2xxs_4_loop:
 	MOVBQZX      13(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 14(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         14(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      32(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8224,16 +8524,22 @@ iq2xxs_4_loop:
 	MOVBQZX      21(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 22(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         22(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      64(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8271,16 +8577,22 @@ iq2xxs_4_loop:
 	MOVBQZX      29(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 30(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         30(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      96(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8318,16 +8630,22 @@ iq2xxs_4_loop:
 	MOVBQZX      37(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 38(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         38(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      128(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8365,16 +8683,22 @@ iq2xxs_4_loop:
 	MOVBQZX      45(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 46(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         46(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      160(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8412,16 +8736,22 @@ iq2xxs_4_loop:
 	MOVBQZX      53(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 54(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         54(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      192(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8459,16 +8789,22 @@ iq2xxs_4_loop:
 	MOVBQZX      61(AX), R11
 	VPINSRQ      $0x01, (R10)(R11*8), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 62(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         62(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      224(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8536,6 +8872,764 @@ iq2xxs_4_done:
 	VZEROUPPER
 	RET
 
+// func dotIQ2XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2XXSQ8x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     sums+24(FP), BX
+	MOVQ     qstride+32(FP), SI
+	MOVQ     dstride+40(FP), DI
+	MOVQ     nblk+48(FP), R8
+	LEAQ     (SI)(SI*2), R9
+	LEAQ     (CX)(SI*4), R10
+	MOVQ     grid+64(FP), R11
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	VXORPS   Y5, Y5, Y5
+	VXORPS   Y6, Y6, Y6
+	VXORPS   Y7, Y7, Y7
+	VXORPS   Y8, Y8, Y8
+	TESTQ    R8, R8
+	JZ       iq2xxs_8_done
+
+iq2xxs_8_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       iqMul3e000000<>+0(SB), X9, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      2(AX), Y10
+	VMOVDQU      34(AX), Y11
+	VSHUFPS      $0xdd, Y11, Y10, Y11
+	VPERMQ       $0xd8, Y11, Y11
+	VPSRLD       $0x1c, Y11, Y11
+	VPADDD       Y11, Y11, Y11
+	VPCMPEQD     Y10, Y10, Y10
+	VPSUBD       Y10, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y9, Y11, Y11
+	VMULPS       iqSixtyFour<>+0(SB), Y11, Y9
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, (SP)
+	VFNMADD231PS (R13), Y9, Y1
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 32(SP)
+	VFNMADD231PS (R13), Y9, Y2
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 64(SP)
+	VFNMADD231PS (R13), Y9, Y3
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 96(SP)
+	VFNMADD231PS (R13), Y9, Y4
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 128(SP)
+	VFNMADD231PS (R13), Y9, Y5
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 160(SP)
+	VFNMADD231PS (R13), Y9, Y6
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 192(SP)
+	VFNMADD231PS (R13), Y9, Y7
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y11, Y10
+	VMOVUPS      Y10, 224(SP)
+	VFNMADD231PS (R13), Y9, Y8
+	MOVBQZX      2(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      3(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      4(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      5(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         6(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   (CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   (CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 64(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   (CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 96(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   (R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 128(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   (R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 160(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   (R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 192(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   (R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 224(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      10(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      11(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      12(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      13(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         14(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   32(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   32(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 68(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   32(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 100(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   32(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 132(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   32(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 164(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   32(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 196(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   32(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 228(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      18(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      19(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      20(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      21(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         22(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   64(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   64(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   64(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 72(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   64(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 104(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   64(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 136(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   64(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 168(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   64(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 200(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   64(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 232(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      26(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      27(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      28(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      29(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         30(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   96(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   96(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   96(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   96(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 108(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   96(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 140(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   96(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 172(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   96(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 204(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   96(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 236(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      34(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      35(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      36(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      37(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         38(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   128(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   128(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   128(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 112(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   128(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 144(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   128(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 176(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   128(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 208(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   128(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 240(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      42(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      43(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      44(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      45(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         46(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   160(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   160(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   160(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 116(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   160(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 148(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   160(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 180(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   160(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 212(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   160(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 244(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      50(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      51(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      52(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      53(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         54(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   192(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   192(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   192(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   192(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 120(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   192(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 152(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   192(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 184(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   192(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 216(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   192(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 248(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      58(AX), R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVBQZX      59(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	MOVBQZX      60(AX), R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVBQZX      61(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         62(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   224(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   224(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   224(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 92(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   224(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 124(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   224(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 156(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   224(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 188(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   224(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 220(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   224(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 252(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq2xxs_8_loop
+
+iq2xxs_8_done:
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 16(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 20(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 24(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X8
+	VMOVHLPS     X8, X0, X0
+	VADDPS       X0, X8, X8
+	VPSHUFD      $0x01, X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, 28(AX)
+	VZEROUPPER
+	RET
+
+DATA iqSixtyFour<>+0(SB)/1, $0x00
+DATA iqSixtyFour<>+1(SB)/1, $0x00
+DATA iqSixtyFour<>+2(SB)/1, $0x80
+DATA iqSixtyFour<>+3(SB)/1, $0x42
+DATA iqSixtyFour<>+4(SB)/1, $0x00
+DATA iqSixtyFour<>+5(SB)/1, $0x00
+DATA iqSixtyFour<>+6(SB)/1, $0x80
+DATA iqSixtyFour<>+7(SB)/1, $0x42
+DATA iqSixtyFour<>+8(SB)/1, $0x00
+DATA iqSixtyFour<>+9(SB)/1, $0x00
+DATA iqSixtyFour<>+10(SB)/1, $0x80
+DATA iqSixtyFour<>+11(SB)/1, $0x42
+DATA iqSixtyFour<>+12(SB)/1, $0x00
+DATA iqSixtyFour<>+13(SB)/1, $0x00
+DATA iqSixtyFour<>+14(SB)/1, $0x80
+DATA iqSixtyFour<>+15(SB)/1, $0x42
+DATA iqSixtyFour<>+16(SB)/1, $0x00
+DATA iqSixtyFour<>+17(SB)/1, $0x00
+DATA iqSixtyFour<>+18(SB)/1, $0x80
+DATA iqSixtyFour<>+19(SB)/1, $0x42
+DATA iqSixtyFour<>+20(SB)/1, $0x00
+DATA iqSixtyFour<>+21(SB)/1, $0x00
+DATA iqSixtyFour<>+22(SB)/1, $0x80
+DATA iqSixtyFour<>+23(SB)/1, $0x42
+DATA iqSixtyFour<>+24(SB)/1, $0x00
+DATA iqSixtyFour<>+25(SB)/1, $0x00
+DATA iqSixtyFour<>+26(SB)/1, $0x80
+DATA iqSixtyFour<>+27(SB)/1, $0x42
+DATA iqSixtyFour<>+28(SB)/1, $0x00
+DATA iqSixtyFour<>+29(SB)/1, $0x00
+DATA iqSixtyFour<>+30(SB)/1, $0x80
+DATA iqSixtyFour<>+31(SB)/1, $0x42
+GLOBL iqSixtyFour<>(SB), RODATA|NOPTR, $32
+
+DATA iqSixtyFourB<>+0(SB)/1, $0x40
+DATA iqSixtyFourB<>+1(SB)/1, $0x40
+DATA iqSixtyFourB<>+2(SB)/1, $0x40
+DATA iqSixtyFourB<>+3(SB)/1, $0x40
+DATA iqSixtyFourB<>+4(SB)/1, $0x40
+DATA iqSixtyFourB<>+5(SB)/1, $0x40
+DATA iqSixtyFourB<>+6(SB)/1, $0x40
+DATA iqSixtyFourB<>+7(SB)/1, $0x40
+DATA iqSixtyFourB<>+8(SB)/1, $0x40
+DATA iqSixtyFourB<>+9(SB)/1, $0x40
+DATA iqSixtyFourB<>+10(SB)/1, $0x40
+DATA iqSixtyFourB<>+11(SB)/1, $0x40
+DATA iqSixtyFourB<>+12(SB)/1, $0x40
+DATA iqSixtyFourB<>+13(SB)/1, $0x40
+DATA iqSixtyFourB<>+14(SB)/1, $0x40
+DATA iqSixtyFourB<>+15(SB)/1, $0x40
+DATA iqSixtyFourB<>+16(SB)/1, $0x40
+DATA iqSixtyFourB<>+17(SB)/1, $0x40
+DATA iqSixtyFourB<>+18(SB)/1, $0x40
+DATA iqSixtyFourB<>+19(SB)/1, $0x40
+DATA iqSixtyFourB<>+20(SB)/1, $0x40
+DATA iqSixtyFourB<>+21(SB)/1, $0x40
+DATA iqSixtyFourB<>+22(SB)/1, $0x40
+DATA iqSixtyFourB<>+23(SB)/1, $0x40
+DATA iqSixtyFourB<>+24(SB)/1, $0x40
+DATA iqSixtyFourB<>+25(SB)/1, $0x40
+DATA iqSixtyFourB<>+26(SB)/1, $0x40
+DATA iqSixtyFourB<>+27(SB)/1, $0x40
+DATA iqSixtyFourB<>+28(SB)/1, $0x40
+DATA iqSixtyFourB<>+29(SB)/1, $0x40
+DATA iqSixtyFourB<>+30(SB)/1, $0x40
+DATA iqSixtyFourB<>+31(SB)/1, $0x40
+GLOBL iqSixtyFourB<>(SB), RODATA|NOPTR, $32
+
 // func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotIQ3XXSQ8AVX2(SB), NOSPLIT, $32-44
@@ -8585,16 +9679,22 @@ iq3xxs_1_loop:
 	MOVBQZX      9(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 66(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         66(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      (CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -8619,16 +9719,22 @@ iq3xxs_1_loop:
 	MOVBQZX      17(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 70(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         70(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      32(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -8653,16 +9759,22 @@ iq3xxs_1_loop:
 	MOVBQZX      25(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 74(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         74(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      64(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -8687,16 +9799,22 @@ iq3xxs_1_loop:
 	MOVBQZX      33(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 78(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         78(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      96(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -8721,16 +9839,22 @@ iq3xxs_1_loop:
 	MOVBQZX      41(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 82(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         82(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      128(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -8755,16 +9879,22 @@ iq3xxs_1_loop:
 	MOVBQZX      49(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 86(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         86(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      160(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -8789,16 +9919,22 @@ iq3xxs_1_loop:
 	MOVBQZX      57(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 90(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         90(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      192(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -8823,16 +9959,22 @@ iq3xxs_1_loop:
 	MOVBQZX      65(AX), DI
 	VPINSRD      $0x03, (SI)(DI*4), X3, X3
 	VINSERTI128  $0x01, X3, Y6, Y3
-	VPBROADCASTD 94(AX), Y4
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y4, Y4
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y4, Y4
-	VPAND        iqKsignsBits<>+0(SB), Y4, Y4
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	VPSADBW      Y5, Y4, Y5
-	VPSLLQ       $0x3f, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPOR         iqOnes<>+0(SB), Y4, Y4
+	MOVL         94(AX), DI
+	MOVL         DI, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X6
+	MOVL         DI, R8
+	SHRL         $0x07, R8
+	ANDL         $0x0000007f, R8
+	VPINSRQ      $0x01, 1024(SI)(R8*8), X6, X6
+	MOVL         DI, R8
+	SHRL         $0x0e, R8
+	ANDL         $0x0000007f, R8
+	VMOVQ        1024(SI)(R8*8), X4
+	SHRL         $0x15, DI
+	ANDL         $0x0000007f, DI
+	VPINSRQ      $0x01, 1024(SI)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
 	VMOVDQU      224(CX), Y5
 	VPSIGNB      Y4, Y5, Y5
 	VPMADDUBSW   Y5, Y3, Y5
@@ -8863,6 +10005,443 @@ DATA iqMul3e800000<>+1(SB)/1, $0x00
 DATA iqMul3e800000<>+2(SB)/1, $0x80
 DATA iqMul3e800000<>+3(SB)/1, $0x3e
 GLOBL iqMul3e800000<>(SB), RODATA|NOPTR, $4
+
+// func dotIQ3XXSQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3XXSQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq3xxs_2_done
+
+iq3xxs_2_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e800000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      66(AX), Y4
+	VPSRLD       $0x1c, Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX)(SI*1), Y4, Y3
+	VMOVUPS      Y3, 32(SP)
+	MOVBQZX      2(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      3(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      4(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      5(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      6(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      7(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      8(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      9(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         66(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      (CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      10(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      11(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      12(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      13(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      14(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      15(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      16(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      17(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         70(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      32(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      18(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      19(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      20(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      21(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      22(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      23(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      24(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      25(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         74(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      64(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      26(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      27(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      28(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      29(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      30(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      31(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      32(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      33(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         78(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      96(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      34(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      35(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      36(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      37(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      38(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      39(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      40(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      41(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         82(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      128(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      42(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      43(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      44(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      45(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      46(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      47(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      48(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      49(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         86(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      160(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      50(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      51(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      52(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      53(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      54(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      55(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      56(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      57(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         90(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      192(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	MOVBQZX      58(AX), R9
+	VMOVD        (R8)(R9*4), X6
+	MOVBQZX      59(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	MOVBQZX      60(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVBQZX      61(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	MOVBQZX      62(AX), R9
+	VMOVD        (R8)(R9*4), X3
+	MOVBQZX      63(AX), R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	MOVBQZX      64(AX), R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVBQZX      65(AX), R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	MOVL         94(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X6
+	MOVL         R9, R10
+	SHRL         $0x07, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R8)(R10*8), X6, X6
+	MOVL         R9, R10
+	SHRL         $0x0e, R10
+	ANDL         $0x0000007f, R10
+	VMOVQ        1024(R8)(R10*8), X4
+	SHRL         $0x15, R9
+	ANDL         $0x0000007f, R9
+	VPINSRQ      $0x01, 1024(R8)(R9*8), X4, X4
+	VINSERTI128  $0x01, X4, Y6, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      224(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq3xxs_2_loop
+
+iq3xxs_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
 
 // func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -8925,16 +10504,22 @@ iq3xxs_4_loop:
 	MOVBQZX      9(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 66(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         66(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      (CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -8980,16 +10565,22 @@ iq3xxs_4_loop:
 	MOVBQZX      17(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 70(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         70(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      32(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9035,16 +10626,22 @@ iq3xxs_4_loop:
 	MOVBQZX      25(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 74(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         74(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      64(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9090,16 +10687,22 @@ iq3xxs_4_loop:
 	MOVBQZX      33(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 78(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         78(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      96(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9145,16 +10748,22 @@ iq3xxs_4_loop:
 	MOVBQZX      41(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 82(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         82(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      128(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9200,16 +10809,22 @@ iq3xxs_4_loop:
 	MOVBQZX      49(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 86(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         86(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      160(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9255,16 +10870,22 @@ iq3xxs_4_loop:
 	MOVBQZX      57(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 90(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         90(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      192(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9310,16 +10931,22 @@ iq3xxs_4_loop:
 	MOVBQZX      65(AX), R11
 	VPINSRD      $0x03, (R10)(R11*4), X5, X5
 	VINSERTI128  $0x01, X5, Y8, Y5
-	VPBROADCASTD 94(AX), Y6
-	VPSRLVQ      iqKsignsShifts<>+0(SB), Y6, Y6
-	VPSHUFB      iqKsignsShuf<>+0(SB), Y6, Y6
-	VPAND        iqKsignsBits<>+0(SB), Y6, Y6
-	VPCMPEQB     iqKsignsBits<>+0(SB), Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPSADBW      Y7, Y6, Y7
-	VPSLLQ       $0x3f, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPOR         iqOnes<>+0(SB), Y6, Y6
+	MOVL         94(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X8
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X8, X8
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y8, Y6
 	VMOVDQU      224(CX), Y7
 	VPSIGNB      Y6, Y7, Y7
 	VPMADDUBSW   Y7, Y5, Y7
@@ -9384,6 +11011,757 @@ iq3xxs_4_done:
 	VPSHUFD      $0x01, X4, X0
 	VADDSS       X0, X4, X4
 	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3XXSQ8x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     sums+24(FP), BX
+	MOVQ     qstride+32(FP), SI
+	MOVQ     dstride+40(FP), DI
+	MOVQ     nblk+48(FP), R8
+	LEAQ     (SI)(SI*2), R9
+	LEAQ     (CX)(SI*4), R10
+	MOVQ     grid+64(FP), R11
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	VXORPS   Y5, Y5, Y5
+	VXORPS   Y6, Y6, Y6
+	VXORPS   Y7, Y7, Y7
+	VXORPS   Y8, Y8, Y8
+	TESTQ    R8, R8
+	JZ       iq3xxs_8_done
+
+iq3xxs_8_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       iqMul3e800000<>+0(SB), X9, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      66(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPADDD       Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPSUBD       Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VMULPS       iqSixtyFour<>+0(SB), Y10, Y9
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, (SP)
+	VFNMADD231PS (R13), Y9, Y1
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 32(SP)
+	VFNMADD231PS (R13), Y9, Y2
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 64(SP)
+	VFNMADD231PS (R13), Y9, Y3
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 96(SP)
+	VFNMADD231PS (R13), Y9, Y4
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 128(SP)
+	VFNMADD231PS (R13), Y9, Y5
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 160(SP)
+	VFNMADD231PS (R13), Y9, Y6
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 192(SP)
+	VFNMADD231PS (R13), Y9, Y7
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y10
+	VMOVUPS      Y10, 224(SP)
+	VFNMADD231PS (R13), Y9, Y8
+	MOVBQZX      2(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      3(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      4(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      5(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      6(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      7(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      8(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      9(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         66(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   (CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   (CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 64(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   (CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 96(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   (R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 128(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   (R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 160(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   (R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 192(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   (R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 224(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      10(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      11(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      12(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      13(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      14(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      15(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      16(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      17(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         70(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   32(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   32(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 68(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   32(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 100(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   32(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 132(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   32(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 164(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   32(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 196(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   32(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 228(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      18(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      19(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      20(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      21(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      22(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      23(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      24(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      25(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         74(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   64(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   64(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   64(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 72(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   64(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 104(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   64(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 136(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   64(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 168(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   64(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 200(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   64(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 232(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      26(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      27(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      28(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      29(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      30(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      31(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      32(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      33(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         78(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   96(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   96(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   96(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   96(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 108(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   96(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 140(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   96(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 172(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   96(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 204(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   96(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 236(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      34(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      35(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      36(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      37(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      38(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      39(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      40(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      41(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         82(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   128(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   128(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   128(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 112(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   128(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 144(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   128(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 176(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   128(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 208(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   128(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 240(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      42(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      43(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      44(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      45(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      46(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      47(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      48(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      49(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         86(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   160(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   160(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   160(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 116(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   160(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 148(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   160(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 180(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   160(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 212(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   160(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 244(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      50(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      51(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      52(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      53(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      54(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      55(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      56(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      57(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         90(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   192(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   192(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   192(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   192(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 120(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   192(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 152(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   192(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 184(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   192(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 216(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   192(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 248(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	MOVBQZX      58(AX), R12
+	VMOVD        (R11)(R12*4), X12
+	MOVBQZX      59(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	MOVBQZX      60(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVBQZX      61(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	MOVBQZX      62(AX), R12
+	VMOVD        (R11)(R12*4), X9
+	MOVBQZX      63(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	MOVBQZX      64(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVBQZX      65(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	MOVL         94(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X12
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X12, X12
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y12, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   224(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   224(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   224(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 92(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   224(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 124(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   224(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 156(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   224(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 188(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   224(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 220(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   224(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 252(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq3xxs_8_loop
+
+iq3xxs_8_done:
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 16(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 20(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 24(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X8
+	VMOVHLPS     X8, X0, X0
+	VADDPS       X0, X8, X8
+	VPSHUFD      $0x01, X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, 28(AX)
 	VZEROUPPER
 	RET
 
@@ -9840,6 +12218,407 @@ DATA iqSignBits<>+29(SB)/1, $0x20
 DATA iqSignBits<>+30(SB)/1, $0x40
 DATA iqSignBits<>+31(SB)/1, $0x80
 GLOBL iqSignBits<>(SB), RODATA|NOPTR, $32
+
+DATA iqOnes<>+0(SB)/1, $0x01
+DATA iqOnes<>+1(SB)/1, $0x01
+DATA iqOnes<>+2(SB)/1, $0x01
+DATA iqOnes<>+3(SB)/1, $0x01
+DATA iqOnes<>+4(SB)/1, $0x01
+DATA iqOnes<>+5(SB)/1, $0x01
+DATA iqOnes<>+6(SB)/1, $0x01
+DATA iqOnes<>+7(SB)/1, $0x01
+DATA iqOnes<>+8(SB)/1, $0x01
+DATA iqOnes<>+9(SB)/1, $0x01
+DATA iqOnes<>+10(SB)/1, $0x01
+DATA iqOnes<>+11(SB)/1, $0x01
+DATA iqOnes<>+12(SB)/1, $0x01
+DATA iqOnes<>+13(SB)/1, $0x01
+DATA iqOnes<>+14(SB)/1, $0x01
+DATA iqOnes<>+15(SB)/1, $0x01
+DATA iqOnes<>+16(SB)/1, $0x01
+DATA iqOnes<>+17(SB)/1, $0x01
+DATA iqOnes<>+18(SB)/1, $0x01
+DATA iqOnes<>+19(SB)/1, $0x01
+DATA iqOnes<>+20(SB)/1, $0x01
+DATA iqOnes<>+21(SB)/1, $0x01
+DATA iqOnes<>+22(SB)/1, $0x01
+DATA iqOnes<>+23(SB)/1, $0x01
+DATA iqOnes<>+24(SB)/1, $0x01
+DATA iqOnes<>+25(SB)/1, $0x01
+DATA iqOnes<>+26(SB)/1, $0x01
+DATA iqOnes<>+27(SB)/1, $0x01
+DATA iqOnes<>+28(SB)/1, $0x01
+DATA iqOnes<>+29(SB)/1, $0x01
+DATA iqOnes<>+30(SB)/1, $0x01
+DATA iqOnes<>+31(SB)/1, $0x01
+GLOBL iqOnes<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ2SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2SQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq2s_2_done
+
+iq2s_2_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y3
+	VMOVQ        74(AX), X4
+	VPAND        iqNibbles<>+0(SB), X4, X1
+	VPSRLW       $0x04, X4, X4
+	VPAND        iqNibbles<>+0(SB), X4, X4
+	VPUNPCKLBW   X4, X1, X1
+	VPADDB       X1, X1, X1
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBB       X4, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y4
+	VMULPS       (DX), Y3, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (DX)(SI*1), Y3, Y3
+	VMOVUPS      Y3, 32(SP)
+	VPMOVZXBD    2(AX), X3
+	VPBROADCASTB 66(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 34(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y4, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    6(AX), X3
+	VPBROADCASTB 67(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 38(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y4, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    10(AX), X3
+	VPBROADCASTB 68(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 42(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y4, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    14(AX), X3
+	VPBROADCASTB 69(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 46(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y4, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    18(AX), X3
+	VPBROADCASTB 70(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 50(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y4, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    22(AX), X3
+	VPBROADCASTB 71(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 54(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y4, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    26(AX), X3
+	VPBROADCASTB 72(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 58(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y4, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    30(AX), X3
+	VPBROADCASTB 73(AX), X1
+	VPSRLVD      iq2sHiShifts<>+0(SB), X1, X1
+	VPAND        iq2sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTD 62(AX), Y5
+	VPSHUFB      iqSignShuf<>+0(SB), Y5, Y5
+	VPAND        iqSignBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iqSignBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y4, Y4
+	VMOVDQU      224(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VMOVDQU      224(CX)(BX*1), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y6, Y2
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq2s_2_loop
+
+iq2s_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VADDPS       X1, X0, X0
+	VPSHUFD      $0x01, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
 
 // func dotIQ2SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -10339,6 +13118,707 @@ iq2s_4_done:
 	VPSHUFD      $0x01, X4, X0
 	VADDSS       X0, X4, X4
 	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ2SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2SQ8x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ   blk+0(FP), AX
+	MOVQ   q+8(FP), CX
+	MOVQ   d+16(FP), DX
+	MOVQ   sums+24(FP), BX
+	MOVQ   qstride+32(FP), SI
+	MOVQ   dstride+40(FP), DI
+	MOVQ   nblk+48(FP), R8
+	LEAQ   (SI)(SI*2), R9
+	LEAQ   (CX)(SI*4), R10
+	MOVQ   grid+64(FP), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ  R8, R8
+	JZ     iq2s_8_done
+
+iq2s_8_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       iqMul3e000000<>+0(SB), X8, X8
+	VBROADCASTSS X8, Y8
+	VMOVQ        74(AX), X9
+	VPAND        iqNibbles<>+0(SB), X9, X10
+	VPSRLW       $0x04, X9, X9
+	VPAND        iqNibbles<>+0(SB), X9, X9
+	VPUNPCKLBW   X9, X10, X10
+	VPADDB       X10, X10, X10
+	VPCMPEQD     Y9, Y9, Y9
+	VPSUBB       X9, X10, X10
+	VINSERTI128  $0x01, X10, Y10, Y9
+	VMULPS       iqSixtyFour<>+0(SB), Y8, Y11
+	VPSRLDQ      $0x08, X10, X12
+	VPMOVZXBD    X10, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y11, Y13, Y13
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y11, Y12, Y12
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, (SP)
+	VFNMADD231PS (R13), Y13, Y0
+	VFNMADD231PS 32(R13), Y12, Y0
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 32(SP)
+	VFNMADD231PS (R13), Y13, Y1
+	VFNMADD231PS 32(R13), Y12, Y1
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 64(SP)
+	VFNMADD231PS (R13), Y13, Y2
+	VFNMADD231PS 32(R13), Y12, Y2
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 96(SP)
+	VFNMADD231PS (R13), Y13, Y3
+	VFNMADD231PS 32(R13), Y12, Y3
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 128(SP)
+	VFNMADD231PS (R13), Y13, Y4
+	VFNMADD231PS 32(R13), Y12, Y4
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 160(SP)
+	VFNMADD231PS (R13), Y13, Y5
+	VFNMADD231PS 32(R13), Y12, Y5
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 192(SP)
+	VFNMADD231PS (R13), Y13, Y6
+	VFNMADD231PS 32(R13), Y12, Y6
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y8
+	VMOVUPS      Y8, 224(SP)
+	VFNMADD231PS (R13), Y13, Y7
+	VFNMADD231PS 32(R13), Y12, Y7
+	VPMOVZXBD    2(AX), X8
+	VPBROADCASTB 66(AX), X10
+	VPSRLVD      iq2sHiShifts<>+0(SB), X10, X10
+	VPAND        iq2sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTD 34(AX), Y11
+	VPSHUFB      iqSignShuf<>+0(SB), Y11, Y11
+	VPAND        iqSignBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iqSignBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPADDB       iqSixtyFourB<>+0(SB), Y8, Y8
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y9, Y11
+	VPMADDUBSW   (CX), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   (CX)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 32(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   (CX)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 64(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   (CX)(R9*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 96(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   (R10), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 128(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   (R10)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 160(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   (R10)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 192(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   (R10)(R9*1), Y8, Y8
+	VPMADDWD     Y11, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 224(SP), Y11
+	VFMADD231PS  Y11, Y8, Y7
+	VPMOVZXBD    6(AX), X8
+	VPBROADCASTB 67(AX), X10
+	VPSRLVD      iq2sHiShifts<>+0(SB), X10, X10
+	VPAND        iq2sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTD 38(AX), Y11
+	VPSHUFB      iqSignShuf<>+0(SB), Y11, Y11
+	VPAND        iqSignBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iqSignBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPADDB       iqSixtyFourB<>+0(SB), Y8, Y8
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y9, Y11
+	VPMADDUBSW   32(CX), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 4(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   32(CX)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 36(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   32(CX)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 68(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   32(CX)(R9*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 100(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   32(R10), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 132(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   32(R10)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 164(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   32(R10)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 196(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   32(R10)(R9*1), Y8, Y8
+	VPMADDWD     Y11, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 228(SP), Y11
+	VFMADD231PS  Y11, Y8, Y7
+	VPMOVZXBD    10(AX), X8
+	VPBROADCASTB 68(AX), X10
+	VPSRLVD      iq2sHiShifts<>+0(SB), X10, X10
+	VPAND        iq2sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTD 42(AX), Y11
+	VPSHUFB      iqSignShuf<>+0(SB), Y11, Y11
+	VPAND        iqSignBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iqSignBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPADDB       iqSixtyFourB<>+0(SB), Y8, Y8
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y9, Y11
+	VPMADDUBSW   64(CX), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 8(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   64(CX)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 40(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   64(CX)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 72(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   64(CX)(R9*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 104(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   64(R10), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 136(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   64(R10)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 168(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   64(R10)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 200(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   64(R10)(R9*1), Y8, Y8
+	VPMADDWD     Y11, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 232(SP), Y11
+	VFMADD231PS  Y11, Y8, Y7
+	VPMOVZXBD    14(AX), X8
+	VPBROADCASTB 69(AX), X10
+	VPSRLVD      iq2sHiShifts<>+0(SB), X10, X10
+	VPAND        iq2sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTD 46(AX), Y11
+	VPSHUFB      iqSignShuf<>+0(SB), Y11, Y11
+	VPAND        iqSignBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iqSignBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPADDB       iqSixtyFourB<>+0(SB), Y8, Y8
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y9, Y11
+	VPMADDUBSW   96(CX), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 12(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   96(CX)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 44(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   96(CX)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 76(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   96(CX)(R9*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 108(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   96(R10), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 140(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   96(R10)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 172(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   96(R10)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 204(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   96(R10)(R9*1), Y8, Y8
+	VPMADDWD     Y11, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 236(SP), Y11
+	VFMADD231PS  Y11, Y8, Y7
+	VPMOVZXBD    18(AX), X8
+	VPBROADCASTB 70(AX), X10
+	VPSRLVD      iq2sHiShifts<>+0(SB), X10, X10
+	VPAND        iq2sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTD 50(AX), Y11
+	VPSHUFB      iqSignShuf<>+0(SB), Y11, Y11
+	VPAND        iqSignBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iqSignBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPADDB       iqSixtyFourB<>+0(SB), Y8, Y8
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y9, Y11
+	VPMADDUBSW   128(CX), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 16(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   128(CX)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 48(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   128(CX)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 80(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   128(CX)(R9*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 112(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   128(R10), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 144(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   128(R10)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 176(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   128(R10)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 208(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   128(R10)(R9*1), Y8, Y8
+	VPMADDWD     Y11, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 240(SP), Y11
+	VFMADD231PS  Y11, Y8, Y7
+	VPMOVZXBD    22(AX), X8
+	VPBROADCASTB 71(AX), X10
+	VPSRLVD      iq2sHiShifts<>+0(SB), X10, X10
+	VPAND        iq2sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTD 54(AX), Y11
+	VPSHUFB      iqSignShuf<>+0(SB), Y11, Y11
+	VPAND        iqSignBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iqSignBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPADDB       iqSixtyFourB<>+0(SB), Y8, Y8
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y9, Y11
+	VPMADDUBSW   160(CX), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 20(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   160(CX)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 52(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   160(CX)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 84(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   160(CX)(R9*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 116(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   160(R10), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 148(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   160(R10)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 180(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   160(R10)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 212(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   160(R10)(R9*1), Y8, Y8
+	VPMADDWD     Y11, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 244(SP), Y11
+	VFMADD231PS  Y11, Y8, Y7
+	VPMOVZXBD    26(AX), X8
+	VPBROADCASTB 72(AX), X10
+	VPSRLVD      iq2sHiShifts<>+0(SB), X10, X10
+	VPAND        iq2sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTD 58(AX), Y11
+	VPSHUFB      iqSignShuf<>+0(SB), Y11, Y11
+	VPAND        iqSignBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iqSignBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPADDB       iqSixtyFourB<>+0(SB), Y8, Y8
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y9, Y11
+	VPMADDUBSW   192(CX), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 24(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   192(CX)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 56(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   192(CX)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 88(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   192(CX)(R9*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 120(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   192(R10), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 152(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   192(R10)(SI*1), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 184(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   192(R10)(SI*2), Y8, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 216(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   192(R10)(R9*1), Y8, Y8
+	VPMADDWD     Y11, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 248(SP), Y11
+	VFMADD231PS  Y11, Y8, Y7
+	VPMOVZXBD    30(AX), X8
+	VPBROADCASTB 73(AX), X10
+	VPSRLVD      iq2sHiShifts<>+0(SB), X10, X10
+	VPAND        iq2sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTD 62(AX), Y11
+	VPSHUFB      iqSignShuf<>+0(SB), Y11, Y11
+	VPAND        iqSignBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iqSignBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPSIGNB      Y11, Y8, Y8
+	VPADDB       iqSixtyFourB<>+0(SB), Y8, Y8
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y9, Y9
+	VPMADDUBSW   224(CX), Y8, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 28(SP), Y12
+	VFMADD231PS  Y12, Y11, Y0
+	VPMADDUBSW   224(CX)(SI*1), Y8, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 60(SP), Y12
+	VFMADD231PS  Y12, Y11, Y1
+	VPMADDUBSW   224(CX)(SI*2), Y8, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 92(SP), Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VPMADDUBSW   224(CX)(R9*1), Y8, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 124(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VPMADDUBSW   224(R10), Y8, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 156(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VPMADDUBSW   224(R10)(SI*1), Y8, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 188(SP), Y12
+	VFMADD231PS  Y12, Y11, Y5
+	VPMADDUBSW   224(R10)(SI*2), Y8, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 220(SP), Y12
+	VFMADD231PS  Y12, Y11, Y6
+	VPMADDUBSW   224(R10)(R9*1), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 252(SP), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000040, BX
+	DECQ         R8
+	JNZ          iq2s_8_loop
+
+iq2s_8_done:
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
 	VZEROUPPER
 	RET
 
@@ -10871,6 +14351,467 @@ DATA iq3sHiMask<>+29(SB)/1, $0x01
 DATA iq3sHiMask<>+30(SB)/1, $0x00
 DATA iq3sHiMask<>+31(SB)/1, $0x00
 GLOBL iq3sHiMask<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ3SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3SQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq3s_2_done
+
+iq3s_2_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VPBROADCASTD 106(AX), Y4
+	VPSRLVD      iq3sScaleShifts<>+0(SB), Y4, Y4
+	VPAND        iqFifteen<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX)(SI*1), Y4, Y3
+	VMOVUPS      Y3, 32(SP)
+	VPMOVZXBD    2(AX), Y3
+	VPBROADCASTB 66(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 74(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      (CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    10(AX), Y3
+	VPBROADCASTB 67(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 78(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      32(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    18(AX), Y3
+	VPBROADCASTB 68(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 82(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      64(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    26(AX), Y3
+	VPBROADCASTB 69(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 86(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      96(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    34(AX), Y3
+	VPBROADCASTB 70(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 90(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      128(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    42(AX), Y3
+	VPBROADCASTB 71(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 94(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      160(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    50(AX), Y3
+	VPBROADCASTB 72(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 98(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      192(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    58(AX), Y3
+	VPBROADCASTB 73(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X6, X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X6, X6
+	VMOVQ        X4, R10
+	MOVL         R10, R9
+	VMOVD        (R8)(R9*4), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x01, (R8)(R9*4), X3, X3
+	VPEXTRQ      $0x01, X4, R10
+	MOVL         R10, R9
+	VPINSRD      $0x02, (R8)(R9*4), X3, X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRD      $0x03, (R8)(R9*4), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTD 102(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      224(CX)(BX*1), Y5
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq3s_2_loop
+
+iq3s_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
 
 // func dotIQ3SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -11467,6 +15408,781 @@ iq3s_4_done:
 	VZEROUPPER
 	RET
 
+// func dotIQ3SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3SQ8x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     sums+24(FP), BX
+	MOVQ     qstride+32(FP), SI
+	MOVQ     dstride+40(FP), DI
+	MOVQ     nblk+48(FP), R8
+	LEAQ     (SI)(SI*2), R9
+	LEAQ     (CX)(SI*4), R10
+	MOVQ     grid+64(FP), R11
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	VXORPS   Y5, Y5, Y5
+	VXORPS   Y6, Y6, Y6
+	VXORPS   Y7, Y7, Y7
+	VXORPS   Y8, Y8, Y8
+	TESTQ    R8, R8
+	JZ       iq3s_8_done
+
+iq3s_8_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VPBROADCASTD 106(AX), Y10
+	VPSRLVD      iq3sScaleShifts<>+0(SB), Y10, Y10
+	VPAND        iqFifteen<>+0(SB), Y10, Y10
+	VPADDD       Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPSUBD       Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VMULPS       iqSixtyFour<>+0(SB), Y10, Y9
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, (SP)
+	VFNMADD231PS (R13), Y9, Y1
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 32(SP)
+	VFNMADD231PS (R13), Y9, Y2
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 64(SP)
+	VFNMADD231PS (R13), Y9, Y3
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 96(SP)
+	VFNMADD231PS (R13), Y9, Y4
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 128(SP)
+	VFNMADD231PS (R13), Y9, Y5
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 160(SP)
+	VFNMADD231PS (R13), Y9, Y6
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 192(SP)
+	VFNMADD231PS (R13), Y9, Y7
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y10
+	VMOVUPS      Y10, 224(SP)
+	VFNMADD231PS (R13), Y9, Y8
+	VPMOVZXBD    2(AX), Y9
+	VPBROADCASTB 66(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTD 74(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   (CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   (CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   (CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 64(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   (CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 96(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   (R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 128(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   (R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 160(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   (R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 192(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   (R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 224(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    10(AX), Y9
+	VPBROADCASTB 67(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   32(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   32(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   32(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 68(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   32(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 100(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   32(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 132(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   32(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 164(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   32(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 196(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   32(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 228(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    18(AX), Y9
+	VPBROADCASTB 68(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   64(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   64(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   64(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 72(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   64(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 104(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   64(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 136(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   64(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 168(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   64(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 200(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   64(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 232(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    26(AX), Y9
+	VPBROADCASTB 69(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTD 86(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   96(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   96(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   96(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   96(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 108(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   96(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 140(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   96(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 172(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   96(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 204(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   96(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 236(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    34(AX), Y9
+	VPBROADCASTB 70(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTD 90(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   128(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   128(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   128(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   128(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 112(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   128(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 144(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   128(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 176(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   128(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 208(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   128(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 240(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    42(AX), Y9
+	VPBROADCASTB 71(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTD 94(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   160(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   160(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   160(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   160(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 116(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   160(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 148(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   160(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 180(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   160(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 212(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   160(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 244(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    50(AX), Y9
+	VPBROADCASTB 72(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTD 98(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   192(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   192(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   192(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   192(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 120(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   192(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 152(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   192(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 184(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   192(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 216(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   192(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 248(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    58(AX), Y9
+	VPBROADCASTB 73(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X12, X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X12, X12
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X9, X9
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X9, X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y9, Y9
+	VPADDB       iqSixtyFourB<>+0(SB), Y9, Y9
+	VPMADDUBSW   224(CX), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VPMADDUBSW   224(CX)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y10, Y2
+	VPMADDUBSW   224(CX)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 92(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPMADDUBSW   224(CX)(R9*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 124(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPMADDUBSW   224(R10), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 156(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPMADDUBSW   224(R10)(SI*1), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 188(SP), Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VPMADDUBSW   224(R10)(SI*2), Y9, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 220(SP), Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VPMADDUBSW   224(R10)(R9*1), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 252(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq3s_8_loop
+
+iq3s_8_done:
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 16(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 20(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 24(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X8
+	VMOVHLPS     X8, X0, X0
+	VADDPS       X0, X8, X8
+	VPSHUFD      $0x01, X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, 28(AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ1SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotIQ1SQ8AVX2(SB), NOSPLIT, $32-44
@@ -11950,6 +16666,387 @@ DATA iq1sDeltaBits<>+29(SB)/1, $0x80
 DATA iq1sDeltaBits<>+30(SB)/1, $0x80
 DATA iq1sDeltaBits<>+31(SB)/1, $0x80
 GLOBL iq1sDeltaBits<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ1SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1SQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq1s_2_done
+
+iq1s_2_loop:
+	PREFETCHT0   2048(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       iqMul3e000000<>+0(SB), X3, X3
+	VBROADCASTSS X3, Y3
+	VPMOVZXWD    34(AX), Y4
+	VPSRLD       $0x0c, Y4, Y4
+	VPAND        iqSeven<>+0(SB), Y4, Y4
+	VPADDD       Y4, Y4, Y4
+	VPCMPEQD     Y5, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       (DX), Y4, Y3
+	VMOVUPS      Y3, (SP)
+	VMULPS       (DX)(SI*1), Y4, Y3
+	VMOVUPS      Y3, 32(SP)
+	VPMOVZXBD    2(AX), X3
+	VPBROADCASTW 34(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 34(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      (CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      (CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    6(AX), X3
+	VPBROADCASTW 36(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 36(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      32(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 4(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      32(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    10(AX), X3
+	VPBROADCASTW 38(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 38(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      64(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 8(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      64(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    14(AX), X3
+	VPBROADCASTW 40(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 40(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      96(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 12(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      96(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    18(AX), X3
+	VPBROADCASTW 42(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 42(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      128(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      128(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    22(AX), X3
+	VPBROADCASTW 44(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 44(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      160(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      160(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    26(AX), X3
+	VPBROADCASTW 46(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 46(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      192(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      192(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VPMOVZXBD    30(AX), X3
+	VPBROADCASTW 48(AX), X4
+	VPSLLD       $0x08, X4, X4
+	VPSRLVD      iq1sHiShifts<>+0(SB), X4, X4
+	VPAND        iq1sHiMask<>+0(SB), X4, X4
+	VPOR         X4, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X6
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X6, X6
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y6, Y3
+	VPBROADCASTW 48(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y3, Y3
+	VPABSB       Y3, Y4
+	VMOVDQU      224(CX), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VMOVDQU      224(CX)(BX*1), Y5
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y5, Y2
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq1s_2_loop
+
+iq1s_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
 
 // func dotIQ1SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -12463,6 +17560,701 @@ iq1s_4_done:
 	VPSHUFD      $0x01, X4, X0
 	VADDSS       X0, X4, X4
 	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1SQ8x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     sums+24(FP), BX
+	MOVQ     qstride+32(FP), SI
+	MOVQ     dstride+40(FP), DI
+	MOVQ     nblk+48(FP), R8
+	LEAQ     (SI)(SI*2), R9
+	LEAQ     (CX)(SI*4), R10
+	MOVQ     grid+64(FP), R11
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y1, Y1, Y1
+	VXORPS   Y2, Y2, Y2
+	VXORPS   Y3, Y3, Y3
+	VXORPS   Y4, Y4, Y4
+	VXORPS   Y5, Y5, Y5
+	VXORPS   Y6, Y6, Y6
+	VXORPS   Y7, Y7, Y7
+	VXORPS   Y8, Y8, Y8
+	TESTQ    R8, R8
+	JZ       iq1s_8_done
+
+iq1s_8_loop:
+	PREFETCHT0   2048(AX)
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       iqMul3e000000<>+0(SB), X9, X9
+	VBROADCASTSS X9, Y9
+	VPMOVZXWD    34(AX), Y10
+	VPSRLD       $0x0c, Y10, Y10
+	VPAND        iqSeven<>+0(SB), Y10, Y10
+	VPADDD       Y10, Y10, Y10
+	VPCMPEQD     Y11, Y11, Y11
+	VPSUBD       Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	VMULPS       iqSixtyFour<>+0(SB), Y10, Y9
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, (SP)
+	VFNMADD231PS (R13), Y9, Y1
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 32(SP)
+	VFNMADD231PS (R13), Y9, Y2
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 64(SP)
+	VFNMADD231PS (R13), Y9, Y3
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 96(SP)
+	VFNMADD231PS (R13), Y9, Y4
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 128(SP)
+	VFNMADD231PS (R13), Y9, Y5
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 160(SP)
+	VFNMADD231PS (R13), Y9, Y6
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y11
+	VMOVUPS      Y11, 192(SP)
+	VFNMADD231PS (R13), Y9, Y7
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMULPS       (R12), Y10, Y10
+	VMOVUPS      Y10, 224(SP)
+	VFNMADD231PS (R13), Y9, Y8
+	VPMOVZXBD    2(AX), X9
+	VPBROADCASTW 34(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1sHiShifts<>+0(SB), X10, X10
+	VPAND        iq1sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X9, X9
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTW 34(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y9, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPMADDUBSW   (CX), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPMADDUBSW   (CX)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPMADDUBSW   (CX)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 64(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPMADDUBSW   (CX)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 96(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPMADDUBSW   (R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 128(SP), Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VPMADDUBSW   (R10)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 160(SP), Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VPMADDUBSW   (R10)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 192(SP), Y11
+	VFMADD231PS  Y11, Y9, Y7
+	VPMADDUBSW   (R10)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 224(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    6(AX), X9
+	VPBROADCASTW 36(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1sHiShifts<>+0(SB), X10, X10
+	VPAND        iq1sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X9, X9
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTW 36(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y9, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPMADDUBSW   32(CX), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 4(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPMADDUBSW   32(CX)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPMADDUBSW   32(CX)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 68(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPMADDUBSW   32(CX)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 100(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPMADDUBSW   32(R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 132(SP), Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VPMADDUBSW   32(R10)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 164(SP), Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VPMADDUBSW   32(R10)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 196(SP), Y11
+	VFMADD231PS  Y11, Y9, Y7
+	VPMADDUBSW   32(R10)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 228(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    10(AX), X9
+	VPBROADCASTW 38(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1sHiShifts<>+0(SB), X10, X10
+	VPAND        iq1sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X9, X9
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTW 38(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y9, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPMADDUBSW   64(CX), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 8(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPMADDUBSW   64(CX)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPMADDUBSW   64(CX)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 72(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPMADDUBSW   64(CX)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 104(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPMADDUBSW   64(R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 136(SP), Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VPMADDUBSW   64(R10)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 168(SP), Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VPMADDUBSW   64(R10)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 200(SP), Y11
+	VFMADD231PS  Y11, Y9, Y7
+	VPMADDUBSW   64(R10)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 232(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    14(AX), X9
+	VPBROADCASTW 40(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1sHiShifts<>+0(SB), X10, X10
+	VPAND        iq1sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X9, X9
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTW 40(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y9, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPMADDUBSW   96(CX), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 12(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPMADDUBSW   96(CX)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 44(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPMADDUBSW   96(CX)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 76(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPMADDUBSW   96(CX)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 108(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPMADDUBSW   96(R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 140(SP), Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VPMADDUBSW   96(R10)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 172(SP), Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VPMADDUBSW   96(R10)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 204(SP), Y11
+	VFMADD231PS  Y11, Y9, Y7
+	VPMADDUBSW   96(R10)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 236(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    18(AX), X9
+	VPBROADCASTW 42(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1sHiShifts<>+0(SB), X10, X10
+	VPAND        iq1sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X9, X9
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTW 42(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y9, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPMADDUBSW   128(CX), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPMADDUBSW   128(CX)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 48(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPMADDUBSW   128(CX)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 80(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPMADDUBSW   128(CX)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 112(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPMADDUBSW   128(R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 144(SP), Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VPMADDUBSW   128(R10)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 176(SP), Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VPMADDUBSW   128(R10)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 208(SP), Y11
+	VFMADD231PS  Y11, Y9, Y7
+	VPMADDUBSW   128(R10)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 240(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    22(AX), X9
+	VPBROADCASTW 44(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1sHiShifts<>+0(SB), X10, X10
+	VPAND        iq1sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X9, X9
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTW 44(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y9, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPMADDUBSW   160(CX), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPMADDUBSW   160(CX)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 52(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPMADDUBSW   160(CX)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 84(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPMADDUBSW   160(CX)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 116(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPMADDUBSW   160(R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 148(SP), Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VPMADDUBSW   160(R10)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 180(SP), Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VPMADDUBSW   160(R10)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 212(SP), Y11
+	VFMADD231PS  Y11, Y9, Y7
+	VPMADDUBSW   160(R10)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 244(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    26(AX), X9
+	VPBROADCASTW 46(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1sHiShifts<>+0(SB), X10, X10
+	VPAND        iq1sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X9, X9
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTW 46(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y9, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPMADDUBSW   192(CX), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPMADDUBSW   192(CX)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 56(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPMADDUBSW   192(CX)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 88(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPMADDUBSW   192(CX)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 120(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPMADDUBSW   192(R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 152(SP), Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VPMADDUBSW   192(R10)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 184(SP), Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VPMADDUBSW   192(R10)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 216(SP), Y11
+	VFMADD231PS  Y11, Y9, Y7
+	VPMADDUBSW   192(R10)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 248(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	VPMOVZXBD    30(AX), X9
+	VPBROADCASTW 48(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1sHiShifts<>+0(SB), X10, X10
+	VPAND        iq1sHiMask<>+0(SB), X10, X10
+	VPOR         X10, X9, X9
+	VMOVQ        X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X12
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X12, X12
+	VPEXTRQ      $0x01, X9, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X9
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X9, X9
+	VINSERTI128  $0x01, X9, Y12, Y9
+	VPBROADCASTW 48(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y9, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPMADDUBSW   224(CX), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y11
+	VFMADD231PS  Y11, Y9, Y1
+	VPMADDUBSW   224(CX)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 60(SP), Y11
+	VFMADD231PS  Y11, Y9, Y2
+	VPMADDUBSW   224(CX)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 92(SP), Y11
+	VFMADD231PS  Y11, Y9, Y3
+	VPMADDUBSW   224(CX)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 124(SP), Y11
+	VFMADD231PS  Y11, Y9, Y4
+	VPMADDUBSW   224(R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 156(SP), Y11
+	VFMADD231PS  Y11, Y9, Y5
+	VPMADDUBSW   224(R10)(SI*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 188(SP), Y11
+	VFMADD231PS  Y11, Y9, Y6
+	VPMADDUBSW   224(R10)(SI*2), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 220(SP), Y11
+	VFMADD231PS  Y11, Y9, Y7
+	VPMADDUBSW   224(R10)(R9*1), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 252(SP), Y10
+	VFMADD231PS  Y10, Y9, Y8
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq1s_8_loop
+
+iq1s_8_done:
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 12(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 16(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 20(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 24(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X8
+	VMOVHLPS     X8, X0, X0
+	VADDPS       X0, X8, X8
+	VPSHUFD      $0x01, X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, 28(AX)
 	VZEROUPPER
 	RET
 
@@ -13008,6 +18800,411 @@ DATA iq1mDeltaBits<>+30(SB)/1, $0x80
 DATA iq1mDeltaBits<>+31(SB)/1, $0x80
 GLOBL iq1mDeltaBits<>(SB), RODATA|NOPTR, $32
 
+// func dotIQ1MQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1MQ8x2AVX2(SB), NOSPLIT, $64-64
+	MOVQ     blk+0(FP), AX
+	MOVQ     q+8(FP), CX
+	MOVQ     d+16(FP), DX
+	MOVQ     qstride+24(FP), BX
+	MOVQ     dstride+32(FP), SI
+	MOVQ     nblk+40(FP), DI
+	MOVQ     grid+56(FP), R8
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+	VXORPS   Y0, Y0, Y0
+	VXORPS   Y2, Y2, Y2
+	TESTQ    DI, DI
+	JZ       iq1m_2_done
+
+iq1m_2_loop:
+	PREFETCHT0   2048(AX)
+	MOVQ         48(AX), R9
+	MOVQ         $0xf000f000f000f000, R10
+	ANDQ         R10, R9
+	MOVQ         R9, R11
+	SHRQ         $0x0c, R11
+	MOVQ         R9, R10
+	SHRQ         $0x18, R10
+	ORQ          R10, R11
+	MOVQ         R9, R10
+	SHRQ         $0x24, R10
+	ORQ          R10, R11
+	MOVQ         R9, R10
+	SHRQ         $0x30, R10
+	ORQ          R10, R11
+	MOVWLZX      R11, R11
+	VMOVD        R11, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y3
+	VPBROADCASTQ 48(AX), Y4
+	VPSHUFB      iq1mScaleShuf<>+0(SB), Y4, Y4
+	VPMULLW      iq1mScaleMul<>+0(SB), Y4, Y4
+	VPSRLW       $0x0d, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X1
+	VPACKUSWB    X1, X4, X1
+	VPADDB       X1, X1, X1
+	VPCMPEQD     Y4, Y4, Y4
+	VPSUBB       X4, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y4
+	VMULPS       (DX), Y3, Y5
+	VMOVUPS      Y5, (SP)
+	VMULPS       (DX)(SI*1), Y3, Y3
+	VMOVUPS      Y3, 32(SP)
+	VPMOVZXBD    (AX), X3
+	VPBROADCASTW 32(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 32(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y4, Y6
+	VMOVDQU      (CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      (CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 32(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    4(AX), X3
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 34(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y4, Y6
+	VMOVDQU      32(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 4(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      32(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 36(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    8(AX), X3
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 36(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y4, Y6
+	VMOVDQU      64(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 8(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      64(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    12(AX), X3
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 38(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y4, Y6
+	VMOVDQU      96(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 12(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      96(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    16(AX), X3
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 40(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y4, Y6
+	VMOVDQU      128(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 16(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      128(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 48(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    20(AX), X3
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 42(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y4, Y6
+	VMOVDQU      160(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 20(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      160(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 52(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    24(AX), X3
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 44(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y4, Y6
+	VMOVDQU      192(CX), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 24(SP), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VMOVDQU      192(CX)(BX*1), Y7
+	VPSIGNB      Y3, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 56(SP), Y3
+	VFMADD231PS  Y3, Y7, Y2
+	VPMOVZXBD    28(AX), X3
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1mHiShifts<>+0(SB), X1, X1
+	VPAND        iq1mHiMask<>+0(SB), X1, X1
+	VPOR         X1, X3, X3
+	VMOVQ        X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X1
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X1, X1
+	VPEXTRQ      $0x01, X3, R10
+	MOVL         R10, R9
+	VMOVQ        (R8)(R9*8), X3
+	MOVQ         R10, R9
+	SHRQ         $0x20, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X3, X3
+	VINSERTI128  $0x01, X3, Y1, Y3
+	VPBROADCASTW 46(AX), Y5
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y5, Y5
+	VPAND        iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y5, Y5
+	VPOR         iqOnes<>+0(SB), Y5, Y5
+	VPADDB       Y5, Y3, Y3
+	VPABSB       Y3, Y5
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y4, Y4
+	VMOVDQU      224(CX), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VMOVDQU      224(CX)(BX*1), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 60(SP), Y3
+	VFMADD231PS  Y3, Y6, Y2
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	DECQ         DI
+	JNZ          iq1m_2_loop
+
+iq1m_2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VADDPS       X1, X0, X0
+	VPSHUFD      $0x01, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 4(AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ1MQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotIQ1MQ8x4AVX2(SB), NOSPLIT, $128-64
@@ -13544,5 +19741,744 @@ iq1m_4_done:
 	VPSHUFD      $0x01, X4, X0
 	VADDSS       X0, X4, X4
 	VMOVSS       X4, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1MQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1MQ8x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ   blk+0(FP), AX
+	MOVQ   q+8(FP), CX
+	MOVQ   d+16(FP), DX
+	MOVQ   sums+24(FP), BX
+	MOVQ   qstride+32(FP), SI
+	MOVQ   dstride+40(FP), DI
+	MOVQ   nblk+48(FP), R8
+	LEAQ   (SI)(SI*2), R9
+	LEAQ   (CX)(SI*4), R10
+	MOVQ   grid+64(FP), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ  R8, R8
+	JZ     iq1m_8_done
+
+iq1m_8_loop:
+	PREFETCHT0   2048(AX)
+	MOVQ         48(AX), R12
+	MOVQ         $0xf000f000f000f000, R13
+	ANDQ         R13, R12
+	MOVQ         R12, R14
+	SHRQ         $0x0c, R14
+	MOVQ         R12, R13
+	SHRQ         $0x18, R13
+	ORQ          R13, R14
+	MOVQ         R12, R13
+	SHRQ         $0x24, R13
+	ORQ          R13, R14
+	MOVQ         R12, R13
+	SHRQ         $0x30, R13
+	ORQ          R13, R14
+	MOVWLZX      R14, R14
+	VMOVD        R14, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       iqMul3e000000<>+0(SB), X8, X8
+	VBROADCASTSS X8, Y8
+	VPBROADCASTQ 48(AX), Y9
+	VPSHUFB      iq1mScaleShuf<>+0(SB), Y9, Y9
+	VPMULLW      iq1mScaleMul<>+0(SB), Y9, Y9
+	VPSRLW       $0x0d, Y9, Y9
+	VEXTRACTI128 $0x01, Y9, X10
+	VPACKUSWB    X10, X9, X10
+	VPADDB       X10, X10, X10
+	VPCMPEQD     Y9, Y9, Y9
+	VPSUBB       X9, X10, X10
+	VINSERTI128  $0x01, X10, Y10, Y9
+	VMULPS       iqSixtyFour<>+0(SB), Y8, Y11
+	VPSRLDQ      $0x08, X10, X12
+	VPMOVZXBD    X10, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       Y11, Y13, Y13
+	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y11, Y12, Y12
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, (SP)
+	VFNMADD231PS (R13), Y13, Y0
+	VFNMADD231PS 32(R13), Y12, Y0
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 32(SP)
+	VFNMADD231PS (R13), Y13, Y1
+	VFNMADD231PS 32(R13), Y12, Y1
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 64(SP)
+	VFNMADD231PS (R13), Y13, Y2
+	VFNMADD231PS 32(R13), Y12, Y2
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 96(SP)
+	VFNMADD231PS (R13), Y13, Y3
+	VFNMADD231PS 32(R13), Y12, Y3
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 128(SP)
+	VFNMADD231PS (R13), Y13, Y4
+	VFNMADD231PS 32(R13), Y12, Y4
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 160(SP)
+	VFNMADD231PS (R13), Y13, Y5
+	VFNMADD231PS 32(R13), Y12, Y5
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y11
+	VMOVUPS      Y11, 192(SP)
+	VFNMADD231PS (R13), Y13, Y6
+	VFNMADD231PS 32(R13), Y12, Y6
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	ADDQ         DI, R13
+	VMULPS       (R12), Y8, Y8
+	VMOVUPS      Y8, 224(SP)
+	VFNMADD231PS (R13), Y13, Y7
+	VFNMADD231PS 32(R13), Y12, Y7
+	VPMOVZXBD    (AX), X8
+	VPBROADCASTW 32(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1mHiShifts<>+0(SB), X10, X10
+	VPAND        iq1mHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTW 32(AX), Y11
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y11, Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPADDB       Y11, Y8, Y8
+	VPABSB       Y8, Y11
+	VPSIGNB      Y8, Y11, Y11
+	VPADDB       iqSixtyFourB<>+0(SB), Y11, Y11
+	VPSHUFB      iq2ScaleMasks<>+0(SB), Y9, Y8
+	VPMADDUBSW   (CX), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   (CX)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 32(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   (CX)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 64(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   (CX)(R9*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 96(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   (R10), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 128(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   (R10)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 160(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   (R10)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 192(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   (R10)(R9*1), Y11, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 224(SP), Y8
+	VFMADD231PS  Y8, Y11, Y7
+	VPMOVZXBD    4(AX), X8
+	VPBROADCASTW 34(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1mHiShifts<>+0(SB), X10, X10
+	VPAND        iq1mHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTW 34(AX), Y11
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y11, Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPADDB       Y11, Y8, Y8
+	VPABSB       Y8, Y11
+	VPSIGNB      Y8, Y11, Y11
+	VPADDB       iqSixtyFourB<>+0(SB), Y11, Y11
+	VPSHUFB      iq2ScaleMasks<>+32(SB), Y9, Y8
+	VPMADDUBSW   32(CX), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 4(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   32(CX)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 36(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   32(CX)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 68(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   32(CX)(R9*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 100(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   32(R10), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 132(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   32(R10)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 164(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   32(R10)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 196(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   32(R10)(R9*1), Y11, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 228(SP), Y8
+	VFMADD231PS  Y8, Y11, Y7
+	VPMOVZXBD    8(AX), X8
+	VPBROADCASTW 36(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1mHiShifts<>+0(SB), X10, X10
+	VPAND        iq1mHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTW 36(AX), Y11
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y11, Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPADDB       Y11, Y8, Y8
+	VPABSB       Y8, Y11
+	VPSIGNB      Y8, Y11, Y11
+	VPADDB       iqSixtyFourB<>+0(SB), Y11, Y11
+	VPSHUFB      iq2ScaleMasks<>+64(SB), Y9, Y8
+	VPMADDUBSW   64(CX), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 8(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   64(CX)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 40(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   64(CX)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 72(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   64(CX)(R9*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 104(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   64(R10), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 136(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   64(R10)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 168(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   64(R10)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 200(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   64(R10)(R9*1), Y11, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 232(SP), Y8
+	VFMADD231PS  Y8, Y11, Y7
+	VPMOVZXBD    12(AX), X8
+	VPBROADCASTW 38(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1mHiShifts<>+0(SB), X10, X10
+	VPAND        iq1mHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTW 38(AX), Y11
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y11, Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPADDB       Y11, Y8, Y8
+	VPABSB       Y8, Y11
+	VPSIGNB      Y8, Y11, Y11
+	VPADDB       iqSixtyFourB<>+0(SB), Y11, Y11
+	VPSHUFB      iq2ScaleMasks<>+96(SB), Y9, Y8
+	VPMADDUBSW   96(CX), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 12(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   96(CX)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 44(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   96(CX)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 76(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   96(CX)(R9*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 108(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   96(R10), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 140(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   96(R10)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 172(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   96(R10)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 204(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   96(R10)(R9*1), Y11, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 236(SP), Y8
+	VFMADD231PS  Y8, Y11, Y7
+	VPMOVZXBD    16(AX), X8
+	VPBROADCASTW 40(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1mHiShifts<>+0(SB), X10, X10
+	VPAND        iq1mHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTW 40(AX), Y11
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y11, Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPADDB       Y11, Y8, Y8
+	VPABSB       Y8, Y11
+	VPSIGNB      Y8, Y11, Y11
+	VPADDB       iqSixtyFourB<>+0(SB), Y11, Y11
+	VPSHUFB      iq2ScaleMasks<>+128(SB), Y9, Y8
+	VPMADDUBSW   128(CX), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 16(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   128(CX)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 48(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   128(CX)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 80(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   128(CX)(R9*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 112(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   128(R10), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 144(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   128(R10)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 176(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   128(R10)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 208(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   128(R10)(R9*1), Y11, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 240(SP), Y8
+	VFMADD231PS  Y8, Y11, Y7
+	VPMOVZXBD    20(AX), X8
+	VPBROADCASTW 42(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1mHiShifts<>+0(SB), X10, X10
+	VPAND        iq1mHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTW 42(AX), Y11
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y11, Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPADDB       Y11, Y8, Y8
+	VPABSB       Y8, Y11
+	VPSIGNB      Y8, Y11, Y11
+	VPADDB       iqSixtyFourB<>+0(SB), Y11, Y11
+	VPSHUFB      iq2ScaleMasks<>+160(SB), Y9, Y8
+	VPMADDUBSW   160(CX), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 20(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   160(CX)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 52(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   160(CX)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 84(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   160(CX)(R9*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 116(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   160(R10), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 148(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   160(R10)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 180(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   160(R10)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 212(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   160(R10)(R9*1), Y11, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 244(SP), Y8
+	VFMADD231PS  Y8, Y11, Y7
+	VPMOVZXBD    24(AX), X8
+	VPBROADCASTW 44(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1mHiShifts<>+0(SB), X10, X10
+	VPAND        iq1mHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTW 44(AX), Y11
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y11, Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPADDB       Y11, Y8, Y8
+	VPABSB       Y8, Y11
+	VPSIGNB      Y8, Y11, Y11
+	VPADDB       iqSixtyFourB<>+0(SB), Y11, Y11
+	VPSHUFB      iq2ScaleMasks<>+192(SB), Y9, Y8
+	VPMADDUBSW   192(CX), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 24(SP), Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   192(CX)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 56(SP), Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   192(CX)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 88(SP), Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   192(CX)(R9*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 120(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   192(R10), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 152(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   192(R10)(SI*1), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 184(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VPMADDUBSW   192(R10)(SI*2), Y11, Y12
+	VPMADDWD     Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 216(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPMADDUBSW   192(R10)(R9*1), Y11, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 248(SP), Y8
+	VFMADD231PS  Y8, Y11, Y7
+	VPMOVZXBD    28(AX), X8
+	VPBROADCASTW 46(AX), X10
+	VPSLLD       $0x08, X10, X10
+	VPSRLVD      iq1mHiShifts<>+0(SB), X10, X10
+	VPAND        iq1mHiMask<>+0(SB), X10, X10
+	VPOR         X10, X8, X8
+	VMOVQ        X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X10
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X10, X10
+	VPEXTRQ      $0x01, X8, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X8
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X8, X8
+	VINSERTI128  $0x01, X8, Y10, Y8
+	VPBROADCASTW 46(AX), Y11
+	VPSHUFB      iq1mDeltaShuf<>+0(SB), Y11, Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQB     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPOR         iqOnes<>+0(SB), Y11, Y11
+	VPADDB       Y11, Y8, Y8
+	VPABSB       Y8, Y11
+	VPSIGNB      Y8, Y11, Y11
+	VPADDB       iqSixtyFourB<>+0(SB), Y11, Y11
+	VPSHUFB      iq2ScaleMasks<>+224(SB), Y9, Y8
+	VPMADDUBSW   224(CX), Y11, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y12
+	VFMADD231PS  Y12, Y9, Y0
+	VPMADDUBSW   224(CX)(SI*1), Y11, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 60(SP), Y12
+	VFMADD231PS  Y12, Y9, Y1
+	VPMADDUBSW   224(CX)(SI*2), Y11, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 92(SP), Y12
+	VFMADD231PS  Y12, Y9, Y2
+	VPMADDUBSW   224(CX)(R9*1), Y11, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 124(SP), Y12
+	VFMADD231PS  Y12, Y9, Y3
+	VPMADDUBSW   224(R10), Y11, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 156(SP), Y12
+	VFMADD231PS  Y12, Y9, Y4
+	VPMADDUBSW   224(R10)(SI*1), Y11, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 188(SP), Y12
+	VFMADD231PS  Y12, Y9, Y5
+	VPMADDUBSW   224(R10)(SI*2), Y11, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 220(SP), Y12
+	VFMADD231PS  Y12, Y9, Y6
+	VPMADDUBSW   224(R10)(R9*1), Y11, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 252(SP), Y8
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000040, BX
+	DECQ         R8
+	JNZ          iq1m_8_loop
+
+iq1m_8_done:
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
 	VZEROUPPER
 	RET

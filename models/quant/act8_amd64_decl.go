@@ -88,35 +88,71 @@ func dotQ5_1Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, ds
 // dotIQ2XXSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_xxs blocks, in integers per 32 values.
 func dotIQ2XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ2XXSQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ2XXSQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ2XXSQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ2XXSQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
+func dotIQ2XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
 // dotIQ3XXSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq3_xxs blocks, in integers per 32 values.
 func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ3XXSQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ3XXSQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ3XXSQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ3XXSQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
+func dotIQ3XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
 // dotIQ2SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_s blocks, in integers per 16 values.
 func dotIQ2SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ2SQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ2SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ2SQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ2SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ2SQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + 2r·dstride (d_r[j]·Σq_r over 16 j, Act8.H) bytes.
+func dotIQ2SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
 // dotIQ3SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq3_s blocks, in integers per 32 values.
 func dotIQ3SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ3SQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ3SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ3SQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ3SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ3SQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
+func dotIQ3SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
 // dotIQ1SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq1_s blocks, in integers per 32 values.
 func dotIQ1SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ1SQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ1SQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ1SQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ1SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ1SQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
+func dotIQ1SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
 // dotIQ1MQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq1_m blocks, in integers per 16 values.
 func dotIQ1MQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
+// dotIQ1MQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_m blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ1MQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
 // dotIQ1MQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_m blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ1MQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ1MQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_m blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + 2r·dstride (d_r[j]·Σq_r over 16 j, Act8.H) bytes.
+func dotIQ1MQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)

@@ -8,7 +8,8 @@ import (
 // BenchmarkAct8 sets each integer kernel beside the format's float32
 // Dot32 on a 2048-value row held in L1 (compute, not memory), in bytes of
 // weights per second, and times the activation quantization; where the
-// format has a four-row kernel, it against four one-row dots.
+// format has a four-row kernel, it against four one-row dots, a two-row
+// kernel on its own, and an eight-row kernel against two four-row calls.
 func BenchmarkAct8(b *testing.B) {
 	const n = 2048
 	r := rand.New(rand.NewPCG(1, 2))
@@ -58,6 +59,41 @@ func BenchmarkAct8(b *testing.B) {
 				for r, a := range four {
 					out[r] = k.Dot(blk, a)
 				}
+			}
+		})
+		if k.HasDot2() {
+			two := [2]*Act8{ar.Row(0), ar.Row(1)}
+			out2 := make([][2]float32, 1)
+			b.Run(name+"/act8x2", func(b *testing.B) {
+				b.SetBytes(int64(len(blk)))
+				for b.Loop() {
+					k.DotRows2(blk, 0, &two, out2)
+				}
+			})
+		}
+		if !k.HasDot8() {
+			continue
+		}
+		// eight rows: the eight-row kernel against two four-row calls
+		// (ns/op for eight rows: halve it to set it beside act8x4)
+		var ar8 Act8Rows
+		ar8.Quantize(gaussian(8*n, 6), 8, n)
+		var eight [8]*Act8
+		for r := range eight {
+			eight[r] = ar8.Row(r)
+		}
+		var out8 [8]float32
+		b.Run(name+"/act8x8", func(b *testing.B) {
+			b.SetBytes(int64(len(blk)))
+			for b.Loop() {
+				k.Dot8(blk, &eight, &out8)
+			}
+		})
+		b.Run(name+"/act8x4x2", func(b *testing.B) {
+			b.SetBytes(int64(len(blk)))
+			for b.Loop() {
+				k.Dot4(blk, (*[4]*Act8)(eight[:4]), &out)
+				k.Dot4(blk, (*[4]*Act8)(eight[4:]), &out)
 			}
 		})
 	}

@@ -134,8 +134,8 @@ var brokenAct8Kernels = []struct {
 		want: iqWant("iq2_xxs"),
 	},
 	{
-		what: "iq2_xxs and iq3_xxs: the eighth sign (the parity) dropped",
-		file: "iq.go", from: "VPSLLQ(U8(63), par, par)", to: "VPSLLQ(U8(62), par, par)",
+		what: "iq2_xxs and iq3_xxs: the sign indices taken 6 bits apart",
+		file: "iq.go", from: "SHRL(U8(7*l), i.As32())", to: "SHRL(U8(6*l), i.As32())",
 		want: append(iqWant("iq2_xxs"), iqWant("iq3_xxs")...),
 	},
 	{
@@ -174,9 +174,36 @@ var brokenAct8Kernels = []struct {
 		want: []string{"iq2_s ggml-quantized, one row", "iq1_m ggml-quantized, four rows (row 1)", "iq2_s four rows"},
 	},
 	{
-		what: "IQ four rows: every row's scales stored over row 0's",
+		what: "IQ two and four rows: every row's scales stored over row 0's",
 		file: "iq.go", from: "blockScales(dwy, dm, fs.Offset(32*r))", to: "blockScales(dwy, dm, fs.Offset(0))",
-		want: []string{"iq3_xxs ggml-quantized, four rows (row 1)", "iq1_m ggml-quantized, four rows (row 2)", "iq2_s four rows"},
+		want: []string{"iq3_xxs ggml-quantized, four rows (row 1)", "iq1_m ggml-quantized, four rows (row 2)", "iq2_s four rows",
+			"iq2_xxs ggml-quantized, two rows (row 1)", "iq3_s two rows"},
+	},
+	{
+		what: "IQ eight rows: rows 4-7 read two strides on, not four",
+		file: "iq.go", from: "LEAQ(Mem{Base: q, Index: qs, Scale: 4}, q4)", to: "LEAQ(Mem{Base: q, Index: qs, Scale: 2}, q4)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 5)", "iq3_xxs ggml-decoded random, eight rows (row 4)", "iq2_xxs eight rows", "iq3_xxs eight rows"},
+	},
+	{
+		what: "IQ eight rows: every row's scales from row 0's",
+		file: "iq.go", from: "ADDQ(ds, dr)", to: "ADDQ(U32(0), dr)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 6)", "iq3_xxs ggml-quantized, eight rows (row 7)", "iq3_xxs eight rows"},
+	},
+	{
+		what: "IQ eight rows: the weights' +64 taken back with row 0's sums",
+		file: "iq.go", from: "ADDQ(ds, sr)", to: "ADDQ(U32(0), sr)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 1)", "iq3_xxs ggml-decoded random, eight rows (row 5)", "iq2_xxs eight rows"},
+	},
+	{
+		what: "IQ eight rows: the weights' +64 taken back with the scales, not the sums",
+		file: "iq.go", from: "VFNMADD231PS(Mem{Base: sr, Disp: 32 * k}, o, acc[r])", to: "VFNMADD231PS(Mem{Base: dr, Disp: 32 * k}, o, acc[r])",
+		want: []string{"iq2_xxs ggml-quantized, eight rows (row 0)", "iq3_xxs ggml-quantized, eight rows (row 3)", "iq3_s eight rows",
+			"iq1_m ggml-quantized, eight rows (row 1)", "iq2_s eight rows"},
+	},
+	{
+		what: "IQ eight rows, a scale per 16: the rows' sums per 16 read at the scales' stride",
+		file: "iq.go", from: `Act8.H)", 2`, to: `Act8.H)", 1`,
+		want: []string{"iq2_s ggml-quantized, eight rows (row 2)", "iq1_m ggml-decoded random, eight rows (row 5)", "iq2_s eight rows"},
 	},
 }
 

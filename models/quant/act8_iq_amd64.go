@@ -9,14 +9,27 @@ import "unsafe"
 func init() {
 	for name, k := range archIQAct8() {
 		act8Dots[registry[name]] = k.one
+		act8Dots2[registry[name]] = k.two
 		act8Dots4[registry[name]] = k.four
+		act8Dots8[registry[name]] = k.eight
 	}
 }
 
 type iqAct8Kernel struct {
-	one  act8Func
-	four act8x4Func
+	one   act8Func
+	two   act8x2Func
+	four  act8x4Func
+	eight act8x8Func
 }
+
+// iqKernel8 is an eight-row kernel of a grid IQ format. It takes the
+// activation's sums (sums8) beside its scales.
+type iqKernel8 = func(b *byte, q *int8, d, sums *float32, qs, ds, nb int, out *[8]float32, grid *byte)
+
+// sums32 and sums16 are the activation sums the eight-row IQ kernels take:
+// per 32 where the format's scale is per 32, per 16 where it is per 16.
+func sums32(a *Act8) *float32 { return &a.S[0] }
+func sums16(a *Act8) *float32 { return &a.H[0] }
 
 func archIQAct8() map[string]iqAct8Kernel {
 	if !haveAVX2 {
@@ -25,9 +38,11 @@ func archIQAct8() map[string]iqAct8Kernel {
 	grid1 := iq1sGrid8()
 	m := map[string]iqAct8Kernel{}
 	add := func(name string, size int, grid unsafe.Pointer, one func(b *byte, q *int8, d *float32, nb int, grid *byte) float32,
-		four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32, grid *byte)) {
+		two func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[2]float32, grid *byte),
+		four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32, grid *byte), eight iqKernel8, sums func(*Act8) *float32) {
 		g := (*byte)(grid)
-		m[name] = iqAct8Kernel{
+		oneRow := func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], nb, g) }
+		k := iqAct8Kernel{
 			one: func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
 				if nb == 0 {
 					return 0
@@ -35,17 +50,24 @@ func archIQAct8() map[string]iqAct8Kernel {
 				_, _, _ = b[nb*size-1], q[nb*256-1], d[nb*8-1]
 				return one(&b[0], &q[0], &d[0], nb, g)
 			},
+			two: act8x2(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32) {
+				two(b, &a.Q[0], &a.D[0], qs, ds, nb, out, g)
+			}, oneRow),
 			four: act8x4(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 				four(b, &a.Q[0], &a.D[0], qs, ds, nb, out, g)
-			}, func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], nb, g) }),
+			}, oneRow),
 		}
+		k.eight = act8x8(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
+			eight(b, &a.Q[0], &a.D[0], sums(a), qs, ds, nb, out, g)
+		}, k.four)
+		m[name] = k
 	}
-	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&tables.iq2xxsGrid[0]), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x4AVX2)
-	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&tables.iq3xxsGrid[0]), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x4AVX2)
-	add("iq2_s", iq2sBytes, unsafe.Pointer(&grids.iq2s[0]), dotIQ2SQ8AVX2, dotIQ2SQ8x4AVX2)
-	add("iq3_s", iq3sBytes, unsafe.Pointer(&grids.iq3s[0]), dotIQ3SQ8AVX2, dotIQ3SQ8x4AVX2)
-	add("iq1_s", iq1sBytes, unsafe.Pointer(&grid1[0]), dotIQ1SQ8AVX2, dotIQ1SQ8x4AVX2)
-	add("iq1_m", iq1mBytes, unsafe.Pointer(&grid1[0]), dotIQ1MQ8AVX2, dotIQ1MQ8x4AVX2)
+	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&iq2xxsTable), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x2AVX2, dotIQ2XXSQ8x4AVX2, dotIQ2XXSQ8x8AVX2, sums32)
+	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&iq3xxsTable), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x2AVX2, dotIQ3XXSQ8x4AVX2, dotIQ3XXSQ8x8AVX2, sums32)
+	add("iq2_s", iq2sBytes, unsafe.Pointer(&grids.iq2s[0]), dotIQ2SQ8AVX2, dotIQ2SQ8x2AVX2, dotIQ2SQ8x4AVX2, dotIQ2SQ8x8AVX2, sums16)
+	add("iq3_s", iq3sBytes, unsafe.Pointer(&grids.iq3s[0]), dotIQ3SQ8AVX2, dotIQ3SQ8x2AVX2, dotIQ3SQ8x4AVX2, dotIQ3SQ8x8AVX2, sums32)
+	add("iq1_s", iq1sBytes, unsafe.Pointer(&grid1[0]), dotIQ1SQ8AVX2, dotIQ1SQ8x2AVX2, dotIQ1SQ8x4AVX2, dotIQ1SQ8x8AVX2, sums32)
+	add("iq1_m", iq1mBytes, unsafe.Pointer(&grid1[0]), dotIQ1MQ8AVX2, dotIQ1MQ8x2AVX2, dotIQ1MQ8x4AVX2, dotIQ1MQ8x8AVX2, sums16)
 	return m
 }
 
@@ -60,3 +82,17 @@ func iq1sGrid8() *[iq1sNGrid]uint64 {
 	}
 	return t
 }
+
+// iq2xxsTable and iq3xxsTable are the iq2_xxs and iq3_xxs kernels' grid
+// tables: ggml's grid, then ksigns as ±1 bytes (iq2SignBytes) where the
+// kernels look up each 8 values' signs.
+var (
+	iq2xxsTable = struct {
+		grid  [256]uint64
+		signs [128]uint64
+	}{tables.iq2xxsGrid, iq2SignBytes}
+	iq3xxsTable = struct {
+		grid  [256]uint32
+		signs [128]uint64
+	}{tables.iq3xxsGrid, iq2SignBytes}
+)

@@ -162,6 +162,60 @@ func TestAct8Rows(t *testing.T) {
 			if two[0] != out || two[1] != out {
 				t.Errorf("%s row of %d: DotRows4 %v, Dot4 %v", name, n, two, out)
 			}
+			if k.HasDot2() {
+				// two rows (rows 1 and 2 of xs) through the two-row kernel,
+				// over consecutive weight rows too
+				two := [2]*Act8{ar.Row(1), ar.Row(2)}
+				o2 := make([][2]float32, 2)
+				k.DotRows2(append(slices.Clone(row), row...), len(row), &two, o2)
+				if o2[0] != o2[1] {
+					t.Errorf("%s row of %d: DotRows2 %v", name, n, o2)
+				}
+				for i := range two {
+					x := make([]float32, rl.Stored)
+					copy(x, xs[(i+1)*n:(i+2)*n])
+					var a Act8
+					a.Quantize(x)
+					checkAct8(t, f, row, x, &a, o2[0][i], "two rows")
+				}
+			}
+			if k.HasDot8() {
+				// eight rows (rows 1-4 again after rows 0-3 of xs, in one
+				// buffer): the eight-row kernel, over consecutive weight rows
+				// too, each row against the references; then eight rows not
+				// at one stride (four-row and one-row dots)
+				xrow := func(i int) []float32 { return xs[i%5*n : (i%5+1)*n] }
+				var rows8 Act8Rows
+				rows8.Quantize(slices.Concat(xs[:4*n], xs[n:5*n]), 8, n)
+				var eight [8]*Act8
+				for i := range eight {
+					eight[i] = rows8.Row(i)
+				}
+				var o8 [8]float32
+				k.Dot8(row, &eight, &o8)
+				two8 := make([][8]float32, 2)
+				k.DotRows8(append(slices.Clone(row), row...), len(row), &eight, two8)
+				if two8[0] != o8 || two8[1] != o8 {
+					t.Errorf("%s row of %d: DotRows8 %v, Dot8 %v", name, n, two8, o8)
+				}
+				for i := range eight {
+					eight[i] = ar.Row(i % 5)
+				}
+				var mixed [8]float32
+				k.Dot8(row, &eight, &mixed)
+				for i := range 8 {
+					rx := i%4 + i/4 // rows 0-3 of xs, then 1-4
+					x := make([]float32, rl.Stored)
+					copy(x, xrow(rx))
+					var a Act8
+					a.Quantize(x)
+					checkAct8(t, f, row, x, &a, o8[i], "eight rows")
+					x = make([]float32, rl.Stored)
+					copy(x, xrow(i))
+					a.Quantize(x)
+					checkAct8(t, f, row, x, &a, mixed[i], "eight rows not at one stride")
+				}
+			}
 			w := make([]float32, rl.Stored)
 			clear(w)
 			for i := range out {
@@ -244,6 +298,31 @@ func TestAct8GGMLBlocks(t *testing.T) {
 			k.Dot4(set.blocks, &four, &out)
 			for r := range 4 {
 				checkGGMLDot(t, fmt.Sprintf("%s %s, four rows (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], four[r], out[r])
+			}
+			if k.HasDot2() {
+				two := [2]*Act8{ar.Row(2), ar.Row(3)}
+				out2 := make([][2]float32, 1)
+				k.DotRows2(set.blocks, 0, &two, out2)
+				for r := range 2 {
+					checkGGMLDot(t, fmt.Sprintf("%s %s, two rows (row %d)", name, set.what, r), set.y, xs[(r+2)*n:(r+3)*n], two[r], out2[0][r])
+				}
+			}
+			if !k.HasDot8() {
+				continue
+			}
+			// eight rows (the eight-row kernel), in one buffer
+			for r := 4; r < 8; r++ {
+				xs = append(xs, ggmlTrialActs(set.y, r%2, r)...)
+			}
+			ar.Quantize(xs, 8, n)
+			var eight [8]*Act8
+			for r := range eight {
+				eight[r] = ar.Row(r)
+			}
+			var out8 [8]float32
+			k.Dot8(set.blocks, &eight, &out8)
+			for r := range 8 {
+				checkGGMLDot(t, fmt.Sprintf("%s %s, eight rows (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], eight[r], out8[r])
 			}
 		}
 	}

@@ -59,7 +59,7 @@ func TestMatmulIntegerDots(t *testing.T) {
 // quantization's bound, for every format with an integer kernel.
 func TestAct8Tile(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	const k, n, total = 256, 37, 12
+	const k, n, total = 256, 37, 16
 	x := make([]float32, total*k)
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
@@ -78,8 +78,11 @@ func TestAct8Tile(t *testing.T) {
 		}
 		m, w := quantizedMatrix(rl, n, k, r)
 		// (first row, rows): tails of 0 to 3, a tail of three at the end of
-		// the quantized rows (no row after it to borrow) and alone
-		for _, c := range [][2]int{{0, 1}, {2, 2}, {1, 3}, {9, 3}, {0, 4}, {3, 7}, {0, 9}, {2, 10}} {
+		// the quantized rows (no row after it to borrow) and alone; eight
+		// rows, and tails of six and seven borrowing rows before the group,
+		// after it and within it
+		for _, c := range [][2]int{{0, 1}, {2, 2}, {1, 3}, {13, 3}, {0, 4}, {3, 7}, {0, 9}, {2, 10},
+			{0, 8}, {0, 6}, {10, 6}, {1, 14}, {0, 15}, {5, 11}} {
 			r0, rows := c[0], c[1]
 			yoff := r.Perm(rows)
 			for i := range yoff {
@@ -109,6 +112,47 @@ func TestAct8Tile(t *testing.T) {
 					}
 					if !(math.Abs(got-ref) <= bound*1.001+1e-4) { // a NaN fails
 						t.Fatalf("%s rows %d..%d: row %d · weight row %d = %.6g, decoded·x %.6g (bound %.3g)", name, r0, r0+rows, tr, i, got, ref, bound)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestTilePlan: act8Tile's calls write every row of the group once, take
+// only rows the buffer holds, and use only the kernels the format has.
+func TestTilePlan(t *testing.T) {
+	for _, name := range []string{"q4_k", "iq2_xxs"} {
+		rl, err := quant.ForRow(name, 256, quant.Pad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k8, ok := rl.Act8Kernel()
+		if !ok {
+			t.Skipf("%s: no integer kernel here", name)
+		}
+		for rows := 1; rows <= 20; rows++ {
+			for r0 := range 9 {
+				for spare := range 9 {
+					total := r0 + rows + spare
+					plan := tilePlan(k8, rows, r0, total, nil)
+					written := make([]int, rows)
+					for _, c := range plan {
+						switch {
+						case c.width == 8 && !k8.HasDot8(), c.width == 4 && !k8.HasDot4(), c.width == 2 && !k8.HasDot2(),
+							c.width != 1 && c.width != 2 && c.width != 4 && c.width != 8:
+							t.Fatalf("%s rows %d at %d of %d: a call of width %d", name, rows, r0, total, c.width)
+						case r0+c.start < 0 || r0+c.start+c.width > total || c.from < c.start || c.to > c.start+c.width:
+							t.Fatalf("%s rows %d at %d of %d: call %+v outside the buffer", name, rows, r0, total, c)
+						}
+						for r := c.from; r < c.to; r++ {
+							written[r]++
+						}
+					}
+					for r, w := range written {
+						if w != 1 {
+							t.Fatalf("%s rows %d at %d of %d: row %d written %d times (%+v)", name, rows, r0, total, r, w, plan)
+						}
 					}
 				}
 			}

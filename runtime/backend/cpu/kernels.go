@@ -935,7 +935,7 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 					for t, tj := range g.tjs {
 						sel, yoff = append(sel, tj/K), append(yoff, 2*I*t)
 					}
-					if len(sel)%4 == 3 { // a fourth row for the last three
+					for range tileSpare(len(sel), xs.k8...) { // rows for the tail's kernel to borrow
 						sel = append(sel, sel[len(sel)-1])
 					}
 					ga.Gather(xs.ar, sel)

@@ -407,10 +407,10 @@ func act8Row4(q, d, qs, ds, q3, d3 reg.Register, r, qdisp, ddisp int) (Mem, Mem)
 	return Mem{Base: q, Disp: qdisp}, Mem{Base: d, Disp: ddisp}
 }
 
-// storeOut4 writes the four accumulators' sums to out[0..3].
-func storeOut4(acc []reg.VecVirtual) {
+// storeOut writes the accumulators' sums to out[0..len(acc)).
+func storeOut(acc []reg.VecVirtual) {
 	out := Load(Param("out"), GP64())
-	for r := range 4 {
+	for r := range acc {
 		lo := emit.HsumX(acc[r])
 		VMOVSS(lo, Mem{Base: out, Disp: 4 * r})
 	}
@@ -479,7 +479,7 @@ func dotIQ4XSx4() {
 		ADDQ(U32(256), q)
 		ADDQ(U32(32), d)
 	})
-	storeOut4(acc)
+	storeOut(acc)
 }
 
 // sumsArgs are the loaded parameters of an integer dot whose activation

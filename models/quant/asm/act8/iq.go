@@ -64,17 +64,6 @@ func dwordsConst(name string, v ...uint32) Mem {
 	return iqConst(name, b)
 }
 
-// qwordsConst is iqConst of little-endian uint64s.
-func qwordsConst(name string, v ...uint64) Mem {
-	b := make([]byte, 0, 8*len(v))
-	for _, x := range v {
-		for k := range 8 {
-			b = append(b, byte(x>>(8*k)))
-		}
-	}
-	return iqConst(name, b)
-}
-
 // bytesOf is n bytes, byte i f(i).
 func bytesOf(n int, f func(i int) byte) []byte {
 	b := make([]byte, n)
@@ -226,31 +215,33 @@ func signBits(m Mem) reg.VecVirtual {
 	return bitSigns("iqSign", m, 4, func(i int) byte { return byte(i / 8) }, func(i int) byte { return 1 << (i % 8) })
 }
 
-// ksignsBytes returns the four ksigns patterns of the iq2_xxs / iq3_xxs
-// word at m (7-bit indices at bits 7l … 7l+6) as ±1 bytes without a
-// table: each index shifted to the bottom of its qword, its seven bits
-// spread over bytes 0-6 and tested, the eighth sign their parity (the
-// patterns have even parity), from VPSADBW's count.
-func ksignsBytes(m Mem) reg.VecVirtual {
-	v := YMM()
-	VPBROADCASTD(m, v)
-	VPSRLVQ(qwordsConst("iqKsignsShifts", 0, 7, 14, 21), v, v)
-	VPSHUFB(iqConst("iqKsignsShuf", bytesOf(32, func(i int) byte {
-		if i%8 == 7 {
-			return 0x80 // zero
+// ksignsLookup returns the four ksigns patterns of the iq2_xxs / iq3_xxs
+// word at m (7-bit indices at bits 7l … 7l+6) as ±1 bytes looked up in a
+// table of 128 qwords at table+disp (iq2SignBytes, after the grid): the
+// indices split in general registers, four scalar loads into two xmm
+// halves: three vector operations (building the ±1 bytes from the bits in
+// vectors took nine, and was the slower).
+func ksignsLookup(m Mem, table reg.Register, disp int) reg.VecVirtual {
+	w := GP32()
+	MOVL(m, w)
+	h := [2]reg.VecVirtual{XMM(), XMM()}
+	for l := range 4 {
+		i := GP64()
+		MOVL(w, i.As32())
+		if l > 0 {
+			SHRL(U8(7*l), i.As32())
 		}
-		return byte(8 * (i / 8 % 2)) // the qword's low byte, in its 128-bit lane
-	})), v, v)
-	bits := iqConst("iqKsignsBits", bytesOf(32, func(i int) byte { return 1 << (i % 8) }))
-	VPAND(bits, v, v)
-	VPCMPEQB(bits, v, v) // −1 where set; byte 7 (zero against 0x80) not
-	par, zero := YMM(), YMM()
-	VPXOR(zero, zero, zero)
-	VPSADBW(zero, v, par) // 255·(bits set) per qword: odd where the parity is
-	VPSLLQ(U8(63), par, par)
-	VPOR(par, v, v)
-	VPOR(iqConst("iqOnes", bytesOf(32, func(int) byte { return 1 })), v, v)
-	return v
+		ANDL(U32(127), i.As32())
+		e := Mem{Base: table, Index: i, Scale: 8, Disp: disp}
+		if l%2 == 0 {
+			VMOVQ(e, h[l/2])
+		} else {
+			VPINSRQ(U8(1), e, h[l/2], h[l/2])
+		}
+	}
+	y := YMM()
+	VINSERTI128(U8(1), h[1], h[0].AsY(), y)
+	return y
 }
 
 // trits returns iq1's 32 weights 8·grid + δ (δ the ±1 bytes) as
@@ -282,7 +273,7 @@ var iqFormats = []iqGrid{
 		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				u := loadGrid(grid, 8, byteIndices(Mem{Base: p, Disp: 2 + 8*ib}))
-				sg := ksignsBytes(Mem{Base: p, Disp: 6 + 8*ib})
+				sg := ksignsLookup(Mem{Base: p, Disp: 6 + 8*ib}, grid, 256*8)
 				return u, sg
 			}
 		},
@@ -301,7 +292,7 @@ var iqFormats = []iqGrid{
 		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
 				u := loadGrid(grid, 4, byteIndices(Mem{Base: p, Disp: 2 + 8*ib}))
-				sg := ksignsBytes(Mem{Base: p, Disp: 66 + 4*ib})
+				sg := ksignsLookup(Mem{Base: p, Disp: 66 + 4*ib}, grid, 256*4)
 				return u, sg
 			}
 		},
@@ -438,7 +429,7 @@ func iq1mScales(p reg.Register) reg.VecVirtual {
 	return lo
 }
 
-// dotIQ emits f's integer dot for rows activation rows (1 or 4): per
+// dotIQ emits f's integer dot for rows activation rows (1, 2 or 4): per
 // block the scales are built once, per 32 values the magnitudes and signs
 // once for the rows.
 func dotIQ(f iqGrid, rows int) {
@@ -453,14 +444,16 @@ func dotIQ(f iqGrid, rows int) {
 		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + f.desc + " blocks, " + scaleDoc)
 		p, q, d, n = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
 	} else {
-		name := fmt.Sprintf("dot%sQ8x4AVX2", f.name)
-		TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32, grid *byte)")
+		name := fmt.Sprintf("dot%sQ8x%dAVX2", f.name, rows)
+		TEXT(name, NOSPLIT, fmt.Sprintf("func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[%d]float32, grid *byte)", rows))
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
 		p, q, d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
 		qs, ds, n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
-		q3, d3 = GP64(), GP64()
-		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+		if rows == 4 {
+			q3, d3 = GP64(), GP64()
+			LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+			LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, d3)
+		}
 	}
 	grid := Load(Param("grid"), GP64())
 	row := func(r, qdisp int) (Mem, Mem) {
@@ -476,11 +469,7 @@ func dotIQ(f iqGrid, rows int) {
 	weights := f.weights(grid)
 	ones := onesW()
 	fs := AllocLocal(32 * rows) // per row r: d_w·mul(·(2s_j+1))·d_r[j], j < 8
-	nacc := 2
-	if rows == 4 {
-		nacc = 4
-	}
-	acc := emit.Zeroed(nacc)
+	acc := emit.Zeroed(max(2, rows))
 	accOf := func(r, ib int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[ib&1]
@@ -489,32 +478,12 @@ func dotIQ(f iqGrid, rows int) {
 	}
 	emit.Loop(fmt.Sprintf("%s_%d", strings.ToLower(f.name), rows), n, func() {
 		prefetchLines(p, f.size)
-		var dw reg.VecVirtual
-		if f.d != nil {
-			dw = f.d(p)
-		} else {
-			dw = emit.F16Scalar(Mem{Base: p})
-		}
-		if f.mul != 1 {
-			k := dwordsConst(fmt.Sprintf("iqMul%08x", math.Float32bits(f.mul)), math.Float32bits(f.mul))
-			VMULSS(k, dw, dw)
-		}
-		dwy := YMM()
-		VBROADCASTSS(dw, dwy)
+		dwy := iqBlockD(f, p)
 		var sv reg.VecVirtual
 		if f.scales32 != nil {
-			l := f.scales32(p)
-			VPADDD(l, l, l)
-			VPSUBD(iqMinusOne(), l, l) // 2s+1
-			VCVTDQ2PS(l, l)
-			VMULPS(dwy, l, l)
-			dwy = l
+			dwy = iqScales32(f, p, dwy)
 		} else {
-			sc := f.scales16(p)
-			VPADDB(sc, sc, sc)
-			VPSUBB(iqMinusOne().AsX(), sc, sc) // 2s+1
-			sv = YMM()
-			VINSERTI128(U8(1), sc, sc.AsY(), sv)
+			_, sv = iqScales16(f, p)
 		}
 		for r := range rows {
 			_, dm := row(r, 0)
@@ -544,8 +513,161 @@ func dotIQ(f iqGrid, rows int) {
 	if rows == 1 {
 		emit.Hsum(acc...)
 	} else {
-		storeOut4(acc)
+		storeOut(acc)
 	}
+}
+
+// dotIQx8 emits f's eight-row kernel: per block the float factors
+// d_w·mul(·(2s_j+1))·d_r[j] built once for the eight rows r and 32s j,
+// per 32 values the weights once for the eight rows: their signs put on
+// the magnitudes and 64 added, so that they are VPMADDUBSW's unsigned
+// side (64 ± 62 at most, iq3_xxs) and the activation levels, straight
+// from memory, its signed side (pairs ≤ 2·126·127, within int16). The 64
+// adds 64·(2s+1)·Σq per row and 32 (or 16, the formats with a scale per
+// 16), which the activation's sums take back once per block and row:
+// acc_r −= 64·d_w·mul·(2s_j+1)·S_r[j] (S_r[j] = d_r[j]·Σq over the 32,
+// Act8.S; per 16, Act8.H), as q4_K's mins do. Per row and 32 values:
+// VPMADDUBSW, VPMADDWD, the conversion and one multiply-add.
+func dotIQx8(f iqGrid) {
+	name := fmt.Sprintf("dot%sQ8x8AVX2", f.name)
+	TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d, sums *float32, qstride, dstride, nblk int, out *[8]float32, grid *byte)")
+	sumsDoc, sumsStride := "sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S)", 1
+	if f.scales16 != nil {
+		sumsDoc, sumsStride = "sums_r = sums + 2r·dstride (d_r[j]·Σq_r over 16 j, Act8.H)", 2
+	}
+	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and " + sumsDoc + " bytes.")
+	p, q, d, sums := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("sums"), GP64())
+	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	q3 := GP64()
+	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+	// rows 4-7 four strides on
+	q4 := GP64()
+	LEAQ(Mem{Base: q, Index: qs, Scale: 4}, q4)
+	rowQ := func(r, disp int) Mem {
+		base := q
+		if r >= 4 {
+			base, r = q4, r-4
+		}
+		m, _ := act8Row4(base, base, qs, qs, q3, q3, r, disp, 0)
+		return m
+	}
+	grid := Load(Param("grid"), GP64())
+	weights := f.weights(grid)
+	var ones reg.VecVirtual
+	var masks Mem
+	if f.scales16 != nil {
+		masks = iq2ScaleMasks()
+	} else {
+		ones = onesW()
+	}
+	sixtyFour := dwordsConst("iqSixtyFour", 0x42800000, 0x42800000, 0x42800000, 0x42800000,
+		0x42800000, 0x42800000, 0x42800000, 0x42800000)
+	fs := AllocLocal(32 * 8) // per row r: d_w·mul(·(2s_j+1))·d_r[j], j < 8
+	acc := emit.Zeroed(8)
+	emit.Loop(strings.ToLower(f.name)+"_8", n, func() {
+		prefetchLines(p, f.size)
+		l := iqBlockD(f, p)
+		var sv reg.VecVirtual
+		var off []reg.VecVirtual // 64·d_w·mul·(2s+1) per 32 (one vector) or per 16 (two)
+		if f.scales32 != nil {
+			l = iqScales32(f, p, l)
+			o := YMM()
+			VMULPS(sixtyFour, l, o)
+			off = append(off, o)
+		} else {
+			var sc reg.VecVirtual
+			sc, sv = iqScales16(f, p)
+			d64 := YMM()
+			VMULPS(sixtyFour, l, d64)
+			hi := XMM()
+			VPSRLDQ(U8(8), sc, hi)
+			for _, b := range []reg.VecVirtual{sc, hi} {
+				o := YMM()
+				VPMOVZXBD(b, o)
+				VCVTDQ2PS(o, o)
+				VMULPS(d64, o, o)
+				off = append(off, o)
+			}
+		}
+		dr, sr := GP64(), GP64()
+		MOVQ(d, dr)
+		MOVQ(sums, sr)
+		for r := range 8 {
+			fr := YMM()
+			VMULPS(Mem{Base: dr}, l, fr)
+			VMOVUPS(fr, fs.Offset(32*r))
+			for k, o := range off {
+				VFNMADD231PS(Mem{Base: sr, Disp: 32 * k}, o, acc[r])
+			}
+			if r < 7 {
+				ADDQ(ds, dr)
+				for range sumsStride {
+					ADDQ(ds, sr)
+				}
+			}
+		}
+		for ib := range 8 {
+			u, sg := weights(p, ib)
+			VPSIGNB(sg, u, u)
+			VPADDB(iqConst("iqSixtyFourB", bytesOf(32, func(int) byte { return 64 })), u, u)
+			scl := ones
+			if sv != nil {
+				scl = YMM()
+				VPSHUFB(masks.Offset(32*ib), sv, scl)
+			}
+			for r := range 8 {
+				x := YMM()
+				VPMADDUBSW(rowQ(r, 32*ib), u, x)
+				VPMADDWD(scl, x, x)
+				scaleFMA(x, fs.Offset(32*r+4*ib), acc[r])
+			}
+		}
+		ADDQ(U32(uint32(f.size)), p)
+		ADDQ(U32(256), q)
+		ADDQ(U32(256), q4)
+		ADDQ(U32(32), d)
+		ADDQ(U32(uint32(32*sumsStride)), sums)
+	})
+	storeOut(acc)
+}
+
+// iqBlockD returns the block at p's d_w·mul in every lane.
+func iqBlockD(f iqGrid, p reg.Register) reg.VecVirtual {
+	var dw reg.VecVirtual
+	if f.d != nil {
+		dw = f.d(p)
+	} else {
+		dw = emit.F16Scalar(Mem{Base: p})
+	}
+	if f.mul != 1 {
+		k := dwordsConst(fmt.Sprintf("iqMul%08x", math.Float32bits(f.mul)), math.Float32bits(f.mul))
+		VMULSS(k, dw, dw)
+	}
+	dwy := YMM()
+	VBROADCASTSS(dw, dwy)
+	return dwy
+}
+
+// iqScales32 returns the block at p's factors dwy·(2s_j+1) of its 8 32s
+// (a format with scales32).
+func iqScales32(f iqGrid, p reg.Register, dwy reg.VecVirtual) reg.VecVirtual {
+	l := f.scales32(p)
+	VPADDD(l, l, l)
+	VPSUBD(iqMinusOne(), l, l) // 2s+1
+	VCVTDQ2PS(l, l)
+	VMULPS(dwy, l, l)
+	return l
+}
+
+// iqScales16 returns the block at p's 16 codes 2s+1 (a format with
+// scales16) as bytes of an xmm, and in both halves of a ymm.
+func iqScales16(f iqGrid, p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
+	sc := f.scales16(p)
+	VPADDB(sc, sc, sc)
+	VPSUBB(iqMinusOne().AsX(), sc, sc) // 2s+1
+	sv := YMM()
+	VINSERTI128(U8(1), sc, sc.AsY(), sv)
+	return sc, sv
 }
 
 // iqMinusOne is a vector of −1 in every byte (every dword).
@@ -555,10 +677,13 @@ func iqMinusOne() reg.VecVirtual {
 	return m
 }
 
-// iqKernels emits the one-row and four-row kernels of every iqGrid format.
+// iqKernels emits the one-, two-, four- and eight-row kernels of every
+// iqGrid format.
 func iqKernels() {
 	for _, f := range iqFormats {
 		dotIQ(f, 1)
+		dotIQ(f, 2)
 		dotIQ(f, 4)
+		dotIQx8(f)
 	}
 }

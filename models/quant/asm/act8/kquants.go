@@ -138,7 +138,7 @@ func dotK16(f k16, rows int) {
 	if rows == 1 {
 		emit.Hsum(acc...)
 	} else {
-		storeOut4(acc)
+		storeOut(acc)
 	}
 }
 
@@ -362,7 +362,7 @@ func dotK32(f k32, rows int) {
 	if rows == 1 {
 		emit.Hsum(acc...)
 	} else {
-		storeOut4(acc)
+		storeOut(acc)
 	}
 }
 

@@ -190,7 +190,7 @@ func dotLegacy(f legacy, rows int) {
 	if rows == 1 {
 		emit.Hsum(acc...)
 	} else {
-		storeOut4(acc)
+		storeOut(acc)
 	}
 }
 

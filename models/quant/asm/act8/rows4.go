@@ -171,7 +171,7 @@ func dotIQ2XS(rows int) {
 	if rows == 1 {
 		emit.Hsum(acc...)
 	} else {
-		storeOut4(acc)
+		storeOut(acc)
 	}
 }
 
@@ -293,7 +293,7 @@ func blocks32x4(label string, a args32x4, size int, weights func(k int) reg.VecV
 		ADDQ(U32(32), q)
 		ADDQ(U32(4), d)
 	})
-	storeOut4(acc)
+	storeOut(acc)
 }
 
 // dotQ8_0x4: dotQ8_0 for four activation rows (blocks32x4): each block's
