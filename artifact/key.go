@@ -9,17 +9,22 @@ import (
 	"github.com/strata-llm/strata/models"
 )
 
+//go:generate go run digest_gen.go
+
 // Schema is the version of the artifact format and of what the key covers;
 // a change that makes old artifacts unusable bumps it.
 const Schema = 1
 
 // keyed is everything a window graph or a kernel depends on, in a fixed
-// order: the architecture (less the EOS ids, which only the host reads),
+// order: the generator's source (its digest: an artifact an older strata
+// cached is regenerated, not loaded by a runtime that expects other
+// kernels or constants), the architecture (less the EOS ids, which only the host reads),
 // every tensor's storage layout, the window shapes, the context length and
 // the MoCE router's constants. The model's name is not in it: a copy of a
 // checkpoint under another name runs the same graphs.
 type keyed struct {
 	Schema       int
+	Generator    string
 	Architecture models.Architecture
 	Tensors      []string // name format stored-row-length
 	Windows      models.Windows
@@ -38,7 +43,7 @@ type keyed struct {
 // generator and the runtime compute it, so a model opened with a config
 // finds the artifact made for exactly that config.
 func KeyOf(c *models.Config) (string, error) {
-	k := keyed{Schema: Schema, Architecture: c.Architecture, Windows: c.Windows, Context: c.Runtime.ContextLength, MoCE: c.Runtime.MoCE, ReadAhead: c.Runtime.ReadAhead}
+	k := keyed{Schema: Schema, Generator: generatorDigest, Architecture: c.Architecture, Windows: c.Windows, Context: c.Runtime.ContextLength, MoCE: c.Runtime.MoCE, ReadAhead: c.Runtime.ReadAhead}
 	k.Architecture.EOSTokenIDs = nil
 	if c.Runtime.MoCE {
 		k.MoCELambda, k.MoCEProtect, k.MoCEMaxRank = c.Runtime.MoCELambda, c.Runtime.MoCEProtect, c.Runtime.MoCEMaxRank
