@@ -99,40 +99,33 @@ func act8Tile(k8 quant.Act8Dot, m matrix, lo, hi int, ar *quant.Act8Rows, r0 int
 				for r := range eight {
 					eight[r] = ar.Row(r0 + c.start + r)
 				}
-				o := out[:i1-i0]
-				k8.DotRows8(data, m.rowBytes, &eight, o)
-				for t := c.from; t < c.to; t++ {
-					yr := y[yoff[t]+i0 : yoff[t]+i1]
-					for i := range yr {
-						yr[i] = o[i][t-c.start]
-					}
-				}
-			case 2:
-				two := [2]*quant.Act8{ar.Row(r0 + c.start), ar.Row(r0 + c.start + 1)}
-				o := out2[:i1-i0]
-				k8.DotRows2(data, m.rowBytes, &two, o)
-				for t := c.from; t < c.to; t++ {
-					yr := y[yoff[t]+i0 : yoff[t]+i1]
-					for i := range yr {
-						yr[i] = o[i][t-c.start]
-					}
-				}
+				k8.DotRows8(data, m.rowBytes, &eight, out[:i1-i0])
+				scatterTile(out[:i1-i0], c, y, yoff, i0)
 			case 4:
 				for r := range four {
 					four[r] = ar.Row(r0 + c.start + r)
 				}
-				o := out4[:i1-i0]
-				k8.DotRows4(data, m.rowBytes, &four, o)
-				for t := c.from; t < c.to; t++ {
-					yr := y[yoff[t]+i0 : yoff[t]+i1]
-					for i := range yr {
-						yr[i] = o[i][t-c.start]
-					}
-				}
+				k8.DotRows4(data, m.rowBytes, &four, out4[:i1-i0])
+				scatterTile(out4[:i1-i0], c, y, yoff, i0)
+			case 2:
+				two := [2]*quant.Act8{ar.Row(r0 + c.start), ar.Row(r0 + c.start + 1)}
+				k8.DotRows2(data, m.rowBytes, &two, out2[:i1-i0])
+				scatterTile(out2[:i1-i0], c, y, yoff, i0)
 			default:
 				t := c.from
 				k8.DotRows(data, m.rowBytes, ar.Row(r0+t), y[yoff[t]+i0:yoff[t]+i1])
 			}
+		}
+	}
+}
+
+// scatterTile writes the rows [c.from, c.to) of a call's results o (weight
+// row i0+i, activation row c.start+r in o[i][r]) to y at yoff.
+func scatterTile[R [2]float32 | [4]float32 | [8]float32](o []R, c tileCall, y []float32, yoff []int, i0 int) {
+	for t := c.from; t < c.to; t++ {
+		yr := y[yoff[t]+i0 : yoff[t]+i0+len(o)]
+		for i := range yr {
+			yr[i] = o[i][t-c.start]
 		}
 	}
 }
