@@ -19,6 +19,7 @@ import (
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/sample"
 	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/planes"
 )
 
 const refsDir = "../../testdata/tokenizer-refs"
@@ -355,7 +356,7 @@ func TestChatRewindsWhenTheReplyRendersDifferently(t *testing.T) {
 // fresh session.
 func TestChatStartsOverWhenHistoryChanges(t *testing.T) {
 	dir := t.TempDir()
-	data, err := os.ReadFile(tinyTokenizer)
+	data, err := planes.ReadOSFile(tinyTokenizer)
 	if err != nil {
 		t.Fatal(err)
 	}

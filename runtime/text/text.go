@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/planes"
 	"github.com/strata-llm/strata/runtime/text/chat"
 	"github.com/strata-llm/strata/runtime/text/tokenizer"
 )
@@ -40,7 +41,7 @@ type Model struct {
 	eos int
 }
 
-// FromHF reads dir/tokenizer.json with dir's tokenizer_config.json,
+// FromHF reads dir/tokenizer.json (or tokenizer.json.planes) with dir's tokenizer_config.json,
 // chat_template.jinja, generation_config.json and config.json (for ids the
 // others lack). ErrNoTokenizer when dir has no tokenizer.json.
 func FromHF(dir string) (*Model, error) { return FromFS(os.DirFS(dir), dir) }
@@ -48,7 +49,7 @@ func FromHF(dir string) (*Model, error) { return FromFS(os.DirFS(dir), dir) }
 // FromFS is FromHF over the files at the root of fsys (the embedded default
 // model, read where it lies); where names the folder in errors.
 func FromFS(fsys fs.FS, where string) (*Model, error) {
-	data, err := fs.ReadFile(fsys, "tokenizer.json")
+	data, err := planes.ReadFile(fsys, "tokenizer.json")
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", where, ErrNoTokenizer)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing/fstest"
 
 	"github.com/strata-llm/strata/runtime/format/gguf"
+	"github.com/strata-llm/strata/runtime/format/planes"
 	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
@@ -19,7 +20,7 @@ func tinyDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, name := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "models", "tiny-go", name))
+		data, err := planes.ReadOSFile(filepath.Join("..", "..", "models", "tiny-go", name))
 		if err != nil {
 			t.Fatal(err)
 		}

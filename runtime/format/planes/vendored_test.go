@@ -15,6 +15,7 @@ import (
 // the tree must decode to them.
 var originals = map[string]string{
 	"models/tiny-go/model.safetensors":                 "a2be48e8e81fc8839a44da6a232440c51491a521c7764fa52afe84249059b783",
+	"models/tiny-go/tokenizer.json":                    "c57ddd4dc61a870a80ee3099b2048ea1b7282c0fdfa663b7e07ae146b87e331a",
 	"models/tiny-go/reference.safetensors":             "5ed9c8f3718d728da62d630e08dc4d6b41b01b45cebf23e1628a9b6a03c3b626",
 	"models/tiny-go-chat/model.safetensors":            "c8411f5a19063f5b6bdd9293b36e90eef19c576b6d2f9bb19494458a91787dc0",
 	"models/tiny-go-chat/reference.safetensors":        "a084e71c80693753dc7ee90189fee0bd31945977a2119f99397184264993d144",

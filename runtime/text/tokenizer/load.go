@@ -8,27 +8,33 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/strata-llm/strata/runtime/format/planes"
 )
 
-// Load reads an HF tokenizer.json (gzip-compressed when the name ends in .gz).
+// Load reads an HF tokenizer.json (gzip-compressed when the name ends in
+// .gz; PATH.planes decoded when PATH itself is absent).
 func Load(path string) (*Tokenizer, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
-	}
-	defer f.Close()
-	var r io.Reader = f
+	var data []byte
 	if strings.HasSuffix(path, ".gz") {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
+		defer f.Close()
 		zr, err := gzip.NewReader(f)
 		if err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
 		}
 		defer zr.Close()
-		r = zr
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+		if data, err = io.ReadAll(zr); err != nil {
+			return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+		}
+	} else {
+		var err error
+		if data, err = planes.ReadOSFile(path); err != nil { // the file, else FILE.planes decoded
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
 	}
 	t, err := Parse(data)
 	if err != nil {
