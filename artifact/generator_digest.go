@@ -4,4 +4,4 @@ package artifact
 
 // generatorDigest is srcdigest.Of of the generator's source this build's
 // artifacts come from (TestGeneratorDigestCurrent keeps it current).
-const generatorDigest = "fcc78d604bda0bf80379c67890c5531b3794545a3ab6b099f529105eeb481463"
+const generatorDigest = "d9e0509d7c4e1fd2bf5b1d931cb5ac45acb5f20648eed9468c8f1c11c80b858f"

@@ -104,21 +104,21 @@ var lookupTables = map[string]lookupTable{
 		}
 		return out
 	}},
-	"iq2s_grid": {"ulong", "IQ2_S: 1024 grid points of eight magnitudes (models/quant/ggml_iq_grids.json)", 4, func() []string {
+	"iq2s_grid": {"ulong", "IQ2_S: 1024 grid points of eight magnitudes (models/quant/ggml_iq_grids.json.gz)", 4, func() []string {
 		var out []string
 		for _, v := range quant.IQ2SGrid() {
 			out = append(out, fmt.Sprintf("0x%016xul", v))
 		}
 		return out
 	}},
-	"iq3s_grid": {"uint", "IQ3_S: 512 grid points of four magnitudes (models/quant/ggml_iq_grids.json)", 8, func() []string {
+	"iq3s_grid": {"uint", "IQ3_S: 512 grid points of four magnitudes (models/quant/ggml_iq_grids.json.gz)", 8, func() []string {
 		var out []string
 		for _, v := range quant.IQ3SGrid() {
 			out = append(out, fmt.Sprintf("0x%08xu", v))
 		}
 		return out
 	}},
-	"iq1s_grid": {"ulong", "IQ1_S, IQ1_M: 2048 grid points of eight int8 values in {-1, 0, 1} (models/quant/ggml_iq_grids.json)", 4, func() []string {
+	"iq1s_grid": {"ulong", "IQ1_S, IQ1_M: 2048 grid points of eight int8 values in {-1, 0, 1} (models/quant/ggml_iq_grids.json.gz)", 4, func() []string {
 		var out []string
 		for _, v := range quant.IQ1SGrid() {
 			out = append(out, fmt.Sprintf("0x%016xul", v))

@@ -1,10 +1,13 @@
 package quant
 
 import (
+	"bytes"
+	"compress/gzip"
 	_ "embed"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // IQ2_S (ggml type 22), 82 bytes per 256: d f16 @0, qs[64] @2 (32 low bytes
@@ -30,7 +33,7 @@ import (
 // k/4, …), and the f16 d spread over their top nibbles;
 // y = d·(2s + 1)·(grid ± 0.125).
 //
-// Decoder and dot product (iq_dot.go), no quantizer. The grids are not in ../shared: ggml_iq_grids.json holds them as data taken
+// Decoder and dot product (iq_dot.go), no quantizer. The grids are not in ../shared: ggml_iq_grids.json.gz holds them as data taken
 // from ggml-common.h (its "source" says which tree).
 
 const (
@@ -44,8 +47,11 @@ const (
 	iq3sNGrid = 512
 )
 
-//go:embed ggml_iq_grids.json
-var iqGridsJSON []byte
+// The grids' JSON is stored gzipped (88 KB → 11 KB of the tree a GPU
+// call carries).
+//
+//go:embed ggml_iq_grids.json.gz
+var iqGridsGzip []byte
 
 type iqGrids struct {
 	iq2s [iq2sNGrid]uint64
@@ -54,9 +60,17 @@ type iqGrids struct {
 }
 
 var grids = func() *iqGrids {
-	g, err := parseIQGrids(iqGridsJSON)
+	zr, err := gzip.NewReader(bytes.NewReader(iqGridsGzip))
 	if err != nil {
-		panic("quant: embedded ggml_iq_grids.json: " + err.Error())
+		panic("quant: embedded ggml_iq_grids.json.gz: " + err.Error())
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		panic("quant: embedded ggml_iq_grids.json.gz: " + err.Error())
+	}
+	g, err := parseIQGrids(raw)
+	if err != nil {
+		panic("quant: embedded ggml_iq_grids.json.gz: " + err.Error())
 	}
 	return g
 }()

@@ -42,7 +42,7 @@ func mustParseTables(raw []byte) *ggmlTables {
 	return t
 }
 
-// tableDoc is the part of ggml_tables.json and ggml_iq_grids.json that
+// tableDoc is the part of ggml_tables.json and ggml_iq_grids.json(.gz) that
 // holds the tables: each by name, with its C element type and values.
 type tableDoc struct {
 	Tables map[string]struct {
