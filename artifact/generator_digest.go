@@ -4,4 +4,4 @@ package artifact
 
 // generatorDigest is srcdigest.Of of the generator's source this build's
 // artifacts come from (TestGeneratorDigestCurrent keeps it current).
-const generatorDigest = "d9e0509d7c4e1fd2bf5b1d931cb5ac45acb5f20648eed9468c8f1c11c80b858f"
+const generatorDigest = "6dfb261663695c084a628ab85cc22442446dfbe738bb418d7fd04eae99d7fe1a"

@@ -182,6 +182,7 @@ var catalog = []*Family{
 	{Name: graph.FamilyIndexPrep, Block: 2500, Consts: indexConsts, Args: floatArgs(graph.FamilyIndexPrep, "eps", "rope_theta")},
 	{Name: graph.FamilyIndexPool, Block: 2600, Consts: indexConsts, Args: floatArgs(graph.FamilyIndexPool, "eps", "rope_theta")},
 	{Name: graph.FamilyIndexSelect, Block: 2700, Consts: indexConsts, Types: map[string]string{"sel": "uint", "count": "uint"}},
+	{Name: graph.FamilyArgmax, Block: 2800, Consts: uintConsts(graph.ConstRows, graph.ConstDim), Types: map[string]string{"best": "uint"}},
 }
 
 // Families returns the kernel catalog in block order.

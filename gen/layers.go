@@ -58,6 +58,11 @@ func (b *builder) build(opt Options) {
 	}
 	b.logits = b.scratch("logits", b.logitRows, a.VocabSize)
 	b.matmulRows(-1, params, "head", fn, b.logits, b.logitRows)
+	// Greedy's choice and a finiteness flag per logits row: greedy decoding
+	// reads back two words a row instead of the vocabulary's logits.
+	b.best = b.scratch("best", b.logitRows, 2)
+	b.emit(string(graph.FamilyArgmax), graph.FamilyArgmax, -1, cs(graph.ConstRows, b.logitRows, graph.ConstDim, a.VocabSize), nil,
+		[3]int{b.logitRows, 1, 1}, [3]int{argmaxThreads, 1, 1}, params, in("logits", b.logits), out("best", b.best))
 }
 
 // header emits the params fields every window has and returns the binding

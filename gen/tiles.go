@@ -73,6 +73,9 @@ const (
 	// Per-channel kernels (gdn_conv, ple_conv) and index_select.
 	channelThreads = 256
 	selectThreads  = 256
+	// argmax: one threadgroup reads a logits row (a vocabulary of up to
+	// ~250K floats), so it takes as many threads as a threadgroup may hold.
+	argmaxThreads = 1024
 
 	// selectCacheMax bounds the block scores index_select keeps in
 	// threadgroup memory (16 KiB); past it the scores are recomputed per

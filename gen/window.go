@@ -79,6 +79,9 @@ func Window(c *models.Config, rows int, opt Options) (*graph.Graph, error) {
 		HostPoints: b.hps,
 		Outputs:    []graph.Range{b.logits},
 	}
+	if b.best.Size > 0 {
+		g.Outputs = append(g.Outputs, b.best)
+	}
 	if err := graph.Optimize(g); err != nil {
 		return nil, fmt.Errorf("optimizing the window graph: %w", err)
 	}
@@ -107,6 +110,7 @@ type builder struct {
 	hps       []graph.HostPoint
 	logits    graph.Range
 	logitRows int
+	best      graph.Range // greedy's choice per logits row (argmax); none in MTP windows
 }
 
 // scratch returns the activation region name of cols f32 per row (T rows),

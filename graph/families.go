@@ -36,6 +36,7 @@ const (
 	FamilyIndexPrep   Family = "index_prep"    // sparse-attention indexer: queries
 	FamilyIndexPool   Family = "index_pool"    // sparse-attention indexer: pooled block keys
 	FamilyIndexSelect Family = "index_select"  // sparse-attention indexer: top blocks per row
+	FamilyArgmax      Family = "argmax"        // greedy's choice per logits row, and whether the row is finite
 )
 
 // Kernel is the kernel name of a family specialized for a storage format

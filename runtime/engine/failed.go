@@ -12,6 +12,18 @@ func (s *Session) Window(tokens []int) ([][]float32, error) {
 	return out, err
 }
 
+// WindowArgmax runs one window as Window does and returns greedy's choice
+// for each row Window would return logits for: the first index of the row's
+// largest logit, chosen on the device (the window's argmax output), so the
+// logits are not read back. A non-finite row is the error Window gives.
+func (s *Session) WindowArgmax(tokens []int) ([]int, error) {
+	out, err := s.windowArgmax(tokens)
+	if err != nil {
+		s.m.markFailed()
+	}
+	return out, err
+}
+
 // MTPWindow runs the MTP draft head over the hidden rows the last trunk
 // window left: row t pairs the trunk's row t with tokens[t] (the token that
 // follows it) at position pos+t, and yields logits for the token after that.

@@ -171,6 +171,59 @@ type decoder struct {
 	mtpChain int         // how many drafts the head chains: the fixed depth, or all a window holds under the gate
 	head     *headFeed   // the rows the head has not been fed yet
 	shadow   spec.Shadow // a plain step's drafts, judged by the tokens that come: the gate learns acceptance while it declines
+	// argmaxOnly: greedy without penalties or a grammar, and no caller
+	// wants the logits, so each window's tokens are the device's argmax
+	// rows (Session.WindowArgmax) and its logits never leave the device.
+	argmaxOnly bool
+}
+
+// windowOut is what a window gives the decode loop: its rows of logits, or,
+// under argmaxOnly, greedy's choice for each row instead.
+type windowOut struct {
+	logits [][]float32
+	best   []int
+}
+
+// head is the window's first n rows.
+func (w windowOut) head(n int) windowOut {
+	if w.best != nil {
+		return windowOut{best: w.best[:n]}
+	}
+	return windowOut{logits: w.logits[:n]}
+}
+
+// last is the window's last row.
+func (w windowOut) last() windowOut {
+	if w.best != nil {
+		return windowOut{best: w.best[len(w.best)-1:]}
+	}
+	return windowOut{logits: w.logits[len(w.logits)-1:]}
+}
+
+// window feeds rows (see windowOut).
+func (d *decoder) window(rows []int) (windowOut, error) {
+	if d.argmaxOnly {
+		best, err := d.s.WindowArgmax(rows)
+		return windowOut{best: best}, err
+	}
+	logits, err := d.s.Window(rows)
+	return windowOut{logits: logits}, err
+}
+
+// sample is the token row i of w chooses, the penalties seeing history.
+func (d *decoder) sample(w windowOut, i int, history []int) int {
+	if w.best != nil {
+		return w.best[i]
+	}
+	return d.smp.Sample(w.logits[i], history)
+}
+
+// verify is Sampler.Verify on row i of w.
+func (d *decoder) verify(w windowOut, i int, history []int, draft int) (int, bool) {
+	if w.best != nil {
+		return w.best[i], w.best[i] == draft
+	}
+	return d.smp.Verify(w.logits[i], history, draft)
 }
 
 func (d *decoder) setup() error {
@@ -189,6 +242,8 @@ func (d *decoder) setup() error {
 	case sp.Depth > d.maxDraft:
 		return fmt.Errorf("speculation depth %d: model %s verifies at most %d drafts per window (windows.max_decode_rows = %d)", sp.Depth, m.name, d.maxDraft, m.maxDecodeRows)
 	}
+	o := d.opt
+	d.argmaxOnly = d.smp.Params().PlainGreedy() && o.Constraint == nil && o.OnLogits == nil && o.OnTokenLogits == nil
 	d.useMTP = sp.MTP && m.hasMTP && sp.Depth != 0
 	d.mtpChain = d.maxDraft
 	if sp.Depth > 0 {
@@ -207,11 +262,11 @@ func (d *decoder) setup() error {
 	return nil
 }
 
-func (d *decoder) emit(logits [][]float32) error {
+func (d *decoder) emit(w windowOut) error {
 	if d.opt.OnLogits == nil {
 		return nil
 	}
-	for _, r := range logits {
+	for _, r := range w.logits {
 		if err := d.opt.OnLogits(r); err != nil {
 			return err
 		}
@@ -265,7 +320,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	s := d.s
 	rows := d.opt.PrefillRows
 	base := s.Pos() // a continued session (a chat's next turn) starts past 0
-	var last []float32
+	var last windowOut // the last window's last row
 	prefetchNgrams(s, prompt) // every prefill window's n-gram rows, read while the first windows run
 	for i := 0; i < len(prompt); i += rows {
 		if i > 0 {
@@ -275,7 +330,7 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 		}
 		chunk := prompt[i:min(i+rows, len(prompt))]
 		start := time.Now()
-		logits, err := s.Window(chunk)
+		w, err := d.window(chunk)
 		if err != nil {
 			return nil, err
 		}
@@ -284,10 +339,10 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 			// decode window of that size costs, before any is measured.
 			d.gate.ObservePrefill(len(chunk), time.Since(start).Seconds())
 		}
-		if err := d.emit(logits); err != nil {
+		if err := d.emit(w); err != nil {
 			return nil, err
 		}
-		last = logits[len(logits)-1]
+		last = w.last()
 		if d.useMTP && i+rows < len(prompt) {
 			// The head needs every position in its caches; the last chunk's
 			// next token is only known once sampled, below. Under the gate
@@ -301,8 +356,8 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	cur := d.smp.Sample(last, d.hist)
-	if _, stop, err := d.commit([]int{cur}, [][]float32{last}); stop {
+	cur := d.sample(last, 0, d.hist)
+	if _, stop, err := d.commit([]int{cur}, last.logits); stop {
 		return d.out, err
 	}
 	if d.useMTP {
@@ -393,7 +448,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 	if k > 0 {
 		s.mark()
 	}
-	logits, err := s.Window(rows)
+	w, err := d.window(rows)
 	if err != nil {
 		return true, err
 	}
@@ -408,9 +463,9 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		var tok int
 		ok := false
 		if i < k {
-			tok, ok = d.smp.Verify(logits[i], hist(i), drafts[i])
+			tok, ok = d.verify(w, i, hist(i), drafts[i])
 		} else {
-			tok = d.smp.Sample(logits[i], hist(i))
+			tok = d.sample(w, i, hist(i))
 		}
 		got = append(got, tok)
 		if !ok || d.opt.Constraint != nil && d.opt.Constraint.Finished() {
@@ -436,7 +491,7 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		// Rejected rows must leave no trace: put the rolling state back and
 		// feed only the kept rows (their logits are the same, row by row).
 		start := time.Now()
-		if logits, err = d.refeed(rows[:kept]); err != nil {
+		if w, err = d.refeed(rows[:kept]); err != nil {
 			return true, err
 		}
 		if d.gate != nil && !d.s.coldWindow() {
@@ -446,16 +501,16 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 		}
 	}
 	d.hist = append(d.hist, got[:len(got)-1]...)
-	taken, stop, cerr := d.commit(got, logits)
+	taken, stop, cerr := d.commit(got, w.logits)
 	if taken < kept {
 		// Generation ended inside the window: keep in the state only the
 		// rows up to the last token taken (which itself is not fed).
-		if logits, err = d.refeed(rows[:taken]); err != nil {
+		if w, err = d.refeed(rows[:taken]); err != nil {
 			return true, errors.Join(cerr, err)
 		}
 		kept = taken
 	}
-	if err := d.emit(logits[:kept]); err != nil || stop {
+	if err := d.emit(w.head(kept)); err != nil || stop {
 		return true, errors.Join(cerr, err)
 	}
 	if d.gate != nil {
@@ -480,9 +535,9 @@ func (d *decoder) step(cur, remaining int) (stop bool, err error) {
 
 // refeed returns to the state before the step's window and feeds rows, the
 // part of it that stands.
-func (d *decoder) refeed(rows []int) ([][]float32, error) {
+func (d *decoder) refeed(rows []int) (windowOut, error) {
 	d.s.rewind()
-	return d.s.Window(rows)
+	return d.window(rows)
 }
 
 // headSchedule, when set (tests), decides after each window whether the

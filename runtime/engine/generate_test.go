@@ -57,6 +57,20 @@ func (f *fakeSeq) Window(tokens []int) ([][]float32, error) {
 	return out, nil
 }
 
+func (f *fakeSeq) WindowArgmax(tokens []int) ([]int, error) { return argmaxRows(f.Window(tokens)) }
+
+// argmaxRows is a sequence's WindowArgmax from its Window's result.
+func argmaxRows(rows [][]float32, err error) ([]int, error) {
+	if err != nil {
+		return nil, err
+	}
+	best := make([]int, len(rows))
+	for i, r := range rows {
+		best[i] = Argmax(r)
+	}
+	return best, nil
+}
+
 func (f *fakeSeq) MTPWindow(tokens []int, pos int) ([][]float32, error) {
 	if !f.mtp {
 		return nil, errors.New("no MTP head")

@@ -22,6 +22,8 @@ func (s shortSeq) Window(tokens []int) ([][]float32, error) {
 	return s.fakeSeq.Window(tokens)
 }
 
+func (s shortSeq) WindowArgmax(tokens []int) ([]int, error) { return argmaxRows(s.Window(tokens)) }
+
 func (s shortSeq) limits() seqLimits {
 	l := s.fakeSeq.limits()
 	l.context = s.ctx

@@ -6,6 +6,9 @@ package engine
 type sequence interface {
 	// Window feeds tokens at the current position and returns their logits.
 	Window(tokens []int) ([][]float32, error)
+	// WindowArgmax feeds tokens as Window does and returns, for each row
+	// Window would return, the first index of its largest logit.
+	WindowArgmax(tokens []int) ([]int, error)
 	// MTPWindow runs the MTP head (see Session.MTPWindow).
 	MTPWindow(tokens []int, pos int) ([][]float32, error)
 	// Pos is the number of tokens consumed.

@@ -53,26 +53,89 @@ func (s *Session) Pos() int { return s.pos }
 
 // window is Window.
 func (s *Session) window(tokens []int) ([][]float32, error) {
-	n := len(tokens)
-	p, err := s.program(s.lane.programs, tokens, s.pos)
+	mem, p, at, err := s.feed(tokens)
 	if err != nil {
 		return nil, err
 	}
-	mem := s.mem()
-	if err := s.writeParams(mem, p.g, tokens, s.pos); err != nil {
+	return s.logits(mem, p, len(tokens), at, s.reuseLogits)
+}
+
+// windowArgmax is WindowArgmax.
+func (s *Session) windowArgmax(tokens []int) ([]int, error) {
+	mem, p, at, err := s.feed(tokens)
+	if err != nil {
 		return nil, err
+	}
+	return s.argmax(mem, p, len(tokens), at)
+}
+
+// feed runs the window over tokens at the session's position and advances
+// it; at is the position of the window's first row.
+func (s *Session) feed(tokens []int) (mem backend.Memory, p window, at int, err error) {
+	n := len(tokens)
+	p, err = s.program(s.lane.programs, tokens, s.pos)
+	if err != nil {
+		return nil, p, 0, err
+	}
+	mem = s.mem()
+	if err := s.writeParams(mem, p.g, tokens, s.pos); err != nil {
+		return nil, p, 0, err
 	}
 	next, err := s.gatherNgrams(mem, p.g, tokens)
 	if err != nil {
-		return nil, err
+		return nil, p, 0, err
 	}
 	if err := s.m.run(p); err != nil {
-		return nil, fmt.Errorf("model %s, window of %d rows at position %d: %w", s.m.Config.Name, n, s.pos, err)
+		return nil, p, 0, fmt.Errorf("model %s, window of %d rows at position %d: %w", s.m.Config.Name, n, s.pos, err)
 	}
-	at := s.pos
+	at = s.pos
 	s.pos += n
 	s.history = next
-	return s.logits(mem, p, n, at, s.reuseLogits)
+	return mem, p, at, nil
+}
+
+// argmax reads the window's argmax output (graph output 1: per logits row
+// the index of its largest logit and a non-finite flag): two words a row
+// instead of the row. A flagged row is read whole, so the error is logits'
+// own. A graph without the output (none is generated so) falls back to the
+// logits.
+func (s *Session) argmax(mem backend.Memory, p window, n, pos int) ([]int, error) {
+	rows := min(n, p.g.LogitRows)
+	out, err := p.g.Output(1)
+	if err != nil {
+		logits, err := s.logits(mem, p, n, pos, s.reuseLogits)
+		if err != nil {
+			return nil, err
+		}
+		best := make([]int, len(logits))
+		for i, row := range logits {
+			best[i] = Argmax(row)
+		}
+		return best, nil
+	}
+	if out.Size < int64(8*rows) {
+		return nil, fmt.Errorf("model %s, %s window of %d rows: its argmax output holds %d bytes, %d rows need %d", s.m.Config.Name, p.g.Kind, n, out.Size, rows, 8*rows)
+	}
+	out.Size = int64(8 * rows)
+	b, err := mem.Bytes(out)
+	if err != nil {
+		return nil, err
+	}
+	words := backend.Uint32s(b)
+	best := make([]int, rows)
+	for i := range best {
+		if words[2*i+1] != 0 {
+			if _, err := s.logits(mem, p, n, pos, s.reuseLogits); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("model %s, %s window of %d rows: the device found a non-finite logit at position %d that the host did not", s.m.Config.Name, p.g.Kind, n, pos+n-rows+i)
+		}
+		best[i] = int(words[2*i])
+		if best[i] >= s.m.Config.Architecture.VocabSize {
+			return nil, fmt.Errorf("model %s, %s window of %d rows: the device's argmax at position %d is %d, outside the vocabulary of %d", s.m.Config.Name, p.g.Kind, n, pos+n-rows+i, best[i], s.m.Config.Architecture.VocabSize)
+		}
+	}
+	return best, nil
 }
 
 // run executes one window; with streamed experts, the residency the router

@@ -309,6 +309,32 @@ func copyLastRow(d *graph.Dispatch, a *args) (func(), error) {
 	}, a.err
 }
 
+// argmaxRows: best[2t] is the first index of logits row t's largest value
+// (a NaN never wins; 0 when nothing beats −Inf), best[2t+1] is 1 when the
+// row holds a NaN or ±Inf.
+func argmaxRows(d *graph.Dispatch, a *args) (func(), error) {
+	p := a.params()
+	rows, dim := a.int(graph.ConstRows), a.int(graph.ConstDim)
+	logits, best := a.f32n("logits", rows*dim), a.u32("best")
+	if a.err == nil && len(best) < 2*rows {
+		a.fail(fmt.Errorf("binding \"best\" holds %d words, the kernel needs %d", len(best), 2*rows))
+	}
+	return func() {
+		for t := range min(p.rows(), rows) {
+			at, top, bad := 0, float32(math.Inf(-1)), uint32(0)
+			for i, v := range logits[t*dim : (t+1)*dim] {
+				if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+					bad = 1
+				}
+				if v > top {
+					at, top = i, v
+				}
+			}
+			best[2*t], best[2*t+1] = uint32(at), bad
+		}
+	}, a.err
+}
+
 // gdnDims are the Gated DeltaNet head counts and sizes of a dispatch.
 type gdnDims struct {
 	nk, nv, dk, dv, r, group, keyDim, valueDim, convDim int

@@ -55,6 +55,7 @@ var families = map[graph.Family]kernelFunc{
 	graph.FamilyIndexPrep:   indexPrep,
 	graph.FamilyIndexPool:   indexPool,
 	graph.FamilyIndexSelect: indexSelect,
+	graph.FamilyArgmax:      argmaxRows,
 	graph.FamilyCopyRows:    copyRows,
 	graph.FamilyConcat:      concat,
 	graph.FamilyStreamAdd:   streamAdd,

@@ -48,6 +48,10 @@ type Params struct {
 // Greedy reports whether the chain picks the argmax (temperature 0).
 func (p Params) Greedy() bool { return p.Temperature == 0 }
 
+// PlainGreedy says the chain is greedy without penalties: each token is the
+// first index of its row's largest logit, whatever came before it.
+func (p Params) PlainGreedy() bool { return p.Greedy() && !p.penalized() }
+
 // repeat is the repetition penalty in effect (1: none).
 func (p Params) repeat() float64 {
 	if p.RepeatPenalty == 0 {
