@@ -319,8 +319,8 @@ func (d *decoder) rowHistory(drafts []int) func(i int) []int {
 func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	s := d.s
 	rows := d.opt.PrefillRows
-	base := s.Pos() // a continued session (a chat's next turn) starts past 0
-	var last windowOut // the last window's last row
+	base := s.Pos()           // a continued session (a chat's next turn) starts past 0
+	var last windowOut        // the last window's last row
 	prefetchNgrams(s, prompt) // every prefill window's n-gram rows, read while the first windows run
 	for i := 0; i < len(prompt); i += rows {
 		if i > 0 {
