@@ -4,4 +4,4 @@ package artifact
 
 // generatorDigest is srcdigest.Of of the generator's source this build's
 // artifacts come from (TestGeneratorDigestCurrent keeps it current).
-const generatorDigest = "6dfb261663695c084a628ab85cc22442446dfbe738bb418d7fd04eae99d7fe1a"
+const generatorDigest = "0a1a860d306355758f2036f97550e430385286d46e47ec25d1da81c28ffaec2f"

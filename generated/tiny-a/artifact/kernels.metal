@@ -1131,8 +1131,6 @@ kernel void moe_gate_up_f32(
         const ulong row_bytes = f32_row_bytes(hidden);
         const uint chunks = hidden / f32_chunk;
         const uint per_row = matmul_mma_depth / f32_chunk;
-        const uint so = (sg % 2) * 16;
-        const uint sr = (sg / 2) * 16;
         uint t_next = 0; // uniform: every thread takes the same path through the scan
         while (t_next < live) {
 
@@ -1168,6 +1166,16 @@ kernel void moe_gate_up_f32(
                 break; // uniform
             }
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul;
+            // Which tiles simdgroup sg multiplies: outputs so… (ni tiles of
+            // 8), rows sr… (nj tiles of 8, only those holding a gathered
+            // row). Most experts of a window get a few rows (top_k · rows /
+            // experts on average), so up to 16 rows the four simdgroups
+            // split the outputs instead and skip the empty row tiles.
+            const bool narrow = count <= 16; // uniform
+            const uint so = narrow ? sg * 8 : (sg % 2) * 16;
+            const uint ni = narrow ? 1 : 2;
+            const uint sr = narrow ? 0 : (sg / 2) * 16;
+            const uint nj = min(2u, (count - sr + 7) / 8);
             simdgroup_float8x8 acc[2][2][2]; // [gate, up][output tile][row tile]
             for (uint p = 0; p < 2; p++) {
                 for (uint i = 0; i < 2; i++) {
@@ -1213,16 +1221,22 @@ kernel void moe_gate_up_f32(
                     simdgroup_float8x8 b[2];
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
-                            simdgroup_load(a[p][i], &mma_w[p * moe_mma_outputs + so + 8 * i][kk], matmul_mma_depth + 4);
+                            if (i < ni) { // uniform per simdgroup, as every tile bound below
+                                simdgroup_load(a[p][i], &mma_w[p * moe_mma_outputs + so + 8 * i][kk], matmul_mma_depth + 4);
+                            }
                         }
                     }
                     for (uint j = 0; j < 2; j++) {
-                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        if (j < nj) {
+                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        }
                     }
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
                             for (uint j = 0; j < 2; j++) {
-                                simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                                if (i < ni && j < nj) {
+                                    simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                                }
                             }
                         }
                     }
@@ -1231,6 +1245,9 @@ kernel void moe_gate_up_f32(
             }
             for (uint i = 0; i < 2; i++) {
                 for (uint j = 0; j < 2; j++) {
+                    if (i >= ni || j >= nj) {
+                        continue; // uniform per simdgroup
+                    }
                     simdgroup_store(acc[0][i][j], mma_out[sg][0], 8);
                     simdgroup_store(acc[1][i][j], mma_out[sg][1], 8);
                     simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -1334,8 +1351,6 @@ kernel void moe_down_f32(
         const ulong row_bytes = f32_row_bytes(inter);
         const uint chunks = inter / f32_chunk;
         const uint per_row = matmul_mma_depth / f32_chunk;
-        const uint so = (sg % 2) * 32;
-        const uint sr = (sg / 2) * 16;
         uint t_next = 0; // uniform: every thread takes the same path through the scan
         while (t_next < live) {
 
@@ -1371,6 +1386,13 @@ kernel void moe_down_f32(
                 break; // uniform
             }
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul + fc_moe_down_down_off;
+            // The tiles of simdgroup sg, as in moe_gate_up.mma: outputs so…
+            // (ni tiles), the row tiles from sr that hold a gathered pair.
+            const bool narrow = count <= 16; // uniform
+            const uint so = narrow ? sg * 16 : (sg % 2) * 32;
+            const uint ni = narrow ? 2 : 4;
+            const uint sr = narrow ? 0 : (sg / 2) * 16;
+            const uint nj = min(2u, (count - sr + 7) / 8);
             simdgroup_float8x8 acc[4][2];
             for (uint i = 0; i < 4; i++) {
                 for (uint j = 0; j < 2; j++) {
@@ -1411,14 +1433,20 @@ kernel void moe_down_f32(
                     simdgroup_float8x8 a[4];
                     simdgroup_float8x8 b[2];
                     for (uint i = 0; i < 4; i++) {
-                        simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                        if (i < ni) { // uniform per simdgroup, as every tile bound below
+                            simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                        }
                     }
                     for (uint j = 0; j < 2; j++) {
-                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        if (j < nj) {
+                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        }
                     }
                     for (uint i = 0; i < 4; i++) {
                         for (uint j = 0; j < 2; j++) {
-                            simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                            if (i < ni && j < nj) {
+                                simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                            }
                         }
                     }
                 }
@@ -1426,6 +1454,9 @@ kernel void moe_down_f32(
             }
             for (uint i = 0; i < 4; i++) {
                 for (uint j = 0; j < 2; j++) {
+                    if (i >= ni || j >= nj) {
+                        continue; // uniform per simdgroup
+                    }
                     simdgroup_store(acc[i][j], mma_out[sg], 8);
                     simdgroup_barrier(mem_flags::mem_threadgroup);
                     for (uint q = lane; q < 64; q += simd_width) {

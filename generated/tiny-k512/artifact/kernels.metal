@@ -1319,8 +1319,6 @@ kernel void moe_gate_up_bf16(
         const ulong row_bytes = bf16_row_bytes(hidden);
         const uint chunks = hidden / bf16_chunk;
         const uint per_row = matmul_mma_depth / bf16_chunk;
-        const uint so = (sg % 2) * 16;
-        const uint sr = (sg / 2) * 16;
         uint t_next = 0; // uniform: every thread takes the same path through the scan
         while (t_next < live) {
 
@@ -1356,6 +1354,16 @@ kernel void moe_gate_up_bf16(
                 break; // uniform
             }
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul;
+            // Which tiles simdgroup sg multiplies: outputs so… (ni tiles of
+            // 8), rows sr… (nj tiles of 8, only those holding a gathered
+            // row). Most experts of a window get a few rows (top_k · rows /
+            // experts on average), so up to 16 rows the four simdgroups
+            // split the outputs instead and skip the empty row tiles.
+            const bool narrow = count <= 16; // uniform
+            const uint so = narrow ? sg * 8 : (sg % 2) * 16;
+            const uint ni = narrow ? 1 : 2;
+            const uint sr = narrow ? 0 : (sg / 2) * 16;
+            const uint nj = min(2u, (count - sr + 7) / 8);
             simdgroup_float8x8 acc[2][2][2]; // [gate, up][output tile][row tile]
             for (uint p = 0; p < 2; p++) {
                 for (uint i = 0; i < 2; i++) {
@@ -1401,16 +1409,22 @@ kernel void moe_gate_up_bf16(
                     simdgroup_float8x8 b[2];
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
-                            simdgroup_load(a[p][i], &mma_w[p * moe_mma_outputs + so + 8 * i][kk], matmul_mma_depth + 4);
+                            if (i < ni) { // uniform per simdgroup, as every tile bound below
+                                simdgroup_load(a[p][i], &mma_w[p * moe_mma_outputs + so + 8 * i][kk], matmul_mma_depth + 4);
+                            }
                         }
                     }
                     for (uint j = 0; j < 2; j++) {
-                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        if (j < nj) {
+                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        }
                     }
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
                             for (uint j = 0; j < 2; j++) {
-                                simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                                if (i < ni && j < nj) {
+                                    simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                                }
                             }
                         }
                     }
@@ -1419,6 +1433,9 @@ kernel void moe_gate_up_bf16(
             }
             for (uint i = 0; i < 2; i++) {
                 for (uint j = 0; j < 2; j++) {
+                    if (i >= ni || j >= nj) {
+                        continue; // uniform per simdgroup
+                    }
                     simdgroup_store(acc[0][i][j], mma_out[sg][0], 8);
                     simdgroup_store(acc[1][i][j], mma_out[sg][1], 8);
                     simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -1522,8 +1539,6 @@ kernel void moe_down_bf16(
         const ulong row_bytes = bf16_row_bytes(inter);
         const uint chunks = inter / bf16_chunk;
         const uint per_row = matmul_mma_depth / bf16_chunk;
-        const uint so = (sg % 2) * 32;
-        const uint sr = (sg / 2) * 16;
         uint t_next = 0; // uniform: every thread takes the same path through the scan
         while (t_next < live) {
 
@@ -1559,6 +1574,13 @@ kernel void moe_down_bf16(
                 break; // uniform
             }
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul + fc_moe_down_down_off;
+            // The tiles of simdgroup sg, as in moe_gate_up.mma: outputs so…
+            // (ni tiles), the row tiles from sr that hold a gathered pair.
+            const bool narrow = count <= 16; // uniform
+            const uint so = narrow ? sg * 16 : (sg % 2) * 32;
+            const uint ni = narrow ? 2 : 4;
+            const uint sr = narrow ? 0 : (sg / 2) * 16;
+            const uint nj = min(2u, (count - sr + 7) / 8);
             simdgroup_float8x8 acc[4][2];
             for (uint i = 0; i < 4; i++) {
                 for (uint j = 0; j < 2; j++) {
@@ -1599,14 +1621,20 @@ kernel void moe_down_bf16(
                     simdgroup_float8x8 a[4];
                     simdgroup_float8x8 b[2];
                     for (uint i = 0; i < 4; i++) {
-                        simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                        if (i < ni) { // uniform per simdgroup, as every tile bound below
+                            simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                        }
                     }
                     for (uint j = 0; j < 2; j++) {
-                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        if (j < nj) {
+                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        }
                     }
                     for (uint i = 0; i < 4; i++) {
                         for (uint j = 0; j < 2; j++) {
-                            simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                            if (i < ni && j < nj) {
+                                simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                            }
                         }
                     }
                 }
@@ -1614,6 +1642,9 @@ kernel void moe_down_bf16(
             }
             for (uint i = 0; i < 4; i++) {
                 for (uint j = 0; j < 2; j++) {
+                    if (i >= ni || j >= nj) {
+                        continue; // uniform per simdgroup
+                    }
                     simdgroup_store(acc[i][j], mma_out[sg], 8);
                     simdgroup_barrier(mem_flags::mem_threadgroup);
                     for (uint q = lane; q < 64; q += simd_width) {
