@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/internal/greedy"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/backend"
 )
@@ -321,16 +322,11 @@ func argmaxRows(d *graph.Dispatch, a *args) (func(), error) {
 	}
 	return func() {
 		for t := range min(p.rows(), rows) {
-			at, top, bad := 0, float32(math.Inf(-1)), uint32(0)
-			for i, v := range logits[t*dim : (t+1)*dim] {
-				if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-					bad = 1
-				}
-				if v > top {
-					at, top = i, v
-				}
+			at, finite := greedy.Choose(logits[t*dim : (t+1)*dim])
+			best[2*t], best[2*t+1] = uint32(at), 0
+			if !finite {
+				best[2*t+1] = 1
 			}
-			best[2*t], best[2*t+1] = uint32(at), bad
 		}
 	}, a.err
 }

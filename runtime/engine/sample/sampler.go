@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"slices"
 
+	"github.com/strata-llm/strata/internal/greedy"
 	"github.com/strata-llm/strata/runtime/engine/spec"
 )
 
@@ -125,49 +126,10 @@ func (s *Sampler) chain(logits []float32, history []int, masked bool) []float64 
 // logits as they are (no copy).
 func (s *Sampler) greedy(logits []float32, history []int) int {
 	if !s.p.penalized() {
-		return argmax32(logits)
+		best, _ := greedy.Choose(logits)
+		return best
 	}
 	return argmax(s.penalize(logits, history))
-}
-
-// argmax32 is the first index of the largest of logits (a NaN never wins;
-// 0 when nothing beats −Inf): a plain scan's answer. A block of 64 takes its
-// maximum first, in four independent lanes of order-preserving integer keys
-// (the compiler's branch-free integer max; a NaN's key lies beyond ±Inf's, so
-// a block with a NaN is scanned too), and only a block whose maximum beats
-// the best so far is scanned: a vocabulary's row in under a third of the
-// plain scan's time, every decode step of greedy decoding.
-func argmax32(logits []float32) int {
-	const block = 64
-	best, top := 0, float32(math.Inf(-1))
-	lo := 0
-	for ; lo+block <= len(logits); lo += block {
-		b := logits[lo : lo+block : lo+block]
-		k0, k1, k2, k3 := orderKey(b[0]), orderKey(b[1]), orderKey(b[2]), orderKey(b[3])
-		for j := 4; j < block; j += 4 {
-			k0, k1, k2, k3 = max(k0, orderKey(b[j])), max(k1, orderKey(b[j+1])), max(k2, orderKey(b[j+2])), max(k3, orderKey(b[j+3]))
-		}
-		if max(max(k0, k1), max(k2, k3)) > orderKey(top) {
-			for i, v := range b {
-				if v > top {
-					best, top = lo+i, v
-				}
-			}
-		}
-	}
-	for i, v := range logits[lo:] {
-		if v > top {
-			best, top = lo+i, v
-		}
-	}
-	return best
-}
-
-// orderKey maps a float32 to an int32 of the same order (−0 below +0, NaNs
-// past the infinities by sign).
-func orderKey(v float32) int32 {
-	k := int32(math.Float32bits(v))
-	return k ^ (k >> 31 & 0x7fffffff)
 }
 
 // penalize copies logits to float64 and applies the penalties over the last

@@ -2,7 +2,6 @@ package sample
 
 import (
 	"math"
-	"math/rand"
 	"slices"
 	"strings"
 	"testing"
@@ -240,51 +239,4 @@ func FuzzChain(f *testing.F) {
 			t.Fatalf("sampled %d, which has no mass", tok)
 		}
 	})
-}
-
-// TestArgmax32 holds the blocked argmax to the plain scan (first index of
-// the strict maximum, NaNs skipped, 0 when nothing beats −Inf) on rows with
-// ties, NaNs and infinities at every position of a block and across blocks.
-func TestArgmax32(t *testing.T) {
-	plain := func(x []float32) int {
-		best, top := 0, float32(math.Inf(-1))
-		for i, v := range x {
-			if v > top {
-				best, top = i, v
-			}
-		}
-		return best
-	}
-	rng := rand.New(rand.NewSource(7))
-	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	for trial := range 2000 {
-		n := rng.Intn(300)
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(rng.Intn(5)) // ties everywhere
-		}
-		for range rng.Intn(4) {
-			if n == 0 {
-				break
-			}
-			switch i := rng.Intn(n); rng.Intn(4) {
-			case 0:
-				x[i] = nan
-			case 1:
-				x[i] = inf
-			case 2:
-				x[i] = -inf
-			default:
-				x[i] = 9
-			}
-		}
-		if trial%50 == 0 {
-			for i := range x {
-				x[i] = [3]float32{nan, -inf, -inf}[rng.Intn(3)]
-			}
-		}
-		if got, want := argmax32(x), plain(x); got != want {
-			t.Fatalf("trial %d (n=%d): argmax32 %d, the plain scan %d: %v", trial, n, got, want, x)
-		}
-	}
 }
