@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/strata-llm/strata/graph"
+	"github.com/strata-llm/strata/internal/greedy"
 	"github.com/strata-llm/strata/models/ngram"
 	"github.com/strata-llm/strata/models/quant"
 	"github.com/strata-llm/strata/runtime/backend"
@@ -315,11 +316,6 @@ func (s *Session) gatherNgrams(mem backend.Memory, g *graph.Graph, tokens []int)
 
 // Argmax is greedy sampling: the first index of the largest logit.
 func Argmax(logits []float32) int {
-	best := 0
-	for i, v := range logits {
-		if v > logits[best] {
-			best = i
-		}
-	}
+	best, _ := greedy.Choose(logits)
 	return best
 }
