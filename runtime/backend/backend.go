@@ -80,6 +80,19 @@ type HostProgram interface {
 	RunHost(host func(graph.HostPoint) error) error
 }
 
+// SegmentedProgram is a HostProgram that can run its window in pieces cut
+// at the host points: RunSegment(k, host) runs on from where segment k-1
+// stopped through host point k's router and calls host there (segment
+// len(HostPoints) runs to the end). Segments 0..len(HostPoints) run in
+// order are one RunHost. Between two segments the caller may run other
+// windows' segments on the same memory, putting back this window's
+// scratch and params before it goes on (layer-major prefill: each layer
+// for every window of a prompt before the next layer).
+type SegmentedProgram interface {
+	HostProgram
+	RunSegment(k int, host func(graph.HostPoint) error) error
+}
+
 // HostCheck says where the GPU finds what it checks at a host point: the
 // router's expert ids (PerRow a row, for the window's live rows, at most
 // Rows), the layer's smap entries (Miss marks an expert not resident), and

@@ -24,6 +24,7 @@ type Program struct {
 	steps  []func()
 	groups [][]int
 	rng    *rand.Rand
+	segEnd []int // RunSegment's ends, by segment (computed at its first use)
 }
 
 // kernelFunc prepares a dispatch: it resolves bindings and constants once and
@@ -115,42 +116,88 @@ func (p *Program) SetOrder(o backend.Order, seed int64) {
 func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 	next := 0 // the next host point
 	hps := p.Graph.HostPoints
-	if p.order == backend.Shuffled && p.rng == nil {
-		p.rng = rand.New(rand.NewSource(p.seed))
-	}
-	for _, grp := range p.groups {
-		switch {
-		case p.order == backend.Concurrent && len(grp) > 1:
-			var wg sync.WaitGroup
-			for _, i := range grp {
-				wg.Add(1)
-				go func() { defer wg.Done(); p.steps[i]() }()
-			}
-			wg.Wait()
-		case p.order == backend.Shuffled:
-			perm := p.rng.Perm(len(grp))
-			for _, j := range perm {
-				p.steps[grp[j]]()
-			}
-		default:
-			for _, i := range grp {
-				p.steps[i]()
-			}
-		}
+	for g, grp := range p.groups {
+		p.runGroup(grp)
 		last := grp[len(grp)-1]
 		for ; next < len(hps) && hps[next].After <= last; next++ {
 			if host == nil {
 				continue
 			}
-			if hps[next].Wait > 0 && hps[next].Wait <= last {
-				return fmt.Errorf("host point of layer %d: dispatch %d needs the host but ran in the router's barrier group", hps[next].Layer, hps[next].Wait)
-			}
-			if err := host(hps[next]); err != nil {
+			if err := p.callHost(host, g, next); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+var _ backend.SegmentedProgram = (*Program)(nil)
+
+// RunSegment runs segment k of the window: the barrier groups after the
+// one holding host point k-1's router through the one holding host point
+// k's, then host at point k (segment len(HostPoints): the groups after the
+// last point's). Segments 0..len(HostPoints) in order are RunHost(host).
+func (p *Program) RunSegment(k int, host func(graph.HostPoint) error) error {
+	hps := p.Graph.HostPoints
+	if k < 0 || k > len(hps) {
+		return fmt.Errorf("segment %d of a window with %d host points", k, len(hps))
+	}
+	if p.segEnd == nil {
+		// segEnd[k]: the group after the one holding host point k's router.
+		g := 0
+		for _, hp := range hps {
+			for p.groups[g][len(p.groups[g])-1] < hp.After {
+				g++
+			}
+			p.segEnd = append(p.segEnd, g+1)
+		}
+		p.segEnd = append(p.segEnd, len(p.groups))
+	}
+	from := 0
+	if k > 0 {
+		from = p.segEnd[k-1]
+	}
+	for g := from; g < p.segEnd[k]; g++ {
+		p.runGroup(p.groups[g])
+	}
+	if k == len(hps) || host == nil {
+		return nil
+	}
+	return p.callHost(host, p.segEnd[k]-1, k)
+}
+
+// callHost calls host at host point i, whose router ran in group g.
+func (p *Program) callHost(host func(graph.HostPoint) error, g, i int) error {
+	hp := p.Graph.HostPoints[i]
+	if last := p.groups[g][len(p.groups[g])-1]; hp.Wait > 0 && hp.Wait <= last {
+		return fmt.Errorf("host point of layer %d: dispatch %d needs the host but ran in the router's barrier group", hp.Layer, hp.Wait)
+	}
+	return host(hp)
+}
+
+// runGroup runs one barrier group's dispatches in the program's order.
+func (p *Program) runGroup(grp []int) {
+	if p.order == backend.Shuffled && p.rng == nil {
+		p.rng = rand.New(rand.NewSource(p.seed))
+	}
+	switch {
+	case p.order == backend.Concurrent && len(grp) > 1:
+		var wg sync.WaitGroup
+		for _, i := range grp {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.steps[i]() }()
+		}
+		wg.Wait()
+	case p.order == backend.Shuffled:
+		perm := p.rng.Perm(len(grp))
+		for _, j := range perm {
+			p.steps[grp[j]]()
+		}
+	default:
+		for _, i := range grp {
+			p.steps[i]()
+		}
+	}
 }
 
 // args resolves a dispatch's bindings and constants, collecting the first error.

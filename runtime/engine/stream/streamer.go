@@ -403,6 +403,35 @@ func boolInt(b bool) int {
 	return 0
 }
 
+// Rank reorders a layer's resident experts in the eviction order without
+// counting a use: the cold ones go to the least recently used end (evicted
+// first), the hot ones to the most recently used end, hot[0] last evicted.
+// Layer-major prefill ranks a layer's experts this way by the next window
+// of the prompt that needs them (routing it already knows): the order of
+// Belady's optimum, so the windows after reread as little as the arena
+// allows. Experts not resident are skipped; pinned ones stay pinned.
+func (s *Streamer) Rank(layer int, cold, hot []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slotOf := func(e int) int {
+		if e < 0 || e >= s.a.Experts {
+			return -1
+		}
+		return s.a.where[layer*s.a.Experts+e]
+	}
+	for _, e := range cold {
+		if sl := slotOf(e); sl >= 0 {
+			s.a.unlink(sl)
+			s.a.pushBack(sl)
+		}
+	}
+	for i := len(hot) - 1; i >= 0; i-- {
+		if sl := slotOf(hot[i]); sl >= 0 {
+			s.a.touch(sl)
+		}
+	}
+}
+
 // Prefetch queues read-aheads for experts a later layer is predicted to
 // need. Slots are claimed now (deterministically); the reads land whenever
 // the disk delivers and retire at the next BeginWindow.
