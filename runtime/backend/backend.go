@@ -81,13 +81,14 @@ type HostProgram interface {
 }
 
 // SegmentedProgram is a HostProgram that can run its window in pieces cut
-// at the host points: RunSegment(k, host) runs on from where segment k-1
-// stopped through host point k's router and calls host there (segment
-// len(HostPoints) runs to the end). Segments 0..len(HostPoints) run in
-// order are one RunHost. Between two segments the caller may run other
-// windows' segments on the same memory, putting back this window's
-// scratch and params before it goes on (layer-major prefill: each layer
-// for every window of a prompt before the next layer).
+// at the host points: RunSegment(k, host) runs the dispatches after host
+// point k-1's router (graph.HostPoint.After) through host point k's router
+// and calls host at point k (segment len(HostPoints): the dispatches after
+// the last router). Segments 0..len(HostPoints) run in order compute what
+// one RunHost does. Between two segments the caller may run other windows'
+// segments on the same memory, putting back first what this window's later
+// dispatches read of the scratch, params and carry (layer-major prefill:
+// each layer for every window of a prompt before the next layer).
 type SegmentedProgram interface {
 	HostProgram
 	RunSegment(k int, host func(graph.HostPoint) error) error

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -20,7 +21,8 @@ import (
 // while a segment runs for all windows, and the routing of every window at
 // that layer is known before the first of them needs its experts, so the
 // arena keeps them in Belady's order (the expert the soonest window needs
-// is evicted last). Between two segments of a window its scratch, params
+// is evicted last), and the next window's experts are read while one
+// window runs. Between two segments of a window its scratch, params
 // and carry are saved and put back; its state and caches are the
 // session's, which each layer advances for the windows in their order, so
 // every window sees exactly the state it sees when fed window by window:
@@ -32,8 +34,9 @@ type lmWindow struct {
 	seg    backend.SegmentedProgram
 	tokens []int
 	pos    int
-	saved  [][]byte // its buffers of savedKinds, as the last segment left them
-	ids    []int    // the experts its router chose at the last host point reached
+	saved  []byte // what it carries to its next segment (carry's ranges), as the last one left it
+	live   [][]graph.Range
+	ids    []int // the experts its router chose at the last host point reached
 }
 
 // savedKinds are the buffers one window carries from segment to segment.
@@ -110,26 +113,18 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 	m.warmMu.Unlock()
 	m.stream.BeginWindow()
 
-	save := func(lw *lmWindow) {
-		i := 0
-		for _, b := range lw.w.g.Buffers {
-			if !savedKinds[b.Kind] {
-				continue
-			}
-			if i == len(lw.saved) {
-				lw.saved = append(lw.saved, make([]byte, b.Size))
-			}
-			copy(lw.saved[i], mem.Buffer(b.Name)[:b.Size])
-			i++
+	// save keeps what window lw's segments after the boundary read of its
+	// scratch, params and carry before writing it; restore puts it back.
+	save := func(lw *lmWindow, boundary int) {
+		lw.saved = lw.saved[:0]
+		for _, r := range lw.live[boundary] {
+			lw.saved = append(lw.saved, mem.Buffer(r.Buffer)[r.Offset:r.End()]...)
 		}
 	}
-	restore := func(lw *lmWindow) {
-		i := 0
-		for _, b := range lw.w.g.Buffers {
-			if savedKinds[b.Kind] {
-				copy(mem.Buffer(b.Name)[:b.Size], lw.saved[i])
-				i++
-			}
+	restore := func(lw *lmWindow, boundary int) {
+		at := int64(0)
+		for _, r := range lw.live[boundary] {
+			at += int64(copy(mem.Buffer(r.Buffer)[r.Offset:r.End()], lw.saved[at:at+r.Size]))
 		}
 	}
 	// Each window's params (and n-gram rows) in order, as its own window
@@ -145,7 +140,8 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 			return nil, err
 		}
 		s.history = next
-		save(lw)
+		lw.live = m.carried(lw.w.g)
+		save(lw, 0)
 	}
 	next := s.history
 	s.history = hist
@@ -160,12 +156,20 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 			mem = s.mem() // another lane's window may have swapped the state
 		}
 		for i, lw := range wins {
-			if len(wins) > 1 {
-				restore(lw)
-			}
+			restore(lw, k)
 			if k > 0 {
-				if err := m.ensureRanked(hps[k-1].Layer, wins[i:]); err != nil {
+				hot, err := m.ensureRanked(hps[k-1].Layer, wins[i:])
+				if err != nil {
 					return nil, fmt.Errorf("model %s, window of %d rows at position %d, layer %d: %w", m.Config.Name, len(lw.tokens), lw.pos, hps[k-1].Layer, err)
+				}
+				// The experts the next window needs next are known: read
+				// them while this one runs, into the slots of experts no
+				// later window needs (its own are pinned).
+				switch {
+				case i+1 < len(wins):
+					m.stream.PrefetchSpare(hps[k-1].Layer, wins[i+1].ids, hps[k-1].Layer, hot)
+				case k < len(hps):
+					m.stream.PrefetchSpare(hps[k].Layer, wins[0].ids, hps[k-1].Layer, nil) // the first window's, at the next layer
 				}
 			}
 			err := lw.seg.RunSegment(k, func(hp graph.HostPoint) error {
@@ -182,7 +186,7 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 				}
 				continue
 			}
-			save(lw)
+			save(lw, k+1)
 		}
 	}
 	s.pos = pos
@@ -192,15 +196,16 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 
 // ensureRanked makes the experts wins[0]'s router chose at layer resident
 // for its segment, then ranks the layer's experts for eviction by the next
-// of wins[1:] that needs each (none: evicted first).
-func (m *Model) ensureRanked(layer int, wins []*lmWindow) error {
+// of wins[1:] that needs each (none: evicted first). It returns the ones
+// wins[1:] need, the soonest first.
+func (m *Model) ensureRanked(layer int, wins []*lmWindow) ([]int, error) {
 	start := time.Now()
 	defer func() {
 		m.stream.hostPoints++
 		m.stream.hostTime += time.Since(start)
 	}()
 	if err := m.stream.Ensure(layer, wins[0].ids); err != nil {
-		return err
+		return nil, err
 	}
 	nextUse := map[int]int{}
 	var hot []int
@@ -219,5 +224,113 @@ func (m *Model) ensureRanked(layer int, wins []*lmWindow) error {
 		}
 	}
 	m.stream.Rank(layer, cold, hot)
-	return nil
+	return hot, nil
+}
+
+// carried is, for each boundary of g's segments (before the first, then
+// after each host point's router), the ranges of its scratch, params and
+// carry that the dispatches after it read before they write them: what a
+// window carries across the boundary (the residual stream, the router's
+// choices, a hyper-connection model's streams), a small part of the
+// scratch. The params are carried whole (the host reads them at host
+// points). Cached per graph.
+func (m *Model) carried(g *graph.Graph) [][]graph.Range {
+	m.stream.mu.Lock()
+	defer m.stream.mu.Unlock()
+	if c, ok := m.stream.carried[g]; ok {
+		return c
+	}
+	kind := map[string]string{}
+	for _, b := range g.Buffers {
+		kind[b.Name] = b.Kind
+	}
+	bounds := []int{0}
+	for _, hp := range g.HostPoints {
+		bounds = append(bounds, hp.After+1)
+	}
+	var out [][]graph.Range
+	for _, from := range bounds {
+		written, live := map[string]spans{}, map[string]spans{}
+		for _, d := range g.Dispatches[from:] {
+			for _, r := range d.Reads {
+				if !savedKinds[kind[r.Buffer]] || kind[r.Buffer] == graph.KindParams {
+					continue
+				}
+				lo, hi := r.Offset, r.End()
+				if r.Offset == 0 && r.Size == 0 {
+					lo, hi = 0, bufferSize(g, r.Buffer) // all of it
+				}
+				for _, p := range written[r.Buffer].missing(lo, hi) {
+					live[r.Buffer] = live[r.Buffer].add(p[0], p[1])
+				}
+			}
+			for _, w := range d.Writes {
+				if savedKinds[kind[w.Buffer]] {
+					written[w.Buffer] = written[w.Buffer].add(w.Offset, w.End())
+				}
+			}
+		}
+		var rs []graph.Range
+		for _, b := range g.Buffers {
+			switch {
+			case b.Kind == graph.KindParams:
+				rs = append(rs, graph.Range{Buffer: b.Name, Size: b.Size})
+			case savedKinds[b.Kind]:
+				for _, p := range live[b.Name] {
+					rs = append(rs, graph.Range{Buffer: b.Name, Offset: p[0], Size: p[1] - p[0]})
+				}
+			}
+		}
+		out = append(out, rs)
+	}
+	if m.stream.carried == nil {
+		m.stream.carried = map[*graph.Graph][][]graph.Range{}
+	}
+	m.stream.carried[g] = out
+	return out
+}
+
+func bufferSize(g *graph.Graph, name string) int64 {
+	b, _ := g.Buffer(name)
+	return b.Size
+}
+
+// spans are disjoint byte ranges [lo, hi), ascending.
+type spans [][2]int64
+
+// add is s with [lo, hi) added.
+func (s spans) add(lo, hi int64) spans {
+	if lo >= hi {
+		return s
+	}
+	var out spans
+	for _, p := range s {
+		switch {
+		case p[1] < lo || p[0] > hi:
+			out = append(out, p)
+		default: // overlapping or touching: merge
+			lo, hi = min(lo, p[0]), max(hi, p[1])
+		}
+	}
+	out = append(out, [2]int64{lo, hi})
+	slices.SortFunc(out, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	return out
+}
+
+// missing is the parts of [lo, hi) that s does not cover.
+func (s spans) missing(lo, hi int64) spans {
+	var out spans
+	for _, p := range s {
+		if p[1] <= lo || p[0] >= hi {
+			continue
+		}
+		if p[0] > lo {
+			out = append(out, [2]int64{lo, p[0]})
+		}
+		lo = max(lo, p[1])
+	}
+	if lo < hi {
+		out = append(out, [2]int64{lo, hi})
+	}
+	return out
 }

@@ -58,6 +58,10 @@ type streamer struct {
 	everyLayer  bool
 	windowMajor bool // Streaming.WindowMajor
 	checks      map[*graph.Graph][]backend.HostCheck
+	// mu guards carried: what a window carries between its segments, by
+	// graph (layer-major prefill; lanes of a server share the model).
+	mu      sync.Mutex
+	carried map[*graph.Graph][][]graph.Range
 }
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena

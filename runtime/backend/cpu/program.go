@@ -24,7 +24,6 @@ type Program struct {
 	steps  []func()
 	groups [][]int
 	rng    *rand.Rand
-	segEnd []int // RunSegment's ends, by segment (computed at its first use)
 }
 
 // kernelFunc prepares a dispatch: it resolves bindings and constants once and
@@ -133,37 +132,37 @@ func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 
 var _ backend.SegmentedProgram = (*Program)(nil)
 
-// RunSegment runs segment k of the window: the barrier groups after the
-// one holding host point k-1's router through the one holding host point
-// k's, then host at point k (segment len(HostPoints): the groups after the
-// last point's). Segments 0..len(HostPoints) in order are RunHost(host).
+// RunSegment runs segment k of the window: the dispatches after host point
+// k-1's router through host point k's router, then host at point k
+// (segment len(HostPoints): the dispatches after the last router). A
+// barrier group cut by a router runs its part up to the router in one
+// segment and the rest in the next (a group's dispatches are independent).
 func (p *Program) RunSegment(k int, host func(graph.HostPoint) error) error {
 	hps := p.Graph.HostPoints
 	if k < 0 || k > len(hps) {
 		return fmt.Errorf("segment %d of a window with %d host points", k, len(hps))
 	}
-	if p.segEnd == nil {
-		// segEnd[k]: the group after the one holding host point k's router.
-		g := 0
-		for _, hp := range hps {
-			for p.groups[g][len(p.groups[g])-1] < hp.After {
-				g++
-			}
-			p.segEnd = append(p.segEnd, g+1)
-		}
-		p.segEnd = append(p.segEnd, len(p.groups))
-	}
-	from := 0
+	lo, hi := 0, len(p.steps)
 	if k > 0 {
-		from = p.segEnd[k-1]
+		lo = hps[k-1].After + 1
 	}
-	for g := from; g < p.segEnd[k]; g++ {
-		p.runGroup(p.groups[g])
+	if k < len(hps) {
+		hi = hps[k].After + 1
+	}
+	for _, grp := range p.groups {
+		if grp[len(grp)-1] < lo {
+			continue
+		}
+		if grp[0] >= hi {
+			break
+		}
+		first, last := max(grp[0], lo), min(grp[len(grp)-1], hi-1)
+		p.runGroup(grp[first-grp[0] : last-grp[0]+1]) // a group's indices are consecutive
 	}
 	if k == len(hps) || host == nil {
 		return nil
 	}
-	return p.callHost(host, p.segEnd[k]-1, k)
+	return host(hps[k])
 }
 
 // callHost calls host at host point i, whose router ran in group g.

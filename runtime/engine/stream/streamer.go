@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -430,6 +431,35 @@ func (s *Streamer) Rank(layer int, cold, hot []int) {
 			s.a.touch(sl)
 		}
 	}
+}
+
+// PrefetchSpare is Prefetch of at most as many experts as the arena has
+// spare slots: slots neither pinned nor holding one of keep (layer keep's
+// experts, wanted again soon), so the read-aheads evict nothing a later
+// use needs sooner than they do.
+func (s *Streamer) PrefetchSpare(layer int, experts []int, keepLayer int, keep []int) {
+	s.mu.Lock()
+	kept := map[int]bool{}
+	for _, e := range keep {
+		kept[keepLayer*s.a.Experts+e] = true
+	}
+	spare := 0
+	for _, sl := range s.a.slots {
+		if sl.pins == 0 && (sl.key < 0 || !kept[sl.key]) {
+			spare++
+		}
+	}
+	var want []int
+	for _, e := range experts {
+		if len(want) == spare {
+			break
+		}
+		if e >= 0 && e < s.a.Experts && s.a.where[layer*s.a.Experts+e] < 0 && !slices.Contains(want, e) {
+			want = append(want, e)
+		}
+	}
+	s.mu.Unlock()
+	s.Prefetch(layer, want)
 }
 
 // Prefetch queues read-aheads for experts a later layer is predicted to

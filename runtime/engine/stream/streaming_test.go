@@ -43,17 +43,17 @@ func TestStreamingIsExact(t *testing.T) {
 	// The 12-token prompt is three windows: prefilled layer by layer
 	// (the default) and window by window, the same logits; layer by layer
 	// reads fewer experts.
-	var misses [2]int
+	var read [2]int64
 	for i, wm := range []bool{false, true} {
 		l, _ := e2e.OpenOracle(t, "tiny-k512", load.Options{AllLogits: true, PrefillRows: 4, ArenaExperts: small, WindowMajor: wm})
 		gotT, gotL := e2e.DecodeAll(t, l, prompt, 0)
 		e2e.SameRun(t, "prefill only, window-major "+strconv.FormatBool(wm), gotT, nil, gotL, wantL[:len(prompt)])
 		st := l.Model.StreamStats()
-		misses[i] = st.Misses
-		t.Logf("prefill, window-major %v: %d hits, %d misses, %d host points", wm, st.Hits, st.Misses, st.HostPoints)
+		read[i] = st.BytesRead
+		t.Logf("prefill, window-major %v: %d hits, %d misses, %d read ahead, %d bytes read", wm, st.Hits, st.Misses, st.Prefetched, st.BytesRead)
 	}
-	if misses[0] >= misses[1] {
-		t.Errorf("layer-major prefill missed %d experts, window-major %d: expected fewer", misses[0], misses[1])
+	if read[0] >= read[1] {
+		t.Errorf("layer-major prefill read %d bytes of experts, window-major %d: expected fewer", read[0], read[1])
 	}
 
 	dir := t.TempDir()
@@ -190,7 +190,7 @@ func TestLayerMajorPrefillIsExact(t *testing.T) {
 			const rows, prompt = 5, 16 // four windows, the last one short
 			base, ref := e2e.OpenOracle(t, o.Name, load.Options{AllLogits: true, PrefillRows: rows})
 			wantT, wantL := e2e.DecodeAll(t, base, ref.Greedy[:prompt], 2)
-			var misses [2]int
+			var read [2]int64
 			for i, wm := range []bool{false, true} {
 				c := base.Config.Architecture
 				slots := max(c.NumLayers*c.MoE.NumExperts/4, c.MoE.NumExperts+1)
@@ -199,11 +199,11 @@ func TestLayerMajorPrefillIsExact(t *testing.T) {
 				gotT, gotL := e2e.DecodeAll(t, l, ref.Greedy[:prompt], 2)
 				e2e.SameRun(t, fmt.Sprintf("%d-slot arena, window-major %v", slots, wm), gotT, wantT, gotL, wantL)
 				st := l.Model.StreamStats()
-				misses[i] = st.Misses
-				t.Logf("window-major %v: %d slots, %d greedy tokens, worst rel L2 %.2g; %d hits, %d misses", wm, slots, n, worst, st.Hits, st.Misses)
+				read[i] = st.BytesRead
+				t.Logf("window-major %v: %d slots, %d greedy tokens, worst rel L2 %.2g; %d hits, %d misses, %d read ahead, %d bytes read", wm, slots, n, worst, st.Hits, st.Misses, st.Prefetched, st.BytesRead)
 			}
-			if misses[0] > misses[1] {
-				t.Errorf("layer-major prefill missed %d experts, window-major %d", misses[0], misses[1])
+			if read[0] > read[1] {
+				t.Errorf("layer-major prefill read %d bytes of experts, window-major %d", read[0], read[1])
 			}
 		})
 	}
