@@ -79,11 +79,52 @@ func (s *Session) layerMajor(chunks [][]int) bool {
 // between two layers' segments (another session may run windows there).
 // It fails as a window does: the session is then unusable.
 func (s *Session) prefillLayerMajor(chunks [][]int, turn func() error) ([][][]float32, error) {
-	out, err := s.layerMajorRun(chunks, turn)
-	if err != nil {
-		s.m.markFailed()
+	var out [][][]float32
+	for first := true; len(chunks) > 0; first = false {
+		if !first && turn != nil {
+			if err := turn(); err != nil {
+				return nil, err
+			}
+		}
+		n := s.layerMajorGroup(chunks)
+		part, err := s.layerMajorRun(chunks[:n], turn)
+		if err != nil {
+			s.m.markFailed()
+			return nil, err
+		}
+		out, chunks = append(out, part...), chunks[n:]
 	}
-	return out, err
+	return out, nil
+}
+
+// maxCarried bounds the bytes the windows of one layer-major group carry
+// between their segments, all together: a longer prompt runs in groups of
+// windows, each group through every layer before the next group.
+var maxCarried int64 = 64 << 20
+
+// layerMajorGroup is how many of chunks (at least one) prefill together:
+// as many as carry at most maxCarried bytes between their segments.
+func (s *Session) layerMajorGroup(chunks [][]int) int {
+	total, pos := int64(0), s.pos
+	for i, c := range chunks {
+		w, err := s.program(s.lane.programs, c, pos)
+		if err != nil {
+			return max(i, 1) // the window reports it
+		}
+		most := int64(0)
+		for _, rs := range s.m.carried(w.g) {
+			n := int64(0)
+			for _, r := range rs {
+				n += r.Size
+			}
+			most = max(most, n)
+		}
+		if total += most; total > maxCarried && i > 0 {
+			return i
+		}
+		pos += len(c)
+	}
+	return len(chunks)
 }
 
 func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float32, error) {
@@ -168,8 +209,10 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 				switch {
 				case i+1 < len(wins):
 					m.stream.PrefetchSpare(hps[k-1].Layer, wins[i+1].ids, hps[k-1].Layer, hot)
-				case k < len(hps):
-					m.stream.PrefetchSpare(hps[k].Layer, wins[0].ids, hps[k-1].Layer, nil) // the first window's, at the next layer
+				case k < len(hps) && i > 0:
+					// The first window's at the next layer (its router ran
+					// in this pass: it is not this window).
+					m.stream.PrefetchSpare(hps[k].Layer, wins[0].ids, hps[k-1].Layer, nil)
 				}
 			}
 			err := lw.seg.RunSegment(k, func(hp graph.HostPoint) error {
