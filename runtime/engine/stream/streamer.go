@@ -319,6 +319,21 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 			s.mu.Lock()
 			r = s.issue(key, true)
 		}
+		if r == nil && len(s.limbo) > 0 {
+			// Other layers' read-aheads hold the rest (layer-major
+			// prefills of two sessions taking turns read ahead for
+			// layers neither has reached): retire them too.
+			var layers []int
+			for l := range s.limbo {
+				layers = append(layers, l)
+			}
+			s.mu.Unlock()
+			for _, l := range layers {
+				s.retire(l)
+			}
+			s.mu.Lock()
+			r = s.issue(key, true)
+		}
 		if r == nil {
 			s.mu.Unlock()
 			return fmt.Errorf("the expert arena (%d slots) cannot hold layer %d's experts: every slot is in use; give it more memory", s.a.Capacity(), layer)
