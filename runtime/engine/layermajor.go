@@ -22,8 +22,9 @@ import (
 // that layer is known before the first of them needs its experts, so the
 // arena keeps them in Belady's order (the expert the soonest window needs
 // is evicted last), and the next window's experts are read while one
-// window runs. Between two segments of a window its scratch, params
-// and carry are saved and put back; its state and caches are the
+// window runs. Between two segments of a window what its later
+// dispatches read of its scratch and carry (and its params) is saved and
+// put back; its state and caches are the
 // session's, which each layer advances for the windows in their order, so
 // every window sees exactly the state it sees when fed window by window:
 // the logits are the same bit for bit.
@@ -34,9 +35,9 @@ type lmWindow struct {
 	seg    backend.SegmentedProgram
 	tokens []int
 	pos    int
-	saved  []byte // what it carries to its next segment (carry's ranges), as the last one left it
-	live   [][]graph.Range
-	ids    []int // the experts its router chose at the last host point reached
+	saved  []byte          // what it carries to its next segment, as the last one left it
+	live   [][]graph.Range // what it carries across each boundary (Model.carried)
+	ids    []int           // the experts its router chose at the last host point reached
 }
 
 // savedKinds are the buffers one window carries from segment to segment.
@@ -196,10 +197,14 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 			}
 			mem = s.mem() // another lane's window may have swapped the state
 		}
+		var uses *nextUses
+		if k > 0 {
+			uses = newNextUses(m.stream.arena.Experts, wins)
+		}
 		for i, lw := range wins {
 			restore(lw, k)
 			if k > 0 {
-				hot, err := m.ensureRanked(hps[k-1].Layer, wins[i:])
+				hot, err := m.ensureRanked(hps[k-1].Layer, i, wins, uses)
 				if err != nil {
 					return nil, fmt.Errorf("model %s, window of %d rows at position %d, layer %d: %w", m.Config.Name, len(lw.tokens), lw.pos, hps[k-1].Layer, err)
 				}
@@ -237,35 +242,66 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 	return logits, nil
 }
 
-// ensureRanked makes the experts wins[0]'s router chose at layer resident
-// for its segment, then ranks the layer's experts for eviction by the next
-// of wins[1:] that needs each (none: evicted first). It returns the ones
-// wins[1:] need, the soonest first.
-func (m *Model) ensureRanked(layer int, wins []*lmWindow) ([]int, error) {
+// nextUses knows, during a pass over one layer, which window of the group
+// next routes to each expert: uses[e] lists the uses of e in order (the
+// window, and where e first appears among its choices), at[e] the first
+// not yet passed.
+type nextUses struct {
+	uses [][][2]int
+	at   []int
+}
+
+func newNextUses(experts int, wins []*lmWindow) *nextUses {
+	n := &nextUses{uses: make([][][2]int, experts), at: make([]int, experts)}
+	for i, lw := range wins {
+		for j, e := range lw.ids {
+			if e >= 0 && e < experts && (len(n.uses[e]) == 0 || n.uses[e][len(n.uses[e])-1][0] != i) {
+				n.uses[e] = append(n.uses[e], [2]int{i, j})
+			}
+		}
+	}
+	return n
+}
+
+// after returns, at window i of the pass, the experts a later window needs,
+// the soonest needed first (by window, then by the window's choices), and
+// those of window i that no later one needs.
+func (n *nextUses) after(i int, ids []int) (hot, cold []int) {
+	next := make([][2]int, len(n.uses))
+	for e, u := range n.uses {
+		for n.at[e] < len(u) && u[n.at[e]][0] <= i {
+			n.at[e]++
+		}
+		if n.at[e] < len(u) {
+			next[e] = u[n.at[e]]
+			hot = append(hot, e)
+		}
+	}
+	slices.SortFunc(hot, func(a, b int) int {
+		return cmp.Or(cmp.Compare(next[a][0], next[b][0]), cmp.Compare(next[a][1], next[b][1]))
+	})
+	for _, e := range ids {
+		if e >= 0 && e < len(n.uses) && n.at[e] == len(n.uses[e]) && !slices.Contains(cold, e) {
+			cold = append(cold, e)
+		}
+	}
+	return hot, cold
+}
+
+// ensureRanked makes the experts window i of the pass over layer routes to
+// resident for its segment, then ranks the layer's experts for eviction by
+// the next window that needs each (none: evicted first). It returns the
+// experts later windows need, the soonest first.
+func (m *Model) ensureRanked(layer, i int, wins []*lmWindow, uses *nextUses) ([]int, error) {
 	start := time.Now()
 	defer func() {
 		m.stream.hostPoints++
 		m.stream.hostTime += time.Since(start)
 	}()
-	if err := m.stream.Ensure(layer, wins[0].ids); err != nil {
+	if err := m.stream.Ensure(layer, wins[i].ids); err != nil {
 		return nil, err
 	}
-	nextUse := map[int]int{}
-	var hot []int
-	for i, lw := range wins[1:] {
-		for _, e := range lw.ids {
-			if _, ok := nextUse[e]; !ok {
-				nextUse[e] = i
-				hot = append(hot, e) // in order of next use
-			}
-		}
-	}
-	var cold []int
-	for _, e := range wins[0].ids {
-		if _, ok := nextUse[e]; !ok && !slices.Contains(cold, e) {
-			cold = append(cold, e)
-		}
-	}
+	hot, cold := uses.after(i, wins[i].ids)
 	m.stream.Rank(layer, cold, hot)
 	return hot, nil
 }
