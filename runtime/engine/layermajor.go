@@ -310,9 +310,10 @@ func (m *Model) ensureRanked(layer, i int, wins []*lmWindow, uses *nextUses) ([]
 // after each host point's router), the ranges of its scratch, params and
 // carry that the dispatches after it read before they write them: what a
 // window carries across the boundary (the residual stream, the router's
-// choices, a hyper-connection model's streams), a small part of the
-// scratch. The params are carried whole (the host reads them at host
-// points). Cached per graph.
+// choices, a hyper-connection model's streams, the params later layers
+// read, such as a PLE layer's n-gram rows), a small part of the scratch,
+// and the params' row count, which the host reads at host points. Cached
+// per graph.
 func (m *Model) carried(g *graph.Graph) [][]graph.Range {
 	m.stream.mu.Lock()
 	defer m.stream.mu.Unlock()
@@ -332,7 +333,7 @@ func (m *Model) carried(g *graph.Graph) [][]graph.Range {
 		written, live := map[string]spans{}, map[string]spans{}
 		for _, d := range g.Dispatches[from:] {
 			for _, r := range d.Reads {
-				if !savedKinds[kind[r.Buffer]] || kind[r.Buffer] == graph.KindParams {
+				if !savedKinds[kind[r.Buffer]] {
 					continue
 				}
 				lo, hi := r.Offset, r.End()
@@ -349,12 +350,12 @@ func (m *Model) carried(g *graph.Graph) [][]graph.Range {
 				}
 			}
 		}
+		// The host reads the live row count at host points.
+		rowsWord := int64(4 * graph.ParamRowsWord)
+		live[graph.ParamsBuffer] = live[graph.ParamsBuffer].add(rowsWord, rowsWord+4)
 		var rs []graph.Range
 		for _, b := range g.Buffers {
-			switch {
-			case b.Kind == graph.KindParams:
-				rs = append(rs, graph.Range{Buffer: b.Name, Size: b.Size})
-			case savedKinds[b.Kind]:
+			if savedKinds[b.Kind] {
 				for _, p := range live[b.Name] {
 					rs = append(rs, graph.Range{Buffer: b.Name, Offset: p[0], Size: p[1] - p[0]})
 				}

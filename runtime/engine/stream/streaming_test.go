@@ -187,6 +187,9 @@ func TestStreamingCorruptPack(t *testing.T) {
 func TestLayerMajorPrefillIsExact(t *testing.T) {
 	for _, o := range e2e.Oracles {
 		t.Run(o.Name, func(t *testing.T) {
+			if raceEnabled && o.Name == "tiny-k512" {
+				t.Skip("race: tiny-k512 is the slowest oracle (the others cover it)")
+			}
 			const rows, prompt = 5, 16 // four windows, the last one short
 			base, ref := e2e.OpenOracle(t, o.Name, load.Options{AllLogits: true, PrefillRows: rows})
 			wantT, wantL := e2e.DecodeAll(t, base, ref.Greedy[:prompt], 2)
@@ -195,7 +198,10 @@ func TestLayerMajorPrefillIsExact(t *testing.T) {
 				c := base.Config.Architecture
 				slots := max(c.NumLayers*c.MoE.NumExperts/4, c.MoE.NumExperts+1)
 				l, _ := e2e.OpenOracle(t, o.Name, load.Options{AllLogits: true, PrefillRows: rows, ArenaExperts: slots, WindowMajor: wm})
-				worst, n := e2e.CheckGreedyDecode(t, l, ref, prompt, rows, o.Tol)
+				worst, n := 0.0, 0
+				if !raceEnabled {
+					worst, n = e2e.CheckGreedyDecode(t, l, ref, prompt, rows, o.Tol)
+				}
 				gotT, gotL := e2e.DecodeAll(t, l, ref.Greedy[:prompt], 2)
 				e2e.SameRun(t, fmt.Sprintf("%d-slot arena, window-major %v", slots, wm), gotT, wantT, gotL, wantL)
 				st := l.Model.StreamStats()
