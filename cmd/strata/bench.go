@@ -108,6 +108,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printBenchTable(stdout, runs, vary)
+	printPrefillStreamTable(stdout, runs, vary)
 	if err := printStreamTable(stdout, runs, vary, f.probe); err != nil {
 		return err
 	}
@@ -355,6 +356,30 @@ func printStreamTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool,
 			ms(st.Stall), per(st.HostPoints), per(st.RanOn), ms(st.HostTime-st.Stall), rate, tg.Mean, limit, of)
 	}
 	return nil
+}
+
+// printPrefillStreamTable gives each streamed configuration's reads per
+// prompt (pp): experts routed (hits + misses, summed over windows and
+// layers), the misses, bytes read and the time layers stalled on reads.
+func printPrefillStreamTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool) {
+	var streamed []*bench.Run
+	for _, r := range runs {
+		if r.Loaded.ArenaExperts > 0 && r.Prompts > 0 {
+			streamed = append(streamed, r)
+		}
+	}
+	if len(streamed) == 0 {
+		return
+	}
+	fmt.Fprintf(stdout, "\nstreamed prefill, per prompt (pp of the measured repetitions):\n")
+	fmt.Fprintf(stdout, "%-40s %9s %9s %9s %9s %9s %10s\n", "configuration", "routed", "hits", "misses", "MB read", "stall s", "pp tok/s")
+	for _, r := range streamed {
+		st, n := r.PPStream, float64(r.Prompts)
+		per := func(x int) float64 { return float64(x) / n }
+		pp, _ := r.Speeds()
+		fmt.Fprintf(stdout, "%-40s %9.0f %9.0f %9.0f %9.1f %9.2f %10.1f\n", benchLabel(r.Config, vary)+fmt.Sprintf(" (%d slots)", r.Loaded.ArenaExperts),
+			per(st.Hits+st.Misses), per(st.Hits), per(st.Misses), float64(st.BytesRead)/1e6/n, st.Stall.Seconds()/n, pp.Mean)
+	}
 }
 
 // benchPrompt is the given ids, or n pseudo-random ids below vocab.

@@ -15,6 +15,7 @@ type streamFlags struct {
 	arenaGB, moceLambda *float64
 	moce, readAhead     *bool
 	waitEveryLayer      *bool
+	windowMajor         *bool
 	moceMaxRank         *int
 	ioSplit             *int
 }
@@ -26,6 +27,7 @@ func addStreamFlags(fs *flag.FlagSet) *streamFlags {
 		moceLambda:     fs.Float64("moce-lambda", 0, "with --moce: the score ratio λ in (0, 1] a resident substitute must reach (0: the model config's, else 0.85)"),
 		readAhead:      fs.Bool("read-ahead", false, "with an expert arena: predict each layer's next-layer experts (the next router on this layer's input) and read them ahead while the layer runs (one more small matmul per layer; the prediction never changes the tokens)"),
 		waitEveryLayer: fs.Bool("wait-every-layer", false, "with an expert arena on cuda: stop the GPU for the host at every MoE layer (by default the GPU checks each layer's routed experts against the residency map itself and waits for the host only at layers that miss; the tokens are the same either way)"),
+		windowMajor:    fs.Bool("window-major", false, "with an expert arena: prefill a prompt of several windows window by window, each through every layer (by default every window runs a layer before the next layer, so each layer's experts are read once for all the windows rather than once per window; the tokens are the same either way)"),
 		ioSplit:        fs.Int("io-split", 0, "with an expert arena: read a missed expert in parts of this many `KiB`, one reader thread each, up to the reader threads (0: 256 KiB; -1: whole)"),
 		moceMaxRank:    fs.Int("moce-max-rank", 0, "with --moce: only the top `N` ranks of a row may be substituted, N ≥ experts_per_token (0: the model config's, else 16; -1: any rank)"),
 	}
@@ -59,7 +61,7 @@ func (f *streamFlags) check(arenaExperts int) error {
 func (f *streamFlags) apply(opt *load.Options) {
 	opt.ArenaGB = *f.arenaGB
 	opt.MoCE, opt.MoCELambda, opt.MoCEMaxRank = *f.moce, *f.moceLambda, *f.moceMaxRank
-	opt.ReadAhead, opt.WaitEveryLayer = *f.readAhead, *f.waitEveryLayer
+	opt.ReadAhead, opt.WaitEveryLayer, opt.WindowMajor = *f.readAhead, *f.waitEveryLayer, *f.windowMajor
 	switch {
 	case *f.ioSplit > 0:
 		opt.Stream.SplitBytes = *f.ioSplit << 10

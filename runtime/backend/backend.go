@@ -80,6 +80,20 @@ type HostProgram interface {
 	RunHost(host func(graph.HostPoint) error) error
 }
 
+// SegmentedProgram is a HostProgram that can run its window in pieces cut
+// at the host points: RunSegment(k, host) runs the dispatches after host
+// point k-1's router (graph.HostPoint.After) through host point k's router
+// and calls host at point k (segment len(HostPoints): the dispatches after
+// the last router). Segments 0..len(HostPoints) run in order compute what
+// one RunHost does. Between two segments the caller may run other windows'
+// segments on the same memory, putting back first what this window's later
+// dispatches read of the scratch, params and carry (layer-major prefill:
+// each layer for every window of a prompt before the next layer).
+type SegmentedProgram interface {
+	HostProgram
+	RunSegment(k int, host func(graph.HostPoint) error) error
+}
+
 // HostCheck says where the GPU finds what it checks at a host point: the
 // router's expert ids (PerRow a row, for the window's live rows, at most
 // Rows), the layer's smap entries (Miss marks an expert not resident), and

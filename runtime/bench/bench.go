@@ -50,6 +50,10 @@ type Run struct {
 	// numbers that explain a streamed tg.
 	Stream   stream.Stats
 	TGTokens int
+	// PPStream is what expert streaming did over the measured
+	// repetitions' prompts (pp), Prompts how many there were.
+	PPStream stream.Stats
+	Prompts  int
 	measured bool
 }
 
@@ -146,13 +150,18 @@ func (r *Run) Once(prompt []int, gen int) (pp, tg float64, err error) {
 
 func (r *Run) once(prompt []int, gen int, sp sample.Params) (pp, tg float64, err error) {
 	s := r.Loaded.Model.NewSession()
+	before := r.Loaded.Model.StreamStats()
 	start := time.Now()
 	first, err := s.Generate(prompt, 1, engine.GenerateOptions{PrefillRows: r.Loaded.PrefillRows})
 	if err != nil {
 		return 0, 0, err
 	}
 	pp = float64(len(prompt)) / time.Since(start).Seconds()
-	before := r.Loaded.Model.StreamStats()
+	if r.measured {
+		r.PPStream = r.PPStream.Add(r.Loaded.Model.StreamStats().Sub(before))
+		r.Prompts++
+	}
+	before = r.Loaded.Model.StreamStats()
 	start = time.Now()
 	// The sampled token is fed as a one-row window, then gen−1 decode steps.
 	out, err := s.Generate(first, gen, engine.GenerateOptions{PrefillRows: r.Loaded.PrefillRows, Spec: r.spec, Sampling: sp})

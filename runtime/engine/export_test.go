@@ -47,3 +47,11 @@ func TeacherForcedSkipping(m *Model, tokens []int, rows int, skip func(w int) bo
 	}
 	return mtp, h.caughtUp, nil
 }
+
+// SetMaxCarried bounds the bytes a layer-major group of windows carries
+// (small: groups of fewer windows); restore puts the default back.
+func SetMaxCarried(n int64) (restore func()) {
+	old := maxCarried
+	maxCarried = n
+	return func() { maxCarried = old }
+}

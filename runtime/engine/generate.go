@@ -322,7 +322,27 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 	base := s.Pos()           // a continued session (a chat's next turn) starts past 0
 	var last windowOut        // the last window's last row
 	prefetchNgrams(s, prompt) // every prefill window's n-gram rows, read while the first windows run
+	var chunks [][]int
 	for i := 0; i < len(prompt); i += rows {
+		chunks = append(chunks, prompt[i:min(i+rows, len(prompt))])
+	}
+	fed := 0 // the prompt tokens fed
+	if ss, ok := s.(*sessionSeq); ok && !d.useMTP && ss.layerMajor(chunks) {
+		// Streamed experts: every window through a layer before the next
+		// layer (layermajor.go), the scheduler's turns between layers.
+		all, err := ss.prefillLayerMajor(chunks, func() error { return d.turn(len(prompt)) })
+		if err != nil {
+			return nil, err
+		}
+		for _, logits := range all {
+			if err := d.emit(logits); err != nil {
+				return nil, err
+			}
+		}
+		last = all[len(all)-1][len(all[len(all)-1])-1]
+		fed = len(prompt)
+	}
+	for i := fed; i < len(prompt); i += rows {
 		if i > 0 {
 			if err := d.turn(len(prompt) - i); err != nil {
 				return nil, err

@@ -35,6 +35,10 @@ type Streaming struct {
 	// layer misses (backend.CheckedProgram): the baseline of that check.
 	// Windows that read ahead always stop at every layer (checkedWindow).
 	EveryLayer bool
+	// WindowMajor feeds a prompt of several windows window by window, each
+	// through every layer, instead of layer by layer (layermajor.go): the
+	// baseline of layer-major prefill. The tokens are the same.
+	WindowMajor bool
 }
 
 // streamer is a model's streaming state.
@@ -51,8 +55,13 @@ type streamer struct {
 	ranOn      int // host points a checked window passed without waiting
 	// everyLayer keeps windows unchecked (Streaming.EveryLayer); checks
 	// are the host points' checks by graph.
-	everyLayer bool
-	checks     map[*graph.Graph][]backend.HostCheck
+	everyLayer  bool
+	windowMajor bool // Streaming.WindowMajor
+	checks      map[*graph.Graph][]backend.HostCheck
+	// mu guards carried: what a window carries between its segments, by
+	// graph (layer-major prefill; lanes of a server share the model).
+	mu      sync.Mutex
+	carried map[*graph.Graph][][]graph.Range
 }
 
 // LoadStreaming is LoadWith with the routed experts streamed through an arena
@@ -96,7 +105,7 @@ func LoadStreaming(c *models.Config, graphs []*graph.Graph, src WeightSource, be
 	if st.History == "-" {
 		st.History = ""
 	}
-	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena, history: st.History, everyLayer: st.EveryLayer}
+	m.stream = &streamer{Streamer: stream.NewStreamer(arena, reader, st.Options), arena: arena, history: st.History, everyLayer: st.EveryLayer, windowMajor: st.WindowMajor}
 	if st.History != "" {
 		u, err := stream.LoadUsage(st.History, layout.layers, c.Architecture.MoE.NumExperts)
 		switch {
@@ -166,14 +175,24 @@ func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
 		m.stream.hostPoints++
 		m.stream.hostTime += time.Since(start)
 	}()
-	router := &g.Dispatches[hp.After]
-	ids, ok := router.Arg("ids")
-	if !ok {
-		return fmt.Errorf("host point of layer %d follows %s, which binds no ids", hp.Layer, router.Kernel)
-	}
-	b, err := m.mem.Bytes(ids.Range)
+	ids, preds, err := m.routed(g, hp)
 	if err != nil {
 		return err
+	}
+	return m.makeResident(hp.Layer, ids, preds, false)
+}
+
+// routed reads, at a host point, the experts the layer's router chose for
+// the window's live rows and the next layer's predicted ones (hp.Reads).
+func (m *Model) routed(g *graph.Graph, hp graph.HostPoint) (ids []int, preds [][]int, err error) {
+	router := &g.Dispatches[hp.After]
+	idr, ok := router.Arg("ids")
+	if !ok {
+		return nil, nil, fmt.Errorf("host point of layer %d follows %s, which binds no ids", hp.Layer, router.Kernel)
+	}
+	b, err := m.mem.Bytes(idr.Range)
+	if err != nil {
+		return nil, nil, err
 	}
 	rows, _ := router.Const(graph.ConstRows)
 	topK, _ := router.Const(graph.ConstTopK)
@@ -185,15 +204,14 @@ func (m *Model) hostPoint(g *graph.Graph, hp graph.HostPoint) error {
 		}
 		return out
 	}
-	var preds [][]int
 	for _, r := range hp.Reads {
 		pb, err := m.mem.Bytes(r)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		preds = append(preds, read(pb))
 	}
-	return m.makeResident(hp.Layer, read(b), preds, false)
+	return read(b), preds, nil
 }
 
 // checkedHostPoint is hostPoint on a checked run: the GPU copied the ids

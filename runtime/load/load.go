@@ -66,6 +66,9 @@ type Options struct {
 	// streamed model even where the backend's GPU can check residency
 	// itself (engine.Streaming.EveryLayer).
 	WaitEveryLayer bool
+	// WindowMajor prefills a prompt of several windows window by window
+	// with an expert arena, instead of layer by layer (engine.Streaming).
+	WindowMajor bool
 	// WrapReader wraps the expert reader (delay or fault injection).
 	WrapReader func(stream.Reader) stream.Reader
 	// History is the expert usage-history file ("" none; GGUF models with a
@@ -172,7 +175,7 @@ func loadEngine(c *models.Config, a *artifact.Artifact, graphs []*graph.Graph, s
 		return engine.LoadWith(c, graphs, src, backend)
 	}
 	return engine.LoadStreaming(c, graphs, src, backend, engine.Streaming{Slots: opt.ArenaExperts, Reader: reader, Options: opt.Stream, Wrap: opt.WrapReader,
-		History: opt.History, Warn: opt.Warn, EveryLayer: opt.WaitEveryLayer})
+		History: opt.History, Warn: opt.Warn, EveryLayer: opt.WaitEveryLayer, WindowMajor: opt.WindowMajor})
 }
 
 // cpuThreads is how many chunks the cpu backend's kernels split their

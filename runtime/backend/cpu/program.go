@@ -116,42 +116,88 @@ func (p *Program) SetOrder(o backend.Order, seed int64) {
 func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 	next := 0 // the next host point
 	hps := p.Graph.HostPoints
-	if p.order == backend.Shuffled && p.rng == nil {
-		p.rng = rand.New(rand.NewSource(p.seed))
-	}
-	for _, grp := range p.groups {
-		switch {
-		case p.order == backend.Concurrent && len(grp) > 1:
-			var wg sync.WaitGroup
-			for _, i := range grp {
-				wg.Add(1)
-				go func() { defer wg.Done(); p.steps[i]() }()
-			}
-			wg.Wait()
-		case p.order == backend.Shuffled:
-			perm := p.rng.Perm(len(grp))
-			for _, j := range perm {
-				p.steps[grp[j]]()
-			}
-		default:
-			for _, i := range grp {
-				p.steps[i]()
-			}
-		}
+	for g, grp := range p.groups {
+		p.runGroup(grp)
 		last := grp[len(grp)-1]
 		for ; next < len(hps) && hps[next].After <= last; next++ {
 			if host == nil {
 				continue
 			}
-			if hps[next].Wait > 0 && hps[next].Wait <= last {
-				return fmt.Errorf("host point of layer %d: dispatch %d needs the host but ran in the router's barrier group", hps[next].Layer, hps[next].Wait)
-			}
-			if err := host(hps[next]); err != nil {
+			if err := p.callHost(host, g, next); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+var _ backend.SegmentedProgram = (*Program)(nil)
+
+// RunSegment runs segment k of the window: the dispatches after host point
+// k-1's router through host point k's router, then host at point k
+// (segment len(HostPoints): the dispatches after the last router). A
+// barrier group cut by a router runs its part up to the router in one
+// segment and the rest in the next (a group's dispatches are independent).
+func (p *Program) RunSegment(k int, host func(graph.HostPoint) error) error {
+	hps := p.Graph.HostPoints
+	if k < 0 || k > len(hps) {
+		return fmt.Errorf("segment %d of a window with %d host points", k, len(hps))
+	}
+	lo, hi := 0, len(p.steps)
+	if k > 0 {
+		lo = hps[k-1].After + 1
+	}
+	if k < len(hps) {
+		hi = hps[k].After + 1
+	}
+	for _, grp := range p.groups {
+		if grp[len(grp)-1] < lo {
+			continue
+		}
+		if grp[0] >= hi {
+			break
+		}
+		first, last := max(grp[0], lo), min(grp[len(grp)-1], hi-1)
+		p.runGroup(grp[first-grp[0] : last-grp[0]+1]) // a group's indices are consecutive
+	}
+	if k == len(hps) || host == nil {
+		return nil
+	}
+	return host(hps[k])
+}
+
+// callHost calls host at host point i, whose router ran in group g.
+func (p *Program) callHost(host func(graph.HostPoint) error, g, i int) error {
+	hp := p.Graph.HostPoints[i]
+	if last := p.groups[g][len(p.groups[g])-1]; hp.Wait > 0 && hp.Wait <= last {
+		return fmt.Errorf("host point of layer %d: dispatch %d needs the host but ran in the router's barrier group", hp.Layer, hp.Wait)
+	}
+	return host(hp)
+}
+
+// runGroup runs one barrier group's dispatches in the program's order.
+func (p *Program) runGroup(grp []int) {
+	if p.order == backend.Shuffled && p.rng == nil {
+		p.rng = rand.New(rand.NewSource(p.seed))
+	}
+	switch {
+	case p.order == backend.Concurrent && len(grp) > 1:
+		var wg sync.WaitGroup
+		for _, i := range grp {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.steps[i]() }()
+		}
+		wg.Wait()
+	case p.order == backend.Shuffled:
+		perm := p.rng.Perm(len(grp))
+		for _, j := range perm {
+			p.steps[grp[j]]()
+		}
+	default:
+		for _, i := range grp {
+			p.steps[i]()
+		}
+	}
 }
 
 // args resolves a dispatch's bindings and constants, collecting the first error.

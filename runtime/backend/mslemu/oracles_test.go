@@ -2,6 +2,7 @@ package mslemu_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -174,4 +175,30 @@ func firstLines(err error, n int) string {
 	}
 	lines := strings.Split(err.Error(), "\n")
 	return strings.Join(lines[:min(n, len(lines))], " | ")
+}
+
+// TestMSLEmuLayerMajorPrefill: the generated MSL streams tiny-a's experts
+// through an arena of 17 of 64, its 16-token prompt in four windows
+// prefilled layer by layer (the emulator running each window's segments
+// between host points): HF's greedy tokens, and the logits of the
+// window-major run and of the resident run bit for bit.
+func TestMSLEmuLayerMajorPrefill(t *testing.T) {
+	const rows, prompt = 5, 16
+	opt := e2e.MSLEmuOptions(t)
+	opt.AllLogits, opt.PrefillRows = true, rows
+	base, ref := e2e.OpenOracle(t, "tiny-a", opt)
+	wantT, wantL := e2e.DecodeAll(t, base, ref.Greedy[:prompt], 2)
+	var read [2]int64
+	for i, wm := range []bool{false, true} {
+		o := opt
+		o.ArenaExperts, o.WindowMajor = 17, wm
+		l, _ := e2e.OpenOracle(t, "tiny-a", o)
+		e2e.CheckGreedyDecode(t, l, ref, prompt, rows, 1e-4)
+		gotT, gotL := e2e.DecodeAll(t, l, ref.Greedy[:prompt], 2)
+		e2e.SameRun(t, fmt.Sprintf("mslemu, window-major %v", wm), gotT, wantT, gotL, wantL)
+		read[i] = l.Model.StreamStats().BytesRead
+	}
+	if read[0] >= read[1] {
+		t.Errorf("layer-major read %d bytes of experts, window-major %d", read[0], read[1])
+	}
 }

@@ -162,6 +162,32 @@ func (p *Program) Run() error { return p.RunHost(nil) }
 // dispatch it follows (its layer's router): dispatches run in graph order,
 // so everything the routed experts read is written by then.
 func (p *Program) RunHost(host func(graph.HostPoint) error) error {
+	return p.runSteps(0, len(p.steps), host)
+}
+
+var _ backend.SegmentedProgram = (*Program)(nil)
+
+// RunSegment runs the dispatches after host point k-1's router through host
+// point k's router and calls host there (k = len(HostPoints): the
+// dispatches after the last router).
+func (p *Program) RunSegment(k int, host func(graph.HostPoint) error) error {
+	hps := p.g.HostPoints
+	if k < 0 || k > len(hps) {
+		return fmt.Errorf("mslemu: segment %d of a window with %d host points", k, len(hps))
+	}
+	lo, hi := 0, len(p.steps)
+	if k > 0 {
+		lo = hps[k-1].After + 1
+	}
+	if k < len(hps) {
+		hi = hps[k].After + 1
+	}
+	return p.runSteps(lo, hi, host)
+}
+
+// runSteps runs dispatches [lo, hi), calling host at the host points that
+// follow them.
+func (p *Program) runSteps(lo, hi int, host func(graph.HostPoint) error) error {
 	if p.mem.Dropped() {
 		return fmt.Errorf("mslemu: the memory of this program was closed")
 	}
@@ -172,7 +198,7 @@ func (p *Program) RunHost(host func(graph.HostPoint) error) error {
 		lib.mu.Lock()
 		defer lib.mu.Unlock()
 	}
-	for i := range p.steps {
+	for i := lo; i < hi; i++ {
 		s := &p.steps[i]
 		if p.mem.child != nil {
 			if err := p.mem.child.run(s); err != nil {

@@ -172,6 +172,19 @@ func (a *Arena) pushFront(s int) {
 	}
 }
 
+// pushBack puts a slot at the least recently used end.
+func (a *Arena) pushBack(s int) {
+	sl := &a.slots[s]
+	sl.prev, sl.next = a.tail, -1
+	if a.tail >= 0 {
+		a.slots[a.tail].next = s
+	}
+	a.tail = s
+	if a.head < 0 {
+		a.head = s
+	}
+}
+
 // touch marks a slot most recently used.
 func (a *Arena) touch(s int) {
 	a.unlink(s)

@@ -322,3 +322,46 @@ func TestReadTime(t *testing.T) {
 		t.Errorf("ReadBusy %v > Stall %v: the layer waited for all of them", st.ReadBusy, st.Stall)
 	}
 }
+
+// Rank sets the eviction order without counting uses: the cold experts
+// first, then the others as they were, the hot ones last (hot[0] the very
+// last); and
+// PrefetchSpare reads ahead only into slots that hold no hot expert.
+func TestRankAndPrefetchSpare(t *testing.T) {
+	a, err := NewArena(1, 16, 2*PageSize, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(16, 0, 1)
+	s := NewStreamer(a, f, Options{Threads: 2})
+	defer s.Close()
+	if err := s.Ensure(0, []int{0, 1, 2, 3, 4, 5}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats()
+	s.Rank(0, []int{5, 4}, []int{0, 2})
+	if got, want := a.Order(), []int{0, 2, 3, 1, 5, 4}; !slices.Equal(got, want) {
+		t.Fatalf("order after Rank %v, want %v", got, want)
+	}
+	if s.Stats() != before {
+		t.Fatalf("Rank counted uses: %+v, was %+v", s.Stats(), before)
+	}
+	s.BeginWindow() // unpins the layer's experts
+	// Four slots hold no hot expert (1, 3, 4, 5): of six wanted, four are
+	// read ahead.
+	s.PrefetchSpare(0, []int{6, 7, 8, 9, 10, 11}, 0, []int{0, 2})
+	s.BeginWindow()
+	for _, e := range []int{0, 2} {
+		if !a.Resident(0, e) {
+			t.Fatalf("hot expert %d was evicted by a read-ahead", e)
+		}
+	}
+	if got := s.Stats().Prefetched; got != 4 {
+		t.Fatalf("%d read ahead, want 4 (the spare slots)", got)
+	}
+	for _, e := range []int{6, 7, 8, 9} {
+		if !a.Resident(0, e) {
+			t.Fatalf("read-ahead %d is not resident", e)
+		}
+	}
+}

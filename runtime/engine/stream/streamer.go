@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -318,6 +319,21 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 			s.mu.Lock()
 			r = s.issue(key, true)
 		}
+		if r == nil && len(s.limbo) > 0 {
+			// Other layers' read-aheads hold the rest (layer-major
+			// prefills of two sessions taking turns read ahead for
+			// layers neither has reached): retire them too.
+			var layers []int
+			for l := range s.limbo {
+				layers = append(layers, l)
+			}
+			s.mu.Unlock()
+			for _, l := range layers {
+				s.retire(l)
+			}
+			s.mu.Lock()
+			r = s.issue(key, true)
+		}
 		if r == nil {
 			s.mu.Unlock()
 			return fmt.Errorf("the expert arena (%d slots) cannot hold layer %d's experts: every slot is in use; give it more memory", s.a.Capacity(), layer)
@@ -401,6 +417,64 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Rank reorders a layer's resident experts in the eviction order without
+// counting a use: the cold ones go to the least recently used end (evicted
+// first), the hot ones to the most recently used end, hot[0] last evicted.
+// Layer-major prefill ranks a layer's experts this way by the next window
+// of the prompt that needs them (routing it already knows): the order of
+// Belady's optimum, so the windows after reread as little as the arena
+// allows. Experts not resident are skipped; pinned ones stay pinned.
+func (s *Streamer) Rank(layer int, cold, hot []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slotOf := func(e int) int {
+		if e < 0 || e >= s.a.Experts {
+			return -1
+		}
+		return s.a.where[layer*s.a.Experts+e]
+	}
+	for _, e := range cold {
+		if sl := slotOf(e); sl >= 0 {
+			s.a.unlink(sl)
+			s.a.pushBack(sl)
+		}
+	}
+	for i := len(hot) - 1; i >= 0; i-- {
+		if sl := slotOf(hot[i]); sl >= 0 {
+			s.a.touch(sl)
+		}
+	}
+}
+
+// PrefetchSpare is Prefetch of at most as many experts as the arena has
+// spare slots: slots neither pinned nor holding one of keep (layer keep's
+// experts, wanted again soon), so the read-aheads evict nothing a later
+// use needs sooner than they do.
+func (s *Streamer) PrefetchSpare(layer int, experts []int, keepLayer int, keep []int) {
+	s.mu.Lock()
+	kept := map[int]bool{}
+	for _, e := range keep {
+		kept[keepLayer*s.a.Experts+e] = true
+	}
+	spare := 0
+	for _, sl := range s.a.slots {
+		if sl.pins == 0 && (sl.key < 0 || !kept[sl.key]) {
+			spare++
+		}
+	}
+	var want []int
+	for _, e := range experts {
+		if len(want) == spare {
+			break
+		}
+		if e >= 0 && e < s.a.Experts && s.a.where[layer*s.a.Experts+e] < 0 && !slices.Contains(want, e) {
+			want = append(want, e)
+		}
+	}
+	s.mu.Unlock()
+	s.Prefetch(layer, want)
 }
 
 // Prefetch queues read-aheads for experts a later layer is predicted to

@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"fmt"
 	"math/rand"
 	"os"
 	"slices"
@@ -37,6 +38,22 @@ func TestStreamingIsExact(t *testing.T) {
 		if slots == small && st.Misses <= small {
 			t.Errorf("a %d-slot arena missed only %d times: it never evicted", small, st.Misses)
 		}
+	}
+
+	// The 12-token prompt is three windows: prefilled layer by layer
+	// (the default) and window by window, the same logits; layer by layer
+	// reads fewer experts.
+	var read [2]int64
+	for i, wm := range []bool{false, true} {
+		l, _ := e2e.OpenOracle(t, "tiny-k512", load.Options{AllLogits: true, PrefillRows: 4, ArenaExperts: small, WindowMajor: wm})
+		gotT, gotL := e2e.DecodeAll(t, l, prompt, 0)
+		e2e.SameRun(t, "prefill only, window-major "+strconv.FormatBool(wm), gotT, nil, gotL, wantL[:len(prompt)])
+		st := l.Model.StreamStats()
+		read[i] = st.BytesRead
+		t.Logf("prefill, window-major %v: %d hits, %d misses, %d read ahead, %d bytes read", wm, st.Hits, st.Misses, st.Prefetched, st.BytesRead)
+	}
+	if read[0] >= read[1] {
+		t.Errorf("layer-major prefill read %d bytes of experts, window-major %d: expected fewer", read[0], read[1])
 	}
 
 	dir := t.TempDir()
@@ -158,5 +175,42 @@ func TestStreamingCorruptPack(t *testing.T) {
 	_, err = l.Model.NewSession().Generate(e2e.Ref(t, "tiny-k512").Tokens[:4], 2, engine.GenerateOptions{PrefillRows: 4})
 	if err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("a corrupt pack decoded: err = %v", err)
+	}
+}
+
+// Layer-major prefill (a prompt of several windows, each layer run for
+// every window before the next layer) is exact on every oracle: HF's
+// greedy tokens and its logits within the oracle's tolerance, and bit for
+// bit the resident run's and the window-major run's logits, through an
+// arena that holds a quarter of the experts (hybrid GDN and attention
+// layers; q4-a's hyper-connection streams, PLE rows and indexer caches).
+func TestLayerMajorPrefillIsExact(t *testing.T) {
+	for _, o := range e2e.Oracles {
+		t.Run(o.Name, func(t *testing.T) {
+			if raceEnabled && o.Name == "tiny-k512" {
+				t.Skip("race: tiny-k512 is the slowest oracle (the others cover it)")
+			}
+			const rows, prompt = 5, 16 // four windows, the last one short
+			base, ref := e2e.OpenOracle(t, o.Name, load.Options{AllLogits: true, PrefillRows: rows})
+			wantT, wantL := e2e.DecodeAll(t, base, ref.Greedy[:prompt], 2)
+			var read [2]int64
+			for i, wm := range []bool{false, true} {
+				c := base.Config.Architecture
+				slots := max(c.NumLayers*c.MoE.NumExperts/4, c.MoE.NumExperts+1)
+				l, _ := e2e.OpenOracle(t, o.Name, load.Options{AllLogits: true, PrefillRows: rows, ArenaExperts: slots, WindowMajor: wm})
+				worst, n := 0.0, 0
+				if !raceEnabled {
+					worst, n = e2e.CheckGreedyDecode(t, l, ref, prompt, rows, o.Tol)
+				}
+				gotT, gotL := e2e.DecodeAll(t, l, ref.Greedy[:prompt], 2)
+				e2e.SameRun(t, fmt.Sprintf("%d-slot arena, window-major %v", slots, wm), gotT, wantT, gotL, wantL)
+				st := l.Model.StreamStats()
+				read[i] = st.BytesRead
+				t.Logf("window-major %v: %d slots, %d greedy tokens, worst rel L2 %.2g; %d hits, %d misses, %d read ahead, %d bytes read", wm, slots, n, worst, st.Hits, st.Misses, st.Prefetched, st.BytesRead)
+			}
+			if read[0] > read[1] {
+				t.Errorf("layer-major prefill read %d bytes of experts, window-major %d", read[0], read[1])
+			}
+		})
 	}
 }
