@@ -335,11 +335,11 @@ func (d *decoder) run(prompt []int, n int) ([]int, error) {
 			return nil, err
 		}
 		for _, logits := range all {
-			if err := d.emit(logits); err != nil {
+			if err := d.emit(windowOut{logits: logits}); err != nil {
 				return nil, err
 			}
 		}
-		last = all[len(all)-1][len(all[len(all)-1])-1]
+		last = windowOut{logits: all[len(all)-1]}.last()
 		fed = len(prompt)
 	}
 	for i := fed; i < len(prompt); i += rows {
