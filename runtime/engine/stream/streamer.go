@@ -323,14 +323,8 @@ func (s *Streamer) Ensure(layer int, experts []int) error {
 			// Other layers' read-aheads hold the rest (layer-major
 			// prefills of two sessions taking turns read ahead for
 			// layers neither has reached): retire them too.
-			var layers []int
-			for l := range s.limbo {
-				layers = append(layers, l)
-			}
 			s.mu.Unlock()
-			for _, l := range layers {
-				s.retire(l)
-			}
+			s.retireLimbo()
 			s.mu.Lock()
 			r = s.issue(key, true)
 		}
@@ -496,11 +490,9 @@ func (s *Streamer) Prefetch(layer int, experts []int) {
 	}
 }
 
-// BeginWindow is the deterministic retirement point: it waits for every
-// read-ahead still in flight, unpins them, and refreshes the residency
-// routing may see. A failed read-ahead is dropped silently (the layer that
-// needs the expert reads it again).
-func (s *Streamer) BeginWindow() {
+// retireLimbo retires the read-aheads of every layer still in limbo (see
+// retire); s.mu must not be held.
+func (s *Streamer) retireLimbo() {
 	s.mu.Lock()
 	var layers []int
 	for l := range s.limbo {
@@ -510,6 +502,14 @@ func (s *Streamer) BeginWindow() {
 	for _, l := range layers {
 		s.retire(l)
 	}
+}
+
+// BeginWindow is the deterministic retirement point: it waits for every
+// read-ahead still in flight, unpins them, and refreshes the residency
+// routing may see. A failed read-ahead is dropped silently (the layer that
+// needs the expert reads it again).
+func (s *Streamer) BeginWindow() {
+	s.retireLimbo()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.unpinLayer()
