@@ -129,6 +129,11 @@ type act8Func = func(block []byte, q []int8, d, s, h []float32, nblk int) float3
 // i < len(out); rows not at equal strides take one-row dots.
 type act8x4Func = func(data []byte, stride int, a *[4]*Act8, nblk int, out [][4]float32)
 
+// act8RowsFunc is a format's one-row dot over a run of weight rows:
+// out[i] is the dot of the row at data[i·stride:] (nblk blocks) with the
+// activation, i < len(out), in one call.
+type act8RowsFunc = func(data []byte, stride int, q []int8, d, s, h []float32, nblk int, out []float32)
+
 // act8x2Func and act8x8Func are act8x4Func for two and eight activation
 // rows.
 type (
@@ -137,10 +142,11 @@ type (
 )
 
 var (
-	act8Dots  = map[*Format]act8Func{}
-	act8Dots2 = map[*Format]act8x2Func{}
-	act8Dots4 = map[*Format]act8x4Func{}
-	act8Dots8 = map[*Format]act8x8Func{}
+	act8Dots     = map[*Format]act8Func{}
+	act8DotsRows = map[*Format]act8RowsFunc{}
+	act8Dots2    = map[*Format]act8x2Func{}
+	act8Dots4    = map[*Format]act8x4Func{}
+	act8Dots8    = map[*Format]act8x8Func{}
 )
 
 func init() {
@@ -149,6 +155,9 @@ func init() {
 	}
 	for name, f := range archAct8x4() {
 		act8Dots4[registry[name]] = f
+	}
+	for name, f := range archAct8Rows() {
+		act8DotsRows[registry[name]] = f
 	}
 }
 
@@ -160,13 +169,14 @@ func (r RowLayout) Act8Kernel() (Act8Dot, bool) {
 	if !ok {
 		return Act8Dot{}, false
 	}
-	return Act8Dot{r: r, one: f, two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format]}, true
+	return Act8Dot{r: r, one: f, rows: act8DotsRows[r.Format], two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format]}, true
 }
 
 // Act8Dot multiplies stored rows of one layout with Act8 activations.
 type Act8Dot struct {
 	r     RowLayout
 	one   act8Func
+	rows  act8RowsFunc // nil: DotRows calls one per row
 	two   act8x2Func
 	four  act8x4Func
 	eight act8x8Func
@@ -187,6 +197,10 @@ func (k Act8Dot) DotRows(data []byte, stride int, a *Act8, out []float32) {
 	nb := k.r.Stored / k.r.Format.BlockElems
 	n := nb * k.r.Format.BlockElems
 	q, d, s, h := a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], a.H[:2*n/Act8Block]
+	if k.rows != nil {
+		k.rows(data, stride, q, d, s, h, nb, out)
+		return
+	}
 	for i := range out {
 		out[i] = k.one(data[i*stride:], q, d, s, h, nb)
 	}

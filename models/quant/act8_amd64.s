@@ -84,229 +84,348 @@ q8_tail_done:
 	MOVSS        X1, ret+32(FP)
 	RET
 
-// func dotQ6KQ8AVX2(blk *byte, q *int8, d *float32, nblk int) float32
+// func dotQ6KQ8AVX2(blk *byte, stride int, q *int8, d *float32, h *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ6KQ8AVX2(SB), NOSPLIT, $64-36
+TEXT ·dotQ6KQ8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ6KQ8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         nblk+24(FP), BX
-	MOVL         $0x0f0f0f0f, SI
-	VMOVD        SI, X0
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x03030303, SI
-	VMOVD        SI, X1
+	MOVL         $0x30303030, AX
+	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
-	MOVL         $0x20202020, SI
-	VMOVD        SI, X2
-	VPBROADCASTD X2, Y2
-	VXORPS       Y3, Y3, Y3
-	VXORPS       Y4, Y4, Y4
-	TESTQ        BX, BX
-	JZ           q6k_done
+	MOVL         $0x42000000, AX
+	VMOVD        AX, X2
 
-q6k_loop:
+dotQ6KQ8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   h+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	TESTQ  SI, SI
+	JZ     Q6K_1_done
+
+Q6K_1_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
 	PREFETCHT0   2240(AX)
-	VPMOVSXBW    192(AX), Y5
-	VMOVDQU      Y5, (SP)
-	MOVWLZX      208(AX), SI
-	VMOVD        SI, X5
-	VCVTPH2PS    X5, X5
-	VBROADCASTSS X5, Y5
-	VMULPS       (DX), Y5, Y5
-	VMOVUPS      Y5, 32(SP)
-	VMOVDQU      (AX), Y5
-	VPAND        Y0, Y5, Y5
-	VMOVDQU      128(AX), Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      (CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPSIGNB      Y5, Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPBROADCASTW (SP), X6
-	VPBROADCASTW 2(SP), X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 32(SP), Y7
-	VFMADD231PS  Y7, Y5, Y3
-	VMOVDQU      32(AX), Y5
-	VPAND        Y0, Y5, Y5
-	VMOVDQU      128(AX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      32(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPSIGNB      Y5, Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPBROADCASTW 4(SP), X6
-	VPBROADCASTW 6(SP), X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 36(SP), Y7
-	VFMADD231PS  Y7, Y5, Y4
-	VMOVDQU      (AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VMOVDQU      128(AX), Y7
+	VMOVDQU      192(AX), X7
+	VPMOVSXBW    X7, Y8
+	MOVWLZX      208(AX), DI
+	VMOVD        DI, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       X2, X9, X10
+	VBROADCASTSS X10, Y10
+	VPSRLDQ      $0x08, X7, X11
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPMOVSXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y10, Y7, Y7
+	VMULPS       Y10, Y11, Y11
+	VFNMADD231PS (BX), Y7, Y5
+	VFNMADD231PS 32(BX), Y11, Y6
+	VBROADCASTSS X9, Y7
+	VMULPS       (DX), Y7, Y7
+	VMOVUPS      Y7, 16(SP)
+	VPERMQ       $0x44, Y8, Y7
+	VPERMQ       $0xee, Y8, Y8
+	VMOVDQU      (AX), Y9
+	VMOVDQU      32(AX), Y10
+	VMOVDQU      128(AX), Y11
+	VPAND        Y0, Y9, Y12
+	VPSLLW       $0x04, Y11, Y13
+	VPAND        Y1, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y7, Y13
+	VPMADDUBSW   (CX), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 16(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPAND        Y0, Y10, Y12
+	VPSLLW       $0x02, Y11, Y13
+	VPAND        Y1, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y7, Y13
+	VPMADDUBSW   32(CX), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 20(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPAND        Y1, Y11, Y12
+	VPOR         Y12, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y7, Y12
+	VPMADDUBSW   64(CX), Y9, Y9
+	VPMADDWD     Y12, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y12
+	VFMADD231PS  Y12, Y9, Y5
+	VPSRLW       $0x04, Y10, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x02, Y11, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   96(CX), Y9, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y9, Y6
+	VMOVDQU      64(AX), Y7
+	VMOVDQU      96(AX), Y9
+	VMOVDQU      160(AX), Y10
+	VPAND        Y0, Y7, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y8, Y12
+	VPMADDUBSW   128(CX), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 32(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VPAND        Y0, Y9, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y8, Y12
+	VPMADDUBSW   160(CX), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 36(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
 	VPSRLW       $0x04, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      64(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPSIGNB      Y5, Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPBROADCASTW 8(SP), X6
-	VPBROADCASTW 10(SP), X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 40(SP), Y7
-	VFMADD231PS  Y7, Y5, Y3
-	VMOVDQU      32(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VMOVDQU      128(AX), Y7
-	VPSRLW       $0x06, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      96(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPSIGNB      Y5, Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPBROADCASTW 12(SP), X6
-	VPBROADCASTW 14(SP), X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 44(SP), Y7
-	VFMADD231PS  Y7, Y5, Y4
-	VMOVDQU      64(AX), Y5
-	VPAND        Y0, Y5, Y5
-	VMOVDQU      160(AX), Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      128(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPSIGNB      Y5, Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPBROADCASTW 16(SP), X6
-	VPBROADCASTW 18(SP), X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 48(SP), Y7
-	VFMADD231PS  Y7, Y5, Y3
-	VMOVDQU      96(AX), Y5
-	VPAND        Y0, Y5, Y5
-	VMOVDQU      160(AX), Y7
-	VPSRLW       $0x02, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      160(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPSIGNB      Y5, Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPBROADCASTW 20(SP), X6
-	VPBROADCASTW 22(SP), X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 52(SP), Y7
-	VFMADD231PS  Y7, Y5, Y4
-	VMOVDQU      64(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VMOVDQU      160(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      192(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPSIGNB      Y5, Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPBROADCASTW 24(SP), X6
-	VPBROADCASTW 26(SP), X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 56(SP), Y7
-	VFMADD231PS  Y7, Y5, Y3
-	VMOVDQU      96(AX), Y5
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VMOVDQU      160(AX), Y7
-	VPSRLW       $0x06, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSLLW       $0x04, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      224(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPSIGNB      Y5, Y5, Y5
-	VPMADDUBSW   Y7, Y5, Y5
-	VPBROADCASTW 28(SP), X6
-	VPBROADCASTW 30(SP), X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPMADDWD     Y7, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 60(SP), Y7
-	VFMADD231PS  Y7, Y5, Y4
+	VPAND        Y0, Y7, Y7
+	VPAND        Y1, Y10, Y11
+	VPOR         Y11, Y7, Y7
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y8, Y11
+	VPMADDUBSW   192(CX), Y7, Y7
+	VPMADDWD     Y11, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y7, Y5
+	VPSRLW       $0x04, Y9, Y7
+	VPAND        Y0, Y7, Y7
+	VPSRLW       $0x02, Y10, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSHUFB      k16ScaleMasks<>+96(SB), Y8, Y8
+	VPMADDUBSW   224(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
-	DECQ         BX
-	JNZ          q6k_loop
+	ADDQ         $0x00000040, BX
+	DECQ         SI
+	JNZ          Q6K_1_loop
 
-q6k_done:
+Q6K_1_done:
 	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X3
-	VMOVHLPS     X3, X0, X0
-	VADDPS       X0, X3, X3
-	VPSHUFD      $0x01, X3, X0
-	VADDSS       X0, X3, X3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X4, X4
+	VADDPS       X4, X3, X3
+	VPSHUFD      $0x01, X3, X4
+	VADDSS       X4, X3, X3
+	MOVSS        X3, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ6KQ8AVX2_stored
+	VMOVSS       X3, (AX)(CX*4)
+
+dotQ6KQ8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ6KQ8AVX2_row
 	VZEROUPPER
-	MOVSS        X3, ret+32(FP)
 	RET
 
-// func dotQ4KQ8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+dotQ6KQ8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
+	RET
+
+DATA k16ScaleMasks<>+0(SB)/1, $0x00
+DATA k16ScaleMasks<>+1(SB)/1, $0x01
+DATA k16ScaleMasks<>+2(SB)/1, $0x00
+DATA k16ScaleMasks<>+3(SB)/1, $0x01
+DATA k16ScaleMasks<>+4(SB)/1, $0x00
+DATA k16ScaleMasks<>+5(SB)/1, $0x01
+DATA k16ScaleMasks<>+6(SB)/1, $0x00
+DATA k16ScaleMasks<>+7(SB)/1, $0x01
+DATA k16ScaleMasks<>+8(SB)/1, $0x00
+DATA k16ScaleMasks<>+9(SB)/1, $0x01
+DATA k16ScaleMasks<>+10(SB)/1, $0x00
+DATA k16ScaleMasks<>+11(SB)/1, $0x01
+DATA k16ScaleMasks<>+12(SB)/1, $0x00
+DATA k16ScaleMasks<>+13(SB)/1, $0x01
+DATA k16ScaleMasks<>+14(SB)/1, $0x00
+DATA k16ScaleMasks<>+15(SB)/1, $0x01
+DATA k16ScaleMasks<>+16(SB)/1, $0x02
+DATA k16ScaleMasks<>+17(SB)/1, $0x03
+DATA k16ScaleMasks<>+18(SB)/1, $0x02
+DATA k16ScaleMasks<>+19(SB)/1, $0x03
+DATA k16ScaleMasks<>+20(SB)/1, $0x02
+DATA k16ScaleMasks<>+21(SB)/1, $0x03
+DATA k16ScaleMasks<>+22(SB)/1, $0x02
+DATA k16ScaleMasks<>+23(SB)/1, $0x03
+DATA k16ScaleMasks<>+24(SB)/1, $0x02
+DATA k16ScaleMasks<>+25(SB)/1, $0x03
+DATA k16ScaleMasks<>+26(SB)/1, $0x02
+DATA k16ScaleMasks<>+27(SB)/1, $0x03
+DATA k16ScaleMasks<>+28(SB)/1, $0x02
+DATA k16ScaleMasks<>+29(SB)/1, $0x03
+DATA k16ScaleMasks<>+30(SB)/1, $0x02
+DATA k16ScaleMasks<>+31(SB)/1, $0x03
+DATA k16ScaleMasks<>+32(SB)/1, $0x04
+DATA k16ScaleMasks<>+33(SB)/1, $0x05
+DATA k16ScaleMasks<>+34(SB)/1, $0x04
+DATA k16ScaleMasks<>+35(SB)/1, $0x05
+DATA k16ScaleMasks<>+36(SB)/1, $0x04
+DATA k16ScaleMasks<>+37(SB)/1, $0x05
+DATA k16ScaleMasks<>+38(SB)/1, $0x04
+DATA k16ScaleMasks<>+39(SB)/1, $0x05
+DATA k16ScaleMasks<>+40(SB)/1, $0x04
+DATA k16ScaleMasks<>+41(SB)/1, $0x05
+DATA k16ScaleMasks<>+42(SB)/1, $0x04
+DATA k16ScaleMasks<>+43(SB)/1, $0x05
+DATA k16ScaleMasks<>+44(SB)/1, $0x04
+DATA k16ScaleMasks<>+45(SB)/1, $0x05
+DATA k16ScaleMasks<>+46(SB)/1, $0x04
+DATA k16ScaleMasks<>+47(SB)/1, $0x05
+DATA k16ScaleMasks<>+48(SB)/1, $0x06
+DATA k16ScaleMasks<>+49(SB)/1, $0x07
+DATA k16ScaleMasks<>+50(SB)/1, $0x06
+DATA k16ScaleMasks<>+51(SB)/1, $0x07
+DATA k16ScaleMasks<>+52(SB)/1, $0x06
+DATA k16ScaleMasks<>+53(SB)/1, $0x07
+DATA k16ScaleMasks<>+54(SB)/1, $0x06
+DATA k16ScaleMasks<>+55(SB)/1, $0x07
+DATA k16ScaleMasks<>+56(SB)/1, $0x06
+DATA k16ScaleMasks<>+57(SB)/1, $0x07
+DATA k16ScaleMasks<>+58(SB)/1, $0x06
+DATA k16ScaleMasks<>+59(SB)/1, $0x07
+DATA k16ScaleMasks<>+60(SB)/1, $0x06
+DATA k16ScaleMasks<>+61(SB)/1, $0x07
+DATA k16ScaleMasks<>+62(SB)/1, $0x06
+DATA k16ScaleMasks<>+63(SB)/1, $0x07
+DATA k16ScaleMasks<>+64(SB)/1, $0x08
+DATA k16ScaleMasks<>+65(SB)/1, $0x09
+DATA k16ScaleMasks<>+66(SB)/1, $0x08
+DATA k16ScaleMasks<>+67(SB)/1, $0x09
+DATA k16ScaleMasks<>+68(SB)/1, $0x08
+DATA k16ScaleMasks<>+69(SB)/1, $0x09
+DATA k16ScaleMasks<>+70(SB)/1, $0x08
+DATA k16ScaleMasks<>+71(SB)/1, $0x09
+DATA k16ScaleMasks<>+72(SB)/1, $0x08
+DATA k16ScaleMasks<>+73(SB)/1, $0x09
+DATA k16ScaleMasks<>+74(SB)/1, $0x08
+DATA k16ScaleMasks<>+75(SB)/1, $0x09
+DATA k16ScaleMasks<>+76(SB)/1, $0x08
+DATA k16ScaleMasks<>+77(SB)/1, $0x09
+DATA k16ScaleMasks<>+78(SB)/1, $0x08
+DATA k16ScaleMasks<>+79(SB)/1, $0x09
+DATA k16ScaleMasks<>+80(SB)/1, $0x0a
+DATA k16ScaleMasks<>+81(SB)/1, $0x0b
+DATA k16ScaleMasks<>+82(SB)/1, $0x0a
+DATA k16ScaleMasks<>+83(SB)/1, $0x0b
+DATA k16ScaleMasks<>+84(SB)/1, $0x0a
+DATA k16ScaleMasks<>+85(SB)/1, $0x0b
+DATA k16ScaleMasks<>+86(SB)/1, $0x0a
+DATA k16ScaleMasks<>+87(SB)/1, $0x0b
+DATA k16ScaleMasks<>+88(SB)/1, $0x0a
+DATA k16ScaleMasks<>+89(SB)/1, $0x0b
+DATA k16ScaleMasks<>+90(SB)/1, $0x0a
+DATA k16ScaleMasks<>+91(SB)/1, $0x0b
+DATA k16ScaleMasks<>+92(SB)/1, $0x0a
+DATA k16ScaleMasks<>+93(SB)/1, $0x0b
+DATA k16ScaleMasks<>+94(SB)/1, $0x0a
+DATA k16ScaleMasks<>+95(SB)/1, $0x0b
+DATA k16ScaleMasks<>+96(SB)/1, $0x0c
+DATA k16ScaleMasks<>+97(SB)/1, $0x0d
+DATA k16ScaleMasks<>+98(SB)/1, $0x0c
+DATA k16ScaleMasks<>+99(SB)/1, $0x0d
+DATA k16ScaleMasks<>+100(SB)/1, $0x0c
+DATA k16ScaleMasks<>+101(SB)/1, $0x0d
+DATA k16ScaleMasks<>+102(SB)/1, $0x0c
+DATA k16ScaleMasks<>+103(SB)/1, $0x0d
+DATA k16ScaleMasks<>+104(SB)/1, $0x0c
+DATA k16ScaleMasks<>+105(SB)/1, $0x0d
+DATA k16ScaleMasks<>+106(SB)/1, $0x0c
+DATA k16ScaleMasks<>+107(SB)/1, $0x0d
+DATA k16ScaleMasks<>+108(SB)/1, $0x0c
+DATA k16ScaleMasks<>+109(SB)/1, $0x0d
+DATA k16ScaleMasks<>+110(SB)/1, $0x0c
+DATA k16ScaleMasks<>+111(SB)/1, $0x0d
+DATA k16ScaleMasks<>+112(SB)/1, $0x0e
+DATA k16ScaleMasks<>+113(SB)/1, $0x0f
+DATA k16ScaleMasks<>+114(SB)/1, $0x0e
+DATA k16ScaleMasks<>+115(SB)/1, $0x0f
+DATA k16ScaleMasks<>+116(SB)/1, $0x0e
+DATA k16ScaleMasks<>+117(SB)/1, $0x0f
+DATA k16ScaleMasks<>+118(SB)/1, $0x0e
+DATA k16ScaleMasks<>+119(SB)/1, $0x0f
+DATA k16ScaleMasks<>+120(SB)/1, $0x0e
+DATA k16ScaleMasks<>+121(SB)/1, $0x0f
+DATA k16ScaleMasks<>+122(SB)/1, $0x0e
+DATA k16ScaleMasks<>+123(SB)/1, $0x0f
+DATA k16ScaleMasks<>+124(SB)/1, $0x0e
+DATA k16ScaleMasks<>+125(SB)/1, $0x0f
+DATA k16ScaleMasks<>+126(SB)/1, $0x0e
+DATA k16ScaleMasks<>+127(SB)/1, $0x0f
+GLOBL k16ScaleMasks<>(SB), RODATA|NOPTR, $128
+
+// func dotQ4KQ8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ4KQ8AVX2(SB), NOSPLIT, $32-44
+TEXT ·dotQ4KQ8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ4KQ8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         s+24(FP), BX
-	MOVQ         nblk+32(FP), SI
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
 	VPCMPEQW     Y0, Y0, Y0
 	VPSRLW       $0x0f, Y0, Y0
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X1
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
-	VXORPS       Y2, Y2, Y2
-	VXORPS       Y3, Y3, Y3
-	TESTQ        SI, SI
-	JZ           Q4K_1_done
+
+dotQ4KQ8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   s+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	TESTQ  SI, SI
+	JZ     Q4K_1_done
 
 Q4K_1_loop:
 	PREFETCHT0   2048(AX)
@@ -325,9 +444,9 @@ Q4K_1_loop:
 	ORL          DI, R11
 	SHLQ         $0x20, R11
 	ORQ          R11, R10
-	VMOVQ        R10, X4
-	VPMOVZXBD    X4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VMOVQ        R10, X6
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
 	MOVL         R8, DI
 	ANDL         $0x3f3f3f3f, DI
 	SHRL         $0x04, R9
@@ -338,82 +457,82 @@ Q4K_1_loop:
 	ORL          R8, R9
 	SHLQ         $0x20, R9
 	ORQ          R9, DI
-	VMOVQ        DI, X5
-	VPMOVZXBD    X5, Y5
-	VCVTDQ2PS    Y5, Y5
+	VMOVQ        DI, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
 	MOVWLZX      (AX), DI
-	VMOVD        DI, X6
-	VCVTPH2PS    X6, X6
-	VBROADCASTSS X6, Y6
-	VMULPS       Y6, Y4, Y4
+	VMOVD        DI, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y6, Y6
 	MOVWLZX      2(AX), DI
-	VMOVD        DI, X6
-	VCVTPH2PS    X6, X6
-	VBROADCASTSS X6, Y6
-	VMULPS       Y6, Y5, Y5
-	VFNMADD231PS (BX), Y5, Y3
-	VMULPS       (DX), Y4, Y4
-	VMOVUPS      Y4, (SP)
-	VMOVDQU      16(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   (CX), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (SP), Y5
-	VFMADD231PS  Y5, Y4, Y2
-	VMOVDQU      16(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   32(CX), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 4(SP), Y5
-	VFMADD231PS  Y5, Y4, Y3
-	VMOVDQU      48(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   64(CX), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 8(SP), Y5
-	VFMADD231PS  Y5, Y4, Y2
-	VMOVDQU      48(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   96(CX), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 12(SP), Y5
-	VFMADD231PS  Y5, Y4, Y3
-	VMOVDQU      80(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   128(CX), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 16(SP), Y5
-	VFMADD231PS  Y5, Y4, Y2
-	VMOVDQU      80(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   160(CX), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 20(SP), Y5
-	VFMADD231PS  Y5, Y4, Y3
-	VMOVDQU      112(AX), Y4
-	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   192(CX), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 24(SP), Y5
-	VFMADD231PS  Y5, Y4, Y2
-	VMOVDQU      112(AX), Y4
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPMADDUBSW   224(CX), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 28(SP), Y5
-	VFMADD231PS  Y5, Y4, Y3
+	VMOVD        DI, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y7, Y7
+	VFNMADD231PS (BX), Y7, Y5
+	VMULPS       (DX), Y6, Y6
+	VMOVUPS      Y6, 16(SP)
+	VMOVDQU      16(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   (CX), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 16(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      16(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   32(CX), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 20(SP), Y7
+	VFMADD231PS  Y7, Y6, Y3
+	VMOVDQU      48(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   64(CX), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 24(SP), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   96(CX), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	VMOVDQU      80(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   128(CX), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 32(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      80(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   160(CX), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 36(SP), Y7
+	VFMADD231PS  Y7, Y6, Y3
+	VMOVDQU      112(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   192(CX), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 40(SP), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	VMOVDQU      112(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   224(CX), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
 	ADDQ         $0x00000090, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -423,14 +542,35 @@ Q4K_1_loop:
 
 Q4K_1_done:
 	VADDPS       Y3, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X2
-	VMOVHLPS     X2, X0, X0
-	VADDPS       X0, X2, X2
-	VPSHUFD      $0x01, X2, X0
-	VADDSS       X0, X2, X2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X3, X3
+	VADDPS       X3, X2, X2
+	VPSHUFD      $0x01, X2, X3
+	VADDSS       X3, X2, X2
+	MOVSS        X2, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ4KQ8AVX2_stored
+	VMOVSS       X2, (AX)(CX*4)
+
+dotQ4KQ8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ4KQ8AVX2_row
 	VZEROUPPER
-	MOVSS        X2, ret+40(FP)
+	RET
+
+dotQ4KQ8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
 	RET
 
 // func dotQ4KQ8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
@@ -747,7 +887,7 @@ TEXT ·dotQ6KQ8x4AVX2(SB), NOSPLIT, $128-64
 	MOVL         $0x0f0f0f0f, R11
 	VMOVD        R11, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x03030303, R11
+	MOVL         $0x30303030, R11
 	VMOVD        R11, X1
 	VPBROADCASTD X1, Y1
 	MOVL         $0x42000000, R11
@@ -798,96 +938,87 @@ Q6K_4_loop:
 	VPERMQ       $0x44, Y8, Y7
 	VPERMQ       $0xee, Y8, Y8
 	VMOVDQU      (AX), Y9
-	VPAND        Y0, Y9, Y9
-	VMOVDQU      128(AX), Y10
-	VPAND        Y1, Y10, Y10
-	VPSLLW       $0x04, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPSHUFB      k16ScaleMasks<>+0(SB), Y7, Y10
-	VPMADDUBSW   (CX), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS (SP), Y12
-	VFMADD231PS  Y12, Y11, Y3
-	VPMADDUBSW   (CX)(SI*1), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 32(SP), Y12
-	VFMADD231PS  Y12, Y11, Y4
-	VPMADDUBSW   (CX)(SI*2), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 64(SP), Y12
-	VFMADD231PS  Y12, Y11, Y5
-	VPMADDUBSW   (CX)(R8*1), Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS 96(SP), Y10
-	VFMADD231PS  Y10, Y9, Y6
-	VMOVDQU      32(AX), Y9
-	VPAND        Y0, Y9, Y9
-	VMOVDQU      128(AX), Y10
-	VPSRLW       $0x02, Y10, Y10
-	VPAND        Y1, Y10, Y10
-	VPSLLW       $0x04, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPSHUFB      k16ScaleMasks<>+32(SB), Y7, Y10
-	VPMADDUBSW   32(CX), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 4(SP), Y12
-	VFMADD231PS  Y12, Y11, Y3
-	VPMADDUBSW   32(CX)(SI*1), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 36(SP), Y12
-	VFMADD231PS  Y12, Y11, Y4
-	VPMADDUBSW   32(CX)(SI*2), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 68(SP), Y12
-	VFMADD231PS  Y12, Y11, Y5
-	VPMADDUBSW   32(CX)(R8*1), Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS 100(SP), Y10
-	VFMADD231PS  Y10, Y9, Y6
-	VMOVDQU      (AX), Y9
+	VMOVDQU      32(AX), Y10
+	VMOVDQU      128(AX), Y11
+	VPAND        Y0, Y9, Y12
+	VPSLLW       $0x04, Y11, Y13
+	VPAND        Y1, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y7, Y13
+	VPMADDUBSW   (CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VBROADCASTSS (SP), Y15
+	VFMADD231PS  Y15, Y14, Y3
+	VPMADDUBSW   (CX)(SI*1), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VBROADCASTSS 32(SP), Y15
+	VFMADD231PS  Y15, Y14, Y4
+	VPMADDUBSW   (CX)(SI*2), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VBROADCASTSS 64(SP), Y15
+	VFMADD231PS  Y15, Y14, Y5
+	VPMADDUBSW   (CX)(R8*1), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 96(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VPAND        Y0, Y10, Y12
+	VPSLLW       $0x02, Y11, Y13
+	VPAND        Y1, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y7, Y13
+	VPMADDUBSW   32(CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VBROADCASTSS 4(SP), Y15
+	VFMADD231PS  Y15, Y14, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VBROADCASTSS 36(SP), Y15
+	VFMADD231PS  Y15, Y14, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VCVTDQ2PS    Y14, Y14
+	VBROADCASTSS 68(SP), Y15
+	VFMADD231PS  Y15, Y14, Y5
+	VPMADDUBSW   32(CX)(R8*1), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 100(SP), Y13
+	VFMADD231PS  Y13, Y12, Y6
 	VPSRLW       $0x04, Y9, Y9
 	VPAND        Y0, Y9, Y9
-	VMOVDQU      128(AX), Y10
-	VPSRLW       $0x04, Y10, Y10
-	VPAND        Y1, Y10, Y10
-	VPSLLW       $0x04, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPSHUFB      k16ScaleMasks<>+64(SB), Y7, Y10
-	VPMADDUBSW   64(CX), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 8(SP), Y12
-	VFMADD231PS  Y12, Y11, Y3
-	VPMADDUBSW   64(CX)(SI*1), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 40(SP), Y12
-	VFMADD231PS  Y12, Y11, Y4
-	VPMADDUBSW   64(CX)(SI*2), Y9, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VCVTDQ2PS    Y11, Y11
-	VBROADCASTSS 72(SP), Y12
-	VFMADD231PS  Y12, Y11, Y5
+	VPAND        Y1, Y11, Y12
+	VPOR         Y12, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y7, Y12
+	VPMADDUBSW   64(CX), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 8(SP), Y14
+	VFMADD231PS  Y14, Y13, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 40(SP), Y14
+	VFMADD231PS  Y14, Y13, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 72(SP), Y14
+	VFMADD231PS  Y14, Y13, Y5
 	VPMADDUBSW   64(CX)(R8*1), Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
+	VPMADDWD     Y12, Y9, Y9
 	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS 104(SP), Y10
-	VFMADD231PS  Y10, Y9, Y6
-	VMOVDQU      32(AX), Y9
-	VPSRLW       $0x04, Y9, Y9
+	VBROADCASTSS 104(SP), Y12
+	VFMADD231PS  Y12, Y9, Y6
+	VPSRLW       $0x04, Y10, Y9
 	VPAND        Y0, Y9, Y9
-	VMOVDQU      128(AX), Y10
-	VPSRLW       $0x06, Y10, Y10
+	VPSRLW       $0x02, Y11, Y10
 	VPAND        Y1, Y10, Y10
-	VPSLLW       $0x04, Y10, Y10
 	VPOR         Y10, Y9, Y9
 	VPSHUFB      k16ScaleMasks<>+96(SB), Y7, Y7
 	VPMADDUBSW   96(CX), Y9, Y10
@@ -911,96 +1042,87 @@ Q6K_4_loop:
 	VBROADCASTSS 108(SP), Y7
 	VFMADD231PS  Y7, Y9, Y6
 	VMOVDQU      64(AX), Y7
-	VPAND        Y0, Y7, Y7
-	VMOVDQU      160(AX), Y9
-	VPAND        Y1, Y9, Y9
-	VPSLLW       $0x04, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPSHUFB      k16ScaleMasks<>+0(SB), Y8, Y9
-	VPMADDUBSW   128(CX), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 16(SP), Y11
-	VFMADD231PS  Y11, Y10, Y3
-	VPMADDUBSW   128(CX)(SI*1), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 48(SP), Y11
-	VFMADD231PS  Y11, Y10, Y4
-	VPMADDUBSW   128(CX)(SI*2), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 80(SP), Y11
-	VFMADD231PS  Y11, Y10, Y5
-	VPMADDUBSW   128(CX)(R8*1), Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 112(SP), Y9
-	VFMADD231PS  Y9, Y7, Y6
-	VMOVDQU      96(AX), Y7
-	VPAND        Y0, Y7, Y7
-	VMOVDQU      160(AX), Y9
-	VPSRLW       $0x02, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPSLLW       $0x04, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPSHUFB      k16ScaleMasks<>+32(SB), Y8, Y9
-	VPMADDUBSW   160(CX), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 20(SP), Y11
-	VFMADD231PS  Y11, Y10, Y3
-	VPMADDUBSW   160(CX)(SI*1), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 52(SP), Y11
-	VFMADD231PS  Y11, Y10, Y4
-	VPMADDUBSW   160(CX)(SI*2), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 84(SP), Y11
-	VFMADD231PS  Y11, Y10, Y5
-	VPMADDUBSW   160(CX)(R8*1), Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 116(SP), Y9
-	VFMADD231PS  Y9, Y7, Y6
-	VMOVDQU      64(AX), Y7
+	VMOVDQU      96(AX), Y9
+	VMOVDQU      160(AX), Y10
+	VPAND        Y0, Y7, Y11
+	VPSLLW       $0x04, Y10, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y8, Y12
+	VPMADDUBSW   128(CX), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 16(SP), Y14
+	VFMADD231PS  Y14, Y13, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 48(SP), Y14
+	VFMADD231PS  Y14, Y13, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 80(SP), Y14
+	VFMADD231PS  Y14, Y13, Y5
+	VPMADDUBSW   128(CX)(R8*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 112(SP), Y12
+	VFMADD231PS  Y12, Y11, Y6
+	VPAND        Y0, Y9, Y11
+	VPSLLW       $0x02, Y10, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y8, Y12
+	VPMADDUBSW   160(CX), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 20(SP), Y14
+	VFMADD231PS  Y14, Y13, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 52(SP), Y14
+	VFMADD231PS  Y14, Y13, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VBROADCASTSS 84(SP), Y14
+	VFMADD231PS  Y14, Y13, Y5
+	VPMADDUBSW   160(CX)(R8*1), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 116(SP), Y12
+	VFMADD231PS  Y12, Y11, Y6
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y0, Y7, Y7
-	VMOVDQU      160(AX), Y9
-	VPSRLW       $0x04, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPSLLW       $0x04, Y9, Y9
-	VPOR         Y9, Y7, Y7
-	VPSHUFB      k16ScaleMasks<>+64(SB), Y8, Y9
-	VPMADDUBSW   192(CX), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 24(SP), Y11
-	VFMADD231PS  Y11, Y10, Y3
-	VPMADDUBSW   192(CX)(SI*1), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 56(SP), Y11
-	VFMADD231PS  Y11, Y10, Y4
-	VPMADDUBSW   192(CX)(SI*2), Y7, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS 88(SP), Y11
-	VFMADD231PS  Y11, Y10, Y5
+	VPAND        Y1, Y10, Y11
+	VPOR         Y11, Y7, Y7
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y8, Y11
+	VPMADDUBSW   192(CX), Y7, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 24(SP), Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y7, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 56(SP), Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y7, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS 88(SP), Y13
+	VFMADD231PS  Y13, Y12, Y5
 	VPMADDUBSW   192(CX)(R8*1), Y7, Y7
-	VPMADDWD     Y9, Y7, Y7
+	VPMADDWD     Y11, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 120(SP), Y9
-	VFMADD231PS  Y9, Y7, Y6
-	VMOVDQU      96(AX), Y7
-	VPSRLW       $0x04, Y7, Y7
+	VBROADCASTSS 120(SP), Y11
+	VFMADD231PS  Y11, Y7, Y6
+	VPSRLW       $0x04, Y9, Y7
 	VPAND        Y0, Y7, Y7
-	VMOVDQU      160(AX), Y9
-	VPSRLW       $0x06, Y9, Y9
+	VPSRLW       $0x02, Y10, Y9
 	VPAND        Y1, Y9, Y9
-	VPSLLW       $0x04, Y9, Y9
 	VPOR         Y9, Y7, Y7
 	VPSHUFB      k16ScaleMasks<>+96(SB), Y8, Y8
 	VPMADDUBSW   224(CX), Y7, Y9
@@ -1062,136 +1184,6 @@ Q6K_4_done:
 	VMOVSS       X6, 12(AX)
 	VZEROUPPER
 	RET
-
-DATA k16ScaleMasks<>+0(SB)/1, $0x00
-DATA k16ScaleMasks<>+1(SB)/1, $0x01
-DATA k16ScaleMasks<>+2(SB)/1, $0x00
-DATA k16ScaleMasks<>+3(SB)/1, $0x01
-DATA k16ScaleMasks<>+4(SB)/1, $0x00
-DATA k16ScaleMasks<>+5(SB)/1, $0x01
-DATA k16ScaleMasks<>+6(SB)/1, $0x00
-DATA k16ScaleMasks<>+7(SB)/1, $0x01
-DATA k16ScaleMasks<>+8(SB)/1, $0x00
-DATA k16ScaleMasks<>+9(SB)/1, $0x01
-DATA k16ScaleMasks<>+10(SB)/1, $0x00
-DATA k16ScaleMasks<>+11(SB)/1, $0x01
-DATA k16ScaleMasks<>+12(SB)/1, $0x00
-DATA k16ScaleMasks<>+13(SB)/1, $0x01
-DATA k16ScaleMasks<>+14(SB)/1, $0x00
-DATA k16ScaleMasks<>+15(SB)/1, $0x01
-DATA k16ScaleMasks<>+16(SB)/1, $0x02
-DATA k16ScaleMasks<>+17(SB)/1, $0x03
-DATA k16ScaleMasks<>+18(SB)/1, $0x02
-DATA k16ScaleMasks<>+19(SB)/1, $0x03
-DATA k16ScaleMasks<>+20(SB)/1, $0x02
-DATA k16ScaleMasks<>+21(SB)/1, $0x03
-DATA k16ScaleMasks<>+22(SB)/1, $0x02
-DATA k16ScaleMasks<>+23(SB)/1, $0x03
-DATA k16ScaleMasks<>+24(SB)/1, $0x02
-DATA k16ScaleMasks<>+25(SB)/1, $0x03
-DATA k16ScaleMasks<>+26(SB)/1, $0x02
-DATA k16ScaleMasks<>+27(SB)/1, $0x03
-DATA k16ScaleMasks<>+28(SB)/1, $0x02
-DATA k16ScaleMasks<>+29(SB)/1, $0x03
-DATA k16ScaleMasks<>+30(SB)/1, $0x02
-DATA k16ScaleMasks<>+31(SB)/1, $0x03
-DATA k16ScaleMasks<>+32(SB)/1, $0x04
-DATA k16ScaleMasks<>+33(SB)/1, $0x05
-DATA k16ScaleMasks<>+34(SB)/1, $0x04
-DATA k16ScaleMasks<>+35(SB)/1, $0x05
-DATA k16ScaleMasks<>+36(SB)/1, $0x04
-DATA k16ScaleMasks<>+37(SB)/1, $0x05
-DATA k16ScaleMasks<>+38(SB)/1, $0x04
-DATA k16ScaleMasks<>+39(SB)/1, $0x05
-DATA k16ScaleMasks<>+40(SB)/1, $0x04
-DATA k16ScaleMasks<>+41(SB)/1, $0x05
-DATA k16ScaleMasks<>+42(SB)/1, $0x04
-DATA k16ScaleMasks<>+43(SB)/1, $0x05
-DATA k16ScaleMasks<>+44(SB)/1, $0x04
-DATA k16ScaleMasks<>+45(SB)/1, $0x05
-DATA k16ScaleMasks<>+46(SB)/1, $0x04
-DATA k16ScaleMasks<>+47(SB)/1, $0x05
-DATA k16ScaleMasks<>+48(SB)/1, $0x06
-DATA k16ScaleMasks<>+49(SB)/1, $0x07
-DATA k16ScaleMasks<>+50(SB)/1, $0x06
-DATA k16ScaleMasks<>+51(SB)/1, $0x07
-DATA k16ScaleMasks<>+52(SB)/1, $0x06
-DATA k16ScaleMasks<>+53(SB)/1, $0x07
-DATA k16ScaleMasks<>+54(SB)/1, $0x06
-DATA k16ScaleMasks<>+55(SB)/1, $0x07
-DATA k16ScaleMasks<>+56(SB)/1, $0x06
-DATA k16ScaleMasks<>+57(SB)/1, $0x07
-DATA k16ScaleMasks<>+58(SB)/1, $0x06
-DATA k16ScaleMasks<>+59(SB)/1, $0x07
-DATA k16ScaleMasks<>+60(SB)/1, $0x06
-DATA k16ScaleMasks<>+61(SB)/1, $0x07
-DATA k16ScaleMasks<>+62(SB)/1, $0x06
-DATA k16ScaleMasks<>+63(SB)/1, $0x07
-DATA k16ScaleMasks<>+64(SB)/1, $0x08
-DATA k16ScaleMasks<>+65(SB)/1, $0x09
-DATA k16ScaleMasks<>+66(SB)/1, $0x08
-DATA k16ScaleMasks<>+67(SB)/1, $0x09
-DATA k16ScaleMasks<>+68(SB)/1, $0x08
-DATA k16ScaleMasks<>+69(SB)/1, $0x09
-DATA k16ScaleMasks<>+70(SB)/1, $0x08
-DATA k16ScaleMasks<>+71(SB)/1, $0x09
-DATA k16ScaleMasks<>+72(SB)/1, $0x08
-DATA k16ScaleMasks<>+73(SB)/1, $0x09
-DATA k16ScaleMasks<>+74(SB)/1, $0x08
-DATA k16ScaleMasks<>+75(SB)/1, $0x09
-DATA k16ScaleMasks<>+76(SB)/1, $0x08
-DATA k16ScaleMasks<>+77(SB)/1, $0x09
-DATA k16ScaleMasks<>+78(SB)/1, $0x08
-DATA k16ScaleMasks<>+79(SB)/1, $0x09
-DATA k16ScaleMasks<>+80(SB)/1, $0x0a
-DATA k16ScaleMasks<>+81(SB)/1, $0x0b
-DATA k16ScaleMasks<>+82(SB)/1, $0x0a
-DATA k16ScaleMasks<>+83(SB)/1, $0x0b
-DATA k16ScaleMasks<>+84(SB)/1, $0x0a
-DATA k16ScaleMasks<>+85(SB)/1, $0x0b
-DATA k16ScaleMasks<>+86(SB)/1, $0x0a
-DATA k16ScaleMasks<>+87(SB)/1, $0x0b
-DATA k16ScaleMasks<>+88(SB)/1, $0x0a
-DATA k16ScaleMasks<>+89(SB)/1, $0x0b
-DATA k16ScaleMasks<>+90(SB)/1, $0x0a
-DATA k16ScaleMasks<>+91(SB)/1, $0x0b
-DATA k16ScaleMasks<>+92(SB)/1, $0x0a
-DATA k16ScaleMasks<>+93(SB)/1, $0x0b
-DATA k16ScaleMasks<>+94(SB)/1, $0x0a
-DATA k16ScaleMasks<>+95(SB)/1, $0x0b
-DATA k16ScaleMasks<>+96(SB)/1, $0x0c
-DATA k16ScaleMasks<>+97(SB)/1, $0x0d
-DATA k16ScaleMasks<>+98(SB)/1, $0x0c
-DATA k16ScaleMasks<>+99(SB)/1, $0x0d
-DATA k16ScaleMasks<>+100(SB)/1, $0x0c
-DATA k16ScaleMasks<>+101(SB)/1, $0x0d
-DATA k16ScaleMasks<>+102(SB)/1, $0x0c
-DATA k16ScaleMasks<>+103(SB)/1, $0x0d
-DATA k16ScaleMasks<>+104(SB)/1, $0x0c
-DATA k16ScaleMasks<>+105(SB)/1, $0x0d
-DATA k16ScaleMasks<>+106(SB)/1, $0x0c
-DATA k16ScaleMasks<>+107(SB)/1, $0x0d
-DATA k16ScaleMasks<>+108(SB)/1, $0x0c
-DATA k16ScaleMasks<>+109(SB)/1, $0x0d
-DATA k16ScaleMasks<>+110(SB)/1, $0x0c
-DATA k16ScaleMasks<>+111(SB)/1, $0x0d
-DATA k16ScaleMasks<>+112(SB)/1, $0x0e
-DATA k16ScaleMasks<>+113(SB)/1, $0x0f
-DATA k16ScaleMasks<>+114(SB)/1, $0x0e
-DATA k16ScaleMasks<>+115(SB)/1, $0x0f
-DATA k16ScaleMasks<>+116(SB)/1, $0x0e
-DATA k16ScaleMasks<>+117(SB)/1, $0x0f
-DATA k16ScaleMasks<>+118(SB)/1, $0x0e
-DATA k16ScaleMasks<>+119(SB)/1, $0x0f
-DATA k16ScaleMasks<>+120(SB)/1, $0x0e
-DATA k16ScaleMasks<>+121(SB)/1, $0x0f
-DATA k16ScaleMasks<>+122(SB)/1, $0x0e
-DATA k16ScaleMasks<>+123(SB)/1, $0x0f
-DATA k16ScaleMasks<>+124(SB)/1, $0x0e
-DATA k16ScaleMasks<>+125(SB)/1, $0x0f
-DATA k16ScaleMasks<>+126(SB)/1, $0x0e
-DATA k16ScaleMasks<>+127(SB)/1, $0x0f
-GLOBL k16ScaleMasks<>(SB), RODATA|NOPTR, $128
 
 // func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, table *uint64) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
@@ -3833,118 +3825,128 @@ iq4xsx4_done:
 	VZEROUPPER
 	RET
 
-// func dotQ2KQ8AVX2(blk *byte, q *int8, d *float32, h *float32, nblk int) float32
+// func dotQ2KQ8AVX2(blk *byte, stride int, q *int8, d *float32, h *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ2KQ8AVX2(SB), NOSPLIT, $32-44
+TEXT ·dotQ2KQ8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ2KQ8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         h+24(FP), BX
-	MOVQ         nblk+32(FP), SI
-	MOVL         $0x03030303, DI
-	VMOVD        DI, X0
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X1
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
-	VXORPS       Y2, Y2, Y2
-	VXORPS       Y3, Y3, Y3
-	TESTQ        SI, SI
-	JZ           Q2K_1_done
+
+dotQ2KQ8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   h+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	TESTQ  SI, SI
+	JZ     Q2K_1_done
 
 Q2K_1_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
-	VMOVDQU      (AX), X4
-	VPAND        X1, X4, X5
-	VPSRLW       $0x04, X4, X4
-	VPAND        X1, X4, X4
-	VPMOVZXBW    X5, Y5
+	VMOVDQU      (AX), X6
+	VPAND        X1, X6, X7
+	VPSRLW       $0x04, X6, X6
+	VPAND        X1, X6, X6
+	VPMOVZXBW    X7, Y7
 	MOVWLZX      82(AX), DI
-	VMOVD        DI, X6
-	VCVTPH2PS    X6, X6
-	VBROADCASTSS X6, Y6
-	VPSRLDQ      $0x08, X4, X7
-	VPMOVZXBD    X4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VPMOVZXBD    X7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VMULPS       Y6, Y4, Y4
-	VMULPS       Y6, Y7, Y7
+	VMOVD        DI, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VPSRLDQ      $0x08, X6, X9
+	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPMOVZXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y6, Y6
+	VMULPS       Y8, Y9, Y9
 	MOVWLZX      80(AX), DI
-	VMOVD        DI, X6
-	VCVTPH2PS    X6, X6
-	VFNMADD231PS (BX), Y4, Y2
-	VFNMADD231PS 32(BX), Y7, Y3
-	VBROADCASTSS X6, Y4
-	VMULPS       (DX), Y4, Y4
-	VMOVUPS      Y4, (SP)
-	VPERMQ       $0x44, Y5, Y4
-	VPERMQ       $0xee, Y5, Y5
-	VMOVDQU      16(AX), Y6
-	VPAND        Y0, Y6, Y7
-	VPSHUFB      k16ScaleMasks<>+0(SB), Y4, Y8
-	VPMADDUBSW   (CX), Y7, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS (SP), Y8
-	VFMADD231PS  Y8, Y7, Y2
-	VPSRLW       $0x02, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      k16ScaleMasks<>+32(SB), Y4, Y8
-	VPMADDUBSW   32(CX), Y7, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 4(SP), Y8
-	VFMADD231PS  Y8, Y7, Y3
-	VPSRLW       $0x04, Y6, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      k16ScaleMasks<>+64(SB), Y4, Y8
-	VPMADDUBSW   64(CX), Y7, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VBROADCASTSS 8(SP), Y8
-	VFMADD231PS  Y8, Y7, Y2
+	VMOVD        DI, X8
+	VCVTPH2PS    X8, X8
+	VFNMADD231PS (BX), Y6, Y4
+	VFNMADD231PS 32(BX), Y9, Y5
+	VBROADCASTSS X8, Y6
+	VMULPS       (DX), Y6, Y6
+	VMOVUPS      Y6, 16(SP)
+	VPERMQ       $0x44, Y7, Y6
+	VPERMQ       $0xee, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPAND        Y0, Y8, Y9
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y6, Y10
+	VPMADDUBSW   (CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 16(SP), Y10
+	VFMADD231PS  Y10, Y9, Y2
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y6, Y10
+	VPMADDUBSW   32(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 20(SP), Y10
+	VFMADD231PS  Y10, Y9, Y3
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y6, Y10
+	VPMADDUBSW   64(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS 24(SP), Y10
+	VFMADD231PS  Y10, Y9, Y4
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      k16ScaleMasks<>+96(SB), Y6, Y6
+	VPMADDUBSW   96(CX), Y8, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y6
+	VFMADD231PS  Y6, Y8, Y5
+	VMOVDQU      48(AX), Y6
+	VPAND        Y0, Y6, Y8
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y7, Y9
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPSRLW       $0x02, Y6, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y7, Y9
+	VPMADDUBSW   160(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPSRLW       $0x04, Y6, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y7, Y9
+	VPMADDUBSW   192(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
 	VPSRLW       $0x06, Y6, Y6
 	VPAND        Y0, Y6, Y6
-	VPSHUFB      k16ScaleMasks<>+96(SB), Y4, Y4
-	VPMADDUBSW   96(CX), Y6, Y6
-	VPMADDWD     Y4, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 12(SP), Y4
-	VFMADD231PS  Y4, Y6, Y3
-	VMOVDQU      48(AX), Y4
-	VPAND        Y0, Y4, Y6
-	VPSHUFB      k16ScaleMasks<>+0(SB), Y5, Y7
-	VPMADDUBSW   128(CX), Y6, Y6
+	VPSHUFB      k16ScaleMasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   224(CX), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 16(SP), Y7
-	VFMADD231PS  Y7, Y6, Y2
-	VPSRLW       $0x02, Y4, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      k16ScaleMasks<>+32(SB), Y5, Y7
-	VPMADDUBSW   160(CX), Y6, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 20(SP), Y7
-	VFMADD231PS  Y7, Y6, Y3
-	VPSRLW       $0x04, Y4, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      k16ScaleMasks<>+64(SB), Y5, Y7
-	VPMADDUBSW   192(CX), Y6, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 24(SP), Y7
-	VFMADD231PS  Y7, Y6, Y2
-	VPSRLW       $0x06, Y4, Y4
-	VPAND        Y0, Y4, Y4
-	VPSHUFB      k16ScaleMasks<>+96(SB), Y5, Y5
-	VPMADDUBSW   224(CX), Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 28(SP), Y5
-	VFMADD231PS  Y5, Y4, Y3
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y6, Y5
 	ADDQ         $0x00000054, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -3954,14 +3956,35 @@ Q2K_1_loop:
 
 Q2K_1_done:
 	VADDPS       Y3, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X2
-	VMOVHLPS     X2, X0, X0
-	VADDPS       X0, X2, X2
-	VPSHUFD      $0x01, X2, X0
-	VADDSS       X0, X2, X2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X3, X3
+	VADDPS       X3, X2, X2
+	VPSHUFD      $0x01, X2, X3
+	VADDSS       X3, X2, X2
+	MOVSS        X2, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ2KQ8AVX2_stored
+	VMOVSS       X2, (AX)(CX*4)
+
+dotQ2KQ8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ2KQ8AVX2_row
 	VZEROUPPER
-	MOVSS        X2, ret+40(FP)
+	RET
+
+dotQ2KQ8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
 	RET
 
 // func dotQ2KQ8x4AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dstride int, nblk int, out *[4]float32)
@@ -4254,27 +4277,37 @@ Q2K_4_done:
 	VZEROUPPER
 	RET
 
-// func dotQ3KQ8AVX2(blk *byte, q *int8, d *float32, h *float32, nblk int) float32
+// func dotQ3KQ8AVX2(blk *byte, stride int, q *int8, d *float32, h *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ3KQ8AVX2(SB), NOSPLIT, $32-44
+TEXT ·dotQ3KQ8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ3KQ8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         h+24(FP), BX
-	MOVQ         nblk+32(FP), SI
-	MOVL         $0x03030303, DI
-	VMOVD        DI, X0
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x04040404, DI
-	VMOVD        DI, X1
+	MOVL         $0x04040404, AX
+	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
-	MOVL         $0x20202020, DI
-	VMOVD        DI, X2
+	MOVL         $0x20202020, AX
+	VMOVD        AX, X2
 	VPBROADCASTD X2, Y2
-	VXORPS       Y3, Y3, Y3
-	VXORPS       Y4, Y4, Y4
-	TESTQ        SI, SI
-	JZ           Q3K_1_done
+
+dotQ3KQ8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   h+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	TESTQ  SI, SI
+	JZ     Q3K_1_done
 
 Q3K_1_loop:
 	PREFETCHT0   2048(AX)
@@ -4312,118 +4345,118 @@ Q3K_1_loop:
 	ORL          R9, R8
 	SHLQ         $0x20, R8
 	ORQ          R8, DI
-	VMOVQ        R10, X5
-	VPINSRQ      $0x01, DI, X5, X5
-	VPSUBB       X2, X5, X5
-	VPMOVSXBW    X5, Y6
+	VMOVQ        R10, X7
+	VPINSRQ      $0x01, DI, X7, X7
+	VPSUBB       X2, X7, X7
+	VPMOVSXBW    X7, Y8
 	MOVWLZX      108(AX), DI
-	VMOVD        DI, X7
-	VCVTPH2PS    X7, X7
-	VBROADCASTSS X7, Y8
-	VADDPS       Y8, Y8, Y8
-	VADDPS       Y8, Y8, Y8
-	VPSRLDQ      $0x08, X5, X9
-	VPMOVSXBD    X5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VPMOVSXBD    X9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VMULPS       Y8, Y5, Y5
-	VMULPS       Y8, Y9, Y9
-	VFNMADD231PS (BX), Y5, Y3
-	VFNMADD231PS 32(BX), Y9, Y4
-	VBROADCASTSS X7, Y5
-	VMULPS       (DX), Y5, Y5
-	VMOVUPS      Y5, (SP)
-	VPERMQ       $0x44, Y6, Y5
-	VPERMQ       $0xee, Y6, Y6
-	VMOVDQU      (AX), Y7
-	VMOVDQU      32(AX), Y8
-	VPAND        Y0, Y8, Y9
-	VPSLLW       $0x02, Y7, Y10
-	VPAND        Y1, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPSHUFB      k16ScaleMasks<>+0(SB), Y5, Y10
-	VPMADDUBSW   (CX), Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS (SP), Y10
-	VFMADD231PS  Y10, Y9, Y3
-	VPSRLW       $0x02, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPSLLW       $0x01, Y7, Y10
-	VPAND        Y1, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPSHUFB      k16ScaleMasks<>+32(SB), Y5, Y10
-	VPMADDUBSW   32(CX), Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS 4(SP), Y10
-	VFMADD231PS  Y10, Y9, Y4
-	VPSRLW       $0x04, Y8, Y9
-	VPAND        Y0, Y9, Y9
-	VPAND        Y1, Y7, Y10
-	VPOR         Y10, Y9, Y9
-	VPSHUFB      k16ScaleMasks<>+64(SB), Y5, Y10
-	VPMADDUBSW   64(CX), Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VBROADCASTSS 8(SP), Y10
-	VFMADD231PS  Y10, Y9, Y3
-	VPSRLW       $0x06, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPSRLW       $0x01, Y7, Y9
+	VMOVD        DI, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y10
+	VADDPS       Y10, Y10, Y10
+	VADDPS       Y10, Y10, Y10
+	VPSRLDQ      $0x08, X7, X11
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VPMOVSXBD    X11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y10, Y7, Y7
+	VMULPS       Y10, Y11, Y11
+	VFNMADD231PS (BX), Y7, Y5
+	VFNMADD231PS 32(BX), Y11, Y6
+	VBROADCASTSS X9, Y7
+	VMULPS       (DX), Y7, Y7
+	VMOVUPS      Y7, 16(SP)
+	VPERMQ       $0x44, Y8, Y7
+	VPERMQ       $0xee, Y8, Y8
+	VMOVDQU      (AX), Y9
+	VMOVDQU      32(AX), Y10
+	VPAND        Y0, Y10, Y11
+	VPSLLW       $0x02, Y9, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y7, Y12
+	VPMADDUBSW   (CX), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 16(SP), Y12
+	VFMADD231PS  Y12, Y11, Y3
+	VPSRLW       $0x02, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLW       $0x01, Y9, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y7, Y12
+	VPMADDUBSW   32(CX), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 20(SP), Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VPSRLW       $0x04, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPAND        Y1, Y9, Y12
+	VPOR         Y12, Y11, Y11
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y7, Y12
+	VPMADDUBSW   64(CX), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS 24(SP), Y12
+	VFMADD231PS  Y12, Y11, Y5
+	VPSRLW       $0x06, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSRLW       $0x01, Y9, Y11
+	VPAND        Y1, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      k16ScaleMasks<>+96(SB), Y7, Y7
+	VPMADDUBSW   96(CX), Y10, Y10
+	VPMADDWD     Y7, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 28(SP), Y7
+	VFMADD231PS  Y7, Y10, Y6
+	VMOVDQU      64(AX), Y7
+	VPAND        Y0, Y7, Y10
+	VPSRLW       $0x02, Y9, Y11
+	VPAND        Y1, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      k16ScaleMasks<>+0(SB), Y8, Y11
+	VPMADDUBSW   128(CX), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 32(SP), Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VPSRLW       $0x02, Y7, Y10
+	VPAND        Y0, Y10, Y10
+	VPSRLW       $0x03, Y9, Y11
+	VPAND        Y1, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      k16ScaleMasks<>+32(SB), Y8, Y11
+	VPMADDUBSW   160(CX), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 36(SP), Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VPSRLW       $0x04, Y7, Y10
+	VPAND        Y0, Y10, Y10
+	VPSRLW       $0x04, Y9, Y11
+	VPAND        Y1, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      k16ScaleMasks<>+64(SB), Y8, Y11
+	VPMADDUBSW   192(CX), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS 40(SP), Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSRLW       $0x05, Y9, Y9
 	VPAND        Y1, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPSHUFB      k16ScaleMasks<>+96(SB), Y5, Y5
-	VPMADDUBSW   96(CX), Y8, Y8
-	VPMADDWD     Y5, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS 12(SP), Y5
-	VFMADD231PS  Y5, Y8, Y4
-	VMOVDQU      64(AX), Y5
-	VPAND        Y0, Y5, Y8
-	VPSRLW       $0x02, Y7, Y9
-	VPAND        Y1, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPSHUFB      k16ScaleMasks<>+0(SB), Y6, Y9
-	VPMADDUBSW   128(CX), Y8, Y8
-	VPMADDWD     Y9, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS 16(SP), Y9
-	VFMADD231PS  Y9, Y8, Y3
-	VPSRLW       $0x02, Y5, Y8
-	VPAND        Y0, Y8, Y8
-	VPSRLW       $0x03, Y7, Y9
-	VPAND        Y1, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPSHUFB      k16ScaleMasks<>+32(SB), Y6, Y9
-	VPMADDUBSW   160(CX), Y8, Y8
-	VPMADDWD     Y9, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS 20(SP), Y9
-	VFMADD231PS  Y9, Y8, Y4
-	VPSRLW       $0x04, Y5, Y8
-	VPAND        Y0, Y8, Y8
-	VPSRLW       $0x04, Y7, Y9
-	VPAND        Y1, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPSHUFB      k16ScaleMasks<>+64(SB), Y6, Y9
-	VPMADDUBSW   192(CX), Y8, Y8
-	VPMADDWD     Y9, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VBROADCASTSS 24(SP), Y9
-	VFMADD231PS  Y9, Y8, Y3
-	VPSRLW       $0x06, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VPSRLW       $0x05, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPOR         Y7, Y5, Y5
-	VPSHUFB      k16ScaleMasks<>+96(SB), Y6, Y6
-	VPMADDUBSW   224(CX), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 28(SP), Y6
-	VFMADD231PS  Y6, Y5, Y4
+	VPOR         Y9, Y7, Y7
+	VPSHUFB      k16ScaleMasks<>+96(SB), Y8, Y8
+	VPMADDUBSW   224(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS 44(SP), Y8
+	VFMADD231PS  Y8, Y7, Y6
 	ADDQ         $0x0000006e, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -4433,14 +4466,35 @@ Q3K_1_loop:
 
 Q3K_1_done:
 	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X3
-	VMOVHLPS     X3, X0, X0
-	VADDPS       X0, X3, X3
-	VPSHUFD      $0x01, X3, X0
-	VADDSS       X0, X3, X3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X4, X4
+	VADDPS       X4, X3, X3
+	VPSHUFD      $0x01, X3, X4
+	VADDSS       X4, X3, X3
+	MOVSS        X3, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ3KQ8AVX2_stored
+	VMOVSS       X3, (AX)(CX*4)
+
+dotQ3KQ8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ3KQ8AVX2_row
 	VZEROUPPER
-	MOVSS        X3, ret+40(FP)
+	RET
+
+dotQ3KQ8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
 	RET
 
 // func dotQ3KQ8x4AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dstride int, nblk int, out *[4]float32)
@@ -4791,26 +4845,36 @@ Q3K_4_done:
 	VZEROUPPER
 	RET
 
-// func dotQ5KQ8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// func dotQ5KQ8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ5KQ8AVX2(SB), NOSPLIT, $32-44
+TEXT ·dotQ5KQ8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ5KQ8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         s+24(FP), BX
-	MOVQ         nblk+32(FP), SI
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
 	VPCMPEQW     Y0, Y0, Y0
 	VPSRLW       $0x0f, Y0, Y0
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X1
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
-	MOVL         $0x10101010, DI
-	VMOVD        DI, X2
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X2
 	VPBROADCASTD X2, Y2
-	VXORPS       Y3, Y3, Y3
-	VXORPS       Y4, Y4, Y4
-	TESTQ        SI, SI
-	JZ           Q5K_1_done
+
+dotQ5KQ8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   s+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	TESTQ  SI, SI
+	JZ     Q5K_1_done
 
 Q5K_1_loop:
 	PREFETCHT0   2048(AX)
@@ -4829,9 +4893,9 @@ Q5K_1_loop:
 	ORL          DI, R11
 	SHLQ         $0x20, R11
 	ORQ          R11, R10
-	VMOVQ        R10, X5
-	VPMOVZXBD    X5, Y5
-	VCVTDQ2PS    Y5, Y5
+	VMOVQ        R10, X7
+	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
 	MOVL         R8, DI
 	ANDL         $0x3f3f3f3f, DI
 	SHRL         $0x04, R9
@@ -4842,106 +4906,106 @@ Q5K_1_loop:
 	ORL          R8, R9
 	SHLQ         $0x20, R9
 	ORQ          R9, DI
-	VMOVQ        DI, X6
-	VPMOVZXBD    X6, Y6
-	VCVTDQ2PS    Y6, Y6
+	VMOVQ        DI, X8
+	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
 	MOVWLZX      (AX), DI
-	VMOVD        DI, X7
-	VCVTPH2PS    X7, X7
-	VBROADCASTSS X7, Y7
-	VMULPS       Y7, Y5, Y5
+	VMOVD        DI, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VMULPS       Y9, Y7, Y7
 	MOVWLZX      2(AX), DI
-	VMOVD        DI, X7
-	VCVTPH2PS    X7, X7
-	VBROADCASTSS X7, Y7
-	VMULPS       Y7, Y6, Y6
-	VFNMADD231PS (BX), Y6, Y4
-	VMULPS       (DX), Y5, Y5
-	VMOVUPS      Y5, (SP)
-	VMOVDQU      16(AX), Y5
-	VMOVDQU      48(AX), Y6
-	VPAND        Y1, Y6, Y6
-	VPSLLW       $0x04, Y5, Y7
+	VMOVD        DI, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VMULPS       Y9, Y8, Y8
+	VFNMADD231PS (BX), Y8, Y6
+	VMULPS       (DX), Y7, Y7
+	VMOVUPS      Y7, 16(SP)
+	VMOVDQU      16(AX), Y7
+	VMOVDQU      48(AX), Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y7, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (CX), Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 16(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      48(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x03, Y7, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   32(CX), Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 20(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      80(AX), Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y7, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   64(CX), Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 24(SP), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVDQU      80(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x01, Y7, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   96(CX), Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 28(SP), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVDQU      112(AX), Y8
+	VPAND        Y1, Y8, Y8
+	VPAND        Y2, Y7, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 32(SP), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      112(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x01, Y7, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   160(CX), Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 36(SP), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      144(AX), Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x02, Y7, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   192(CX), Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 40(SP), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVDQU      144(AX), Y8
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x03, Y7, Y7
 	VPAND        Y2, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   (CX), Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS (SP), Y7
-	VFMADD231PS  Y7, Y6, Y3
-	VMOVDQU      48(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPSLLW       $0x03, Y5, Y7
-	VPAND        Y2, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   32(CX), Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 4(SP), Y7
-	VFMADD231PS  Y7, Y6, Y4
-	VMOVDQU      80(AX), Y6
-	VPAND        Y1, Y6, Y6
-	VPSLLW       $0x02, Y5, Y7
-	VPAND        Y2, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   64(CX), Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 8(SP), Y7
-	VFMADD231PS  Y7, Y6, Y3
-	VMOVDQU      80(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPSLLW       $0x01, Y5, Y7
-	VPAND        Y2, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   96(CX), Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 12(SP), Y7
-	VFMADD231PS  Y7, Y6, Y4
-	VMOVDQU      112(AX), Y6
-	VPAND        Y1, Y6, Y6
-	VPAND        Y2, Y5, Y7
-	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   128(CX), Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 16(SP), Y7
-	VFMADD231PS  Y7, Y6, Y3
-	VMOVDQU      112(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPSRLW       $0x01, Y5, Y7
-	VPAND        Y2, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   160(CX), Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 20(SP), Y7
-	VFMADD231PS  Y7, Y6, Y4
-	VMOVDQU      144(AX), Y6
-	VPAND        Y1, Y6, Y6
-	VPSRLW       $0x02, Y5, Y7
-	VPAND        Y2, Y7, Y7
-	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   192(CX), Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 24(SP), Y7
-	VFMADD231PS  Y7, Y6, Y3
-	VMOVDQU      144(AX), Y6
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPSRLW       $0x03, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPOR         Y5, Y6, Y6
-	VPMADDUBSW   224(CX), Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VBROADCASTSS 28(SP), Y5
-	VFMADD231PS  Y5, Y6, Y4
+	VPOR         Y7, Y8, Y8
+	VPMADDUBSW   224(CX), Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y8, Y6
 	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000020, DX
@@ -4951,14 +5015,35 @@ Q5K_1_loop:
 
 Q5K_1_done:
 	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X3
-	VMOVHLPS     X3, X0, X0
-	VADDPS       X0, X3, X3
-	VPSHUFD      $0x01, X3, X0
-	VADDSS       X0, X3, X3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X4, X4
+	VADDPS       X4, X3, X3
+	VPSHUFD      $0x01, X3, X4
+	VADDSS       X4, X3, X3
+	MOVSS        X3, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ5KQ8AVX2_stored
+	VMOVSS       X3, (AX)(CX*4)
+
+dotQ5KQ8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ5KQ8AVX2_row
 	VZEROUPPER
-	MOVSS        X3, ret+40(FP)
+	RET
+
+dotQ5KQ8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
 	RET
 
 // func dotQ5KQ8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
@@ -5287,25 +5372,33 @@ Q5K_4_done:
 	VZEROUPPER
 	RET
 
-// func dotQ4_0Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// func dotQ4_0Q8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ4_0Q8AVX2(SB), NOSPLIT, $32-44
+TEXT ·dotQ4_0Q8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ4_0Q8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         s+24(FP), BX
-	MOVQ         nblk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X0
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
 	VPCMPEQW     Y1, Y1, Y1
 	VPSRLW       $0x0f, Y1, Y1
-	VXORPS       Y2, Y2, Y2
-	VXORPS       Y3, Y3, Y3
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	TESTQ        DI, DI
-	JZ           Q4_0_1_done
+
+dotQ4_0Q8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   s+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   SI, DI
+	SHRQ   $0x03, DI
+	TESTQ  DI, DI
+	JZ     Q4_0_1_done
 
 Q4_0_1_loop:
 	PREFETCHT0   2048(AX)
@@ -5325,7 +5418,7 @@ Q4_0_1_loop:
 	VMULPS       Y4, Y5, Y5
 	VFMADD231PS  (BX), Y5, Y3
 	VMULPS       (DX), Y4, Y4
-	VMOVUPS      Y4, (SP)
+	VMOVUPS      Y4, 16(SP)
 	VMOVDQU      2(AX), X6
 	VPSRLW       $0x04, X6, X4
 	VINSERTI128  $0x01, X4, Y6, Y4
@@ -5333,7 +5426,7 @@ Q4_0_1_loop:
 	VPMADDUBSW   (CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (SP), Y5
+	VBROADCASTSS 16(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	VMOVDQU      20(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5342,7 +5435,7 @@ Q4_0_1_loop:
 	VPMADDUBSW   32(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 4(SP), Y5
+	VBROADCASTSS 20(SP), Y5
 	VFMADD231PS  Y5, Y4, Y3
 	VMOVDQU      38(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5351,7 +5444,7 @@ Q4_0_1_loop:
 	VPMADDUBSW   64(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 8(SP), Y5
+	VBROADCASTSS 24(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	VMOVDQU      56(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5360,7 +5453,7 @@ Q4_0_1_loop:
 	VPMADDUBSW   96(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 12(SP), Y5
+	VBROADCASTSS 28(SP), Y5
 	VFMADD231PS  Y5, Y4, Y3
 	VMOVDQU      74(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5369,7 +5462,7 @@ Q4_0_1_loop:
 	VPMADDUBSW   128(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 16(SP), Y5
+	VBROADCASTSS 32(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	VMOVDQU      92(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5378,7 +5471,7 @@ Q4_0_1_loop:
 	VPMADDUBSW   160(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 20(SP), Y5
+	VBROADCASTSS 36(SP), Y5
 	VFMADD231PS  Y5, Y4, Y3
 	VMOVDQU      110(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5387,7 +5480,7 @@ Q4_0_1_loop:
 	VPMADDUBSW   192(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 24(SP), Y5
+	VBROADCASTSS 40(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	VMOVDQU      128(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5396,7 +5489,7 @@ Q4_0_1_loop:
 	VPMADDUBSW   224(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 28(SP), Y5
+	VBROADCASTSS 44(SP), Y5
 	VFMADD231PS  Y5, Y4, Y3
 	ADDQ         $0x00000090, AX
 	ADDQ         $0x00000100, CX
@@ -5418,7 +5511,7 @@ Q4_0_1_tail_loop:
 	VMULSS       (BX), X5, X6
 	VADDPS       Y6, Y2, Y2
 	VMULSS       (DX), X4, X6
-	VMOVSS       X6, (SP)
+	VMOVSS       X6, 16(SP)
 	VMOVDQU      2(AX), X6
 	VPSRLW       $0x04, X6, X4
 	VINSERTI128  $0x01, X4, Y6, Y4
@@ -5426,7 +5519,7 @@ Q4_0_1_tail_loop:
 	VPMADDUBSW   (CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (SP), Y5
+	VBROADCASTSS 16(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	ADDQ         $0x00000012, AX
 	ADDQ         $0x00000020, CX
@@ -5437,14 +5530,33 @@ Q4_0_1_tail_loop:
 
 Q4_0_1_tail_done:
 	VADDPS       Y3, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X2
-	VMOVHLPS     X2, X0, X0
-	VADDPS       X0, X2, X2
-	VPSHUFD      $0x01, X2, X0
-	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X3, X3
+	VADDPS       X3, X2, X2
+	VPSHUFD      $0x01, X2, X3
+	VADDSS       X3, X2, X2
+	MOVSS        X2, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ4_0Q8AVX2_stored
+	VMOVSS       X2, (AX)(CX*4)
+
+dotQ4_0Q8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ4_0Q8AVX2_row
 	VZEROUPPER
-	MOVSS        X2, ret+40(FP)
+	RET
+
+dotQ4_0Q8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
 	RET
 
 DATA legacyConsts<>+0(SB)/1, $0x00
@@ -5858,25 +5970,33 @@ Q4_0_4_tail_done:
 	VZEROUPPER
 	RET
 
-// func dotQ4_1Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// func dotQ4_1Q8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ4_1Q8AVX2(SB), NOSPLIT, $32-44
+TEXT ·dotQ4_1Q8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ4_1Q8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         s+24(FP), BX
-	MOVQ         nblk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X0
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
 	VPCMPEQW     Y1, Y1, Y1
 	VPSRLW       $0x0f, Y1, Y1
-	VXORPS       Y2, Y2, Y2
-	VXORPS       Y3, Y3, Y3
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	TESTQ        DI, DI
-	JZ           Q4_1_1_done
+
+dotQ4_1Q8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   s+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   SI, DI
+	SHRQ   $0x03, DI
+	TESTQ  DI, DI
+	JZ     Q4_1_1_done
 
 Q4_1_1_loop:
 	PREFETCHT0   2048(AX)
@@ -5904,7 +6024,7 @@ Q4_1_1_loop:
 	VCVTPH2PS    X5, Y5
 	VFMADD231PS  (BX), Y5, Y3
 	VMULPS       (DX), Y4, Y4
-	VMOVUPS      Y4, (SP)
+	VMOVUPS      Y4, 16(SP)
 	VMOVDQU      4(AX), X6
 	VPSRLW       $0x04, X6, X4
 	VINSERTI128  $0x01, X4, Y6, Y4
@@ -5912,7 +6032,7 @@ Q4_1_1_loop:
 	VPMADDUBSW   (CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (SP), Y5
+	VBROADCASTSS 16(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	VMOVDQU      24(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5921,7 +6041,7 @@ Q4_1_1_loop:
 	VPMADDUBSW   32(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 4(SP), Y5
+	VBROADCASTSS 20(SP), Y5
 	VFMADD231PS  Y5, Y4, Y3
 	VMOVDQU      44(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5930,7 +6050,7 @@ Q4_1_1_loop:
 	VPMADDUBSW   64(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 8(SP), Y5
+	VBROADCASTSS 24(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	VMOVDQU      64(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5939,7 +6059,7 @@ Q4_1_1_loop:
 	VPMADDUBSW   96(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 12(SP), Y5
+	VBROADCASTSS 28(SP), Y5
 	VFMADD231PS  Y5, Y4, Y3
 	VMOVDQU      84(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5948,7 +6068,7 @@ Q4_1_1_loop:
 	VPMADDUBSW   128(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 16(SP), Y5
+	VBROADCASTSS 32(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	VMOVDQU      104(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5957,7 +6077,7 @@ Q4_1_1_loop:
 	VPMADDUBSW   160(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 20(SP), Y5
+	VBROADCASTSS 36(SP), Y5
 	VFMADD231PS  Y5, Y4, Y3
 	VMOVDQU      124(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5966,7 +6086,7 @@ Q4_1_1_loop:
 	VPMADDUBSW   192(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 24(SP), Y5
+	VBROADCASTSS 40(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	VMOVDQU      144(AX), X6
 	VPSRLW       $0x04, X6, X4
@@ -5975,7 +6095,7 @@ Q4_1_1_loop:
 	VPMADDUBSW   224(CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS 28(SP), Y5
+	VBROADCASTSS 44(SP), Y5
 	VFMADD231PS  Y5, Y4, Y3
 	ADDQ         $0x000000a0, AX
 	ADDQ         $0x00000100, CX
@@ -5999,7 +6119,7 @@ Q4_1_1_tail_loop:
 	VMULSS       (BX), X5, X6
 	VADDPS       Y6, Y2, Y2
 	VMULSS       (DX), X4, X6
-	VMOVSS       X6, (SP)
+	VMOVSS       X6, 16(SP)
 	VMOVDQU      4(AX), X6
 	VPSRLW       $0x04, X6, X4
 	VINSERTI128  $0x01, X4, Y6, Y4
@@ -6007,7 +6127,7 @@ Q4_1_1_tail_loop:
 	VPMADDUBSW   (CX), Y4, Y4
 	VPMADDWD     Y1, Y4, Y4
 	VCVTDQ2PS    Y4, Y4
-	VBROADCASTSS (SP), Y5
+	VBROADCASTSS 16(SP), Y5
 	VFMADD231PS  Y5, Y4, Y2
 	ADDQ         $0x00000014, AX
 	ADDQ         $0x00000020, CX
@@ -6018,14 +6138,33 @@ Q4_1_1_tail_loop:
 
 Q4_1_1_tail_done:
 	VADDPS       Y3, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X2
-	VMOVHLPS     X2, X0, X0
-	VADDPS       X0, X2, X2
-	VPSHUFD      $0x01, X2, X0
-	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X3, X3
+	VADDPS       X3, X2, X2
+	VPSHUFD      $0x01, X2, X3
+	VADDSS       X3, X2, X2
+	MOVSS        X2, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ4_1Q8AVX2_stored
+	VMOVSS       X2, (AX)(CX*4)
+
+dotQ4_1Q8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ4_1Q8AVX2_row
 	VZEROUPPER
-	MOVSS        X2, ret+40(FP)
+	RET
+
+dotQ4_1Q8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
 	RET
 
 // func dotQ4_1Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
@@ -6381,28 +6520,36 @@ Q4_1_4_tail_done:
 	VZEROUPPER
 	RET
 
-// func dotQ5_0Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// func dotQ5_0Q8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ5_0Q8AVX2(SB), NOSPLIT, $32-44
+TEXT ·dotQ5_0Q8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ5_0Q8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         s+24(FP), BX
-	MOVQ         nblk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X0
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x10101010, DI
-	VMOVD        DI, X1
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
 	VPCMPEQW     Y2, Y2, Y2
 	VPSRLW       $0x0f, Y2, Y2
-	VXORPS       Y3, Y3, Y3
-	VXORPS       Y4, Y4, Y4
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	TESTQ        DI, DI
-	JZ           Q5_0_1_done
+
+dotQ5_0Q8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   s+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   SI, DI
+	SHRQ   $0x03, DI
+	TESTQ  DI, DI
+	JZ     Q5_0_1_done
 
 Q5_0_1_loop:
 	PREFETCHT0   2048(AX)
@@ -6422,7 +6569,7 @@ Q5_0_1_loop:
 	VMULPS       Y5, Y6, Y6
 	VFMADD231PS  (BX), Y6, Y4
 	VMULPS       (DX), Y5, Y5
-	VMOVUPS      Y5, (SP)
+	VMOVUPS      Y5, 16(SP)
 	VMOVDQU      6(AX), X7
 	VPSRLW       $0x04, X7, X5
 	VINSERTI128  $0x01, X5, Y7, Y5
@@ -6437,7 +6584,7 @@ Q5_0_1_loop:
 	VPMADDUBSW   (CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SP), Y6
+	VBROADCASTSS 16(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	VMOVDQU      28(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -6453,7 +6600,7 @@ Q5_0_1_loop:
 	VPMADDUBSW   32(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 4(SP), Y6
+	VBROADCASTSS 20(SP), Y6
 	VFMADD231PS  Y6, Y5, Y4
 	VMOVDQU      50(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -6469,7 +6616,7 @@ Q5_0_1_loop:
 	VPMADDUBSW   64(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 8(SP), Y6
+	VBROADCASTSS 24(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	VMOVDQU      72(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -6485,7 +6632,7 @@ Q5_0_1_loop:
 	VPMADDUBSW   96(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 12(SP), Y6
+	VBROADCASTSS 28(SP), Y6
 	VFMADD231PS  Y6, Y5, Y4
 	VMOVDQU      94(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -6501,7 +6648,7 @@ Q5_0_1_loop:
 	VPMADDUBSW   128(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 16(SP), Y6
+	VBROADCASTSS 32(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	VMOVDQU      116(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -6517,7 +6664,7 @@ Q5_0_1_loop:
 	VPMADDUBSW   160(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 20(SP), Y6
+	VBROADCASTSS 36(SP), Y6
 	VFMADD231PS  Y6, Y5, Y4
 	VMOVDQU      138(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -6533,7 +6680,7 @@ Q5_0_1_loop:
 	VPMADDUBSW   192(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 24(SP), Y6
+	VBROADCASTSS 40(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	VMOVDQU      160(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -6549,7 +6696,7 @@ Q5_0_1_loop:
 	VPMADDUBSW   224(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 28(SP), Y6
+	VBROADCASTSS 44(SP), Y6
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00000100, CX
@@ -6571,7 +6718,7 @@ Q5_0_1_tail_loop:
 	VMULSS       (BX), X6, X7
 	VADDPS       Y7, Y3, Y3
 	VMULSS       (DX), X5, X7
-	VMOVSS       X7, (SP)
+	VMOVSS       X7, 16(SP)
 	VMOVDQU      6(AX), X7
 	VPSRLW       $0x04, X7, X5
 	VINSERTI128  $0x01, X5, Y7, Y5
@@ -6586,7 +6733,7 @@ Q5_0_1_tail_loop:
 	VPMADDUBSW   (CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SP), Y6
+	VBROADCASTSS 16(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	ADDQ         $0x00000016, AX
 	ADDQ         $0x00000020, CX
@@ -6597,14 +6744,33 @@ Q5_0_1_tail_loop:
 
 Q5_0_1_tail_done:
 	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X3
-	VMOVHLPS     X3, X0, X0
-	VADDPS       X0, X3, X3
-	VPSHUFD      $0x01, X3, X0
-	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X4, X4
+	VADDPS       X4, X3, X3
+	VPSHUFD      $0x01, X3, X4
+	VADDSS       X4, X3, X3
+	MOVSS        X3, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ5_0Q8AVX2_stored
+	VMOVSS       X3, (AX)(CX*4)
+
+dotQ5_0Q8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ5_0Q8AVX2_row
 	VZEROUPPER
-	MOVSS        X3, ret+40(FP)
+	RET
+
+dotQ5_0Q8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
 	RET
 
 // func dotQ5_0Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
@@ -7016,28 +7182,36 @@ Q5_0_4_tail_done:
 	VZEROUPPER
 	RET
 
-// func dotQ5_1Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// func dotQ5_1Q8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ5_1Q8AVX2(SB), NOSPLIT, $32-44
+TEXT ·dotQ5_1Q8AVX2(SB), NOSPLIT, $48-68
+	MOVQ         rows+56(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ5_1Q8AVX2_none
 	MOVQ         blk+0(FP), AX
-	MOVQ         q+8(FP), CX
-	MOVQ         d+16(FP), DX
-	MOVQ         s+24(FP), BX
-	MOVQ         nblk+32(FP), SI
-	MOVL         $0x0f0f0f0f, DI
-	VMOVD        DI, X0
+	MOVQ         AX, (SP)
+	MOVQ         $0x00000000, 8(SP)
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x10101010, DI
-	VMOVD        DI, X1
+	MOVL         $0x10101010, AX
+	VMOVD        AX, X1
 	VPBROADCASTD X1, Y1
 	VPCMPEQW     Y2, Y2, Y2
 	VPSRLW       $0x0f, Y2, Y2
-	VXORPS       Y3, Y3, Y3
-	VXORPS       Y4, Y4, Y4
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	TESTQ        DI, DI
-	JZ           Q5_1_1_done
+
+dotQ5_1Q8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   s+32(FP), BX
+	MOVQ   nblk+40(FP), SI
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   SI, DI
+	SHRQ   $0x03, DI
+	TESTQ  DI, DI
+	JZ     Q5_1_1_done
 
 Q5_1_1_loop:
 	PREFETCHT0   2048(AX)
@@ -7065,7 +7239,7 @@ Q5_1_1_loop:
 	VCVTPH2PS    X6, Y6
 	VFMADD231PS  (BX), Y6, Y4
 	VMULPS       (DX), Y5, Y5
-	VMOVUPS      Y5, (SP)
+	VMOVUPS      Y5, 16(SP)
 	VMOVDQU      8(AX), X7
 	VPSRLW       $0x04, X7, X5
 	VINSERTI128  $0x01, X5, Y7, Y5
@@ -7080,7 +7254,7 @@ Q5_1_1_loop:
 	VPMADDUBSW   (CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SP), Y6
+	VBROADCASTSS 16(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	VMOVDQU      32(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -7096,7 +7270,7 @@ Q5_1_1_loop:
 	VPMADDUBSW   32(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 4(SP), Y6
+	VBROADCASTSS 20(SP), Y6
 	VFMADD231PS  Y6, Y5, Y4
 	VMOVDQU      56(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -7112,7 +7286,7 @@ Q5_1_1_loop:
 	VPMADDUBSW   64(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 8(SP), Y6
+	VBROADCASTSS 24(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	VMOVDQU      80(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -7128,7 +7302,7 @@ Q5_1_1_loop:
 	VPMADDUBSW   96(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 12(SP), Y6
+	VBROADCASTSS 28(SP), Y6
 	VFMADD231PS  Y6, Y5, Y4
 	VMOVDQU      104(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -7144,7 +7318,7 @@ Q5_1_1_loop:
 	VPMADDUBSW   128(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 16(SP), Y6
+	VBROADCASTSS 32(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	VMOVDQU      128(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -7160,7 +7334,7 @@ Q5_1_1_loop:
 	VPMADDUBSW   160(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 20(SP), Y6
+	VBROADCASTSS 36(SP), Y6
 	VFMADD231PS  Y6, Y5, Y4
 	VMOVDQU      152(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -7176,7 +7350,7 @@ Q5_1_1_loop:
 	VPMADDUBSW   192(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 24(SP), Y6
+	VBROADCASTSS 40(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	VMOVDQU      176(AX), X7
 	VPSRLW       $0x04, X7, X5
@@ -7192,7 +7366,7 @@ Q5_1_1_loop:
 	VPMADDUBSW   224(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS 28(SP), Y6
+	VBROADCASTSS 44(SP), Y6
 	VFMADD231PS  Y6, Y5, Y4
 	ADDQ         $0x000000c0, AX
 	ADDQ         $0x00000100, CX
@@ -7216,7 +7390,7 @@ Q5_1_1_tail_loop:
 	VMULSS       (BX), X6, X7
 	VADDPS       Y7, Y3, Y3
 	VMULSS       (DX), X5, X7
-	VMOVSS       X7, (SP)
+	VMOVSS       X7, 16(SP)
 	VMOVDQU      8(AX), X7
 	VPSRLW       $0x04, X7, X5
 	VINSERTI128  $0x01, X5, Y7, Y5
@@ -7231,7 +7405,7 @@ Q5_1_1_tail_loop:
 	VPMADDUBSW   (CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VCVTDQ2PS    Y5, Y5
-	VBROADCASTSS (SP), Y6
+	VBROADCASTSS 16(SP), Y6
 	VFMADD231PS  Y6, Y5, Y3
 	ADDQ         $0x00000018, AX
 	ADDQ         $0x00000020, CX
@@ -7242,14 +7416,33 @@ Q5_1_1_tail_loop:
 
 Q5_1_1_tail_done:
 	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X3
-	VMOVHLPS     X3, X0, X0
-	VADDPS       X0, X3, X3
-	VPSHUFD      $0x01, X3, X0
-	VADDSS       X0, X3, X3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X4, X4
+	VADDPS       X4, X3, X3
+	VPSHUFD      $0x01, X3, X4
+	VADDSS       X4, X3, X3
+	MOVSS        X3, ret+64(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+48(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ5_1Q8AVX2_stored
+	VMOVSS       X3, (AX)(CX*4)
+
+dotQ5_1Q8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+56(FP), AX
+	CMPQ CX, AX
+	JB   dotQ5_1Q8AVX2_row
 	VZEROUPPER
-	MOVSS        X3, ret+40(FP)
+	RET
+
+dotQ5_1Q8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+64(FP)
 	RET
 
 // func dotQ5_1Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)

@@ -285,6 +285,7 @@ func TestAct8GGMLBlocks(t *testing.T) {
 				a.Quantize(x)
 				checkGGMLDot(t, name+" "+set.what+", one row", set.y, x, &a, k.Dot(set.blocks, &a))
 			}
+			checkGGMLRun(t, name+" "+set.what, k, set.blocks, set.y)
 			// four rows (the four-row kernel where the format has one), in
 			// one Act8Rows buffer as the cpu backend lays them out
 			xs := make([]float32, 0, 4*n)
@@ -325,6 +326,38 @@ func TestAct8GGMLBlocks(t *testing.T) {
 				checkGGMLDot(t, fmt.Sprintf("%s %s, eight rows (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], eight[r], out8[r])
 			}
 		}
+	}
+}
+
+// checkGGMLRun checks DotRows over a run of weight rows with one
+// activation row (decode's matmuls): the blocks, then them in reverse
+// block order, then them again, at a stride past the row with garbage
+// between, each against ggml's decode of its blocks.
+func checkGGMLRun(t *testing.T, what string, k Act8Dot, blocks []byte, y []float32) {
+	t.Helper()
+	bb, be := k.r.Format.BlockBytes, k.r.Format.BlockElems
+	nb := len(blocks) / bb
+	rev, revY := make([]byte, 0, len(blocks)), make([]float32, 0, len(y))
+	for b := nb - 1; b >= 0; b-- {
+		rev = append(rev, blocks[b*bb:(b+1)*bb]...)
+		revY = append(revY, y[b*be:(b+1)*be]...)
+	}
+	stride := len(blocks) + 7
+	data := make([]byte, 3*stride)
+	for i := range data {
+		data[i] = 0xa5
+	}
+	rowsY := [][]float32{y, revY, y}
+	for r, b := range [][]byte{blocks, rev, blocks} {
+		copy(data[r*stride:], b)
+	}
+	x := ggmlTrialActs(y, 0, 3)
+	var a Act8
+	a.Quantize(x)
+	out := make([]float32, 3)
+	k.DotRows(data, stride, &a, out)
+	for r := range out {
+		checkGGMLDot(t, fmt.Sprintf("%s, a run of rows (row %d)", what, r), rowsY[r], x, &a, out[r])
 	}
 }
 

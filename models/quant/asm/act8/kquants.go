@@ -56,8 +56,8 @@ var k16MasksSym *Mem
 // k16Sig are the kernels' signatures: one row (h the activation's sums
 // per 16 values, two per scale of d) and four rows at equal strides (h's
 // stride twice dstride).
-const (
-	k16Sig   = "func(blk *byte, q *int8, d *float32, h *float32, nblk int) float32"
+var (
+	k16Sig   = "func(" + fmt.Sprintf(rowsParams, "h") + ") float32"
 	k16x4Sig = "func(blk *byte, q *int8, d *float32, h *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
@@ -87,14 +87,13 @@ func dotK16(f k16, rows int) {
 	masks := k16Masks()
 	levels, scales := f.levels(), f.scales()
 	fs := AllocLocal(32 * rows) // per row r: d_w·d_r[j] for the block's 8 activation blocks
-	nacc := 2
-	if rows == 4 {
-		nacc = 4
-	}
-	acc := emit.Zeroed(nacc)
+	a.beginRow()
+	// four accumulators either way: one row's FMAs go round them, so that
+	// their latency does not chain the eight blocks of 32
+	acc := emit.Zeroed(4)
 	accOf := func(r, blk int) reg.VecVirtual {
 		if rows == 1 {
-			return acc[blk&1]
+			return acc[blk&3]
 		}
 		return acc[r]
 	}
@@ -105,8 +104,8 @@ func dotK16(f k16, rows int) {
 		// the offsets: acc −= Σ_g off_g·h[g]
 		for r := range rows {
 			_, _, hm := row(r, 0, 0)
-			VFNMADD231PS(hm, off[0], accOf(r, 0))
-			VFNMADD231PS(hm.Offset(32), off[1], accOf(r, 1))
+			VFNMADD231PS(hm, off[0], accOf(r, 2))
+			VFNMADD231PS(hm.Offset(32), off[1], accOf(r, 3))
 		}
 		dwy := YMM()
 		VBROADCASTSS(dw, dwy)
@@ -135,11 +134,7 @@ func dotK16(f k16, rows int) {
 		ADDQ(U32(32), d)
 		ADDQ(U32(64), h)
 	})
-	if rows == 1 {
-		emit.Hsum(acc...)
-	} else {
-		storeOut(acc)
-	}
+	a.endRow(acc)
 }
 
 // Q2_K: 84-byte blocks of 256: scales[16] @0 (per 16 values, low nibble
@@ -298,8 +293,8 @@ type k32 struct {
 	levels func() func(p reg.Register) func(sb int) reg.VecVirtual
 }
 
-const (
-	k32Sig   = "func(blk *byte, q *int8, d *float32, s *float32, nblk int) float32"
+var (
+	k32Sig   = "func(" + fmt.Sprintf(rowsParams, "s") + ") float32"
 	k32x4Sig = "func(blk *byte, q *int8, d *float32, s *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
@@ -321,14 +316,11 @@ func dotK32(f k32, rows int) {
 	ones := onesW()
 	levels := f.levels()
 	fs := AllocLocal(32 * rows) // per row r: scale_j·d_w·d_r[j] for the block's 8 sub-blocks
-	nacc := 2
-	if rows == 4 {
-		nacc = 4
-	}
-	acc := emit.Zeroed(nacc)
+	a.beginRow()
+	acc := emit.Zeroed(4)
 	accOf := func(r, sb int) reg.VecVirtual {
 		if rows == 1 {
-			return acc[sb&1]
+			return acc[sb&3]
 		}
 		return acc[r]
 	}
@@ -337,7 +329,7 @@ func dotK32(f k32, rows int) {
 		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
 		for r := range rows {
 			_, dm, sm := row(r, 0)
-			VFNMADD231PS(sm, mnf, accOf(r, 1)) // acc −= Σ_j mins[j]·s[j]
+			VFNMADD231PS(sm, mnf, accOf(r, 3)) // acc −= Σ_j mins[j]·s[j]
 			blockScales(scf, dm, fs.Offset(32*r))
 		}
 		level := levels(p)
@@ -359,11 +351,7 @@ func dotK32(f k32, rows int) {
 		ADDQ(U32(32), d)
 		ADDQ(U32(32), s)
 	})
-	if rows == 1 {
-		emit.Hsum(acc...)
-	} else {
-		storeOut(acc)
-	}
+	a.endRow(acc)
 }
 
 // Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit

@@ -14,7 +14,7 @@ import (
 // formats a llama.cpp user's experts and heads come in); q4_k's is
 // dotK32(q4k, 4).
 
-// Q6_K as a k16 format (its four-row kernel): 210-byte blocks of 256,
+// Q6_K as a k16 format (its one-row and four-row kernels): 210-byte blocks of 256,
 // ql[128] @0, qh[64] @128, int8 scales[16] @192 (one per 16 values), d f16
 // @208; y = d·sc·(u−32), u the unsigned six-bit level (emit.Q6KLevels'
 // order: activation block 4h+c is quarter c of half h). The −32 is an
@@ -46,9 +46,10 @@ var q6k = k16{
 		}
 	},
 	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
-		m4, m3 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x03)
+		m4, m30 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x30)
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
-			return func(blk int) reg.VecVirtual { return emit.Q6KLevels(p, blk/4, blk%4, m4, m3, nil) }
+			quarter := emit.Q6KQuarters(p, m4, m30)
+			return func(blk int) reg.VecVirtual { return quarter(blk/4, blk%4) }
 		}
 	},
 }
