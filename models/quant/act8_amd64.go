@@ -18,7 +18,7 @@ func archAct8() map[string]act8Func {
 				return 0
 			}
 			_, _, _ = b[nb*q80Bytes-1], q[nb*q80Elems-1], d[nb-1]
-			return dotQ8_0Q8AVX2(&b[0], &q[0], &d[0], nb)
+			return dotQ8_0Q8AVX2(&b[0], 0, &q[0], &d[0], nb, nil, 1)
 		},
 		"q6_k": k16Act8(q6kBytes, dotQ6KQ8AVX2),
 		"q4_k": sumsAct8(q4kElems, q4kBytes, dotQ4KQ8AVX2),
@@ -124,6 +124,21 @@ func archAct8Rows() map[string]act8RowsFunc {
 		return nil
 	}
 	return map[string]act8RowsFunc{
+		"q8_0": func(data []byte, stride int, q []int8, d, _, _ []float32, nb int, out []float32) {
+			if len(out) == 0 {
+				return
+			}
+			if nb == 0 {
+				clear(out)
+				return
+			}
+			_, _ = q[nb*q80Elems-1], d[nb-1]
+			if stride < 0 {
+				panic("quant: negative row stride")
+			}
+			_ = data[(len(out)-1)*stride+nb*q80Bytes-1]
+			dotQ8_0Q8AVX2(&data[0], stride, &q[0], &d[0], nb, &out[0], len(out))
+		},
 		"q6_k": rowsAct8(256, q6kBytes, true, dotQ6KQ8AVX2),
 		"q4_k": rowsAct8(q4kElems, q4kBytes, false, dotQ4KQ8AVX2),
 		"q2_k": rowsAct8(256, q2kBytes, true, dotQ2KQ8AVX2),
@@ -201,7 +216,7 @@ func act8x4(elems, size int, four func(b *byte, a *Act8, qs, ds, nb int, out *[4
 // dotQ8_0Act8x4 is q8_0's act8x4Func.
 var dotQ8_0Act8x4 = act8x4(q80Elems, q80Bytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 	dotQ8_0Q8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out)
-}, func(b *byte, a *Act8, nb int) float32 { return dotQ8_0Q8AVX2(b, &a.Q[0], &a.D[0], nb) })
+}, func(b *byte, a *Act8, nb int) float32 { return dotQ8_0Q8AVX2(b, 0, &a.Q[0], &a.D[0], nb, nil, 1) })
 
 // iq2SignBytes are ksigns as ±1 bytes (bit j set: byte j is −1), the
 // signs the four-row iq2_xs kernel puts on the activations.

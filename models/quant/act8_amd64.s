@@ -4,21 +4,29 @@
 
 #include "textflag.h"
 
-// func dotQ8_0Q8AVX2(blk *byte, q *int8, d *float32, nblk int) float32
+// func dotQ8_0Q8AVX2(blk *byte, stride int, q *int8, d *float32, nblk int, out *float32, rows int) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·dotQ8_0Q8AVX2(SB), NOSPLIT, $0-36
+TEXT ·dotQ8_0Q8AVX2(SB), NOSPLIT, $16-60
+	MOVQ     rows+48(FP), AX
+	TESTQ    AX, AX
+	JZ       dotQ8_0Q8AVX2_none
 	MOVQ     blk+0(FP), AX
-	MOVQ     q+8(FP), CX
-	MOVQ     d+16(FP), DX
-	MOVQ     nblk+24(FP), BX
+	MOVQ     AX, (SP)
+	MOVQ     $0x00000000, 8(SP)
 	VPCMPEQW Y0, Y0, Y0
 	VPSRLW   $0x0f, Y0, Y0
-	VXORPS   Y1, Y1, Y1
-	VXORPS   Y2, Y2, Y2
-	MOVQ     BX, SI
-	SHRQ     $0x01, SI
-	TESTQ    SI, SI
-	JZ       q8_done
+
+dotQ8_0Q8AVX2_row:
+	MOVQ   (SP), AX
+	MOVQ   q+16(FP), CX
+	MOVQ   d+24(FP), DX
+	MOVQ   nblk+32(FP), BX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   BX, SI
+	SHRQ   $0x01, SI
+	TESTQ  SI, SI
+	JZ     q8_done
 
 q8_loop:
 	PREFETCHT0   2048(AX)
@@ -65,23 +73,42 @@ q8_done:
 	VPMADDUBSW   Y4, Y3, Y3
 	VPMADDWD     Y0, Y3, Y3
 	MOVWLZX      (AX), AX
-	VMOVD        AX, X0
-	VCVTPH2PS    X0, X0
-	VMULSS       (DX), X0, X0
-	VBROADCASTSS X0, Y0
+	VMOVD        AX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DX), X4, X4
+	VBROADCASTSS X4, Y4
 	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y0, Y3, Y1
+	VFMADD231PS  Y4, Y3, Y1
 
 q8_tail_done:
 	VADDPS       Y2, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X1
-	VMOVHLPS     X1, X0, X0
-	VADDPS       X0, X1, X1
-	VPSHUFD      $0x01, X1, X0
-	VADDSS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X2, X2
+	VADDPS       X2, X1, X1
+	VPSHUFD      $0x01, X1, X2
+	VADDSS       X2, X1, X1
+	MOVSS        X1, ret+56(FP)
+	MOVQ         8(SP), CX
+	MOVQ         out+40(FP), AX
+	TESTQ        AX, AX
+	JZ           dotQ8_0Q8AVX2_stored
+	VMOVSS       X1, (AX)(CX*4)
+
+dotQ8_0Q8AVX2_stored:
+	INCQ CX
+	MOVQ CX, 8(SP)
+	MOVQ stride+8(FP), AX
+	ADDQ AX, (SP)
+	MOVQ rows+48(FP), AX
+	CMPQ CX, AX
+	JB   dotQ8_0Q8AVX2_row
 	VZEROUPPER
-	MOVSS        X1, ret+32(FP)
+	RET
+
+dotQ8_0Q8AVX2_none:
+	VXORPS X0, X0, X0
+	MOVSS  X0, ret+56(FP)
 	RET
 
 // func dotQ6KQ8AVX2(blk *byte, stride int, q *int8, d *float32, h *float32, nblk int, out *float32, rows int) float32

@@ -4,8 +4,11 @@
 
 package quant
 
-// dotQ8_0Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q8_0 blocks, in integers per block.
-func dotQ8_0Q8AVX2(blk *byte, q *int8, d *float32, nblk int) float32
+// dotQ8_0Q8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q8_0 blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call); in integers per block.
+//
+//go:noescape
+func dotQ8_0Q8AVX2(blk *byte, stride int, q *int8, d *float32, nblk int, out *float32, rows int) float32
 
 // dotQ6KQ8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q6_K blocks
 // for i < rows, and returns the last (a run of weight rows with one activation row in one call), h[j] being d[j/2]·Σ q of values 16j…16j+15; in integers per 32 values.

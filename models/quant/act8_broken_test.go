@@ -107,15 +107,16 @@ var brokenAct8Kernels = []struct {
 	},
 	{
 		what: "one-row kernels: every row of a run reads the run's first row",
-		file: "gen.go", from: "ADDQ(t, a.rowp)", to: "ADDQ(U32(0), a.rowp)",
+		file: "gen.go", from: "ADDQ(t, l.rowp)", to: "ADDQ(U32(0), l.rowp)",
 		want: []string{"q6_k ggml-quantized, a run of rows (row 1)", "q2_k ggml-decoded random, a run of rows (row 1)",
-			"q4_k ggml-quantized, a run of rows (row 1)", "q5_1 ggml-quantized prefix, a run of rows (row 1)"},
+			"q4_k ggml-quantized, a run of rows (row 1)", "q5_1 ggml-quantized prefix, a run of rows (row 1)",
+			"q8_0 ggml-quantized, a run of rows (row 1)"},
 	},
 	{
 		what: "one-row kernels: each row of a run stores over the first's result",
 		file: "gen.go", from: "VMOVSS(lo, Mem{Base: out, Index: i, Scale: 4})", to: "VMOVSS(lo, Mem{Base: out})",
 		want: []string{"q3_k ggml-quantized, a run of rows (row 1)", "q5_k ggml-decoded random, a run of rows (row 2)",
-			"q4_0 ggml-quantized, a run of rows (row 1)"},
+			"q4_0 ggml-quantized, a run of rows (row 1)", "q8_0 ggml-decoded random, a run of rows (row 2)"},
 	},
 	{
 		what: "iq2_xs one row: each 32 takes its neighbour's scales",

@@ -94,13 +94,17 @@ func scaleFMA(dot reg.VecVirtual, f Mem, acc reg.VecVirtual) {
 	VFMADD231PS(t, dot, acc)
 }
 
-// Q8_0: 34-byte blocks of 32, d f16 @0, qs int8[32] @2.
+// Q8_0: 34-byte blocks of 32, d f16 @0, qs int8[32] @2; a rows kernel
+// (rowsParams without sums).
 func dotQ8_0() {
 	name := "dotQ8_0Q8AVX2"
-	TEXT(name, NOSPLIT, sig)
-	Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q8_0 blocks, in integers per block.")
-	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
+	TEXT(name, NOSPLIT, "func(blk *byte, stride int, q *int8, d *float32, nblk int, out *float32, rows int) float32")
+	Doc(name+" sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q8_0 blocks",
+		"for i < rows, and returns the last (a run of weight rows with one activation row in one call); in integers per block.")
+	p, q, d, n := GP64(), GP64(), GP64(), GP64()
+	rl := startRows(name, p, rowParam{"q", q}, rowParam{"d", d}, rowParam{"nblk", n})
 	ones := onesW()
+	rl.beginRow()
 	acc := emit.Zeroed(2)
 	pairs := GP64()
 	MOVQ(n, pairs)
@@ -130,7 +134,7 @@ func dotQ8_0() {
 	JZ(LabelRef("q8_tail_done"))
 	one(0)
 	Label("q8_tail_done")
-	emit.Hsum(acc...)
+	rl.endRow(acc)
 }
 
 // q4kScales returns the q4_K block at p's 8 scales·d and 8 mins·dmin as
@@ -446,9 +450,88 @@ func dotIQ4XSx4() {
 type sumsArgs struct {
 	p, q, d, sums     reg.Register
 	qs, ds, q3, d3, n reg.Register
-	name, sumsName    string
-	rowp, row         Mem
-	four              bool
+	rows              *rowLoop // nil for four rows
+}
+
+// rowLoop runs a one-row kernel over a run of weight rows (rowsParams):
+// the next row's address and index live on the stack; each row reloads
+// the parameters the block loop consumes (reload) and sets p to the row.
+type rowLoop struct {
+	name      string
+	p         reg.Register
+	rowp, row Mem
+	reload    []rowParam
+}
+
+// rowParam is a parameter a row reloads into its register.
+type rowParam struct {
+	name string
+	r    reg.Register
+}
+
+// startRows begins a rows kernel after its TEXT: no rows returns 0 at
+// once; the constants the emitter sets up next come before beginRow.
+func startRows(name string, p reg.Register, reload ...rowParam) *rowLoop {
+	Pragma("noescape")
+	loc := AllocLocal(16)
+	l := &rowLoop{name: name, p: p, rowp: loc, row: loc.Offset(8), reload: reload}
+	t := GP64()
+	Load(Param("rows"), t)
+	TESTQ(t, t)
+	JZ(LabelRef(name + "_none"))
+	Load(Param("blk"), t)
+	MOVQ(t, l.rowp)
+	MOVQ(U32(0), l.row)
+	return l
+}
+
+// beginRow starts the next weight row: p at it, the reloaded parameters
+// afresh. The accumulators' zeroing belongs after it.
+func (l *rowLoop) beginRow() {
+	Label(l.name + "_row")
+	MOVQ(l.rowp, l.p)
+	for _, r := range l.reload {
+		Load(Param(r.name), r.r)
+	}
+}
+
+// endRow finishes a row: the accumulators' sum is the result and (out
+// non-nil) out[row]; then the next row while there is one.
+func (l *rowLoop) endRow(acc []reg.VecVirtual) {
+	for len(acc) > 1 {
+		var next []reg.VecVirtual
+		for i := 0; i+1 < len(acc); i += 2 {
+			VADDPS(acc[i+1], acc[i], acc[i])
+			next = append(next, acc[i])
+		}
+		if len(acc)%2 == 1 {
+			next = append(next, acc[len(acc)-1])
+		}
+		acc = next
+	}
+	lo := emit.HsumX(acc[0])
+	Store(lo, ReturnIndex(0))
+	out, i, t := GP64(), GP64(), GP64()
+	MOVQ(l.row, i)
+	Load(Param("out"), out)
+	TESTQ(out, out)
+	JZ(LabelRef(l.name + "_stored"))
+	VMOVSS(lo, Mem{Base: out, Index: i, Scale: 4})
+	Label(l.name + "_stored")
+	INCQ(i)
+	MOVQ(i, l.row)
+	Load(Param("stride"), t)
+	ADDQ(t, l.rowp)
+	Load(Param("rows"), t)
+	CMPQ(i, t)
+	JB(LabelRef(l.name + "_row"))
+	VZEROUPPER()
+	RET()
+	Label(l.name + "_none")
+	z := XMM()
+	VXORPS(z, z, z)
+	Store(z, ReturnIndex(0))
+	RET()
 }
 
 // The one-row kernels' rows parameters: weight row i at blk + i·stride,
@@ -465,7 +548,6 @@ func sumsPrologue(format, desc string, rows int, sig1, sig4, sums, doc1, doc4 st
 	name := fmt.Sprintf("dot%sQ8AVX2", format)
 	if rows == 1 {
 		TEXT(name, NOSPLIT, sig1)
-		Pragma("noescape")
 		Doc(name+" sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk "+desc+" blocks",
 			"for i < rows, and returns the last (a run of weight rows with one activation row in one call), "+doc1)
 	} else {
@@ -473,18 +555,10 @@ func sumsPrologue(format, desc string, rows int, sig1, sig4, sums, doc1, doc4 st
 		TEXT(name, NOSPLIT, sig4)
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, " + doc4)
 	}
-	a := sumsArgs{name: name, sumsName: sums, four: rows == 4}
+	var a sumsArgs
 	if rows == 1 {
 		a.p, a.q, a.d, a.sums, a.n = GP64(), GP64(), GP64(), GP64(), GP64()
-		loc := AllocLocal(16)
-		a.rowp, a.row = loc, loc.Offset(8)
-		t := GP64()
-		Load(Param("rows"), t)
-		TESTQ(t, t)
-		JZ(LabelRef(name + "_none"))
-		Load(Param("blk"), t)
-		MOVQ(t, a.rowp)
-		MOVQ(U32(0), a.row)
+		a.rows = startRows(name, a.p, rowParam{"q", a.q}, rowParam{"d", a.d}, rowParam{sums, a.sums}, rowParam{"nblk", a.n})
 		return a
 	}
 	a.p, a.q, a.d, a.sums = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param(sums), GP64())
@@ -497,60 +571,18 @@ func sumsPrologue(format, desc string, rows int, sig1, sig4, sums, doc1, doc4 st
 }
 
 // beginRow starts a one-row kernel's next weight row (nothing for four
-// rows): the row's address, the activation's pointers and the block
-// count, loaded afresh. Constants belong before it, the accumulators'
-// zeroing after it.
+// rows).
 func (a sumsArgs) beginRow() {
-	if a.four {
-		return
+	if a.rows != nil {
+		a.rows.beginRow()
 	}
-	Label(a.name + "_row")
-	MOVQ(a.rowp, a.p)
-	Load(Param("q"), a.q)
-	Load(Param("d"), a.d)
-	Load(Param(a.sumsName), a.sums)
-	Load(Param("nblk"), a.n)
 }
 
-// endRow finishes a row: the accumulators' sum into out[row], then the
-// next row while there is one (a four-row kernel: its four sums into out).
+// endRow finishes a row (a four-row kernel: its four sums into out).
 func (a sumsArgs) endRow(acc []reg.VecVirtual) {
-	if a.four {
+	if a.rows == nil {
 		storeOut(acc)
 		return
 	}
-	for len(acc) > 1 {
-		var next []reg.VecVirtual
-		for i := 0; i+1 < len(acc); i += 2 {
-			VADDPS(acc[i+1], acc[i], acc[i])
-			next = append(next, acc[i])
-		}
-		if len(acc)%2 == 1 {
-			next = append(next, acc[len(acc)-1])
-		}
-		acc = next
-	}
-	lo := emit.HsumX(acc[0])
-	Store(lo, ReturnIndex(0))
-	out, i, t := GP64(), GP64(), GP64()
-	MOVQ(a.row, i)
-	Load(Param("out"), out)
-	TESTQ(out, out)
-	JZ(LabelRef(a.name + "_stored"))
-	VMOVSS(lo, Mem{Base: out, Index: i, Scale: 4})
-	Label(a.name + "_stored")
-	INCQ(i)
-	MOVQ(i, a.row)
-	Load(Param("stride"), t)
-	ADDQ(t, a.rowp)
-	Load(Param("rows"), t)
-	CMPQ(i, t)
-	JB(LabelRef(a.name + "_row"))
-	VZEROUPPER()
-	RET()
-	Label(a.name + "_none")
-	z := XMM()
-	VXORPS(z, z, z)
-	Store(z, ReturnIndex(0))
-	RET()
+	a.rows.endRow(acc)
 }
