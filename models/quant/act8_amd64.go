@@ -13,7 +13,7 @@ func archAct8() map[string]act8Func {
 	}
 	signed := iq2Signed()
 	return map[string]act8Func{
-		"q8_0": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+		"q8_0": func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
@@ -22,21 +22,21 @@ func archAct8() map[string]act8Func {
 		},
 		"q6_k": k16Act8(q6kBytes, dotQ6KQ8AVX2),
 		"q4_k": sumsAct8(q4kElems, q4kBytes, dotQ4KQ8AVX2),
-		"iq2_xs": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+		"iq2_xs": func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*iq2xsBytes-1], q[nb*iq2xsElems-1], d[nb*8-1]
 			return dotIQ2XSQ8AVX2(&b[0], &q[0], &d[0], nb, &signed[0])
 		},
-		"iq4_nl": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+		"iq4_nl": func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*iq4nlBytes-1], q[nb*iq4nlElems-1], d[nb-1]
 			return dotIQ4NLQ8AVX2(&b[0], &q[0], &d[0], nb, &tables.kvaluesIQ4[0])
 		},
-		"iq4_xs": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+		"iq4_xs": func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
@@ -62,7 +62,7 @@ type rowsKernel = func(b *byte, stride int, q *int8, d, sums *float32, nb int, o
 // sumsAct8 is the act8Func of a format of blocks of elems values in size
 // bytes whose kernel takes the activation's sums per block (Act8.S).
 func sumsAct8(elems, size int, k rowsKernel) act8Func {
-	return func(b []byte, q []int8, d, s, _ []float32, nb int) float32 {
+	return func(b []byte, q []int8, d, s, _ []float32, _ []int16, nb int) float32 {
 		if nb == 0 {
 			return 0
 		}
@@ -72,10 +72,9 @@ func sumsAct8(elems, size int, k rowsKernel) act8Func {
 	}
 }
 
-// rowsAct8 is the act8RowsFunc of a rows kernel (sumsAct8's, or k16Act8's
-// with perH: the sums per 16).
-func rowsAct8(elems, size int, perH bool, k rowsKernel) act8RowsFunc {
-	return func(data []byte, stride int, q []int8, d, s, h []float32, nb int, out []float32) {
+// rowsAct8 is the act8RowsFunc of sumsAct8's rows kernel.
+func rowsAct8(elems, size int, k rowsKernel) act8RowsFunc {
+	return func(data []byte, stride int, q []int8, d, s, _ []float32, _ []int16, nb int, out []float32) {
 		if len(out) == 0 {
 			return
 		}
@@ -84,16 +83,31 @@ func rowsAct8(elems, size int, perH bool, k rowsKernel) act8RowsFunc {
 			return
 		}
 		nd := nb * elems / Act8Block
-		sums := s[:nd]
-		if perH {
-			sums = h[:2*nd]
-		}
-		_, _ = q[nb*elems-1], d[nd-1]
+		_, _, _ = q[nb*elems-1], d[nd-1], s[nd-1]
 		if stride < 0 {
 			panic("quant: negative row stride")
 		}
 		_ = data[(len(out)-1)*stride+nb*size-1]
-		k(&data[0], stride, &q[0], &d[0], &sums[0], nb, &out[0], len(out))
+		k(&data[0], stride, &q[0], &d[0], &s[0], nb, &out[0], len(out))
+	}
+}
+
+// rowsK16 is the act8RowsFunc of k16Act8's rows kernel.
+func rowsK16(size int, k rowsKernelG) act8RowsFunc {
+	return func(data []byte, stride int, q []int8, d, _, _ []float32, g []int16, nb int, out []float32) {
+		if len(out) == 0 {
+			return
+		}
+		if nb == 0 {
+			clear(out)
+			return
+		}
+		_, _, _ = q[nb*256-1], d[nb*8-1], g[nb*16-1]
+		if stride < 0 {
+			panic("quant: negative row stride")
+		}
+		_ = data[(len(out)-1)*stride+nb*size-1]
+		k(&data[0], stride, &q[0], &d[0], &g[0], nb, &out[0], len(out))
 	}
 }
 
@@ -105,15 +119,19 @@ func sumsAct8x4(elems, size int, four func(b *byte, q *int8, d, s *float32, qs, 
 	}, func(b *byte, a *Act8, nb int) float32 { return one(b, 0, &a.Q[0], &a.D[0], &a.S[0], nb, nil, 1) })
 }
 
+// rowsKernelG is rowsKernel for the k16 formats, whose one-row kernels
+// take the activation's integer sums per 16 values (Act8.G).
+type rowsKernelG = func(b *byte, stride int, q *int8, d *float32, g *int16, nb int, out *float32, rows int) float32
+
 // k16Act8 is the act8Func of a k-quant of 256-value blocks of size bytes
-// whose kernel takes the activation's sums per 16 values (Act8.H).
-func k16Act8(size int, k rowsKernel) act8Func {
-	return func(b []byte, q []int8, d, _, h []float32, nb int) float32 {
+// whose one-row kernel takes the activation's integer sums per 16 values.
+func k16Act8(size int, k rowsKernelG) act8Func {
+	return func(b []byte, q []int8, d, _, _ []float32, g []int16, nb int) float32 {
 		if nb == 0 {
 			return 0
 		}
-		_, _, _, _ = b[nb*size-1], q[nb*256-1], d[nb*8-1], h[nb*16-1]
-		return k(&b[0], 0, &q[0], &d[0], &h[0], nb, nil, 1)
+		_, _, _, _ = b[nb*size-1], q[nb*256-1], d[nb*8-1], g[nb*16-1]
+		return k(&b[0], 0, &q[0], &d[0], &g[0], nb, nil, 1)
 	}
 }
 
@@ -124,7 +142,7 @@ func archAct8Rows() map[string]act8RowsFunc {
 		return nil
 	}
 	return map[string]act8RowsFunc{
-		"q8_0": func(data []byte, stride int, q []int8, d, _, _ []float32, nb int, out []float32) {
+		"q8_0": func(data []byte, stride int, q []int8, d, _, _ []float32, _ []int16, nb int, out []float32) {
 			if len(out) == 0 {
 				return
 			}
@@ -139,15 +157,15 @@ func archAct8Rows() map[string]act8RowsFunc {
 			_ = data[(len(out)-1)*stride+nb*q80Bytes-1]
 			dotQ8_0Q8AVX2(&data[0], stride, &q[0], &d[0], nb, &out[0], len(out))
 		},
-		"q6_k": rowsAct8(256, q6kBytes, true, dotQ6KQ8AVX2),
-		"q4_k": rowsAct8(q4kElems, q4kBytes, false, dotQ4KQ8AVX2),
-		"q2_k": rowsAct8(256, q2kBytes, true, dotQ2KQ8AVX2),
-		"q3_k": rowsAct8(256, q3kBytes, true, dotQ3KQ8AVX2),
-		"q5_k": rowsAct8(256, q5kBytes, false, dotQ5KQ8AVX2),
-		"q4_0": rowsAct8(legacyElems, layoutQ4_0.bytes, false, dotQ4_0Q8AVX2),
-		"q4_1": rowsAct8(legacyElems, layoutQ4_1.bytes, false, dotQ4_1Q8AVX2),
-		"q5_0": rowsAct8(legacyElems, layoutQ5_0.bytes, false, dotQ5_0Q8AVX2),
-		"q5_1": rowsAct8(legacyElems, layoutQ5_1.bytes, false, dotQ5_1Q8AVX2),
+		"q6_k": rowsK16(q6kBytes, dotQ6KQ8AVX2),
+		"q4_k": rowsAct8(q4kElems, q4kBytes, dotQ4KQ8AVX2),
+		"q2_k": rowsK16(q2kBytes, dotQ2KQ8AVX2),
+		"q3_k": rowsK16(q3kBytes, dotQ3KQ8AVX2),
+		"q5_k": rowsAct8(256, q5kBytes, dotQ5KQ8AVX2),
+		"q4_0": rowsAct8(legacyElems, layoutQ4_0.bytes, dotQ4_0Q8AVX2),
+		"q4_1": rowsAct8(legacyElems, layoutQ4_1.bytes, dotQ4_1Q8AVX2),
+		"q5_0": rowsAct8(legacyElems, layoutQ5_0.bytes, dotQ5_0Q8AVX2),
+		"q5_1": rowsAct8(legacyElems, layoutQ5_1.bytes, dotQ5_1Q8AVX2),
 	}
 }
 
@@ -182,10 +200,10 @@ func archAct8x4() map[string]act8x4Func {
 
 // k16Act8x4 is act8x4 for the kernels that take Act8.H (k16Act8).
 func k16Act8x4(size int, four func(b *byte, q *int8, d, h *float32, qs, ds, nb int, out *[4]float32),
-	one rowsKernel) act8x4Func {
+	one rowsKernelG) act8x4Func {
 	return act8x4(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 		four(b, &a.Q[0], &a.D[0], &a.H[0], qs, ds, nb, out)
-	}, func(b *byte, a *Act8, nb int) float32 { return one(b, 0, &a.Q[0], &a.D[0], &a.H[0], nb, nil, 1) })
+	}, func(b *byte, a *Act8, nb int) float32 { return one(b, 0, &a.Q[0], &a.D[0], &a.G[0], nb, nil, 1) })
 }
 
 // act8x4 is the act8x4Func of a format of blocks of elems values in size

@@ -24,6 +24,21 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q2_k ggml-quantized, one row", "q2_k ggml-quantized, four rows", "q2_k four rows", "q2_k random"},
 	},
 	{
+		what: "q2_k one row: the offsets weigh the sums per 16 by the scales, not the mins",
+		file: "kquants.go", from: "k16Scales{words: words, offWords: mins,", to: "k16Scales{words: words, offWords: words,",
+		want: []string{"q2_k ggml-quantized, one row", "q2_k ggml-decoded random, a run of rows (row 2)", "q2_k random"},
+	},
+	{
+		what: "k16 one row: the integer sums per 16 read at the float sums' stride",
+		file: "kquants.go", from: "ADDQ(U32(32), h)", to: "ADDQ(U32(64), h)",
+		want: []string{"q2_k ggml-quantized, one row", "q3_k ggml-quantized, a run of rows (row 1)", "q6_k ggml-quantized, one row"},
+	},
+	{
+		what: "activation quantizer: the integer sums per 16 stored swapped",
+		file: "quantize.go", from: "MOVW(gi.As16(), Mem{Base: gp, Disp: 2 * i})", to: "MOVW(gi.As16(), Mem{Base: gp, Disp: 2 - 2*i})",
+		want: []string{"integer sums per 16 G[0]", "q6_k ggml-quantized, one row"},
+	},
+	{
 		what: "q3_k: each block takes its neighbour's high bits",
 		file: "kquants.go", from: "bitTo(hm, blk, 2, c4)", to: "bitTo(hm, blk^1, 2, c4)",
 		want: []string{"q3_k ggml-quantized, one row", "q3_k ggml-quantized, four rows", "q3_k four rows", "q3_k random"},

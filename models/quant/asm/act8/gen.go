@@ -539,6 +539,9 @@ func (l *rowLoop) endRow(acc []reg.VecVirtual) {
 // rows; the result is the last row's dot (0 for no rows).
 const rowsParams = "blk *byte, stride int, q *int8, d *float32, %s *float32, nblk int, out *float32, rows int"
 
+// rowsParamsG is rowsParams with the activation's integer sums (Act8.G).
+const rowsParamsG = "blk *byte, stride int, q *int8, d *float32, %s *int16, nblk int, out *float32, rows int"
+
 // sumsPrologue starts format's one-row (rows 1) or four-row kernel: its
 // TEXT with sig1 or sig4, its Doc (doc1 or doc4 after the name and what
 // every such kernel computes over nblk desc blocks), and the parameters,

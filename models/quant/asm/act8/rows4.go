@@ -23,26 +23,18 @@ import (
 // signed levels.
 var q6k = k16{
 	name: "Q6K", desc: "q6_K", size: 210,
-	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+	scales: func() func(p reg.Register) k16Scales {
 		t := GP32()
 		MOVL(U32(0x42000000), t) // 32.0
 		c32f := XMM()
 		VMOVD(t, c32f)
-		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
-			x := XMM()
-			VMOVDQU(Mem{Base: p, Disp: 192}, x)
+		return func(p reg.Register) k16Scales {
 			words := YMM()
-			VPMOVSXBW(x, words)
+			VPMOVSXBW(Mem{Base: p, Disp: 192}, words)
 			d := emit.F16Scalar(Mem{Base: p, Disp: 208})
 			d32 := XMM()
 			VMULSS(c32f, d, d32)
-			d32y := YMM()
-			VBROADCASTSS(d32, d32y)
-			off := bytesToFloats(x, true)
-			for _, o := range off {
-				VMULPS(d32y, o, o)
-			}
-			return words, off, d
+			return k16Scales{words: words, offWords: words, by: d32, d: d}
 		}
 	},
 	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
