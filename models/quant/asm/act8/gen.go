@@ -60,8 +60,6 @@ func prefetchLines(p reg.Register, n int) {
 	}
 }
 
-const sig = "func(blk *byte, q *int8, d *float32, nblk int) float32"
-
 // onesW is a vector of int16 ones (VPMADDWD by it sums adjacent pairs).
 func onesW() reg.VecVirtual {
 	o := YMM()
