@@ -25,6 +25,10 @@ type Act8 struct {
 	// H holds D·ΣQ per 16 values (two per block): the offsets of q2_K's
 	// mins and q3_K's −4 per 16 values meet them.
 	H []float32
+	// G holds ΣQ per 16 values as integers (two per block, |ΣQ| ≤ 2032):
+	// the one-row kernels of q2_K, q3_K and q6_K weigh them by the
+	// offsets' integer factors with one VPMADDWD per 256 values.
+	G []int16
 	n int
 }
 
@@ -48,9 +52,9 @@ func (a *Act8) Quantize(x []float32) {
 		a.D, a.S = make([]float32, nb), make([]float32, nb)
 	}
 	if cap(a.H) < 2*nb {
-		a.H = make([]float32, 2*nb)
+		a.H, a.G = make([]float32, 2*nb), make([]int16, 2*nb)
 	}
-	a.Q, a.D, a.S, a.H = a.Q[:n], a.D[:nb], a.S[:nb], a.H[:2*nb]
+	a.Q, a.D, a.S, a.H, a.G = a.Q[:n], a.D[:nb], a.S[:nb], a.H[:2*nb], a.G[:2*nb]
 	for b := range nb {
 		lo := b * Act8Block
 		q := a.Q[lo : lo+Act8Block]
@@ -58,26 +62,28 @@ func (a *Act8) Quantize(x []float32) {
 			clear(q)
 			a.D[b], a.S[b] = 0, 0
 			a.H[2*b], a.H[2*b+1] = 0, 0
+			a.G[2*b], a.G[2*b+1] = 0, 0
 			continue
 		}
 		xs := x[lo:min(len(x), lo+Act8Block)]
-		if len(xs) == Act8Block && quantize32 != nil && quantize32(&xs[0], &q[0], &a.D[b], &a.S[b], &a.H[2*b]) {
+		if len(xs) == Act8Block && quantize32 != nil && quantize32(&xs[0], &q[0], &a.D[b], &a.S[b], &a.H[2*b], &a.G[2*b]) {
 			continue
 		}
-		quantizeAct8Block(xs, q, &a.D[b], &a.S[b], (*[2]float32)(a.H[2*b:]))
+		quantizeAct8Block(xs, q, &a.D[b], &a.S[b], (*[2]float32)(a.H[2*b:]), (*[2]int16)(a.G[2*b:]))
 	}
 }
 
 // quantize32 is quantizeAct8Block of one whole block of finite values
 // not all zero in assembly (nil where there is none), false where it
 // leaves the block to quantizeAct8Block.
-var quantize32 func(x *float32, q *int8, d, s, h *float32) bool
+var quantize32 func(x *float32, q *int8, d, s, h *float32, g *int16) bool
 
-func quantizeAct8Block(xs []float32, q []int8, d, s *float32, h *[2]float32) {
+func quantizeAct8Block(xs []float32, q []int8, d, s *float32, h *[2]float32, g *[2]int16) {
 	var amax uint32 // max |x| as float32 bits: for finite values and +Inf, the bits order as the values
 	for _, v := range xs {
 		amax = max(amax, math.Float32bits(v)&^(1<<31))
 	}
+	*g = [2]int16{}
 	if amax == 0 {
 		clear(q)
 		*d, *s, h[0], h[1] = 0, 0, 0, 0
@@ -108,6 +114,7 @@ func quantizeAct8Block(xs []float32, q []int8, d, s *float32, h *[2]float32) {
 	clear(q[len(xs):])
 	*d, *s = dd, dd*float32(sum[0]+sum[1])
 	h[0], h[1] = dd*float32(sum[0]), dd*float32(sum[1])
+	g[0], g[1] = int16(sum[0]), int16(sum[1])
 }
 
 // Dequantize returns x̂: D·Q per block, over the Len values.
@@ -120,14 +127,19 @@ func (a *Act8) Dequantize() []float32 {
 }
 
 // act8Func is a format's integer dot of whole blocks (block holding nblk
-// of them) with the activation levels and scales from q, d, s (its
+// of them) with the activation levels and scales from q, d, s, h, g (its
 // first nblk·BlockElems values).
-type act8Func = func(block []byte, q []int8, d, s, h []float32, nblk int) float32
+type act8Func = func(block []byte, q []int8, d, s, h []float32, g []int16, nblk int) float32
 
 // act8x4Func is a format's four-row dot of whole blocks: out[i][r] is the
 // dot of the weight row at data[i·stride:] (nblk blocks) with a[r], for
 // i < len(out); rows not at equal strides take one-row dots.
 type act8x4Func = func(data []byte, stride int, a *[4]*Act8, nblk int, out [][4]float32)
+
+// act8RowsFunc is a format's one-row dot over a run of weight rows:
+// out[i] is the dot of the row at data[i·stride:] (nblk blocks) with the
+// activation, i < len(out), in one call.
+type act8RowsFunc = func(data []byte, stride int, q []int8, d, s, h []float32, g []int16, nblk int, out []float32)
 
 // act8x2Func and act8x8Func are act8x4Func for two and eight activation
 // rows.
@@ -137,10 +149,11 @@ type (
 )
 
 var (
-	act8Dots  = map[*Format]act8Func{}
-	act8Dots2 = map[*Format]act8x2Func{}
-	act8Dots4 = map[*Format]act8x4Func{}
-	act8Dots8 = map[*Format]act8x8Func{}
+	act8Dots     = map[*Format]act8Func{}
+	act8DotsRows = map[*Format]act8RowsFunc{}
+	act8Dots2    = map[*Format]act8x2Func{}
+	act8Dots4    = map[*Format]act8x4Func{}
+	act8Dots8    = map[*Format]act8x8Func{}
 )
 
 func init() {
@@ -149,6 +162,9 @@ func init() {
 	}
 	for name, f := range archAct8x4() {
 		act8Dots4[registry[name]] = f
+	}
+	for name, f := range archAct8Rows() {
+		act8DotsRows[registry[name]] = f
 	}
 }
 
@@ -160,13 +176,14 @@ func (r RowLayout) Act8Kernel() (Act8Dot, bool) {
 	if !ok {
 		return Act8Dot{}, false
 	}
-	return Act8Dot{r: r, one: f, two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format]}, true
+	return Act8Dot{r: r, one: f, rows: act8DotsRows[r.Format], two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format]}, true
 }
 
 // Act8Dot multiplies stored rows of one layout with Act8 activations.
 type Act8Dot struct {
 	r     RowLayout
 	one   act8Func
+	rows  act8RowsFunc // nil: DotRows calls one per row
 	two   act8x2Func
 	four  act8x4Func
 	eight act8x8Func
@@ -178,7 +195,7 @@ type Act8Dot struct {
 func (k Act8Dot) Dot(row []byte, a *Act8) float32 {
 	nb := k.r.Stored / k.r.Format.BlockElems
 	n := nb * k.r.Format.BlockElems
-	return k.one(row, a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], a.H[:2*n/Act8Block], nb)
+	return k.one(row, a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], a.H[:2*n/Act8Block], a.G[:2*n/Act8Block], nb)
 }
 
 // DotRows sets out[i] to Dot of the row at data[i·stride:] for every i:
@@ -186,9 +203,13 @@ func (k Act8Dot) Dot(row []byte, a *Act8) float32 {
 func (k Act8Dot) DotRows(data []byte, stride int, a *Act8, out []float32) {
 	nb := k.r.Stored / k.r.Format.BlockElems
 	n := nb * k.r.Format.BlockElems
-	q, d, s, h := a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], a.H[:2*n/Act8Block]
+	q, d, s, h, g := a.Q[:n], a.D[:n/Act8Block], a.S[:n/Act8Block], a.H[:2*n/Act8Block], a.G[:2*n/Act8Block]
+	if k.rows != nil {
+		k.rows(data, stride, q, d, s, h, g, nb, out)
+		return
+	}
 	for i := range out {
-		out[i] = k.one(data[i*stride:], q, d, s, h, nb)
+		out[i] = k.one(data[i*stride:], q, d, s, h, g, nb)
 	}
 }
 
@@ -320,6 +341,7 @@ func (a *Act8Rows) Gather(src *Act8Rows, sel []int) {
 		copy(d.D, s.D)
 		copy(d.S, s.S)
 		copy(d.H, s.H)
+		copy(d.G, s.G)
 		d.n = s.n
 	}
 }
@@ -337,9 +359,9 @@ func (a *Act8Rows) reserve(rows, k int) {
 		all.D, all.S = make([]float32, rows*nb), make([]float32, rows*nb)
 	}
 	if cap(all.H) < 2*rows*nb {
-		all.H = make([]float32, 2*rows*nb)
+		all.H, all.G = make([]float32, 2*rows*nb), make([]int16, 2*rows*nb)
 	}
-	all.Q, all.D, all.S, all.H = all.Q[:rows*w], all.D[:rows*nb], all.S[:rows*nb], all.H[:2*rows*nb]
+	all.Q, all.D, all.S, all.H, all.G = all.Q[:rows*w], all.D[:rows*nb], all.S[:rows*nb], all.H[:2*rows*nb], all.G[:2*rows*nb]
 	if cap(a.rows) < rows {
 		a.rows = make([]Act8, rows)
 	}
@@ -348,6 +370,7 @@ func (a *Act8Rows) reserve(rows, k int) {
 		ar := &a.rows[r]
 		ar.Q, ar.D, ar.S = all.Q[r*w:(r+1)*w:(r+1)*w], all.D[r*nb:(r+1)*nb:(r+1)*nb], all.S[r*nb:(r+1)*nb:(r+1)*nb]
 		ar.H = all.H[2*r*nb : 2*(r+1)*nb : 2*(r+1)*nb]
+		ar.G = all.G[2*r*nb : 2*(r+1)*nb : 2*(r+1)*nb]
 		ar.n = k
 	}
 }

@@ -13,42 +13,30 @@ func archAct8() map[string]act8Func {
 	}
 	signed := iq2Signed()
 	return map[string]act8Func{
-		"q8_0": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+		"q8_0": func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*q80Bytes-1], q[nb*q80Elems-1], d[nb-1]
-			return dotQ8_0Q8AVX2(&b[0], &q[0], &d[0], nb)
+			return dotQ8_0Q8AVX2(&b[0], 0, &q[0], &d[0], nb, nil, 1)
 		},
-		"q6_k": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
-			if nb == 0 {
-				return 0
-			}
-			_, _, _ = b[nb*q6kBytes-1], q[nb*q6kElems-1], d[nb*8-1]
-			return dotQ6KQ8AVX2(&b[0], &q[0], &d[0], nb)
-		},
-		"q4_k": func(b []byte, q []int8, d, s, _ []float32, nb int) float32 {
-			if nb == 0 {
-				return 0
-			}
-			_, _, _, _ = b[nb*q4kBytes-1], q[nb*q4kElems-1], d[nb*8-1], s[nb*8-1]
-			return dotQ4KQ8AVX2(&b[0], &q[0], &d[0], &s[0], nb)
-		},
-		"iq2_xs": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+		"q6_k": k16Act8(q6kBytes, dotQ6KQ8AVX2),
+		"q4_k": sumsAct8(q4kElems, q4kBytes, dotQ4KQ8AVX2),
+		"iq2_xs": func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*iq2xsBytes-1], q[nb*iq2xsElems-1], d[nb*8-1]
 			return dotIQ2XSQ8AVX2(&b[0], &q[0], &d[0], nb, &signed[0])
 		},
-		"iq4_nl": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+		"iq4_nl": func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
 			_, _, _ = b[nb*iq4nlBytes-1], q[nb*iq4nlElems-1], d[nb-1]
 			return dotIQ4NLQ8AVX2(&b[0], &q[0], &d[0], nb, &tables.kvaluesIQ4[0])
 		},
-		"iq4_xs": func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+		"iq4_xs": func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 			if nb == 0 {
 				return 0
 			}
@@ -65,36 +53,119 @@ func archAct8() map[string]act8Func {
 	}
 }
 
+// rowsKernel is a one-row kernel of asm/act8's rowsParams: a run of weight
+// rows (row i at b + i·stride) with one activation row, out[i] set (out
+// nil: none), the last row's dot returned; sums is the activation's S or
+// H, as the format's offsets need.
+type rowsKernel = func(b *byte, stride int, q *int8, d, sums *float32, nb int, out *float32, rows int) float32
+
 // sumsAct8 is the act8Func of a format of blocks of elems values in size
 // bytes whose kernel takes the activation's sums per block (Act8.S).
-func sumsAct8(elems, size int, one func(b *byte, q *int8, d, s *float32, nb int) float32) act8Func {
-	return func(b []byte, q []int8, d, s, _ []float32, nb int) float32 {
+func sumsAct8(elems, size int, k rowsKernel) act8Func {
+	return func(b []byte, q []int8, d, s, _ []float32, _ []int16, nb int) float32 {
 		if nb == 0 {
 			return 0
 		}
 		nd := nb * elems / Act8Block
 		_, _, _, _ = b[nb*size-1], q[nb*elems-1], d[nd-1], s[nd-1]
-		return one(&b[0], &q[0], &d[0], &s[0], nb)
+		return k(&b[0], 0, &q[0], &d[0], &s[0], nb, nil, 1)
+	}
+}
+
+// rowsAct8 is the act8RowsFunc of sumsAct8's rows kernel.
+func rowsAct8(elems, size int, k rowsKernel) act8RowsFunc {
+	return func(data []byte, stride int, q []int8, d, s, _ []float32, _ []int16, nb int, out []float32) {
+		if len(out) == 0 {
+			return
+		}
+		if nb == 0 {
+			clear(out)
+			return
+		}
+		nd := nb * elems / Act8Block
+		_, _, _ = q[nb*elems-1], d[nd-1], s[nd-1]
+		if stride < 0 {
+			panic("quant: negative row stride")
+		}
+		_ = data[(len(out)-1)*stride+nb*size-1]
+		k(&data[0], stride, &q[0], &d[0], &s[0], nb, &out[0], len(out))
+	}
+}
+
+// rowsK16 is the act8RowsFunc of k16Act8's rows kernel.
+func rowsK16(size int, k rowsKernelG) act8RowsFunc {
+	return func(data []byte, stride int, q []int8, d, _, _ []float32, g []int16, nb int, out []float32) {
+		if len(out) == 0 {
+			return
+		}
+		if nb == 0 {
+			clear(out)
+			return
+		}
+		_, _, _ = q[nb*256-1], d[nb*8-1], g[nb*16-1]
+		if stride < 0 {
+			panic("quant: negative row stride")
+		}
+		_ = data[(len(out)-1)*stride+nb*size-1]
+		k(&data[0], stride, &q[0], &d[0], &g[0], nb, &out[0], len(out))
 	}
 }
 
 // sumsAct8x4 is act8x4 for the kernels of sumsAct8.
 func sumsAct8x4(elems, size int, four func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[4]float32),
-	one func(b *byte, q *int8, d, s *float32, nb int) float32) act8x4Func {
+	one rowsKernel) act8x4Func {
 	return act8x4(elems, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 		four(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out)
-	}, func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], &a.S[0], nb) })
+	}, func(b *byte, a *Act8, nb int) float32 { return one(b, 0, &a.Q[0], &a.D[0], &a.S[0], nb, nil, 1) })
 }
 
+// rowsKernelG is rowsKernel for the k16 formats, whose one-row kernels
+// take the activation's integer sums per 16 values (Act8.G).
+type rowsKernelG = func(b *byte, stride int, q *int8, d *float32, g *int16, nb int, out *float32, rows int) float32
+
 // k16Act8 is the act8Func of a k-quant of 256-value blocks of size bytes
-// whose kernel takes the activation's sums per 16 values (Act8.H).
-func k16Act8(size int, one func(b *byte, q *int8, d, h *float32, nb int) float32) act8Func {
-	return func(b []byte, q []int8, d, _, h []float32, nb int) float32 {
+// whose one-row kernel takes the activation's integer sums per 16 values.
+func k16Act8(size int, k rowsKernelG) act8Func {
+	return func(b []byte, q []int8, d, _, _ []float32, g []int16, nb int) float32 {
 		if nb == 0 {
 			return 0
 		}
-		_, _, _, _ = b[nb*size-1], q[nb*256-1], d[nb*8-1], h[nb*16-1]
-		return one(&b[0], &q[0], &d[0], &h[0], nb)
+		_, _, _, _ = b[nb*size-1], q[nb*256-1], d[nb*8-1], g[nb*16-1]
+		return k(&b[0], 0, &q[0], &d[0], &g[0], nb, nil, 1)
+	}
+}
+
+// archAct8Rows are the formats whose one-row kernel runs a run of weight
+// rows in one call (DotRows).
+func archAct8Rows() map[string]act8RowsFunc {
+	if !haveAVX2 {
+		return nil
+	}
+	return map[string]act8RowsFunc{
+		"q8_0": func(data []byte, stride int, q []int8, d, _, _ []float32, _ []int16, nb int, out []float32) {
+			if len(out) == 0 {
+				return
+			}
+			if nb == 0 {
+				clear(out)
+				return
+			}
+			_, _ = q[nb*q80Elems-1], d[nb-1]
+			if stride < 0 {
+				panic("quant: negative row stride")
+			}
+			_ = data[(len(out)-1)*stride+nb*q80Bytes-1]
+			dotQ8_0Q8AVX2(&data[0], stride, &q[0], &d[0], nb, &out[0], len(out))
+		},
+		"q6_k": rowsK16(q6kBytes, dotQ6KQ8AVX2),
+		"q4_k": rowsAct8(q4kElems, q4kBytes, dotQ4KQ8AVX2),
+		"q2_k": rowsK16(q2kBytes, dotQ2KQ8AVX2),
+		"q3_k": rowsK16(q3kBytes, dotQ3KQ8AVX2),
+		"q5_k": rowsAct8(256, q5kBytes, dotQ5KQ8AVX2),
+		"q4_0": rowsAct8(legacyElems, layoutQ4_0.bytes, dotQ4_0Q8AVX2),
+		"q4_1": rowsAct8(legacyElems, layoutQ4_1.bytes, dotQ4_1Q8AVX2),
+		"q5_0": rowsAct8(legacyElems, layoutQ5_0.bytes, dotQ5_0Q8AVX2),
+		"q5_1": rowsAct8(legacyElems, layoutQ5_1.bytes, dotQ5_1Q8AVX2),
 	}
 }
 
@@ -107,9 +178,7 @@ func archAct8x4() map[string]act8x4Func {
 	return map[string]act8x4Func{
 		"q8_0": dotQ8_0Act8x4,
 		"q4_k": sumsAct8x4(q4kElems, q4kBytes, dotQ4KQ8x4AVX2, dotQ4KQ8AVX2),
-		"q6_k": act8x4(q6kElems, q6kBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
-			dotQ6KQ8x4AVX2(b, &a.Q[0], &a.D[0], &a.H[0], qs, ds, nb, out)
-		}, func(b *byte, a *Act8, nb int) float32 { return dotQ6KQ8AVX2(b, &a.Q[0], &a.D[0], nb) }),
+		"q6_k": k16Act8x4(q6kBytes, dotQ6KQ8x4AVX2, dotQ6KQ8AVX2),
 		"iq2_xs": act8x4(iq2xsElems, iq2xsBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 			dotIQ2XSQ8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out, &tables.iq2xsGrid[0], &iq2SignBytes[0])
 		}, func(b *byte, a *Act8, nb int) float32 { return dotIQ2XSQ8AVX2(b, &a.Q[0], &a.D[0], nb, signed) }),
@@ -131,10 +200,10 @@ func archAct8x4() map[string]act8x4Func {
 
 // k16Act8x4 is act8x4 for the kernels that take Act8.H (k16Act8).
 func k16Act8x4(size int, four func(b *byte, q *int8, d, h *float32, qs, ds, nb int, out *[4]float32),
-	one func(b *byte, q *int8, d, h *float32, nb int) float32) act8x4Func {
+	one rowsKernelG) act8x4Func {
 	return act8x4(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 		four(b, &a.Q[0], &a.D[0], &a.H[0], qs, ds, nb, out)
-	}, func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], &a.H[0], nb) })
+	}, func(b *byte, a *Act8, nb int) float32 { return one(b, 0, &a.Q[0], &a.D[0], &a.G[0], nb, nil, 1) })
 }
 
 // act8x4 is the act8x4Func of a format of blocks of elems values in size
@@ -165,7 +234,7 @@ func act8x4(elems, size int, four func(b *byte, a *Act8, qs, ds, nb int, out *[4
 // dotQ8_0Act8x4 is q8_0's act8x4Func.
 var dotQ8_0Act8x4 = act8x4(q80Elems, q80Bytes, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
 	dotQ8_0Q8x4AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out)
-}, func(b *byte, a *Act8, nb int) float32 { return dotQ8_0Q8AVX2(b, &a.Q[0], &a.D[0], nb) })
+}, func(b *byte, a *Act8, nb int) float32 { return dotQ8_0Q8AVX2(b, 0, &a.Q[0], &a.D[0], nb, nil, 1) })
 
 // iq2SignBytes are ksigns as ±1 bytes (bit j set: byte j is −1), the
 // signs the four-row iq2_xs kernel puts on the activations.

@@ -4,14 +4,23 @@
 
 package quant
 
-// dotQ8_0Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q8_0 blocks, in integers per block.
-func dotQ8_0Q8AVX2(blk *byte, q *int8, d *float32, nblk int) float32
+// dotQ8_0Q8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q8_0 blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call); in integers per block.
+//
+//go:noescape
+func dotQ8_0Q8AVX2(blk *byte, stride int, q *int8, d *float32, nblk int, out *float32, rows int) float32
 
-// dotQ6KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q6_K blocks, in integers per 32 values.
-func dotQ6KQ8AVX2(blk *byte, q *int8, d *float32, nblk int) float32
+// dotQ6KQ8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q6_K blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), g16[j] being Σ q of values 16j…16j+15 (int16); in integers per 32 values.
+//
+//go:noescape
+func dotQ6KQ8AVX2(blk *byte, stride int, q *int8, d *float32, g16 *int16, nblk int, out *float32, rows int) float32
 
-// dotQ4KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_K blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.
-func dotQ4KQ8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// dotQ4KQ8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q4_K blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), s[j] being d[j]·Σ q of block j; in integers per 32 values.
+//
+//go:noescape
+func dotQ4KQ8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 
 // dotQ4KQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ4KQ8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
@@ -26,7 +35,7 @@ func dotIQ2XSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, table *uint64) flo
 func dotIQ2XSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *uint64, signs *uint64)
 
 // quantizeAct8AVX2 quantizes the 32 values at x as quantizeAct8Block does; false (nothing stored) where max|x| is 0 or not finite.
-func quantizeAct8AVX2(x *float32, q *int8, d *float32, s *float32, h *float32) bool
+func quantizeAct8AVX2(x *float32, q *int8, d *float32, s *float32, h *float32, g16 *int16) bool
 
 // dotIQ4NLQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq4_nl blocks, kv being kvalues_iq4nl; in integers per block.
 func dotIQ4NLQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
@@ -43,44 +52,65 @@ func dotIQ4NLQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, 
 // dotIQ4XSQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq4_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
 func dotIQ4XSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[4]float32, kv *int8)
 
-// dotQ2KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q2_K blocks, h[j] being d[j/2]·Σ q of values 16j…16j+15; in integers per 32 values.
-func dotQ2KQ8AVX2(blk *byte, q *int8, d *float32, h *float32, nblk int) float32
+// dotQ2KQ8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q2_K blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), g16[j] being Σ q of values 16j…16j+15 (int16); in integers per 32 values.
+//
+//go:noescape
+func dotQ2KQ8AVX2(blk *byte, stride int, q *int8, d *float32, g16 *int16, nblk int, out *float32, rows int) float32
 
 // dotQ2KQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q2_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, h_r = h + 2r·dstride bytes.
 func dotQ2KQ8x4AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dstride int, nblk int, out *[4]float32)
 
-// dotQ3KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q3_K blocks, h[j] being d[j/2]·Σ q of values 16j…16j+15; in integers per 32 values.
-func dotQ3KQ8AVX2(blk *byte, q *int8, d *float32, h *float32, nblk int) float32
+// dotQ3KQ8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q3_K blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), g16[j] being Σ q of values 16j…16j+15 (int16); in integers per 32 values.
+//
+//go:noescape
+func dotQ3KQ8AVX2(blk *byte, stride int, q *int8, d *float32, g16 *int16, nblk int, out *float32, rows int) float32
 
 // dotQ3KQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q3_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, h_r = h + 2r·dstride bytes.
 func dotQ3KQ8x4AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dstride int, nblk int, out *[4]float32)
 
-// dotQ5KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q5_K blocks, s[j] being d[j]·Σ q of block j; in integers per 32 values.
-func dotQ5KQ8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// dotQ5KQ8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q5_K blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), s[j] being d[j]·Σ q of block j; in integers per 32 values.
+//
+//go:noescape
+func dotQ5KQ8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 
 // dotQ5KQ8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ5KQ8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
 
-// dotQ4_0Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_0 blocks, s[j] being d[j]·Σ q of block j; in integers per block.
-func dotQ4_0Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// dotQ4_0Q8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q4_0 blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), s[j] being d[j]·Σ q of block j; in integers per block.
+//
+//go:noescape
+func dotQ4_0Q8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 
 // dotQ4_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ4_0Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
 
-// dotQ4_1Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q4_1 blocks, s[j] being d[j]·Σ q of block j; in integers per block.
-func dotQ4_1Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// dotQ4_1Q8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q4_1 blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), s[j] being d[j]·Σ q of block j; in integers per block.
+//
+//go:noescape
+func dotQ4_1Q8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 
 // dotQ4_1Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_1 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ4_1Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
 
-// dotQ5_0Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q5_0 blocks, s[j] being d[j]·Σ q of block j; in integers per block.
-func dotQ5_0Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// dotQ5_0Q8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q5_0 blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), s[j] being d[j]·Σ q of block j; in integers per block.
+//
+//go:noescape
+func dotQ5_0Q8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 
 // dotQ5_0Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ5_0Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
 
-// dotQ5_1Q8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q5_1 blocks, s[j] being d[j]·Σ q of block j; in integers per block.
-func dotQ5_1Q8AVX2(blk *byte, q *int8, d *float32, s *float32, nblk int) float32
+// dotQ5_1Q8AVX2 sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q5_1 blocks
+// for i < rows, and returns the last (a run of weight rows with one activation row in one call), s[j] being d[j]·Σ q of block j; in integers per block.
+//
+//go:noescape
+func dotQ5_1Q8AVX2(blk *byte, stride int, q *int8, d *float32, s *float32, nblk int, out *float32, rows int) float32
 
 // dotQ5_1Q8x4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_1 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ5_1Q8x4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)

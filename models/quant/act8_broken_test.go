@@ -24,6 +24,21 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q2_k ggml-quantized, one row", "q2_k ggml-quantized, four rows", "q2_k four rows", "q2_k random"},
 	},
 	{
+		what: "q2_k one row: the offsets weigh the sums per 16 by the scales, not the mins",
+		file: "kquants.go", from: "k16Scales{words: words, offWords: mins,", to: "k16Scales{words: words, offWords: words,",
+		want: []string{"q2_k ggml-quantized, one row", "q2_k ggml-decoded random, a run of rows (row 2)", "q2_k random"},
+	},
+	{
+		what: "k16 one row: the integer sums per 16 read at the float sums' stride",
+		file: "kquants.go", from: "ADDQ(U32(32), h)", to: "ADDQ(U32(64), h)",
+		want: []string{"q2_k ggml-quantized, one row", "q3_k ggml-quantized, a run of rows (row 1)", "q6_k ggml-quantized, one row"},
+	},
+	{
+		what: "activation quantizer: the integer sums per 16 stored swapped",
+		file: "quantize.go", from: "MOVW(gi.As16(), Mem{Base: gp, Disp: 2 * i})", to: "MOVW(gi.As16(), Mem{Base: gp, Disp: 2 - 2*i})",
+		want: []string{"integer sums per 16 G[0]", "q6_k ggml-quantized, one row"},
+	},
+	{
 		what: "q3_k: each block takes its neighbour's high bits",
 		file: "kquants.go", from: "bitTo(hm, blk, 2, c4)", to: "bitTo(hm, blk^1, 2, c4)",
 		want: []string{"q3_k ggml-quantized, one row", "q3_k ggml-quantized, four rows", "q3_k four rows", "q3_k random"},
@@ -94,14 +109,29 @@ var brokenAct8Kernels = []struct {
 		want: []string{"want H[1] =", "q4_k random"},
 	},
 	{
-		what: "q6_k four rows: each 32 takes the next quarter's levels",
-		file: "rows4.go", from: "emit.Q6KLevels(p, blk/4, blk%4, m4, m3, nil)", to: "emit.Q6KLevels(p, blk/4, (blk+1)%4, m4, m3, nil)",
-		want: []string{"q6_k ggml-quantized, four rows (row 0)", "q6_k ggml-quantized prefix, four rows (row 3)", "q6_k four rows"},
+		what: "q6_k: the first 32 of each 128 take the second's high bits",
+		file: "../emit/emit.go", from: "VPSLLW(U8(4), qh, h)", to: "VPSLLW(U8(2), qh, h)",
+		want: []string{"q6_k ggml-quantized, one row", "q6_k ggml-quantized, a run of rows (row 1)", "q6_k ggml-quantized, four rows (row 0)",
+			"q6_k ggml-quantized prefix, four rows (row 3)", "q6_k four rows", "q6_k random"},
 	},
 	{
-		what: "q6_k four rows: the levels offset by 16, not 32",
+		what: "q6_k: the levels offset by 16, not 32",
 		file: "rows4.go", from: "MOVL(U32(0x42000000), t) // 32.0", to: "MOVL(U32(0x41800000), t)",
-		want: []string{"q6_k ggml-quantized, four rows (row 1)", "q6_k ggml-decoded random, four rows (row 2)", "q6_k four rows"},
+		want: []string{"q6_k ggml-quantized, one row", "q6_k ggml-quantized, four rows (row 1)", "q6_k ggml-decoded random, four rows (row 2)",
+			"q6_k four rows", "q6_k random"},
+	},
+	{
+		what: "one-row kernels: every row of a run reads the run's first row",
+		file: "gen.go", from: "ADDQ(t, l.rowp)", to: "ADDQ(U32(0), l.rowp)",
+		want: []string{"q6_k ggml-quantized, a run of rows (row 1)", "q2_k ggml-decoded random, a run of rows (row 1)",
+			"q4_k ggml-quantized, a run of rows (row 1)", "q5_1 ggml-quantized prefix, a run of rows (row 1)",
+			"q8_0 ggml-quantized, a run of rows (row 1)"},
+	},
+	{
+		what: "one-row kernels: each row of a run stores over the first's result",
+		file: "gen.go", from: "VMOVSS(lo, Mem{Base: out, Index: i, Scale: 4})", to: "VMOVSS(lo, Mem{Base: out})",
+		want: []string{"q3_k ggml-quantized, a run of rows (row 1)", "q5_k ggml-decoded random, a run of rows (row 2)",
+			"q4_0 ggml-quantized, a run of rows (row 1)", "q8_0 ggml-decoded random, a run of rows (row 2)"},
 	},
 	{
 		what: "iq2_xs one row: each 32 takes its neighbour's scales",
@@ -246,7 +276,7 @@ func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 			if n := strings.Count(string(src), fault.from); n != 1 {
 				t.Fatalf("%q appears %d times in %s, expected once: the fault is stale", fault.from, n, fault.file)
 			}
-			broken := filepath.Join(tmp, fault.file)
+			broken := filepath.Join(tmp, filepath.Base(fault.file))
 			if err := os.WriteFile(broken, []byte(strings.Replace(string(src), fault.from, fault.to, 1)), 0o644); err != nil {
 				t.Fatal(err)
 			}

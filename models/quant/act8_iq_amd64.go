@@ -43,7 +43,7 @@ func archIQAct8() map[string]iqAct8Kernel {
 		g := (*byte)(grid)
 		oneRow := func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], nb, g) }
 		k := iqAct8Kernel{
-			one: func(b []byte, q []int8, d, _, _ []float32, nb int) float32 {
+			one: func(b []byte, q []int8, d, _, _ []float32, _ []int16, nb int) float32 {
 				if nb == 0 {
 					return 0
 				}

@@ -7,3 +7,5 @@ package quant
 func archAct8() map[string]act8Func { return nil }
 
 func archAct8x4() map[string]act8x4Func { return nil }
+
+func archAct8Rows() map[string]act8RowsFunc { return nil }

@@ -44,8 +44,11 @@ func TestAct8Quantize(t *testing.T) {
 	if a.H[1] != a.D[0]*64 || a.H[0]+a.H[1] != a.S[0] {
 		t.Errorf("H[0] %g H[1] %g S[0] %g; want H[1] = %g", a.H[0], a.H[1], a.S[0], a.D[0]*64)
 	}
+	if a.G[0] != 127-64+32-127+1 || a.G[1] != 64 {
+		t.Errorf("integer sums per 16 G[0] %d G[1] %d; want %d, 64", a.G[0], a.G[1], 127-64+32-127+1)
+	}
 	for b := 1; b < 8; b++ {
-		if a.D[b] != 0 || a.S[b] != 0 || a.H[2*b] != 0 || a.H[2*b+1] != 0 {
+		if a.D[b] != 0 || a.S[b] != 0 || a.H[2*b] != 0 || a.H[2*b+1] != 0 || a.G[2*b] != 0 || a.G[2*b+1] != 0 {
 			t.Errorf("block %d (zero/padding): D %g S %g", b, a.D[b], a.S[b])
 		}
 	}
@@ -285,6 +288,7 @@ func TestAct8GGMLBlocks(t *testing.T) {
 				a.Quantize(x)
 				checkGGMLDot(t, name+" "+set.what+", one row", set.y, x, &a, k.Dot(set.blocks, &a))
 			}
+			checkGGMLRun(t, name+" "+set.what, k, set.blocks, set.y)
 			// four rows (the four-row kernel where the format has one), in
 			// one Act8Rows buffer as the cpu backend lays them out
 			xs := make([]float32, 0, 4*n)
@@ -325,6 +329,38 @@ func TestAct8GGMLBlocks(t *testing.T) {
 				checkGGMLDot(t, fmt.Sprintf("%s %s, eight rows (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], eight[r], out8[r])
 			}
 		}
+	}
+}
+
+// checkGGMLRun checks DotRows over a run of weight rows with one
+// activation row (decode's matmuls): the blocks, then them in reverse
+// block order, then them again, at a stride past the row with garbage
+// between, each against ggml's decode of its blocks.
+func checkGGMLRun(t *testing.T, what string, k Act8Dot, blocks []byte, y []float32) {
+	t.Helper()
+	bb, be := k.r.Format.BlockBytes, k.r.Format.BlockElems
+	nb := len(blocks) / bb
+	rev, revY := make([]byte, 0, len(blocks)), make([]float32, 0, len(y))
+	for b := nb - 1; b >= 0; b-- {
+		rev = append(rev, blocks[b*bb:(b+1)*bb]...)
+		revY = append(revY, y[b*be:(b+1)*be]...)
+	}
+	stride := len(blocks) + 7
+	data := make([]byte, 3*stride)
+	for i := range data {
+		data[i] = 0xa5
+	}
+	rowsY := [][]float32{y, revY, y}
+	for r, b := range [][]byte{blocks, rev, blocks} {
+		copy(data[r*stride:], b)
+	}
+	x := ggmlTrialActs(y, 0, 3)
+	var a Act8
+	a.Quantize(x)
+	out := make([]float32, 3)
+	k.DotRows(data, stride, &a, out)
+	for r := range out {
+		checkGGMLDot(t, fmt.Sprintf("%s, a run of rows (row %d)", what, r), rowsY[r], x, &a, out[r])
 	}
 }
 
@@ -386,7 +422,7 @@ func TestAct8RowsSel(t *testing.T) {
 		own.Quantize(x[r*k : (r+1)*k])
 		for _, got := range []*Act8{bySel.Row(i), gathered.Row(i)} {
 			if got.Len() != k || !slices.Equal(got.Q, own.Q) || !slices.Equal(got.D, own.D) ||
-				!slices.Equal(got.S, own.S) || !slices.Equal(got.H, own.H) {
+				!slices.Equal(got.S, own.S) || !slices.Equal(got.H, own.H) || !slices.Equal(got.G, own.G) {
 				t.Fatalf("row %d (x row %d) differs from the row quantized on its own", i, r)
 			}
 		}
@@ -452,8 +488,9 @@ func TestAct8QuantizeAssembly(t *testing.T) {
 		var q1, q2 [Act8Block]int8
 		var d1, s1, d2, s2 float32
 		var h1, h2 [2]float32
-		quantizeAct8Block(xs, q1[:], &d1, &s1, &h1)
-		if !quantize32(&xs[0], &q2[0], &d2, &s2, &h2[0]) {
+		var g1, g2 [2]int16
+		quantizeAct8Block(xs, q1[:], &d1, &s1, &h1, &g1)
+		if !quantize32(&xs[0], &q2[0], &d2, &s2, &h2[0], &g2[0]) {
 			if &xs[0] != &tiny[0] {
 				t.Fatalf("block %d: the assembly left a finite block not tiny", bi)
 			}
@@ -465,8 +502,8 @@ func TestAct8QuantizeAssembly(t *testing.T) {
 			}
 			return b
 		}
-		if q1 != q2 || !slices.Equal(bits(d1, s1, h1[0], h1[1]), bits(d2, s2, h2[0], h2[1])) {
-			t.Fatalf("block %d: assembly levels %v d %g s %g h %v; Go %v d %g s %g h %v", bi, q2, d2, s2, h2, q1, d1, s1, h1)
+		if q1 != q2 || !slices.Equal(bits(d1, s1, h1[0], h1[1]), bits(d2, s2, h2[0], h2[1])) || g1 != g2 {
+			t.Fatalf("block %d: assembly levels %v d %g s %g h %v g %v; Go %v d %g s %g h %v g %v", bi, q2, d2, s2, h2, g2, q1, d1, s1, h1, g1)
 		}
 	}
 	for _, v := range []float32{0, float32(math.Inf(-1)), float32(math.NaN())} {
@@ -475,7 +512,8 @@ func TestAct8QuantizeAssembly(t *testing.T) {
 		var q [Act8Block]int8
 		var d, s float32
 		var h [2]float32
-		if quantize32(&xs[0], &q[0], &d, &s, &h[0]) {
+		var g [2]int16
+		if quantize32(&xs[0], &q[0], &d, &s, &h[0], &g[0]) {
 			t.Errorf("a block holding %g: the assembly took it, the Go code's special case", v)
 		}
 	}

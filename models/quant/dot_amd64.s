@@ -463,7 +463,7 @@ TEXT ·dotQ6KAVX2(SB), NOSPLIT, $192-28
 	MOVL         $0x0f0f0f0f, BX
 	VMOVD        BX, X4
 	VPBROADCASTD X4, Y4
-	MOVL         $0x03030303, BX
+	MOVL         $0x30303030, BX
 	VMOVD        BX, X5
 	VPBROADCASTD X5, Y5
 	MOVL         $0x20202020, BX
@@ -488,17 +488,16 @@ q6k_loop:
 	VMOVDQU      (AX), Y7
 	VPAND        Y4, Y7, Y7
 	VMOVDQU      128(AX), Y8
-	VPAND        Y5, Y8, Y8
 	VPSLLW       $0x04, Y8, Y8
+	VPAND        Y5, Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSUBB       Y6, Y7, Y7
 	VMOVDQU      Y7, 64(SP)
 	VMOVDQU      32(AX), Y7
 	VPAND        Y4, Y7, Y7
 	VMOVDQU      128(AX), Y8
-	VPSRLW       $0x02, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
 	VPAND        Y5, Y8, Y8
-	VPSLLW       $0x04, Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSUBB       Y6, Y7, Y7
 	VMOVDQU      Y7, 96(SP)
@@ -506,9 +505,7 @@ q6k_loop:
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y4, Y7, Y7
 	VMOVDQU      128(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
 	VPAND        Y5, Y8, Y8
-	VPSLLW       $0x04, Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSUBB       Y6, Y7, Y7
 	VMOVDQU      Y7, 128(SP)
@@ -516,9 +513,8 @@ q6k_loop:
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y4, Y7, Y7
 	VMOVDQU      128(AX), Y8
-	VPSRLW       $0x06, Y8, Y8
+	VPSRLW       $0x02, Y8, Y8
 	VPAND        Y5, Y8, Y8
-	VPSLLW       $0x04, Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSUBB       Y6, Y7, Y7
 	VMOVDQU      Y7, 160(SP)
@@ -589,17 +585,16 @@ q6k_loop:
 	VMOVDQU      64(AX), Y7
 	VPAND        Y4, Y7, Y7
 	VMOVDQU      160(AX), Y8
-	VPAND        Y5, Y8, Y8
 	VPSLLW       $0x04, Y8, Y8
+	VPAND        Y5, Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSUBB       Y6, Y7, Y7
 	VMOVDQU      Y7, 64(SP)
 	VMOVDQU      96(AX), Y7
 	VPAND        Y4, Y7, Y7
 	VMOVDQU      160(AX), Y8
-	VPSRLW       $0x02, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
 	VPAND        Y5, Y8, Y8
-	VPSLLW       $0x04, Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSUBB       Y6, Y7, Y7
 	VMOVDQU      Y7, 96(SP)
@@ -607,9 +602,7 @@ q6k_loop:
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y4, Y7, Y7
 	VMOVDQU      160(AX), Y8
-	VPSRLW       $0x04, Y8, Y8
 	VPAND        Y5, Y8, Y8
-	VPSLLW       $0x04, Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSUBB       Y6, Y7, Y7
 	VMOVDQU      Y7, 128(SP)
@@ -617,9 +610,8 @@ q6k_loop:
 	VPSRLW       $0x04, Y7, Y7
 	VPAND        Y4, Y7, Y7
 	VMOVDQU      160(AX), Y8
-	VPSRLW       $0x06, Y8, Y8
+	VPSRLW       $0x02, Y8, Y8
 	VPAND        Y5, Y8, Y8
-	VPSLLW       $0x04, Y8, Y8
 	VPOR         Y8, Y7, Y7
 	VPSUBB       Y6, Y7, Y7
 	VMOVDQU      Y7, 160(SP)
@@ -1579,7 +1571,7 @@ TEXT ·dotQ6Kx4AVX2(SB), NOSPLIT, $192-40
 	MOVL         $0x0f0f0f0f, DI
 	VMOVD        DI, X8
 	VPBROADCASTD X8, Y8
-	MOVL         $0x03030303, DI
+	MOVL         $0x30303030, DI
 	VMOVD        DI, X9
 	VPBROADCASTD X9, Y9
 	MOVL         $0x20202020, DI
@@ -1604,17 +1596,16 @@ q6kx4_loop:
 	VMOVDQU      (AX), Y11
 	VPAND        Y8, Y11, Y11
 	VMOVDQU      128(AX), Y12
-	VPAND        Y9, Y12, Y12
 	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y9, Y12, Y12
 	VPOR         Y12, Y11, Y11
 	VPSUBB       Y10, Y11, Y11
 	VMOVDQU      Y11, 64(SP)
 	VMOVDQU      32(AX), Y11
 	VPAND        Y8, Y11, Y11
 	VMOVDQU      128(AX), Y12
-	VPSRLW       $0x02, Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
 	VPAND        Y9, Y12, Y12
-	VPSLLW       $0x04, Y12, Y12
 	VPOR         Y12, Y11, Y11
 	VPSUBB       Y10, Y11, Y11
 	VMOVDQU      Y11, 96(SP)
@@ -1622,9 +1613,7 @@ q6kx4_loop:
 	VPSRLW       $0x04, Y11, Y11
 	VPAND        Y8, Y11, Y11
 	VMOVDQU      128(AX), Y12
-	VPSRLW       $0x04, Y12, Y12
 	VPAND        Y9, Y12, Y12
-	VPSLLW       $0x04, Y12, Y12
 	VPOR         Y12, Y11, Y11
 	VPSUBB       Y10, Y11, Y11
 	VMOVDQU      Y11, 128(SP)
@@ -1632,9 +1621,8 @@ q6kx4_loop:
 	VPSRLW       $0x04, Y11, Y11
 	VPAND        Y8, Y11, Y11
 	VMOVDQU      128(AX), Y12
-	VPSRLW       $0x06, Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
 	VPAND        Y9, Y12, Y12
-	VPSLLW       $0x04, Y12, Y12
 	VPOR         Y12, Y11, Y11
 	VPSUBB       Y10, Y11, Y11
 	VMOVDQU      Y11, 160(SP)
@@ -1761,17 +1749,16 @@ q6kx4_loop:
 	VMOVDQU      64(AX), Y11
 	VPAND        Y8, Y11, Y11
 	VMOVDQU      160(AX), Y12
-	VPAND        Y9, Y12, Y12
 	VPSLLW       $0x04, Y12, Y12
+	VPAND        Y9, Y12, Y12
 	VPOR         Y12, Y11, Y11
 	VPSUBB       Y10, Y11, Y11
 	VMOVDQU      Y11, 64(SP)
 	VMOVDQU      96(AX), Y11
 	VPAND        Y8, Y11, Y11
 	VMOVDQU      160(AX), Y12
-	VPSRLW       $0x02, Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
 	VPAND        Y9, Y12, Y12
-	VPSLLW       $0x04, Y12, Y12
 	VPOR         Y12, Y11, Y11
 	VPSUBB       Y10, Y11, Y11
 	VMOVDQU      Y11, 96(SP)
@@ -1779,9 +1766,7 @@ q6kx4_loop:
 	VPSRLW       $0x04, Y11, Y11
 	VPAND        Y8, Y11, Y11
 	VMOVDQU      160(AX), Y12
-	VPSRLW       $0x04, Y12, Y12
 	VPAND        Y9, Y12, Y12
-	VPSLLW       $0x04, Y12, Y12
 	VPOR         Y12, Y11, Y11
 	VPSUBB       Y10, Y11, Y11
 	VMOVDQU      Y11, 128(SP)
@@ -1789,9 +1774,8 @@ q6kx4_loop:
 	VPSRLW       $0x04, Y11, Y11
 	VPAND        Y8, Y11, Y11
 	VMOVDQU      160(AX), Y12
-	VPSRLW       $0x06, Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
 	VPAND        Y9, Y12, Y12
-	VPSLLW       $0x04, Y12, Y12
 	VPOR         Y12, Y11, Y11
 	VPSUBB       Y10, Y11, Y11
 	VMOVDQU      Y11, 160(SP)

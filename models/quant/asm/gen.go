@@ -242,25 +242,25 @@ func dotQ6K() {
 	emit.Hsum(acc...)
 }
 
-// q6kMasks are the byte masks 0x0f, 0x03 and the offset 32, set up once
+// q6kMasks are the byte masks 0x0f, 0x30 and the offset 32, set up once
 // per kernel.
 type q6kMasks [3]reg.VecVirtual
 
 func newQ6KMasks() q6kMasks {
-	return q6kMasks{emit.BroadcastByte(0x0f), emit.BroadcastByte(0x03), emit.BroadcastByte(32)}
+	return q6kMasks{emit.BroadcastByte(0x0f), emit.BroadcastByte(0x30), emit.BroadcastByte(32)}
 }
 
 // q6kLevels writes the q6_K block at p's 16 scales·d as float32 into
 // sc[0:64], then for each half (128 values) its levels q−32 as int8 into
 // qb[0:128] and calls consume(half).
 func q6kLevels(p reg.Register, sc, qb Mem, m q6kMasks, consume func(half int)) {
-	m4, m3, c32 := m[0], m[1], m[2]
+	m4, m30, c32 := m[0], m[1], m[2]
 	d := emit.BroadcastF16(Mem{Base: p, Disp: 208})
 	scaleVec(Mem{Base: p, Disp: 192}, true, d, sc)
 	scaleVec(Mem{Base: p, Disp: 200}, true, d, sc.Offset(32))
 	for half := range 2 {
 		for c := range 4 {
-			l := emit.Q6KLevels(p, half, c, m4, m3, c32)
+			l := emit.Q6KLevels(p, half, c, m4, m30, c32)
 			VMOVDQU(l, qb.Offset(32*c))
 		}
 		consume(half)

@@ -21,7 +21,7 @@ import (
 func main() {
 	ConstraintExpr("amd64")
 	dotQ8_0()
-	dotQ6K()
+	dotK16(q6k, 1)
 	dotK32(q4k, 1)
 	dotK32(q4k, 4)
 	dotK16(q6k, 4)
@@ -60,8 +60,6 @@ func prefetchLines(p reg.Register, n int) {
 	}
 }
 
-const sig = "func(blk *byte, q *int8, d *float32, nblk int) float32"
-
 // onesW is a vector of int16 ones (VPMADDWD by it sums adjacent pairs).
 func onesW() reg.VecVirtual {
 	o := YMM()
@@ -94,13 +92,17 @@ func scaleFMA(dot reg.VecVirtual, f Mem, acc reg.VecVirtual) {
 	VFMADD231PS(t, dot, acc)
 }
 
-// Q8_0: 34-byte blocks of 32, d f16 @0, qs int8[32] @2.
+// Q8_0: 34-byte blocks of 32, d f16 @0, qs int8[32] @2; a rows kernel
+// (rowsParams without sums).
 func dotQ8_0() {
 	name := "dotQ8_0Q8AVX2"
-	TEXT(name, NOSPLIT, sig)
-	Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q8_0 blocks, in integers per block.")
-	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
+	TEXT(name, NOSPLIT, "func(blk *byte, stride int, q *int8, d *float32, nblk int, out *float32, rows int) float32")
+	Doc(name+" sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk q8_0 blocks",
+		"for i < rows, and returns the last (a run of weight rows with one activation row in one call); in integers per block.")
+	p, q, d, n := GP64(), GP64(), GP64(), GP64()
+	rl := startRows(name, p, rowParam{"q", q}, rowParam{"d", d}, rowParam{"nblk", n})
 	ones := onesW()
+	rl.beginRow()
 	acc := emit.Zeroed(2)
 	pairs := GP64()
 	MOVQ(n, pairs)
@@ -130,53 +132,7 @@ func dotQ8_0() {
 	JZ(LabelRef("q8_tail_done"))
 	one(0)
 	Label("q8_tail_done")
-	emit.Hsum(acc...)
-}
-
-// Q6_K: 210-byte blocks of 256: ql[128] @0, qh[64] @128, int8 scales[16]
-// @192 (one per 16 values), d f16 @208; y = d·sc·(q−32). In each half h of
-// 128 values, 32 values c (0..3) take the low (c even) or high (c odd)
-// nibble of ql[64h + 32·(c&1) ..] and bits 2c, 2c+1 of qh[32h ..]: each such
-// 32 is one activation block, with two scales (its 16s).
-func dotQ6K() {
-	TEXT("dotQ6KQ8AVX2", NOSPLIT, sig)
-	Doc("dotQ6KQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk q6_K blocks, in integers per 32 values.")
-	p, q, d, n := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("nblk"), GP64())
-	sc := AllocLocal(32) // the 16 scales as int16
-	fs := AllocLocal(32) // d_w·d[j] for the block's 8 activation blocks
-	m4, m3, c32 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x03), emit.BroadcastByte(32)
-	acc := emit.Zeroed(2)
-	emit.Loop("q6k", n, func() {
-		prefetchLines(p, 210)
-		s16 := YMM()
-		VPMOVSXBW(Mem{Base: p, Disp: 192}, s16)
-		VMOVDQU(s16, sc)
-		dw := emit.F16Scalar(Mem{Base: p, Disp: 208})
-		dwy := YMM()
-		VBROADCASTSS(dw, dwy)
-		blockScales(dwy, Mem{Base: d}, fs)
-		for half := range 2 {
-			for c := range 4 {
-				l := emit.Q6KLevels(p, half, c, m4, m3, c32)
-				a := YMM()
-				blk := 4*half + c
-				VMOVDQU(Mem{Base: q, Disp: 32 * blk}, a)
-				signedDot(l, a)
-				// sc16: the first 16's scale in the low 128 bits, the second's in the high.
-				s0, s1 := XMM(), XMM()
-				VPBROADCASTW(sc.Offset(2*(2*blk)), s0)
-				VPBROADCASTW(sc.Offset(2*(2*blk+1)), s1)
-				sy := YMM()
-				VINSERTI128(U8(1), s1, s0.AsY(), sy)
-				VPMADDWD(sy, l, l)
-				scaleFMA(l, fs.Offset(4*blk), acc[c&1])
-			}
-		}
-		ADDQ(U32(210), p)
-		ADDQ(U32(256), q)
-		ADDQ(U32(32), d)
-	})
-	emit.Hsum(acc...)
+	rl.endRow(acc)
 }
 
 // q4kScales returns the q4_K block at p's 8 scales·d and 8 mins·dmin as
@@ -486,34 +442,148 @@ func dotIQ4XSx4() {
 // brings per-block sums beside its scales (the k-quants' and the legacy
 // formats' offsets meet them in float): the weights, levels, scales and
 // sums, the four-row kernel's strides and their triples, and the block
-// count.
+// count. A one-row kernel runs over rows weight rows in one call (rowp
+// and row: the next row's address and index, on the stack): beginRow
+// (re)loads the pointers for each, endRow stores its sum and loops.
 type sumsArgs struct {
 	p, q, d, sums     reg.Register
 	qs, ds, q3, d3, n reg.Register
+	rows              *rowLoop // nil for four rows
 }
+
+// rowLoop runs a one-row kernel over a run of weight rows (rowsParams):
+// the next row's address and index live on the stack; each row reloads
+// the parameters the block loop consumes (reload) and sets p to the row.
+type rowLoop struct {
+	name      string
+	p         reg.Register
+	rowp, row Mem
+	reload    []rowParam
+}
+
+// rowParam is a parameter a row reloads into its register.
+type rowParam struct {
+	name string
+	r    reg.Register
+}
+
+// startRows begins a rows kernel after its TEXT: no rows returns 0 at
+// once; the constants the emitter sets up next come before beginRow.
+func startRows(name string, p reg.Register, reload ...rowParam) *rowLoop {
+	Pragma("noescape")
+	loc := AllocLocal(16)
+	l := &rowLoop{name: name, p: p, rowp: loc, row: loc.Offset(8), reload: reload}
+	t := GP64()
+	Load(Param("rows"), t)
+	TESTQ(t, t)
+	JZ(LabelRef(name + "_none"))
+	Load(Param("blk"), t)
+	MOVQ(t, l.rowp)
+	MOVQ(U32(0), l.row)
+	return l
+}
+
+// beginRow starts the next weight row: p at it, the reloaded parameters
+// afresh. The accumulators' zeroing belongs after it.
+func (l *rowLoop) beginRow() {
+	Label(l.name + "_row")
+	MOVQ(l.rowp, l.p)
+	for _, r := range l.reload {
+		Load(Param(r.name), r.r)
+	}
+}
+
+// endRow finishes a row: the accumulators' sum is the result and (out
+// non-nil) out[row]; then the next row while there is one.
+func (l *rowLoop) endRow(acc []reg.VecVirtual) {
+	for len(acc) > 1 {
+		var next []reg.VecVirtual
+		for i := 0; i+1 < len(acc); i += 2 {
+			VADDPS(acc[i+1], acc[i], acc[i])
+			next = append(next, acc[i])
+		}
+		if len(acc)%2 == 1 {
+			next = append(next, acc[len(acc)-1])
+		}
+		acc = next
+	}
+	lo := emit.HsumX(acc[0])
+	Store(lo, ReturnIndex(0))
+	out, i, t := GP64(), GP64(), GP64()
+	MOVQ(l.row, i)
+	Load(Param("out"), out)
+	TESTQ(out, out)
+	JZ(LabelRef(l.name + "_stored"))
+	VMOVSS(lo, Mem{Base: out, Index: i, Scale: 4})
+	Label(l.name + "_stored")
+	INCQ(i)
+	MOVQ(i, l.row)
+	Load(Param("stride"), t)
+	ADDQ(t, l.rowp)
+	Load(Param("rows"), t)
+	CMPQ(i, t)
+	JB(LabelRef(l.name + "_row"))
+	VZEROUPPER()
+	RET()
+	Label(l.name + "_none")
+	z := XMM()
+	VXORPS(z, z, z)
+	Store(z, ReturnIndex(0))
+	RET()
+}
+
+// The one-row kernels' rows parameters: weight row i at blk + i·stride,
+// its dot with the activation into out[i] (out nil: none stored), i <
+// rows; the result is the last row's dot (0 for no rows).
+const rowsParams = "blk *byte, stride int, q *int8, d *float32, %s *float32, nblk int, out *float32, rows int"
+
+// rowsParamsG is rowsParams with the activation's integer sums (Act8.G).
+const rowsParamsG = "blk *byte, stride int, q *int8, d *float32, %s *int16, nblk int, out *float32, rows int"
 
 // sumsPrologue starts format's one-row (rows 1) or four-row kernel: its
 // TEXT with sig1 or sig4, its Doc (doc1 or doc4 after the name and what
 // every such kernel computes over nblk desc blocks), and the parameters,
-// the sums named sums.
+// the sums named sums. The one-row kernel's sig1 is rowsSig's: it runs
+// over a run of weight rows (beginRow, endRow).
 func sumsPrologue(format, desc string, rows int, sig1, sig4, sums, doc1, doc4 string) sumsArgs {
 	name := fmt.Sprintf("dot%sQ8AVX2", format)
 	if rows == 1 {
 		TEXT(name, NOSPLIT, sig1)
-		Doc(name + " is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk " + desc + " blocks, " + doc1)
+		Doc(name+" sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk "+desc+" blocks",
+			"for i < rows, and returns the last (a run of weight rows with one activation row in one call), "+doc1)
 	} else {
 		name = fmt.Sprintf("dot%sQ8x4AVX2", format)
 		TEXT(name, NOSPLIT, sig4)
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, " + doc4)
 	}
 	var a sumsArgs
-	a.p, a.q, a.d, a.sums = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param(sums), GP64())
-	if rows == 4 {
-		a.qs, a.ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
-		a.q3, a.d3 = GP64(), GP64()
-		LEAQ(Mem{Base: a.qs, Index: a.qs, Scale: 2}, a.q3)
-		LEAQ(Mem{Base: a.ds, Index: a.ds, Scale: 2}, a.d3)
+	if rows == 1 {
+		a.p, a.q, a.d, a.sums, a.n = GP64(), GP64(), GP64(), GP64(), GP64()
+		a.rows = startRows(name, a.p, rowParam{"q", a.q}, rowParam{"d", a.d}, rowParam{sums, a.sums}, rowParam{"nblk", a.n})
+		return a
 	}
+	a.p, a.q, a.d, a.sums = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param(sums), GP64())
+	a.qs, a.ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
+	a.q3, a.d3 = GP64(), GP64()
+	LEAQ(Mem{Base: a.qs, Index: a.qs, Scale: 2}, a.q3)
+	LEAQ(Mem{Base: a.ds, Index: a.ds, Scale: 2}, a.d3)
 	a.n = Load(Param("nblk"), GP64())
 	return a
+}
+
+// beginRow starts a one-row kernel's next weight row (nothing for four
+// rows).
+func (a sumsArgs) beginRow() {
+	if a.rows != nil {
+		a.rows.beginRow()
+	}
+}
+
+// endRow finishes a row (a four-row kernel: its four sums into out).
+func (a sumsArgs) endRow(acc []reg.VecVirtual) {
+	if a.rows == nil {
+		storeOut(acc)
+		return
+	}
+	a.rows.endRow(acc)
 }

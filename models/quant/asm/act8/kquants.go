@@ -11,23 +11,50 @@ import (
 )
 
 // k16 is a k-quant whose 256-value blocks carry a scale and an offset per
-// 16 values (q2_k, q3_k): y = d·sc_g·u − off_g with u an unsigned level, so
-// per activation block of 32 the integer dot is VPMADDUBSW(u, a) and
-// VPMADDWD by the block's two scales, and the offsets meet the activation's
-// sums per 16 (quant.Act8's H) once per 256 values, in float32.
+// 16 values (q2_k, q3_k, q6_k): y = d·sc_g·u − off_g with u an unsigned
+// level and off_g = by·o_g, o_g an integer, so per activation block of 32
+// the integer dot is VPMADDUBSW(u, a) and VPMADDWD by the block's two
+// scales, and the offsets meet the activation's sums per 16 once per 256
+// values: the one-row kernel weighs the integer sums (quant.Act8's G) by
+// the o_g with one VPMADDWD, giving one int32 per activation block, times
+// by·D_j; the four-row kernel the float sums (H) by the off_g as float32.
 type k16 struct {
 	name string // as in the kernel's name: dot<name>Q8AVX2
 	desc string // the format in the doc comment
 	size int    // bytes per block
 	// scales emits the constants it needs (before the loop) and returns a
-	// function emitting the block at p's 16 scales as int16 words, its 16
-	// offsets (as float32, their factor applied) in two vectors of 8 and
-	// its d (float32 in the low lane).
-	scales func() func(p reg.Register) (words reg.VecVirtual, off [2]reg.VecVirtual, d reg.VecVirtual)
+	// function emitting the block at p's scales and offsets.
+	scales func() func(p reg.Register) k16Scales
 	// levels emits the constants its level function needs (before the
 	// loop) and returns it: per block at p, a function of activation block
 	// blk (0..7) giving its 32 unsigned levels, in value order.
 	levels func() func(p reg.Register) func(blk int) reg.VecVirtual
+}
+
+// k16Scales are a k16 block's 16 scales sc_g and offset factors o_g as
+// int16 words, the offsets' float factor by and d (float32 scalars in an
+// xmm's low lane).
+type k16Scales struct {
+	words, offWords reg.VecVirtual
+	by, d           reg.VecVirtual
+}
+
+// offFloats are the block's 16 offsets by·o_g as float32, in two vectors
+// of 8 (the four-row kernels' H takes them).
+func (s k16Scales) offFloats() [2]reg.VecVirtual {
+	hi := XMM()
+	VEXTRACTI128(U8(1), s.offWords, hi)
+	by := YMM()
+	VBROADCASTSS(s.by, by)
+	var out [2]reg.VecVirtual
+	for i, w := range []reg.Register{s.offWords.AsX(), hi} {
+		v := YMM()
+		VPMOVSXWD(w, v)
+		VCVTDQ2PS(v, v)
+		VMULPS(by, v, v)
+		out[i] = v
+	}
+	return out
 }
 
 // k16Masks are the VPSHUFB masks that spread int16 words 2k (low 128
@@ -56,16 +83,20 @@ var k16MasksSym *Mem
 // k16Sig are the kernels' signatures: one row (h the activation's sums
 // per 16 values, two per scale of d) and four rows at equal strides (h's
 // stride twice dstride).
-const (
-	k16Sig   = "func(blk *byte, q *int8, d *float32, h *float32, nblk int) float32"
+var (
+	k16Sig   = "func(" + fmt.Sprintf(rowsParamsG, "g16") + ") float32"
 	k16x4Sig = "func(blk *byte, q *int8, d *float32, h *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
 // dotK16 emits f's integer dot for rows activation rows (1 or 4): per
 // block the scales, offsets and levels are built once for the rows.
 func dotK16(f k16, rows int) {
-	a := sumsPrologue(f.name, f.desc, rows, k16Sig, k16x4Sig, "h",
-		"h[j] being d[j/2]·Σ q of values 16j…16j+15; in integers per 32 values.", "h_r = h + 2r·dstride bytes.")
+	sums := "h"
+	if rows == 1 {
+		sums = "g16"
+	}
+	a := sumsPrologue(f.name, f.desc, rows, k16Sig, k16x4Sig, sums,
+		"g16[j] being Σ q of values 16j…16j+15 (int16); in integers per 32 values.", "h_r = h + 2r·dstride bytes.")
 	p, q, d, h, qs, ds, q3, d3, n := a.p, a.q, a.d, a.sums, a.qs, a.ds, a.q3, a.d3, a.n
 	// row r's activation levels at byte disp, its scales and its sums per 16
 	row := func(r, qdisp, hdisp int) (Mem, Mem, Mem) {
@@ -87,26 +118,37 @@ func dotK16(f k16, rows int) {
 	masks := k16Masks()
 	levels, scales := f.levels(), f.scales()
 	fs := AllocLocal(32 * rows) // per row r: d_w·d_r[j] for the block's 8 activation blocks
-	nacc := 2
-	if rows == 4 {
-		nacc = 4
-	}
-	acc := emit.Zeroed(nacc)
+	a.beginRow()
+	// four accumulators either way: one row's FMAs go round them, so that
+	// their latency does not chain the eight blocks of 32
+	acc := emit.Zeroed(4)
 	accOf := func(r, blk int) reg.VecVirtual {
 		if rows == 1 {
-			return acc[blk&1]
+			return acc[blk&3]
 		}
 		return acc[r]
 	}
 	label := fmt.Sprintf("%s_%d", f.name, rows)
 	emit.Loop(label, n, func() {
 		prefetchLines(p, f.size)
-		words, off, dw := scales(p)
-		// the offsets: acc −= Σ_g off_g·h[g]
-		for r := range rows {
-			_, _, hm := row(r, 0, 0)
-			VFNMADD231PS(hm, off[0], accOf(r, 0))
-			VFNMADD231PS(hm.Offset(32), off[1], accOf(r, 1))
+		sc := scales(p)
+		words, dw := sc.words, sc.d
+		if rows == 1 {
+			// the offsets: acc −= Σ_j by·D_j·(o_2j·G_2j + o_2j+1·G_2j+1)
+			t, by := YMM(), YMM()
+			VPMADDWD(Mem{Base: h}, sc.offWords, t)
+			VCVTDQ2PS(t, t)
+			VBROADCASTSS(sc.by, by)
+			VMULPS(Mem{Base: d}, by, by)
+			VFNMADD231PS(by, t, acc[2])
+		} else {
+			// the offsets: acc −= Σ_g off_g·h[g]
+			off := sc.offFloats()
+			for r := range rows {
+				_, _, hm := row(r, 0, 0)
+				VFNMADD231PS(hm, off[0], accOf(r, 2))
+				VFNMADD231PS(hm.Offset(32), off[1], accOf(r, 3))
+			}
 		}
 		dwy := YMM()
 		VBROADCASTSS(dw, dwy)
@@ -133,13 +175,13 @@ func dotK16(f k16, rows int) {
 		ADDQ(U32(uint32(f.size)), p)
 		ADDQ(U32(256), q)
 		ADDQ(U32(32), d)
-		ADDQ(U32(64), h)
+		if rows == 1 {
+			ADDQ(U32(32), h)
+		} else {
+			ADDQ(U32(64), h)
+		}
 	})
-	if rows == 1 {
-		emit.Hsum(acc...)
-	} else {
-		storeOut(acc)
-	}
+	a.endRow(acc)
 }
 
 // Q2_K: 84-byte blocks of 256: scales[16] @0 (per 16 values, low nibble
@@ -148,23 +190,18 @@ func dotK16(f k16, rows int) {
 // qs[32h : 32h+32], in order; its scales are bytes 2(4h+j) and 2(4h+j)+1.
 var q2k = k16{
 	name: "Q2K", desc: "q2_K", size: 84,
-	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+	scales: func() func(p reg.Register) k16Scales {
 		m4 := emit.BroadcastByte(0x0f).AsX()
-		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+		return func(p reg.Register) k16Scales {
 			b, sc, mn := XMM(), XMM(), XMM()
 			VMOVDQU(Mem{Base: p}, b)
 			VPAND(m4, b, sc)
 			VPSRLW(U8(4), b, mn)
 			VPAND(m4, mn, mn)
-			words := YMM()
+			words, mins := YMM(), YMM()
 			VPMOVZXBW(sc, words)
-			dmin := YMM()
-			VBROADCASTSS(emit.F16Scalar(Mem{Base: p, Disp: 82}), dmin)
-			off := bytesToFloats(mn, false)
-			for _, o := range off {
-				VMULPS(dmin, o, o)
-			}
-			return words, off, emit.F16Scalar(Mem{Base: p, Disp: 80})
+			VPMOVZXBW(mn, mins)
+			return k16Scales{words: words, offWords: mins, by: emit.F16Scalar(Mem{Base: p, Disp: 82}), d: emit.F16Scalar(Mem{Base: p, Disp: 80})}
 		}
 	},
 	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
@@ -182,9 +219,9 @@ var q2k = k16{
 // unsigned level u = q, the −4 is an offset per 16 values: 4·d·(sc−32).
 var q3k = k16{
 	name: "Q3K", desc: "q3_K", size: 110,
-	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+	scales: func() func(p reg.Register) k16Scales {
 		c32 := emit.BroadcastByte(32).AsX()
-		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+		return func(p reg.Register) k16Scales {
 			// ggml's unpacking: scales 0-3 and 4-7 the low nibbles of bytes
 			// 0-3 and 4-7, 8-11 and 12-15 their high nibbles; the two high
 			// bits of scale 4k+i are bits 2k, 2k+1 of byte 8+i.
@@ -221,15 +258,10 @@ var q3k = k16{
 			words := YMM()
 			VPMOVSXBW(x, words)
 			d := emit.F16Scalar(Mem{Base: p, Disp: 108})
-			d4 := YMM()
-			VBROADCASTSS(d, d4)
-			VADDPS(d4, d4, d4)
-			VADDPS(d4, d4, d4)
-			off := bytesToFloats(x, true)
-			for _, o := range off {
-				VMULPS(d4, o, o)
-			}
-			return words, off, d
+			by := XMM() // 4·d: the −4 per 16 values
+			VADDSS(d, d, by)
+			VADDSS(by, by, by)
+			return k16Scales{words: words, offWords: words, by: by, d: d}
 		}
 	},
 	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
@@ -268,25 +300,6 @@ func twoBits(p reg.Register, off, blk int, m3 reg.VecVirtual, qv *reg.VecVirtual
 	return u
 }
 
-// bytesToFloats converts the 16 bytes of x (signed or not) to float32,
-// bytes 0-7 and 8-15 in two vectors.
-func bytesToFloats(x reg.VecVirtual, signed bool) [2]reg.VecVirtual {
-	hi := XMM()
-	VPSRLDQ(U8(8), x, hi)
-	var out [2]reg.VecVirtual
-	for i, b := range []reg.VecVirtual{x, hi} {
-		v := YMM()
-		if signed {
-			VPMOVSXBD(b, v)
-		} else {
-			VPMOVZXBD(b, v)
-		}
-		VCVTDQ2PS(v, v)
-		out[i] = v
-	}
-	return out
-}
-
 // k32 is a k-quant whose 256-value blocks carry a 6-bit scale and min per
 // 32 values, packed as q4_K's (q4_k, q5_k): y = d·sc·u − dmin·m, u an
 // unsigned level. The mins meet the activation's sums per block (Act8.S).
@@ -298,8 +311,8 @@ type k32 struct {
 	levels func() func(p reg.Register) func(sb int) reg.VecVirtual
 }
 
-const (
-	k32Sig   = "func(blk *byte, q *int8, d *float32, s *float32, nblk int) float32"
+var (
+	k32Sig   = "func(" + fmt.Sprintf(rowsParams, "s") + ") float32"
 	k32x4Sig = "func(blk *byte, q *int8, d *float32, s *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
@@ -321,14 +334,11 @@ func dotK32(f k32, rows int) {
 	ones := onesW()
 	levels := f.levels()
 	fs := AllocLocal(32 * rows) // per row r: scale_j·d_w·d_r[j] for the block's 8 sub-blocks
-	nacc := 2
-	if rows == 4 {
-		nacc = 4
-	}
-	acc := emit.Zeroed(nacc)
+	a.beginRow()
+	acc := emit.Zeroed(4)
 	accOf := func(r, sb int) reg.VecVirtual {
 		if rows == 1 {
-			return acc[sb&1]
+			return acc[sb&3]
 		}
 		return acc[r]
 	}
@@ -337,7 +347,7 @@ func dotK32(f k32, rows int) {
 		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
 		for r := range rows {
 			_, dm, sm := row(r, 0)
-			VFNMADD231PS(sm, mnf, accOf(r, 1)) // acc −= Σ_j mins[j]·s[j]
+			VFNMADD231PS(sm, mnf, accOf(r, 3)) // acc −= Σ_j mins[j]·s[j]
 			blockScales(scf, dm, fs.Offset(32*r))
 		}
 		level := levels(p)
@@ -359,11 +369,7 @@ func dotK32(f k32, rows int) {
 		ADDQ(U32(32), d)
 		ADDQ(U32(32), s)
 	})
-	if rows == 1 {
-		emit.Hsum(acc...)
-	} else {
-		storeOut(acc)
-	}
+	a.endRow(acc)
 }
 
 // Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit
@@ -400,14 +406,16 @@ var q5k = k32{
 	},
 }
 
-// nibbles loads the 32 bytes at m and returns their low (half 0) or high
-// (half 1) nibbles.
+// nibbles returns the low (half 0) or high (half 1) nibbles of the 32
+// bytes at m (the low ones straight from memory, one instruction).
 func nibbles(m Mem, half int, m4 reg.VecVirtual) reg.VecVirtual {
 	w := YMM()
-	VMOVDQU(m, w)
-	if half == 1 {
-		VPSRLW(U8(4), w, w)
+	if half == 0 {
+		VPAND(m, m4, w)
+		return w
 	}
+	VMOVDQU(m, w)
+	VPSRLW(U8(4), w, w)
 	VPAND(m4, w, w)
 	return w
 }

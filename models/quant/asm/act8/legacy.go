@@ -24,8 +24,8 @@ type legacy struct {
 	bias              int // subtracted from u where there is no m
 }
 
-const (
-	legacySig   = "func(blk *byte, q *int8, d *float32, s *float32, nblk int) float32"
+var (
+	legacySig   = "func(" + fmt.Sprintf(rowsParams, "s") + ") float32"
 	legacyx4Sig = "func(blk *byte, q *int8, d *float32, s *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
@@ -81,6 +81,7 @@ func dotLegacy(f legacy, rows int) {
 	}
 	ones := onesW()
 	fs := AllocLocal(32 * rows) // per row r: d_w·d_r of the eight blocks
+	a.beginRow()
 	nacc := 2
 	if rows == 4 {
 		nacc = 4
@@ -187,11 +188,7 @@ func dotLegacy(f legacy, rows int) {
 		ADDQ(U32(4), d)
 		ADDQ(U32(4), s)
 	})
-	if rows == 1 {
-		emit.Hsum(acc...)
-	} else {
-		storeOut(acc)
-	}
+	a.endRow(acc)
 }
 
 // biasConst is the float32 −bias in legacyConsts.

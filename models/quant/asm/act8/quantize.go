@@ -11,13 +11,13 @@ import (
 // same order (so the same bits): amax the largest |x| (as float32 bits:
 // for finite values they order as the values), d = amax/127, id = 127/amax,
 // levels trunc(x·id ± 0.5) (halves away from zero, ggml's roundf) within
-// ±127, and the sums d·Σq per block and per 16. It returns false, storing
+// ±127, and the sums d·Σq per block and per 16 (and Σq per 16 as int16). It returns false, storing
 // nothing, where amax is not finite or below 2^-119 (zero, or so small
 // that 127/amax nears overflow): the Go code's special cases, and the
 // Go conversion of an infinite x·id, left to the Go code.
 func quantizeAct8() {
 	name := "quantizeAct8AVX2"
-	TEXT(name, NOSPLIT, "func(x *float32, q *int8, d, s, h *float32) bool")
+	TEXT(name, NOSPLIT, "func(x *float32, q *int8, d, s, h *float32, g16 *int16) bool")
 	Doc(name + " quantizes the 32 values at x as quantizeAct8Block does; false (nothing stored) where max|x| is 0 or not finite.")
 	xp, qp := Load(Param("x"), GP64()), Load(Param("q"), GP64())
 	c := quantizeConsts()
@@ -104,7 +104,11 @@ func quantizeAct8() {
 	VCVTDQ2PS(tot, tot)
 	VMULSS(dd, tot, tot)
 	VMOVSS(tot, Mem{Base: sp})
+	gp := Load(Param("g16"), GP64())
 	for i, s := range sums {
+		gi := GP32()
+		VMOVD(s.AsX(), gi)
+		MOVW(gi.As16(), Mem{Base: gp, Disp: 2 * i})
 		VCVTDQ2PS(s.AsX(), s.AsX())
 		VMULSS(dd, s.AsX(), s.AsX())
 		VMOVSS(s.AsX(), Mem{Base: hp, Disp: 4 * i})

@@ -14,7 +14,7 @@ import (
 // formats a llama.cpp user's experts and heads come in); q4_k's is
 // dotK32(q4k, 4).
 
-// Q6_K as a k16 format (its four-row kernel): 210-byte blocks of 256,
+// Q6_K as a k16 format (its one-row and four-row kernels): 210-byte blocks of 256,
 // ql[128] @0, qh[64] @128, int8 scales[16] @192 (one per 16 values), d f16
 // @208; y = d·sc·(u−32), u the unsigned six-bit level (emit.Q6KLevels'
 // order: activation block 4h+c is quarter c of half h). The −32 is an
@@ -23,32 +23,25 @@ import (
 // signed levels.
 var q6k = k16{
 	name: "Q6K", desc: "q6_K", size: 210,
-	scales: func() func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
+	scales: func() func(p reg.Register) k16Scales {
 		t := GP32()
 		MOVL(U32(0x42000000), t) // 32.0
 		c32f := XMM()
 		VMOVD(t, c32f)
-		return func(p reg.Register) (reg.VecVirtual, [2]reg.VecVirtual, reg.VecVirtual) {
-			x := XMM()
-			VMOVDQU(Mem{Base: p, Disp: 192}, x)
+		return func(p reg.Register) k16Scales {
 			words := YMM()
-			VPMOVSXBW(x, words)
+			VPMOVSXBW(Mem{Base: p, Disp: 192}, words)
 			d := emit.F16Scalar(Mem{Base: p, Disp: 208})
 			d32 := XMM()
 			VMULSS(c32f, d, d32)
-			d32y := YMM()
-			VBROADCASTSS(d32, d32y)
-			off := bytesToFloats(x, true)
-			for _, o := range off {
-				VMULPS(d32y, o, o)
-			}
-			return words, off, d
+			return k16Scales{words: words, offWords: words, by: d32, d: d}
 		}
 	},
 	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
-		m4, m3 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x03)
+		m4, m30 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x30)
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
-			return func(blk int) reg.VecVirtual { return emit.Q6KLevels(p, blk/4, blk%4, m4, m3, nil) }
+			quarter := emit.Q6KQuarters(p, m4, m30)
+			return func(blk int) reg.VecVirtual { return quarter(blk/4, blk%4) }
 		}
 	},
 }

@@ -96,9 +96,11 @@ func BroadcastByte(b uint8) reg.VecVirtual {
 
 // Q6KLevels loads the 32 six-bit levels of q6_k quarter c of half half of the
 // block at p, as signed bytes (level − 32): the four low bits from ql, the
-// two high from qh. m4 and m3 mask the nibble and the two-bit field, c32 is
-// 32 in every byte; with c32 nil the levels stay unsigned (0..63).
-func Q6KLevels(p reg.Register, half, c int, m4, m3, c32 reg.VecVirtual) reg.VecVirtual {
+// two high from qh, each shifted straight to its place and masked (as
+// ggml's AVX2 q6_K dot: bits 2c, 2c+1 of qh land on bits 4, 5 by one word
+// shift, none for c = 2). m4 masks the nibble, m30 is 0x30 in every byte,
+// c32 is 32 in every byte; with c32 nil the levels stay unsigned (0..63).
+func Q6KLevels(p reg.Register, half, c int, m4, m30, c32 reg.VecVirtual) reg.VecVirtual {
 	l, h := YMM(), YMM()
 	VMOVDQU(Mem{Base: p, Disp: 64*half + 32*(c&1)}, l)
 	if c >= 2 {
@@ -106,14 +108,59 @@ func Q6KLevels(p reg.Register, half, c int, m4, m3, c32 reg.VecVirtual) reg.VecV
 	}
 	VPAND(m4, l, l)
 	VMOVDQU(Mem{Base: p, Disp: 128 + 32*half}, h)
-	if c > 0 {
-		VPSRLW(U8(2*c), h, h)
+	switch c {
+	case 0:
+		VPSLLW(U8(4), h, h)
+	case 1:
+		VPSLLW(U8(2), h, h)
+	case 3:
+		VPSRLW(U8(2), h, h)
 	}
-	VPAND(m3, h, h)
-	VPSLLW(U8(4), h, h)
+	VPAND(m30, h, h)
 	VPOR(h, l, l)
 	if c32 != nil {
 		VPSUBB(c32, l, l)
 	}
 	return l
+}
+
+// Q6KQuarters returns the unsigned six-bit levels (0..63) of the q6_k
+// block at p for quarter c of half half, to be called for c = 0, 1, 2, 3
+// in turn within a half: the half's 64 ql bytes and 32 qh bytes are loaded
+// at c = 0 and kept for the other three (Q6KLevels' bit placement, without
+// its reloads). m4 is 0x0f and m30 0x30 in every byte.
+func Q6KQuarters(p reg.Register, m4, m30 reg.VecVirtual) func(half, c int) reg.VecVirtual {
+	var ql [2]reg.VecVirtual
+	var qh reg.VecVirtual
+	return func(half, c int) reg.VecVirtual {
+		if c == 0 {
+			ql = [2]reg.VecVirtual{YMM(), YMM()}
+			qh = YMM()
+			VMOVDQU(Mem{Base: p, Disp: 64 * half}, ql[0])
+			VMOVDQU(Mem{Base: p, Disp: 64*half + 32}, ql[1])
+			VMOVDQU(Mem{Base: p, Disp: 128 + 32*half}, qh)
+		}
+		l, h := YMM(), YMM()
+		if c >= 2 {
+			VPSRLW(U8(4), ql[c&1], l)
+			VPAND(m4, l, l)
+		} else {
+			VPAND(m4, ql[c&1], l)
+		}
+		switch c {
+		case 0:
+			VPSLLW(U8(4), qh, h)
+			VPAND(m30, h, h)
+		case 1:
+			VPSLLW(U8(2), qh, h)
+			VPAND(m30, h, h)
+		case 2:
+			VPAND(m30, qh, h)
+		case 3:
+			VPSRLW(U8(2), qh, h)
+			VPAND(m30, h, h)
+		}
+		VPOR(h, l, l)
+		return l
+	}
 }
