@@ -124,7 +124,7 @@ func TestEditedArtifactRefused(t *testing.T) {
 				slices.Reverse(g.Dispatches)
 				g.HostPoints, g.ICB = nil, nil
 			})
-		}, []string{t1, "dispatch 0 (matmul_bf16)", `scratch buffer "act"`, "no earlier dispatch writes it"}},
+		}, []string{t1, "dispatch 0 (argmax)", `scratch buffer "act"`, "no earlier dispatch writes it"}},
 		{"binding off its declared range", func(t *testing.T, files map[string][]byte) {
 			editGraph(t, files, t1, func(g *graph.Graph) { g.Dispatches[0].Args[1].Offset += 4096 })
 		}, []string{t1, "dispatch 0 (embed_bf16)", "declares reads"}},
