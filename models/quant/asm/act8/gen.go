@@ -496,18 +496,7 @@ func (l *rowLoop) beginRow() {
 // endRow finishes a row: the accumulators' sum is the result and (out
 // non-nil) out[row]; then the next row while there is one.
 func (l *rowLoop) endRow(acc []reg.VecVirtual) {
-	for len(acc) > 1 {
-		var next []reg.VecVirtual
-		for i := 0; i+1 < len(acc); i += 2 {
-			VADDPS(acc[i+1], acc[i], acc[i])
-			next = append(next, acc[i])
-		}
-		if len(acc)%2 == 1 {
-			next = append(next, acc[len(acc)-1])
-		}
-		acc = next
-	}
-	lo := emit.HsumX(acc[0])
+	lo := emit.HsumX(emit.AddTree(acc...))
 	Store(lo, ReturnIndex(0))
 	out, i, t := GP64(), GP64(), GP64()
 	MOVQ(l.row, i)

@@ -14,6 +14,15 @@ import (
 // Hsum adds the float32 accumulators accs into one value, stores it as the
 // function's first result and returns.
 func Hsum(accs ...reg.VecVirtual) {
+	lo := HsumX(AddTree(accs...))
+	VZEROUPPER()
+	Store(lo, ReturnIndex(0))
+	RET()
+}
+
+// AddTree adds the float32 accumulators accs pairwise (a tree, not a chain)
+// and returns the register holding the sum.
+func AddTree(accs ...reg.VecVirtual) reg.VecVirtual {
 	for len(accs) > 1 {
 		var next []reg.VecVirtual
 		for i := 0; i+1 < len(accs); i += 2 {
@@ -25,10 +34,7 @@ func Hsum(accs ...reg.VecVirtual) {
 		}
 		accs = next
 	}
-	lo := HsumX(accs[0])
-	VZEROUPPER()
-	Store(lo, ReturnIndex(0))
-	RET()
+	return accs[0]
 }
 
 // HsumX is the sum of y's eight float32 lanes, in the low lane of an xmm.
