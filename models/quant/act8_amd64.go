@@ -211,22 +211,34 @@ func k16Act8x4(size int, four func(b *byte, q *int8, d, h *float32, qs, ds, nb i
 // else one-row dots.
 func act8x4(elems, size int, four func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32),
 	one func(b *byte, a *Act8, nb int) float32) act8x4Func {
-	return func(data []byte, stride int, a *[4]*Act8, nb int, out [][4]float32) {
+	return act8xN[[4]*Act8](elems, size, four, one)
+}
+
+// act8xN is act8x2 and act8x4: the n-row kernel (given row 0) for rows at
+// equal strides, else one-row dots.
+func act8xN[A [2]*Act8 | [4]*Act8, R [2]float32 | [4]float32](elems, size int, n func(b *byte, a *Act8, qs, ds, nb int, out *R),
+	one func(b *byte, a *Act8, nb int) float32) func(data []byte, stride int, a *A, nb int, out []R) {
+	return func(data []byte, stride int, a *A, nb int, out []R) {
 		if nb == 0 {
 			clear(out)
 			return
 		}
 		_ = data[(len(out)-1)*stride+nb*size-1]
-		qs, ds, ok := act8Strides(a[:], nb*elems)
+		var buf [4]*Act8
+		rows := buf[:len(*a)]
+		for r := range rows {
+			rows[r] = (*a)[r]
+		}
+		qs, ds, ok := act8Strides(rows, nb*elems)
 		for i := range out {
 			b := &data[i*stride]
 			if !ok {
-				for r, ar := range a {
+				for r, ar := range rows {
 					out[i][r] = one(b, ar, nb)
 				}
 				continue
 			}
-			four(b, a[0], qs, ds, nb, &out[i])
+			n(b, rows[0], qs, ds, nb, &out[i])
 		}
 	}
 }
@@ -277,24 +289,7 @@ func iq2SignedGrid() *[1 << 16]uint64 {
 // two rows at equal strides, else one-row dots.
 func act8x2(elems, size int, two func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32),
 	one func(b *byte, a *Act8, nb int) float32) act8x2Func {
-	return func(data []byte, stride int, a *[2]*Act8, nb int, out [][2]float32) {
-		if nb == 0 {
-			clear(out)
-			return
-		}
-		_ = data[(len(out)-1)*stride+nb*size-1]
-		qs, ds, ok := act8Strides(a[:], nb*elems)
-		for i := range out {
-			b := &data[i*stride]
-			if !ok {
-				for r, ar := range a {
-					out[i][r] = one(b, ar, nb)
-				}
-				continue
-			}
-			two(b, a[0], qs, ds, nb, &out[i])
-		}
-	}
+	return act8xN[[2]*Act8](elems, size, two, one)
 }
 
 // act8x8 is act8x4 for eight rows: the eight-row kernel (given row 0)

@@ -94,6 +94,22 @@ type SegmentedProgram interface {
 	RunSegment(k int, host func(graph.HostPoint) error) error
 }
 
+// SegmentBounds is segment k's dispatch range [lo, hi) in a window of n
+// dispatches with host points hps (see SegmentedProgram).
+func SegmentBounds(hps []graph.HostPoint, k, n int) (lo, hi int, err error) {
+	if k < 0 || k > len(hps) {
+		return 0, 0, fmt.Errorf("segment %d of a window with %d host points", k, len(hps))
+	}
+	lo, hi = 0, n
+	if k > 0 {
+		lo = hps[k-1].After + 1
+	}
+	if k < len(hps) {
+		hi = hps[k].After + 1
+	}
+	return lo, hi, nil
+}
+
 // HostCheck says where the GPU finds what it checks at a host point: the
 // router's expert ids (PerRow a row, for the window's live rows, at most
 // Rows), the layer's smap entries (Miss marks an expert not resident), and

@@ -140,15 +140,9 @@ var _ backend.SegmentedProgram = (*Program)(nil)
 // segment and the rest in the next (a group's dispatches are independent).
 func (p *Program) RunSegment(k int, host func(graph.HostPoint) error) error {
 	hps := p.Graph.HostPoints
-	if k < 0 || k > len(hps) {
-		return fmt.Errorf("segment %d of a window with %d host points", k, len(hps))
-	}
-	lo, hi := 0, len(p.steps)
-	if k > 0 {
-		lo = hps[k-1].After + 1
-	}
-	if k < len(hps) {
-		hi = hps[k].After + 1
+	lo, hi, err := backend.SegmentBounds(hps, k, len(p.steps))
+	if err != nil {
+		return err
 	}
 	for _, grp := range p.groups {
 		if grp[len(grp)-1] < lo {

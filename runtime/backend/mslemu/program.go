@@ -171,16 +171,9 @@ var _ backend.SegmentedProgram = (*Program)(nil)
 // point k's router and calls host there (k = len(HostPoints): the
 // dispatches after the last router).
 func (p *Program) RunSegment(k int, host func(graph.HostPoint) error) error {
-	hps := p.g.HostPoints
-	if k < 0 || k > len(hps) {
-		return fmt.Errorf("mslemu: segment %d of a window with %d host points", k, len(hps))
-	}
-	lo, hi := 0, len(p.steps)
-	if k > 0 {
-		lo = hps[k-1].After + 1
-	}
-	if k < len(hps) {
-		hi = hps[k].After + 1
+	lo, hi, err := backend.SegmentBounds(p.g.HostPoints, k, len(p.steps))
+	if err != nil {
+		return fmt.Errorf("mslemu: %w", err)
 	}
 	return p.runSteps(lo, hi, host)
 }
