@@ -4,4 +4,4 @@ package artifact
 
 // generatorDigest is srcdigest.Of of the generator's source this build's
 // artifacts come from (TestGeneratorDigestCurrent keeps it current).
-const generatorDigest = "0a1a860d306355758f2036f97550e430385286d46e47ec25d1da81c28ffaec2f"
+const generatorDigest = "92b77f8b65a435b21a41b889fe8ab8041699abb2b7c69f2881083ec280b3a05d"

@@ -1319,6 +1319,8 @@ kernel void moe_gate_up_bf16(
         const ulong row_bytes = bf16_row_bytes(hidden);
         const uint chunks = hidden / bf16_chunk;
         const uint per_row = matmul_mma_depth / bf16_chunk;
+        const uint so = (sg % 2) * 16;
+        const uint sr = (sg / 2) * 16;
         uint t_next = 0; // uniform: every thread takes the same path through the scan
         while (t_next < live) {
 
@@ -1354,16 +1356,6 @@ kernel void moe_gate_up_bf16(
                 break; // uniform
             }
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul;
-            // Which tiles simdgroup sg multiplies: outputs so… (ni tiles of
-            // 8), rows sr… (nj tiles of 8, only those holding a gathered
-            // row). Most experts of a window get a few rows (top_k · rows /
-            // experts on average), so up to 16 rows the four simdgroups
-            // split the outputs instead and skip the empty row tiles.
-            const bool narrow = count <= 16; // uniform
-            const uint so = narrow ? sg * 8 : (sg % 2) * 16;
-            const uint ni = narrow ? 1 : 2;
-            const uint sr = narrow ? 0 : (sg / 2) * 16;
-            const uint nj = min(2u, (count - sr + 7) / 8);
             simdgroup_float8x8 acc[2][2][2]; // [gate, up][output tile][row tile]
             for (uint p = 0; p < 2; p++) {
                 for (uint i = 0; i < 2; i++) {
@@ -1409,22 +1401,16 @@ kernel void moe_gate_up_bf16(
                     simdgroup_float8x8 b[2];
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
-                            if (i < ni) { // uniform per simdgroup, as every tile bound below
-                                simdgroup_load(a[p][i], &mma_w[p * moe_mma_outputs + so + 8 * i][kk], matmul_mma_depth + 4);
-                            }
+                            simdgroup_load(a[p][i], &mma_w[p * moe_mma_outputs + so + 8 * i][kk], matmul_mma_depth + 4);
                         }
                     }
                     for (uint j = 0; j < 2; j++) {
-                        if (j < nj) {
-                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
-                        }
+                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
                     }
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
                             for (uint j = 0; j < 2; j++) {
-                                if (i < ni && j < nj) {
-                                    simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
-                                }
+                                simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
                             }
                         }
                     }
@@ -1433,9 +1419,6 @@ kernel void moe_gate_up_bf16(
             }
             for (uint i = 0; i < 2; i++) {
                 for (uint j = 0; j < 2; j++) {
-                    if (i >= ni || j >= nj) {
-                        continue; // uniform per simdgroup
-                    }
                     simdgroup_store(acc[0][i][j], mma_out[sg][0], 8);
                     simdgroup_store(acc[1][i][j], mma_out[sg][1], 8);
                     simdgroup_barrier(mem_flags::mem_threadgroup);
@@ -1539,6 +1522,8 @@ kernel void moe_down_bf16(
         const ulong row_bytes = bf16_row_bytes(inter);
         const uint chunks = inter / bf16_chunk;
         const uint per_row = matmul_mma_depth / bf16_chunk;
+        const uint so = (sg % 2) * 32;
+        const uint sr = (sg / 2) * 16;
         uint t_next = 0; // uniform: every thread takes the same path through the scan
         while (t_next < live) {
 
@@ -1574,13 +1559,6 @@ kernel void moe_down_bf16(
                 break; // uniform
             }
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul + fc_moe_down_down_off;
-            // The tiles of simdgroup sg, as in moe_gate_up.mma: outputs so…
-            // (ni tiles), the row tiles from sr that hold a gathered pair.
-            const bool narrow = count <= 16; // uniform
-            const uint so = narrow ? sg * 16 : (sg % 2) * 32;
-            const uint ni = narrow ? 2 : 4;
-            const uint sr = narrow ? 0 : (sg / 2) * 16;
-            const uint nj = min(2u, (count - sr + 7) / 8);
             simdgroup_float8x8 acc[4][2];
             for (uint i = 0; i < 4; i++) {
                 for (uint j = 0; j < 2; j++) {
@@ -1621,20 +1599,14 @@ kernel void moe_down_bf16(
                     simdgroup_float8x8 a[4];
                     simdgroup_float8x8 b[2];
                     for (uint i = 0; i < 4; i++) {
-                        if (i < ni) { // uniform per simdgroup, as every tile bound below
-                            simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
-                        }
+                        simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
                     }
                     for (uint j = 0; j < 2; j++) {
-                        if (j < nj) {
-                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
-                        }
+                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
                     }
                     for (uint i = 0; i < 4; i++) {
                         for (uint j = 0; j < 2; j++) {
-                            if (i < ni && j < nj) {
-                                simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
-                            }
+                            simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
                         }
                     }
                 }
@@ -1642,9 +1614,6 @@ kernel void moe_down_bf16(
             }
             for (uint i = 0; i < 4; i++) {
                 for (uint j = 0; j < 2; j++) {
-                    if (i >= ni || j >= nj) {
-                        continue; // uniform per simdgroup
-                    }
                     simdgroup_store(acc[i][j], mma_out[sg], 8);
                     simdgroup_barrier(mem_flags::mem_threadgroup);
                     for (uint q = lane; q < 64; q += simd_width) {
@@ -1759,7 +1728,34 @@ kernel void argmax(
     float top = -INFINITY;
     uint at = 0xffffffffu; // none yet
     uint bad = 0;
-    for (uint i = tid; i < dim; i += ntg) {
+    // Each thread visits its indices in increasing order, so a strict > keeps
+    // its first of equals. Rows of a multiple of 4 values are read as float4,
+    // four loads issued before any is compared: one row is a megabyte for a
+    // 248K vocabulary, and a single threadgroup with one load in flight a
+    // thread waits on memory for most of it.
+    const uint n4 = dim % 4 == 0 ? dim / 4 : 0; // a function-constant choice
+    device const float4 *row4 = (device const float4 *)row;
+    for (uint q0 = tid; q0 < n4; q0 += 4 * ntg) {
+        float4 v[4];
+        for (uint u = 0; u < 4; u++) {
+            const uint q = q0 + u * ntg;
+            v[u] = q < n4 ? row4[q] : float4(0.0f);
+        }
+        for (uint u = 0; u < 4; u++) {
+            const uint q = q0 + u * ntg;
+            if (q >= n4) {
+                break;
+            }
+            for (uint c = 0; c < 4; c++) {
+                bad |= (as_type<uint>(v[u][c]) & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+                if (v[u][c] > top) {
+                    top = v[u][c];
+                    at = 4 * q + c;
+                }
+            }
+        }
+    }
+    for (uint i = 4 * n4 + tid; i < dim; i += ntg) {
         const float v = row[i];
         bad |= (as_type<uint>(v) & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
         if (v > top) {

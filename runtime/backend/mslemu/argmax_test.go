@@ -1,6 +1,7 @@
 package mslemu_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -18,12 +19,23 @@ import (
 // definition (the first index of the largest value; NaN never wins; ±Inf and
 // NaN flag the row), with ties across threads, signed zeros and a row past
 // the live rows that must stay untouched.
+//
+// tiny-a's vocabulary (512, read as float4), a larger one whose threads go
+// round the unrolled float4 loop more than once, and one that is not a
+// multiple of 4 (read one value at a time).
 func TestArgmaxKernel(t *testing.T) {
 	e2e.RequireEmulator(t)
+	for _, vocab := range []int{512, 20480, 4099} {
+		t.Run(fmt.Sprint(vocab), func(t *testing.T) { testArgmaxKernel(t, vocab) })
+	}
+}
+
+func testArgmaxKernel(t *testing.T, vocab int) {
 	c, err := models.Embedded("tiny-a")
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Architecture.VocabSize = vocab
 	g, err := gen.Window(c, 4, gen.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -47,10 +59,16 @@ func TestArgmaxKernel(t *testing.T) {
 		rows[2][i] = -1                  // −0 at 50 and +0 at 100: equal, the first wins
 		rows[3][i] = float32(i)          // past the live rows
 	}
+	// A later largest value, repeated within the same float4 and, where the
+	// row is long enough, in the same thread's next round (1024 threads).
+	rows[0][V/2+1], rows[0][V/2+2], rows[0][V-2] = 0.99, 0.99, 0.99
+	if V/2+1+4*1024 < V {
+		rows[0][V/2+1+4*1024] = 0.99
+	}
 	rows[1][3] = nan
 	rows[2][50], rows[2][100] = negZero, 0
 	rows[2][V-1] = -inf
-	want := []uint32{96, 0, 0, 1, 50, 1}
+	want := []uint32{uint32(V/2 + 1), 0, 0, 1, 50, 1}
 	am, err := gen.Kernels(c, []*graph.Graph{oneDispatch(g, d)})
 	if err != nil {
 		t.Fatal(err)

@@ -311,13 +311,15 @@ func oddConfigs(t *testing.T) []*models.Config {
 	// Every row choosing every expert, in a prefill window of more than one
 	// 32-row tile of the matrix units: moe_gate_up gathers more rows for an
 	// expert than one tile takes and resumes its scan; the matmuls run a
-	// full row tile and a partial one.
+	// full row tile and a partial one. Expert rows of 72 take moe_down's
+	// tiles over three steps of matmul_mma_depth columns, the last partial.
 	w, err := models.Embedded("tiny-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.Name = "crowded-a"
 	w.Architecture.MoE.NumExperts, w.Architecture.MoE.ExpertsPerToken = 3, 3
+	w.Architecture.MoE.IntermediateSize = 72
 	w.Windows.MaxDecodeRows, w.Windows.PrefillRows = 2, 37
 	return []*models.Config{a, q, w}
 }
