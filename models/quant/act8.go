@@ -166,6 +166,9 @@ func init() {
 	for name, f := range archAct8Rows() {
 		act8DotsRows[registry[name]] = f
 	}
+	for name, f := range archAct8x8() {
+		act8Dots8[registry[name]] = f
+	}
 }
 
 // Act8Kernel is r's integer dot with quantized activations, ok false where

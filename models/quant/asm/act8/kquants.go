@@ -316,26 +316,17 @@ var (
 	k32x4Sig = "func(blk *byte, q *int8, d *float32, s *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
-// dotK32 emits f's integer dot for rows activation rows (1 or 4): per
+// dotK32 emits f's integer dot for rows activation rows (1, 4 or 8): per
 // block the scales, mins and levels are built once for the rows.
 func dotK32(f k32, rows int) {
 	a := sumsPrologue(f.name, f.desc, rows, k32Sig, k32x4Sig, "s",
 		"s[j] being d[j]·Σ q of block j; in integers per 32 values.", "s_r = s + r·dstride bytes.")
-	p, q, d, s, qs, ds, q3, d3, n := a.p, a.q, a.d, a.sums, a.qs, a.ds, a.q3, a.d3, a.n
-	// row r's activation levels at byte disp, its scales and its sums
-	row := func(r, qdisp int) (Mem, Mem, Mem) {
-		if rows == 1 {
-			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}, Mem{Base: s}
-		}
-		qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
-		_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)
-		return qm, dm, sm
-	}
+	p, d, s, n := a.p, a.d, a.sums, a.n
 	ones := onesW()
 	levels := f.levels()
 	fs := AllocLocal(32 * rows) // per row r: scale_j·d_w·d_r[j] for the block's 8 sub-blocks
 	a.beginRow()
-	acc := emit.Zeroed(4)
+	acc := emit.Zeroed(max(4, rows))
 	accOf := func(r, sb int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[sb&3]
@@ -345,27 +336,25 @@ func dotK32(f k32, rows int) {
 	emit.Loop(fmt.Sprintf("%s_%d", f.name, rows), n, func() {
 		prefetchLines(p, f.size)
 		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
-		for r := range rows {
-			_, dm, sm := row(r, 0)
-			VFNMADD231PS(sm, mnf, accOf(r, 3)) // acc −= Σ_j mins[j]·s[j]
-			blockScales(scf, dm, fs.Offset(32*r))
-		}
+		a.each([]rowArray{{d, 1}, {s, 1}}, func(r int, m []Mem) {
+			VFNMADD231PS(m[1], mnf, accOf(r, 3)) // acc −= Σ_j mins[j]·s[j]
+			blockScales(scf, m[0], fs.Offset(32*r))
+		})
 		level := levels(p)
 		for sb := range 8 {
 			u := level(sb)
 			for r := range rows {
-				qm, _, _ := row(r, 32*sb)
-				a := u
+				x := u
 				if rows > 1 {
-					a = YMM()
+					x = YMM()
 				}
-				VPMADDUBSW(qm, u, a)
-				VPMADDWD(ones, a, a)
-				scaleFMA(a, fs.Offset(32*r+4*sb), accOf(r, sb))
+				VPMADDUBSW(a.level(r, 32*sb), u, x)
+				VPMADDWD(ones, x, x)
+				scaleFMA(x, fs.Offset(32*r+4*sb), accOf(r, sb))
 			}
 		}
 		ADDQ(U32(uint32(f.size)), p)
-		ADDQ(U32(256), q)
+		a.advance(256)
 		ADDQ(U32(32), d)
 		ADDQ(U32(32), s)
 	})
