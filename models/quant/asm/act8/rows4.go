@@ -307,9 +307,9 @@ func dotQ8_0xN(rows int) {
 // kernel advances beside q), its per-block arrays (scales, sums) at r·ds
 // (or 2r·ds: the sums per 16) from row 0's.
 type rowSet struct {
-	rows               int
+	rows              int
 	q, qs, ds, q3, d3 reg.Register
-	q4                 reg.Register // eight rows only
+	q4                reg.Register // eight rows only
 }
 
 // newRowSet sets up the addressing of rows rows from row 0's levels at
