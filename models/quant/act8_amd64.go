@@ -199,7 +199,7 @@ func archAct8x4() map[string]act8x4Func {
 }
 
 // archAct8x8 are the eight-row kernels of the formats outside the grid IQ
-// ones (act8_iq_amd64.go registers theirs): q8_0, q4_k and q5_k, each
+// ones (act8_iq_amd64.go registers theirs): q8_0, q4_k, q5_k and q6_k, each
 // block loaded and decoded once for eight activation rows.
 func archAct8x8() map[string]act8x8Func {
 	if !haveAVX2 {
@@ -212,6 +212,9 @@ func archAct8x8() map[string]act8x8Func {
 		}, x4["q8_0"]),
 		"q4_k": sumsAct8x8(q4kElems, q4kBytes, dotQ4KQ8x8AVX2, x4["q4_k"]),
 		"q5_k": sumsAct8x8(256, q5kBytes, dotQ5KQ8x8AVX2, x4["q5_k"]),
+		"q6_k": act8x8(256, q6kBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
+			dotQ6KQ8x8AVX2(b, &a.Q[0], &a.D[0], &a.H[0], qs, ds, nb, out)
+		}, x4["q6_k"]),
 	}
 }
 

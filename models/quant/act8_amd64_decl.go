@@ -195,3 +195,6 @@ func dotQ4KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dst
 
 // dotQ5KQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ5KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+
+// dotQ6KQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q6_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, h_r = h + 2r·dstride bytes.
+func dotQ6KQ8x8AVX2(blk *byte, q *int8, d *float32, h *float32, qstride int, dstride int, nblk int, out *[8]float32)

@@ -49,6 +49,7 @@ func main() {
 	dotQ8_0xN(8)
 	dotK32(q4k, 8)
 	dotK32(q5k, 8)
+	dotK16(q6k, 8)
 	Generate()
 }
 

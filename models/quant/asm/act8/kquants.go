@@ -27,8 +27,9 @@ type k16 struct {
 	scales func() func(p reg.Register) k16Scales
 	// levels emits the constants its level function needs (before the
 	// loop) and returns it: per block at p, a function of activation block
-	// blk (0..7) giving its 32 unsigned levels, in value order.
-	levels func() func(p reg.Register) func(blk int) reg.VecVirtual
+	// blk (0..7) giving its 32 unsigned levels, in value order. rows is
+	// the kernel's: eight rows leave fewer registers to keep loads in.
+	levels func(rows int) func(p reg.Register) func(blk int) reg.VecVirtual
 }
 
 // k16Scales are a k16 block's 16 scales sc_g and offset factors o_g as
@@ -88,8 +89,11 @@ var (
 	k16x4Sig = "func(blk *byte, q *int8, d *float32, h *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
-// dotK16 emits f's integer dot for rows activation rows (1 or 4): per
-// block the scales, offsets and levels are built once for the rows.
+// dotK16 emits f's integer dot for rows activation rows (1, 4 or 8): per
+// block the scales, offsets and levels are built once for the rows. Eight
+// rows keep the 8 blocks' scale words on the stack (VPMADDWD's memory
+// operand) rather than in two registers, which the eight accumulators
+// and the levels' loads leave no room for.
 func dotK16(f k16, rows int) {
 	sums := "h"
 	if rows == 1 {
@@ -97,31 +101,18 @@ func dotK16(f k16, rows int) {
 	}
 	a := sumsPrologue(f.name, f.desc, rows, k16Sig, k16x4Sig, sums,
 		"g16[j] being Σ q of values 16j…16j+15 (int16); in integers per 32 values.", "h_r = h + 2r·dstride bytes.")
-	p, q, d, h, qs, ds, q3, d3, n := a.p, a.q, a.d, a.sums, a.qs, a.ds, a.q3, a.d3, a.n
-	// row r's activation levels at byte disp, its scales and its sums per 16
-	row := func(r, qdisp, hdisp int) (Mem, Mem, Mem) {
-		if rows == 1 {
-			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}, Mem{Base: h, Disp: hdisp}
-		}
-		qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
-		hm := Mem{Base: h, Disp: hdisp}
-		switch r {
-		case 1:
-			hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}
-		case 2:
-			hm = Mem{Base: h, Index: ds, Scale: 4, Disp: hdisp}
-		case 3:
-			hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}
-		}
-		return qm, dm, hm
-	}
+	p, d, h, n := a.p, a.d, a.sums, a.n
 	masks := k16Masks()
-	levels, scales := f.levels(), f.scales()
+	levels, scales := f.levels(rows), f.scales()
 	fs := AllocLocal(32 * rows) // per row r: d_w·d_r[j] for the block's 8 activation blocks
+	var sw Mem                  // eight rows: the 8 activation blocks' scale words
+	if rows == 8 {
+		sw = AllocLocal(32 * 8)
+	}
 	a.beginRow()
-	// four accumulators either way: one row's FMAs go round them, so that
+	// four accumulators at least: one row's FMAs go round them, so that
 	// their latency does not chain the eight blocks of 32
-	acc := emit.Zeroed(4)
+	acc := emit.Zeroed(max(4, rows))
 	accOf := func(r, blk int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[blk&3]
@@ -144,36 +135,44 @@ func dotK16(f k16, rows int) {
 		} else {
 			// the offsets: acc −= Σ_g off_g·h[g]
 			off := sc.offFloats()
-			for r := range rows {
-				_, _, hm := row(r, 0, 0)
-				VFNMADD231PS(hm, off[0], accOf(r, 2))
-				VFNMADD231PS(hm.Offset(32), off[1], accOf(r, 3))
-			}
+			a.each([]rowArray{{h, 2}}, func(r int, m []Mem) {
+				VFNMADD231PS(m[0], off[0], accOf(r, 2))
+				VFNMADD231PS(m[0].Offset(32), off[1], accOf(r, 3))
+			})
 		}
 		dwy := YMM()
 		VBROADCASTSS(dw, dwy)
-		for r := range rows {
-			_, dm, _ := row(r, 0, 0)
-			blockScales(dwy, dm, fs.Offset(32*r))
-		}
+		a.each([]rowArray{{d, 1}}, func(r int, m []Mem) {
+			blockScales(dwy, m[0], fs.Offset(32*r))
+		})
 		sv := [2]reg.VecVirtual{YMM(), YMM()} // scales 0-7, 8-15 in both 128-bit halves
 		VPERMQ(U8(0x44), words, sv[0])
 		VPERMQ(U8(0xee), words, sv[1])
+		// scl is activation block blk's two scales spread over its words
+		scl := func(blk int) Op {
+			v := YMM()
+			VPSHUFB(masks.Offset(32*(blk%4)), sv[blk/4], v)
+			return v
+		}
+		if rows == 8 {
+			for blk := range 8 {
+				VMOVDQU(scl(blk), sw.Offset(32*blk))
+			}
+			scl = func(blk int) Op { return sw.Offset(32 * blk) }
+		}
 		level := levels(p)
 		for blk := range 8 {
 			u := level(blk)
-			scl := YMM()
-			VPSHUFB(masks.Offset(32*(blk%4)), sv[blk/4], scl)
+			sb := scl(blk)
 			for r := range rows {
-				qm, _, _ := row(r, 32*blk, 0)
-				a := YMM()
-				VPMADDUBSW(qm, u, a)
-				VPMADDWD(scl, a, a)
-				scaleFMA(a, fs.Offset(32*r+4*blk), accOf(r, blk))
+				x := YMM()
+				VPMADDUBSW(a.level(r, 32*blk), u, x)
+				VPMADDWD(sb, x, x)
+				scaleFMA(x, fs.Offset(32*r+4*blk), accOf(r, blk))
 			}
 		}
 		ADDQ(U32(uint32(f.size)), p)
-		ADDQ(U32(256), q)
+		a.advance(256)
 		ADDQ(U32(32), d)
 		if rows == 1 {
 			ADDQ(U32(32), h)
@@ -204,7 +203,7 @@ var q2k = k16{
 			return k16Scales{words: words, offWords: mins, by: emit.F16Scalar(Mem{Base: p, Disp: 82}), d: emit.F16Scalar(Mem{Base: p, Disp: 80})}
 		}
 	},
-	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
+	levels: func(int) func(p reg.Register) func(blk int) reg.VecVirtual {
 		m3 := emit.BroadcastByte(0x03)
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
 			var qv reg.VecVirtual
@@ -264,7 +263,7 @@ var q3k = k16{
 			return k16Scales{words: words, offWords: words, by: by, d: d}
 		}
 	},
-	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
+	levels: func(int) func(p reg.Register) func(blk int) reg.VecVirtual {
 		m3, c4 := emit.BroadcastByte(0x03), emit.BroadcastByte(0x04)
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
 			hm := YMM()

@@ -37,8 +37,16 @@ var q6k = k16{
 			return k16Scales{words: words, offWords: words, by: d32, d: d}
 		}
 	},
-	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
+	levels: func(rows int) func(p reg.Register) func(blk int) reg.VecVirtual {
 		m4, m30 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x30)
+		if rows == 8 {
+			// each quarter's ql and qh loaded afresh: the half's three
+			// vectors held over its quarters would take the seventeenth
+			// register
+			return func(p reg.Register) func(blk int) reg.VecVirtual {
+				return func(blk int) reg.VecVirtual { return emit.Q6KLevels(p, blk/4, blk%4, m4, m30, nil) }
+			}
+		}
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
 			quarter := emit.Q6KQuarters(p, m4, m30)
 			return func(blk int) reg.VecVirtual { return quarter(blk/4, blk%4) }
