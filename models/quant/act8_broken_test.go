@@ -108,20 +108,16 @@ var brokenAct8Kernels = []struct {
 			"q5_k ggml-quantized, eight rows (row 5)"},
 	},
 	{
-		what: "q6_k eight rows: the rows' sums per 16 read at the scales' stride",
-		file: "rows4.go", from: "for range a.mul {", to: "for range a.mul / a.mul {",
-		want: []string{"q6_k ggml-quantized, eight rows (row 1)", "q6_k ggml-decoded random, eight rows (row 6)", "q6_k eight rows"},
-	},
-	{
-		what: "q6_k eight rows: each 32 takes its neighbour's scales",
-		file: "kquants.go", from: "scl = func(blk int) Op { return sw.Offset(32 * blk) }", to: "scl = func(blk int) Op { return sw.Offset(32 * (blk ^ 1)) }",
-		want: []string{"q6_k ggml-quantized, eight rows (row 0)", "q6_k ggml-quantized prefix, eight rows (row 7)", "q6_k eight rows"},
+		what: "two, four and eight rows: the rows' scales and sums at the levels' stride",
+		file: "rows4.go", from: "s := rowSet{rows: rows, q: q, qs: qs, ds: ds}", to: "s := rowSet{rows: rows, q: q, qs: qs, ds: qs}",
+		want: []string{"q8_0 ggml-quantized, two rows (row 1)", "q4_k ggml-quantized, two rows (row 1)", "q5_k ggml-decoded random, two rows (row 1)",
+			"q4_k ggml-quantized, four rows (row 2)", "q8_0 ggml-quantized, eight rows (row 6)", "q5_k two rows"},
 	},
 	{
 		what: "eight rows: every row's scales and sums from row 0's",
 		file: "rows4.go", from: "ADDQ(s.ds, cur[i])", to: "ADDQ(U32(0), cur[i])",
 		want: []string{"q8_0 ggml-quantized, eight rows (row 3)", "q4_k ggml-quantized, eight rows (row 6)", "q5_k ggml-decoded random, eight rows (row 1)",
-			"q4_k eight rows", "q6_k ggml-quantized, eight rows (row 2)"},
+			"q4_k eight rows"},
 	},
 	{
 		what: "q8_0, iq4_nl four rows: the tail blocks read at a wrong stride",

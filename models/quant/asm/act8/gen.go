@@ -46,10 +46,11 @@ func main() {
 		dotLegacy(f, 4)
 	}
 	iqKernels()
-	dotQ8_0xN(8)
-	dotK32(q4k, 8)
-	dotK32(q5k, 8)
-	dotK16(q6k, 8)
+	for _, rows := range []int{2, 8} {
+		dotQ8_0xN(rows)
+		dotK32(q4k, rows)
+		dotK32(q5k, rows)
+	}
 	Generate()
 }
 
@@ -536,9 +537,9 @@ const rowsParams = "blk *byte, stride int, q *int8, d *float32, %s *float32, nbl
 // rowsParamsG is rowsParams with the activation's integer sums (Act8.G).
 const rowsParamsG = "blk *byte, stride int, q *int8, d *float32, %s *int16, nblk int, out *float32, rows int"
 
-// sumsPrologue starts format's one-row (rows 1), four-row or eight-row
-// kernel: its TEXT with sig1 or sig4 (eight rows: sig4 with an out of
-// eight), its Doc (doc1 or doc4 after the name and what every such kernel
+// sumsPrologue starts format's one-row (rows 1), two-, four- or eight-row
+// kernel: its TEXT with sig1 or sig4 (two or eight rows: sig4 with an out
+// of two or eight), its Doc (doc1 or doc4 after the name and what every such kernel
 // computes over nblk desc blocks), and the parameters, the sums named
 // sums. The one-row kernel's sig1 is rowsSig's: it runs over a run of
 // weight rows (beginRow, endRow).

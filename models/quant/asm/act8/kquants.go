@@ -27,9 +27,8 @@ type k16 struct {
 	scales func() func(p reg.Register) k16Scales
 	// levels emits the constants its level function needs (before the
 	// loop) and returns it: per block at p, a function of activation block
-	// blk (0..7) giving its 32 unsigned levels, in value order. rows is
-	// the kernel's: eight rows leave fewer registers to keep loads in.
-	levels func(rows int) func(p reg.Register) func(blk int) reg.VecVirtual
+	// blk (0..7) giving its 32 unsigned levels, in value order.
+	levels func() func(p reg.Register) func(blk int) reg.VecVirtual
 }
 
 // k16Scales are a k16 block's 16 scales sc_g and offset factors o_g as
@@ -89,11 +88,8 @@ var (
 	k16x4Sig = "func(blk *byte, q *int8, d *float32, h *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
-// dotK16 emits f's integer dot for rows activation rows (1, 4 or 8): per
-// block the scales, offsets and levels are built once for the rows. Eight
-// rows keep the 8 blocks' scale words on the stack (VPMADDWD's memory
-// operand) rather than in two registers, which the eight accumulators
-// and the levels' loads leave no room for.
+// dotK16 emits f's integer dot for rows activation rows (1 or 4): per
+// block the scales, offsets and levels are built once for the rows.
 func dotK16(f k16, rows int) {
 	sums := "h"
 	if rows == 1 {
@@ -103,16 +99,12 @@ func dotK16(f k16, rows int) {
 		"g16[j] being Σ q of values 16j…16j+15 (int16); in integers per 32 values.", "h_r = h + 2r·dstride bytes.")
 	p, d, h, n := a.p, a.d, a.sums, a.n
 	masks := k16Masks()
-	levels, scales := f.levels(rows), f.scales()
+	levels, scales := f.levels(), f.scales()
 	fs := AllocLocal(32 * rows) // per row r: d_w·d_r[j] for the block's 8 activation blocks
-	var sw Mem                  // eight rows: the 8 activation blocks' scale words
-	if rows == 8 {
-		sw = AllocLocal(32 * 8)
-	}
 	a.beginRow()
-	// four accumulators at least: one row's FMAs go round them, so that
+	// four accumulators either way: one row's FMAs go round them, so that
 	// their latency does not chain the eight blocks of 32
-	acc := emit.Zeroed(max(4, rows))
+	acc := emit.Zeroed(4)
 	accOf := func(r, blk int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[blk&3]
@@ -148,26 +140,15 @@ func dotK16(f k16, rows int) {
 		sv := [2]reg.VecVirtual{YMM(), YMM()} // scales 0-7, 8-15 in both 128-bit halves
 		VPERMQ(U8(0x44), words, sv[0])
 		VPERMQ(U8(0xee), words, sv[1])
-		// scl is activation block blk's two scales spread over its words
-		scl := func(blk int) Op {
-			v := YMM()
-			VPSHUFB(masks.Offset(32*(blk%4)), sv[blk/4], v)
-			return v
-		}
-		if rows == 8 {
-			for blk := range 8 {
-				VMOVDQU(scl(blk), sw.Offset(32*blk))
-			}
-			scl = func(blk int) Op { return sw.Offset(32 * blk) }
-		}
 		level := levels(p)
 		for blk := range 8 {
 			u := level(blk)
-			sb := scl(blk)
+			scl := YMM()
+			VPSHUFB(masks.Offset(32*(blk%4)), sv[blk/4], scl)
 			for r := range rows {
 				x := YMM()
 				VPMADDUBSW(a.level(r, 32*blk), u, x)
-				VPMADDWD(sb, x, x)
+				VPMADDWD(scl, x, x)
 				scaleFMA(x, fs.Offset(32*r+4*blk), accOf(r, blk))
 			}
 		}
@@ -203,7 +184,7 @@ var q2k = k16{
 			return k16Scales{words: words, offWords: mins, by: emit.F16Scalar(Mem{Base: p, Disp: 82}), d: emit.F16Scalar(Mem{Base: p, Disp: 80})}
 		}
 	},
-	levels: func(int) func(p reg.Register) func(blk int) reg.VecVirtual {
+	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
 		m3 := emit.BroadcastByte(0x03)
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
 			var qv reg.VecVirtual
@@ -263,7 +244,7 @@ var q3k = k16{
 			return k16Scales{words: words, offWords: words, by: by, d: d}
 		}
 	},
-	levels: func(int) func(p reg.Register) func(blk int) reg.VecVirtual {
+	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
 		m3, c4 := emit.BroadcastByte(0x03), emit.BroadcastByte(0x04)
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
 			hm := YMM()
@@ -315,7 +296,7 @@ var (
 	k32x4Sig = "func(blk *byte, q *int8, d *float32, s *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
-// dotK32 emits f's integer dot for rows activation rows (1, 4 or 8): per
+// dotK32 emits f's integer dot for rows activation rows (1, 2, 4 or 8): per
 // block the scales, mins and levels are built once for the rows.
 func dotK32(f k32, rows int) {
 	a := sumsPrologue(f.name, f.desc, rows, k32Sig, k32x4Sig, "s",
@@ -325,7 +306,11 @@ func dotK32(f k32, rows int) {
 	levels := f.levels()
 	fs := AllocLocal(32 * rows) // per row r: scale_j·d_w·d_r[j] for the block's 8 sub-blocks
 	a.beginRow()
-	acc := emit.Zeroed(max(4, rows))
+	nacc := 4 // one row: its FMAs go round four accumulators
+	if rows > 1 {
+		nacc = rows
+	}
+	acc := emit.Zeroed(nacc)
 	accOf := func(r, sb int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[sb&3]

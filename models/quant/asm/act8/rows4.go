@@ -37,16 +37,8 @@ var q6k = k16{
 			return k16Scales{words: words, offWords: words, by: d32, d: d}
 		}
 	},
-	levels: func(rows int) func(p reg.Register) func(blk int) reg.VecVirtual {
+	levels: func() func(p reg.Register) func(blk int) reg.VecVirtual {
 		m4, m30 := emit.BroadcastByte(0x0f), emit.BroadcastByte(0x30)
-		if rows == 8 {
-			// each quarter's ql and qh loaded afresh: the half's three
-			// vectors held over its quarters would take the seventeenth
-			// register
-			return func(p reg.Register) func(blk int) reg.VecVirtual {
-				return func(blk int) reg.VecVirtual { return emit.Q6KLevels(p, blk/4, blk%4, m4, m30, nil) }
-			}
-		}
 		return func(p reg.Register) func(blk int) reg.VecVirtual {
 			quarter := emit.Q6KQuarters(p, m4, m30)
 			return func(blk int) reg.VecVirtual { return quarter(blk/4, blk%4) }
@@ -202,7 +194,7 @@ func iq2ScaleMasks() Mem {
 
 var iq2ScaleMasksSym *Mem
 
-// args32 are the loaded parameters of a four- or eight-row kernel of
+// args32 are the loaded parameters of a two-, four- or eight-row kernel of
 // 32-value blocks: weights, row 0's levels and scales, the strides, the
 // block count and the rows' addressing.
 type args32 struct {
@@ -211,7 +203,7 @@ type args32 struct {
 }
 
 // load32 loads the multi-row parameters blk, q, d, qstride, dstride and
-// nblk for rows (4 or 8) activation rows.
+// nblk for rows (2, 4 or 8) activation rows.
 func load32(rows int) args32 {
 	var a args32
 	a.p, a.q, a.d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
@@ -221,7 +213,7 @@ func load32(rows int) args32 {
 	return a
 }
 
-// blocks32 emits the body of the four- or eight-row kernel of a format of
+// blocks32 emits the body of the two-, four- or eight-row kernel of a format of
 // 32-value blocks of size bytes with its f16 scale first (q8_0, iq4_nl):
 // weights(k) is block k's (at p + k·size) 32 signed levels, looked up and
 // their magnitudes taken once for the rows. Eight blocks per iteration:
@@ -296,7 +288,7 @@ func blocks32(label string, a args32, size int, weights func(k int) reg.VecVirtu
 	storeOut(acc)
 }
 
-// dotQ8_0xN: dotQ8_0 for four or eight activation rows (blocks32): each
+// dotQ8_0xN: dotQ8_0 for two, four or eight activation rows (blocks32): each
 // block's levels loaded and their magnitudes taken once for the rows.
 func dotQ8_0xN(rows int) {
 	name := fmt.Sprintf("dotQ8_0Q8x%dAVX2", rows)
@@ -310,7 +302,7 @@ func dotQ8_0xN(rows int) {
 	})
 }
 
-// rowSet addresses the activation rows of a four- or eight-row kernel:
+// rowSet addresses the activation rows of a two-, four- or eight-row kernel:
 // row r's levels at q + r·qs (rows 4-7 from q4 = q + 4·qs, which the
 // kernel advances beside q), its per-block arrays (scales, sums) at r·ds
 // (or 2r·ds: the sums per 16) from row 0's.
@@ -320,11 +312,15 @@ type rowSet struct {
 	q4                reg.Register // eight rows only
 }
 
-// newRowSet sets up the addressing of rows rows from row 0's levels at
-// q: the triple strides (four rows: 3·ds too, for the per-block arrays),
-// and q4.
+// newRowSet sets up the addressing of rows rows (2, 4 or 8) from row 0's
+// levels at q: the triple strides (four rows: 3·ds too, for the per-block
+// arrays), and q4.
 func newRowSet(rows int, q, qs, ds reg.Register) rowSet {
-	s := rowSet{rows: rows, q: q, qs: qs, ds: ds, q3: GP64()}
+	s := rowSet{rows: rows, q: q, qs: qs, ds: ds}
+	if rows == 2 {
+		return s
+	}
+	s.q3 = GP64()
 	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, s.q3)
 	if rows == 4 {
 		s.d3 = GP64()
@@ -361,12 +357,12 @@ type rowArray struct {
 }
 
 // each emits body for every row r with its element of each array (at
-// their current bases): four rows as indexed operands, eight through
+// their current bases): two or four rows as indexed operands, eight through
 // copies of the bases stepped by the stride from row to row.
 func (s rowSet) each(arrays []rowArray, body func(r int, m []Mem)) {
 	m := make([]Mem, len(arrays))
-	if s.rows == 4 {
-		for r := range 4 {
+	if s.rows <= 4 {
+		for r := range s.rows {
 			for i, a := range arrays {
 				m[i] = s.row4(a, r)
 			}
@@ -394,7 +390,7 @@ func (s rowSet) each(arrays []rowArray, body func(r int, m []Mem)) {
 	}
 }
 
-// row4 is row r's element of a (four rows).
+// row4 is row r's element of a (two or four rows).
 func (s rowSet) row4(a rowArray, r int) Mem {
 	if a.mul == 1 {
 		_, m := act8Row4(a.base, a.base, s.ds, s.ds, s.d3, s.d3, r, 0, 0)
