@@ -154,6 +154,11 @@ var (
 	act8Dots2    = map[*Format]act8x2Func{}
 	act8Dots4    = map[*Format]act8x4Func{}
 	act8Dots8    = map[*Format]act8x8Func{}
+	// act8Tail8 is, per format with an eight-row kernel, the fewest rows
+	// for which one eight-row call (borrowing the rest) costs less than a
+	// four-row call and two- or one-row calls (Act8Dot.Tail8); 5 where
+	// absent.
+	act8Tail8 = map[*Format]int{}
 )
 
 func init() {
@@ -166,6 +171,19 @@ func init() {
 	for name, f := range archAct8Rows() {
 		act8DotsRows[registry[name]] = f
 	}
+	for name, f := range archAct8x8() {
+		act8Dots8[registry[name]] = f
+		// q8_0, q4_k, q5_k: a weight row of 2048 values in cache, this
+		// EPYC, ns per call of one, two, four and eight rows: q4_k 74,
+		// 121, 187, 335; q8_0 82, 127, 213, 394; q5_k 89, 131, 200, 343.
+		// Five and six rows go cheaper as four and one or two (the grid IQ
+		// formats' decode makes their small calls dearer: iq2_xxs 178,
+		// 207, 303, 460, so five rows borrow three).
+		act8Tail8[registry[name]] = 7
+	}
+	for name, f := range archAct8x2() {
+		act8Dots2[registry[name]] = f
+	}
 }
 
 // Act8Kernel is r's integer dot with quantized activations, ok false where
@@ -176,7 +194,12 @@ func (r RowLayout) Act8Kernel() (Act8Dot, bool) {
 	if !ok {
 		return Act8Dot{}, false
 	}
-	return Act8Dot{r: r, one: f, rows: act8DotsRows[r.Format], two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format]}, true
+	tail8, ok := act8Tail8[r.Format]
+	if !ok {
+		tail8 = 5
+	}
+	return Act8Dot{r: r, one: f, rows: act8DotsRows[r.Format], two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format],
+		tail8: tail8}, true
 }
 
 // Act8Dot multiplies stored rows of one layout with Act8 activations.
@@ -187,6 +210,7 @@ type Act8Dot struct {
 	two   act8x2Func
 	four  act8x4Func
 	eight act8x8Func
+	tail8 int
 }
 
 // Dot is Σ DecodeRow(row)[i]·x̂[i] over the row's stored values (the
@@ -273,6 +297,13 @@ func (k Act8Dot) DotRows2(data []byte, stride int, a *[2]*Act8, out [][2]float32
 // HasDot8 reports whether DotRows8 runs an eight-row kernel (each block's
 // weights decoded once for the eight) rather than four-row ones.
 func (k Act8Dot) HasDot8() bool { return k.eight != nil }
+
+// Tail8 is the fewest rows (5 to 8) a tile's tail should fill an
+// eight-row call with, borrowing the rest, rather than take a four-row
+// call and smaller ones: where the format's small calls cost little
+// against its eight-row one, the tail of five or six goes as four and one
+// or two.
+func (k Act8Dot) Tail8() int { return k.tail8 }
 
 // Dot8 is Dot for eight activation rows, through an eight-row kernel
 // where the format has one.

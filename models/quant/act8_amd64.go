@@ -198,6 +198,54 @@ func archAct8x4() map[string]act8x4Func {
 	}
 }
 
+// archAct8x8 are the eight-row kernels of the formats outside the grid IQ
+// ones (act8_iq_amd64.go registers theirs): q8_0, q4_k and q5_k, each
+// block loaded and decoded once for eight activation rows.
+func archAct8x8() map[string]act8x8Func {
+	if !haveAVX2 {
+		return nil
+	}
+	x4 := archAct8x4()
+	return map[string]act8x8Func{
+		"q8_0": act8x8(q80Elems, q80Bytes, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
+			dotQ8_0Q8x8AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out)
+		}, x4["q8_0"]),
+		"q4_k": sumsAct8x8(q4kElems, q4kBytes, dotQ4KQ8x8AVX2, x4["q4_k"]),
+		"q5_k": sumsAct8x8(256, q5kBytes, dotQ5KQ8x8AVX2, x4["q5_k"]),
+	}
+}
+
+// archAct8x2 are the two-row kernels of q8_0, q4_k and q5_k (a tile's
+// tail of two or six rows).
+func archAct8x2() map[string]act8x2Func {
+	if !haveAVX2 {
+		return nil
+	}
+	one := func(k rowsKernel) func(b *byte, a *Act8, nb int) float32 {
+		return func(b *byte, a *Act8, nb int) float32 { return k(b, 0, &a.Q[0], &a.D[0], &a.S[0], nb, nil, 1) }
+	}
+	sums := func(two func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[2]float32)) func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32) {
+		return func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32) {
+			two(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out)
+		}
+	}
+	return map[string]act8x2Func{
+		"q8_0": act8x2(q80Elems, q80Bytes, func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32) {
+			dotQ8_0Q8x2AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out)
+		}, func(b *byte, a *Act8, nb int) float32 { return dotQ8_0Q8AVX2(b, 0, &a.Q[0], &a.D[0], nb, nil, 1) }),
+		"q4_k": act8x2(q4kElems, q4kBytes, sums(dotQ4KQ8x2AVX2), one(dotQ4KQ8AVX2)),
+		"q5_k": act8x2(256, q5kBytes, sums(dotQ5KQ8x2AVX2), one(dotQ5KQ8AVX2)),
+	}
+}
+
+// sumsAct8x8 is act8x8 for the kernels of sumsAct8.
+func sumsAct8x8(elems, size int, eight func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[8]float32),
+	four act8x4Func) act8x8Func {
+	return act8x8(elems, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
+		eight(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out)
+	}, four)
+}
+
 // k16Act8x4 is act8x4 for the kernels that take Act8.H (k16Act8).
 func k16Act8x4(size int, four func(b *byte, q *int8, d, h *float32, qs, ds, nb int, out *[4]float32),
 	one rowsKernelG) act8x4Func {

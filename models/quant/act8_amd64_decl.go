@@ -186,3 +186,21 @@ func dotIQ1MQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, n
 
 // dotIQ1MQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_m blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + 2r·dstride (d_r[j]·Σq_r over 16 j, Act8.H) bytes.
 func dotIQ1MQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+
+// dotQ8_0Q8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotQ8_0Q8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32)
+
+// dotQ4KQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ4KQ8x2AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[2]float32)
+
+// dotQ5KQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ5KQ8x2AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[2]float32)
+
+// dotQ8_0Q8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotQ8_0Q8x8AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[8]float32)
+
+// dotQ4KQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ4KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+
+// dotQ5KQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
+func dotQ5KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)

@@ -45,7 +45,7 @@ var brokenAct8Kernels = []struct {
 	},
 	{
 		what: "four rows: row 3 of the k16 kernels reads row 1's sums per 16",
-		file: "kquants.go", from: "hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}", to: "hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}",
+		file: "rows4.go", from: "return Mem{Base: a.base, Index: s.d3, Scale: 2}", to: "return Mem{Base: a.base, Index: s.ds, Scale: 2}",
 		want: []string{"q2_k ggml-quantized, four rows (row 3)", "q3_k ggml-quantized, four rows (row 3)", "q6_k ggml-quantized, four rows (row 3)"},
 	},
 	{
@@ -79,9 +79,10 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q4_1 ggml-quantized prefix, one row", "q5_0 ggml-quantized prefix, four rows (row 2)", "q4_0 random"},
 	},
 	{
-		what: "four rows: the k32 kernels' mins meet row 0's sums in every row",
-		file: "kquants.go", from: "_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)", to: "sm := Mem{Base: s}",
-		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)", "q4_k ggml-quantized, four rows (row 2)"},
+		what: "four and eight rows: the k32 kernels' mins meet row 0's sums in every row",
+		file: "kquants.go", from: "VFNMADD231PS(m[1], mnf, accOf(r, 3))", to: "VFNMADD231PS(Mem{Base: s}, mnf, accOf(r, 3))",
+		want: []string{"q5_k ggml-quantized, four rows (row 1)", "q5_k ggml-quantized, four rows (row 3)", "q4_k ggml-quantized, four rows (row 2)",
+			"q4_k ggml-quantized, eight rows (row 6)", "q5_k ggml-decoded random, eight rows (row 1)"},
 	},
 	{
 		what: "q4_k: each sub-block takes its neighbour's nibbles",
@@ -89,9 +90,34 @@ var brokenAct8Kernels = []struct {
 		want: []string{"q4_k ggml-quantized, one row", "q4_k ggml-quantized, four rows", "q4_k four rows", "q4_k random"},
 	},
 	{
-		what: "q8_0, iq4_nl four rows: every row's eight blocks scaled by row 0's",
-		file: "rows4.go", from: "blockScales(dw, dm, fs.Offset(32*r))", to: "_ = dm; blockScales(dw, Mem{Base: d}, fs.Offset(32*r))",
-		want: []string{"q8_0 ggml-quantized, four rows (row 1)", "iq4_nl ggml-quantized, four rows (row 2)", "q8_0 four rows"},
+		what: "q8_0, iq4_nl four and eight rows: every row's eight blocks scaled by row 0's",
+		file: "rows4.go", from: "blockScales(dw, m[0], fs.Offset(32*r))", to: "blockScales(dw, Mem{Base: d}, fs.Offset(32*r))",
+		want: []string{"q8_0 ggml-quantized, four rows (row 1)", "iq4_nl ggml-quantized, four rows (row 2)", "q8_0 four rows",
+			"q8_0 ggml-quantized, eight rows (row 5)", "q8_0 eight rows"},
+	},
+	{
+		what: "eight rows: rows 4-7 read two strides on, not four (q8_0, q4_k, q5_k)",
+		file: "rows4.go", from: "LEAQ(Mem{Base: q, Index: qs, Scale: 4}, s.q4)", to: "LEAQ(Mem{Base: q, Index: qs, Scale: 2}, s.q4)",
+		want: []string{"q8_0 ggml-quantized, eight rows (row 4)", "q4_k ggml-quantized, eight rows (row 5)", "q5_k ggml-decoded random, eight rows (row 7)",
+			"q8_0 eight rows", "q4_k eight rows"},
+	},
+	{
+		what: "eight rows: rows 4-7 keep their first levels block after block",
+		file: "rows4.go", from: "ADDQ(U32(uint32(n)), s.q4)", to: "ADDQ(U32(0), s.q4)",
+		want: []string{"q8_0 ggml-quantized, eight rows (row 6)", "q8_0 ggml-quantized prefix, eight rows (row 4)", "q4_k ggml-quantized, eight rows (row 7)",
+			"q5_k ggml-quantized, eight rows (row 5)"},
+	},
+	{
+		what: "two, four and eight rows: the rows' scales and sums at the levels' stride",
+		file: "rows4.go", from: "s := rowSet{rows: rows, q: q, qs: qs, ds: ds}", to: "s := rowSet{rows: rows, q: q, qs: qs, ds: qs}",
+		want: []string{"q8_0 ggml-quantized, two rows (row 1)", "q4_k ggml-quantized, two rows (row 1)", "q5_k ggml-decoded random, two rows (row 1)",
+			"q4_k ggml-quantized, four rows (row 2)", "q8_0 ggml-quantized, eight rows (row 6)", "q5_k two rows"},
+	},
+	{
+		what: "eight rows: every row's scales and sums from row 0's",
+		file: "rows4.go", from: "ADDQ(s.ds, cur[i])", to: "ADDQ(U32(0), cur[i])",
+		want: []string{"q8_0 ggml-quantized, eight rows (row 3)", "q4_k ggml-quantized, eight rows (row 6)", "q5_k ggml-decoded random, eight rows (row 1)",
+			"q4_k eight rows"},
 	},
 	{
 		what: "q8_0, iq4_nl four rows: the tail blocks read at a wrong stride",

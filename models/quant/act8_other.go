@@ -9,3 +9,7 @@ func archAct8() map[string]act8Func { return nil }
 func archAct8x4() map[string]act8x4Func { return nil }
 
 func archAct8Rows() map[string]act8RowsFunc { return nil }
+
+func archAct8x8() map[string]act8x8Func { return nil }
+
+func archAct8x2() map[string]act8x2Func { return nil }

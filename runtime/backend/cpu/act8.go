@@ -138,11 +138,13 @@ type tileCall struct{ start, width, from, to int }
 // tilePlan splits a group of rows activation rows at r0 of total rows
 // into act8Tile's kernel calls, appended to plan: eight-row calls while
 // eight rows remain (where the format has the kernel), then four-row ones,
-// then the tail. A tail of five to seven takes one more eight-row call, a
-// tail of three one more four-row call, borrowing rows before the tail
-// (the group's own, or ar's before r0) or else after the group, where ar
-// has them; two rows left take a two-row call (where the format has one),
-// the rest one-row calls. On iq2_xxs (2048 values, L1, this EPYC) one
+// then the tail. A tail of Tail8 to seven rows (five for the grid IQ
+// formats, seven for q8_0, q4_k and q5_k, whose small calls cost less
+// against their eight-row one) takes one more eight-row call, a tail of
+// three one more four-row call, borrowing rows before the tail (the
+// group's own, or ar's before r0) or else after the group, where ar has
+// them; two rows left take a two-row call (where the format has one), the
+// rest one-row calls. On iq2_xxs (2048 values, L1, this EPYC) one
 // eight-row call costs 527 ns, a four-row one 345, a two-row one 223 and
 // a one-row one 177.
 func tilePlan(k8 quant.Act8Dot, rows, r0, total int, plan []tileCall) []tileCall {
@@ -165,7 +167,7 @@ func tilePlan(k8 quant.Act8Dot, rows, r0, total int, plan []tileCall) []tileCall
 		for ; t+8 <= rows; t += 8 {
 			plan = append(plan, tileCall{start: t, width: 8, from: t, to: t + 8})
 		}
-		if rows-t >= 5 && borrow(8) {
+		if rows-t >= k8.Tail8() && borrow(8) {
 			return plan
 		}
 	}
@@ -188,12 +190,12 @@ func tilePlan(k8 quant.Act8Dot, rows, r0, total int, plan []tileCall) []tileCall
 }
 
 // tileSpare is how many rows past a group of rows rows (gathered on their
-// own for act8Tile) let tilePlan fill a kernel for its tail: five to seven
+// own for act8Tile) let tilePlan fill a kernel for its tail: Tail8 to seven
 // rows borrow up to eight for an eight-row kernel, three a fourth for a
 // four-row kernel (groups of more rows borrow their own rows).
 func tileSpare(rows int, k8s ...quant.Act8Dot) int {
 	for _, k := range k8s {
-		if k.HasDot8() && rows >= 5 && rows < 8 {
+		if k.HasDot8() && rows >= k.Tail8() && rows < 8 {
 			return 8 - rows
 		}
 	}

@@ -11,6 +11,8 @@ package main
 
 import (
 	"fmt"
+	"strings"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -30,7 +32,7 @@ func main() {
 	quantizeAct8()
 	dotIQ4NL()
 	dotIQ4XS()
-	dotQ8_0x4()
+	dotQ8_0xN(4)
 	dotIQ4NLx4()
 	dotIQ4XSx4()
 	for _, f := range []k16{q2k, q3k} {
@@ -44,6 +46,11 @@ func main() {
 		dotLegacy(f, 4)
 	}
 	iqKernels()
+	for _, rows := range []int{2, 8} {
+		dotQ8_0xN(rows)
+		dotK32(q4k, rows)
+		dotK32(q5k, rows)
+	}
 	Generate()
 }
 
@@ -374,19 +381,19 @@ func storeOut(acc []reg.VecVirtual) {
 	RET()
 }
 
-// dotIQ4NLx4: dotIQ4NL for four activation rows, each block's 32 levels
+// dotIQ4NLx4: dotIQ4NL for four activation rows (blocks32), each block's 32 levels
 // looked up and their magnitudes taken once for the four (prefill's trunk
 // rows); eight blocks' scales converted at once, as dotIQ4NL.
 func dotIQ4NLx4() {
 	name := "dotIQ4NLQ8x4AVX2"
 	TEXT(name, NOSPLIT, iq4x4Sig)
 	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq4_nl blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
-	a := load32x4()
+	a := load32(4)
 	kvp := Load(Param("kv"), GP64())
 	kv := YMM()
 	VBROADCASTI128(Mem{Base: kvp}, kv)
 	m4 := emit.BroadcastByte(0x0f)
-	blocks32x4("iq4nlx4", a, 18, func(k int) reg.VecVirtual {
+	blocks32("iq4nlx4", a, 18, func(k int) reg.VecVirtual {
 		return iq4Weights(Mem{Base: a.p, Disp: 18*k + 2}, kv, m4)
 	})
 }
@@ -448,7 +455,8 @@ func dotIQ4XSx4() {
 type sumsArgs struct {
 	p, q, d, sums     reg.Register
 	qs, ds, q3, d3, n reg.Register
-	rows              *rowLoop // nil for four rows
+	rs                rowSet   // four or eight rows
+	rows              *rowLoop // nil for four or eight rows
 }
 
 // rowLoop runs a one-row kernel over a run of weight rows (rowsParams):
@@ -529,11 +537,12 @@ const rowsParams = "blk *byte, stride int, q *int8, d *float32, %s *float32, nbl
 // rowsParamsG is rowsParams with the activation's integer sums (Act8.G).
 const rowsParamsG = "blk *byte, stride int, q *int8, d *float32, %s *int16, nblk int, out *float32, rows int"
 
-// sumsPrologue starts format's one-row (rows 1) or four-row kernel: its
-// TEXT with sig1 or sig4, its Doc (doc1 or doc4 after the name and what
-// every such kernel computes over nblk desc blocks), and the parameters,
-// the sums named sums. The one-row kernel's sig1 is rowsSig's: it runs
-// over a run of weight rows (beginRow, endRow).
+// sumsPrologue starts format's one-row (rows 1), two-, four- or eight-row
+// kernel: its TEXT with sig1 or sig4 (two or eight rows: sig4 with an out
+// of two or eight), its Doc (doc1 or doc4 after the name and what every such kernel
+// computes over nblk desc blocks), and the parameters, the sums named
+// sums. The one-row kernel's sig1 is rowsSig's: it runs over a run of
+// weight rows (beginRow, endRow).
 func sumsPrologue(format, desc string, rows int, sig1, sig4, sums, doc1, doc4 string) sumsArgs {
 	name := fmt.Sprintf("dot%sQ8AVX2", format)
 	if rows == 1 {
@@ -541,8 +550,8 @@ func sumsPrologue(format, desc string, rows int, sig1, sig4, sums, doc1, doc4 st
 		Doc(name+" sets out[i] (out non-nil) to Σ decode(blk + i·stride)[j]·(d[j/32]·q[j]) over nblk "+desc+" blocks",
 			"for i < rows, and returns the last (a run of weight rows with one activation row in one call), "+doc1)
 	} else {
-		name = fmt.Sprintf("dot%sQ8x4AVX2", format)
-		TEXT(name, NOSPLIT, sig4)
+		name = fmt.Sprintf("dot%sQ8x%dAVX2", format, rows)
+		TEXT(name, NOSPLIT, strings.Replace(sig4, "*[4]float32", fmt.Sprintf("*[%d]float32", rows), 1))
 		Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, " + doc4)
 	}
 	var a sumsArgs
@@ -553,11 +562,39 @@ func sumsPrologue(format, desc string, rows int, sig1, sig4, sums, doc1, doc4 st
 	}
 	a.p, a.q, a.d, a.sums = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param(sums), GP64())
 	a.qs, a.ds = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
-	a.q3, a.d3 = GP64(), GP64()
-	LEAQ(Mem{Base: a.qs, Index: a.qs, Scale: 2}, a.q3)
-	LEAQ(Mem{Base: a.ds, Index: a.ds, Scale: 2}, a.d3)
+	a.rs = newRowSet(rows, a.q, a.qs, a.ds)
+	a.q3, a.d3 = a.rs.q3, a.rs.d3
 	a.n = Load(Param("nblk"), GP64())
 	return a
+}
+
+// level is row r's activation levels at byte disp.
+func (a sumsArgs) level(r, disp int) Mem {
+	if a.rows != nil {
+		return Mem{Base: a.q, Disp: disp}
+	}
+	return a.rs.level(r, disp)
+}
+
+// each is rowSet.each, the one row's elements at the arrays' bases.
+func (a sumsArgs) each(arrays []rowArray, body func(r int, m []Mem)) {
+	if a.rows == nil {
+		a.rs.each(arrays, body)
+		return
+	}
+	m := make([]Mem, len(arrays))
+	for i, x := range arrays {
+		m[i] = Mem{Base: x.base}
+	}
+	body(0, m)
+}
+
+// advance moves the levels on by n bytes.
+func (a sumsArgs) advance(n int) {
+	ADDQ(U32(uint32(n)), a.q)
+	if a.rows == nil {
+		a.rs.advance(n)
+	}
 }
 
 // beginRow starts a one-row kernel's next weight row (nothing for four

@@ -97,24 +97,7 @@ func dotK16(f k16, rows int) {
 	}
 	a := sumsPrologue(f.name, f.desc, rows, k16Sig, k16x4Sig, sums,
 		"g16[j] being Σ q of values 16j…16j+15 (int16); in integers per 32 values.", "h_r = h + 2r·dstride bytes.")
-	p, q, d, h, qs, ds, q3, d3, n := a.p, a.q, a.d, a.sums, a.qs, a.ds, a.q3, a.d3, a.n
-	// row r's activation levels at byte disp, its scales and its sums per 16
-	row := func(r, qdisp, hdisp int) (Mem, Mem, Mem) {
-		if rows == 1 {
-			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}, Mem{Base: h, Disp: hdisp}
-		}
-		qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
-		hm := Mem{Base: h, Disp: hdisp}
-		switch r {
-		case 1:
-			hm = Mem{Base: h, Index: ds, Scale: 2, Disp: hdisp}
-		case 2:
-			hm = Mem{Base: h, Index: ds, Scale: 4, Disp: hdisp}
-		case 3:
-			hm = Mem{Base: h, Index: d3, Scale: 2, Disp: hdisp}
-		}
-		return qm, dm, hm
-	}
+	p, d, h, n := a.p, a.d, a.sums, a.n
 	masks := k16Masks()
 	levels, scales := f.levels(), f.scales()
 	fs := AllocLocal(32 * rows) // per row r: d_w·d_r[j] for the block's 8 activation blocks
@@ -144,18 +127,16 @@ func dotK16(f k16, rows int) {
 		} else {
 			// the offsets: acc −= Σ_g off_g·h[g]
 			off := sc.offFloats()
-			for r := range rows {
-				_, _, hm := row(r, 0, 0)
-				VFNMADD231PS(hm, off[0], accOf(r, 2))
-				VFNMADD231PS(hm.Offset(32), off[1], accOf(r, 3))
-			}
+			a.each([]rowArray{{h, 2}}, func(r int, m []Mem) {
+				VFNMADD231PS(m[0], off[0], accOf(r, 2))
+				VFNMADD231PS(m[0].Offset(32), off[1], accOf(r, 3))
+			})
 		}
 		dwy := YMM()
 		VBROADCASTSS(dw, dwy)
-		for r := range rows {
-			_, dm, _ := row(r, 0, 0)
-			blockScales(dwy, dm, fs.Offset(32*r))
-		}
+		a.each([]rowArray{{d, 1}}, func(r int, m []Mem) {
+			blockScales(dwy, m[0], fs.Offset(32*r))
+		})
 		sv := [2]reg.VecVirtual{YMM(), YMM()} // scales 0-7, 8-15 in both 128-bit halves
 		VPERMQ(U8(0x44), words, sv[0])
 		VPERMQ(U8(0xee), words, sv[1])
@@ -165,15 +146,14 @@ func dotK16(f k16, rows int) {
 			scl := YMM()
 			VPSHUFB(masks.Offset(32*(blk%4)), sv[blk/4], scl)
 			for r := range rows {
-				qm, _, _ := row(r, 32*blk, 0)
-				a := YMM()
-				VPMADDUBSW(qm, u, a)
-				VPMADDWD(scl, a, a)
-				scaleFMA(a, fs.Offset(32*r+4*blk), accOf(r, blk))
+				x := YMM()
+				VPMADDUBSW(a.level(r, 32*blk), u, x)
+				VPMADDWD(scl, x, x)
+				scaleFMA(x, fs.Offset(32*r+4*blk), accOf(r, blk))
 			}
 		}
 		ADDQ(U32(uint32(f.size)), p)
-		ADDQ(U32(256), q)
+		a.advance(256)
 		ADDQ(U32(32), d)
 		if rows == 1 {
 			ADDQ(U32(32), h)
@@ -316,26 +296,21 @@ var (
 	k32x4Sig = "func(blk *byte, q *int8, d *float32, s *float32, qstride, dstride, nblk int, out *[4]float32)"
 )
 
-// dotK32 emits f's integer dot for rows activation rows (1 or 4): per
+// dotK32 emits f's integer dot for rows activation rows (1, 2, 4 or 8): per
 // block the scales, mins and levels are built once for the rows.
 func dotK32(f k32, rows int) {
 	a := sumsPrologue(f.name, f.desc, rows, k32Sig, k32x4Sig, "s",
 		"s[j] being d[j]·Σ q of block j; in integers per 32 values.", "s_r = s + r·dstride bytes.")
-	p, q, d, s, qs, ds, q3, d3, n := a.p, a.q, a.d, a.sums, a.qs, a.ds, a.q3, a.d3, a.n
-	// row r's activation levels at byte disp, its scales and its sums
-	row := func(r, qdisp int) (Mem, Mem, Mem) {
-		if rows == 1 {
-			return Mem{Base: q, Disp: qdisp}, Mem{Base: d}, Mem{Base: s}
-		}
-		qm, dm := act8Row4(q, d, qs, ds, q3, d3, r, qdisp, 0)
-		_, sm := act8Row4(q, s, qs, ds, q3, d3, r, qdisp, 0)
-		return qm, dm, sm
-	}
+	p, d, s, n := a.p, a.d, a.sums, a.n
 	ones := onesW()
 	levels := f.levels()
 	fs := AllocLocal(32 * rows) // per row r: scale_j·d_w·d_r[j] for the block's 8 sub-blocks
 	a.beginRow()
-	acc := emit.Zeroed(4)
+	nacc := 4 // one row: its FMAs go round four accumulators
+	if rows > 1 {
+		nacc = rows
+	}
+	acc := emit.Zeroed(nacc)
 	accOf := func(r, sb int) reg.VecVirtual {
 		if rows == 1 {
 			return acc[sb&3]
@@ -345,27 +320,25 @@ func dotK32(f k32, rows int) {
 	emit.Loop(fmt.Sprintf("%s_%d", f.name, rows), n, func() {
 		prefetchLines(p, f.size)
 		scf, mnf := q4kScales(p) // 8 float32 scales·d, mins·dmin
-		for r := range rows {
-			_, dm, sm := row(r, 0)
-			VFNMADD231PS(sm, mnf, accOf(r, 3)) // acc −= Σ_j mins[j]·s[j]
-			blockScales(scf, dm, fs.Offset(32*r))
-		}
+		a.each([]rowArray{{d, 1}, {s, 1}}, func(r int, m []Mem) {
+			VFNMADD231PS(m[1], mnf, accOf(r, 3)) // acc −= Σ_j mins[j]·s[j]
+			blockScales(scf, m[0], fs.Offset(32*r))
+		})
 		level := levels(p)
 		for sb := range 8 {
 			u := level(sb)
 			for r := range rows {
-				qm, _, _ := row(r, 32*sb)
-				a := u
+				x := u
 				if rows > 1 {
-					a = YMM()
+					x = YMM()
 				}
-				VPMADDUBSW(qm, u, a)
-				VPMADDWD(ones, a, a)
-				scaleFMA(a, fs.Offset(32*r+4*sb), accOf(r, sb))
+				VPMADDUBSW(a.level(r, 32*sb), u, x)
+				VPMADDWD(ones, x, x)
+				scaleFMA(x, fs.Offset(32*r+4*sb), accOf(r, sb))
 			}
 		}
 		ADDQ(U32(uint32(f.size)), p)
-		ADDQ(U32(256), q)
+		a.advance(256)
 		ADDQ(U32(32), d)
 		ADDQ(U32(32), s)
 	})

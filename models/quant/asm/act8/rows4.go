@@ -194,43 +194,42 @@ func iq2ScaleMasks() Mem {
 
 var iq2ScaleMasksSym *Mem
 
-// args32x4 are the loaded parameters of a four-row kernel of 32-value
-// blocks: weights, row 0's levels and scales, the strides and their
-// triples, the block count.
-type args32x4 struct {
-	p, q, d, qs, ds, q3, d3, n reg.Register
+// args32 are the loaded parameters of a two-, four- or eight-row kernel of
+// 32-value blocks: weights, row 0's levels and scales, the strides, the
+// block count and the rows' addressing.
+type args32 struct {
+	p, q, d, n reg.Register
+	rows       rowSet
 }
 
-// load32x4 loads the four-row parameters blk, q, d, qstride, dstride and
-// nblk.
-func load32x4() args32x4 {
-	var a args32x4
+// load32 loads the multi-row parameters blk, q, d, qstride, dstride and
+// nblk for rows (2, 4 or 8) activation rows.
+func load32(rows int) args32 {
+	var a args32
 	a.p, a.q, a.d = Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64())
-	a.qs, a.ds, a.n = Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
-	a.q3, a.d3 = GP64(), GP64()
-	LEAQ(Mem{Base: a.qs, Index: a.qs, Scale: 2}, a.q3)
-	LEAQ(Mem{Base: a.ds, Index: a.ds, Scale: 2}, a.d3)
+	qs, ds := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
+	a.n = Load(Param("nblk"), GP64())
+	a.rows = newRowSet(rows, a.q, qs, ds)
 	return a
 }
 
-// blocks32x4 emits the body of the four-row kernel of a format of
+// blocks32 emits the body of the two-, four- or eight-row kernel of a format of
 // 32-value blocks of size bytes with its f16 scale first (q8_0, iq4_nl):
 // weights(k) is block k's (at p + k·size) 32 signed levels, looked up and
-// their magnitudes taken once for the four rows. Eight blocks per
-// iteration: their scales gathered and converted in one vector and
-// multiplied by each row's eight activation scales at once (a scalar
-// chain per block and row was a fifth of the instructions); the last
-// nblk%8 blocks one at a time.
-func blocks32x4(label string, a args32x4, size int, weights func(k int) reg.VecVirtual) {
-	p, q, d, n := a.p, a.q, a.d, a.n
+// their magnitudes taken once for the rows. Eight blocks per iteration:
+// their scales gathered and converted in one vector and multiplied by
+// each row's eight activation scales at once (a scalar chain per block
+// and row was a fifth of the instructions); the last nblk%8 blocks one at
+// a time.
+func blocks32(label string, a args32, size int, weights func(k int) reg.VecVirtual) {
+	p, q, d, n, rs := a.p, a.q, a.d, a.n, a.rows
 	ones := onesW()
-	fs := AllocLocal(4 * 32) // per row r: d_w·d_r of the eight blocks
-	acc := emit.Zeroed(4)
+	fs := AllocLocal(32 * rs.rows) // per row r: d_w·d_r of the eight blocks
+	acc := emit.Zeroed(rs.rows)
 	// rowDot is block k's levels w (magnitudes aw) · row r's levels.
 	rowDot := func(w, aw reg.VecVirtual, r, k int) reg.VecVirtual {
-		qm, _ := act8Row4(q, d, a.qs, a.ds, a.q3, a.d3, r, 32*k, 0)
 		x := YMM()
-		VMOVDQU(qm, x)
+		VMOVDQU(rs.level(r, 32*k), x)
 		VPSIGNB(w, x, x)
 		VPMADDUBSW(x, aw, x)
 		VPMADDWD(ones, x, x)
@@ -254,53 +253,158 @@ func blocks32x4(label string, a args32x4, size int, weights func(k int) reg.VecV
 		}
 		dw := YMM()
 		VCVTPH2PS(h, dw)
-		for r := range 4 {
-			_, dm := act8Row4(q, d, a.qs, a.ds, a.q3, a.d3, r, 0, 0)
-			blockScales(dw, dm, fs.Offset(32*r))
-		}
+		rs.each([]rowArray{{d, 1}}, func(r int, m []Mem) {
+			blockScales(dw, m[0], fs.Offset(32*r))
+		})
 		for k := range 8 {
 			w, aw := signed(k)
-			for r := range 4 {
+			for r := range rs.rows {
 				scaleFMA(rowDot(w, aw, r, k), fs.Offset(32*r+4*k), acc[r])
 			}
 		}
 		ADDQ(U32(uint32(8*size)), p)
 		ADDQ(U32(256), q)
+		rs.advance(256)
 		ADDQ(U32(32), d)
 	})
 	ANDQ(U32(7), n)
 	emit.Loop(label+"_tail", n, func() {
 		w, aw := signed(0)
 		dw := emit.F16Scalar(Mem{Base: p})
-		for r := range 4 {
+		rs.each([]rowArray{{d, 1}}, func(r int, m []Mem) {
 			x := rowDot(w, aw, r, 0)
 			VCVTDQ2PS(x, x)
-			_, dm := act8Row4(q, d, a.qs, a.ds, a.q3, a.d3, r, 0, 0)
 			s := XMM()
-			VMULSS(dm, dw, s)
+			VMULSS(m[0], dw, s)
 			sy := YMM()
 			VBROADCASTSS(s, sy)
 			VFMADD231PS(sy, x, acc[r])
-		}
+		})
 		ADDQ(U32(uint32(size)), p)
 		ADDQ(U32(32), q)
+		rs.advance(32)
 		ADDQ(U32(4), d)
 	})
 	storeOut(acc)
 }
 
-// dotQ8_0x4: dotQ8_0 for four activation rows (blocks32x4): each block's
-// levels loaded and their magnitudes taken once for the four.
-func dotQ8_0x4() {
-	name := "dotQ8_0Q8x4AVX2"
-	TEXT(name, NOSPLIT, "func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[4]float32)")
+// dotQ8_0xN: dotQ8_0 for two, four or eight activation rows (blocks32): each
+// block's levels loaded and their magnitudes taken once for the rows.
+func dotQ8_0xN(rows int) {
+	name := fmt.Sprintf("dotQ8_0Q8x%dAVX2", rows)
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(blk *byte, q *int8, d *float32, qstride, dstride, nblk int, out *[%d]float32)", rows))
 	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q8_0 blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.")
-	a := load32x4()
-	blocks32x4("q8x4", a, 34, func(k int) reg.VecVirtual {
+	a := load32(rows)
+	blocks32(fmt.Sprintf("q8x%d", rows), a, 34, func(k int) reg.VecVirtual {
 		w := YMM()
 		VMOVDQU(Mem{Base: a.p, Disp: 34*k + 2}, w)
 		return w
 	})
+}
+
+// rowSet addresses the activation rows of a two-, four- or eight-row kernel:
+// row r's levels at q + r·qs (rows 4-7 from q4 = q + 4·qs, which the
+// kernel advances beside q), its per-block arrays (scales, sums) at r·ds
+// (or 2r·ds: the sums per 16) from row 0's.
+type rowSet struct {
+	rows              int
+	q, qs, ds, q3, d3 reg.Register
+	q4                reg.Register // eight rows only
+}
+
+// newRowSet sets up the addressing of rows rows (2, 4 or 8) from row 0's
+// levels at q: the triple strides (four rows: 3·ds too, for the per-block
+// arrays), and q4.
+func newRowSet(rows int, q, qs, ds reg.Register) rowSet {
+	s := rowSet{rows: rows, q: q, qs: qs, ds: ds}
+	if rows == 2 {
+		return s
+	}
+	s.q3 = GP64()
+	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, s.q3)
+	if rows == 4 {
+		s.d3 = GP64()
+		LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, s.d3)
+	} else {
+		s.q4 = GP64()
+		LEAQ(Mem{Base: q, Index: qs, Scale: 4}, s.q4)
+	}
+	return s
+}
+
+// level is row r's activation levels at byte disp.
+func (s rowSet) level(r, disp int) Mem {
+	base := s.q
+	if r >= 4 {
+		base, r = s.q4, r-4
+	}
+	m, _ := act8Row4(base, base, s.qs, s.qs, s.q3, s.q3, r, disp, 0)
+	return m
+}
+
+// advance moves q4 on with q by n bytes (eight rows).
+func (s rowSet) advance(n int) {
+	if s.q4 != nil {
+		ADDQ(U32(uint32(n)), s.q4)
+	}
+}
+
+// rowArray is a per-block array of the activation rows: row 0's at base,
+// row r's r·mul strides on.
+type rowArray struct {
+	base reg.Register
+	mul  int
+}
+
+// each emits body for every row r with its element of each array (at
+// their current bases): two or four rows as indexed operands, eight through
+// copies of the bases stepped by the stride from row to row.
+func (s rowSet) each(arrays []rowArray, body func(r int, m []Mem)) {
+	m := make([]Mem, len(arrays))
+	if s.rows <= 4 {
+		for r := range s.rows {
+			for i, a := range arrays {
+				m[i] = s.row4(a, r)
+			}
+			body(r, m)
+		}
+		return
+	}
+	cur := make([]reg.Register, len(arrays))
+	for i, a := range arrays {
+		c := GP64()
+		MOVQ(a.base, c)
+		cur[i] = c
+		m[i] = Mem{Base: c}
+	}
+	for r := range s.rows {
+		body(r, m)
+		if r == s.rows-1 {
+			break
+		}
+		for i, a := range arrays {
+			for range a.mul {
+				ADDQ(s.ds, cur[i])
+			}
+		}
+	}
+}
+
+// row4 is row r's element of a (two or four rows).
+func (s rowSet) row4(a rowArray, r int) Mem {
+	if a.mul == 1 {
+		_, m := act8Row4(a.base, a.base, s.ds, s.ds, s.d3, s.d3, r, 0, 0)
+		return m
+	}
+	switch r {
+	case 1:
+		return Mem{Base: a.base, Index: s.ds, Scale: 2}
+	case 2:
+		return Mem{Base: a.base, Index: s.ds, Scale: 4}
+	case 3:
+		return Mem{Base: a.base, Index: s.d3, Scale: 2}
+	}
+	return Mem{Base: a.base}
 }
 
 // iq2xsRows4 is dotIQ2XS's activation block blk for four rows: the 32
