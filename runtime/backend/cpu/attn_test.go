@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"slices"
@@ -84,7 +85,15 @@ type attnShape struct {
 
 // runAttention runs one window of the attention dispatch (rows rows from
 // position pos) on h's threads over the cache kc, vc (ctx rows) and returns y.
-func runAttention(t *testing.T, h *Host, s attnShape, ctx, pos, rows int, q, qfull, kc, vc []float32) []float32 {
+func runAttention(t testing.TB, h *Host, s attnShape, ctx, pos, rows int, q, qfull, kc, vc []float32) []float32 {
+	t.Helper()
+	p, mem := attentionProgram(t, h, s, ctx, pos, rows, q, qfull, kc, vc)
+	p.Run()
+	return slices.Clone(backend.Float32s(mem.Buffer("y")))
+}
+
+// attentionProgram compiles runAttention's window.
+func attentionProgram(t testing.TB, h *Host, s attnShape, ctx, pos, rows int, q, qfull, kc, vc []float32) (*Program, *backend.HostMemory) {
 	t.Helper()
 	qStride := s.hd
 	if s.gated {
@@ -125,8 +134,34 @@ func runAttention(t *testing.T, h *Host, s attnShape, ctx, pos, rows int, q, qfu
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Run()
-	return slices.Clone(backend.Float32s(mem.Buffer("y")))
+	return p, mem
+}
+
+// BenchmarkAttention: one thread, Qwen3-Next's attention shape, a window of
+// 64 rows (prefill) and of one row (decode) at depth 4032; ns/op is one
+// window, and the report is ns per row, query head and key.
+func BenchmarkAttention(b *testing.B) {
+	s := attnShape{16, 2, 256, true}
+	const ctx, pos = 4096, 4032
+	rng := rand.New(rand.NewSource(1))
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	kc, vc := fill(ctx*s.kvHeads*s.hd), fill(ctx*s.kvHeads*s.hd)
+	h := New(1)
+	for _, rows := range []int{64, 1} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			p, _ := attentionProgram(b, h, s, ctx, pos, rows, fill(rows*s.heads*s.hd), fill(rows*s.heads*2*s.hd), kc, vc)
+			for b.Loop() {
+				p.Run()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows*s.heads*(pos+rows/2)), "ns/row·head·key")
+		})
+	}
 }
 
 // attentionRef is causal GQA softmax attention written out plainly in

@@ -627,10 +627,10 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 	}
 	return func() {
 		n := p.rows()
-		// A tile is rows of the window and the query heads sharing a KV
-		// head (or a part of them), attnTileQueries query vectors, so each
-		// block of the cache is read from memory once for all of them (the
-		// cache outgrows the caches at long contexts) and each key row
+		// A tile is rows of the window times the query heads sharing a KV
+		// head (or a part of them), about attnTileQueries query vectors, so
+		// each block of the cache is read from memory once for all of them
+		// (the cache outgrows the caches at long contexts) and each key row
 		// loaded serves them all. A group is split only when there are
 		// fewer (tile, KV head) pairs than threads; a row with its own
 		// selection of keys is a tile of its own.
@@ -649,11 +649,9 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 		}
 		per := (group + parts - 1) / parts
 		a.pool.parallel(tiles*ad.kvHeads*parts, (p.pos()+n)*hd*per*tileRows, func(lo, hi int) {
-			keys := make([]int, 0, p.pos()+n)
-			nv := make([]int, tileRows)
-			scores := make([]float64, tileRows*per*(p.pos()+n))
-			acc := make([]float64, tileRows*per*hd)
-			qd := make([]float64, tileRows*per*hd)
+			scratch := getAttnScratch(tileRows, tileRows*per, p.pos()+n, hd)
+			defer attnScratchPool.Put(scratch)
+			keys, nv, acc, qd := scratch.keys[:0], scratch.nv, scratch.acc, scratch.qd
 			for item := lo; item < hi; item++ {
 				// The last tiles, with the most keys, first.
 				tile := tiles - 1 - item/(ad.kvHeads*parts)
@@ -694,7 +692,7 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 						nv[r] = p.pos() + t0 + r + 1
 					}
 				}
-				attnTile(acc, qd, rows, heads, hd, keys, nv[:rows], kc[kvh*hd:], vc[kvh*hd:], kvDim, scale, scores)
+				attnTile(acc, qd, rows, heads, hd, keys, nv[:rows], kc[kvh*hd:], vc[kvh*hd:], kvDim, scale, scratch)
 				for r := range rows {
 					t := t0 + r
 					for g := range heads {
