@@ -207,6 +207,37 @@ func attentionRef(s attnShape, pos, rows int, q, qfull, kc, vc []float32) (want,
 	return want, mag
 }
 
+// tileOutputs is attention over rows rows from position pos in float64,
+// before the dispatch rounds it to float32: attnTile on tiles of tile rows.
+func tileOutputs(s attnShape, pos, rows, tile int, q, kc, vc []float32) []float64 {
+	group, kvDim := s.heads/s.kvHeads, s.kvHeads*s.hd
+	out := make([]float64, rows*s.heads*s.hd)
+	for kvh := range s.kvHeads {
+		for t0 := 0; t0 < rows; t0 += tile {
+			r := min(tile, rows-t0)
+			sc := getAttnScratch(r, r*group, pos+rows, s.hd)
+			for rr := range r {
+				for g := range group {
+					for i := range s.hd {
+						sc.qd[(rr*group+g)*s.hd+i] = float64(q[((t0+rr)*s.heads+kvh*group+g)*s.hd+i])
+					}
+				}
+				sc.nv[rr] = pos + t0 + rr + 1
+			}
+			keys := sc.keys[:0]
+			for k := range pos + t0 + r {
+				keys = append(keys, k)
+			}
+			attnTile(sc.acc, sc.qd, r, group, s.hd, keys, sc.nv, kc[kvh*s.hd:], vc[kvh*s.hd:], kvDim, 1/math.Sqrt(float64(s.hd)), sc)
+			for rr := range r {
+				copy(out[((t0+rr)*s.heads+kvh*group)*s.hd:][:group*s.hd], sc.acc[rr*group*s.hd:][:group*s.hd])
+			}
+			attnScratchPool.Put(sc)
+		}
+	}
+	return out
+}
+
 // attnTileCases are the shapes the tile tests run: Qwen3-Next's (16 query
 // heads on 2 KV heads of 256), one query head per KV head, groups of 3 and
 // 4, and head widths off the kernels' steps (12, 20) and off AVX2's (6).
@@ -218,7 +249,9 @@ var attnTileCases = []attnShape{{16, 2, 256, true}, {4, 4, 8, false}, {6, 2, 12,
 // (float32's rounding of the result is 6e-8). The cache rows past the
 // window are NaN, so a read past the causal mask shows. Then 23 rows (13
 // under -race) in one window, in windows of 5 rows and one row at a time
-// (decode) agree to the bit: a row's result does not depend on its tile.
+// (decode) agree to the bit, and so do attnTile's float64 results for
+// tiles of all, 5, 3 and 1 rows: a row's result does not depend on its
+// tile.
 func TestAttentionTiles(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	const ctx = 72
@@ -264,6 +297,15 @@ func TestAttentionTiles(t *testing.T) {
 			}
 		}
 		q, qfull, _, _ := window(0, n)
+		// In float64, before the rounding to float32 hides the last bits.
+		whole64 := tileOutputs(s, 3, n, n, q, kc, vc)
+		for _, tile := range []int{5, 3, 1} {
+			for i, v := range tileOutputs(s, 3, n, tile, q, kc, vc) {
+				if math.Float64bits(v) != math.Float64bits(whole64[i]) {
+					t.Fatalf("%+v, tiles of %d rows: row %d [%d] = %v, one tile %v", s, tile, i/(s.heads*s.hd), i%(s.heads*s.hd), v, whole64[i])
+				}
+			}
+		}
 		var whole []float32
 		for _, rows := range []int{n, 5, 1} {
 			var ys []float32
