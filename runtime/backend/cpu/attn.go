@@ -22,6 +22,10 @@ const attnPad = 16
 // so each cache row read from memory serves that many queries.
 const attnTileQueries = 64
 
+// attnTileScores caps a tile's scores (queries × keys, float64): 8 MiB a
+// thread, 8 rows of Qwen3-Next's 8 heads up to 16384 keys, 2 at 65536.
+const attnTileScores = 1 << 20
+
 // attnScratch is a thread's memory for attention's tiles: the tile's
 // queries in float64 and its outputs (acc), the cache rows it sees and
 // where each row's keys end, scores for every query and key, a block of

@@ -633,8 +633,9 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 		// (the cache outgrows the caches at long contexts) and each key row
 		// loaded serves them all. A group is split only when there are
 		// fewer (tile, KV head) pairs than threads; a row with its own
-		// selection of keys is a tile of its own.
-		tileRows := max(1, min(attnTileQueries/group, n*ad.kvHeads/a.pool.threads))
+		// selection of keys is a tile of its own. Long contexts take fewer
+		// rows, to keep a thread's scores under attnTileScores.
+		tileRows := max(1, min(attnTileQueries/group, n*ad.kvHeads/a.pool.threads, attnTileScores/(group*(p.pos()+n))))
 		if sparse {
 			for t := range n {
 				if count[t] != denseSelection {
