@@ -635,7 +635,7 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 		// fewer (tile, KV head) pairs than threads; a row with its own
 		// selection of keys is a tile of its own. Long contexts take fewer
 		// rows, to keep a thread's scores under attnTileScores.
-		tileRows := max(1, min(attnTileQueries/group, n*ad.kvHeads/a.pool.threads, attnTileScores/(group*(p.pos()+n))))
+		tileRows := max(1, min(attnTileQueries/group, n*ad.kvHeads/a.pool.threads, attnTileScores/(group*max(1, p.pos()+n))))
 		if sparse {
 			for t := range n {
 				if count[t] != denseSelection {

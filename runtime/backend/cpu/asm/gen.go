@@ -8,8 +8,9 @@
 // dk rows stays in one register: float32, rows in order, one FMA each.
 //
 // The attention kernels keep the cpu backend's float64 arithmetic (the
-// float32 cache widened lane by lane): q·k for a run of keys, and the
-// weighted sum of value rows.
+// float32 cache widened lane by lane) on register tiles of up to three
+// queries: q·k against four keys at a time, and the weighted sum of value
+// rows 16 elements at a time.
 package main
 
 import (
