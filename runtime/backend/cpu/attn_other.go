@@ -2,6 +2,10 @@
 
 package cpu
 
-func attnDots(q []float64, k []float32, out []float64, stride int) { attnDotsGo(q, k, out, stride) }
+func attnQK(q []float64, qs int, k []float32, ks int, out []float64, os, nq, n, hd int) {
+	attnQKGo(q, qs, k, ks, out, os, nq, n, hd)
+}
 
-func attnAxpy(acc []float64, v []float32, w float64) { attnAxpyGo(acc, v, w) }
+func attnPV(acc []float64, as int, v []float32, vs int, w []float64, ws, nq, n, hd int) {
+	attnPVGo(acc, as, v, vs, w, ws, nq, n, hd)
+}

@@ -627,38 +627,56 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 	}
 	return func() {
 		n := p.rows()
-		// The query heads sharing a KV head run together, a block of
-		// keys at a time, so each block of the cache is read from memory
-		// once for all of them (the cache outgrows the caches at long
-		// contexts); a group is split only when there are fewer
-		// (row, KV head) pairs than threads.
+		// A tile is rows of the window times the query heads sharing a KV
+		// head (or a part of them), about attnTileQueries query vectors, so
+		// each block of the cache is read from memory once for all of them
+		// (the cache outgrows the caches at long contexts) and each key row
+		// loaded serves them all. A group is split only when there are
+		// fewer (tile, KV head) pairs than threads; a row with its own
+		// selection of keys is a tile of its own. Long contexts take fewer
+		// rows, to keep a thread's scores under attnTileScores.
+		tileRows := max(1, min(attnTileQueries/group, n*ad.kvHeads/a.pool.threads, attnTileScores/(group*max(1, p.pos()+n))))
+		if sparse {
+			for t := range n {
+				if count[t] != denseSelection {
+					tileRows = 1
+				}
+			}
+		}
+		tiles := (n + tileRows - 1) / tileRows
 		parts := 1
-		if pairs := n * ad.kvHeads; pairs < a.pool.threads {
+		if pairs := tiles * ad.kvHeads; pairs < a.pool.threads {
 			parts = min(group, (a.pool.threads+pairs-1)/pairs)
 		}
 		per := (group + parts - 1) / parts
-		a.pool.parallel(n*ad.kvHeads*parts, (p.pos()+n)*hd*per, func(lo, hi int) {
-			keys := make([]int, 0, p.pos()+n)
-			scores := make([]float64, per*(p.pos()+n))
-			acc := make([]float64, per*hd)
-			qd := make([]float64, per*hd)
+		a.pool.parallel(tiles*ad.kvHeads*parts, (p.pos()+n)*hd*per*tileRows, func(lo, hi int) {
+			scratch := getAttnScratch(tileRows, tileRows*per, p.pos()+n, hd)
+			defer attnScratchPool.Put(scratch)
+			keys, nv, acc, qd := scratch.keys[:0], scratch.nv, scratch.acc, scratch.qd
 			for item := lo; item < hi; item++ {
-				t, kvh, part := item/(ad.kvHeads*parts), item/parts%ad.kvHeads, item%parts
+				// The last tiles, with the most keys, first.
+				tile := tiles - 1 - item/(ad.kvHeads*parts)
+				kvh, part := item/parts%ad.kvHeads, item%parts
 				h0 := kvh*group + part*per
 				heads := min(per, kvh*group+group-h0)
 				if heads <= 0 {
 					continue
 				}
-				for g := range heads {
-					for i, v := range q[(t*ad.heads+h0+g)*hd:][:hd] {
-						qd[g*hd+i] = float64(v)
+				t0 := tile * tileRows
+				rows := min(tileRows, n-t0)
+				for r := range rows {
+					for g := range heads {
+						dst := qd[(r*heads+g)*hd:][:hd]
+						for i, v := range q[((t0+r)*ad.heads+h0+g)*hd:][:hd] {
+							dst[i] = float64(v)
+						}
 					}
 				}
-				last := p.pos() + t
+				last := p.pos() + t0 + rows - 1
 				keys = keys[:0]
-				if sparse && count[t] != denseSelection {
+				if sparse && count[t0] != denseSelection { // one row
 					// Selected blocks (ascending), then the forced tail.
-					for _, j := range sel[t*topK : t*topK+int(count[t])] {
+					for _, j := range sel[t0*topK : t0*topK+int(count[t0])] {
 						for s := int(j) * ratio; s < int(j+1)*ratio; s++ {
 							keys = append(keys, s)
 						}
@@ -666,90 +684,33 @@ func attention(d *graph.Dispatch, a *args) (func(), error) {
 					for s := (last + 1) / ratio * ratio; s <= last; s++ {
 						keys = append(keys, s)
 					}
+					nv[0] = len(keys)
 				} else {
 					for s := 0; s <= last; s++ {
 						keys = append(keys, s)
 					}
+					for r := range rows {
+						nv[r] = p.pos() + t0 + r + 1
+					}
 				}
-				nk := len(keys)
-				// q·k over runs of consecutive positions (the whole
-				// prefix, or a selected block and the tail), block by
-				// block of keys, every head of the group per block.
-				for b0 := 0; b0 < nk; b0 += attnKeyBlock {
-					b1 := min(b0+attnKeyBlock, nk)
+				attnTile(acc, qd, rows, heads, hd, keys, nv[:rows], kc[kvh*hd:], vc[kvh*hd:], kvDim, scale, scratch)
+				for r := range rows {
+					t := t0 + r
 					for g := range heads {
-						for k := b0; k < b1; {
-							run := 1
-							for k+run < b1 && keys[k+run] == keys[k]+run {
-								run++
+						h := h0 + g
+						out := y[(t*ad.heads+h)*hd:][:hd]
+						for i := range out {
+							v := acc[(r*heads+g)*hd+i]
+							if gated {
+								v *= sigmoid(float64(qfull[t*ad.heads*ad.qStride+h*ad.qStride+hd+i]))
 							}
-							attnDots(qd[g*hd:(g+1)*hd], kc[keys[k]*kvDim+kvh*hd:], scores[g*nk+k:g*nk+k+run], kvDim)
-							k += run
+							out[i] = float32(v)
 						}
-					}
-				}
-				for g := range heads {
-					sc := scores[g*nk : (g+1)*nk]
-					mx := math.Inf(-1)
-					for k := range sc {
-						sc[k] *= scale
-						mx = math.Max(mx, sc[k])
-					}
-					expShift(sc, mx)
-					var z float64
-					for _, v := range sc {
-						z += v
-					}
-					for k := range sc {
-						sc[k] /= z
-					}
-				}
-				clear(acc)
-				for b0 := 0; b0 < nk; b0 += attnKeyBlock {
-					b1 := min(b0+attnKeyBlock, nk)
-					for g := range heads {
-						for k := b0; k < b1; k++ {
-							attnAxpy(acc[g*hd:(g+1)*hd], vc[keys[k]*kvDim+kvh*hd:][:hd], scores[g*nk+k])
-						}
-					}
-				}
-				for g := range heads {
-					h := h0 + g
-					out := y[(t*ad.heads+h)*hd:][:hd]
-					for i := range out {
-						v := acc[g*hd+i]
-						if gated {
-							v *= sigmoid(float64(qfull[t*ad.heads*ad.qStride+h*ad.qStride+hd+i]))
-						}
-						out[i] = float32(v)
 					}
 				}
 			}
 		})
 	}, a.err
-}
-
-// attnKeyBlock is how many cache rows attention takes at a time for all
-// the query heads of a KV head: 64 rows of a 256-wide head are 64 KiB of
-// keys (then as much of values), which stay in the core's L2.
-const attnKeyBlock = 64
-
-// attnDotsGo is attnDots without vector units.
-func attnDotsGo(q []float64, k []float32, out []float64, stride int) {
-	for j := range out {
-		var d float64
-		for i, x := range k[j*stride:][:len(q)] {
-			d += q[i] * float64(x)
-		}
-		out[j] = d
-	}
-}
-
-// attnAxpyGo is attnAxpy without vector units.
-func attnAxpyGo(acc []float64, v []float32, w float64) {
-	for i, x := range v[:len(acc)] {
-		acc[i] += w * float64(x)
-	}
 }
 
 // router: softmax over all experts, top-k by probability (lower index wins a

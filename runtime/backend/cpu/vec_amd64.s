@@ -201,87 +201,678 @@ gdnUpdateDotAVX2_w8_end:
 	VZEROUPPER
 	RET
 
-// func attnDotsAVX2(q *float64, k *float32, out *float64, n int, stride int, hd int)
-// Requires: AVX, FMA3, SSE2
-TEXT ·attnDotsAVX2(SB), NOSPLIT, $0-48
+// func attnQK1AVX2(q *float64, qs int, k *float32, ks int, out *float64, os int, n int, hd int)
+// Requires: AVX, FMA3
+TEXT ·attnQK1AVX2(SB), NOSPLIT, $0-64
 	MOVQ q+0(FP), AX
-	MOVQ k+8(FP), CX
-	MOVQ out+16(FP), DX
-	MOVQ n+24(FP), BX
-	MOVQ stride+32(FP), SI
-	MOVQ hd+40(FP), DI
-	SHLQ $0x02, SI
+	MOVQ qs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ ks+24(FP), BX
+	MOVQ out+32(FP), SI
+	MOVQ os+40(FP), DI
+	MOVQ n+48(FP), R8
+	MOVQ hd+56(FP), R9
+	SHLQ $0x03, CX
+	SHLQ $0x02, BX
+	SHLQ $0x03, DI
+	SHLQ $0x02, R9
+	ADDQ R9, DX
+	ADDQ R9, AX
+	ADDQ R9, AX
 
-dots_keys:
-	TESTQ  BX, BX
-	JZ     dots_end
+attnQK1AVX2_k4:
+	CMPQ   R8, $0x04
+	JL     attnQK1AVX2_k4_end
+	MOVQ   DX, CX
+	ADDQ   BX, CX
+	MOVQ   CX, DI
+	ADDQ   BX, DI
+	MOVQ   DI, R10
+	ADDQ   BX, R10
 	VXORPD Y0, Y0, Y0
 	VXORPD Y1, Y1, Y1
 	VXORPD Y2, Y2, Y2
 	VXORPD Y3, Y3, Y3
-	MOVQ   AX, R8
-	MOVQ   CX, R9
-	MOVQ   DI, R10
+	MOVQ   R9, R11
+	NEGQ   R11
 
-dots_16:
-	CMPQ        R10, $0x10
-	JL          dots_8
-	VCVTPS2PD   (R9), Y4
-	VFMADD231PD (R8), Y4, Y0
-	VCVTPS2PD   16(R9), Y4
-	VFMADD231PD 32(R8), Y4, Y1
-	VCVTPS2PD   32(R9), Y4
-	VFMADD231PD 64(R8), Y4, Y2
-	VCVTPS2PD   48(R9), Y4
-	VFMADD231PD 96(R8), Y4, Y3
-	ADDQ        $0x40, R9
-	ADDQ        $0x00000080, R8
-	SUBQ        $0x10, R10
-	JMP         dots_16
+attnQK1AVX2_k4_loop:
+	VMOVUPD      (AX)(R11*2), Y4
+	VCVTPS2PD    (DX)(R11*1), Y5
+	VFMADD231PD  Y4, Y5, Y0
+	VCVTPS2PD    (CX)(R11*1), Y5
+	VFMADD231PD  Y4, Y5, Y1
+	VCVTPS2PD    (DI)(R11*1), Y5
+	VFMADD231PD  Y4, Y5, Y2
+	VCVTPS2PD    (R10)(R11*1), Y5
+	VFMADD231PD  Y4, Y5, Y3
+	ADDQ         $0x10, R11
+	JNZ          attnQK1AVX2_k4_loop
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPD       X4, X0, X0
+	VHADDPD      X0, X0, X0
+	VMOVSD       X0, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPD       X0, X1, X1
+	VHADDPD      X1, X1, X1
+	VMOVSD       X1, 8(SI)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPD       X0, X2, X2
+	VHADDPD      X2, X2, X2
+	VMOVSD       X2, 16(SI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X3
+	VHADDPD      X3, X3, X3
+	VMOVSD       X3, 24(SI)
+	ADDQ         $0x20, SI
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	SUBQ         $0x04, R8
+	JMP          attnQK1AVX2_k4
 
-dots_8:
-	TESTQ       R10, R10
-	JZ          dots_sum
-	VCVTPS2PD   (R9), Y4
-	VFMADD231PD (R8), Y4, Y0
-	VCVTPS2PD   16(R9), Y4
-	VFMADD231PD 32(R8), Y4, Y1
+attnQK1AVX2_k4_end:
+attnQK1AVX2_k1:
+	CMPQ   R8, $0x01
+	JL     attnQK1AVX2_k1_end
+	VXORPD Y0, Y0, Y0
+	MOVQ   R9, CX
+	NEGQ   CX
 
-dots_sum:
-	VADDPD       Y1, Y0, Y0
-	VADDPD       Y3, Y2, Y2
-	VADDPD       Y2, Y0, Y0
+attnQK1AVX2_k1_loop:
+	VMOVUPD      (AX)(CX*2), Y1
+	VCVTPS2PD    (DX)(CX*1), Y2
+	VFMADD231PD  Y1, Y2, Y0
+	ADDQ         $0x10, CX
+	JNZ          attnQK1AVX2_k1_loop
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPD       X1, X0, X0
 	VHADDPD      X0, X0, X0
-	MOVSD        X0, (DX)
-	ADDQ         $0x08, DX
-	ADDQ         SI, CX
-	DECQ         BX
-	JMP          dots_keys
+	VMOVSD       X0, (SI)
+	ADDQ         $0x08, SI
+	ADDQ         BX, DX
+	SUBQ         $0x01, R8
+	JMP          attnQK1AVX2_k1
 
-dots_end:
+attnQK1AVX2_k1_end:
 	VZEROUPPER
 	RET
 
-// func attnAxpyAVX2(acc *float64, v *float32, w float64, hd int)
-// Requires: AVX, AVX2, FMA3, SSE2
-TEXT ·attnAxpyAVX2(SB), NOSPLIT, $0-32
-	MOVQ         acc+0(FP), AX
-	MOVQ         v+8(FP), CX
-	MOVQ         hd+24(FP), DX
-	MOVSD        w+16(FP), X0
-	VBROADCASTSD X0, Y0
+// func attnPV1AVX2(acc *float64, as int, v *float32, vs int, w *float64, ws int, n int, hd int)
+// Requires: AVX, FMA3
+TEXT ·attnPV1AVX2(SB), NOSPLIT, $0-64
+	MOVQ acc+0(FP), AX
+	MOVQ as+8(FP), CX
+	MOVQ v+16(FP), DX
+	MOVQ vs+24(FP), BX
+	MOVQ w+32(FP), SI
+	MOVQ ws+40(FP), DI
+	MOVQ n+48(FP), R8
+	MOVQ hd+56(FP), R9
+	SHLQ $0x03, CX
+	SHLQ $0x02, BX
+	SHLQ $0x03, DI
 
-axpy_elems:
-	VCVTPS2PD   (CX), Y1
-	VMOVUPD     (AX), Y2
-	VFMADD231PD Y0, Y1, Y2
-	VMOVUPD     Y2, (AX)
-	ADDQ        $0x10, CX
-	ADDQ        $0x20, AX
-	SUBQ        $0x04, DX
-	JNZ         axpy_elems
+attnPV1AVX2_w16:
+	CMPQ    R9, $0x10
+	JL      attnPV1AVX2_w16_end
+	VMOVUPD (AX), Y0
+	VMOVUPD 32(AX), Y1
+	VMOVUPD 64(AX), Y2
+	VMOVUPD 96(AX), Y3
+	MOVQ    DX, CX
+	MOVQ    SI, DI
+	MOVQ    R8, R10
+
+attnPV1AVX2_w16_loop:
+	VBROADCASTSD (DI), Y4
+	VCVTPS2PD    (CX), Y5
+	VFMADD231PD  Y4, Y5, Y0
+	VCVTPS2PD    16(CX), Y5
+	VFMADD231PD  Y4, Y5, Y1
+	VCVTPS2PD    32(CX), Y5
+	VFMADD231PD  Y4, Y5, Y2
+	VCVTPS2PD    48(CX), Y5
+	VFMADD231PD  Y4, Y5, Y3
+	ADDQ         BX, CX
+	ADDQ         $0x08, DI
+	DECQ         R10
+	JNZ          attnPV1AVX2_w16_loop
+	VMOVUPD      Y0, (AX)
+	VMOVUPD      Y1, 32(AX)
+	VMOVUPD      Y2, 64(AX)
+	VMOVUPD      Y3, 96(AX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, R9
+	JMP          attnPV1AVX2_w16
+
+attnPV1AVX2_w16_end:
+attnPV1AVX2_w4:
+	CMPQ    R9, $0x04
+	JL      attnPV1AVX2_w4_end
+	VMOVUPD (AX), Y0
+	MOVQ    DX, CX
+	MOVQ    SI, DI
+	MOVQ    R8, R10
+
+attnPV1AVX2_w4_loop:
+	VBROADCASTSD (DI), Y1
+	VCVTPS2PD    (CX), Y2
+	VFMADD231PD  Y1, Y2, Y0
+	ADDQ         BX, CX
+	ADDQ         $0x08, DI
+	DECQ         R10
+	JNZ          attnPV1AVX2_w4_loop
+	VMOVUPD      Y0, (AX)
+	ADDQ         $0x20, AX
+	ADDQ         $0x10, DX
+	SUBQ         $0x04, R9
+	JMP          attnPV1AVX2_w4
+
+attnPV1AVX2_w4_end:
+	VZEROUPPER
+	RET
+
+// func attnQK2AVX2(q *float64, qs int, k *float32, ks int, out *float64, os int, n int, hd int)
+// Requires: AVX, FMA3
+TEXT ·attnQK2AVX2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), AX
+	MOVQ qs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ ks+24(FP), BX
+	MOVQ out+32(FP), SI
+	MOVQ os+40(FP), DI
+	MOVQ n+48(FP), R8
+	MOVQ hd+56(FP), R9
+	SHLQ $0x03, CX
+	SHLQ $0x02, BX
+	SHLQ $0x03, DI
+	SHLQ $0x02, R9
+	ADDQ R9, DX
+	ADDQ R9, AX
+	ADDQ R9, AX
+	MOVQ AX, R10
+	ADDQ CX, R10
+
+attnQK2AVX2_k4:
+	CMPQ   R8, $0x04
+	JL     attnQK2AVX2_k4_end
+	MOVQ   DX, CX
+	ADDQ   BX, CX
+	MOVQ   CX, R11
+	ADDQ   BX, R11
+	MOVQ   R11, R12
+	ADDQ   BX, R12
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	MOVQ   R9, R13
+	NEGQ   R13
+
+attnQK2AVX2_k4_loop:
+	VMOVUPD      (AX)(R13*2), Y8
+	VMOVUPD      (R10)(R13*2), Y9
+	VCVTPS2PD    (DX)(R13*1), Y10
+	VFMADD231PD  Y8, Y10, Y0
+	VFMADD231PD  Y9, Y10, Y4
+	VCVTPS2PD    (CX)(R13*1), Y10
+	VFMADD231PD  Y8, Y10, Y1
+	VFMADD231PD  Y9, Y10, Y5
+	VCVTPS2PD    (R11)(R13*1), Y10
+	VFMADD231PD  Y8, Y10, Y2
+	VFMADD231PD  Y9, Y10, Y6
+	VCVTPS2PD    (R12)(R13*1), Y10
+	VFMADD231PD  Y8, Y10, Y3
+	VFMADD231PD  Y9, Y10, Y7
+	ADDQ         $0x10, R13
+	JNZ          attnQK2AVX2_k4_loop
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPD       X8, X0, X0
+	VHADDPD      X0, X0, X0
+	VMOVSD       X0, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPD       X0, X1, X1
+	VHADDPD      X1, X1, X1
+	VMOVSD       X1, 8(SI)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPD       X0, X2, X2
+	VHADDPD      X2, X2, X2
+	VMOVSD       X2, 16(SI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X3
+	VHADDPD      X3, X3, X3
+	VMOVSD       X3, 24(SI)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPD       X0, X4, X4
+	VHADDPD      X4, X4, X4
+	VMOVSD       X4, (SI)(DI*1)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPD       X0, X5, X5
+	VHADDPD      X5, X5, X5
+	VMOVSD       X5, 8(SI)(DI*1)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPD       X0, X6, X6
+	VHADDPD      X6, X6, X6
+	VMOVSD       X6, 16(SI)(DI*1)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPD       X0, X7, X7
+	VHADDPD      X7, X7, X7
+	VMOVSD       X7, 24(SI)(DI*1)
+	ADDQ         $0x20, SI
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	SUBQ         $0x04, R8
+	JMP          attnQK2AVX2_k4
+
+attnQK2AVX2_k4_end:
+attnQK2AVX2_k1:
+	CMPQ   R8, $0x01
+	JL     attnQK2AVX2_k1_end
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	MOVQ   R9, CX
+	NEGQ   CX
+
+attnQK2AVX2_k1_loop:
+	VMOVUPD      (AX)(CX*2), Y2
+	VMOVUPD      (R10)(CX*2), Y3
+	VCVTPS2PD    (DX)(CX*1), Y4
+	VFMADD231PD  Y2, Y4, Y0
+	VFMADD231PD  Y3, Y4, Y1
+	ADDQ         $0x10, CX
+	JNZ          attnQK2AVX2_k1_loop
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPD       X2, X0, X0
+	VHADDPD      X0, X0, X0
+	VMOVSD       X0, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPD       X0, X1, X1
+	VHADDPD      X1, X1, X1
+	VMOVSD       X1, (SI)(DI*1)
+	ADDQ         $0x08, SI
+	ADDQ         BX, DX
+	SUBQ         $0x01, R8
+	JMP          attnQK2AVX2_k1
+
+attnQK2AVX2_k1_end:
+	VZEROUPPER
+	RET
+
+// func attnPV2AVX2(acc *float64, as int, v *float32, vs int, w *float64, ws int, n int, hd int)
+// Requires: AVX, FMA3
+TEXT ·attnPV2AVX2(SB), NOSPLIT, $0-64
+	MOVQ acc+0(FP), AX
+	MOVQ as+8(FP), CX
+	MOVQ v+16(FP), DX
+	MOVQ vs+24(FP), BX
+	MOVQ w+32(FP), SI
+	MOVQ ws+40(FP), DI
+	MOVQ n+48(FP), R8
+	MOVQ hd+56(FP), R9
+	SHLQ $0x03, CX
+	SHLQ $0x02, BX
+	SHLQ $0x03, DI
+
+attnPV2AVX2_w16:
+	CMPQ    R9, $0x10
+	JL      attnPV2AVX2_w16_end
+	VMOVUPD (AX), Y0
+	VMOVUPD 32(AX), Y1
+	VMOVUPD 64(AX), Y2
+	VMOVUPD 96(AX), Y3
+	VMOVUPD (AX)(CX*1), Y4
+	VMOVUPD 32(AX)(CX*1), Y5
+	VMOVUPD 64(AX)(CX*1), Y6
+	VMOVUPD 96(AX)(CX*1), Y7
+	MOVQ    DX, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+attnPV2AVX2_w16_loop:
+	VBROADCASTSD (R11), Y8
+	VBROADCASTSD (R11)(DI*1), Y9
+	VCVTPS2PD    (R10), Y10
+	VFMADD231PD  Y8, Y10, Y0
+	VFMADD231PD  Y9, Y10, Y4
+	VCVTPS2PD    16(R10), Y10
+	VFMADD231PD  Y8, Y10, Y1
+	VFMADD231PD  Y9, Y10, Y5
+	VCVTPS2PD    32(R10), Y10
+	VFMADD231PD  Y8, Y10, Y2
+	VFMADD231PD  Y9, Y10, Y6
+	VCVTPS2PD    48(R10), Y10
+	VFMADD231PD  Y8, Y10, Y3
+	VFMADD231PD  Y9, Y10, Y7
+	ADDQ         BX, R10
+	ADDQ         $0x08, R11
+	DECQ         R12
+	JNZ          attnPV2AVX2_w16_loop
+	VMOVUPD      Y0, (AX)
+	VMOVUPD      Y1, 32(AX)
+	VMOVUPD      Y2, 64(AX)
+	VMOVUPD      Y3, 96(AX)
+	VMOVUPD      Y4, (AX)(CX*1)
+	VMOVUPD      Y5, 32(AX)(CX*1)
+	VMOVUPD      Y6, 64(AX)(CX*1)
+	VMOVUPD      Y7, 96(AX)(CX*1)
+	ADDQ         $0x80, AX
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, R9
+	JMP          attnPV2AVX2_w16
+
+attnPV2AVX2_w16_end:
+attnPV2AVX2_w4:
+	CMPQ    R9, $0x04
+	JL      attnPV2AVX2_w4_end
+	VMOVUPD (AX), Y0
+	VMOVUPD (AX)(CX*1), Y1
+	MOVQ    DX, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+attnPV2AVX2_w4_loop:
+	VBROADCASTSD (R11), Y2
+	VBROADCASTSD (R11)(DI*1), Y3
+	VCVTPS2PD    (R10), Y4
+	VFMADD231PD  Y2, Y4, Y0
+	VFMADD231PD  Y3, Y4, Y1
+	ADDQ         BX, R10
+	ADDQ         $0x08, R11
+	DECQ         R12
+	JNZ          attnPV2AVX2_w4_loop
+	VMOVUPD      Y0, (AX)
+	VMOVUPD      Y1, (AX)(CX*1)
+	ADDQ         $0x20, AX
+	ADDQ         $0x10, DX
+	SUBQ         $0x04, R9
+	JMP          attnPV2AVX2_w4
+
+attnPV2AVX2_w4_end:
+	VZEROUPPER
+	RET
+
+// func attnQK3AVX2(q *float64, qs int, k *float32, ks int, out *float64, os int, n int, hd int)
+// Requires: AVX, FMA3
+TEXT ·attnQK3AVX2(SB), NOSPLIT, $0-64
+	MOVQ q+0(FP), AX
+	MOVQ qs+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ ks+24(FP), BX
+	MOVQ out+32(FP), SI
+	MOVQ os+40(FP), DI
+	MOVQ n+48(FP), R8
+	MOVQ hd+56(FP), R9
+	SHLQ $0x03, CX
+	SHLQ $0x02, BX
+	SHLQ $0x03, DI
+	SHLQ $0x02, R9
+	ADDQ R9, DX
+	ADDQ R9, AX
+	ADDQ R9, AX
+	MOVQ AX, R10
+	ADDQ CX, R10
+	MOVQ R10, R11
+	ADDQ CX, R11
+
+attnQK3AVX2_k4:
+	CMPQ   R8, $0x04
+	JL     attnQK3AVX2_k4_end
+	MOVQ   DX, CX
+	ADDQ   BX, CX
+	MOVQ   CX, R12
+	ADDQ   BX, R12
+	MOVQ   R12, R13
+	ADDQ   BX, R13
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	MOVQ   R9, R14
+	NEGQ   R14
+
+attnQK3AVX2_k4_loop:
+	VMOVUPD      (AX)(R14*2), Y12
+	VMOVUPD      (R10)(R14*2), Y13
+	VMOVUPD      (R11)(R14*2), Y14
+	VCVTPS2PD    (DX)(R14*1), Y15
+	VFMADD231PD  Y12, Y15, Y0
+	VFMADD231PD  Y13, Y15, Y4
+	VFMADD231PD  Y14, Y15, Y8
+	VCVTPS2PD    (CX)(R14*1), Y15
+	VFMADD231PD  Y12, Y15, Y1
+	VFMADD231PD  Y13, Y15, Y5
+	VFMADD231PD  Y14, Y15, Y9
+	VCVTPS2PD    (R12)(R14*1), Y15
+	VFMADD231PD  Y12, Y15, Y2
+	VFMADD231PD  Y13, Y15, Y6
+	VFMADD231PD  Y14, Y15, Y10
+	VCVTPS2PD    (R13)(R14*1), Y15
+	VFMADD231PD  Y12, Y15, Y3
+	VFMADD231PD  Y13, Y15, Y7
+	VFMADD231PD  Y14, Y15, Y11
+	ADDQ         $0x10, R14
+	JNZ          attnQK3AVX2_k4_loop
+	VEXTRACTF128 $0x01, Y0, X12
+	VADDPD       X12, X0, X0
+	VHADDPD      X0, X0, X0
+	VMOVSD       X0, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPD       X0, X1, X1
+	VHADDPD      X1, X1, X1
+	VMOVSD       X1, 8(SI)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPD       X0, X2, X2
+	VHADDPD      X2, X2, X2
+	VMOVSD       X2, 16(SI)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X3
+	VHADDPD      X3, X3, X3
+	VMOVSD       X3, 24(SI)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPD       X0, X4, X4
+	VHADDPD      X4, X4, X4
+	VMOVSD       X4, (SI)(DI*1)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPD       X0, X5, X5
+	VHADDPD      X5, X5, X5
+	VMOVSD       X5, 8(SI)(DI*1)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPD       X0, X6, X6
+	VHADDPD      X6, X6, X6
+	VMOVSD       X6, 16(SI)(DI*1)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPD       X0, X7, X7
+	VHADDPD      X7, X7, X7
+	VMOVSD       X7, 24(SI)(DI*1)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPD       X0, X8, X8
+	VHADDPD      X8, X8, X8
+	VMOVSD       X8, (SI)(DI*2)
+	VEXTRACTF128 $0x01, Y9, X0
+	VADDPD       X0, X9, X9
+	VHADDPD      X9, X9, X9
+	VMOVSD       X9, 8(SI)(DI*2)
+	VEXTRACTF128 $0x01, Y10, X0
+	VADDPD       X0, X10, X10
+	VHADDPD      X10, X10, X10
+	VMOVSD       X10, 16(SI)(DI*2)
+	VEXTRACTF128 $0x01, Y11, X0
+	VADDPD       X0, X11, X11
+	VHADDPD      X11, X11, X11
+	VMOVSD       X11, 24(SI)(DI*2)
+	ADDQ         $0x20, SI
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	ADDQ         BX, DX
+	SUBQ         $0x04, R8
+	JMP          attnQK3AVX2_k4
+
+attnQK3AVX2_k4_end:
+attnQK3AVX2_k1:
+	CMPQ   R8, $0x01
+	JL     attnQK3AVX2_k1_end
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	MOVQ   R9, CX
+	NEGQ   CX
+
+attnQK3AVX2_k1_loop:
+	VMOVUPD      (AX)(CX*2), Y3
+	VMOVUPD      (R10)(CX*2), Y4
+	VMOVUPD      (R11)(CX*2), Y5
+	VCVTPS2PD    (DX)(CX*1), Y6
+	VFMADD231PD  Y3, Y6, Y0
+	VFMADD231PD  Y4, Y6, Y1
+	VFMADD231PD  Y5, Y6, Y2
+	ADDQ         $0x10, CX
+	JNZ          attnQK3AVX2_k1_loop
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPD       X3, X0, X0
+	VHADDPD      X0, X0, X0
+	VMOVSD       X0, (SI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPD       X0, X1, X1
+	VHADDPD      X1, X1, X1
+	VMOVSD       X1, (SI)(DI*1)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPD       X0, X2, X2
+	VHADDPD      X2, X2, X2
+	VMOVSD       X2, (SI)(DI*2)
+	ADDQ         $0x08, SI
+	ADDQ         BX, DX
+	SUBQ         $0x01, R8
+	JMP          attnQK3AVX2_k1
+
+attnQK3AVX2_k1_end:
+	VZEROUPPER
+	RET
+
+// func attnPV3AVX2(acc *float64, as int, v *float32, vs int, w *float64, ws int, n int, hd int)
+// Requires: AVX, FMA3
+TEXT ·attnPV3AVX2(SB), NOSPLIT, $0-64
+	MOVQ acc+0(FP), AX
+	MOVQ as+8(FP), CX
+	MOVQ v+16(FP), DX
+	MOVQ vs+24(FP), BX
+	MOVQ w+32(FP), SI
+	MOVQ ws+40(FP), DI
+	MOVQ n+48(FP), R8
+	MOVQ hd+56(FP), R9
+	SHLQ $0x03, CX
+	SHLQ $0x02, BX
+	SHLQ $0x03, DI
+
+attnPV3AVX2_w16:
+	CMPQ    R9, $0x10
+	JL      attnPV3AVX2_w16_end
+	VMOVUPD (AX), Y0
+	VMOVUPD 32(AX), Y1
+	VMOVUPD 64(AX), Y2
+	VMOVUPD 96(AX), Y3
+	VMOVUPD (AX)(CX*1), Y4
+	VMOVUPD 32(AX)(CX*1), Y5
+	VMOVUPD 64(AX)(CX*1), Y6
+	VMOVUPD 96(AX)(CX*1), Y7
+	VMOVUPD (AX)(CX*2), Y8
+	VMOVUPD 32(AX)(CX*2), Y9
+	VMOVUPD 64(AX)(CX*2), Y10
+	VMOVUPD 96(AX)(CX*2), Y11
+	MOVQ    DX, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+attnPV3AVX2_w16_loop:
+	VBROADCASTSD (R11), Y12
+	VBROADCASTSD (R11)(DI*1), Y13
+	VBROADCASTSD (R11)(DI*2), Y14
+	VCVTPS2PD    (R10), Y15
+	VFMADD231PD  Y12, Y15, Y0
+	VFMADD231PD  Y13, Y15, Y4
+	VFMADD231PD  Y14, Y15, Y8
+	VCVTPS2PD    16(R10), Y15
+	VFMADD231PD  Y12, Y15, Y1
+	VFMADD231PD  Y13, Y15, Y5
+	VFMADD231PD  Y14, Y15, Y9
+	VCVTPS2PD    32(R10), Y15
+	VFMADD231PD  Y12, Y15, Y2
+	VFMADD231PD  Y13, Y15, Y6
+	VFMADD231PD  Y14, Y15, Y10
+	VCVTPS2PD    48(R10), Y15
+	VFMADD231PD  Y12, Y15, Y3
+	VFMADD231PD  Y13, Y15, Y7
+	VFMADD231PD  Y14, Y15, Y11
+	ADDQ         BX, R10
+	ADDQ         $0x08, R11
+	DECQ         R12
+	JNZ          attnPV3AVX2_w16_loop
+	VMOVUPD      Y0, (AX)
+	VMOVUPD      Y1, 32(AX)
+	VMOVUPD      Y2, 64(AX)
+	VMOVUPD      Y3, 96(AX)
+	VMOVUPD      Y4, (AX)(CX*1)
+	VMOVUPD      Y5, 32(AX)(CX*1)
+	VMOVUPD      Y6, 64(AX)(CX*1)
+	VMOVUPD      Y7, 96(AX)(CX*1)
+	VMOVUPD      Y8, (AX)(CX*2)
+	VMOVUPD      Y9, 32(AX)(CX*2)
+	VMOVUPD      Y10, 64(AX)(CX*2)
+	VMOVUPD      Y11, 96(AX)(CX*2)
+	ADDQ         $0x80, AX
+	ADDQ         $0x40, DX
+	SUBQ         $0x10, R9
+	JMP          attnPV3AVX2_w16
+
+attnPV3AVX2_w16_end:
+attnPV3AVX2_w4:
+	CMPQ    R9, $0x04
+	JL      attnPV3AVX2_w4_end
+	VMOVUPD (AX), Y0
+	VMOVUPD (AX)(CX*1), Y1
+	VMOVUPD (AX)(CX*2), Y2
+	MOVQ    DX, R10
+	MOVQ    SI, R11
+	MOVQ    R8, R12
+
+attnPV3AVX2_w4_loop:
+	VBROADCASTSD (R11), Y3
+	VBROADCASTSD (R11)(DI*1), Y4
+	VBROADCASTSD (R11)(DI*2), Y5
+	VCVTPS2PD    (R10), Y6
+	VFMADD231PD  Y3, Y6, Y0
+	VFMADD231PD  Y4, Y6, Y1
+	VFMADD231PD  Y5, Y6, Y2
+	ADDQ         BX, R10
+	ADDQ         $0x08, R11
+	DECQ         R12
+	JNZ          attnPV3AVX2_w4_loop
+	VMOVUPD      Y0, (AX)
+	VMOVUPD      Y1, (AX)(CX*1)
+	VMOVUPD      Y2, (AX)(CX*2)
+	ADDQ         $0x20, AX
+	ADDQ         $0x10, DX
+	SUBQ         $0x04, R9
+	JMP          attnPV3AVX2_w4
+
+attnPV3AVX2_w4_end:
 	VZEROUPPER
 	RET
 

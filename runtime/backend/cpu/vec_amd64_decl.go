@@ -10,11 +10,23 @@ func gdnDecayDotAVX2(s *float32, k *float32, u *float32, dk int, dv int, e float
 // gdnUpdateDotAVX2: S[i][c] += k[i]·delta[c], then u[c] = Σ_i S[i][c]·q[i]; dv a multiple of 8.
 func gdnUpdateDotAVX2(s *float32, k *float32, delta *float32, q *float32, u *float32, dk int, dv int)
 
-// attnDotsAVX2: out[j] = Σ_i q[i]·float64(k[j·stride+i]) for j < n; hd a multiple of 8, stride in elements.
-func attnDotsAVX2(q *float64, k *float32, out *float64, n int, stride int, hd int)
+// attnQK1AVX2: out[r·os+j] = Σ_i q[r·qs+i]·float64(k[j·ks+i]) for r < 1, j < n; hd a multiple of 4.
+func attnQK1AVX2(q *float64, qs int, k *float32, ks int, out *float64, os int, n int, hd int)
 
-// attnAxpyAVX2: acc[i] += w·float64(v[i]) for i < hd; hd a multiple of 4.
-func attnAxpyAVX2(acc *float64, v *float32, w float64, hd int)
+// attnPV1AVX2: acc[r·as+i] += w[r·ws+j]·float64(v[j·vs+i]) for r < 1, j < n in order; hd a multiple of 4, n ≥ 1.
+func attnPV1AVX2(acc *float64, as int, v *float32, vs int, w *float64, ws int, n int, hd int)
+
+// attnQK2AVX2: out[r·os+j] = Σ_i q[r·qs+i]·float64(k[j·ks+i]) for r < 2, j < n; hd a multiple of 4.
+func attnQK2AVX2(q *float64, qs int, k *float32, ks int, out *float64, os int, n int, hd int)
+
+// attnPV2AVX2: acc[r·as+i] += w[r·ws+j]·float64(v[j·vs+i]) for r < 2, j < n in order; hd a multiple of 4, n ≥ 1.
+func attnPV2AVX2(acc *float64, as int, v *float32, vs int, w *float64, ws int, n int, hd int)
+
+// attnQK3AVX2: out[r·os+j] = Σ_i q[r·qs+i]·float64(k[j·ks+i]) for r < 3, j < n; hd a multiple of 4.
+func attnQK3AVX2(q *float64, qs int, k *float32, ks int, out *float64, os int, n int, hd int)
+
+// attnPV3AVX2: acc[r·as+i] += w[r·ws+j]·float64(v[j·vs+i]) for r < 3, j < n in order; hd a multiple of 4, n ≥ 1.
+func attnPV3AVX2(acc *float64, as int, v *float32, vs int, w *float64, ws int, n int, hd int)
 
 // siluMulAVX2: h[i] = float32(silu(gate[i])·up[i]) in float64 for i < n; n a multiple of 4.
 func siluMulAVX2(h *float32, gate *float32, up *float32, n int)

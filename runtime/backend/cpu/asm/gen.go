@@ -8,11 +8,13 @@
 // dk rows stays in one register: float32, rows in order, one FMA each.
 //
 // The attention kernels keep the cpu backend's float64 arithmetic (the
-// float32 cache widened lane by lane): q·k for a run of keys, and the
-// weighted sum of value rows.
+// float32 cache widened lane by lane) on register tiles of up to three
+// queries: q·k against four keys at a time, and the weighted sum of value
+// rows 16 elements at a time.
 package main
 
 import (
+	"fmt"
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -24,8 +26,10 @@ func main() {
 	ConstraintExpr("amd64")
 	kernel("gdnDecayDotAVX2", false)
 	kernel("gdnUpdateDotAVX2", true)
-	attnDots()
-	attnAxpy()
+	for nq := 1; nq <= 3; nq++ {
+		attnQK(nq)
+		attnPV(nq)
+	}
 	expConsts()
 	siluKernel(true)
 	siluKernel(false)
@@ -170,84 +174,176 @@ func expShift() {
 	RET()
 }
 
-// attnDots: out[j] = Σ_i q[i]·k[j·stride + i] for j < n, in float64 with
-// four accumulators of 4 lanes (16 elements a step, then one step of 8: hd a
-// multiple of 8), so four FMA chains overlap.
-func attnDots() {
-	TEXT("attnDotsAVX2", NOSPLIT, "func(q *float64, k *float32, out *float64, n, stride, hd int)")
-	Doc("attnDotsAVX2: out[j] = Σ_i q[i]·float64(k[j·stride+i]) for j < n; hd a multiple of 8, stride in elements.")
-	q, k, out := Load(Param("q"), GP64()), Load(Param("k"), GP64()), Load(Param("out"), GP64())
-	n, stride, hd := Load(Param("n"), GP64()), Load(Param("stride"), GP64()), Load(Param("hd"), GP64())
-	SHLQ(U8(2), stride) // bytes per key row
-	Label("dots_keys")
-	TESTQ(n, n)
-	JZ(LabelRef("dots_end"))
-	acc := []reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
-	for _, a := range acc {
-		VXORPD(a, a, a)
+// attnQK: attention's q·k for a tile of nq queries (nq ≤ 3) and n keys,
+// out[r·os+j] = Σ_i q[r·qs+i]·float64(k[j·ks+i]), four keys at a time, then
+// one. Each (query, key) pair has one accumulator of four lanes, lane l the
+// elements i ≡ l (mod 4) in order, one FMA each, summed (l0+l2)+(l1+l3): the
+// order depends on hd alone, not on the tile. Per four elements of a 3×4
+// tile: three query loads, four widened key loads, twelve FMAs, so the loads
+// no longer bound it. Strides in elements; hd a multiple of 4.
+func attnQK(nq int) {
+	name := fmt.Sprintf("attnQK%dAVX2", nq)
+	TEXT(name, NOSPLIT, "func(q *float64, qs int, k *float32, ks int, out *float64, os, n, hd int)")
+	Doc(name + fmt.Sprintf(": out[r·os+j] = Σ_i q[r·qs+i]·float64(k[j·ks+i]) for r < %d, j < n; hd a multiple of 4.", nq))
+	q0, qs := Load(Param("q"), GP64()), Load(Param("qs"), GP64())
+	k, ks := Load(Param("k"), GP64()), Load(Param("ks"), GP64())
+	out, os := Load(Param("out"), GP64()), Load(Param("os"), GP64())
+	n, hdb := Load(Param("n"), GP64()), Load(Param("hd"), GP64())
+	SHLQ(U8(3), qs)
+	SHLQ(U8(2), ks)
+	SHLQ(U8(3), os)
+	SHLQ(U8(2), hdb) // bytes of a key row's hd elements
+	// The bases point past the rows' ends and i runs from −hd up to 0: k
+	// by i, q by 2i (doubles).
+	ADDQ(hdb, k)
+	ADDQ(hdb, q0)
+	ADDQ(hdb, q0)
+	qb := []reg.Register{q0}
+	for r := 1; r < nq; r++ {
+		b := GP64()
+		MOVQ(qb[r-1], b)
+		ADDQ(qs, b)
+		qb = append(qb, b)
 	}
-	qp, kp, i := GP64(), GP64(), GP64()
-	MOVQ(q, qp)
-	MOVQ(k, kp)
-	MOVQ(hd, i)
-	Label("dots_16")
-	CMPQ(i, U8(16))
-	JL(LabelRef("dots_8"))
-	for m, a := range acc {
-		x := YMM()
-		VCVTPS2PD(Mem{Base: kp, Disp: 16 * m}, x)
-		VFMADD231PD(Mem{Base: qp, Disp: 32 * m}, x, a)
+	for _, keys := range []int{4, 1} {
+		lbl := fmt.Sprintf("%s_k%d", name, keys)
+		Label(lbl)
+		CMPQ(n, U8(keys))
+		JL(LabelRef(lbl + "_end"))
+		kb := []reg.Register{k}
+		for j := 1; j < keys; j++ {
+			b := GP64()
+			MOVQ(kb[j-1], b)
+			ADDQ(ks, b)
+			kb = append(kb, b)
+		}
+		acc := make([][]reg.VecVirtual, nq)
+		for r := range acc {
+			for range keys {
+				a := YMM()
+				VXORPD(a, a, a)
+				acc[r] = append(acc[r], a)
+			}
+		}
+		i := GP64()
+		MOVQ(hdb, i)
+		NEGQ(i)
+		Label(lbl + "_loop")
+		qv := make([]reg.VecVirtual, nq)
+		for r := range qv {
+			qv[r] = YMM()
+			VMOVUPD(Mem{Base: qb[r], Index: i, Scale: 2}, qv[r])
+		}
+		for j := range keys {
+			x := YMM()
+			VCVTPS2PD(Mem{Base: kb[j], Index: i, Scale: 1}, x)
+			for r := range nq {
+				VFMADD231PD(qv[r], x, acc[r][j])
+			}
+		}
+		ADDQ(U8(16), i)
+		JNZ(LabelRef(lbl + "_loop"))
+		for r := range nq {
+			for j := range keys {
+				a := acc[r][j]
+				hi := XMM()
+				VEXTRACTF128(U8(1), a, hi)
+				lo := a.AsX()
+				VADDPD(hi, lo, lo)
+				VHADDPD(lo, lo, lo)
+				dst := Mem{Base: out, Disp: 8 * j}
+				if r > 0 {
+					dst = Mem{Base: out, Index: os, Scale: uint8(r), Disp: 8 * j}
+				}
+				VMOVSD(lo, dst)
+			}
+		}
+		ADDQ(U8(8*keys), out)
+		for range keys {
+			ADDQ(ks, k)
+		}
+		SUBQ(U8(keys), n)
+		JMP(LabelRef(lbl))
+		Label(lbl + "_end")
 	}
-	ADDQ(U8(64), kp)
-	ADDQ(U32(128), qp)
-	SUBQ(U8(16), i)
-	JMP(LabelRef("dots_16"))
-	Label("dots_8")
-	TESTQ(i, i)
-	JZ(LabelRef("dots_sum"))
-	for m, a := range acc[:2] {
-		x := YMM()
-		VCVTPS2PD(Mem{Base: kp, Disp: 16 * m}, x)
-		VFMADD231PD(Mem{Base: qp, Disp: 32 * m}, x, a)
-	}
-	Label("dots_sum")
-	VADDPD(acc[1], acc[0], acc[0])
-	VADDPD(acc[3], acc[2], acc[2])
-	VADDPD(acc[2], acc[0], acc[0])
-	hi := XMM()
-	VEXTRACTF128(U8(1), acc[0], hi)
-	lo := acc[0].AsX()
-	VADDPD(hi, lo, lo)
-	VHADDPD(lo, lo, lo)
-	MOVSD(lo, Mem{Base: out})
-	ADDQ(U8(8), out)
-	ADDQ(stride, k)
-	DECQ(n)
-	JMP(LabelRef("dots_keys"))
-	Label("dots_end")
 	VZEROUPPER()
 	RET()
 }
 
-// attnAxpy: acc[i] += w·v[i] in float64 (hd a multiple of 4).
-func attnAxpy() {
-	TEXT("attnAxpyAVX2", NOSPLIT, "func(acc *float64, v *float32, w float64, hd int)")
-	Doc("attnAxpyAVX2: acc[i] += w·float64(v[i]) for i < hd; hd a multiple of 4.")
-	acc, v, hd := Load(Param("acc"), GP64()), Load(Param("v"), GP64()), Load(Param("hd"), GP64())
-	wx := XMM()
-	Load(Param("w"), wx)
-	w := YMM()
-	VBROADCASTSD(wx, w)
-	Label("axpy_elems")
-	x, a := YMM(), YMM()
-	VCVTPS2PD(Mem{Base: v}, x)
-	VMOVUPD(Mem{Base: acc}, a)
-	VFMADD231PD(w, x, a)
-	VMOVUPD(a, Mem{Base: acc})
-	ADDQ(U8(16), v)
-	ADDQ(U8(32), acc)
-	SUBQ(U8(4), hd)
-	JNZ(LabelRef("axpy_elems"))
+// attnPV: attention's weighted value sum for nq queries (nq ≤ 3),
+// acc[r·as+i] += w[r·ws+j]·float64(v[j·vs+i]) for the n keys j in order, one
+// FMA each: the same additions in the same order as one query and one key
+// at a time. The tile holds 16 elements of nq accumulator rows in registers
+// over all n keys (then 4 at a time for the rest of hd). Strides in
+// elements; hd a multiple of 4, n ≥ 1.
+func attnPV(nq int) {
+	name := fmt.Sprintf("attnPV%dAVX2", nq)
+	TEXT(name, NOSPLIT, "func(acc *float64, as int, v *float32, vs int, w *float64, ws, n, hd int)")
+	Doc(name + fmt.Sprintf(": acc[r·as+i] += w[r·ws+j]·float64(v[j·vs+i]) for r < %d, j < n in order; hd a multiple of 4, n ≥ 1.", nq))
+	acc, as := Load(Param("acc"), GP64()), Load(Param("as"), GP64())
+	v, vs := Load(Param("v"), GP64()), Load(Param("vs"), GP64())
+	w, ws := Load(Param("w"), GP64()), Load(Param("ws"), GP64())
+	n, hd := Load(Param("n"), GP64()), Load(Param("hd"), GP64())
+	SHLQ(U8(3), as)
+	SHLQ(U8(2), vs)
+	SHLQ(U8(3), ws)
+	for _, width := range []int{4, 1} { // 16 elements, then 4
+		lbl := fmt.Sprintf("%s_w%d", name, 4*width)
+		Label(lbl)
+		CMPQ(hd, U8(4*width))
+		JL(LabelRef(lbl + "_end"))
+		a := make([][]reg.VecVirtual, nq)
+		for r := range a {
+			for m := range width {
+				x := YMM()
+				src := Mem{Base: acc, Disp: 32 * m}
+				if r > 0 {
+					src = Mem{Base: acc, Index: as, Scale: uint8(r), Disp: 32 * m}
+				}
+				VMOVUPD(src, x)
+				a[r] = append(a[r], x)
+			}
+		}
+		p, wp, j := GP64(), GP64(), GP64()
+		MOVQ(v, p)
+		MOVQ(w, wp)
+		MOVQ(n, j)
+		Label(lbl + "_loop")
+		wv := make([]reg.VecVirtual, nq)
+		for r := range wv {
+			wv[r] = YMM()
+			src := Mem{Base: wp}
+			if r > 0 {
+				src = Mem{Base: wp, Index: ws, Scale: uint8(r)}
+			}
+			VBROADCASTSD(src, wv[r])
+		}
+		for m := range width {
+			x := YMM()
+			VCVTPS2PD(Mem{Base: p, Disp: 16 * m}, x)
+			for r := range nq {
+				VFMADD231PD(wv[r], x, a[r][m])
+			}
+		}
+		ADDQ(vs, p)
+		ADDQ(U8(8), wp)
+		DECQ(j)
+		JNZ(LabelRef(lbl + "_loop"))
+		for r := range nq {
+			for m := range width {
+				dst := Mem{Base: acc, Disp: 32 * m}
+				if r > 0 {
+					dst = Mem{Base: acc, Index: as, Scale: uint8(r), Disp: 32 * m}
+				}
+				VMOVUPD(a[r][m], dst)
+			}
+		}
+		ADDQ(U8(32*width), acc)
+		ADDQ(U8(16*width), v)
+		SUBQ(U8(4*width), hd)
+		JMP(LabelRef(lbl))
+		Label(lbl + "_end")
+	}
 	VZEROUPPER()
 	RET()
 }
