@@ -93,6 +93,37 @@ for s in "$@"; do
 		done
 		for f in "$out"/llama-*.log "$out"/strata-*.log; do echo "--- $f"; grep -E 'pp512|tg128|backend=cuda' "$f"; done >>"$out/summary.log"
 		;;
+	# Generator variants side by side on flash8v: for each name V in
+	# $VARIANTS, .cudabin/ holds strata-V.xz and stratagen-V.xz built from
+	# the same tree (the artifact key carries the generator's digest, so a
+	# stratagen beside another tree's strata is refused). Each runs with its
+	# own artifact cache: one --kernel-profile round (the window times and
+	# the expert and q8_0 shapes into the summary), then llama-bench and the
+	# variants alternated twice.
+	variants)
+		lb=${LLAMA_BENCH:-/tmp/llama/build/bin/llama-bench}
+		for v in ${VARIANTS:?set VARIANTS to the variant names}; do
+			mkdir -p "/tmp/v$v" && cp "/tmp/sb/strata-$v" "/tmp/v$v/strata" && cp "/tmp/sb/stratagen-$v" "/tmp/v$v/stratagen" || exit 1
+		done
+		vbench() { # name round extra...
+			local v=$1 r=$2
+			shift 2
+			XDG_CACHE_HOME=/tmp/c$v timeout 150 "/tmp/v$v/strata" bench --gguf /dev/shm/flash8v.gguf --backend cuda -p 512 -n 128 -r 2 "$@" >"$out/v$v-$r.log" 2>&1
+			echo "== $v round $r: rc $? $(grep -E 'backend=cuda' "$out/v$v-$r.log" | tr -s ' ' | head -1)" >>"$out/summary.log"
+		}
+		for v in $VARIANTS; do
+			vbench "$v" profile --kernel-profile
+			{
+				grep -E '^T=(1|512):' "$out/v$v-profile.log" | cut -c1-190
+				grep -E '^\| (moe_gate_up|moe_down|argmax|matmul_q8_0|matmul_q6_k)[a-z0-9_]* \| (rows|[0-9])' "$out/v$v-profile.log" | cut -d'|' -f2-6 | cut -c1-200
+			} >>"$out/summary.log"
+		done
+		for round in 1 2; do
+			[ -x "$lb" ] && { timeout 120 "$lb" -m /dev/shm/flash8v.gguf -ngl 99 -p 512 -n 128 -r 2 >"$out/llama-$round.log" 2>&1
+				echo "== llama.cpp round $round: $(grep -E 'pp512|tg128' "$out/llama-$round.log" | tr -s ' ' | cut -d'|' -f7,8 | tr '\n' ' ')" >>"$out/summary.log"; }
+			for v in $VARIANTS; do vbench "$v" "$round"; done
+		done
+		;;
 	bench-flash8v) step bench-flash8v 300 /tmp/sb/strata bench --gguf /dev/shm/flash8v.gguf --backend cuda -p 512 -n 128 -r 2 --kernel-profile ;;
 	# The laptop scenario (docs/laptop.md): all 48 layers of Flash-Next,
 	# iq2_xs experts (the seed's plan), without its MTP head (llama.cpp
