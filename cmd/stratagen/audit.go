@@ -17,7 +17,8 @@ const (
 
 // auditFiles renders the audit of every graph: audit.txt (one section per
 // graph) and audit.json (a list of the objects `strata graph audit --json`
-// prints).
+// prints, one compact object a line: a window's change is a one-line diff,
+// and the tree carries a quarter fewer bytes than indented JSON).
 func auditFiles(graphs []*graph.Graph) (map[string][]byte, error) {
 	var text bytes.Buffer
 	audits := make([]*graph.Audit, 0, len(graphs))
@@ -31,9 +32,17 @@ func auditFiles(graphs []*graph.Graph) (map[string][]byte, error) {
 			return nil, err
 		}
 	}
-	j, err := json.MarshalIndent(audits, "", " ")
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", auditJSON, err)
+	j := []byte("[\n")
+	for i, a := range audits {
+		line, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", auditJSON, err)
+		}
+		j = append(j, line...)
+		if i < len(audits)-1 {
+			j = append(j, ',')
+		}
+		j = append(j, '\n')
 	}
-	return map[string][]byte{auditText: text.Bytes(), auditJSON: append(j, '\n')}, nil
+	return map[string][]byte{auditText: text.Bytes(), auditJSON: append(j, "]\n"...)}, nil
 }
