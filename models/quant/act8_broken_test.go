@@ -1,13 +1,11 @@
 package quant
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
+
+	"github.com/strata-llm/strata/internal/asmcheck"
 )
 
 // brokenAct8Kernels are deliberate faults in the integer kernels'
@@ -281,64 +279,16 @@ func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 	if runtime.GOARCH != "amd64" || len(act8Dots) == 0 {
 		t.Skip("no integer kernels here")
 	}
-	gen, err := filepath.Abs("asm/act8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	asm, err := filepath.Abs("act8_amd64.s")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, fault := range brokenAct8Kernels {
 		t.Run(fault.what, func(t *testing.T) {
 			// Each fault is its own generator run and package build; two at a
 			// time overlap one's link with the other's compile.
 			t.Parallel()
 			tmp := t.TempDir()
-			src, err := os.ReadFile(filepath.Join(gen, fault.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := strings.Count(string(src), fault.from); n != 1 {
-				t.Fatalf("%q appears %d times in %s, expected once: the fault is stale", fault.from, n, fault.file)
-			}
-			broken := filepath.Join(tmp, filepath.Base(fault.file))
-			if err := os.WriteFile(broken, []byte(strings.Replace(string(src), fault.from, fault.to, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			outS := filepath.Join(tmp, "act8_amd64.s")
-			cmd := exec.Command("go", "run", "-overlay", overlay(t, tmp, filepath.Join(gen, fault.file), broken), ".",
-				"-out", outS, "-stubs", filepath.Join(tmp, "decl.go"), "-pkg", "quant")
-			cmd.Dir = gen
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("generating with the fault: %v\n%s", err, out)
-			}
-			cmd = exec.Command("go", "test", "-overlay", overlay(t, tmp, asm, outS), "-count=1",
-				"-run", "^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks|TestAct8Quantize)$", ".")
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("the act8 tests pass with the fault planted:\n%s", out)
-			}
-			for _, w := range fault.want {
-				if !strings.Contains(string(out), w) {
-					t.Errorf("no failure mentions %q:\n%s", w, out)
-				}
-			}
+			path, broken := asmcheck.Plant(t, tmp, filepath.Join("asm/act8", fault.file), fault.from, fault.to)
+			asm, regenerated := asmcheck.Regenerate(t, tmp, "asm/act8", map[string]string{path: broken}, "act8_amd64.s", "quant")
+			asmcheck.MustFail(t, tmp, map[string]string{asm: regenerated},
+				"^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks|TestAct8Quantize)$", fault.want)
 		})
 	}
-}
-
-// overlay writes a go -overlay file replacing path by with, and returns
-// its name.
-func overlay(t *testing.T, dir, path, with string) string {
-	t.Helper()
-	b, err := json.Marshal(map[string]map[string]string{"Replace": {path: with}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := filepath.Join(dir, "overlay-"+filepath.Base(path)+".json")
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return name
 }

@@ -3,12 +3,10 @@
 package cpu
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/strata-llm/strata/internal/asmcheck"
 )
 
 // brokenAttention are deliberate faults in tiled attention, each an edit of
@@ -59,62 +57,13 @@ func TestAttentionCatchesBrokenTiles(t *testing.T) {
 		t.Run(fault.what, func(t *testing.T) {
 			t.Parallel()
 			tmp := t.TempDir()
-			path, err := filepath.Abs(fault.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := strings.Count(string(src), fault.from); n != 1 {
-				t.Fatalf("%q appears %d times in %s, expected once: the fault is stale", fault.from, n, fault.file)
-			}
-			broken := filepath.Join(tmp, filepath.Base(fault.file))
-			if err := os.WriteFile(broken, []byte(strings.Replace(string(src), fault.from, fault.to, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path, broken := asmcheck.Plant(t, tmp, fault.file, fault.from, fault.to)
 			replace := map[string]string{path: broken}
 			if strings.HasPrefix(fault.file, "asm/") {
-				asm, err := filepath.Abs("vec_amd64.s")
-				if err != nil {
-					t.Fatal(err)
-				}
-				outS := filepath.Join(tmp, "vec_amd64.s")
-				cmd := exec.Command("go", "run", "-overlay", attnOverlay(t, tmp, replace), ".",
-					"-out", outS, "-stubs", filepath.Join(tmp, "decl.go"), "-pkg", "cpu")
-				cmd.Dir = "asm"
-				if out, err := cmd.CombinedOutput(); err != nil {
-					t.Fatalf("generating with the fault: %v\n%s", err, out)
-				}
-				replace = map[string]string{asm: outS}
+				asm, regenerated := asmcheck.Regenerate(t, tmp, "asm", replace, "vec_amd64.s", "cpu")
+				replace = map[string]string{asm: regenerated}
 			}
-			cmd := exec.Command("go", "test", "-overlay", attnOverlay(t, tmp, replace), "-count=1",
-				"-run", "^(TestAttnKernels|TestAttentionTiles)$", ".")
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("the attention tests pass with the fault planted:\n%s", out)
-			}
-			for _, w := range fault.want {
-				if !strings.Contains(string(out), w) {
-					t.Errorf("no failure mentions %q:\n%s", w, out)
-				}
-			}
+			asmcheck.MustFail(t, tmp, replace, "^(TestAttnKernels|TestAttentionTiles)$", fault.want)
 		})
 	}
-}
-
-// attnOverlay writes a go -overlay file with the given replacements and
-// returns its name.
-func attnOverlay(t *testing.T, dir string, replace map[string]string) string {
-	t.Helper()
-	b, err := json.Marshal(map[string]map[string]string{"Replace": replace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(name, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return name
 }
