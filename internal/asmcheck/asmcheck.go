@@ -1,5 +1,7 @@
-// Package asmcheck is the test that checked-in avo assembly equals what its
-// generator writes now, shared by the packages with hand-generated assembly.
+// Package asmcheck holds the checks shared by the packages with generated
+// avo assembly: that the checked-in assembly equals what its generator
+// writes now (NotStale), and the planting of faults for their mutation
+// controls (plant.go).
 package asmcheck
 
 import (
