@@ -4,4 +4,4 @@ package artifact
 
 // generatorDigest is srcdigest.Of of the generator's source this build's
 // artifacts come from (TestGeneratorDigestCurrent keeps it current).
-const generatorDigest = "92b77f8b65a435b21a41b889fe8ab8041699abb2b7c69f2881083ec280b3a05d"
+const generatorDigest = "3355bba0ac719e499e1eb9fbb27c81006edc64009c85de81ef1999a2d1a379f5"

@@ -20,7 +20,10 @@ func checkWeightFormats(k *Kernel, d *graph.Dispatch, g *graph.Graph, tensors ma
 		}
 		// Every tensor inside the bound range (experts bind gate, up and down).
 		found := false
-		for _, t := range g.Tensors {
+		for i := range g.Tensors {
+			// By pointer: this runs over every tensor for every binding, and
+			// a copy of each is most of a library's build under -race.
+			t := &g.Tensors[i]
 			if t.Buffer != a.Buffer || t.Offset < a.Offset || t.Offset >= a.End() {
 				continue
 			}

@@ -5,15 +5,53 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/strata-llm/strata/graph"
 )
 
+// kernelRE and fcRE match at the start of a line (linesMatching tries
+// them there).
 var (
-	kernelRE = regexp.MustCompile(`(?m)^kernel void (\w+)\(([^)]*(?:\)\]\][^)]*)*)\)\s*\{`)
+	kernelRE = regexp.MustCompile(`\Akernel void (\w+)\(([^)]*(?:\)\]\][^)]*)*)\)\s*\{`)
 	bufferRE = regexp.MustCompile(`\*?&?\s*(\w+)\s*\[\[buffer\((\d+)\)\]\]`)
-	fcRE     = regexp.MustCompile(`(?m)^constant (\w+) (\w+) \[\[function_constant\((\d+)\)\]\];`)
+	fcRE     = regexp.MustCompile(`\Aconstant (\w+) (\w+) \[\[function_constant\((\d+)\)\]\];`)
 )
+
+// linesMatching is what re's pattern after (?m)^ finds in text with
+// FindAllStringSubmatch: re (anchored with \A, its pattern starting with
+// prefix) tried at each line start that begins with prefix and is past the
+// previous match. The regexp engine alone would try every position of the
+// whole kernels.metal, most of a library's build under -race.
+func linesMatching(text, prefix string, re *regexp.Regexp) [][]string {
+	var out [][]string
+	for start := 0; start < len(text); {
+		rest := text[start:]
+		if strings.HasPrefix(rest, prefix) {
+			if loc := re.FindStringSubmatchIndex(rest); loc != nil {
+				m := make([]string, len(loc)/2)
+				for i := range m {
+					if loc[2*i] >= 0 {
+						m[i] = rest[loc[2*i]:loc[2*i+1]]
+					}
+				}
+				out = append(out, m)
+				end := start + loc[1]
+				if text[end-1] == '\n' {
+					start = end
+					continue
+				}
+				start, rest = end, text[end:]
+			}
+		}
+		nl := strings.IndexByte(rest, '\n')
+		if nl < 0 {
+			break
+		}
+		start += nl + 1
+	}
+	return out
+}
 
 // CheckSource checks emitted MSL against the library's metadata, since
 // clang ignores Metal's attributes: every kernel is declared once, with
@@ -23,7 +61,7 @@ var (
 func (l *Library) CheckSource(src []byte) error {
 	text := string(src)
 	seen := map[string]bool{}
-	for _, m := range kernelRE.FindAllStringSubmatch(text, -1) {
+	for _, m := range linesMatching(text, "kernel void ", kernelRE) {
 		name := m[1]
 		k, ok := l.Kernel(name)
 		if !ok || seen[name] {
@@ -70,7 +108,7 @@ func (l *Library) CheckSource(src []byte) error {
 		}
 	}
 	gotFC := map[int]string{}
-	for _, m := range fcRE.FindAllStringSubmatch(text, -1) {
+	for _, m := range linesMatching(text, "constant ", fcRE) {
 		idx, _ := strconv.Atoi(m[3])
 		if other, dup := gotFC[idx]; dup {
 			return fmt.Errorf("kernels.metal: function constants %s and %s share index %d", other, m[2], idx)

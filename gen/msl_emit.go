@@ -170,8 +170,49 @@ func (l *Library) functionConstants() []fcDecl {
 	return out
 }
 
-// mslWord finds the identifiers of MSL source.
-var mslWord = regexp.MustCompile(`\b\w+\b`)
+// isWordByte is regexp's \w: an ASCII letter or digit, or an underscore.
+func isWordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// mslWords are the identifiers of MSL source: its maximal runs of word
+// bytes, what regexp `\b\w+\b` finds, without the regexp (a scan of every
+// kernel's source per library).
+func mslWords(b []byte) map[string]bool {
+	words := map[string]bool{}
+	for i := 0; i < len(b); {
+		if !isWordByte(b[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(b) && isWordByte(b[j]) {
+			j++
+		}
+		words[string(b[i:j])] = true
+		i = j
+	}
+	return words
+}
+
+// hasWord is whether b holds w as a whole word: what regexp `\bw\b`
+// matches, without compiling one per kernel and constant.
+func hasWord(b []byte, w string) bool {
+	if w == "" || strings.IndexFunc(w, func(r rune) bool { return r > 0x7f || !isWordByte(byte(r)) }) >= 0 {
+		return regexp.MustCompile(`\b` + w + `\b`).Match(b)
+	}
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(w))
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(w)
+		if (start == 0 || !isWordByte(b[start-1])) && (end == len(b) || !isWordByte(b[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
 
 // prelude renders the prelude for body (the rest of kernels.metal): it
 // declares only the baked constants and params-header words body uses, since
@@ -187,10 +228,7 @@ func (l *Library) prelude(t *template.Template, body []byte) ([]byte, error) {
 			pd.Structs = append(pd.Structs, s)
 		}
 	}
-	used := map[string]bool{}
-	for _, w := range mslWord.FindAll(body, -1) {
-		used[string(w)] = true
-	}
+	used := mslWords(body)
 	for _, b := range l.Baked {
 		if used[b.Name] || b.Name == "simd_width" {
 			pd.Baked = append(pd.Baked, b)
@@ -293,7 +331,7 @@ func (l *Library) emitKernel(body *template.Template, out *bytes.Buffer, k *Kern
 	// What the code reads, not just what the template asked for.
 	for i, c := range f.Consts {
 		ident, _ := kd.FC(c.Name)
-		if regexp.MustCompile(`\b` + ident + `\b`).Match(b.Bytes()) {
+		if hasWord(b.Bytes(), ident) {
 			k.Consts = append(k.Consts, f.Block+i)
 		}
 	}

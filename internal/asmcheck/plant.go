@@ -63,6 +63,8 @@ func Overlay(t testing.TB, dir string, replace map[string]string) string {
 // Regenerate runs the avo generator in genDir with the replacements into
 // dir and returns the overlay entry for the package's assembly file asm
 // (relative to the test's folder): its absolute path and the new file's.
+// The new file has the checked-in file's header and is kept in the cache
+// of CacheEnv, from where the same generator sources give it again.
 func Regenerate(t testing.TB, dir, genDir string, replace map[string]string, asm, pkg string) (path, regenerated string) {
 	t.Helper()
 	path, err := filepath.Abs(asm)
@@ -70,12 +72,37 @@ func Regenerate(t testing.TB, dir, genDir string, replace map[string]string, asm
 		t.Fatal(err)
 	}
 	regenerated = filepath.Join(dir, filepath.Base(asm))
+	key, err := generatorKey(genDir, replace, asm, pkg)
+	if err != nil {
+		t.Logf("no cache of the regenerated assembly: %v", err)
+	}
+	if fromCache(key, regenerated) {
+		return path, regenerated
+	}
 	cmd := exec.Command("go", "run", "-overlay", Overlay(t, dir, replace), ".",
 		"-out", regenerated, "-stubs", filepath.Join(dir, "decl.go"), "-pkg", pkg)
 	cmd.Dir = genDir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("generating with the fault: %v\n%s", err, out)
 	}
+	// The generated header names the output paths, here a new temporary
+	// folder each run: with the checked-in file's header instead, the same
+	// fault gives the same file, and go's build cache keeps the package's
+	// compile from one run to the next (only the link is redone).
+	have, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(regenerated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := have[:len(have)-len(dropFirstLine(have))]
+	got = append(header[:len(header):len(header)], dropFirstLine(got)...)
+	if err := os.WriteFile(regenerated, got, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	toCache(key, got)
 	return path, regenerated
 }
 

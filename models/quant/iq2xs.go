@@ -194,6 +194,11 @@ func (st *iq2SearchTables) best(t, w []float32, S float32) int {
 	return best
 }
 
+// iq2Err is Σ w·(S·g − t)² over a half group. The race detector skips it,
+// as best: t and w are the caller's iq2Group's (local to one
+// encodeIQ2XSWeighted call), g a row of the tables init builds.
+//
+//go:norace
 func iq2Err(g *[8]float32, t, w []float32, S float32) float32 {
 	var e float32
 	for j, v := range t[:8] {
@@ -204,6 +209,9 @@ func iq2Err(g *[8]float32, t, w []float32, S float32) float32 {
 }
 
 // iq2Fit is Σ w·g·t and Σ w·g² of a 16-value group for grid points a, b.
+// The race detector skips it, as iq2Err.
+//
+//go:norace
 func iq2Fit(a, b int, t, w []float32) (sumqx, sumq2 float32) {
 	for j := 0; j < 8; j++ {
 		ga, gb := iq2Grid[a][j], iq2Grid[b][j]
@@ -253,7 +261,12 @@ func (gr *iq2Group) prepare(x, w []float32) {
 // 1.18 of the top level, map each half to its best grid point and keep the
 // assignment with the largest (Σwgt)²/Σwg², i.e. the least weighted error at
 // its own least-squares scale; then re-pick the grid points at that scale and
-// refit once.
+// refit once. The race detector skips it, as best: it touches only gr (one
+// of encodeIQ2XSWeighted's locals, filled by prepare, which the detector
+// sees) and the immutable tables; under -race it was most of an iq2_xs
+// conversion's time once best was skipped.
+//
+//go:norace
 func (gr *iq2Group) search(st *iq2SearchTables) {
 	var maxT float32
 	for _, v := range gr.t {
