@@ -4,4 +4,4 @@ package artifact
 
 // generatorDigest is srcdigest.Of of the generator's source this build's
 // artifacts come from (TestGeneratorDigestCurrent keeps it current).
-const generatorDigest = "92b77f8b65a435b21a41b889fe8ab8041699abb2b7c69f2881083ec280b3a05d"
+const generatorDigest = "e7084403a1aa503a003ba457e5c099c59530fb66240d807bdb21dde93fa68c1a"
