@@ -4,4 +4,4 @@ package artifact
 
 // generatorDigest is srcdigest.Of of the generator's source this build's
 // artifacts come from (TestGeneratorDigestCurrent keeps it current).
-const generatorDigest = "e7084403a1aa503a003ba457e5c099c59530fb66240d807bdb21dde93fa68c1a"
+const generatorDigest = "b4e2e5ec7a63f10abfd3a7550f776ba269c958d834165a7779dcbebe45b86248"

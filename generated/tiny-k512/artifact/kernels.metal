@@ -1355,6 +1355,11 @@ kernel void moe_gate_up_bf16(
             if (count == 0) {
                 break; // uniform
             }
+            // This simdgroup's 8-row tiles that hold a gathered row (uniform per
+            // simdgroup): a prefill window gives an expert top_k·rows/experts
+            // rows on average (10 of Flash-Next's 512), so most of the 32-row
+            // tile is empty and its products are skipped.
+            const uint row_tiles = count <= sr ? 0u : (count - sr >= 16u ? 2u : (count - sr + 7u) / 8u);
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul;
             simdgroup_float8x8 acc[2][2][2]; // [gate, up][output tile][row tile]
             for (uint p = 0; p < 2; p++) {
@@ -1396,7 +1401,7 @@ kernel void moe_gate_up_bf16(
                     mma_x[4 * v + 3][r] = xv.w;
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
-                for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                for (uint kk = 0; kk < matmul_mma_depth && row_tiles > 0; kk += 8) {
                     simdgroup_float8x8 a[2][2];
                     simdgroup_float8x8 b[2];
                     for (uint p = 0; p < 2; p++) {
@@ -1405,12 +1410,16 @@ kernel void moe_gate_up_bf16(
                         }
                     }
                     for (uint j = 0; j < 2; j++) {
-                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        if (j < row_tiles) {
+                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        }
                     }
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
                             for (uint j = 0; j < 2; j++) {
-                                simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                                if (j < row_tiles) {
+                                    simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                                }
                             }
                         }
                     }
@@ -1558,6 +1567,11 @@ kernel void moe_down_bf16(
             if (count == 0) {
                 break; // uniform
             }
+            // This simdgroup's 8-row tiles that hold a gathered row (uniform per
+            // simdgroup): a prefill window gives an expert top_k·rows/experts
+            // rows on average (10 of Flash-Next's 512), so most of the 32-row
+            // tile is empty and its products are skipped.
+            const uint row_tiles = count <= sr ? 0u : (count - sr >= 16u ? 2u : (count - sr + 7u) / 8u);
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul + fc_moe_down_down_off;
             simdgroup_float8x8 acc[4][2];
             for (uint i = 0; i < 4; i++) {
@@ -1595,18 +1609,22 @@ kernel void moe_down_bf16(
                     mma_x[4 * v + 3][r] = xv.w;
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
-                for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                for (uint kk = 0; kk < matmul_mma_depth && row_tiles > 0; kk += 8) {
                     simdgroup_float8x8 a[4];
                     simdgroup_float8x8 b[2];
                     for (uint i = 0; i < 4; i++) {
                         simdgroup_load(a[i], (threadgroup const float *)&mma_w[so + 8 * i][kk / 4], matmul_mma_depth + 4);
                     }
                     for (uint j = 0; j < 2; j++) {
-                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        if (j < row_tiles) {
+                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        }
                     }
                     for (uint i = 0; i < 4; i++) {
                         for (uint j = 0; j < 2; j++) {
-                            simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                            if (j < row_tiles) {
+                                simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                            }
                         }
                     }
                 }
