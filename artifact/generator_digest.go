@@ -4,4 +4,4 @@ package artifact
 
 // generatorDigest is srcdigest.Of of the generator's source this build's
 // artifacts come from (TestGeneratorDigestCurrent keeps it current).
-const generatorDigest = "3355bba0ac719e499e1eb9fbb27c81006edc64009c85de81ef1999a2d1a379f5"
+const generatorDigest = "ce4f92b6e56e4d592f0562ffda484dfd9f71c9d150ee40822cb4e7083edb0b05"

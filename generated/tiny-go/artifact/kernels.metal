@@ -494,7 +494,7 @@ kernel void matmul_bf16(
 {
     const uint3 tg = chunk_origin(tgpig);
     threadgroup float partial[matmul_simdgroups][matmul_rows_per_simdgroup][matmul_batch_rows];
-    threadgroup float mma_w[matmul_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float4 mma_w[matmul_mma_outputs][(matmul_mma_depth + 4) / 4]; // float4: a decoded chunk goes in with vector stores
     threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
     threadgroup float mma_out[matmul_simdgroups][64];
     const uint rows = fc_matmul_rows;
@@ -533,13 +533,13 @@ kernel void matmul_bf16(
                         wv[q] = float4(0.0f);
                     }
                 }
-                for (uint q = 0; q < bf16_chunk; q++) { // scalar stores: the array is only aligned as a float
-                    mma_w[o][j * bf16_chunk + q] = wv[q / 4][q % 4];
+                for (uint q = 0; q < bf16_chunk / 4; q++) {
+                    mma_w[o][j * (bf16_chunk / 4) + q] = wv[q];
                 }
             }
             for (uint e = tid; e < matmul_mma_rows * (matmul_mma_depth / 4); e += ntg) {
-                const uint r = e / (matmul_mma_depth / 4);
-                const uint q = e % (matmul_mma_depth / 4);
+                const uint r = e % matmul_mma_rows; // a lane a row: mma_x's stores hit 32 banks
+                const uint q = e / matmul_mma_rows;
                 float4 xv = float4(0.0f);
                 if (r0 + r < sub && k0 + 4 * q < k) {
                     xv = ((device const float4 *)(x + ulong(r0 + r) * k))[k0 / 4 + q];
@@ -554,7 +554,7 @@ kernel void matmul_bf16(
                 simdgroup_float8x8 a[4];
                 simdgroup_float8x8 b[2];
                 for (uint i = 0; i < 4; i++) {
-                    simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                    simdgroup_load(a[i], (threadgroup const float *)&mma_w[so + 8 * i][kk / 4], matmul_mma_depth + 4);
                 }
                 for (uint j = 0; j < 2; j++) {
                     simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
@@ -668,7 +668,7 @@ kernel void matmul_f32(
 {
     const uint3 tg = chunk_origin(tgpig);
     threadgroup float partial[matmul_simdgroups][matmul_rows_per_simdgroup][matmul_batch_rows];
-    threadgroup float mma_w[matmul_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float4 mma_w[matmul_mma_outputs][(matmul_mma_depth + 4) / 4]; // float4: a decoded chunk goes in with vector stores
     threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
     threadgroup float mma_out[matmul_simdgroups][64];
     const uint rows = fc_matmul_rows;
@@ -707,13 +707,13 @@ kernel void matmul_f32(
                         wv[q] = float4(0.0f);
                     }
                 }
-                for (uint q = 0; q < f32_chunk; q++) { // scalar stores: the array is only aligned as a float
-                    mma_w[o][j * f32_chunk + q] = wv[q / 4][q % 4];
+                for (uint q = 0; q < f32_chunk / 4; q++) {
+                    mma_w[o][j * (f32_chunk / 4) + q] = wv[q];
                 }
             }
             for (uint e = tid; e < matmul_mma_rows * (matmul_mma_depth / 4); e += ntg) {
-                const uint r = e / (matmul_mma_depth / 4);
-                const uint q = e % (matmul_mma_depth / 4);
+                const uint r = e % matmul_mma_rows; // a lane a row: mma_x's stores hit 32 banks
+                const uint q = e / matmul_mma_rows;
                 float4 xv = float4(0.0f);
                 if (r0 + r < sub && k0 + 4 * q < k) {
                     xv = ((device const float4 *)(x + ulong(r0 + r) * k))[k0 / 4 + q];
@@ -728,7 +728,7 @@ kernel void matmul_f32(
                 simdgroup_float8x8 a[4];
                 simdgroup_float8x8 b[2];
                 for (uint i = 0; i < 4; i++) {
-                    simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                    simdgroup_load(a[i], (threadgroup const float *)&mma_w[so + 8 * i][kk / 4], matmul_mma_depth + 4);
                 }
                 for (uint j = 0; j < 2; j++) {
                     simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
@@ -1400,7 +1400,7 @@ kernel void moe_gate_up_bf16(
     uint nsg [[simdgroups_per_threadgroup]])
 {
     const uint3 tg = chunk_origin(tgpig);
-    threadgroup float mma_w[2 * moe_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float4 mma_w[2 * moe_mma_outputs][(matmul_mma_depth + 4) / 4]; // float4: a decoded chunk goes in with vector stores
     threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
     threadgroup float mma_out[expert_simdgroups][2][64];
     threadgroup uint mma_list[matmul_mma_rows];
@@ -1458,6 +1458,11 @@ kernel void moe_gate_up_bf16(
             if (count == 0) {
                 break; // uniform
             }
+            // This simdgroup's 8-row tiles that hold a gathered row (uniform per
+            // simdgroup): a prefill window gives an expert top_k·rows/experts
+            // rows on average (10 of Flash-Next's 512), so most of the 32-row
+            // tile is empty and its products are skipped.
+            const uint row_tiles = count <= sr ? 0u : (count - sr >= 16u ? 2u : (count - sr + 7u) / 8u);
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul;
             simdgroup_float8x8 acc[2][2][2]; // [gate, up][output tile][row tile]
             for (uint p = 0; p < 2; p++) {
@@ -1482,13 +1487,13 @@ kernel void moe_gate_up_bf16(
                             wv[v] = float4(0.0f);
                         }
                     }
-                    for (uint v = 0; v < bf16_chunk; v++) { // scalar stores: the array is only aligned as a float
-                        mma_w[o][j * bf16_chunk + v] = wv[v / 4][v % 4];
+                    for (uint v = 0; v < bf16_chunk / 4; v++) {
+                        mma_w[o][j * (bf16_chunk / 4) + v] = wv[v];
                     }
                 }
                 for (uint q = tid; q < matmul_mma_rows * (matmul_mma_depth / 4); q += ntg) {
-                    const uint r = q / (matmul_mma_depth / 4);
-                    const uint v = q % (matmul_mma_depth / 4);
+                    const uint r = q % matmul_mma_rows; // a lane a row: mma_x's stores hit 32 banks
+                    const uint v = q / matmul_mma_rows;
                     float4 xv = float4(0.0f);
                     if (r < count && k0 + 4 * v < hidden) {
                         xv = ((device const float4 *)(x + ulong(mma_list[r] / top_k) * hidden))[k0 / 4 + v];
@@ -1499,21 +1504,25 @@ kernel void moe_gate_up_bf16(
                     mma_x[4 * v + 3][r] = xv.w;
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
-                for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                for (uint kk = 0; kk < matmul_mma_depth && row_tiles > 0; kk += 8) {
                     simdgroup_float8x8 a[2][2];
                     simdgroup_float8x8 b[2];
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
-                            simdgroup_load(a[p][i], &mma_w[p * moe_mma_outputs + so + 8 * i][kk], matmul_mma_depth + 4);
+                            simdgroup_load(a[p][i], (threadgroup const float *)&mma_w[p * moe_mma_outputs + so + 8 * i][kk / 4], matmul_mma_depth + 4);
                         }
                     }
                     for (uint j = 0; j < 2; j++) {
-                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        if (j < row_tiles) {
+                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        }
                     }
                     for (uint p = 0; p < 2; p++) {
                         for (uint i = 0; i < 2; i++) {
                             for (uint j = 0; j < 2; j++) {
-                                simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                                if (j < row_tiles) {
+                                    simdgroup_multiply_accumulate(acc[p][i][j], a[p][i], b[j], acc[p][i][j]);
+                                }
                             }
                         }
                     }
@@ -1593,7 +1602,7 @@ kernel void moe_down_bf16(
     uint nsg [[simdgroups_per_threadgroup]])
 {
     const uint3 tg = chunk_origin(tgpig);
-    threadgroup float mma_w[matmul_mma_outputs][matmul_mma_depth + 4];
+    threadgroup float4 mma_w[matmul_mma_outputs][(matmul_mma_depth + 4) / 4]; // float4: a decoded chunk goes in with vector stores
     threadgroup float mma_x[matmul_mma_depth][matmul_mma_rows + 8];
     threadgroup float mma_out[expert_simdgroups][64];
     threadgroup uint mma_list[matmul_mma_rows];
@@ -1661,6 +1670,11 @@ kernel void moe_down_bf16(
             if (count == 0) {
                 break; // uniform
             }
+            // This simdgroup's 8-row tiles that hold a gathered row (uniform per
+            // simdgroup): a prefill window gives an expert top_k·rows/experts
+            // rows on average (10 of Flash-Next's 512), so most of the 32-row
+            // tile is empty and its products are skipped.
+            const uint row_tiles = count <= sr ? 0u : (count - sr >= 16u ? 2u : (count - sr + 7u) / 8u);
             device const uchar *block = experts + ulong(smap[e] & 0x0FFFFFFFu) * 16384ul + fc_moe_down_down_off;
             simdgroup_float8x8 acc[4][2];
             for (uint i = 0; i < 4; i++) {
@@ -1681,13 +1695,13 @@ kernel void moe_down_bf16(
                             wv[v] = float4(0.0f);
                         }
                     }
-                    for (uint v = 0; v < bf16_chunk; v++) { // scalar stores: the array is only aligned as a float
-                        mma_w[o][j * bf16_chunk + v] = wv[v / 4][v % 4];
+                    for (uint v = 0; v < bf16_chunk / 4; v++) {
+                        mma_w[o][j * (bf16_chunk / 4) + v] = wv[v];
                     }
                 }
                 for (uint q = tid; q < matmul_mma_rows * (matmul_mma_depth / 4); q += ntg) {
-                    const uint r = q / (matmul_mma_depth / 4);
-                    const uint v = q % (matmul_mma_depth / 4);
+                    const uint r = q % matmul_mma_rows; // a lane a row: mma_x's stores hit 32 banks
+                    const uint v = q / matmul_mma_rows;
                     float4 xv = float4(0.0f);
                     if (r < count && k0 + 4 * v < inter) {
                         xv = ((device const float4 *)(h + ulong(mma_list[r]) * inter))[k0 / 4 + v];
@@ -1698,18 +1712,22 @@ kernel void moe_down_bf16(
                     mma_x[4 * v + 3][r] = xv.w;
                 }
                 threadgroup_barrier(mem_flags::mem_threadgroup);
-                for (uint kk = 0; kk < matmul_mma_depth; kk += 8) {
+                for (uint kk = 0; kk < matmul_mma_depth && row_tiles > 0; kk += 8) {
                     simdgroup_float8x8 a[4];
                     simdgroup_float8x8 b[2];
                     for (uint i = 0; i < 4; i++) {
-                        simdgroup_load(a[i], &mma_w[so + 8 * i][kk], matmul_mma_depth + 4);
+                        simdgroup_load(a[i], (threadgroup const float *)&mma_w[so + 8 * i][kk / 4], matmul_mma_depth + 4);
                     }
                     for (uint j = 0; j < 2; j++) {
-                        simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        if (j < row_tiles) {
+                            simdgroup_load(b[j], &mma_x[kk][sr + 8 * j], matmul_mma_rows + 8);
+                        }
                     }
                     for (uint i = 0; i < 4; i++) {
                         for (uint j = 0; j < 2; j++) {
-                            simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                            if (j < row_tiles) {
+                                simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
+                            }
                         }
                     }
                 }
