@@ -259,6 +259,38 @@ var brokenAct8Kernels = []struct {
 		file: "iq.go", from: `Act8.H)", 2`, to: `Act8.H)", 1`,
 		want: []string{"iq2_s ggml-quantized, eight rows (row 2)", "iq1_m ggml-decoded random, eight rows (row 5)", "iq2_s eight rows"},
 	},
+	{
+		what: "IQ eight rows, a scale per 256: each 32 takes its neighbour's integer scale",
+		file: "iq.go", from: "VPBROADCASTD(scl.Offset(4*ib), sc)", to: "VPBROADCASTD(scl.Offset(4*(ib^1)), sc)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows, a scale per 256 (row 0)", "iq3_xxs ggml-decoded random, eight rows, a scale per 256 (row 5)",
+			"iq3_s ggml-quantized, eight rows, a scale per 256 (row 7)", "iq1_s eight rows, a scale per 256"},
+	},
+	{
+		what: "IQ eight rows, a scale per 256: every row's scale from row 0's",
+		file: "iq.go", from: "ADDQ(ds, dk)", to: "ADDQ(U32(0), dk)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows, a scale per 256 (row 3)", "iq3_xxs eight rows, a scale per 256"},
+	},
+	{
+		what: "IQ eight rows, a scale per 256: the weights' +64 taken back with row 0's sums",
+		file: "iq.go", from: "ADDQ(ds, sk)", to: "ADDQ(U32(0), sk)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows, a scale per 256 (row 1)", "iq1_s ggml-decoded random, eight rows, a scale per 256 (row 6)"},
+	},
+	{
+		what: "IQ eight rows, a scale per 256: the 32s' integer sums subtracted",
+		file: "iq.go", from: "VPADDD(x, iacc[r], iacc[r])", to: "VPSUBD(x, iacc[r], iacc[r])",
+		want: []string{"iq2_xxs ggml-quantized, eight rows, a scale per 256 (row 2)", "iq3_xxs ggml-quantized prefix, eight rows, a scale per 256 (row 4)",
+			"iq3_s eight rows, a scale per 256"},
+	},
+	{
+		what: "activation quantizer, a scale per 256: the max of the first 128 values",
+		file: "quantize.go", from: "for i := range 32 {", to: "for i := range 16 {",
+		want: []string{"D[0] = ", "max of 256"},
+	},
+	{
+		what: "activation quantizer, a scale per 256: the given max replaced by 1",
+		file: "quantize.go", from: `Load(Param("amax"), bits)`, to: `Load(Param("amax"), bits); MOVL(U32(0x3f800000), bits)`,
+		want: []string{"max bits", "Q[40] = "},
+	},
 }
 
 // iqWant are the failures a fault in one IQ format's kernels must show:
@@ -270,7 +302,8 @@ func iqWant(name string) []string {
 // TestAct8KernelsCatchBrokenKernels is the control for the act8 tests:
 // with each fault of brokenAct8Kernels planted in the generator, the
 // regenerated assembly (through go's -overlay, the tree untouched) fails
-// TestAct8Kernels, TestAct8Rows, TestAct8GGMLBlocks and TestAct8Quantize
+// TestAct8Kernels, TestAct8Rows, TestAct8GGMLBlocks and the quantizer's
+// tests (TestAct8Quantize, TestAct8Quantize256, TestAct8QuantizeAssembly)
 // where the fault says, one row and four rows.
 func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 	if testing.Short() {
@@ -288,7 +321,7 @@ func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 			path, broken := asmcheck.Plant(t, tmp, filepath.Join("asm/act8", fault.file), fault.from, fault.to)
 			asm, regenerated := asmcheck.Regenerate(t, tmp, "asm/act8", map[string]string{path: broken}, "act8_amd64.s", "quant")
 			asmcheck.MustFail(t, tmp, map[string]string{asm: regenerated},
-				"^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks|TestAct8Quantize)$", fault.want)
+				"^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks|TestAct8Quantize|TestAct8Quantize256|TestAct8QuantizeAssembly)$", fault.want)
 		})
 	}
 }

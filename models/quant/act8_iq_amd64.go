@@ -12,6 +12,7 @@ func init() {
 		act8Dots2[registry[name]] = k.two
 		act8Dots4[registry[name]] = k.four
 		act8Dots8[registry[name]] = k.eight
+		act8Wide[registry[name]] = k.wide
 	}
 }
 
@@ -20,6 +21,7 @@ type iqAct8Kernel struct {
 	two   act8x2Func
 	four  act8x4Func
 	eight act8x8Func
+	wide  bool // eight runs a Quantize256 kernel on such rows
 }
 
 // iqKernel8 is an eight-row kernel of a grid IQ format. It takes the
@@ -39,7 +41,7 @@ func archIQAct8() map[string]iqAct8Kernel {
 	m := map[string]iqAct8Kernel{}
 	add := func(name string, size int, grid unsafe.Pointer, one func(b *byte, q *int8, d *float32, nb int, grid *byte) float32,
 		two func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[2]float32, grid *byte),
-		four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32, grid *byte), eight iqKernel8, sums func(*Act8) *float32) {
+		four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32, grid *byte), eight, eightK iqKernel8, sums func(*Act8) *float32) {
 		g := (*byte)(grid)
 		oneRow := func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], nb, g) }
 		k := iqAct8Kernel{
@@ -60,14 +62,30 @@ func archIQAct8() map[string]iqAct8Kernel {
 		k.eight = act8x8(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
 			eight(b, &a.Q[0], &a.D[0], sums(a), qs, ds, nb, out, g)
 		}, k.four)
+		if eightK != nil {
+			fine := k.eight
+			wide := act8x8(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
+				eightK(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out, g)
+			}, k.four)
+			k.eight = func(data []byte, stride int, a *[8]*Act8, nb int, out [][8]float32) {
+				for _, r := range a {
+					if !r.wide {
+						fine(data, stride, a, nb, out)
+						return
+					}
+				}
+				wide(data, stride, a, nb, out)
+			}
+			k.wide = true
+		}
 		m[name] = k
 	}
-	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&iq2xxsTable), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x2AVX2, dotIQ2XXSQ8x4AVX2, dotIQ2XXSQ8x8AVX2, sums32)
-	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&iq3xxsTable), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x2AVX2, dotIQ3XXSQ8x4AVX2, dotIQ3XXSQ8x8AVX2, sums32)
-	add("iq2_s", iq2sBytes, unsafe.Pointer(&grids.iq2s[0]), dotIQ2SQ8AVX2, dotIQ2SQ8x2AVX2, dotIQ2SQ8x4AVX2, dotIQ2SQ8x8AVX2, sums16)
-	add("iq3_s", iq3sBytes, unsafe.Pointer(&grids.iq3s[0]), dotIQ3SQ8AVX2, dotIQ3SQ8x2AVX2, dotIQ3SQ8x4AVX2, dotIQ3SQ8x8AVX2, sums32)
-	add("iq1_s", iq1sBytes, unsafe.Pointer(&grid1[0]), dotIQ1SQ8AVX2, dotIQ1SQ8x2AVX2, dotIQ1SQ8x4AVX2, dotIQ1SQ8x8AVX2, sums32)
-	add("iq1_m", iq1mBytes, unsafe.Pointer(&grid1[0]), dotIQ1MQ8AVX2, dotIQ1MQ8x2AVX2, dotIQ1MQ8x4AVX2, dotIQ1MQ8x8AVX2, sums16)
+	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&iq2xxsTable), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x2AVX2, dotIQ2XXSQ8x4AVX2, dotIQ2XXSQ8x8AVX2, dotIQ2XXSQ8Kx8AVX2, sums32)
+	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&iq3xxsTable), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x2AVX2, dotIQ3XXSQ8x4AVX2, dotIQ3XXSQ8x8AVX2, dotIQ3XXSQ8Kx8AVX2, sums32)
+	add("iq2_s", iq2sBytes, unsafe.Pointer(&grids.iq2s[0]), dotIQ2SQ8AVX2, dotIQ2SQ8x2AVX2, dotIQ2SQ8x4AVX2, dotIQ2SQ8x8AVX2, nil, sums16)
+	add("iq3_s", iq3sBytes, unsafe.Pointer(&grids.iq3s[0]), dotIQ3SQ8AVX2, dotIQ3SQ8x2AVX2, dotIQ3SQ8x4AVX2, dotIQ3SQ8x8AVX2, dotIQ3SQ8Kx8AVX2, sums32)
+	add("iq1_s", iq1sBytes, unsafe.Pointer(&grid1[0]), dotIQ1SQ8AVX2, dotIQ1SQ8x2AVX2, dotIQ1SQ8x4AVX2, dotIQ1SQ8x8AVX2, dotIQ1SQ8Kx8AVX2, sums32)
+	add("iq1_m", iq1mBytes, unsafe.Pointer(&grid1[0]), dotIQ1MQ8AVX2, dotIQ1MQ8x2AVX2, dotIQ1MQ8x4AVX2, dotIQ1MQ8x8AVX2, nil, sums16)
 	return m
 }
 

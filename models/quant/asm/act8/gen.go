@@ -30,6 +30,8 @@ func main() {
 	dotIQ2XS(1)
 	dotIQ2XS(4)
 	quantizeAct8()
+	quantizeAct8Max()
+	absMax256()
 	dotIQ4NL()
 	dotIQ4XS()
 	dotQ8_0xN(4)
