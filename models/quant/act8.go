@@ -283,6 +283,24 @@ func init() {
 	for name, f := range archAct8x2() {
 		act8Dots2[registry[name]] = f
 	}
+	for name, f := range archAct8x8Wide() {
+		act8Dots8[registry[name]] = wideOr(act8Dots8[registry[name]], f)
+		act8Wide[registry[name]] = true
+	}
+}
+
+// wideOr is an eight-row kernel that runs wide where all eight rows were
+// quantized by Quantize256, else fine.
+func wideOr(fine, wide act8x8Func) act8x8Func {
+	return func(data []byte, stride int, a *[8]*Act8, nb int, out [][8]float32) {
+		for _, r := range a {
+			if !r.wide {
+				fine(data, stride, a, nb, out)
+				return
+			}
+		}
+		wide(data, stride, a, nb, out)
+	}
 }
 
 // Act8Kernel is r's integer dot with quantized activations, ok false where

@@ -215,6 +215,19 @@ func archAct8x8() map[string]act8x8Func {
 	}
 }
 
+// archAct8x8Wide are the eight-row kernels of q4_k and q5_k for rows with
+// one scale per 256 (Quantize256), beside archAct8x8's.
+func archAct8x8Wide() map[string]act8x8Func {
+	if !haveAVX2 {
+		return nil
+	}
+	x4 := archAct8x4()
+	return map[string]act8x8Func{
+		"q4_k": sumsAct8x8(q4kElems, q4kBytes, dotQ4KQ8Kx8AVX2, x4["q4_k"]),
+		"q5_k": sumsAct8x8(256, q5kBytes, dotQ5KQ8Kx8AVX2, x4["q5_k"]),
+	}
+}
+
 // archAct8x2 are the two-row kernels of q8_0, q4_k and q5_k (a tile's
 // tail of two or six rows).
 func archAct8x2() map[string]act8x2Func {

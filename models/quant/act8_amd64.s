@@ -452,34 +452,34 @@ Q4K_1_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), DI
-	MOVL         8(AX), R8
-	MOVL         12(AX), R9
+	MOVL         12(AX), DI
+	MOVL         4(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x3f3f3f3f, R9
 	MOVL         DI, R10
-	ANDL         $0x3f3f3f3f, R10
-	MOVL         R9, R11
-	ANDL         $0x0f0f0f0f, R11
-	SHRL         $0x06, DI
-	ANDL         $0x03030303, DI
-	SHLL         $0x04, DI
-	ORL          DI, R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X6
-	VPMOVZXBD    X6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVL         R8, DI
-	ANDL         $0x3f3f3f3f, DI
-	SHRL         $0x04, R9
-	ANDL         $0x0f0f0f0f, R9
+	ANDL         $0x0f0f0f0f, R10
 	SHRL         $0x06, R8
 	ANDL         $0x03030303, R8
 	SHLL         $0x04, R8
-	ORL          R8, R9
-	SHLQ         $0x20, R9
-	ORQ          R9, DI
-	VMOVQ        DI, X7
+	ORL          R8, R10
+	SHLQ         $0x20, R10
+	ORQ          R10, R9
+	VMOVQ        R9, X6
+	VPMOVZXBD    X6, Y6
+	MOVL         8(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x3f3f3f3f, R9
+	SHRL         $0x04, DI
+	ANDL         $0x0f0f0f0f, DI
+	SHRL         $0x06, R8
+	ANDL         $0x03030303, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, R9
+	VMOVQ        R9, X7
 	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y6, Y6
 	VCVTDQ2PS    Y7, Y7
 	MOVWLZX      (AX), DI
 	VMOVD        DI, X8
@@ -618,34 +618,34 @@ Q4K_4_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R11
-	MOVL         8(AX), R12
-	MOVL         12(AX), R13
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
 	MOVL         R11, R14
-	ANDL         $0x3f3f3f3f, R14
-	MOVL         R13, R15
-	ANDL         $0x0f0f0f0f, R15
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R15
-	SHLQ         $0x20, R15
-	ORQ          R15, R14
-	VMOVQ        R14, X6
-	VPMOVZXBD    X6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVL         R12, R11
-	ANDL         $0x3f3f3f3f, R11
-	SHRL         $0x04, R13
-	ANDL         $0x0f0f0f0f, R13
+	ANDL         $0x0f0f0f0f, R14
 	SHRL         $0x06, R12
 	ANDL         $0x03030303, R12
 	SHLL         $0x04, R12
-	ORL          R12, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R11
-	VMOVQ        R11, X7
+	ORL          R12, R14
+	SHLQ         $0x20, R14
+	ORQ          R14, R13
+	VMOVQ        R13, X6
+	VPMOVZXBD    X6, Y6
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X7
 	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y6, Y6
 	VCVTDQ2PS    Y7, Y7
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X8
@@ -5069,34 +5069,34 @@ Q5K_1_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), DI
-	MOVL         8(AX), R8
-	MOVL         12(AX), R9
+	MOVL         12(AX), DI
+	MOVL         4(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x3f3f3f3f, R9
 	MOVL         DI, R10
-	ANDL         $0x3f3f3f3f, R10
-	MOVL         R9, R11
-	ANDL         $0x0f0f0f0f, R11
-	SHRL         $0x06, DI
-	ANDL         $0x03030303, DI
-	SHLL         $0x04, DI
-	ORL          DI, R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X7
-	VPMOVZXBD    X7, Y7
-	VCVTDQ2PS    Y7, Y7
-	MOVL         R8, DI
-	ANDL         $0x3f3f3f3f, DI
-	SHRL         $0x04, R9
-	ANDL         $0x0f0f0f0f, R9
+	ANDL         $0x0f0f0f0f, R10
 	SHRL         $0x06, R8
 	ANDL         $0x03030303, R8
 	SHLL         $0x04, R8
-	ORL          R8, R9
-	SHLQ         $0x20, R9
-	ORQ          R9, DI
-	VMOVQ        DI, X8
+	ORL          R8, R10
+	SHLQ         $0x20, R10
+	ORQ          R10, R9
+	VMOVQ        R9, X7
+	VPMOVZXBD    X7, Y7
+	MOVL         8(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x3f3f3f3f, R9
+	SHRL         $0x04, DI
+	ANDL         $0x0f0f0f0f, DI
+	SHRL         $0x06, R8
+	ANDL         $0x03030303, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, R9
+	VMOVQ        R9, X8
 	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y7, Y7
 	VCVTDQ2PS    Y8, Y8
 	MOVWLZX      (AX), DI
 	VMOVD        DI, X9
@@ -5262,34 +5262,34 @@ Q5K_4_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R11
-	MOVL         8(AX), R12
-	MOVL         12(AX), R13
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
 	MOVL         R11, R14
-	ANDL         $0x3f3f3f3f, R14
-	MOVL         R13, R15
-	ANDL         $0x0f0f0f0f, R15
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R15
-	SHLQ         $0x20, R15
-	ORQ          R15, R14
-	VMOVQ        R14, X7
-	VPMOVZXBD    X7, Y7
-	VCVTDQ2PS    Y7, Y7
-	MOVL         R12, R11
-	ANDL         $0x3f3f3f3f, R11
-	SHRL         $0x04, R13
-	ANDL         $0x0f0f0f0f, R13
+	ANDL         $0x0f0f0f0f, R14
 	SHRL         $0x06, R12
 	ANDL         $0x03030303, R12
 	SHLL         $0x04, R12
-	ORL          R12, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R11
-	VMOVQ        R11, X8
+	ORL          R12, R14
+	SHLQ         $0x20, R14
+	ORQ          R14, R13
+	VMOVQ        R13, X7
+	VPMOVZXBD    X7, Y7
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X8
 	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y7, Y7
 	VCVTDQ2PS    Y8, Y8
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X9
@@ -23676,34 +23676,34 @@ Q4K_2_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R9
-	MOVL         8(AX), R10
-	MOVL         12(AX), R11
+	MOVL         12(AX), R9
+	MOVL         4(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
 	MOVL         R9, R12
-	ANDL         $0x3f3f3f3f, R12
-	MOVL         R11, R13
-	ANDL         $0x0f0f0f0f, R13
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	ORL          R9, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R12
-	VMOVQ        R12, X4
-	VPMOVZXBD    X4, Y4
-	VCVTDQ2PS    Y4, Y4
-	MOVL         R10, R9
-	ANDL         $0x3f3f3f3f, R9
-	SHRL         $0x04, R11
-	ANDL         $0x0f0f0f0f, R11
+	ANDL         $0x0f0f0f0f, R12
 	SHRL         $0x06, R10
 	ANDL         $0x03030303, R10
 	SHLL         $0x04, R10
-	ORL          R10, R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R9
-	VMOVQ        R9, X5
+	ORL          R10, R12
+	SHLQ         $0x20, R12
+	ORQ          R12, R11
+	VMOVQ        R11, X4
+	VPMOVZXBD    X4, Y4
+	MOVL         8(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R11
+	VMOVQ        R11, X5
 	VPMOVZXBD    X5, Y5
+	VCVTDQ2PS    Y4, Y4
 	VCVTDQ2PS    Y5, Y5
 	MOVWLZX      (AX), R9
 	VMOVD        R9, X6
@@ -23870,34 +23870,34 @@ Q5K_2_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R9
-	MOVL         8(AX), R10
-	MOVL         12(AX), R11
+	MOVL         12(AX), R9
+	MOVL         4(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
 	MOVL         R9, R12
-	ANDL         $0x3f3f3f3f, R12
-	MOVL         R11, R13
-	ANDL         $0x0f0f0f0f, R13
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	ORL          R9, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R12
-	VMOVQ        R12, X5
-	VPMOVZXBD    X5, Y5
-	VCVTDQ2PS    Y5, Y5
-	MOVL         R10, R9
-	ANDL         $0x3f3f3f3f, R9
-	SHRL         $0x04, R11
-	ANDL         $0x0f0f0f0f, R11
+	ANDL         $0x0f0f0f0f, R12
 	SHRL         $0x06, R10
 	ANDL         $0x03030303, R10
 	SHLL         $0x04, R10
-	ORL          R10, R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R9
-	VMOVQ        R9, X6
+	ORL          R10, R12
+	SHLQ         $0x20, R12
+	ORQ          R12, R11
+	VMOVQ        R11, X5
+	VPMOVZXBD    X5, Y5
+	MOVL         8(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R11
+	VMOVQ        R11, X6
 	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y5, Y5
 	VCVTDQ2PS    Y6, Y6
 	MOVWLZX      (AX), R9
 	VMOVD        R9, X7
@@ -24781,34 +24781,34 @@ Q4K_8_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R11
-	MOVL         8(AX), R12
-	MOVL         12(AX), R13
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
 	MOVL         R11, R14
-	ANDL         $0x3f3f3f3f, R14
-	MOVL         R13, R15
-	ANDL         $0x0f0f0f0f, R15
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R15
-	SHLQ         $0x20, R15
-	ORQ          R15, R14
-	VMOVQ        R14, X10
-	VPMOVZXBD    X10, Y10
-	VCVTDQ2PS    Y10, Y10
-	MOVL         R12, R11
-	ANDL         $0x3f3f3f3f, R11
-	SHRL         $0x04, R13
-	ANDL         $0x0f0f0f0f, R13
+	ANDL         $0x0f0f0f0f, R14
 	SHRL         $0x06, R12
 	ANDL         $0x03030303, R12
 	SHLL         $0x04, R12
-	ORL          R12, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R11
-	VMOVQ        R11, X11
+	ORL          R12, R14
+	SHLQ         $0x20, R14
+	ORQ          R14, R13
+	VMOVQ        R13, X10
+	VPMOVZXBD    X10, Y10
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X11
 	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y10, Y10
 	VCVTDQ2PS    Y11, Y11
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X12
@@ -25300,34 +25300,34 @@ Q5K_8_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R11
-	MOVL         8(AX), R12
-	MOVL         12(AX), R13
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
 	MOVL         R11, R14
-	ANDL         $0x3f3f3f3f, R14
-	MOVL         R13, R15
-	ANDL         $0x0f0f0f0f, R15
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R15
-	SHLQ         $0x20, R15
-	ORQ          R15, R14
-	VMOVQ        R14, X11
-	VPMOVZXBD    X11, Y11
-	VCVTDQ2PS    Y11, Y11
-	MOVL         R12, R11
-	ANDL         $0x3f3f3f3f, R11
-	SHRL         $0x04, R13
-	ANDL         $0x0f0f0f0f, R13
+	ANDL         $0x0f0f0f0f, R14
 	SHRL         $0x06, R12
 	ANDL         $0x03030303, R12
 	SHLL         $0x04, R12
-	ORL          R12, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R11
-	VMOVQ        R11, X12
+	ORL          R12, R14
+	SHLQ         $0x20, R14
+	ORQ          R14, R13
+	VMOVQ        R13, X11
+	VPMOVZXBD    X11, Y11
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X12
 	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y11, Y11
 	VCVTDQ2PS    Y12, Y12
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X13
@@ -25805,5 +25805,888 @@ Q5K_8_done:
 	VPSHUFD      $0x01, X10, X0
 	VADDSS       X0, X10, X10
 	VMOVSS       X10, 28(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ4KQ8Kx8AVX2(SB), NOSPLIT, $288-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	LEAQ         (SI)(SI*2), R8
+	LEAQ         (CX)(SI*4), R9
+	MOVQ         nblk+48(FP), R10
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VMOVUPS      Y1, 32(SP)
+	VMOVUPS      Y1, 64(SP)
+	VMOVUPS      Y1, 96(SP)
+	VMOVUPS      Y1, 128(SP)
+	VMOVUPS      Y1, 160(SP)
+	VMOVUPS      Y1, 192(SP)
+	VMOVUPS      Y1, 224(SP)
+	VMOVUPS      Y1, 256(SP)
+	TESTQ        R10, R10
+	JZ           q4k_8k_done
+
+q4k_8k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X1
+	VPMOVZXBD    X1, Y1
+	VPSLLD       $0x10, Y1, Y2
+	VPOR         Y2, Y1, Y2
+	VMOVDQU      Y2, (SP)
+	VPAND        16(AX), Y0, Y1
+	VPBROADCASTD (SP), Y2
+	VPMADDUBSW   (CX), Y1, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y1, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y1, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R8*1), Y1, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPMADDUBSW   (R9), Y1, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (R9)(SI*1), Y1, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPMADDUBSW   (R9)(SI*2), Y1, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VPMADDUBSW   (R9)(R8*1), Y1, Y1
+	VPMADDWD     Y2, Y1, Y1
+	VMOVDQU      16(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 4(SP), Y10
+	VPMADDUBSW   32(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   32(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   32(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   32(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   32(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   32(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        48(AX), Y0, Y2
+	VPBROADCASTD 8(SP), Y10
+	VPMADDUBSW   64(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   64(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   64(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   64(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   64(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   64(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      48(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 12(SP), Y10
+	VPMADDUBSW   96(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   96(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   96(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   96(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   96(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   96(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        80(AX), Y0, Y2
+	VPBROADCASTD 16(SP), Y10
+	VPMADDUBSW   128(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   128(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   128(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   128(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   128(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   128(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      80(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 20(SP), Y10
+	VPMADDUBSW   160(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   160(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   160(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   160(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   160(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   160(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        112(AX), Y0, Y2
+	VPBROADCASTD 24(SP), Y10
+	VPMADDUBSW   192(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   192(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   192(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   192(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   192(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   192(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      112(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 28(SP), Y10
+	VPMADDUBSW   224(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   224(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   224(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   224(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   224(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   224(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	MOVL         12(AX), R11
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y2, Y2
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVUPS      32(SP), Y11
+	VFNMADD231PS (R12), Y2, Y11
+	VBROADCASTSS (R11), Y12
+	VMULPS       Y10, Y12, Y12
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y12, Y3, Y11
+	VMOVUPS      Y11, 32(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      64(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y11
+	VMULPS       Y10, Y11, Y11
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y11, Y4, Y3
+	VMOVUPS      Y3, 64(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y4, Y6, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y4, Y7, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      192(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y4, Y8, Y3
+	VMOVUPS      Y3, 192(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      224(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y4, Y9, Y3
+	VMOVUPS      Y3, 224(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      256(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y2
+	VMULPS       Y10, Y2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y2, Y1, Y3
+	VMOVUPS      Y3, 256(SP)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R9
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R10
+	JNZ          q4k_8k_loop
+
+q4k_8k_done:
+	VMOVUPS      32(SP), Y0
+	VMOVUPS      64(SP), Y1
+	VMOVUPS      96(SP), Y2
+	VMOVUPS      128(SP), Y3
+	VMOVUPS      160(SP), Y4
+	VMOVUPS      192(SP), Y5
+	VMOVUPS      224(SP), Y6
+	VMOVUPS      256(SP), Y7
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ5KQ8Kx8AVX2(SB), NOSPLIT, $288-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	LEAQ         (SI)(SI*2), R8
+	LEAQ         (CX)(SI*4), R9
+	MOVQ         nblk+48(FP), R10
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, R11
+	VMOVD        R11, X1
+	VPBROADCASTD X1, Y1
+	VXORPS       Y2, Y2, Y2
+	VMOVUPS      Y2, 32(SP)
+	VMOVUPS      Y2, 64(SP)
+	VMOVUPS      Y2, 96(SP)
+	VMOVUPS      Y2, 128(SP)
+	VMOVUPS      Y2, 160(SP)
+	VMOVUPS      Y2, 192(SP)
+	VMOVUPS      Y2, 224(SP)
+	VMOVUPS      Y2, 256(SP)
+	TESTQ        R10, R10
+	JZ           q5k_8k_done
+
+q5k_8k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y3
+	VMOVDQU      Y3, (SP)
+	VMOVDQU      16(AX), Y2
+	VPAND        48(AX), Y0, Y3
+	VPSLLW       $0x04, Y2, Y4
+	VPAND        Y1, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPBROADCASTD (SP), Y4
+	VPMADDUBSW   (CX), Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMADDUBSW   (CX)(SI*1), Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMADDUBSW   (CX)(SI*2), Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPMADDUBSW   (CX)(R8*1), Y3, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPMADDUBSW   (R9), Y3, Y9
+	VPMADDWD     Y4, Y9, Y9
+	VPMADDUBSW   (R9)(SI*1), Y3, Y10
+	VPMADDWD     Y4, Y10, Y10
+	VPMADDUBSW   (R9)(SI*2), Y3, Y11
+	VPMADDWD     Y4, Y11, Y11
+	VPMADDUBSW   (R9)(R8*1), Y3, Y3
+	VPMADDWD     Y4, Y3, Y3
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x03, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 4(SP), Y12
+	VPMADDUBSW   32(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   32(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   32(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   32(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   32(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   32(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   32(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   32(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        80(AX), Y0, Y4
+	VPSLLW       $0x02, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 8(SP), Y12
+	VPMADDUBSW   64(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   64(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   64(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   64(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   64(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   64(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   64(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   64(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      80(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x01, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 12(SP), Y12
+	VPMADDUBSW   96(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   96(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   96(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   96(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   96(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   96(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   96(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   96(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        112(AX), Y0, Y4
+	VPAND        Y1, Y2, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 16(SP), Y12
+	VPMADDUBSW   128(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   128(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   128(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   128(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   128(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   128(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   128(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   128(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      112(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x01, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 20(SP), Y12
+	VPMADDUBSW   160(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   160(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   160(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   160(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   160(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   160(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   160(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   160(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        144(AX), Y0, Y4
+	VPSRLW       $0x02, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 24(SP), Y12
+	VPMADDUBSW   192(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   192(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   192(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   192(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   192(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   192(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   192(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   192(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      144(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x03, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPOR         Y2, Y4, Y4
+	VPBROADCASTD 28(SP), Y2
+	VPMADDUBSW   224(CX), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   224(CX)(SI*1), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   224(CX)(SI*2), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   224(CX)(R8*1), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   224(R9), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   224(R9)(SI*1), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDUBSW   224(R9)(SI*2), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPMADDUBSW   224(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	MOVL         12(AX), R11
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y2, Y2
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVUPS      32(SP), Y12
+	VFNMADD231PS (R12), Y2, Y12
+	VBROADCASTSS (R11), Y13
+	VMULPS       Y4, Y13, Y13
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y13, Y5, Y12
+	VMOVUPS      Y12, 32(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y12
+	VMULPS       Y4, Y12, Y12
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y12, Y6, Y5
+	VMOVUPS      Y5, 64(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      96(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y6, Y7, Y5
+	VMOVUPS      Y5, 96(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      128(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y6, Y8, Y5
+	VMOVUPS      Y5, 128(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      160(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y6, Y9, Y5
+	VMOVUPS      Y5, 160(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      192(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y6, Y10, Y5
+	VMOVUPS      Y5, 192(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      224(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y6, Y11, Y5
+	VMOVUPS      Y5, 224(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      256(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y2
+	VMULPS       Y4, Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y2, Y3, Y5
+	VMOVUPS      Y5, 256(SP)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R9
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R10
+	JNZ          q5k_8k_loop
+
+q5k_8k_done:
+	VMOVUPS      32(SP), Y0
+	VMOVUPS      64(SP), Y1
+	VMOVUPS      96(SP), Y2
+	VMOVUPS      128(SP), Y3
+	VMOVUPS      160(SP), Y4
+	VMOVUPS      192(SP), Y5
+	VMOVUPS      224(SP), Y6
+	VMOVUPS      256(SP), Y7
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
 	VZEROUPPER
 	RET

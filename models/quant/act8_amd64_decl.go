@@ -222,3 +222,9 @@ func dotQ4KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dst
 
 // dotQ5KQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ5KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+
+// dotQ4KQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ4KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+
+// dotQ5KQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ5KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)

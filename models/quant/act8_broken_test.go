@@ -282,6 +282,22 @@ var brokenAct8Kernels = []struct {
 			"iq3_s eight rows, a scale per 256"},
 	},
 	{
+		what: "q4_k, q5_k eight rows, a scale per 256: each sub-block takes its neighbour's integer scale",
+		file: "kquants.go", from: "VPBROADCASTD(scl.Offset(4*sb), bc)", to: "VPBROADCASTD(scl.Offset(4*(sb^1)), bc)",
+		want: []string{"q4_k ggml-quantized, eight rows, a scale per 256 (row 0)", "q5_k ggml-decoded random, eight rows, a scale per 256 (row 3)",
+			"q4_k eight rows, a scale per 256", "q5_k ggml-quantized prefix, eight rows, a scale per 256 (row 7)"},
+	},
+	{
+		what: "q4_k, q5_k eight rows, a scale per 256: the mins meet the scales, not the sums",
+		file: "kquants.go", from: "VFNMADD231PS(m[1], mn, a)", to: "VFNMADD231PS(m[0], mn, a)",
+		want: []string{"q4_k ggml-quantized, eight rows, a scale per 256 (row 2)", "q5_k eight rows, a scale per 256"},
+	},
+	{
+		what: "q4_k, q5_k eight rows, a scale per 256: the mins taken as the scales",
+		file: "kquants.go", from: "_, mn := q4kScaleInts(p, false, true)", to: "mn, _ := q4kScaleInts(p, true, false)",
+		want: []string{"q4_k ggml-quantized, eight rows, a scale per 256 (row 5)", "q5_k ggml-decoded random, eight rows, a scale per 256 (row 1)"},
+	},
+	{
 		what: "activation quantizer, a scale per 256: the max of the first 128 values",
 		file: "quantize.go", from: "for i := range 32 {", to: "for i := range 16 {",
 		want: []string{"D[0] = ", "max of 256"},

@@ -63,19 +63,9 @@ func archIQAct8() map[string]iqAct8Kernel {
 			eight(b, &a.Q[0], &a.D[0], sums(a), qs, ds, nb, out, g)
 		}, k.four)
 		if eightK != nil {
-			fine := k.eight
-			wide := act8x8(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
+			k.eight = wideOr(k.eight, act8x8(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
 				eightK(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out, g)
-			}, k.four)
-			k.eight = func(data []byte, stride int, a *[8]*Act8, nb int, out [][8]float32) {
-				for _, r := range a {
-					if !r.wide {
-						fine(data, stride, a, nb, out)
-						return
-					}
-				}
-				wide(data, stride, a, nb, out)
-			}
+			}, k.four))
 			k.wide = true
 		}
 		m[name] = k
