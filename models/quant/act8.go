@@ -283,24 +283,59 @@ func init() {
 	for name, f := range archAct8x2() {
 		act8Dots2[registry[name]] = f
 	}
-	for name, f := range archAct8x8Wide() {
-		act8Dots8[registry[name]] = wideOr(act8Dots8[registry[name]], f)
-		act8Wide[registry[name]] = true
+	for name, w := range archAct8Wide() {
+		registerWide(registry[name], w)
 	}
 }
 
-// wideOr is an eight-row kernel that runs wide where all eight rows were
-// quantized by Quantize256, else fine.
-func wideOr(fine, wide act8x8Func) act8x8Func {
-	return func(data []byte, stride int, a *[8]*Act8, nb int, out [][8]float32) {
-		for _, r := range a {
-			if !r.wide {
-				fine(data, stride, a, nb, out)
-				return
-			}
+// wideKernels are a format's two-, four- and eight-row kernels for rows
+// quantized by Quantize256 (one scale per 256 values).
+type wideKernels struct {
+	two   act8x2Func
+	four  act8x4Func
+	eight act8x8Func
+}
+
+// registerWide puts f's kernels for Quantize256's rows beside its
+// two-, four- and eight-row kernels (registered before): each then runs
+// the wide one where all its rows are such, else the one it had.
+func registerWide(f *Format, w wideKernels) {
+	two, four, eight := act8Dots2[f], act8Dots4[f], act8Dots8[f]
+	act8Dots2[f] = func(data []byte, stride int, a *[2]*Act8, nb int, out [][2]float32) {
+		if allWide(a[:]) {
+			w.two(data, stride, a, nb, out)
+		} else {
+			two(data, stride, a, nb, out)
 		}
-		wide(data, stride, a, nb, out)
 	}
+	act8Dots4[f] = func(data []byte, stride int, a *[4]*Act8, nb int, out [][4]float32) {
+		if allWide(a[:]) {
+			w.four(data, stride, a, nb, out)
+		} else {
+			four(data, stride, a, nb, out)
+		}
+	}
+	act8Dots8[f] = func(data []byte, stride int, a *[8]*Act8, nb int, out [][8]float32) {
+		if allWide(a[:]) {
+			w.eight(data, stride, a, nb, out)
+		} else {
+			eight(data, stride, a, nb, out)
+		}
+	}
+	act8Wide[f] = true
+	// the wide eight-row kernel costs about 3/4 of the other, so that a
+	// tile's tail of five or more rows fills one (Tail8)
+	act8Tail8[f] = 5
+}
+
+// allWide reports whether every row of a was quantized by Quantize256.
+func allWide(a []*Act8) bool {
+	for _, r := range a {
+		if !r.wide {
+			return false
+		}
+	}
+	return true
 }
 
 // Act8Kernel is r's integer dot with quantized activations, ok false where

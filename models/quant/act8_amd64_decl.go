@@ -133,6 +133,12 @@ func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int,
 // dotIQ2XXSQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
 func dotIQ2XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
+// dotIQ2XXSQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ2XXSQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ2XXSQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ2XXSQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
 // dotIQ2XXSQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
 func dotIQ2XXSQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
@@ -147,6 +153,12 @@ func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int,
 
 // dotIQ3XXSQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
 func dotIQ3XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+
+// dotIQ3XXSQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3XXSQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ3XXSQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3XXSQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 
 // dotIQ3XXSQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
 func dotIQ3XXSQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
@@ -175,6 +187,12 @@ func dotIQ3SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, n
 // dotIQ3SQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
 func dotIQ3SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
+// dotIQ3SQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3SQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ3SQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3SQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
 // dotIQ3SQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
 func dotIQ3SQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
@@ -189,6 +207,12 @@ func dotIQ1SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, n
 
 // dotIQ1SQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
 func dotIQ1SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+
+// dotIQ1SQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ1SQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ1SQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ1SQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
 
 // dotIQ1SQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
 func dotIQ1SQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
@@ -222,6 +246,18 @@ func dotQ4KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dst
 
 // dotQ5KQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ5KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+
+// dotQ4KQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ4KQ8Kx2AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[2]float32)
+
+// dotQ5KQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ5KQ8Kx2AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[2]float32)
+
+// dotQ4KQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ4KQ8Kx4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotQ5KQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ5KQ8Kx4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
 
 // dotQ4KQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
 func dotQ4KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)

@@ -273,6 +273,19 @@ func TestAct8Rows(t *testing.T) {
 					a.Quantize256(x)
 					checkAct8(t, f, row, x, &a, ow[i], "eight rows, a scale per 256")
 				}
+				// four and two of them
+				var o4 [4]float32
+				k.Dot4(row, (*[4]*Act8)(wideRows[4:]), &o4)
+				o2 := make([][2]float32, 1)
+				k.DotRows2(row, 0, (*[2]*Act8)(wideRows[1:3]), o2)
+				for i, got := range append(o4[:], o2[0][:]...) {
+					rx := []int{1, 2, 3, 4, 1, 2}[i] // wideRows 4-7 are xs rows 1-4, 1-2 rows 1-2
+					x := make([]float32, rl.Stored)
+					copy(x, xrow(rx))
+					var a Act8
+					a.Quantize256(x)
+					checkAct8(t, f, row, x, &a, got, []string{"four rows, a scale per 256", "two rows, a scale per 256"}[i/4])
+				}
 				for i := range eight {
 					eight[i] = ar.Row(i % 5)
 				}
@@ -409,6 +422,19 @@ func TestAct8GGMLBlocks(t *testing.T) {
 				checkGGMLDot(t, fmt.Sprintf("%s %s, eight rows, a scale per 256 (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], eight[r], out8[r])
 			}
 			checkGGMLDot(t, fmt.Sprintf("%s %s, one row, a scale per 256", name, set.what), set.y, xs[3*n:4*n], eight[3], k.Dot(set.blocks, eight[3]))
+			four = [4]*Act8{ar.Row(4), ar.Row(5), ar.Row(6), ar.Row(7)}
+			k.Dot4(set.blocks, &four, &out)
+			for r := range 4 {
+				checkGGMLDot(t, fmt.Sprintf("%s %s, four rows, a scale per 256 (row %d)", name, set.what, r), set.y, xs[(r+4)*n:(r+5)*n], four[r], out[r])
+			}
+			if k.HasDot2() {
+				two := [2]*Act8{ar.Row(1), ar.Row(2)}
+				out2 := make([][2]float32, 1)
+				k.DotRows2(set.blocks, 0, &two, out2)
+				for r := range 2 {
+					checkGGMLDot(t, fmt.Sprintf("%s %s, two rows, a scale per 256 (row %d)", name, set.what, r), set.y, xs[(r+1)*n:(r+2)*n], two[r], out2[0][r])
+				}
+			}
 		}
 	}
 }

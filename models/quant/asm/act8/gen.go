@@ -53,8 +53,10 @@ func main() {
 		dotK32(q4k, rows)
 		dotK32(q5k, rows)
 	}
-	dotK32K(q4k)
-	dotK32K(q5k)
+	for _, rows := range []int{2, 4, 8} {
+		dotK32K(q4k, rows)
+		dotK32K(q5k, rows)
+	}
 	Generate()
 }
 

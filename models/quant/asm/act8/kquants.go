@@ -346,7 +346,7 @@ func dotK32(f k32, rows int) {
 	a.endRow(acc)
 }
 
-// dotK32K emits f's eight-row kernel for activations with one scale per
+// dotK32K emits f's kernel of rows rows (2, 4 or 8) for activations with one scale per
 // 256 values (quant.Act8.Quantize256): per row and 32 values VPMADDUBSW of
 // the levels, VPMADDWD by the sub-block's 6-bit scale (in both words of
 // every dword) and an integer add, the block's eight sub-blocks summed in
@@ -355,23 +355,23 @@ func dotK32(f k32, rows int) {
 // d_r[0] of the block), where dotK32 converts and multiplies per 32. The
 // mins meet the sums per 32 as in dotK32. The float accumulators live in
 // the frame, as dotIQx8K's.
-func dotK32K(f k32) {
-	name := fmt.Sprintf("dot%sQ8Kx8AVX2", f.name)
-	TEXT(name, NOSPLIT, strings.Replace(k32x4Sig, "*[4]float32", "*[8]float32", 1))
+func dotK32K(f k32, rows int) {
+	name := fmt.Sprintf("dot%sQ8Kx%dAVX2", f.name, rows)
+	TEXT(name, NOSPLIT, strings.Replace(k32x4Sig, "*[4]float32", fmt.Sprintf("*[%d]float32", rows), 1))
 	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).")
 	p, q, d, s := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64())
 	qs, ds := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
-	rs := newRowSet(8, q, qs, ds)
+	rs := newRowSet(rows, q, qs, ds)
 	n := Load(Param("nblk"), GP64())
 	levels := f.levels()
-	scl := AllocLocal(32)   // the 6-bit scale of sub-block j in both words of dword j
-	accm := AllocLocal(256) // per row r: its float accumulator
+	scl := AllocLocal(32)         // the 6-bit scale of sub-block j in both words of dword j
+	accm := AllocLocal(32 * rows) // per row r: its float accumulator
 	z := YMM()
 	VXORPS(z, z, z)
-	for r := range 8 {
+	for r := range rows {
 		VMOVUPS(z, accm.Offset(32*r))
 	}
-	emit.Loop(strings.ToLower(f.name)+"_8k", n, func() {
+	emit.Loop(fmt.Sprintf("%s_%dk", strings.ToLower(f.name), rows), n, func() {
 		prefetchLines(p, f.size)
 		sc, _ := q4kScaleInts(p, true, false)
 		t := YMM()
@@ -379,12 +379,12 @@ func dotK32K(f k32) {
 		VPOR(t, sc, t)
 		VMOVDQU(t, scl)
 		level := levels(p)
-		iacc := make([]reg.VecVirtual, 8)
+		iacc := make([]reg.VecVirtual, rows)
 		for sb := range 8 {
 			u := level(sb)
 			bc := YMM()
 			VPBROADCASTD(scl.Offset(4*sb), bc)
-			for r := range 8 {
+			for r := range rows {
 				x := YMM()
 				VPMADDUBSW(rs.level(r, 32*sb), u, x)
 				VPMADDWD(bc, x, x)
@@ -419,7 +419,7 @@ func dotK32K(f k32) {
 		ADDQ(U32(32), d)
 		ADDQ(U32(32), s)
 	})
-	acc := make([]reg.VecVirtual, 8)
+	acc := make([]reg.VecVirtual, rows)
 	for r := range acc {
 		acc[r] = YMM()
 		VMOVUPS(accm.Offset(32*r), acc[r])
