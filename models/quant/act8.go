@@ -6,8 +6,9 @@ import "math"
 
 // Act8 is an activation row quantized to int8 for integer block dots, as
 // ggml quantizes activations (its q8_0 / q8_K) before vec_dot: blocks of
-// Act8Block values, each with one float32 scale D = max|x|/127 and levels
-// Q = round(x/D) in [−127, 127]. Quantize pads the row with zeros to a
+// Act8Block values, each with one float32 scale D = max|x|/127 (max over
+// the block, or by Quantize256 over its 256) and levels Q = round(x/D) in
+// [−127, 127]. Quantize pads the row with zeros to a
 // whole number of 256 values, so every format's blocks (and a padded row's
 // tail) meet whole activation blocks.
 //

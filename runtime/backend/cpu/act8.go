@@ -10,11 +10,14 @@ import (
 
 // Integer dots (quant.Act8): the matmuls and expert products whose weights
 // have an integer kernel quantize their activation rows to int8 blocks of
-// 32 once (as ggml quantizes activations to q8 before its vec_dot) and
-// multiply them with the stored blocks in integers. The results differ
-// from the float32-activation path by the activations' rounding (within
-// Σ|w|·D/2 per block of 32; quant.Act8 documents it). SetIntegerDots(false)
-// keeps every product on float32 activations.
+// 32 once (as ggml quantizes activations to q8 before its vec_dot), with
+// one scale per block, or per 256 values where the formats' multi-row
+// kernels run fastest so (Act8Dot.Scale256: q4_k, q5_k and the IQ formats
+// with a scale per 32, as ggml's q8_K), and multiply them with the stored
+// blocks in integers. The results differ from the float32-activation path
+// by the activations' rounding (within Σ|w|·D/2 per block of 32, D the
+// block's or its 256's scale; quant.Act8 documents it).
+// SetIntegerDots(false) keeps every product on float32 activations.
 var integerDots atomic.Bool
 
 // STRATA_INTEGER_DOTS=0 in the environment starts with the path off (for
