@@ -6,8 +6,9 @@ import "math"
 
 // Act8 is an activation row quantized to int8 for integer block dots, as
 // ggml quantizes activations (its q8_0 / q8_K) before vec_dot: blocks of
-// Act8Block values, each with one float32 scale D = max|x|/127 and levels
-// Q = round(x/D) in [−127, 127]. Quantize pads the row with zeros to a
+// Act8Block values, each with one float32 scale D = max|x|/127 (max over
+// the block, or by Quantize256 over its 256) and levels Q = round(x/D) in
+// [−127, 127]. Quantize pads the row with zeros to a
 // whole number of 256 values, so every format's blocks (and a padded row's
 // tail) meet whole activation blocks.
 //
@@ -30,6 +31,8 @@ type Act8 struct {
 	// offsets' integer factors with one VPMADDWD per 256 values.
 	G []int16
 	n int
+	// wide: quantized by Quantize256, one scale per 256 values.
+	wide bool
 }
 
 // Act8Block is the number of values that share one activation scale.
@@ -42,8 +45,105 @@ func (a *Act8) Len() int { return a.n }
 
 // Quantize fills a with x, reusing a's storage.
 func (a *Act8) Quantize(x []float32) {
-	a.n = len(x)
-	n := (len(x) + act8Pad - 1) / act8Pad * act8Pad
+	nb := a.size(len(x))
+	a.wide = false
+	for b := range nb {
+		lo := b * Act8Block
+		q := a.Q[lo : lo+Act8Block]
+		if lo >= len(x) {
+			a.zero(b, 0)
+			continue
+		}
+		xs := x[lo:min(len(x), lo+Act8Block)]
+		if len(xs) == Act8Block && quantize32 != nil && quantize32(&xs[0], &q[0], &a.D[b], &a.S[b], &a.H[2*b], &a.G[2*b]) {
+			continue
+		}
+		quantizeAct8Block(xs, q, &a.D[b], &a.S[b], (*[2]float32)(a.H[2*b:]), (*[2]int16)(a.G[2*b:]))
+	}
+}
+
+// Quantize256 fills a with x as Quantize does, but with one scale per 256
+// values (as ggml's q8_K): every block of 32 of a 256 takes D =
+// max|x|/127 over the 256 (D, S, H and G stay per block and per 16, so
+// every kernel reads them as it reads Quantize's). The levels' rounding is
+// coarser where a block's max|x| is below its 256's (|x̂ − x| ≤ D/2 with
+// the 256's D); the formats with a scale per 32 in their weights that
+// have an eight-row kernel for these (Act8Dot.Scale256) run it with one
+// conversion and multiply-add per 256 values and row rather than per 32.
+// A NaN or infinity anywhere in a 256 makes its eight scales NaN.
+func (a *Act8) Quantize256(x []float32) {
+	nb := a.size(len(x))
+	a.wide = true
+	const per = act8Pad / Act8Block
+	for g := 0; g < nb; g += per {
+		lo := g * Act8Block
+		if lo >= len(x) {
+			for b := g; b < g+per; b++ {
+				a.zero(b, 0)
+			}
+			continue
+		}
+		xg := x[lo:min(len(x), lo+act8Pad)]
+		var amax uint32
+		if len(xg) == act8Pad && absMax256 != nil {
+			amax = absMax256(&xg[0])
+		} else {
+			amax = absMaxBits(xg)
+		}
+		for b := g; b < g+per; b++ {
+			blo := b * Act8Block
+			q := a.Q[blo : blo+Act8Block]
+			if blo >= len(x) {
+				a.zero(b, scaleOf(amax))
+				continue
+			}
+			xs := x[blo:min(len(x), blo+Act8Block)]
+			if len(xs) == Act8Block && quantize32Max != nil && quantize32Max(&xs[0], &q[0], &a.D[b], &a.S[b], &a.H[2*b], &a.G[2*b], amax) {
+				continue
+			}
+			quantizeAct8BlockMax(xs, q, &a.D[b], &a.S[b], (*[2]float32)(a.H[2*b:]), (*[2]int16)(a.G[2*b:]), amax)
+		}
+	}
+}
+
+// Wide reports whether a was quantized by Quantize256.
+func (a *Act8) Wide() bool { return a.wide }
+
+// scaleOf is the scale D of a 256 whose max|x| has the float32 bits
+// amax, as quantizeAct8BlockMax sets it (0 for 0, NaN where not finite).
+func scaleOf(amax uint32) float32 {
+	switch {
+	case amax == 0:
+		return 0
+	case amax >= 0x7f800000:
+		return float32(math.NaN())
+	}
+	return math.Float32frombits(amax) / 127
+}
+
+// zero sets block b to zero levels and sums, with scale d.
+func (a *Act8) zero(b int, d float32) {
+	clear(a.Q[b*Act8Block : (b+1)*Act8Block])
+	a.D[b], a.S[b] = d, 0
+	a.H[2*b], a.H[2*b+1] = 0, 0
+	a.G[2*b], a.G[2*b+1] = 0, 0
+}
+
+// absMaxBits is the largest |x| of xs as float32 bits: for finite values
+// and +Inf the bits order as the values, and any NaN's lie above +Inf's.
+func absMaxBits(xs []float32) uint32 {
+	var amax uint32
+	for _, v := range xs {
+		amax = max(amax, math.Float32bits(v)&^(1<<31))
+	}
+	return amax
+}
+
+// size sizes a for a row of n values (padded to whole 256s) and returns
+// its number of blocks.
+func (a *Act8) size(k int) int {
+	a.n = k
+	n := (k + act8Pad - 1) / act8Pad * act8Pad
 	nb := n / Act8Block
 	if cap(a.Q) < n {
 		a.Q = make([]int8, n)
@@ -55,22 +155,7 @@ func (a *Act8) Quantize(x []float32) {
 		a.H, a.G = make([]float32, 2*nb), make([]int16, 2*nb)
 	}
 	a.Q, a.D, a.S, a.H, a.G = a.Q[:n], a.D[:nb], a.S[:nb], a.H[:2*nb], a.G[:2*nb]
-	for b := range nb {
-		lo := b * Act8Block
-		q := a.Q[lo : lo+Act8Block]
-		if lo >= len(x) {
-			clear(q)
-			a.D[b], a.S[b] = 0, 0
-			a.H[2*b], a.H[2*b+1] = 0, 0
-			a.G[2*b], a.G[2*b+1] = 0, 0
-			continue
-		}
-		xs := x[lo:min(len(x), lo+Act8Block)]
-		if len(xs) == Act8Block && quantize32 != nil && quantize32(&xs[0], &q[0], &a.D[b], &a.S[b], &a.H[2*b], &a.G[2*b]) {
-			continue
-		}
-		quantizeAct8Block(xs, q, &a.D[b], &a.S[b], (*[2]float32)(a.H[2*b:]), (*[2]int16)(a.G[2*b:]))
-	}
+	return nb
 }
 
 // quantize32 is quantizeAct8Block of one whole block of finite values
@@ -78,11 +163,23 @@ func (a *Act8) Quantize(x []float32) {
 // leaves the block to quantizeAct8Block.
 var quantize32 func(x *float32, q *int8, d, s, h *float32, g *int16) bool
 
+// quantize32Max is quantizeAct8BlockMax of one whole block in assembly
+// (nil where there is none), false where amax is 0, below 2^-119 or not
+// finite (left to quantizeAct8BlockMax); absMax256 is absMaxBits of 256
+// values in assembly.
+var (
+	quantize32Max func(x *float32, q *int8, d, s, h *float32, g *int16, amax uint32) bool
+	absMax256     func(x *float32) uint32
+)
+
 func quantizeAct8Block(xs []float32, q []int8, d, s *float32, h *[2]float32, g *[2]int16) {
-	var amax uint32 // max |x| as float32 bits: for finite values and +Inf, the bits order as the values
-	for _, v := range xs {
-		amax = max(amax, math.Float32bits(v)&^(1<<31))
-	}
+	quantizeAct8BlockMax(xs, q, d, s, h, g, absMaxBits(xs))
+}
+
+// quantizeAct8BlockMax quantizes the block xs with the scale of max|x| =
+// amax (float32 bits, ≥ every |x| of xs): the block's own (Quantize) or
+// its 256's (Quantize256).
+func quantizeAct8BlockMax(xs []float32, q []int8, d, s *float32, h *[2]float32, g *[2]int16, amax uint32) {
 	*g = [2]int16{}
 	if amax == 0 {
 		clear(q)
@@ -159,6 +256,9 @@ var (
 	// four-row call and two- or one-row calls (Act8Dot.Tail8); 5 where
 	// absent.
 	act8Tail8 = map[*Format]int{}
+	// act8Wide marks the formats whose eight-row kernel has a version for
+	// rows quantized with one scale per 256 (Act8Dot.Scale256).
+	act8Wide = map[*Format]bool{}
 )
 
 func init() {
@@ -184,6 +284,59 @@ func init() {
 	for name, f := range archAct8x2() {
 		act8Dots2[registry[name]] = f
 	}
+	for name, w := range archAct8Wide() {
+		registerWide(registry[name], w)
+	}
+}
+
+// wideKernels are a format's two-, four- and eight-row kernels for rows
+// quantized by Quantize256 (one scale per 256 values).
+type wideKernels struct {
+	two   act8x2Func
+	four  act8x4Func
+	eight act8x8Func
+}
+
+// registerWide puts f's kernels for Quantize256's rows beside its
+// two-, four- and eight-row kernels (registered before): each then runs
+// the wide one where all its rows are such, else the one it had.
+func registerWide(f *Format, w wideKernels) {
+	two, four, eight := act8Dots2[f], act8Dots4[f], act8Dots8[f]
+	act8Dots2[f] = func(data []byte, stride int, a *[2]*Act8, nb int, out [][2]float32) {
+		if allWide(a[:]) {
+			w.two(data, stride, a, nb, out)
+		} else {
+			two(data, stride, a, nb, out)
+		}
+	}
+	act8Dots4[f] = func(data []byte, stride int, a *[4]*Act8, nb int, out [][4]float32) {
+		if allWide(a[:]) {
+			w.four(data, stride, a, nb, out)
+		} else {
+			four(data, stride, a, nb, out)
+		}
+	}
+	act8Dots8[f] = func(data []byte, stride int, a *[8]*Act8, nb int, out [][8]float32) {
+		if allWide(a[:]) {
+			w.eight(data, stride, a, nb, out)
+		} else {
+			eight(data, stride, a, nb, out)
+		}
+	}
+	act8Wide[f] = true
+	// the wide eight-row kernel costs about 3/4 of the other, so that a
+	// tile's tail of five or more rows fills one (Tail8)
+	act8Tail8[f] = 5
+}
+
+// allWide reports whether every row of a was quantized by Quantize256.
+func allWide(a []*Act8) bool {
+	for _, r := range a {
+		if !r.wide {
+			return false
+		}
+	}
+	return true
 }
 
 // Act8Kernel is r's integer dot with quantized activations, ok false where
@@ -199,8 +352,14 @@ func (r RowLayout) Act8Kernel() (Act8Dot, bool) {
 		tail8 = 5
 	}
 	return Act8Dot{r: r, one: f, rows: act8DotsRows[r.Format], two: act8Dots2[r.Format], four: act8Dots4[r.Format], eight: act8Dots8[r.Format],
-		tail8: tail8}, true
+		tail8: tail8, wide: act8Wide[r.Format]}, true
 }
+
+// Scale256 reports whether the format's eight-row kernel runs faster on
+// activations quantized by Quantize256 (one scale per 256 values): it then
+// takes one conversion and multiply-add per 256 values and row where
+// Quantize's rows take one per 32. Every kernel takes either kind of rows.
+func (k Act8Dot) Scale256() bool { return k.wide }
 
 // Act8Dot multiplies stored rows of one layout with Act8 activations.
 type Act8Dot struct {
@@ -211,6 +370,7 @@ type Act8Dot struct {
 	four  act8x4Func
 	eight act8x8Func
 	tail8 int
+	wide  bool // the eight-row kernel has a version for Quantize256's rows
 }
 
 // Dot is Σ DecodeRow(row)[i]·x̂[i] over the row's stored values (the
@@ -314,7 +474,9 @@ func (k Act8Dot) Dot8(row []byte, a *[8]*Act8, out *[8]float32) {
 }
 
 // DotRows8 is DotRows4 for eight activation rows: through the format's
-// eight-row kernel where it has one, else two four-row calls per row.
+// eight-row kernel where it has one (its version for Quantize256's rows
+// where all eight are such and the format has it), else two four-row
+// calls per row.
 func (k Act8Dot) DotRows8(data []byte, stride int, a *[8]*Act8, out [][8]float32) {
 	if len(out) == 0 {
 		return
@@ -347,6 +509,23 @@ func (a *Act8Rows) Quantize(x []float32, rows, k int) {
 	}
 }
 
+// Quantize256 is Quantize with Act8.Quantize256 (one scale per 256
+// values).
+func (a *Act8Rows) Quantize256(x []float32, rows, k int) {
+	a.reserve(rows, k)
+	for r := range rows {
+		a.rows[r].Quantize256(x[r*k : (r+1)*k])
+	}
+}
+
+// QuantizeSel256 is QuantizeSel with Act8.Quantize256.
+func (a *Act8Rows) QuantizeSel256(x []float32, k int, sel []int) {
+	a.reserve(len(sel), k)
+	for i, r := range sel {
+		a.rows[i].Quantize256(x[r*k : (r+1)*k])
+	}
+}
+
 // QuantizeSel fills a with the rows x[sel[i]·k : (sel[i]+1)·k], i <
 // len(sel): a window's rows in another order (grouped by the expert they
 // route to), so that each group's rows lie at one stride for the four-row
@@ -373,7 +552,7 @@ func (a *Act8Rows) Gather(src *Act8Rows, sel []int) {
 		copy(d.S, s.S)
 		copy(d.H, s.H)
 		copy(d.G, s.G)
-		d.n = s.n
+		d.n, d.wide = s.n, s.wide
 	}
 }
 

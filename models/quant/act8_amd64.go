@@ -215,6 +215,36 @@ func archAct8x8() map[string]act8x8Func {
 	}
 }
 
+// archAct8Wide are the two-, four- and eight-row kernels of q4_k and q5_k
+// for rows with one scale per 256 (Quantize256).
+func archAct8Wide() map[string]wideKernels {
+	if !haveAVX2 {
+		return nil
+	}
+	m := map[string]wideKernels{}
+	for _, k := range []struct {
+		name  string
+		size  int
+		one   rowsKernel
+		two   func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[2]float32)
+		four  func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[4]float32)
+		eight func(b *byte, q *int8, d, s *float32, qs, ds, nb int, out *[8]float32)
+	}{
+		{"q4_k", q4kBytes, dotQ4KQ8AVX2, dotQ4KQ8Kx2AVX2, dotQ4KQ8Kx4AVX2, dotQ4KQ8Kx8AVX2},
+		{"q5_k", q5kBytes, dotQ5KQ8AVX2, dotQ5KQ8Kx2AVX2, dotQ5KQ8Kx4AVX2, dotQ5KQ8Kx8AVX2},
+	} {
+		four := sumsAct8x4(256, k.size, k.four, k.one)
+		m[k.name] = wideKernels{
+			two: act8x2(256, k.size, func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32) {
+				k.two(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out)
+			}, func(b *byte, a *Act8, nb int) float32 { return k.one(b, 0, &a.Q[0], &a.D[0], &a.S[0], nb, nil, 1) }),
+			four:  four,
+			eight: sumsAct8x8(256, k.size, k.eight, four),
+		}
+	}
+	return m
+}
+
 // archAct8x2 are the two-row kernels of q8_0, q4_k and q5_k (a tile's
 // tail of two or six rows).
 func archAct8x2() map[string]act8x2Func {

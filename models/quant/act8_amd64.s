@@ -452,34 +452,34 @@ Q4K_1_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), DI
-	MOVL         8(AX), R8
-	MOVL         12(AX), R9
+	MOVL         12(AX), DI
+	MOVL         4(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x3f3f3f3f, R9
 	MOVL         DI, R10
-	ANDL         $0x3f3f3f3f, R10
-	MOVL         R9, R11
-	ANDL         $0x0f0f0f0f, R11
-	SHRL         $0x06, DI
-	ANDL         $0x03030303, DI
-	SHLL         $0x04, DI
-	ORL          DI, R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X6
-	VPMOVZXBD    X6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVL         R8, DI
-	ANDL         $0x3f3f3f3f, DI
-	SHRL         $0x04, R9
-	ANDL         $0x0f0f0f0f, R9
+	ANDL         $0x0f0f0f0f, R10
 	SHRL         $0x06, R8
 	ANDL         $0x03030303, R8
 	SHLL         $0x04, R8
-	ORL          R8, R9
-	SHLQ         $0x20, R9
-	ORQ          R9, DI
-	VMOVQ        DI, X7
+	ORL          R8, R10
+	SHLQ         $0x20, R10
+	ORQ          R10, R9
+	VMOVQ        R9, X6
+	VPMOVZXBD    X6, Y6
+	MOVL         8(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x3f3f3f3f, R9
+	SHRL         $0x04, DI
+	ANDL         $0x0f0f0f0f, DI
+	SHRL         $0x06, R8
+	ANDL         $0x03030303, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, R9
+	VMOVQ        R9, X7
 	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y6, Y6
 	VCVTDQ2PS    Y7, Y7
 	MOVWLZX      (AX), DI
 	VMOVD        DI, X8
@@ -618,34 +618,34 @@ Q4K_4_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R11
-	MOVL         8(AX), R12
-	MOVL         12(AX), R13
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
 	MOVL         R11, R14
-	ANDL         $0x3f3f3f3f, R14
-	MOVL         R13, R15
-	ANDL         $0x0f0f0f0f, R15
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R15
-	SHLQ         $0x20, R15
-	ORQ          R15, R14
-	VMOVQ        R14, X6
-	VPMOVZXBD    X6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVL         R12, R11
-	ANDL         $0x3f3f3f3f, R11
-	SHRL         $0x04, R13
-	ANDL         $0x0f0f0f0f, R13
+	ANDL         $0x0f0f0f0f, R14
 	SHRL         $0x06, R12
 	ANDL         $0x03030303, R12
 	SHLL         $0x04, R12
-	ORL          R12, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R11
-	VMOVQ        R11, X7
+	ORL          R12, R14
+	SHLQ         $0x20, R14
+	ORQ          R14, R13
+	VMOVQ        R13, X6
+	VPMOVZXBD    X6, Y6
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X7
 	VPMOVZXBD    X7, Y7
+	VCVTDQ2PS    Y6, Y6
 	VCVTDQ2PS    Y7, Y7
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X8
@@ -2210,9 +2210,9 @@ TEXT ·quantizeAct8AVX2(SB), NOSPLIT, $0-49
 	VPMAXUD      X0, X1, X1
 	VMOVD        X1, AX
 	CMPL         AX, $0x04000000
-	JB           q8_special
+	JB           quantizeAct8AVX2_special
 	CMPL         AX, $0x7f800000
-	JAE          q8_special
+	JAE          quantizeAct8AVX2_special
 	VMOVSS       act8QuantConsts<>+4(SB), X0
 	VDIVSS       X0, X1, X6
 	VDIVSS       X1, X0, X0
@@ -2293,7 +2293,7 @@ TEXT ·quantizeAct8AVX2(SB), NOSPLIT, $0-49
 	MOVB         AL, ret+48(FP)
 	RET
 
-q8_special:
+quantizeAct8AVX2_special:
 	VZEROUPPER
 	MOVB $0x00, AL
 	MOVB AL, ret+48(FP)
@@ -2314,6 +2314,186 @@ DATA act8QuantConsts<>+52(SB)/4, $0x00000006
 DATA act8QuantConsts<>+56(SB)/4, $0x00000003
 DATA act8QuantConsts<>+60(SB)/4, $0x00000007
 GLOBL act8QuantConsts<>(SB), RODATA|NOPTR, $64
+
+// func quantizeAct8MaxAVX2(x *float32, q *int8, d *float32, s *float32, h *float32, g16 *int16, amax uint32) bool
+// Requires: AVX, AVX2
+TEXT ·quantizeAct8MaxAVX2(SB), NOSPLIT, $0-57
+	MOVQ         x+0(FP), AX
+	MOVQ         q+8(FP), CX
+	VMOVUPS      (AX), Y0
+	VMOVUPS      32(AX), Y1
+	VMOVUPS      64(AX), Y2
+	VMOVUPS      96(AX), Y3
+	MOVL         amax+48(FP), AX
+	VMOVD        AX, X4
+	CMPL         AX, $0x04000000
+	JB           quantizeAct8MaxAVX2_special
+	CMPL         AX, $0x7f800000
+	JAE          quantizeAct8MaxAVX2_special
+	VMOVSS       act8QuantConsts<>+4(SB), X5
+	VDIVSS       X5, X4, X6
+	VDIVSS       X4, X5, X4
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS act8QuantConsts<>+8(SB), Y5
+	VBROADCASTSS act8QuantConsts<>+12(SB), Y7
+	VPBROADCASTD act8QuantConsts<>+16(SB), Y8
+	VPBROADCASTD act8QuantConsts<>+20(SB), Y9
+	VMULPS       Y4, Y0, Y0
+	VANDPS       Y7, Y0, Y10
+	VORPS        Y5, Y10, Y10
+	VADDPS       Y10, Y0, Y0
+	VCVTTPS2DQ   Y0, Y0
+	VPMINSD      Y8, Y0, Y0
+	VPMAXSD      Y9, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	VANDPS       Y7, Y1, Y10
+	VORPS        Y5, Y10, Y10
+	VADDPS       Y10, Y1, Y1
+	VCVTTPS2DQ   Y1, Y1
+	VPMINSD      Y8, Y1, Y1
+	VPMAXSD      Y9, Y1, Y1
+	VMULPS       Y4, Y2, Y2
+	VANDPS       Y7, Y2, Y10
+	VORPS        Y5, Y10, Y10
+	VADDPS       Y10, Y2, Y2
+	VCVTTPS2DQ   Y2, Y2
+	VPMINSD      Y8, Y2, Y2
+	VPMAXSD      Y9, Y2, Y2
+	VMULPS       Y4, Y3, Y3
+	VANDPS       Y7, Y3, Y4
+	VORPS        Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VCVTTPS2DQ   Y3, Y3
+	VPMINSD      Y8, Y3, Y3
+	VPMAXSD      Y9, Y3, Y3
+	VPADDD       Y1, Y0, Y4
+	VPADDD       Y3, Y2, Y5
+	VEXTRACTI128 $0x01, Y4, X7
+	VPADDD       X7, X4, X4
+	VPSHUFD      $0x4e, X4, X7
+	VPADDD       X7, X4, X4
+	VPSHUFD      $0xb1, X4, X7
+	VPADDD       X7, X4, X4
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0x4e, X5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0xb1, X5, X7
+	VPADDD       X7, X5, X5
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VMOVDQU      act8QuantConsts<>+32(SB), Y1
+	VPERMD       Y0, Y1, Y0
+	VMOVDQU      Y0, (CX)
+	MOVQ         d+16(FP), AX
+	MOVQ         s+24(FP), CX
+	MOVQ         h+32(FP), DX
+	VMOVSS       X6, (AX)
+	VPADDD       X5, X4, X0
+	VCVTDQ2PS    X0, X0
+	VMULSS       X6, X0, X0
+	VMOVSS       X0, (CX)
+	MOVQ         g16+40(FP), AX
+	VMOVD        X4, CX
+	MOVW         CX, (AX)
+	VCVTDQ2PS    X4, X4
+	VMULSS       X6, X4, X4
+	VMOVSS       X4, (DX)
+	VMOVD        X5, CX
+	MOVW         CX, 2(AX)
+	VCVTDQ2PS    X5, X5
+	VMULSS       X6, X5, X5
+	VMOVSS       X5, 4(DX)
+	VZEROUPPER
+	MOVB         $0x01, AL
+	MOVB         AL, ret+56(FP)
+	RET
+
+quantizeAct8MaxAVX2_special:
+	VZEROUPPER
+	MOVB $0x00, AL
+	MOVB AL, ret+56(FP)
+	RET
+
+// func absMax256AVX2(x *float32) uint32
+// Requires: AVX, AVX2
+TEXT ·absMax256AVX2(SB), NOSPLIT, $0-12
+	MOVQ         x+0(FP), AX
+	VBROADCASTSS act8QuantConsts<>+0(SB), Y0
+	VANDPS       (AX), Y0, Y1
+	VANDPS       32(AX), Y0, Y2
+	VANDPS       64(AX), Y0, Y3
+	VANDPS       96(AX), Y0, Y4
+	VANDPS       128(AX), Y0, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VANDPS       160(AX), Y0, Y5
+	VPMAXUD      Y5, Y2, Y2
+	VANDPS       192(AX), Y0, Y5
+	VPMAXUD      Y5, Y3, Y3
+	VANDPS       224(AX), Y0, Y5
+	VPMAXUD      Y5, Y4, Y4
+	VANDPS       256(AX), Y0, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VANDPS       288(AX), Y0, Y5
+	VPMAXUD      Y5, Y2, Y2
+	VANDPS       320(AX), Y0, Y5
+	VPMAXUD      Y5, Y3, Y3
+	VANDPS       352(AX), Y0, Y5
+	VPMAXUD      Y5, Y4, Y4
+	VANDPS       384(AX), Y0, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VANDPS       416(AX), Y0, Y5
+	VPMAXUD      Y5, Y2, Y2
+	VANDPS       448(AX), Y0, Y5
+	VPMAXUD      Y5, Y3, Y3
+	VANDPS       480(AX), Y0, Y5
+	VPMAXUD      Y5, Y4, Y4
+	VANDPS       512(AX), Y0, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VANDPS       544(AX), Y0, Y5
+	VPMAXUD      Y5, Y2, Y2
+	VANDPS       576(AX), Y0, Y5
+	VPMAXUD      Y5, Y3, Y3
+	VANDPS       608(AX), Y0, Y5
+	VPMAXUD      Y5, Y4, Y4
+	VANDPS       640(AX), Y0, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VANDPS       672(AX), Y0, Y5
+	VPMAXUD      Y5, Y2, Y2
+	VANDPS       704(AX), Y0, Y5
+	VPMAXUD      Y5, Y3, Y3
+	VANDPS       736(AX), Y0, Y5
+	VPMAXUD      Y5, Y4, Y4
+	VANDPS       768(AX), Y0, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VANDPS       800(AX), Y0, Y5
+	VPMAXUD      Y5, Y2, Y2
+	VANDPS       832(AX), Y0, Y5
+	VPMAXUD      Y5, Y3, Y3
+	VANDPS       864(AX), Y0, Y5
+	VPMAXUD      Y5, Y4, Y4
+	VANDPS       896(AX), Y0, Y5
+	VPMAXUD      Y5, Y1, Y1
+	VANDPS       928(AX), Y0, Y5
+	VPMAXUD      Y5, Y2, Y2
+	VANDPS       960(AX), Y0, Y5
+	VPMAXUD      Y5, Y3, Y3
+	VANDPS       992(AX), Y0, Y0
+	VPMAXUD      Y0, Y4, Y4
+	VPMAXUD      Y2, Y1, Y1
+	VPMAXUD      Y4, Y3, Y3
+	VPMAXUD      Y3, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X0
+	VPMAXUD      X0, X1, X1
+	VPSHUFD      $0x4e, X1, X0
+	VPMAXUD      X0, X1, X1
+	VPSHUFD      $0xb1, X1, X0
+	VPMAXUD      X0, X1, X1
+	VMOVD        X1, AX
+	VZEROUPPER
+	MOVL         AX, ret+8(FP)
+	RET
 
 // func dotIQ4NLQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
@@ -4889,34 +5069,34 @@ Q5K_1_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), DI
-	MOVL         8(AX), R8
-	MOVL         12(AX), R9
+	MOVL         12(AX), DI
+	MOVL         4(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x3f3f3f3f, R9
 	MOVL         DI, R10
-	ANDL         $0x3f3f3f3f, R10
-	MOVL         R9, R11
-	ANDL         $0x0f0f0f0f, R11
-	SHRL         $0x06, DI
-	ANDL         $0x03030303, DI
-	SHLL         $0x04, DI
-	ORL          DI, R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R10
-	VMOVQ        R10, X7
-	VPMOVZXBD    X7, Y7
-	VCVTDQ2PS    Y7, Y7
-	MOVL         R8, DI
-	ANDL         $0x3f3f3f3f, DI
-	SHRL         $0x04, R9
-	ANDL         $0x0f0f0f0f, R9
+	ANDL         $0x0f0f0f0f, R10
 	SHRL         $0x06, R8
 	ANDL         $0x03030303, R8
 	SHLL         $0x04, R8
-	ORL          R8, R9
-	SHLQ         $0x20, R9
-	ORQ          R9, DI
-	VMOVQ        DI, X8
+	ORL          R8, R10
+	SHLQ         $0x20, R10
+	ORQ          R10, R9
+	VMOVQ        R9, X7
+	VPMOVZXBD    X7, Y7
+	MOVL         8(AX), R8
+	MOVL         R8, R9
+	ANDL         $0x3f3f3f3f, R9
+	SHRL         $0x04, DI
+	ANDL         $0x0f0f0f0f, DI
+	SHRL         $0x06, R8
+	ANDL         $0x03030303, R8
+	SHLL         $0x04, R8
+	ORL          R8, DI
+	SHLQ         $0x20, DI
+	ORQ          DI, R9
+	VMOVQ        R9, X8
 	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y7, Y7
 	VCVTDQ2PS    Y8, Y8
 	MOVWLZX      (AX), DI
 	VMOVD        DI, X9
@@ -5082,34 +5262,34 @@ Q5K_4_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R11
-	MOVL         8(AX), R12
-	MOVL         12(AX), R13
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
 	MOVL         R11, R14
-	ANDL         $0x3f3f3f3f, R14
-	MOVL         R13, R15
-	ANDL         $0x0f0f0f0f, R15
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R15
-	SHLQ         $0x20, R15
-	ORQ          R15, R14
-	VMOVQ        R14, X7
-	VPMOVZXBD    X7, Y7
-	VCVTDQ2PS    Y7, Y7
-	MOVL         R12, R11
-	ANDL         $0x3f3f3f3f, R11
-	SHRL         $0x04, R13
-	ANDL         $0x0f0f0f0f, R13
+	ANDL         $0x0f0f0f0f, R14
 	SHRL         $0x06, R12
 	ANDL         $0x03030303, R12
 	SHLL         $0x04, R12
-	ORL          R12, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R11
-	VMOVQ        R11, X8
+	ORL          R12, R14
+	SHLQ         $0x20, R14
+	ORQ          R14, R13
+	VMOVQ        R13, X7
+	VPMOVZXBD    X7, Y7
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X8
 	VPMOVZXBD    X8, Y8
+	VCVTDQ2PS    Y7, Y7
 	VCVTDQ2PS    Y8, Y8
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X9
@@ -9824,6 +10004,1406 @@ DATA iqSixtyFourB<>+30(SB)/1, $0x40
 DATA iqSixtyFourB<>+31(SB)/1, $0x40
 GLOBL iqSixtyFourB<>(SB), RODATA|NOPTR, $32
 
+// func dotIQ2XXSQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2XXSQ8Kx2AVX2(SB), NOSPLIT, $128-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	MOVQ    grid+64(FP), R9
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	TESTQ   R8, R8
+	JZ      iq2xxs_2k_done
+
+iq2xxs_2k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VMOVDQU      2(AX), Y0
+	VMOVDQU      34(AX), Y2
+	VSHUFPS      $0xdd, Y2, Y0, Y2
+	VPERMQ       $0xd8, Y2, Y2
+	VPSRLD       $0x1c, Y2, Y2
+	VPADDD       Y2, Y2, Y2
+	VPCMPEQD     Y0, Y0, Y0
+	VPSUBD       Y0, Y2, Y2
+	VMOVDQU      Y2, (SP)
+	VPSLLD       $0x10, Y2, Y0
+	VPOR         Y0, Y2, Y0
+	VMOVDQU      Y0, 32(SP)
+	MOVBQZX      2(AX), R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVBQZX      3(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	MOVBQZX      4(AX), R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVBQZX      5(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	MOVL         6(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X2
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	MOVBQZX      10(AX), R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVBQZX      11(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	MOVBQZX      12(AX), R10
+	VMOVQ        (R9)(R10*8), X2
+	MOVBQZX      13(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         14(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y4
+	VPMADDUBSW   32(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      18(AX), R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVBQZX      19(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	MOVBQZX      20(AX), R10
+	VMOVQ        (R9)(R10*8), X2
+	MOVBQZX      21(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         22(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y4
+	VPMADDUBSW   64(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      26(AX), R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVBQZX      27(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	MOVBQZX      28(AX), R10
+	VMOVQ        (R9)(R10*8), X2
+	MOVBQZX      29(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         30(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y4
+	VPMADDUBSW   96(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      34(AX), R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVBQZX      35(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	MOVBQZX      36(AX), R10
+	VMOVQ        (R9)(R10*8), X2
+	MOVBQZX      37(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         38(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y4
+	VPMADDUBSW   128(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      42(AX), R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVBQZX      43(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	MOVBQZX      44(AX), R10
+	VMOVQ        (R9)(R10*8), X2
+	MOVBQZX      45(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         46(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y4
+	VPMADDUBSW   160(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      50(AX), R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVBQZX      51(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	MOVBQZX      52(AX), R10
+	VMOVQ        (R9)(R10*8), X2
+	MOVBQZX      53(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         54(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y4
+	VPMADDUBSW   192(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      58(AX), R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVBQZX      59(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	MOVBQZX      60(AX), R10
+	VMOVQ        (R9)(R10*8), X2
+	MOVBQZX      61(AX), R10
+	VPINSRQ      $0x01, (R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         62(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        2048(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 2048(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y4
+	VPMADDUBSW   224(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R10
+	VMOVD        R10, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y4
+	VMULPS       Y2, Y4, Y4
+	VMULPS       iqSixtyFour<>+0(SB), Y4, Y4
+	MOVQ         DX, R10
+	MOVQ         BX, R11
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS (R11), Y4, Y5
+	VBROADCASTSS (R10), Y6
+	VMULPS       Y2, Y6, Y6
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y6, Y3, Y5
+	VMOVUPS      Y5, 64(SP)
+	ADDQ         DI, R10
+	ADDQ         DI, R11
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R11), Y4, Y3
+	VBROADCASTSS (R10), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq2xxs_2k_loop
+
+iq2xxs_2k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X2, X2
+	VADDPS       X2, X0, X0
+	VPSHUFD      $0x01, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ2XXSQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2XXSQ8Kx4AVX2(SB), NOSPLIT, $192-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	LEAQ    (SI)(SI*2), R9
+	MOVQ    grid+64(FP), R10
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 160(SP)
+	TESTQ   R8, R8
+	JZ      iq2xxs_4k_done
+
+iq2xxs_4k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VMOVDQU      2(AX), Y0
+	VMOVDQU      34(AX), Y2
+	VSHUFPS      $0xdd, Y2, Y0, Y2
+	VPERMQ       $0xd8, Y2, Y2
+	VPSRLD       $0x1c, Y2, Y2
+	VPADDD       Y2, Y2, Y2
+	VPCMPEQD     Y0, Y0, Y0
+	VPSUBD       Y0, Y2, Y2
+	VMOVDQU      Y2, (SP)
+	VPSLLD       $0x10, Y2, Y0
+	VPOR         Y0, Y2, Y0
+	VMOVDQU      Y0, 32(SP)
+	MOVBQZX      2(AX), R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVBQZX      3(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	MOVBQZX      4(AX), R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVBQZX      5(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	MOVL         6(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X2
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y0, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R9*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	MOVBQZX      10(AX), R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVBQZX      11(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	MOVBQZX      12(AX), R11
+	VMOVQ        (R10)(R11*8), X2
+	MOVBQZX      13(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         14(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y6
+	VPMADDUBSW   32(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   32(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      18(AX), R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVBQZX      19(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	MOVBQZX      20(AX), R11
+	VMOVQ        (R10)(R11*8), X2
+	MOVBQZX      21(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         22(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y6
+	VPMADDUBSW   64(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   64(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      26(AX), R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVBQZX      27(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	MOVBQZX      28(AX), R11
+	VMOVQ        (R10)(R11*8), X2
+	MOVBQZX      29(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         30(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y6
+	VPMADDUBSW   96(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   96(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      34(AX), R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVBQZX      35(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	MOVBQZX      36(AX), R11
+	VMOVQ        (R10)(R11*8), X2
+	MOVBQZX      37(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         38(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y6
+	VPMADDUBSW   128(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   128(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      42(AX), R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVBQZX      43(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	MOVBQZX      44(AX), R11
+	VMOVQ        (R10)(R11*8), X2
+	MOVBQZX      45(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         46(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y6
+	VPMADDUBSW   160(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   160(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      50(AX), R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVBQZX      51(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	MOVBQZX      52(AX), R11
+	VMOVQ        (R10)(R11*8), X2
+	MOVBQZX      53(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         54(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y6
+	VPMADDUBSW   192(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   192(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      58(AX), R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVBQZX      59(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	MOVBQZX      60(AX), R11
+	VMOVQ        (R10)(R11*8), X2
+	MOVBQZX      61(AX), R11
+	VPINSRQ      $0x01, (R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         62(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        2048(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 2048(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y6
+	VPMADDUBSW   224(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   224(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y6
+	VMULPS       Y2, Y6, Y6
+	VMULPS       iqSixtyFour<>+0(SB), Y6, Y6
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVUPS      64(SP), Y7
+	VFNMADD231PS (R12), Y6, Y7
+	VBROADCASTSS (R11), Y8
+	VMULPS       Y2, Y8, Y8
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y8, Y3, Y7
+	VMOVUPS      Y7, 64(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y7
+	VMULPS       Y2, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq2xxs_4k_loop
+
+iq2xxs_4k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	VMOVUPS      128(SP), Y2
+	VMOVUPS      160(SP), Y3
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X4, X4
+	VADDPS       X4, X0, X0
+	VPSHUFD      $0x01, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ2XXSQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ2XXSQ8Kx8AVX2(SB), NOSPLIT, $320-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	LEAQ    (SI)(SI*2), R9
+	LEAQ    (CX)(SI*4), R10
+	MOVQ    grid+64(FP), R11
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 224(SP)
+	VMOVUPS Y0, 256(SP)
+	VMOVUPS Y0, 288(SP)
+	TESTQ   R8, R8
+	JZ      iq2xxs_8k_done
+
+iq2xxs_8k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VMOVDQU      2(AX), Y0
+	VMOVDQU      34(AX), Y2
+	VSHUFPS      $0xdd, Y2, Y0, Y2
+	VPERMQ       $0xd8, Y2, Y2
+	VPSRLD       $0x1c, Y2, Y2
+	VPADDD       Y2, Y2, Y2
+	VPCMPEQD     Y0, Y0, Y0
+	VPSUBD       Y0, Y2, Y2
+	VMOVDQU      Y2, (SP)
+	VPSLLD       $0x10, Y2, Y0
+	VPOR         Y0, Y2, Y0
+	VMOVDQU      Y0, 32(SP)
+	MOVBQZX      2(AX), R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVBQZX      3(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	MOVBQZX      4(AX), R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVBQZX      5(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	MOVL         6(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X2
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y0, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R9*1), Y0, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPMADDUBSW   (R10), Y0, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (R10)(SI*1), Y0, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPMADDUBSW   (R10)(SI*2), Y0, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VPMADDUBSW   (R10)(R9*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	MOVBQZX      10(AX), R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVBQZX      11(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	MOVBQZX      12(AX), R12
+	VMOVQ        (R11)(R12*8), X2
+	MOVBQZX      13(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         14(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y10
+	VPMADDUBSW   32(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   32(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   32(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   32(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   32(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   32(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      18(AX), R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVBQZX      19(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	MOVBQZX      20(AX), R12
+	VMOVQ        (R11)(R12*8), X2
+	MOVBQZX      21(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         22(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y10
+	VPMADDUBSW   64(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   64(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   64(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   64(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   64(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   64(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      26(AX), R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVBQZX      27(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	MOVBQZX      28(AX), R12
+	VMOVQ        (R11)(R12*8), X2
+	MOVBQZX      29(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         30(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y10
+	VPMADDUBSW   96(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   96(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   96(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   96(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   96(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   96(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      34(AX), R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVBQZX      35(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	MOVBQZX      36(AX), R12
+	VMOVQ        (R11)(R12*8), X2
+	MOVBQZX      37(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         38(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y10
+	VPMADDUBSW   128(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   128(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   128(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   128(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   128(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   128(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      42(AX), R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVBQZX      43(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	MOVBQZX      44(AX), R12
+	VMOVQ        (R11)(R12*8), X2
+	MOVBQZX      45(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         46(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y10
+	VPMADDUBSW   160(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   160(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   160(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   160(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   160(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   160(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      50(AX), R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVBQZX      51(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	MOVBQZX      52(AX), R12
+	VMOVQ        (R11)(R12*8), X2
+	MOVBQZX      53(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         54(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y10
+	VPMADDUBSW   192(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   192(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   192(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   192(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   192(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   192(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      58(AX), R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVBQZX      59(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	MOVBQZX      60(AX), R12
+	VMOVQ        (R11)(R12*8), X2
+	MOVBQZX      61(AX), R12
+	VPINSRQ      $0x01, (R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         62(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 2048(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        2048(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 2048(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y10
+	VPMADDUBSW   224(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   224(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   224(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   224(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   224(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   224(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e000000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y10
+	VMULPS       Y2, Y10, Y10
+	VMULPS       iqSixtyFour<>+0(SB), Y10, Y10
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMOVUPS      64(SP), Y11
+	VFNMADD231PS (R13), Y10, Y11
+	VBROADCASTSS (R12), Y12
+	VMULPS       Y2, Y12, Y12
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y12, Y3, Y11
+	VMOVUPS      Y11, 64(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y11
+	VMULPS       Y2, Y11, Y11
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y11, Y4, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y4, Y6, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      192(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y4, Y7, Y3
+	VMOVUPS      Y3, 192(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      224(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y4, Y8, Y3
+	VMOVUPS      Y3, 224(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      256(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y4, Y9, Y3
+	VMOVUPS      Y3, 256(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      288(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 288(SP)
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq2xxs_8k_loop
+
+iq2xxs_8k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	VMOVUPS      128(SP), Y2
+	VMOVUPS      160(SP), Y3
+	VMOVUPS      192(SP), Y4
+	VMOVUPS      224(SP), Y5
+	VMOVUPS      256(SP), Y6
+	VMOVUPS      288(SP), Y7
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotIQ3XXSQ8AVX2(SB), NOSPLIT, $32-44
@@ -11956,6 +13536,1589 @@ iq3xxs_8_done:
 	VPSHUFD      $0x01, X8, X0
 	VADDSS       X0, X8, X8
 	VMOVSS       X8, 28(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3XXSQ8Kx2AVX2(SB), NOSPLIT, $128-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	MOVQ    grid+64(FP), R9
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	TESTQ   R8, R8
+	JZ      iq3xxs_2k_done
+
+iq3xxs_2k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VMOVDQU      66(AX), Y0
+	VPSRLD       $0x1c, Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	MOVBQZX      2(AX), R10
+	VMOVD        (R9)(R10*4), X1
+	MOVBQZX      3(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	MOVBQZX      4(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVBQZX      5(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	MOVBQZX      6(AX), R10
+	VMOVD        (R9)(R10*4), X0
+	MOVBQZX      7(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X0, X0
+	MOVBQZX      8(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X0, X0
+	MOVBQZX      9(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	MOVL         66(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X2
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R9)(R10*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	MOVBQZX      10(AX), R10
+	VMOVD        (R9)(R10*4), X1
+	MOVBQZX      11(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	MOVBQZX      12(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVBQZX      13(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	MOVBQZX      14(AX), R10
+	VMOVD        (R9)(R10*4), X2
+	MOVBQZX      15(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	MOVBQZX      16(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVBQZX      17(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         70(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y4
+	VPMADDUBSW   32(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      18(AX), R10
+	VMOVD        (R9)(R10*4), X1
+	MOVBQZX      19(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	MOVBQZX      20(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVBQZX      21(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	MOVBQZX      22(AX), R10
+	VMOVD        (R9)(R10*4), X2
+	MOVBQZX      23(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	MOVBQZX      24(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVBQZX      25(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         74(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y4
+	VPMADDUBSW   64(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      26(AX), R10
+	VMOVD        (R9)(R10*4), X1
+	MOVBQZX      27(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	MOVBQZX      28(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVBQZX      29(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	MOVBQZX      30(AX), R10
+	VMOVD        (R9)(R10*4), X2
+	MOVBQZX      31(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	MOVBQZX      32(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVBQZX      33(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         78(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y4
+	VPMADDUBSW   96(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      34(AX), R10
+	VMOVD        (R9)(R10*4), X1
+	MOVBQZX      35(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	MOVBQZX      36(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVBQZX      37(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	MOVBQZX      38(AX), R10
+	VMOVD        (R9)(R10*4), X2
+	MOVBQZX      39(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	MOVBQZX      40(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVBQZX      41(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         82(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y4
+	VPMADDUBSW   128(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      42(AX), R10
+	VMOVD        (R9)(R10*4), X1
+	MOVBQZX      43(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	MOVBQZX      44(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVBQZX      45(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	MOVBQZX      46(AX), R10
+	VMOVD        (R9)(R10*4), X2
+	MOVBQZX      47(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	MOVBQZX      48(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVBQZX      49(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         86(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y4
+	VPMADDUBSW   160(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      50(AX), R10
+	VMOVD        (R9)(R10*4), X1
+	MOVBQZX      51(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	MOVBQZX      52(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVBQZX      53(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	MOVBQZX      54(AX), R10
+	VMOVD        (R9)(R10*4), X2
+	MOVBQZX      55(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	MOVBQZX      56(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVBQZX      57(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         90(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y4
+	VPMADDUBSW   192(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      58(AX), R10
+	VMOVD        (R9)(R10*4), X1
+	MOVBQZX      59(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	MOVBQZX      60(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVBQZX      61(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	MOVBQZX      62(AX), R10
+	VMOVD        (R9)(R10*4), X2
+	MOVBQZX      63(AX), R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	MOVBQZX      64(AX), R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVBQZX      65(AX), R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         94(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X1
+	MOVL         R10, R11
+	SHRL         $0x07, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R9)(R11*8), X1, X1
+	MOVL         R10, R11
+	SHRL         $0x0e, R11
+	ANDL         $0x0000007f, R11
+	VMOVQ        1024(R9)(R11*8), X4
+	SHRL         $0x15, R10
+	ANDL         $0x0000007f, R10
+	VPINSRQ      $0x01, 1024(R9)(R10*8), X4, X4
+	VINSERTI128  $0x01, X4, Y1, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y4
+	VPMADDUBSW   224(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R10
+	VMOVD        R10, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e800000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y4
+	VMULPS       Y2, Y4, Y4
+	VMULPS       iqSixtyFour<>+0(SB), Y4, Y4
+	MOVQ         DX, R10
+	MOVQ         BX, R11
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS (R11), Y4, Y5
+	VBROADCASTSS (R10), Y6
+	VMULPS       Y2, Y6, Y6
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y6, Y3, Y5
+	VMOVUPS      Y5, 64(SP)
+	ADDQ         DI, R10
+	ADDQ         DI, R11
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R11), Y4, Y3
+	VBROADCASTSS (R10), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq3xxs_2k_loop
+
+iq3xxs_2k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X2, X2
+	VADDPS       X2, X0, X0
+	VPSHUFD      $0x01, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3XXSQ8Kx4AVX2(SB), NOSPLIT, $192-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	LEAQ    (SI)(SI*2), R9
+	MOVQ    grid+64(FP), R10
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 160(SP)
+	TESTQ   R8, R8
+	JZ      iq3xxs_4k_done
+
+iq3xxs_4k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VMOVDQU      66(AX), Y0
+	VPSRLD       $0x1c, Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	MOVBQZX      2(AX), R11
+	VMOVD        (R10)(R11*4), X1
+	MOVBQZX      3(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	MOVBQZX      4(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVBQZX      5(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	MOVBQZX      6(AX), R11
+	VMOVD        (R10)(R11*4), X0
+	MOVBQZX      7(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X0, X0
+	MOVBQZX      8(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X0, X0
+	MOVBQZX      9(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	MOVL         66(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X2
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y0, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R9*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	MOVBQZX      10(AX), R11
+	VMOVD        (R10)(R11*4), X1
+	MOVBQZX      11(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	MOVBQZX      12(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVBQZX      13(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	MOVBQZX      14(AX), R11
+	VMOVD        (R10)(R11*4), X2
+	MOVBQZX      15(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	MOVBQZX      16(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVBQZX      17(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         70(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y6
+	VPMADDUBSW   32(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   32(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      18(AX), R11
+	VMOVD        (R10)(R11*4), X1
+	MOVBQZX      19(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	MOVBQZX      20(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVBQZX      21(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	MOVBQZX      22(AX), R11
+	VMOVD        (R10)(R11*4), X2
+	MOVBQZX      23(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	MOVBQZX      24(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVBQZX      25(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         74(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y6
+	VPMADDUBSW   64(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   64(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      26(AX), R11
+	VMOVD        (R10)(R11*4), X1
+	MOVBQZX      27(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	MOVBQZX      28(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVBQZX      29(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	MOVBQZX      30(AX), R11
+	VMOVD        (R10)(R11*4), X2
+	MOVBQZX      31(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	MOVBQZX      32(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVBQZX      33(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         78(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y6
+	VPMADDUBSW   96(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   96(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      34(AX), R11
+	VMOVD        (R10)(R11*4), X1
+	MOVBQZX      35(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	MOVBQZX      36(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVBQZX      37(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	MOVBQZX      38(AX), R11
+	VMOVD        (R10)(R11*4), X2
+	MOVBQZX      39(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	MOVBQZX      40(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVBQZX      41(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         82(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y6
+	VPMADDUBSW   128(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   128(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      42(AX), R11
+	VMOVD        (R10)(R11*4), X1
+	MOVBQZX      43(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	MOVBQZX      44(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVBQZX      45(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	MOVBQZX      46(AX), R11
+	VMOVD        (R10)(R11*4), X2
+	MOVBQZX      47(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	MOVBQZX      48(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVBQZX      49(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         86(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y6
+	VPMADDUBSW   160(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   160(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      50(AX), R11
+	VMOVD        (R10)(R11*4), X1
+	MOVBQZX      51(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	MOVBQZX      52(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVBQZX      53(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	MOVBQZX      54(AX), R11
+	VMOVD        (R10)(R11*4), X2
+	MOVBQZX      55(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	MOVBQZX      56(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVBQZX      57(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         90(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y6
+	VPMADDUBSW   192(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   192(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      58(AX), R11
+	VMOVD        (R10)(R11*4), X1
+	MOVBQZX      59(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	MOVBQZX      60(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVBQZX      61(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	MOVBQZX      62(AX), R11
+	VMOVD        (R10)(R11*4), X2
+	MOVBQZX      63(AX), R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	MOVBQZX      64(AX), R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVBQZX      65(AX), R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         94(AX), R11
+	MOVL         R11, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X1
+	MOVL         R11, R12
+	SHRL         $0x07, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R10)(R12*8), X1, X1
+	MOVL         R11, R12
+	SHRL         $0x0e, R12
+	ANDL         $0x0000007f, R12
+	VMOVQ        1024(R10)(R12*8), X6
+	SHRL         $0x15, R11
+	ANDL         $0x0000007f, R11
+	VPINSRQ      $0x01, 1024(R10)(R11*8), X6, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y6
+	VPMADDUBSW   224(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   224(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e800000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y6
+	VMULPS       Y2, Y6, Y6
+	VMULPS       iqSixtyFour<>+0(SB), Y6, Y6
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVUPS      64(SP), Y7
+	VFNMADD231PS (R12), Y6, Y7
+	VBROADCASTSS (R11), Y8
+	VMULPS       Y2, Y8, Y8
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y8, Y3, Y7
+	VMOVUPS      Y7, 64(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y7
+	VMULPS       Y2, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq3xxs_4k_loop
+
+iq3xxs_4k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	VMOVUPS      128(SP), Y2
+	VMOVUPS      160(SP), Y3
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X4, X4
+	VADDPS       X4, X0, X0
+	VPSHUFD      $0x01, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3XXSQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3XXSQ8Kx8AVX2(SB), NOSPLIT, $320-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	LEAQ    (SI)(SI*2), R9
+	LEAQ    (CX)(SI*4), R10
+	MOVQ    grid+64(FP), R11
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 224(SP)
+	VMOVUPS Y0, 256(SP)
+	VMOVUPS Y0, 288(SP)
+	TESTQ   R8, R8
+	JZ      iq3xxs_8k_done
+
+iq3xxs_8k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VMOVDQU      66(AX), Y0
+	VPSRLD       $0x1c, Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	MOVBQZX      2(AX), R12
+	VMOVD        (R11)(R12*4), X1
+	MOVBQZX      3(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	MOVBQZX      4(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVBQZX      5(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	MOVBQZX      6(AX), R12
+	VMOVD        (R11)(R12*4), X0
+	MOVBQZX      7(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X0, X0
+	MOVBQZX      8(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X0, X0
+	MOVBQZX      9(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	MOVL         66(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X2
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y0, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R9*1), Y0, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPMADDUBSW   (R10), Y0, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (R10)(SI*1), Y0, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPMADDUBSW   (R10)(SI*2), Y0, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VPMADDUBSW   (R10)(R9*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	MOVBQZX      10(AX), R12
+	VMOVD        (R11)(R12*4), X1
+	MOVBQZX      11(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	MOVBQZX      12(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVBQZX      13(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	MOVBQZX      14(AX), R12
+	VMOVD        (R11)(R12*4), X2
+	MOVBQZX      15(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	MOVBQZX      16(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVBQZX      17(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         70(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y10
+	VPMADDUBSW   32(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   32(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   32(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   32(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   32(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   32(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      18(AX), R12
+	VMOVD        (R11)(R12*4), X1
+	MOVBQZX      19(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	MOVBQZX      20(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVBQZX      21(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	MOVBQZX      22(AX), R12
+	VMOVD        (R11)(R12*4), X2
+	MOVBQZX      23(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	MOVBQZX      24(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVBQZX      25(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         74(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y10
+	VPMADDUBSW   64(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   64(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   64(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   64(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   64(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   64(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      26(AX), R12
+	VMOVD        (R11)(R12*4), X1
+	MOVBQZX      27(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	MOVBQZX      28(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVBQZX      29(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	MOVBQZX      30(AX), R12
+	VMOVD        (R11)(R12*4), X2
+	MOVBQZX      31(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	MOVBQZX      32(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVBQZX      33(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         78(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y10
+	VPMADDUBSW   96(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   96(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   96(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   96(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   96(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   96(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      34(AX), R12
+	VMOVD        (R11)(R12*4), X1
+	MOVBQZX      35(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	MOVBQZX      36(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVBQZX      37(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	MOVBQZX      38(AX), R12
+	VMOVD        (R11)(R12*4), X2
+	MOVBQZX      39(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	MOVBQZX      40(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVBQZX      41(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         82(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y10
+	VPMADDUBSW   128(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   128(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   128(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   128(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   128(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   128(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      42(AX), R12
+	VMOVD        (R11)(R12*4), X1
+	MOVBQZX      43(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	MOVBQZX      44(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVBQZX      45(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	MOVBQZX      46(AX), R12
+	VMOVD        (R11)(R12*4), X2
+	MOVBQZX      47(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	MOVBQZX      48(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVBQZX      49(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         86(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y10
+	VPMADDUBSW   160(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   160(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   160(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   160(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   160(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   160(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      50(AX), R12
+	VMOVD        (R11)(R12*4), X1
+	MOVBQZX      51(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	MOVBQZX      52(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVBQZX      53(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	MOVBQZX      54(AX), R12
+	VMOVD        (R11)(R12*4), X2
+	MOVBQZX      55(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	MOVBQZX      56(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVBQZX      57(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         90(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y10
+	VPMADDUBSW   192(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   192(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   192(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   192(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   192(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   192(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVBQZX      58(AX), R12
+	VMOVD        (R11)(R12*4), X1
+	MOVBQZX      59(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	MOVBQZX      60(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVBQZX      61(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	MOVBQZX      62(AX), R12
+	VMOVD        (R11)(R12*4), X2
+	MOVBQZX      63(AX), R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	MOVBQZX      64(AX), R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVBQZX      65(AX), R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	MOVL         94(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X1
+	MOVL         R12, R13
+	SHRL         $0x07, R13
+	ANDL         $0x0000007f, R13
+	VPINSRQ      $0x01, 1024(R11)(R13*8), X1, X1
+	MOVL         R12, R13
+	SHRL         $0x0e, R13
+	ANDL         $0x0000007f, R13
+	VMOVQ        1024(R11)(R13*8), X10
+	SHRL         $0x15, R12
+	ANDL         $0x0000007f, R12
+	VPINSRQ      $0x01, 1024(R11)(R12*8), X10, X10
+	VINSERTI128  $0x01, X10, Y1, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y10
+	VPMADDUBSW   224(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   224(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   224(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   224(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   224(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   224(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       iqMul3e800000<>+0(SB), X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y10
+	VMULPS       Y2, Y10, Y10
+	VMULPS       iqSixtyFour<>+0(SB), Y10, Y10
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMOVUPS      64(SP), Y11
+	VFNMADD231PS (R13), Y10, Y11
+	VBROADCASTSS (R12), Y12
+	VMULPS       Y2, Y12, Y12
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y12, Y3, Y11
+	VMOVUPS      Y11, 64(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y11
+	VMULPS       Y2, Y11, Y11
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y11, Y4, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y4, Y6, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      192(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y4, Y7, Y3
+	VMOVUPS      Y3, 192(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      224(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y4, Y8, Y3
+	VMOVUPS      Y3, 224(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      256(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y4, Y9, Y3
+	VMOVUPS      Y3, 256(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      288(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 288(SP)
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq3xxs_8k_loop
+
+iq3xxs_8k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	VMOVUPS      128(SP), Y2
+	VMOVUPS      160(SP), Y3
+	VMOVUPS      192(SP), Y4
+	VMOVUPS      224(SP), Y5
+	VMOVUPS      256(SP), Y6
+	VMOVUPS      288(SP), Y7
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
 	VZEROUPPER
 	RET
 
@@ -16377,6 +19540,1661 @@ iq3s_8_done:
 	VZEROUPPER
 	RET
 
+// func dotIQ3SQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3SQ8Kx2AVX2(SB), NOSPLIT, $128-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	MOVQ    grid+64(FP), R9
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	TESTQ   R8, R8
+	JZ      iq3s_2k_done
+
+iq3s_2k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPBROADCASTD 106(AX), Y0
+	VPSRLVD      iq3sScaleShifts<>+0(SB), Y0, Y0
+	VPAND        iqFifteen<>+0(SB), Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	VPMOVZXBD    2(AX), Y0
+	VPBROADCASTB 66(AX), Y2
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y2, Y2
+	VPAND        iq3sHiMask<>+0(SB), Y2, Y2
+	VPOR         Y2, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X2
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	VMOVQ        X2, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X0, X0
+	VPEXTRQ      $0x01, X2, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X0, X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTD 74(AX), Y2
+	VPSHUFB      iqSignShuf<>+0(SB), Y2, Y2
+	VPAND        iqSignBits<>+0(SB), Y2, Y2
+	VPCMPEQB     iqSignBits<>+0(SB), Y2, Y2
+	VPOR         iqOnes<>+0(SB), Y2, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	VPMOVZXBD    10(AX), Y2
+	VPBROADCASTB 67(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VMOVQ        X2, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	VPEXTRQ      $0x01, X2, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	VMOVQ        X4, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	VPEXTRQ      $0x01, X4, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 78(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y4
+	VPMADDUBSW   32(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    18(AX), Y2
+	VPBROADCASTB 68(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VMOVQ        X2, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	VPEXTRQ      $0x01, X2, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	VMOVQ        X4, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	VPEXTRQ      $0x01, X4, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 82(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y4
+	VPMADDUBSW   64(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    26(AX), Y2
+	VPBROADCASTB 69(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VMOVQ        X2, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	VPEXTRQ      $0x01, X2, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	VMOVQ        X4, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	VPEXTRQ      $0x01, X4, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 86(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y4
+	VPMADDUBSW   96(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    34(AX), Y2
+	VPBROADCASTB 70(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VMOVQ        X2, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	VPEXTRQ      $0x01, X2, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	VMOVQ        X4, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	VPEXTRQ      $0x01, X4, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 90(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y4
+	VPMADDUBSW   128(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    42(AX), Y2
+	VPBROADCASTB 71(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VMOVQ        X2, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	VPEXTRQ      $0x01, X2, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	VMOVQ        X4, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	VPEXTRQ      $0x01, X4, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 94(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y4
+	VPMADDUBSW   160(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    50(AX), Y2
+	VPBROADCASTB 72(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VMOVQ        X2, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	VPEXTRQ      $0x01, X2, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	VMOVQ        X4, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	VPEXTRQ      $0x01, X4, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 98(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y4
+	VPMADDUBSW   192(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    58(AX), Y2
+	VPBROADCASTB 73(AX), Y4
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y4, Y4
+	VPAND        iq3sHiMask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VMOVQ        X2, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X1, X1
+	VPEXTRQ      $0x01, X2, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X1, X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X1, X1
+	VMOVQ        X4, R11
+	MOVL         R11, R10
+	VMOVD        (R9)(R10*4), X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x01, (R9)(R10*4), X2, X2
+	VPEXTRQ      $0x01, X4, R11
+	MOVL         R11, R10
+	VPINSRD      $0x02, (R9)(R10*4), X2, X2
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRD      $0x03, (R9)(R10*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 102(AX), Y4
+	VPSHUFB      iqSignShuf<>+0(SB), Y4, Y4
+	VPAND        iqSignBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iqSignBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPSIGNB      Y4, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y4
+	VPMADDUBSW   224(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R10
+	VMOVD        R10, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y4
+	VMULPS       Y2, Y4, Y4
+	VMULPS       iqSixtyFour<>+0(SB), Y4, Y4
+	MOVQ         DX, R10
+	MOVQ         BX, R11
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS (R11), Y4, Y5
+	VBROADCASTSS (R10), Y6
+	VMULPS       Y2, Y6, Y6
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y6, Y3, Y5
+	VMOVUPS      Y5, 64(SP)
+	ADDQ         DI, R10
+	ADDQ         DI, R11
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R11), Y4, Y3
+	VBROADCASTSS (R10), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq3s_2k_loop
+
+iq3s_2k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X2, X2
+	VADDPS       X2, X0, X0
+	VPSHUFD      $0x01, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3SQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3SQ8Kx4AVX2(SB), NOSPLIT, $192-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	LEAQ    (SI)(SI*2), R9
+	MOVQ    grid+64(FP), R10
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 160(SP)
+	TESTQ   R8, R8
+	JZ      iq3s_4k_done
+
+iq3s_4k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPBROADCASTD 106(AX), Y0
+	VPSRLVD      iq3sScaleShifts<>+0(SB), Y0, Y0
+	VPAND        iqFifteen<>+0(SB), Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	VPMOVZXBD    2(AX), Y0
+	VPBROADCASTB 66(AX), Y2
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y2, Y2
+	VPAND        iq3sHiMask<>+0(SB), Y2, Y2
+	VPOR         Y2, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X2
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	VMOVQ        X2, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X0, X0
+	VPEXTRQ      $0x01, X2, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X0, X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTD 74(AX), Y2
+	VPSHUFB      iqSignShuf<>+0(SB), Y2, Y2
+	VPAND        iqSignBits<>+0(SB), Y2, Y2
+	VPCMPEQB     iqSignBits<>+0(SB), Y2, Y2
+	VPOR         iqOnes<>+0(SB), Y2, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y0, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R9*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	VPMOVZXBD    10(AX), Y2
+	VPBROADCASTB 67(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X6
+	VMOVQ        X2, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	VPEXTRQ      $0x01, X2, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y6
+	VPMADDUBSW   32(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   32(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    18(AX), Y2
+	VPBROADCASTB 68(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X6
+	VMOVQ        X2, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	VPEXTRQ      $0x01, X2, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y6
+	VPMADDUBSW   64(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   64(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    26(AX), Y2
+	VPBROADCASTB 69(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X6
+	VMOVQ        X2, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	VPEXTRQ      $0x01, X2, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y6
+	VPMADDUBSW   96(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   96(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    34(AX), Y2
+	VPBROADCASTB 70(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X6
+	VMOVQ        X2, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	VPEXTRQ      $0x01, X2, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y6
+	VPMADDUBSW   128(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   128(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    42(AX), Y2
+	VPBROADCASTB 71(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X6
+	VMOVQ        X2, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	VPEXTRQ      $0x01, X2, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y6
+	VPMADDUBSW   160(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   160(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    50(AX), Y2
+	VPBROADCASTB 72(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X6
+	VMOVQ        X2, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	VPEXTRQ      $0x01, X2, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y6
+	VPMADDUBSW   192(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   192(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    58(AX), Y2
+	VPBROADCASTB 73(AX), Y6
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y6, Y6
+	VPAND        iq3sHiMask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X6
+	VMOVQ        X2, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X1, X1
+	VPEXTRQ      $0x01, X2, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X1, X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X1, X1
+	VMOVQ        X6, R12
+	MOVL         R12, R11
+	VMOVD        (R10)(R11*4), X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x01, (R10)(R11*4), X2, X2
+	VPEXTRQ      $0x01, X6, R12
+	MOVL         R12, R11
+	VPINSRD      $0x02, (R10)(R11*4), X2, X2
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRD      $0x03, (R10)(R11*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      iqSignShuf<>+0(SB), Y6, Y6
+	VPAND        iqSignBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iqSignBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPSIGNB      Y6, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y6
+	VPMADDUBSW   224(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   224(CX)(R9*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y6
+	VMULPS       Y2, Y6, Y6
+	VMULPS       iqSixtyFour<>+0(SB), Y6, Y6
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVUPS      64(SP), Y7
+	VFNMADD231PS (R12), Y6, Y7
+	VBROADCASTSS (R11), Y8
+	VMULPS       Y2, Y8, Y8
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y8, Y3, Y7
+	VMOVUPS      Y7, 64(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y7
+	VMULPS       Y2, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq3s_4k_loop
+
+iq3s_4k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	VMOVUPS      128(SP), Y2
+	VMOVUPS      160(SP), Y3
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X4, X4
+	VADDPS       X4, X0, X0
+	VPSHUFD      $0x01, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ3SQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ3SQ8Kx8AVX2(SB), NOSPLIT, $320-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	LEAQ    (SI)(SI*2), R9
+	LEAQ    (CX)(SI*4), R10
+	MOVQ    grid+64(FP), R11
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 224(SP)
+	VMOVUPS Y0, 256(SP)
+	VMOVUPS Y0, 288(SP)
+	TESTQ   R8, R8
+	JZ      iq3s_8k_done
+
+iq3s_8k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	VPBROADCASTD 106(AX), Y0
+	VPSRLVD      iq3sScaleShifts<>+0(SB), Y0, Y0
+	VPAND        iqFifteen<>+0(SB), Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	VPMOVZXBD    2(AX), Y0
+	VPBROADCASTB 66(AX), Y2
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y2, Y2
+	VPAND        iq3sHiMask<>+0(SB), Y2, Y2
+	VPOR         Y2, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X2
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	VMOVQ        X2, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X0, X0
+	VPEXTRQ      $0x01, X2, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X0, X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTD 74(AX), Y2
+	VPSHUFB      iqSignShuf<>+0(SB), Y2, Y2
+	VPAND        iqSignBits<>+0(SB), Y2, Y2
+	VPCMPEQB     iqSignBits<>+0(SB), Y2, Y2
+	VPOR         iqOnes<>+0(SB), Y2, Y2
+	VPSIGNB      Y2, Y0, Y0
+	VPADDB       iqSixtyFourB<>+0(SB), Y0, Y0
+	VPBROADCASTD 32(SP), Y2
+	VPMADDUBSW   (CX), Y0, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y0, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y0, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R9*1), Y0, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPMADDUBSW   (R10), Y0, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (R10)(SI*1), Y0, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPMADDUBSW   (R10)(SI*2), Y0, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VPMADDUBSW   (R10)(R9*1), Y0, Y0
+	VPMADDWD     Y2, Y0, Y0
+	VPMOVZXBD    10(AX), Y2
+	VPBROADCASTB 67(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X10
+	VMOVQ        X2, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	VPEXTRQ      $0x01, X2, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 36(SP), Y10
+	VPMADDUBSW   32(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   32(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   32(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   32(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   32(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   32(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    18(AX), Y2
+	VPBROADCASTB 68(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X10
+	VMOVQ        X2, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	VPEXTRQ      $0x01, X2, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 40(SP), Y10
+	VPMADDUBSW   64(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   64(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   64(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   64(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   64(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   64(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    26(AX), Y2
+	VPBROADCASTB 69(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X10
+	VMOVQ        X2, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	VPEXTRQ      $0x01, X2, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 86(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 44(SP), Y10
+	VPMADDUBSW   96(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   96(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   96(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   96(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   96(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   96(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    34(AX), Y2
+	VPBROADCASTB 70(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X10
+	VMOVQ        X2, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	VPEXTRQ      $0x01, X2, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 90(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 48(SP), Y10
+	VPMADDUBSW   128(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   128(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   128(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   128(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   128(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   128(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    42(AX), Y2
+	VPBROADCASTB 71(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X10
+	VMOVQ        X2, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	VPEXTRQ      $0x01, X2, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 94(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 52(SP), Y10
+	VPMADDUBSW   160(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   160(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   160(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   160(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   160(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   160(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    50(AX), Y2
+	VPBROADCASTB 72(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X10
+	VMOVQ        X2, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	VPEXTRQ      $0x01, X2, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 98(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 56(SP), Y10
+	VPMADDUBSW   192(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   192(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   192(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   192(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   192(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   192(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	VPMOVZXBD    58(AX), Y2
+	VPBROADCASTB 73(AX), Y10
+	VPSRLVD      iq3sHiShifts<>+0(SB), Y10, Y10
+	VPAND        iq3sHiMask<>+0(SB), Y10, Y10
+	VPOR         Y10, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X10
+	VMOVQ        X2, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X1, X1
+	VPEXTRQ      $0x01, X2, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X1, X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X1, X1
+	VMOVQ        X10, R13
+	MOVL         R13, R12
+	VMOVD        (R11)(R12*4), X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x01, (R11)(R12*4), X2, X2
+	VPEXTRQ      $0x01, X10, R13
+	MOVL         R13, R12
+	VPINSRD      $0x02, (R11)(R12*4), X2, X2
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRD      $0x03, (R11)(R12*4), X2, X2
+	VINSERTI128  $0x01, X2, Y1, Y2
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      iqSignShuf<>+0(SB), Y10, Y10
+	VPAND        iqSignBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iqSignBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPSIGNB      Y10, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 60(SP), Y10
+	VPMADDUBSW   224(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   224(CX)(R9*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   224(R10), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   224(R10)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   224(R10)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   224(R10)(R9*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y0, Y0
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, Y2
+	VCVTDQ2PS    (SP), Y10
+	VMULPS       Y2, Y10, Y10
+	VMULPS       iqSixtyFour<>+0(SB), Y10, Y10
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMOVUPS      64(SP), Y11
+	VFNMADD231PS (R13), Y10, Y11
+	VBROADCASTSS (R12), Y12
+	VMULPS       Y2, Y12, Y12
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y12, Y3, Y11
+	VMOVUPS      Y11, 64(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y11
+	VMULPS       Y2, Y11, Y11
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y11, Y4, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y4, Y6, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      192(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y4, Y7, Y3
+	VMOVUPS      Y3, 192(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      224(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y4, Y8, Y3
+	VMOVUPS      Y3, 224(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      256(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y4, Y9, Y3
+	VMOVUPS      Y3, 256(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      288(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y2, Y4, Y4
+	VCVTDQ2PS    Y0, Y0
+	VFMADD231PS  Y4, Y0, Y3
+	VMOVUPS      Y3, 288(SP)
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq3s_8k_loop
+
+iq3s_8k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	VMOVUPS      128(SP), Y2
+	VMOVUPS      160(SP), Y3
+	VMOVUPS      192(SP), Y4
+	VMOVUPS      224(SP), Y5
+	VMOVUPS      256(SP), Y6
+	VMOVUPS      288(SP), Y7
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ1SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
 TEXT ·dotIQ1SQ8AVX2(SB), NOSPLIT, $32-44
@@ -18449,6 +23267,1421 @@ iq1s_8_done:
 	VPSHUFD      $0x01, X8, X0
 	VADDSS       X0, X8, X8
 	VMOVSS       X8, 28(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1SQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1SQ8Kx2AVX2(SB), NOSPLIT, $128-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	MOVQ    grid+64(FP), R9
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	TESTQ   R8, R8
+	JZ      iq1s_2k_done
+
+iq1s_2k_loop:
+	PREFETCHT0   2048(AX)
+	VPMOVZXWD    34(AX), Y0
+	VPSRLD       $0x0c, Y0, Y0
+	VPAND        iqSeven<>+0(SB), Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	VPMOVZXBD    2(AX), X0
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 34(AX), Y2
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y2, Y2
+	VPAND        iq1sDeltaBits<>+0(SB), Y2, Y2
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y2, Y2
+	VPOR         iqOnes<>+0(SB), Y2, Y2
+	VPADDB       Y2, Y0, Y0
+	VPABSB       Y0, Y2
+	VPSIGNB      Y0, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 32(SP), Y0
+	VPMADDUBSW   (CX), Y2, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y2, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VPMOVZXBD    6(AX), X0
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 36(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y0, Y0
+	VPABSB       Y0, Y4
+	VPSIGNB      Y0, Y4, Y4
+	VPADDB       iqSixtyFourB<>+0(SB), Y4, Y4
+	VPBROADCASTD 36(SP), Y0
+	VPMADDUBSW   32(CX), Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMOVZXBD    10(AX), X0
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 38(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y0, Y0
+	VPABSB       Y0, Y4
+	VPSIGNB      Y0, Y4, Y4
+	VPADDB       iqSixtyFourB<>+0(SB), Y4, Y4
+	VPBROADCASTD 40(SP), Y0
+	VPMADDUBSW   64(CX), Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMOVZXBD    14(AX), X0
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 40(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y0, Y0
+	VPABSB       Y0, Y4
+	VPSIGNB      Y0, Y4, Y4
+	VPADDB       iqSixtyFourB<>+0(SB), Y4, Y4
+	VPBROADCASTD 44(SP), Y0
+	VPMADDUBSW   96(CX), Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMOVZXBD    18(AX), X0
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 42(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y0, Y0
+	VPABSB       Y0, Y4
+	VPSIGNB      Y0, Y4, Y4
+	VPADDB       iqSixtyFourB<>+0(SB), Y4, Y4
+	VPBROADCASTD 48(SP), Y0
+	VPMADDUBSW   128(CX), Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMOVZXBD    22(AX), X0
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 44(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y0, Y0
+	VPABSB       Y0, Y4
+	VPSIGNB      Y0, Y4, Y4
+	VPADDB       iqSixtyFourB<>+0(SB), Y4, Y4
+	VPBROADCASTD 52(SP), Y0
+	VPMADDUBSW   160(CX), Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMOVZXBD    26(AX), X0
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 46(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y0, Y0
+	VPABSB       Y0, Y4
+	VPSIGNB      Y0, Y4, Y4
+	VPADDB       iqSixtyFourB<>+0(SB), Y4, Y4
+	VPBROADCASTD 56(SP), Y0
+	VPMADDUBSW   192(CX), Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMOVZXBD    30(AX), X0
+	VPBROADCASTW 48(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X1
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X1, X1
+	VPEXTRQ      $0x01, X0, R11
+	MOVL         R11, R10
+	VMOVQ        (R9)(R10*8), X0
+	MOVQ         R11, R10
+	SHRQ         $0x20, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 48(AX), Y4
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y4, Y4
+	VPAND        iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y4, Y4
+	VPOR         iqOnes<>+0(SB), Y4, Y4
+	VPADDB       Y4, Y0, Y0
+	VPABSB       Y0, Y4
+	VPSIGNB      Y0, Y4, Y4
+	VPADDB       iqSixtyFourB<>+0(SB), Y4, Y4
+	VPBROADCASTD 60(SP), Y0
+	VPMADDUBSW   224(CX), Y4, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWLZX      (AX), R10
+	VMOVD        R10, X0
+	VCVTPH2PS    X0, X0
+	VMULSS       iqMul3e000000<>+0(SB), X0, X0
+	VBROADCASTSS X0, Y0
+	VCVTDQ2PS    (SP), Y4
+	VMULPS       Y0, Y4, Y4
+	VMULPS       iqSixtyFour<>+0(SB), Y4, Y4
+	MOVQ         DX, R10
+	MOVQ         BX, R11
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS (R11), Y4, Y5
+	VBROADCASTSS (R10), Y6
+	VMULPS       Y0, Y6, Y6
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y6, Y3, Y5
+	VMOVUPS      Y5, 64(SP)
+	ADDQ         DI, R10
+	ADDQ         DI, R11
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R11), Y4, Y3
+	VBROADCASTSS (R10), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y4, Y2, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq1s_2k_loop
+
+iq1s_2k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X2, X2
+	VADDPS       X2, X0, X0
+	VPSHUFD      $0x01, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1SQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1SQ8Kx4AVX2(SB), NOSPLIT, $192-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	LEAQ    (SI)(SI*2), R9
+	MOVQ    grid+64(FP), R10
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 160(SP)
+	TESTQ   R8, R8
+	JZ      iq1s_4k_done
+
+iq1s_4k_loop:
+	PREFETCHT0   2048(AX)
+	VPMOVZXWD    34(AX), Y0
+	VPSRLD       $0x0c, Y0, Y0
+	VPAND        iqSeven<>+0(SB), Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	VPMOVZXBD    2(AX), X0
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 34(AX), Y2
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y2, Y2
+	VPAND        iq1sDeltaBits<>+0(SB), Y2, Y2
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y2, Y2
+	VPOR         iqOnes<>+0(SB), Y2, Y2
+	VPADDB       Y2, Y0, Y0
+	VPABSB       Y0, Y2
+	VPSIGNB      Y0, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 32(SP), Y0
+	VPMADDUBSW   (CX), Y2, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y2, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y2, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPMADDUBSW   (CX)(R9*1), Y2, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VPMOVZXBD    6(AX), X0
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 36(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y0, Y0
+	VPABSB       Y0, Y6
+	VPSIGNB      Y0, Y6, Y6
+	VPADDB       iqSixtyFourB<>+0(SB), Y6, Y6
+	VPBROADCASTD 36(SP), Y0
+	VPMADDUBSW   32(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   32(CX)(R9*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPMOVZXBD    10(AX), X0
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 38(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y0, Y0
+	VPABSB       Y0, Y6
+	VPSIGNB      Y0, Y6, Y6
+	VPADDB       iqSixtyFourB<>+0(SB), Y6, Y6
+	VPBROADCASTD 40(SP), Y0
+	VPMADDUBSW   64(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   64(CX)(R9*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPMOVZXBD    14(AX), X0
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 40(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y0, Y0
+	VPABSB       Y0, Y6
+	VPSIGNB      Y0, Y6, Y6
+	VPADDB       iqSixtyFourB<>+0(SB), Y6, Y6
+	VPBROADCASTD 44(SP), Y0
+	VPMADDUBSW   96(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   96(CX)(R9*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPMOVZXBD    18(AX), X0
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 42(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y0, Y0
+	VPABSB       Y0, Y6
+	VPSIGNB      Y0, Y6, Y6
+	VPADDB       iqSixtyFourB<>+0(SB), Y6, Y6
+	VPBROADCASTD 48(SP), Y0
+	VPMADDUBSW   128(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   128(CX)(R9*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPMOVZXBD    22(AX), X0
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 44(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y0, Y0
+	VPABSB       Y0, Y6
+	VPSIGNB      Y0, Y6, Y6
+	VPADDB       iqSixtyFourB<>+0(SB), Y6, Y6
+	VPBROADCASTD 52(SP), Y0
+	VPMADDUBSW   160(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   160(CX)(R9*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPMOVZXBD    26(AX), X0
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 46(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y0, Y0
+	VPABSB       Y0, Y6
+	VPSIGNB      Y0, Y6, Y6
+	VPADDB       iqSixtyFourB<>+0(SB), Y6, Y6
+	VPBROADCASTD 56(SP), Y0
+	VPMADDUBSW   192(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   192(CX)(R9*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	VPMOVZXBD    30(AX), X0
+	VPBROADCASTW 48(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X1
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X1, X1
+	VPEXTRQ      $0x01, X0, R12
+	MOVL         R12, R11
+	VMOVQ        (R10)(R11*8), X0
+	MOVQ         R12, R11
+	SHRQ         $0x20, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 48(AX), Y6
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y6, Y6
+	VPAND        iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y6, Y6
+	VPOR         iqOnes<>+0(SB), Y6, Y6
+	VPADDB       Y6, Y0, Y0
+	VPABSB       Y0, Y6
+	VPSIGNB      Y0, Y6, Y6
+	VPADDB       iqSixtyFourB<>+0(SB), Y6, Y6
+	VPBROADCASTD 60(SP), Y0
+	VPMADDUBSW   224(CX), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   224(CX)(R9*1), Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPADDD       Y6, Y2, Y2
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X0
+	VCVTPH2PS    X0, X0
+	VMULSS       iqMul3e000000<>+0(SB), X0, X0
+	VBROADCASTSS X0, Y0
+	VCVTDQ2PS    (SP), Y6
+	VMULPS       Y0, Y6, Y6
+	VMULPS       iqSixtyFour<>+0(SB), Y6, Y6
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVUPS      64(SP), Y7
+	VFNMADD231PS (R12), Y6, Y7
+	VBROADCASTSS (R11), Y8
+	VMULPS       Y0, Y8, Y8
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y8, Y3, Y7
+	VMOVUPS      Y7, 64(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y7
+	VMULPS       Y0, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R12), Y6, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y4, Y2, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq1s_4k_loop
+
+iq1s_4k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	VMOVUPS      128(SP), Y2
+	VMOVUPS      160(SP), Y3
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X4, X4
+	VADDPS       X4, X0, X0
+	VPSHUFD      $0x01, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1SQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotIQ1SQ8Kx8AVX2(SB), NOSPLIT, $320-72
+	MOVQ    blk+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    d+16(FP), DX
+	MOVQ    sums+24(FP), BX
+	MOVQ    qstride+32(FP), SI
+	MOVQ    dstride+40(FP), DI
+	MOVQ    nblk+48(FP), R8
+	LEAQ    (SI)(SI*2), R9
+	LEAQ    (CX)(SI*4), R10
+	MOVQ    grid+64(FP), R11
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+	VMOVUPS Y0, 128(SP)
+	VMOVUPS Y0, 160(SP)
+	VMOVUPS Y0, 192(SP)
+	VMOVUPS Y0, 224(SP)
+	VMOVUPS Y0, 256(SP)
+	VMOVUPS Y0, 288(SP)
+	TESTQ   R8, R8
+	JZ      iq1s_8k_done
+
+iq1s_8k_loop:
+	PREFETCHT0   2048(AX)
+	VPMOVZXWD    34(AX), Y0
+	VPSRLD       $0x0c, Y0, Y0
+	VPAND        iqSeven<>+0(SB), Y0, Y0
+	VPADDD       Y0, Y0, Y0
+	VPCMPEQD     Y2, Y2, Y2
+	VPSUBD       Y2, Y0, Y0
+	VMOVDQU      Y0, (SP)
+	VPSLLD       $0x10, Y0, Y2
+	VPOR         Y2, Y0, Y2
+	VMOVDQU      Y2, 32(SP)
+	VPMOVZXBD    2(AX), X0
+	VPBROADCASTW 34(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 34(AX), Y2
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y2, Y2
+	VPAND        iq1sDeltaBits<>+0(SB), Y2, Y2
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y2, Y2
+	VPOR         iqOnes<>+0(SB), Y2, Y2
+	VPADDB       Y2, Y0, Y0
+	VPABSB       Y0, Y2
+	VPSIGNB      Y0, Y2, Y2
+	VPADDB       iqSixtyFourB<>+0(SB), Y2, Y2
+	VPBROADCASTD 32(SP), Y0
+	VPMADDUBSW   (CX), Y2, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y2, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y2, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPMADDUBSW   (CX)(R9*1), Y2, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VPMADDUBSW   (R10), Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPMADDUBSW   (R10)(SI*1), Y2, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPMADDUBSW   (R10)(SI*2), Y2, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPMADDUBSW   (R10)(R9*1), Y2, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VPMOVZXBD    6(AX), X0
+	VPBROADCASTW 36(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 36(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y0, Y0
+	VPABSB       Y0, Y10
+	VPSIGNB      Y0, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPBROADCASTD 36(SP), Y0
+	VPMADDUBSW   32(CX), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   32(CX)(R9*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   32(R10), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   32(R10)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   32(R10)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   32(R10)(R9*1), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMOVZXBD    10(AX), X0
+	VPBROADCASTW 38(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 38(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y0, Y0
+	VPABSB       Y0, Y10
+	VPSIGNB      Y0, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPBROADCASTD 40(SP), Y0
+	VPMADDUBSW   64(CX), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   64(CX)(R9*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   64(R10), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   64(R10)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   64(R10)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   64(R10)(R9*1), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMOVZXBD    14(AX), X0
+	VPBROADCASTW 40(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 40(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y0, Y0
+	VPABSB       Y0, Y10
+	VPSIGNB      Y0, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPBROADCASTD 44(SP), Y0
+	VPMADDUBSW   96(CX), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   96(CX)(R9*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   96(R10), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   96(R10)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   96(R10)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   96(R10)(R9*1), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMOVZXBD    18(AX), X0
+	VPBROADCASTW 42(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 42(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y0, Y0
+	VPABSB       Y0, Y10
+	VPSIGNB      Y0, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPBROADCASTD 48(SP), Y0
+	VPMADDUBSW   128(CX), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   128(CX)(R9*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   128(R10), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   128(R10)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   128(R10)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   128(R10)(R9*1), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMOVZXBD    22(AX), X0
+	VPBROADCASTW 44(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 44(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y0, Y0
+	VPABSB       Y0, Y10
+	VPSIGNB      Y0, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPBROADCASTD 52(SP), Y0
+	VPMADDUBSW   160(CX), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   160(CX)(R9*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   160(R10), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   160(R10)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   160(R10)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   160(R10)(R9*1), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMOVZXBD    26(AX), X0
+	VPBROADCASTW 46(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 46(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y0, Y0
+	VPABSB       Y0, Y10
+	VPSIGNB      Y0, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPBROADCASTD 56(SP), Y0
+	VPMADDUBSW   192(CX), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   192(CX)(R9*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   192(R10), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   192(R10)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   192(R10)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   192(R10)(R9*1), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VPMOVZXBD    30(AX), X0
+	VPBROADCASTW 48(AX), X1
+	VPSLLD       $0x08, X1, X1
+	VPSRLVD      iq1sHiShifts<>+0(SB), X1, X1
+	VPAND        iq1sHiMask<>+0(SB), X1, X1
+	VPOR         X1, X0, X0
+	VMOVQ        X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X1
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X1, X1
+	VPEXTRQ      $0x01, X0, R13
+	MOVL         R13, R12
+	VMOVQ        (R11)(R12*8), X0
+	MOVQ         R13, R12
+	SHRQ         $0x20, R12
+	VPINSRQ      $0x01, (R11)(R12*8), X0, X0
+	VINSERTI128  $0x01, X0, Y1, Y0
+	VPBROADCASTW 48(AX), Y10
+	VPSHUFB      iq1sDeltaShuf<>+0(SB), Y10, Y10
+	VPAND        iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPCMPEQB     iq1sDeltaBits<>+0(SB), Y10, Y10
+	VPOR         iqOnes<>+0(SB), Y10, Y10
+	VPADDB       Y10, Y0, Y0
+	VPABSB       Y0, Y10
+	VPSIGNB      Y0, Y10, Y10
+	VPADDB       iqSixtyFourB<>+0(SB), Y10, Y10
+	VPBROADCASTD 60(SP), Y0
+	VPMADDUBSW   224(CX), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   224(CX)(R9*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   224(R10), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   224(R10)(SI*1), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   224(R10)(SI*2), Y10, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   224(R10)(R9*1), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X0
+	VCVTPH2PS    X0, X0
+	VMULSS       iqMul3e000000<>+0(SB), X0, X0
+	VBROADCASTSS X0, Y0
+	VCVTDQ2PS    (SP), Y10
+	VMULPS       Y0, Y10, Y10
+	VMULPS       iqSixtyFour<>+0(SB), Y10, Y10
+	MOVQ         DX, R12
+	MOVQ         BX, R13
+	VMOVUPS      64(SP), Y11
+	VFNMADD231PS (R13), Y10, Y11
+	VBROADCASTSS (R12), Y12
+	VMULPS       Y0, Y12, Y12
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y12, Y3, Y11
+	VMOVUPS      Y11, 64(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y11
+	VMULPS       Y0, Y11, Y11
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y11, Y4, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y4, Y6, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      192(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y4, Y7, Y3
+	VMOVUPS      Y3, 192(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      224(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y4, Y8, Y3
+	VMOVUPS      Y3, 224(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      256(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y4, Y9, Y3
+	VMOVUPS      Y3, 256(SP)
+	ADDQ         DI, R12
+	ADDQ         DI, R13
+	VMOVUPS      288(SP), Y3
+	VFNMADD231PS (R13), Y10, Y3
+	VBROADCASTSS (R12), Y4
+	VMULPS       Y0, Y4, Y4
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y4, Y2, Y3
+	VMOVUPS      Y3, 288(SP)
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          iq1s_8k_loop
+
+iq1s_8k_done:
+	VMOVUPS      64(SP), Y0
+	VMOVUPS      96(SP), Y1
+	VMOVUPS      128(SP), Y2
+	VMOVUPS      160(SP), Y3
+	VMOVUPS      192(SP), Y4
+	VMOVUPS      224(SP), Y5
+	VMOVUPS      256(SP), Y6
+	VMOVUPS      288(SP), Y7
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
 	VZEROUPPER
 	RET
 
@@ -20925,34 +27158,34 @@ Q4K_2_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R9
-	MOVL         8(AX), R10
-	MOVL         12(AX), R11
+	MOVL         12(AX), R9
+	MOVL         4(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
 	MOVL         R9, R12
-	ANDL         $0x3f3f3f3f, R12
-	MOVL         R11, R13
-	ANDL         $0x0f0f0f0f, R13
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	ORL          R9, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R12
-	VMOVQ        R12, X4
-	VPMOVZXBD    X4, Y4
-	VCVTDQ2PS    Y4, Y4
-	MOVL         R10, R9
-	ANDL         $0x3f3f3f3f, R9
-	SHRL         $0x04, R11
-	ANDL         $0x0f0f0f0f, R11
+	ANDL         $0x0f0f0f0f, R12
 	SHRL         $0x06, R10
 	ANDL         $0x03030303, R10
 	SHLL         $0x04, R10
-	ORL          R10, R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R9
-	VMOVQ        R9, X5
+	ORL          R10, R12
+	SHLQ         $0x20, R12
+	ORQ          R12, R11
+	VMOVQ        R11, X4
+	VPMOVZXBD    X4, Y4
+	MOVL         8(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R11
+	VMOVQ        R11, X5
 	VPMOVZXBD    X5, Y5
+	VCVTDQ2PS    Y4, Y4
 	VCVTDQ2PS    Y5, Y5
 	MOVWLZX      (AX), R9
 	VMOVD        R9, X6
@@ -21119,34 +27352,34 @@ Q5K_2_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R9
-	MOVL         8(AX), R10
-	MOVL         12(AX), R11
+	MOVL         12(AX), R9
+	MOVL         4(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
 	MOVL         R9, R12
-	ANDL         $0x3f3f3f3f, R12
-	MOVL         R11, R13
-	ANDL         $0x0f0f0f0f, R13
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	ORL          R9, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R12
-	VMOVQ        R12, X5
-	VPMOVZXBD    X5, Y5
-	VCVTDQ2PS    Y5, Y5
-	MOVL         R10, R9
-	ANDL         $0x3f3f3f3f, R9
-	SHRL         $0x04, R11
-	ANDL         $0x0f0f0f0f, R11
+	ANDL         $0x0f0f0f0f, R12
 	SHRL         $0x06, R10
 	ANDL         $0x03030303, R10
 	SHLL         $0x04, R10
-	ORL          R10, R11
-	SHLQ         $0x20, R11
-	ORQ          R11, R9
-	VMOVQ        R9, X6
+	ORL          R10, R12
+	SHLQ         $0x20, R12
+	ORQ          R12, R11
+	VMOVQ        R11, X5
+	VPMOVZXBD    X5, Y5
+	MOVL         8(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R11
+	VMOVQ        R11, X6
 	VPMOVZXBD    X6, Y6
+	VCVTDQ2PS    Y5, Y5
 	VCVTDQ2PS    Y6, Y6
 	MOVWLZX      (AX), R9
 	VMOVD        R9, X7
@@ -22030,34 +28263,34 @@ Q4K_8_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R11
-	MOVL         8(AX), R12
-	MOVL         12(AX), R13
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
 	MOVL         R11, R14
-	ANDL         $0x3f3f3f3f, R14
-	MOVL         R13, R15
-	ANDL         $0x0f0f0f0f, R15
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R15
-	SHLQ         $0x20, R15
-	ORQ          R15, R14
-	VMOVQ        R14, X10
-	VPMOVZXBD    X10, Y10
-	VCVTDQ2PS    Y10, Y10
-	MOVL         R12, R11
-	ANDL         $0x3f3f3f3f, R11
-	SHRL         $0x04, R13
-	ANDL         $0x0f0f0f0f, R13
+	ANDL         $0x0f0f0f0f, R14
 	SHRL         $0x06, R12
 	ANDL         $0x03030303, R12
 	SHLL         $0x04, R12
-	ORL          R12, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R11
-	VMOVQ        R11, X11
+	ORL          R12, R14
+	SHLQ         $0x20, R14
+	ORQ          R14, R13
+	VMOVQ        R13, X10
+	VPMOVZXBD    X10, Y10
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X11
 	VPMOVZXBD    X11, Y11
+	VCVTDQ2PS    Y10, Y10
 	VCVTDQ2PS    Y11, Y11
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X12
@@ -22549,34 +28782,34 @@ Q5K_8_loop:
 	PREFETCHT0   2048(AX)
 	PREFETCHT0   2112(AX)
 	PREFETCHT0   2176(AX)
-	MOVL         4(AX), R11
-	MOVL         8(AX), R12
-	MOVL         12(AX), R13
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
 	MOVL         R11, R14
-	ANDL         $0x3f3f3f3f, R14
-	MOVL         R13, R15
-	ANDL         $0x0f0f0f0f, R15
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R15
-	SHLQ         $0x20, R15
-	ORQ          R15, R14
-	VMOVQ        R14, X11
-	VPMOVZXBD    X11, Y11
-	VCVTDQ2PS    Y11, Y11
-	MOVL         R12, R11
-	ANDL         $0x3f3f3f3f, R11
-	SHRL         $0x04, R13
-	ANDL         $0x0f0f0f0f, R13
+	ANDL         $0x0f0f0f0f, R14
 	SHRL         $0x06, R12
 	ANDL         $0x03030303, R12
 	SHLL         $0x04, R12
-	ORL          R12, R13
-	SHLQ         $0x20, R13
-	ORQ          R13, R11
-	VMOVQ        R11, X12
+	ORL          R12, R14
+	SHLQ         $0x20, R14
+	ORQ          R14, R13
+	VMOVQ        R13, X11
+	VPMOVZXBD    X11, Y11
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X12
 	VPMOVZXBD    X12, Y12
+	VCVTDQ2PS    Y11, Y11
 	VCVTDQ2PS    Y12, Y12
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X13
@@ -23054,5 +29287,1802 @@ Q5K_8_done:
 	VPSHUFD      $0x01, X10, X0
 	VADDSS       X0, X10, X10
 	VMOVSS       X10, 28(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4KQ8Kx2AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[2]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ4KQ8Kx2AVX2(SB), NOSPLIT, $96-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	MOVQ         nblk+48(FP), R8
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VMOVUPS      Y1, 32(SP)
+	VMOVUPS      Y1, 64(SP)
+	TESTQ        R8, R8
+	JZ           q4k_2k_done
+
+q4k_2k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         12(AX), R9
+	MOVL         4(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R11
+	VMOVQ        R11, X1
+	VPMOVZXBD    X1, Y1
+	VPSLLD       $0x10, Y1, Y2
+	VPOR         Y2, Y1, Y2
+	VMOVDQU      Y2, (SP)
+	VPAND        16(AX), Y0, Y1
+	VPBROADCASTD (SP), Y2
+	VPMADDUBSW   (CX), Y1, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y1, Y1
+	VPMADDWD     Y2, Y1, Y1
+	VMOVDQU      16(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 4(SP), Y4
+	VPMADDUBSW   32(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        48(AX), Y0, Y2
+	VPBROADCASTD 8(SP), Y4
+	VPMADDUBSW   64(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      48(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 12(SP), Y4
+	VPMADDUBSW   96(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        80(AX), Y0, Y2
+	VPBROADCASTD 16(SP), Y4
+	VPMADDUBSW   128(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      80(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 20(SP), Y4
+	VPMADDUBSW   160(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        112(AX), Y0, Y2
+	VPBROADCASTD 24(SP), Y4
+	VPMADDUBSW   192(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      112(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 28(SP), Y4
+	VPMADDUBSW   224(CX), Y2, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y2
+	VPMADDWD     Y4, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	MOVL         12(AX), R9
+	MOVL         8(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R11
+	VMOVQ        R11, X2
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      2(AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y2, Y2
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVUPS      32(SP), Y5
+	VFNMADD231PS (BX), Y2, Y5
+	VBROADCASTSS (DX), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y6, Y3, Y5
+	VMOVUPS      Y5, 32(SP)
+	VMOVUPS      64(SP), Y3
+	VFNMADD231PS (BX)(DI*1), Y2, Y3
+	VBROADCASTSS (DX)(DI*1), Y2
+	VMULPS       Y4, Y2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y2, Y1, Y3
+	VMOVUPS      Y3, 64(SP)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          q4k_2k_loop
+
+q4k_2k_done:
+	VMOVUPS      32(SP), Y0
+	VMOVUPS      64(SP), Y1
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X2, X2
+	VADDPS       X2, X0, X0
+	VPSHUFD      $0x01, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5KQ8Kx2AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[2]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ5KQ8Kx2AVX2(SB), NOSPLIT, $96-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	MOVQ         nblk+48(FP), R8
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+	VXORPS       Y2, Y2, Y2
+	VMOVUPS      Y2, 32(SP)
+	VMOVUPS      Y2, 64(SP)
+	TESTQ        R8, R8
+	JZ           q5k_2k_done
+
+q5k_2k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         12(AX), R9
+	MOVL         4(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R11
+	VMOVQ        R11, X2
+	VPMOVZXBD    X2, Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y3
+	VMOVDQU      Y3, (SP)
+	VMOVDQU      16(AX), Y2
+	VPAND        48(AX), Y0, Y3
+	VPSLLW       $0x04, Y2, Y4
+	VPAND        Y1, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPBROADCASTD (SP), Y4
+	VPMADDUBSW   (CX), Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMADDUBSW   (CX)(SI*1), Y3, Y3
+	VPMADDWD     Y4, Y3, Y3
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x03, Y2, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTD 4(SP), Y6
+	VPMADDUBSW   32(CX), Y4, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   32(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        80(AX), Y0, Y4
+	VPSLLW       $0x02, Y2, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTD 8(SP), Y6
+	VPMADDUBSW   64(CX), Y4, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   64(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      80(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x01, Y2, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTD 12(SP), Y6
+	VPMADDUBSW   96(CX), Y4, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   96(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        112(AX), Y0, Y4
+	VPAND        Y1, Y2, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTD 16(SP), Y6
+	VPMADDUBSW   128(CX), Y4, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   128(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      112(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x01, Y2, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTD 20(SP), Y6
+	VPMADDUBSW   160(CX), Y4, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   160(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        144(AX), Y0, Y4
+	VPSRLW       $0x02, Y2, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTD 24(SP), Y6
+	VPMADDUBSW   192(CX), Y4, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   192(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      144(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x03, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPOR         Y2, Y4, Y4
+	VPBROADCASTD 28(SP), Y2
+	VPMADDUBSW   224(CX), Y4, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDUBSW   224(CX)(SI*1), Y4, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	MOVL         12(AX), R9
+	MOVL         8(AX), R10
+	MOVL         R10, R11
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SHLQ         $0x20, R9
+	ORQ          R9, R11
+	VMOVQ        R11, X2
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      2(AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y2, Y2
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVUPS      32(SP), Y6
+	VFNMADD231PS (BX), Y2, Y6
+	VBROADCASTSS (DX), Y7
+	VMULPS       Y4, Y7, Y7
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y7, Y5, Y6
+	VMOVUPS      Y6, 32(SP)
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS (BX)(DI*1), Y2, Y5
+	VBROADCASTSS (DX)(DI*1), Y2
+	VMULPS       Y4, Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y2, Y3, Y5
+	VMOVUPS      Y5, 64(SP)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R8
+	JNZ          q5k_2k_loop
+
+q5k_2k_done:
+	VMOVUPS      32(SP), Y0
+	VMOVUPS      64(SP), Y1
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X2, X2
+	VADDPS       X2, X0, X0
+	VPSHUFD      $0x01, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4KQ8Kx4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ4KQ8Kx4AVX2(SB), NOSPLIT, $160-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	LEAQ         (SI)(SI*2), R8
+	LEAQ         (DI)(DI*2), R9
+	MOVQ         nblk+48(FP), R10
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VMOVUPS      Y1, 32(SP)
+	VMOVUPS      Y1, 64(SP)
+	VMOVUPS      Y1, 96(SP)
+	VMOVUPS      Y1, 128(SP)
+	TESTQ        R10, R10
+	JZ           q4k_4k_done
+
+q4k_4k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X1
+	VPMOVZXBD    X1, Y1
+	VPSLLD       $0x10, Y1, Y2
+	VPOR         Y2, Y1, Y2
+	VMOVDQU      Y2, (SP)
+	VPAND        16(AX), Y0, Y1
+	VPBROADCASTD (SP), Y2
+	VPMADDUBSW   (CX), Y1, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y1, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y1, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R8*1), Y1, Y1
+	VPMADDWD     Y2, Y1, Y1
+	VMOVDQU      16(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 4(SP), Y6
+	VPMADDUBSW   32(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   32(CX)(R8*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        48(AX), Y0, Y2
+	VPBROADCASTD 8(SP), Y6
+	VPMADDUBSW   64(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   64(CX)(R8*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      48(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 12(SP), Y6
+	VPMADDUBSW   96(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   96(CX)(R8*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        80(AX), Y0, Y2
+	VPBROADCASTD 16(SP), Y6
+	VPMADDUBSW   128(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   128(CX)(R8*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      80(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 20(SP), Y6
+	VPMADDUBSW   160(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   160(CX)(R8*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        112(AX), Y0, Y2
+	VPBROADCASTD 24(SP), Y6
+	VPMADDUBSW   192(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   192(CX)(R8*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      112(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 28(SP), Y6
+	VPMADDUBSW   224(CX), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   224(CX)(R8*1), Y2, Y2
+	VPMADDWD     Y6, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	MOVL         12(AX), R11
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y2, Y2
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VMOVUPS      32(SP), Y7
+	VFNMADD231PS (BX), Y2, Y7
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y6, Y8, Y8
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y8, Y3, Y7
+	VMOVUPS      Y7, 32(SP)
+	VMOVUPS      64(SP), Y3
+	VFNMADD231PS (BX)(DI*1), Y2, Y3
+	VBROADCASTSS (DX)(DI*1), Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	VMOVUPS      Y3, 64(SP)
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (BX)(DI*2), Y2, Y3
+	VBROADCASTSS (DX)(DI*2), Y4
+	VMULPS       Y6, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 96(SP)
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (BX)(R9*1), Y2, Y3
+	VBROADCASTSS (DX)(R9*1), Y2
+	VMULPS       Y6, Y2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y2, Y1, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R10
+	JNZ          q4k_4k_loop
+
+q4k_4k_done:
+	VMOVUPS      32(SP), Y0
+	VMOVUPS      64(SP), Y1
+	VMOVUPS      96(SP), Y2
+	VMOVUPS      128(SP), Y3
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X4, X4
+	VADDPS       X4, X0, X0
+	VPSHUFD      $0x01, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5KQ8Kx4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ5KQ8Kx4AVX2(SB), NOSPLIT, $160-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	LEAQ         (SI)(SI*2), R8
+	LEAQ         (DI)(DI*2), R9
+	MOVQ         nblk+48(FP), R10
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, R11
+	VMOVD        R11, X1
+	VPBROADCASTD X1, Y1
+	VXORPS       Y2, Y2, Y2
+	VMOVUPS      Y2, 32(SP)
+	VMOVUPS      Y2, 64(SP)
+	VMOVUPS      Y2, 96(SP)
+	VMOVUPS      Y2, 128(SP)
+	TESTQ        R10, R10
+	JZ           q5k_4k_done
+
+q5k_4k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y3
+	VMOVDQU      Y3, (SP)
+	VMOVDQU      16(AX), Y2
+	VPAND        48(AX), Y0, Y3
+	VPSLLW       $0x04, Y2, Y4
+	VPAND        Y1, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPBROADCASTD (SP), Y4
+	VPMADDUBSW   (CX), Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMADDUBSW   (CX)(SI*1), Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMADDUBSW   (CX)(SI*2), Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPMADDUBSW   (CX)(R8*1), Y3, Y3
+	VPMADDWD     Y4, Y3, Y3
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x03, Y2, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPBROADCASTD 4(SP), Y8
+	VPMADDUBSW   32(CX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   32(CX)(SI*1), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   32(CX)(SI*2), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   32(CX)(R8*1), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        80(AX), Y0, Y4
+	VPSLLW       $0x02, Y2, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPBROADCASTD 8(SP), Y8
+	VPMADDUBSW   64(CX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   64(CX)(SI*1), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   64(CX)(SI*2), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   64(CX)(R8*1), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      80(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x01, Y2, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPBROADCASTD 12(SP), Y8
+	VPMADDUBSW   96(CX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   96(CX)(SI*1), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   96(CX)(SI*2), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   96(CX)(R8*1), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        112(AX), Y0, Y4
+	VPAND        Y1, Y2, Y8
+	VPOR         Y8, Y4, Y4
+	VPBROADCASTD 16(SP), Y8
+	VPMADDUBSW   128(CX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   128(CX)(SI*1), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   128(CX)(SI*2), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   128(CX)(R8*1), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      112(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x01, Y2, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPBROADCASTD 20(SP), Y8
+	VPMADDUBSW   160(CX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   160(CX)(SI*1), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   160(CX)(SI*2), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   160(CX)(R8*1), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        144(AX), Y0, Y4
+	VPSRLW       $0x02, Y2, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPBROADCASTD 24(SP), Y8
+	VPMADDUBSW   192(CX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   192(CX)(SI*1), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPMADDUBSW   192(CX)(SI*2), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VPMADDUBSW   192(CX)(R8*1), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      144(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x03, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPOR         Y2, Y4, Y4
+	VPBROADCASTD 28(SP), Y2
+	VPMADDUBSW   224(CX), Y4, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDUBSW   224(CX)(SI*1), Y4, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPMADDUBSW   224(CX)(SI*2), Y4, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDUBSW   224(CX)(R8*1), Y4, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	MOVL         12(AX), R11
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y2, Y2
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVUPS      32(SP), Y8
+	VFNMADD231PS (BX), Y2, Y8
+	VBROADCASTSS (DX), Y9
+	VMULPS       Y4, Y9, Y9
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y9, Y5, Y8
+	VMOVUPS      Y8, 32(SP)
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS (BX)(DI*1), Y2, Y5
+	VBROADCASTSS (DX)(DI*1), Y8
+	VMULPS       Y4, Y8, Y8
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y8, Y6, Y5
+	VMOVUPS      Y5, 64(SP)
+	VMOVUPS      96(SP), Y5
+	VFNMADD231PS (BX)(DI*2), Y2, Y5
+	VBROADCASTSS (DX)(DI*2), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y6, Y7, Y5
+	VMOVUPS      Y5, 96(SP)
+	VMOVUPS      128(SP), Y5
+	VFNMADD231PS (BX)(R9*1), Y2, Y5
+	VBROADCASTSS (DX)(R9*1), Y2
+	VMULPS       Y4, Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y2, Y3, Y5
+	VMOVUPS      Y5, 128(SP)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R10
+	JNZ          q5k_4k_loop
+
+q5k_4k_done:
+	VMOVUPS      32(SP), Y0
+	VMOVUPS      64(SP), Y1
+	VMOVUPS      96(SP), Y2
+	VMOVUPS      128(SP), Y3
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X4, X4
+	VADDPS       X4, X0, X0
+	VPSHUFD      $0x01, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ4KQ8Kx8AVX2(SB), NOSPLIT, $288-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	LEAQ         (SI)(SI*2), R8
+	LEAQ         (CX)(SI*4), R9
+	MOVQ         nblk+48(FP), R10
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VMOVUPS      Y1, 32(SP)
+	VMOVUPS      Y1, 64(SP)
+	VMOVUPS      Y1, 96(SP)
+	VMOVUPS      Y1, 128(SP)
+	VMOVUPS      Y1, 160(SP)
+	VMOVUPS      Y1, 192(SP)
+	VMOVUPS      Y1, 224(SP)
+	VMOVUPS      Y1, 256(SP)
+	TESTQ        R10, R10
+	JZ           q4k_8k_done
+
+q4k_8k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X1
+	VPMOVZXBD    X1, Y1
+	VPSLLD       $0x10, Y1, Y2
+	VPOR         Y2, Y1, Y2
+	VMOVDQU      Y2, (SP)
+	VPAND        16(AX), Y0, Y1
+	VPBROADCASTD (SP), Y2
+	VPMADDUBSW   (CX), Y1, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPMADDUBSW   (CX)(SI*1), Y1, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPMADDUBSW   (CX)(SI*2), Y1, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPMADDUBSW   (CX)(R8*1), Y1, Y6
+	VPMADDWD     Y2, Y6, Y6
+	VPMADDUBSW   (R9), Y1, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPMADDUBSW   (R9)(SI*1), Y1, Y8
+	VPMADDWD     Y2, Y8, Y8
+	VPMADDUBSW   (R9)(SI*2), Y1, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VPMADDUBSW   (R9)(R8*1), Y1, Y1
+	VPMADDWD     Y2, Y1, Y1
+	VMOVDQU      16(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 4(SP), Y10
+	VPMADDUBSW   32(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   32(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   32(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   32(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   32(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   32(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   32(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   32(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        48(AX), Y0, Y2
+	VPBROADCASTD 8(SP), Y10
+	VPMADDUBSW   64(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   64(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   64(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   64(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   64(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   64(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   64(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   64(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      48(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 12(SP), Y10
+	VPMADDUBSW   96(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   96(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   96(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   96(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   96(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   96(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   96(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   96(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        80(AX), Y0, Y2
+	VPBROADCASTD 16(SP), Y10
+	VPMADDUBSW   128(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   128(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   128(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   128(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   128(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   128(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   128(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   128(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      80(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 20(SP), Y10
+	VPMADDUBSW   160(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   160(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   160(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   160(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   160(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   160(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   160(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   160(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VPAND        112(AX), Y0, Y2
+	VPBROADCASTD 24(SP), Y10
+	VPMADDUBSW   192(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   192(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   192(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   192(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   192(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   192(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   192(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   192(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	VMOVDQU      112(AX), Y2
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPBROADCASTD 28(SP), Y10
+	VPMADDUBSW   224(CX), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VPMADDUBSW   224(CX)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   224(CX)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   224(CX)(R8*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   224(R9), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   224(R9)(SI*1), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   224(R9)(SI*2), Y2, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDUBSW   224(R9)(R8*1), Y2, Y2
+	VPMADDWD     Y10, Y2, Y2
+	VPADDD       Y2, Y1, Y1
+	MOVL         12(AX), R11
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y2, Y2
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVUPS      32(SP), Y11
+	VFNMADD231PS (R12), Y2, Y11
+	VBROADCASTSS (R11), Y12
+	VMULPS       Y10, Y12, Y12
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y12, Y3, Y11
+	VMOVUPS      Y11, 32(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      64(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y11
+	VMULPS       Y10, Y11, Y11
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y11, Y4, Y3
+	VMOVUPS      Y3, 64(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      96(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      128(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y4, Y6, Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      160(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y4, Y7, Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      192(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y4, Y8, Y3
+	VMOVUPS      Y3, 192(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      224(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y4
+	VMULPS       Y10, Y4, Y4
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y4, Y9, Y3
+	VMOVUPS      Y3, 224(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      256(SP), Y3
+	VFNMADD231PS (R12), Y2, Y3
+	VBROADCASTSS (R11), Y2
+	VMULPS       Y10, Y2, Y2
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y2, Y1, Y3
+	VMOVUPS      Y3, 256(SP)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R9
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R10
+	JNZ          q4k_8k_loop
+
+q4k_8k_done:
+	VMOVUPS      32(SP), Y0
+	VMOVUPS      64(SP), Y1
+	VMOVUPS      96(SP), Y2
+	VMOVUPS      128(SP), Y3
+	VMOVUPS      160(SP), Y4
+	VMOVUPS      192(SP), Y5
+	VMOVUPS      224(SP), Y6
+	VMOVUPS      256(SP), Y7
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ5KQ8Kx8AVX2(SB), NOSPLIT, $288-64
+	MOVQ         blk+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         qstride+32(FP), SI
+	MOVQ         dstride+40(FP), DI
+	LEAQ         (SI)(SI*2), R8
+	LEAQ         (CX)(SI*4), R9
+	MOVQ         nblk+48(FP), R10
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, R11
+	VMOVD        R11, X1
+	VPBROADCASTD X1, Y1
+	VXORPS       Y2, Y2, Y2
+	VMOVUPS      Y2, 32(SP)
+	VMOVUPS      Y2, 64(SP)
+	VMOVUPS      Y2, 96(SP)
+	VMOVUPS      Y2, 128(SP)
+	VMOVUPS      Y2, 160(SP)
+	VMOVUPS      Y2, 192(SP)
+	VMOVUPS      Y2, 224(SP)
+	VMOVUPS      Y2, 256(SP)
+	TESTQ        R10, R10
+	JZ           q5k_8k_done
+
+q5k_8k_loop:
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVL         12(AX), R11
+	MOVL         4(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y3
+	VMOVDQU      Y3, (SP)
+	VMOVDQU      16(AX), Y2
+	VPAND        48(AX), Y0, Y3
+	VPSLLW       $0x04, Y2, Y4
+	VPAND        Y1, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPBROADCASTD (SP), Y4
+	VPMADDUBSW   (CX), Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMADDUBSW   (CX)(SI*1), Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMADDUBSW   (CX)(SI*2), Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPMADDUBSW   (CX)(R8*1), Y3, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPMADDUBSW   (R9), Y3, Y9
+	VPMADDWD     Y4, Y9, Y9
+	VPMADDUBSW   (R9)(SI*1), Y3, Y10
+	VPMADDWD     Y4, Y10, Y10
+	VPMADDUBSW   (R9)(SI*2), Y3, Y11
+	VPMADDWD     Y4, Y11, Y11
+	VPMADDUBSW   (R9)(R8*1), Y3, Y3
+	VPMADDWD     Y4, Y3, Y3
+	VMOVDQU      48(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x03, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 4(SP), Y12
+	VPMADDUBSW   32(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   32(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   32(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   32(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   32(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   32(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   32(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   32(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        80(AX), Y0, Y4
+	VPSLLW       $0x02, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 8(SP), Y12
+	VPMADDUBSW   64(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   64(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   64(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   64(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   64(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   64(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   64(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   64(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      80(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLW       $0x01, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 12(SP), Y12
+	VPMADDUBSW   96(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   96(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   96(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   96(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   96(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   96(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   96(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   96(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        112(AX), Y0, Y4
+	VPAND        Y1, Y2, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 16(SP), Y12
+	VPMADDUBSW   128(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   128(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   128(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   128(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   128(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   128(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   128(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   128(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      112(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x01, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 20(SP), Y12
+	VPMADDUBSW   160(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   160(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   160(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   160(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   160(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   160(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   160(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   160(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPAND        144(AX), Y0, Y4
+	VPSRLW       $0x02, Y2, Y12
+	VPAND        Y1, Y12, Y12
+	VPOR         Y12, Y4, Y4
+	VPBROADCASTD 24(SP), Y12
+	VPMADDUBSW   192(CX), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   192(CX)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   192(CX)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   192(CX)(R8*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   192(R9), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   192(R9)(SI*1), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y10, Y10
+	VPMADDUBSW   192(R9)(SI*2), Y4, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPMADDUBSW   192(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y12, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      144(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSRLW       $0x03, Y2, Y2
+	VPAND        Y1, Y2, Y2
+	VPOR         Y2, Y4, Y4
+	VPBROADCASTD 28(SP), Y2
+	VPMADDUBSW   224(CX), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   224(CX)(SI*1), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   224(CX)(SI*2), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   224(CX)(R8*1), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   224(R9), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   224(R9)(SI*1), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDUBSW   224(R9)(SI*2), Y4, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPMADDUBSW   224(R9)(R8*1), Y4, Y4
+	VPMADDWD     Y2, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	MOVL         12(AX), R11
+	MOVL         8(AX), R12
+	MOVL         R12, R13
+	ANDL         $0x3f3f3f3f, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R11, R13
+	VMOVQ        R13, X2
+	VPMOVZXBD    X2, Y2
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y2, Y2
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	MOVQ         DX, R11
+	MOVQ         BX, R12
+	VMOVUPS      32(SP), Y12
+	VFNMADD231PS (R12), Y2, Y12
+	VBROADCASTSS (R11), Y13
+	VMULPS       Y4, Y13, Y13
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y13, Y5, Y12
+	VMOVUPS      Y12, 32(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      64(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y12
+	VMULPS       Y4, Y12, Y12
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y12, Y6, Y5
+	VMOVUPS      Y5, 64(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      96(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y6, Y7, Y5
+	VMOVUPS      Y5, 96(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      128(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y6, Y8, Y5
+	VMOVUPS      Y5, 128(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      160(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y6, Y9, Y5
+	VMOVUPS      Y5, 160(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      192(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y6, Y10, Y5
+	VMOVUPS      Y5, 192(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      224(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y6, Y11, Y5
+	VMOVUPS      Y5, 224(SP)
+	ADDQ         DI, R11
+	ADDQ         DI, R12
+	VMOVUPS      256(SP), Y5
+	VFNMADD231PS (R12), Y2, Y5
+	VBROADCASTSS (R11), Y2
+	VMULPS       Y4, Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y2, Y3, Y5
+	VMOVUPS      Y5, 256(SP)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, R9
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, BX
+	DECQ         R10
+	JNZ          q5k_8k_loop
+
+q5k_8k_done:
+	VMOVUPS      32(SP), Y0
+	VMOVUPS      64(SP), Y1
+	VMOVUPS      96(SP), Y2
+	VMOVUPS      128(SP), Y3
+	VMOVUPS      160(SP), Y4
+	VMOVUPS      192(SP), Y5
+	VMOVUPS      224(SP), Y6
+	VMOVUPS      256(SP), Y7
+	MOVQ         out+56(FP), AX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X0
+	VMOVHLPS     X0, X8, X8
+	VADDPS       X8, X0, X0
+	VPSHUFD      $0x01, X0, X8
+	VADDSS       X8, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X0, X0
+	VADDPS       X0, X1, X1
+	VPSHUFD      $0x01, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X0, X0
+	VADDPS       X0, X2, X2
+	VPSHUFD      $0x01, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X0, X0
+	VADDPS       X0, X3, X3
+	VPSHUFD      $0x01, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VMOVHLPS     X4, X0, X0
+	VADDPS       X0, X4, X4
+	VPSHUFD      $0x01, X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, 16(AX)
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VMOVHLPS     X5, X0, X0
+	VADDPS       X0, X5, X5
+	VPSHUFD      $0x01, X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, 20(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X6
+	VMOVHLPS     X6, X0, X0
+	VADDPS       X0, X6, X6
+	VPSHUFD      $0x01, X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, 24(AX)
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VMOVHLPS     X7, X0, X0
+	VADDPS       X0, X7, X7
+	VPSHUFD      $0x01, X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, 28(AX)
 	VZEROUPPER
 	RET

@@ -37,6 +37,12 @@ func dotIQ2XSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, 
 // quantizeAct8AVX2 quantizes the 32 values at x as quantizeAct8Block does; false (nothing stored) where max|x| is 0 or not finite.
 func quantizeAct8AVX2(x *float32, q *int8, d *float32, s *float32, h *float32, g16 *int16) bool
 
+// quantizeAct8MaxAVX2 quantizes the 32 values at x as quantizeAct8BlockMax does with amax their scale's max|x| (float32 bits); false (nothing stored) where amax is 0 or not finite.
+func quantizeAct8MaxAVX2(x *float32, q *int8, d *float32, s *float32, h *float32, g16 *int16, amax uint32) bool
+
+// absMax256AVX2 is the largest |x[i]|, i < 256, as float32 bits (a NaN gives bits above +Inf's).
+func absMax256AVX2(x *float32) uint32
+
 // dotIQ4NLQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq4_nl blocks, kv being kvalues_iq4nl; in integers per block.
 func dotIQ4NLQ8AVX2(blk *byte, q *int8, d *float32, nblk int, kv *int8) float32
 
@@ -127,6 +133,15 @@ func dotIQ2XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int,
 // dotIQ2XXSQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
 func dotIQ2XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
+// dotIQ2XXSQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ2XXSQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ2XXSQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ2XXSQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ2XXSQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ2XXSQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+
 // dotIQ3XXSQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq3_xxs blocks, in integers per 32 values.
 func dotIQ3XXSQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
@@ -138,6 +153,15 @@ func dotIQ3XXSQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int,
 
 // dotIQ3XXSQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
 func dotIQ3XXSQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+
+// dotIQ3XXSQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3XXSQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ3XXSQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3XXSQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ3XXSQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_xxs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3XXSQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
 // dotIQ2SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq2_s blocks, in integers per 16 values.
 func dotIQ2SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
@@ -163,6 +187,15 @@ func dotIQ3SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, n
 // dotIQ3SQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
 func dotIQ3SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
+// dotIQ3SQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3SQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ3SQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3SQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ3SQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ3SQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+
 // dotIQ1SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq1_s blocks, in integers per 32 values.
 func dotIQ1SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 
@@ -174,6 +207,15 @@ func dotIQ1SQ8x4AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, n
 
 // dotIQ1SQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes.
 func dotIQ1SQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+
+// dotIQ1SQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ1SQ8Kx2AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ1SQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ1SQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[4]float32, grid *byte)
+
+// dotIQ1SQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq1_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotIQ1SQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
 // dotIQ1MQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq1_m blocks, in integers per 16 values.
 func dotIQ1MQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
@@ -204,3 +246,21 @@ func dotQ4KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dst
 
 // dotQ5KQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes.
 func dotQ5KQ8x8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+
+// dotQ4KQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ4KQ8Kx2AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[2]float32)
+
+// dotQ5KQ8Kx2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ5KQ8Kx2AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[2]float32)
+
+// dotQ4KQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ4KQ8Kx4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotQ5KQ8Kx4AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ5KQ8Kx4AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[4]float32)
+
+// dotQ4KQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q4_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ4KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)
+
+// dotQ5KQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk q5_K blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
+func dotQ5KQ8Kx8AVX2(blk *byte, q *int8, d *float32, s *float32, qstride int, dstride int, nblk int, out *[8]float32)

@@ -9,7 +9,8 @@ import (
 // Dot32 on a 2048-value row held in L1 (compute, not memory), in bytes of
 // weights per second, and times the activation quantization; where the
 // format has a four-row kernel, it against four one-row dots, a two-row
-// kernel on its own, and an eight-row kernel against two four-row calls.
+// kernel on its own, and an eight-row kernel against two four-row calls
+// (and its version for Quantize256's rows, act8x8w, where there is one).
 func BenchmarkAct8(b *testing.B) {
 	const n = 2048
 	r := rand.New(rand.NewPCG(1, 2))
@@ -89,6 +90,22 @@ func BenchmarkAct8(b *testing.B) {
 				k.Dot8(blk, &eight, &out8)
 			}
 		})
+		if k.Scale256() {
+			// the same rows with one scale per 256 (Quantize256): the
+			// eight-row kernel for such rows
+			var w8 Act8Rows
+			w8.Quantize256(gaussian(8*n, 6), 8, n)
+			var wide [8]*Act8
+			for r := range wide {
+				wide[r] = w8.Row(r)
+			}
+			b.Run(name+"/act8x8w", func(b *testing.B) {
+				b.SetBytes(int64(len(blk)))
+				for b.Loop() {
+					k.Dot8(blk, &wide, &out8)
+				}
+			})
+		}
 		b.Run(name+"/act8x4x2", func(b *testing.B) {
 			b.SetBytes(int64(len(blk)))
 			for b.Loop() {

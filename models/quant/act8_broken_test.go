@@ -235,7 +235,7 @@ var brokenAct8Kernels = []struct {
 	},
 	{
 		what: "IQ eight rows: rows 4-7 read two strides on, not four",
-		file: "iq.go", from: "LEAQ(Mem{Base: q, Index: qs, Scale: 4}, q4)", to: "LEAQ(Mem{Base: q, Index: qs, Scale: 2}, q4)",
+		file: "iq.go", from: "LEAQ(Mem{Base: q, Index: qs, Scale: 4}, r4)", to: "LEAQ(Mem{Base: q, Index: qs, Scale: 2}, r4)",
 		want: []string{"iq2_xxs ggml-quantized, eight rows (row 5)", "iq3_xxs ggml-decoded random, eight rows (row 4)", "iq2_xxs eight rows", "iq3_xxs eight rows"},
 	},
 	{
@@ -259,6 +259,59 @@ var brokenAct8Kernels = []struct {
 		file: "iq.go", from: `Act8.H)", 2`, to: `Act8.H)", 1`,
 		want: []string{"iq2_s ggml-quantized, eight rows (row 2)", "iq1_m ggml-decoded random, eight rows (row 5)", "iq2_s eight rows"},
 	},
+	{
+		what: "IQ rows with a scale per 256: each 32 takes its neighbour's integer scale",
+		file: "iq.go", from: "VPBROADCASTD(scl.Offset(4*ib), sc)", to: "VPBROADCASTD(scl.Offset(4*(ib^1)), sc)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows, a scale per 256 (row 0)", "iq3_xxs ggml-decoded random, eight rows, a scale per 256 (row 5)",
+			"iq3_s ggml-quantized, eight rows, a scale per 256 (row 7)", "iq1_s eight rows, a scale per 256",
+			"iq2_xxs ggml-quantized, four rows, a scale per 256 (row 2)", "iq3_xxs ggml-decoded random, two rows, a scale per 256 (row 1)",
+			"iq1_s four rows, a scale per 256", "iq3_s two rows, a scale per 256"},
+	},
+	{
+		what: "IQ rows with a scale per 256: every row's scale from row 0's",
+		file: "iq.go", from: "ADDQ(ds, dk)", to: "ADDQ(U32(0), dk)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows, a scale per 256 (row 3)", "iq3_xxs eight rows, a scale per 256",
+			"iq2_xxs ggml-quantized, four rows, a scale per 256 (row 1)", "iq3_xxs ggml-quantized, two rows, a scale per 256 (row 1)"},
+	},
+	{
+		what: "IQ rows with a scale per 256: the weights' +64 taken back with row 0's sums",
+		file: "iq.go", from: "ADDQ(ds, sk)", to: "ADDQ(U32(0), sk)",
+		want: []string{"iq2_xxs ggml-quantized, eight rows, a scale per 256 (row 1)", "iq1_s ggml-decoded random, eight rows, a scale per 256 (row 6)"},
+	},
+	{
+		what: "IQ rows with a scale per 256: the 32s' integer sums subtracted",
+		file: "iq.go", from: "VPADDD(x, iacc[r], iacc[r])", to: "VPSUBD(x, iacc[r], iacc[r])",
+		want: []string{"iq2_xxs ggml-quantized, eight rows, a scale per 256 (row 2)", "iq3_xxs ggml-quantized prefix, eight rows, a scale per 256 (row 4)",
+			"iq3_s eight rows, a scale per 256"},
+	},
+	{
+		what: "q4_k, q5_k rows with a scale per 256: each sub-block takes its neighbour's integer scale",
+		file: "kquants.go", from: "VPBROADCASTD(scl.Offset(4*sb), bc)", to: "VPBROADCASTD(scl.Offset(4*(sb^1)), bc)",
+		want: []string{"q4_k ggml-quantized, eight rows, a scale per 256 (row 0)", "q5_k ggml-decoded random, eight rows, a scale per 256 (row 3)",
+			"q4_k eight rows, a scale per 256", "q5_k ggml-quantized prefix, eight rows, a scale per 256 (row 7)",
+			"q4_k ggml-quantized, four rows, a scale per 256 (row 3)", "q5_k ggml-quantized, two rows, a scale per 256 (row 0)", "q4_k two rows, a scale per 256"},
+	},
+	{
+		what: "q4_k, q5_k rows with a scale per 256: the mins meet the scales, not the sums",
+		file: "kquants.go", from: "VFNMADD231PS(m[1], mn, a)", to: "VFNMADD231PS(m[0], mn, a)",
+		want: []string{"q4_k ggml-quantized, eight rows, a scale per 256 (row 2)", "q5_k eight rows, a scale per 256",
+			"q4_k ggml-quantized, four rows, a scale per 256 (row 1)", "q5_k four rows, a scale per 256"},
+	},
+	{
+		what: "q4_k, q5_k rows with a scale per 256: the mins taken as the scales",
+		file: "kquants.go", from: "_, mn := q4kScaleInts(p, false, true)", to: "mn, _ := q4kScaleInts(p, true, false)",
+		want: []string{"q4_k ggml-quantized, eight rows, a scale per 256 (row 5)", "q5_k ggml-decoded random, eight rows, a scale per 256 (row 1)"},
+	},
+	{
+		what: "activation quantizer, a scale per 256: the max of the first 128 values",
+		file: "quantize.go", from: "for i := range 32 {", to: "for i := range 16 {",
+		want: []string{"D[0] = ", "max of 256"},
+	},
+	{
+		what: "activation quantizer, a scale per 256: the given max replaced by 1",
+		file: "quantize.go", from: `Load(Param("amax"), bits)`, to: `Load(Param("amax"), bits); MOVL(U32(0x3f800000), bits)`,
+		want: []string{"max bits", "Q[40] = "},
+	},
 }
 
 // iqWant are the failures a fault in one IQ format's kernels must show:
@@ -270,7 +323,8 @@ func iqWant(name string) []string {
 // TestAct8KernelsCatchBrokenKernels is the control for the act8 tests:
 // with each fault of brokenAct8Kernels planted in the generator, the
 // regenerated assembly (through go's -overlay, the tree untouched) fails
-// TestAct8Kernels, TestAct8Rows, TestAct8GGMLBlocks and TestAct8Quantize
+// TestAct8Kernels, TestAct8Rows, TestAct8GGMLBlocks and the quantizer's
+// tests (TestAct8Quantize, TestAct8Quantize256, TestAct8QuantizeAssembly)
 // where the fault says, one row and four rows.
 func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 	if testing.Short() {
@@ -288,7 +342,7 @@ func TestAct8KernelsCatchBrokenKernels(t *testing.T) {
 			path, broken := asmcheck.Plant(t, tmp, filepath.Join("asm/act8", fault.file), fault.from, fault.to)
 			asm, regenerated := asmcheck.Regenerate(t, tmp, "asm/act8", map[string]string{path: broken}, "act8_amd64.s", "quant")
 			asmcheck.MustFail(t, tmp, map[string]string{asm: regenerated},
-				"^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks|TestAct8Quantize)$", fault.want)
+				"^(TestAct8Kernels|TestAct8Rows|TestAct8GGMLBlocks|TestAct8Quantize|TestAct8Quantize256|TestAct8QuantizeAssembly)$", fault.want)
 		})
 	}
 }

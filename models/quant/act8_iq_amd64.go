@@ -12,6 +12,9 @@ func init() {
 		act8Dots2[registry[name]] = k.two
 		act8Dots4[registry[name]] = k.four
 		act8Dots8[registry[name]] = k.eight
+		if k.wide != nil {
+			registerWide(registry[name], *k.wide)
+		}
 	}
 }
 
@@ -20,11 +23,20 @@ type iqAct8Kernel struct {
 	two   act8x2Func
 	four  act8x4Func
 	eight act8x8Func
+	wide  *wideKernels // the kernels for Quantize256's rows, where there are
 }
 
 // iqKernel8 is an eight-row kernel of a grid IQ format. It takes the
 // activation's sums (sums8) beside its scales.
 type iqKernel8 = func(b *byte, q *int8, d, sums *float32, qs, ds, nb int, out *[8]float32, grid *byte)
+
+// iqWide are a format's two-, four- and eight-row kernels for rows with
+// one scale per 256 (Quantize256), each taking the sums per 32 (Act8.S).
+type iqWide struct {
+	two   func(b *byte, q *int8, d, sums *float32, qs, ds, nb int, out *[2]float32, grid *byte)
+	four  func(b *byte, q *int8, d, sums *float32, qs, ds, nb int, out *[4]float32, grid *byte)
+	eight iqKernel8
+}
 
 // sums32 and sums16 are the activation sums the eight-row IQ kernels take:
 // per 32 where the format's scale is per 32, per 16 where it is per 16.
@@ -39,7 +51,7 @@ func archIQAct8() map[string]iqAct8Kernel {
 	m := map[string]iqAct8Kernel{}
 	add := func(name string, size int, grid unsafe.Pointer, one func(b *byte, q *int8, d *float32, nb int, grid *byte) float32,
 		two func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[2]float32, grid *byte),
-		four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32, grid *byte), eight iqKernel8, sums func(*Act8) *float32) {
+		four func(b *byte, q *int8, d *float32, qs, ds, nb int, out *[4]float32, grid *byte), eight iqKernel8, sums func(*Act8) *float32, wide *iqWide) {
 		g := (*byte)(grid)
 		oneRow := func(b *byte, a *Act8, nb int) float32 { return one(b, &a.Q[0], &a.D[0], nb, g) }
 		k := iqAct8Kernel{
@@ -60,14 +72,28 @@ func archIQAct8() map[string]iqAct8Kernel {
 		k.eight = act8x8(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
 			eight(b, &a.Q[0], &a.D[0], sums(a), qs, ds, nb, out, g)
 		}, k.four)
+		if wide != nil {
+			four := act8x4(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[4]float32) {
+				wide.four(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out, g)
+			}, oneRow)
+			k.wide = &wideKernels{
+				two: act8x2(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32) {
+					wide.two(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out, g)
+				}, oneRow),
+				four: four,
+				eight: act8x8(256, size, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
+					wide.eight(b, &a.Q[0], &a.D[0], &a.S[0], qs, ds, nb, out, g)
+				}, four),
+			}
+		}
 		m[name] = k
 	}
-	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&iq2xxsTable), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x2AVX2, dotIQ2XXSQ8x4AVX2, dotIQ2XXSQ8x8AVX2, sums32)
-	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&iq3xxsTable), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x2AVX2, dotIQ3XXSQ8x4AVX2, dotIQ3XXSQ8x8AVX2, sums32)
-	add("iq2_s", iq2sBytes, unsafe.Pointer(&grids.iq2s[0]), dotIQ2SQ8AVX2, dotIQ2SQ8x2AVX2, dotIQ2SQ8x4AVX2, dotIQ2SQ8x8AVX2, sums16)
-	add("iq3_s", iq3sBytes, unsafe.Pointer(&grids.iq3s[0]), dotIQ3SQ8AVX2, dotIQ3SQ8x2AVX2, dotIQ3SQ8x4AVX2, dotIQ3SQ8x8AVX2, sums32)
-	add("iq1_s", iq1sBytes, unsafe.Pointer(&grid1[0]), dotIQ1SQ8AVX2, dotIQ1SQ8x2AVX2, dotIQ1SQ8x4AVX2, dotIQ1SQ8x8AVX2, sums32)
-	add("iq1_m", iq1mBytes, unsafe.Pointer(&grid1[0]), dotIQ1MQ8AVX2, dotIQ1MQ8x2AVX2, dotIQ1MQ8x4AVX2, dotIQ1MQ8x8AVX2, sums16)
+	add("iq2_xxs", iq2xxsBytes, unsafe.Pointer(&iq2xxsTable), dotIQ2XXSQ8AVX2, dotIQ2XXSQ8x2AVX2, dotIQ2XXSQ8x4AVX2, dotIQ2XXSQ8x8AVX2, sums32, &iqWide{dotIQ2XXSQ8Kx2AVX2, dotIQ2XXSQ8Kx4AVX2, dotIQ2XXSQ8Kx8AVX2})
+	add("iq3_xxs", iq3xxsBytes, unsafe.Pointer(&iq3xxsTable), dotIQ3XXSQ8AVX2, dotIQ3XXSQ8x2AVX2, dotIQ3XXSQ8x4AVX2, dotIQ3XXSQ8x8AVX2, sums32, &iqWide{dotIQ3XXSQ8Kx2AVX2, dotIQ3XXSQ8Kx4AVX2, dotIQ3XXSQ8Kx8AVX2})
+	add("iq2_s", iq2sBytes, unsafe.Pointer(&grids.iq2s[0]), dotIQ2SQ8AVX2, dotIQ2SQ8x2AVX2, dotIQ2SQ8x4AVX2, dotIQ2SQ8x8AVX2, sums16, nil)
+	add("iq3_s", iq3sBytes, unsafe.Pointer(&grids.iq3s[0]), dotIQ3SQ8AVX2, dotIQ3SQ8x2AVX2, dotIQ3SQ8x4AVX2, dotIQ3SQ8x8AVX2, sums32, &iqWide{dotIQ3SQ8Kx2AVX2, dotIQ3SQ8Kx4AVX2, dotIQ3SQ8Kx8AVX2})
+	add("iq1_s", iq1sBytes, unsafe.Pointer(&grid1[0]), dotIQ1SQ8AVX2, dotIQ1SQ8x2AVX2, dotIQ1SQ8x4AVX2, dotIQ1SQ8x8AVX2, sums32, &iqWide{dotIQ1SQ8Kx2AVX2, dotIQ1SQ8Kx4AVX2, dotIQ1SQ8Kx8AVX2})
+	add("iq1_m", iq1mBytes, unsafe.Pointer(&grid1[0]), dotIQ1MQ8AVX2, dotIQ1MQ8x2AVX2, dotIQ1MQ8x4AVX2, dotIQ1MQ8x8AVX2, sums16, nil)
 	return m
 }
 

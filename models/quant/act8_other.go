@@ -13,3 +13,5 @@ func archAct8Rows() map[string]act8RowsFunc { return nil }
 func archAct8x8() map[string]act8x8Func { return nil }
 
 func archAct8x2() map[string]act8x2Func { return nil }
+
+func archAct8Wide() map[string]wideKernels { return nil }

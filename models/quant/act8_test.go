@@ -64,6 +64,62 @@ func TestAct8Quantize(t *testing.T) {
 	}
 }
 
+// TestAct8Quantize256: hand-derived rows with one scale per 256. A row of
+// 300 values: the first 256's max|x| = 2 lies at value 200 (its seventh
+// block), so every block of that 256 takes D = 2/127 (value 40's 1 is
+// level round(63.5) = 64, value 100's −0.5 level −32); the second 256
+// (values 256-299, then padding) takes D = 4/127 from value 260, its
+// padding blocks levels 0 at that scale. A NaN makes its 256's eight
+// scales NaN and leaves the other 256 as it was.
+func TestAct8Quantize256(t *testing.T) {
+	x := make([]float32, 300)
+	x[200], x[40], x[100], x[260], x[299] = 2, 1, -0.5, 4, 1
+	for i := 0; i < 32; i++ {
+		x[i] = float32(i%5) / 8 // small values: levels round(x·63.5) at the 256's scale
+	}
+	var a Act8
+	a.Quantize256(x)
+	if !a.Wide() || len(a.Q) != 512 || len(a.D) != 16 {
+		t.Fatalf("Wide %v, %d values, %d scales; want true, 512, 16", a.Wide(), len(a.Q), len(a.D))
+	}
+	d0, d1 := float32(2)/127, float32(4)/127
+	for b := range 16 {
+		if want := map[bool]float32{true: d0, false: d1}[b < 8]; a.D[b] != want {
+			t.Errorf("D[%d] = %g, want %g", b, a.D[b], want)
+		}
+	}
+	for i, want := range map[int]int8{200: 127, 40: 64, 100: -32, 260: 127, 299: 32, 4: 32, 3: 24, 1: 8} {
+		if a.Q[i] != want {
+			t.Errorf("Q[%d] = %d, want %d", i, a.Q[i], want)
+		}
+	}
+	if a.S[1] != d0*64 || a.H[2] != d0*64 || a.H[3] != 0 || a.G[2] != 64 || a.S[3] != d0*-32 || a.S[6] != d0*127 {
+		t.Errorf("sums: S[1] %g H[2] %g H[3] %g G[2] %d S[3] %g S[6] %g", a.S[1], a.H[2], a.H[3], a.G[2], a.S[3], a.S[6])
+	}
+	if a.G[0] != 3*(8+16+24+32) { // values 0-15: levels 0, 8, 16, 24, 32 three times, then 0
+		t.Errorf("G[0] = %d, want %d", a.G[0], 3*(8+16+24+32))
+	}
+	for i := 300; i < 512; i++ {
+		if a.Q[i] != 0 {
+			t.Fatalf("padding Q[%d] = %d", i, a.Q[i])
+		}
+	}
+	a.Quantize(x)
+	if a.Wide() || a.D[0] != float32(0.5)/127 {
+		t.Errorf("Quantize after Quantize256: Wide %v, D[0] %g; want false, %g", a.Wide(), a.D[0], float32(0.5)/127)
+	}
+	x[17] = float32(math.NaN())
+	a.Quantize256(x)
+	for b := range 8 {
+		if !math.IsNaN(float64(a.D[b])) {
+			t.Errorf("a NaN in the first 256: D[%d] = %g, want NaN", b, a.D[b])
+		}
+	}
+	if a.D[8] != d1 || a.Q[260] != 127 {
+		t.Errorf("a NaN in the first 256: D[8] %g Q[260] %d, want %g, 127", a.D[8], a.Q[260], d1)
+	}
+}
+
 // checkAct8 holds an integer dot to two independent references: the
 // reference decoder's values dotted with the dequantized activations in
 // float64 (float32 reassociation only: dot32Tol), and with the original
@@ -201,6 +257,35 @@ func TestAct8Rows(t *testing.T) {
 				if two8[0] != o8 || two8[1] != o8 {
 					t.Errorf("%s row of %d: DotRows8 %v, Dot8 %v", name, n, two8, o8)
 				}
+				// the same rows with one scale per 256 (Quantize256)
+				var wide8 Act8Rows
+				wide8.Quantize256(slices.Concat(xs[:4*n], xs[n:5*n]), 8, n)
+				var wideRows [8]*Act8
+				for i := range wideRows {
+					wideRows[i] = wide8.Row(i)
+				}
+				var ow [8]float32
+				k.Dot8(row, &wideRows, &ow)
+				for i := range 8 {
+					x := make([]float32, rl.Stored)
+					copy(x, xrow(i%4+i/4))
+					var a Act8
+					a.Quantize256(x)
+					checkAct8(t, f, row, x, &a, ow[i], "eight rows, a scale per 256")
+				}
+				// four and two of them
+				var o4 [4]float32
+				k.Dot4(row, (*[4]*Act8)(wideRows[4:]), &o4)
+				o2 := make([][2]float32, 1)
+				k.DotRows2(row, 0, (*[2]*Act8)(wideRows[1:3]), o2)
+				for i, got := range append(o4[:], o2[0][:]...) {
+					rx := []int{1, 2, 3, 4, 1, 2}[i] // wideRows 4-7 are xs rows 1-4, 1-2 rows 1-2
+					x := make([]float32, rl.Stored)
+					copy(x, xrow(rx))
+					var a Act8
+					a.Quantize256(x)
+					checkAct8(t, f, row, x, &a, got, []string{"four rows, a scale per 256", "two rows, a scale per 256"}[i/4])
+				}
 				for i := range eight {
 					eight[i] = ar.Row(i % 5)
 				}
@@ -327,6 +412,28 @@ func TestAct8GGMLBlocks(t *testing.T) {
 			k.Dot8(set.blocks, &eight, &out8)
 			for r := range 8 {
 				checkGGMLDot(t, fmt.Sprintf("%s %s, eight rows (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], eight[r], out8[r])
+			}
+			// the same rows with one scale per 256 (Quantize256): the
+			// eight-row kernel for such rows where the format has one, and
+			// the one-row kernel on them
+			ar.Quantize256(xs, 8, n)
+			k.Dot8(set.blocks, &eight, &out8)
+			for r := range 8 {
+				checkGGMLDot(t, fmt.Sprintf("%s %s, eight rows, a scale per 256 (row %d)", name, set.what, r), set.y, xs[r*n:(r+1)*n], eight[r], out8[r])
+			}
+			checkGGMLDot(t, fmt.Sprintf("%s %s, one row, a scale per 256", name, set.what), set.y, xs[3*n:4*n], eight[3], k.Dot(set.blocks, eight[3]))
+			four = [4]*Act8{ar.Row(4), ar.Row(5), ar.Row(6), ar.Row(7)}
+			k.Dot4(set.blocks, &four, &out)
+			for r := range 4 {
+				checkGGMLDot(t, fmt.Sprintf("%s %s, four rows, a scale per 256 (row %d)", name, set.what, r), set.y, xs[(r+4)*n:(r+5)*n], four[r], out[r])
+			}
+			if k.HasDot2() {
+				two := [2]*Act8{ar.Row(1), ar.Row(2)}
+				out2 := make([][2]float32, 1)
+				k.DotRows2(set.blocks, 0, &two, out2)
+				for r := range 2 {
+					checkGGMLDot(t, fmt.Sprintf("%s %s, two rows, a scale per 256 (row %d)", name, set.what, r), set.y, xs[(r+1)*n:(r+2)*n], two[r], out2[0][r])
+				}
 			}
 		}
 	}
@@ -504,6 +611,45 @@ func TestAct8QuantizeAssembly(t *testing.T) {
 		}
 		if q1 != q2 || !slices.Equal(bits(d1, s1, h1[0], h1[1]), bits(d2, s2, h2[0], h2[1])) || g1 != g2 {
 			t.Fatalf("block %d: assembly levels %v d %g s %g h %v g %v; Go %v d %g s %g h %v g %v", bi, q2, d2, s2, h2, g2, q1, d1, s1, h1, g1)
+		}
+	}
+	// the quantizer with its 256's max given: the Go code's bits, with the
+	// block's own max and with a larger one
+	for bi, xs := range blocks {
+		own := absMaxBits(xs)
+		for _, amax := range []uint32{own, math.Float32bits(3 * math.Float32frombits(own))} {
+			var q1, q2 [Act8Block]int8
+			var d1, s1, d2, s2 float32
+			var h1, h2 [2]float32
+			var g1, g2 [2]int16
+			quantizeAct8BlockMax(xs, q1[:], &d1, &s1, &h1, &g1, amax)
+			if !quantize32Max(&xs[0], &q2[0], &d2, &s2, &h2[0], &g2[0], amax) {
+				if &xs[0] != &tiny[0] {
+					t.Fatalf("block %d, max bits %#x: the assembly left a finite block not tiny", bi, amax)
+				}
+				continue
+			}
+			if q1 != q2 || d1 != d2 || s1 != s2 || h1 != h2 || g1 != g2 {
+				t.Fatalf("block %d, max bits %#x: assembly levels %v d %g s %g h %v g %v; Go %v d %g s %g h %v g %v", bi, amax, q2, d2, s2, h2, g2, q1, d1, s1, h1, g1)
+			}
+		}
+	}
+	// the max of 256 values: each position in turn holding the largest,
+	// signed zeros, −Inf and NaN
+	for i := range 256 {
+		x := gaussian(256, uint64(i))
+		x[i] = float32(i-128) * 100
+		switch i % 64 {
+		case 5:
+			x[(i+9)%256] = float32(math.Inf(-1))
+		case 6:
+			x[(i+1)%256] = float32(math.NaN())
+		case 7:
+			clear(x)
+			x[i] = float32(math.Copysign(0, -1))
+		}
+		if got, want := absMax256(&x[0]), absMaxBits(x); got != want {
+			t.Fatalf("max of 256 (case %d): assembly %#x, Go %#x", i, got, want)
 		}
 	}
 	for _, v := range []float32{0, float32(math.Inf(-1)), float32(math.NaN())} {

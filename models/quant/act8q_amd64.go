@@ -5,5 +5,7 @@ package quant
 func init() {
 	if haveAVX2 {
 		quantize32 = quantizeAct8AVX2
+		quantize32Max = quantizeAct8MaxAVX2
+		absMax256 = absMax256AVX2
 	}
 }

@@ -10,11 +10,14 @@ import (
 
 // Integer dots (quant.Act8): the matmuls and expert products whose weights
 // have an integer kernel quantize their activation rows to int8 blocks of
-// 32 once (as ggml quantizes activations to q8 before its vec_dot) and
-// multiply them with the stored blocks in integers. The results differ
-// from the float32-activation path by the activations' rounding (within
-// Σ|w|·D/2 per block of 32; quant.Act8 documents it). SetIntegerDots(false)
-// keeps every product on float32 activations.
+// 32 once (as ggml quantizes activations to q8 before its vec_dot), with
+// one scale per block, or per 256 values where the formats' multi-row
+// kernels run fastest so (Act8Dot.Scale256: q4_k, q5_k and the IQ formats
+// with a scale per 32, as ggml's q8_K), and multiply them with the stored
+// blocks in integers. The results differ from the float32-activation path
+// by the activations' rounding (within Σ|w|·D/2 per block of 32, D the
+// block's or its 256's scale; quant.Act8 documents it).
+// SetIntegerDots(false) keeps every product on float32 activations.
 var integerDots atomic.Bool
 
 // STRATA_INTEGER_DOTS=0 in the environment starts with the path off (for
@@ -39,11 +42,16 @@ var act8Rows = sync.Pool{New: func() any { return new(quant.Act8Rows) }}
 
 // quantizeRows quantizes rows x[t·k : (t+1)·k], t < rows, on the calling
 // goroutine (1.1 µs per 2048 values with the AVX2 quantizer, 6.5 µs in Go,
-// here: a few percent of a dispatch at most); put the
-// result back in act8Rows.
-func quantizeRows(x []float32, rows, k int) *quant.Act8Rows {
+// here: a few percent of a dispatch at most), with one scale per 256
+// values where wide (quant.Act8.Quantize256: the kernels of
+// Act8Dot.Scale256 formats), else per 32; put the result back in act8Rows.
+func quantizeRows(x []float32, rows, k int, wide bool) *quant.Act8Rows {
 	ar := act8Rows.Get().(*quant.Act8Rows)
-	ar.Quantize(x, rows, k)
+	if wide {
+		ar.Quantize256(x, rows, k)
+	} else {
+		ar.Quantize(x, rows, k)
+	}
 	return ar
 }
 
@@ -52,7 +60,7 @@ func quantizeRows(x []float32, rows, k int) *quant.Act8Rows {
 // (act8Tile).
 func matmulRowsAct8(pl *pool, w matrix, k8 quant.Act8Dot, x, y []float32, rows int) {
 	n, k := w.rows, w.cols
-	ar := quantizeRows(x, rows, k)
+	ar := quantizeRows(x, rows, k, k8.Scale256())
 	defer act8Rows.Put(ar)
 	block := max(8, min(rows, xBlockBytes/k)/8*8)
 	pl.parallel(n, k*rows, func(lo, hi int) {
@@ -225,7 +233,7 @@ type actRows struct {
 func newActRows(x []float32, rows, k int, layouts ...quant.RowLayout) actRows {
 	a, ok := actKernels(x, k, layouts)
 	if ok {
-		a.ar = quantizeRows(x, rows, k)
+		a.ar = quantizeRows(x, rows, k, a.wide())
 	}
 	return a
 }
@@ -237,9 +245,25 @@ func newActRowsSel(x []float32, sel []int, k int, layouts ...quant.RowLayout) ac
 	a.sel = sel
 	if ok {
 		a.ar = act8Rows.Get().(*quant.Act8Rows)
-		a.ar.QuantizeSel(x, k, sel)
+		if a.wide() {
+			a.ar.QuantizeSel256(x, k, sel)
+		} else {
+			a.ar.QuantizeSel(x, k, sel)
+		}
 	}
 	return a
+}
+
+// wide reports whether every layout's kernels take rows with one scale
+// per 256 values fastest (Act8Dot.Scale256): the rows are then quantized
+// so (every kernel takes them; the rounding is ggml's q8_K's).
+func (a actRows) wide() bool {
+	for _, k := range a.k8 {
+		if !k.Scale256() {
+			return false
+		}
+	}
+	return len(a.k8) > 0
 }
 
 // actKernels is actRows without its quantized rows, the integer kernels

@@ -21,7 +21,8 @@ func TestMatmulIntegerDots(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := rl.Act8Kernel(); !ok {
+			k8, ok := rl.Act8Kernel()
+			if !ok {
 				t.Skipf("%s: no integer kernel here", name)
 			}
 			const n = 37
@@ -35,7 +36,11 @@ func TestMatmulIntegerDots(t *testing.T) {
 				matmulRows(Backend.pool, m, x, y, rows)
 				for tr := range rows {
 					var a quant.Act8
-					a.Quantize(x[tr*k : (tr+1)*k])
+					if k8.Scale256() { // the rows as matmulRows quantizes them: a scale per 256
+						a.Quantize256(x[tr*k : (tr+1)*k])
+					} else {
+						a.Quantize(x[tr*k : (tr+1)*k])
+					}
 					for i := range n {
 						var ref, bound float64
 						for c := range k {
@@ -56,7 +61,9 @@ func TestMatmulIntegerDots(t *testing.T) {
 // offset in the quantized rows, results scattered by yoff, the four-row
 // kernels with a borrowed row for a tail of three) against the float64 dot
 // of the decoded weights with the activations, within the activation
-// quantization's bound, for every format with an integer kernel.
+// quantization's bound, for every format with an integer kernel; the
+// Scale256 formats also on rows with one scale per 256 (their eight-row
+// kernel for such rows).
 func TestAct8Tile(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const k, n, total = 256, 37, 16
@@ -64,8 +71,9 @@ func TestAct8Tile(t *testing.T) {
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
-	var ar quant.Act8Rows
-	ar.Quantize(x, total, k)
+	var fine, wide quant.Act8Rows
+	fine.Quantize(x, total, k)
+	wide.Quantize256(x, total, k)
 	for _, name := range []string{"q8_0", "q6_k", "q4_k", "iq2_xs", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1",
 		"iq2_xxs", "iq3_xxs", "iq2_s", "iq3_s", "iq1_s", "iq1_m"} {
 		rl, err := quant.ForRow(name, k, quant.Pad)
@@ -77,42 +85,55 @@ func TestAct8Tile(t *testing.T) {
 			t.Skipf("%s: no integer kernel here", name)
 		}
 		m, w := quantizedMatrix(rl, n, k, r)
-		// (first row, rows): tails of 0 to 3, a tail of three at the end of
-		// the quantized rows (no row after it to borrow) and alone; eight
-		// rows, and tails of six and seven borrowing rows before the group,
-		// after it and within it
-		for _, c := range [][2]int{{0, 1}, {2, 2}, {1, 3}, {13, 3}, {0, 4}, {3, 7}, {0, 9}, {2, 10},
-			{0, 8}, {0, 6}, {10, 6}, {1, 14}, {0, 15}, {5, 11}} {
-			r0, rows := c[0], c[1]
-			yoff := r.Perm(rows)
-			for i := range yoff {
-				yoff[i] *= n
+		for _, ar := range []*quant.Act8Rows{&fine, &wide} {
+			if ar == &wide && !k8.Scale256() {
+				continue
 			}
-			y := make([]float32, rows*n)
-			for i := range y {
-				y[i] = float32(math.NaN()) // the rows it must not write stay NaN
-			}
-			lo, hi := 1, n-1
-			act8Tile(k8, m, lo, hi, &ar, r0, y, yoff)
-			for tr := range rows {
-				a := ar.Row(r0 + tr)
-				xr := x[(r0+tr)*k : (r0+tr+1)*k]
-				for i := range n {
-					got := float64(y[yoff[tr]+i])
-					if i < lo || i >= hi {
-						if !math.IsNaN(got) {
-							t.Fatalf("%s rows %d..%d: weight row %d outside [%d, %d) written", name, r0, r0+rows, i, lo, hi)
-						}
-						continue
+			checkAct8Tile(t, name, k8, m, w, ar, x, r)
+		}
+	}
+}
+
+// checkAct8Tile is TestAct8Tile's check of one format on the rows ar (the
+// rows x of k quantized).
+func checkAct8Tile(t *testing.T, name string, k8 quant.Act8Dot, m matrix, w []float32, ar *quant.Act8Rows, x []float32, r *rand.Rand) {
+	t.Helper()
+	const k, n = 256, 37
+	// (first row, rows): tails of 0 to 3, a tail of three at the end of
+	// the quantized rows (no row after it to borrow) and alone; eight
+	// rows, and tails of six and seven borrowing rows before the group,
+	// after it and within it
+	for _, c := range [][2]int{{0, 1}, {2, 2}, {1, 3}, {13, 3}, {0, 4}, {3, 7}, {0, 9}, {2, 10},
+		{0, 8}, {0, 6}, {10, 6}, {1, 14}, {0, 15}, {5, 11}} {
+		r0, rows := c[0], c[1]
+		yoff := r.Perm(rows)
+		for i := range yoff {
+			yoff[i] *= n
+		}
+		y := make([]float32, rows*n)
+		for i := range y {
+			y[i] = float32(math.NaN()) // the rows it must not write stay NaN
+		}
+		lo, hi := 1, n-1
+		act8Tile(k8, m, lo, hi, ar, r0, y, yoff)
+		for tr := range rows {
+			a := ar.Row(r0 + tr)
+			xr := x[(r0+tr)*k : (r0+tr+1)*k]
+			for i := range n {
+				got := float64(y[yoff[tr]+i])
+				if i < lo || i >= hi {
+					if !math.IsNaN(got) {
+						t.Fatalf("%s rows %d..%d: weight row %d outside [%d, %d) written", name, r0, r0+rows, i, lo, hi)
 					}
-					var ref, bound float64
-					for c := range k {
-						ref += float64(w[i*k+c]) * float64(xr[c])
-						bound += math.Abs(float64(w[i*k+c])) * float64(a.D[c/quant.Act8Block]) / 2
-					}
-					if !(math.Abs(got-ref) <= bound*1.001+1e-4) { // a NaN fails
-						t.Fatalf("%s rows %d..%d: row %d · weight row %d = %.6g, decoded·x %.6g (bound %.3g)", name, r0, r0+rows, tr, i, got, ref, bound)
-					}
+					continue
+				}
+				var ref, bound float64
+				for c := range k {
+					ref += float64(w[i*k+c]) * float64(xr[c])
+					bound += math.Abs(float64(w[i*k+c])) * float64(a.D[c/quant.Act8Block]) / 2
+				}
+				if !(math.Abs(got-ref) <= bound*1.001+1e-4) { // a NaN fails
+					t.Fatalf("%s rows %d..%d: row %d · weight row %d = %.6g, decoded·x %.6g (bound %.3g)", name, r0, r0+rows, tr, i, got, ref, bound)
 				}
 			}
 		}

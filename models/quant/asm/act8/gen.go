@@ -30,6 +30,8 @@ func main() {
 	dotIQ2XS(1)
 	dotIQ2XS(4)
 	quantizeAct8()
+	quantizeAct8Max()
+	absMax256()
 	dotIQ4NL()
 	dotIQ4XS()
 	dotQ8_0xN(4)
@@ -50,6 +52,10 @@ func main() {
 		dotQ8_0xN(rows)
 		dotK32(q4k, rows)
 		dotK32(q5k, rows)
+	}
+	for _, rows := range []int{2, 4, 8} {
+		dotK32K(q4k, rows)
+		dotK32K(q5k, rows)
 	}
 	Generate()
 }
@@ -145,14 +151,31 @@ func dotQ8_0() {
 // q4kScales returns the q4_K block at p's 8 scales·d and 8 mins·dmin as
 // float32 vectors.
 func q4kScales(p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
+	scf, mnf := q4kScaleInts(p, true, true)
+	VCVTDQ2PS(scf, scf)
+	VCVTDQ2PS(mnf, mnf)
+	dd := emit.F16Scalar(Mem{Base: p})
+	dy := YMM()
+	VBROADCASTSS(dd, dy)
+	VMULPS(dy, scf, scf)
+	dm := emit.F16Scalar(Mem{Base: p, Disp: 2})
+	dmy := YMM()
+	VBROADCASTSS(dm, dmy)
+	VMULPS(dmy, mnf, mnf)
+	return scf, mnf
+}
+
+// q4kScaleInts returns the block at p's 8 scales and 8 mins (those asked
+// for, else nil) as int32 lanes.
+func q4kScaleInts(p reg.Register, scales, mins bool) (reg.VecVirtual, reg.VecVirtual) {
 	// Scales and mins of sub-blocks 0-3 are the low 6 bits of bytes 0-3 and
 	// 4-7; those of 4-7 take their low 4 bits from the nibbles of bytes
 	// 8-11 and their high 2 bits from the top of bytes 0-7.
-	w0, w1, w2 := GP64(), GP64(), GP64()
-	MOVL(Mem{Base: p, Disp: 4}, w0.As32())
-	MOVL(Mem{Base: p, Disp: 8}, w1.As32())
+	w2 := GP64()
 	MOVL(Mem{Base: p, Disp: 12}, w2.As32())
-	pack := func(w reg.GPVirtual, shift int) reg.VecVirtual {
+	pack := func(disp, shift int) reg.VecVirtual {
+		w := GP64()
+		MOVL(Mem{Base: p, Disp: disp}, w.As32())
 		lo, hi, t := GP64(), GP64(), GP64()
 		MOVL(w.As32(), lo.As32())
 		ANDL(U32(0x3f3f3f3f), lo.As32())
@@ -172,20 +195,16 @@ func q4kScales(p reg.Register) (reg.VecVirtual, reg.VecVirtual) {
 		VMOVQ(lo, x)
 		v := YMM()
 		VPMOVZXBD(x, v)
-		VCVTDQ2PS(v, v)
 		return v
 	}
-	scf := pack(w0, 0)
-	mnf := pack(w1, 4)
-	dd := emit.F16Scalar(Mem{Base: p})
-	dy := YMM()
-	VBROADCASTSS(dd, dy)
-	VMULPS(dy, scf, scf)
-	dm := emit.F16Scalar(Mem{Base: p, Disp: 2})
-	dmy := YMM()
-	VBROADCASTSS(dm, dmy)
-	VMULPS(dmy, mnf, mnf)
-	return scf, mnf
+	var sc, mn reg.VecVirtual
+	if scales {
+		sc = pack(4, 0)
+	}
+	if mins {
+		mn = pack(8, 4)
+	}
+	return sc, mn
 }
 
 // iq4Weights returns the 32 signed levels of the 16 code bytes at m: the

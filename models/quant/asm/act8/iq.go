@@ -538,19 +538,7 @@ func dotIQx8(f iqGrid) {
 	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and " + sumsDoc + " bytes.")
 	p, q, d, sums := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("sums"), GP64())
 	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
-	q3 := GP64()
-	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
-	// rows 4-7 four strides on
-	q4 := GP64()
-	LEAQ(Mem{Base: q, Index: qs, Scale: 4}, q4)
-	rowQ := func(r, disp int) Mem {
-		base := q
-		if r >= 4 {
-			base, r = q4, r-4
-		}
-		m, _ := act8Row4(base, base, qs, qs, q3, q3, r, disp, 0)
-		return m
-	}
+	rowQ, q4 := iqRows8(q, qs)
 	grid := Load(Param("grid"), GP64())
 	weights := f.weights(grid)
 	var ones reg.VecVirtual
@@ -631,6 +619,137 @@ func dotIQx8(f iqGrid) {
 	storeOut(acc)
 }
 
+// dotIQK emits f's kernel of rows rows (2, 4 or 8) for activations with one scale per
+// 256 values (quant.Act8.Quantize256, as ggml's q8_K; f a format with a
+// scale per 32): the weights as dotIQx8 makes them (signs on, 64 added),
+// and per row and 32 values VPMADDUBSW, then VPMADDWD by the 32's integer
+// scale 2s+1 (in both words of every dword) and an integer add: the
+// eight 32s of a block summed in int32 (|Σ| ≤ 8·31·2·32004), converted
+// and multiplied by d_w·mul·D_r once per block and row (D_r the row's
+// scale of the block's 256, d_r[0] of the block), where dotIQx8 converts
+// and multiplies per 32. The +64 comes back as in dotIQx8, from the
+// sums per 32 (Act8.S). The float accumulators live in the frame (eight
+// int32 sums, the weights, the scale and a product fill the registers).
+func dotIQK(f iqGrid, rows int) {
+	name := fmt.Sprintf("dot%sQ8Kx%dAVX2", f.name, rows)
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(blk *byte, q *int8, d, sums *float32, qstride, dstride, nblk int, out *[%d]float32, grid *byte)", rows))
+	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).")
+	p, q, d, sums := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("sums"), GP64())
+	qs, ds, n := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64()), Load(Param("nblk"), GP64())
+	rowQ, q4 := iqRows(q, qs, rows)
+	grid := Load(Param("grid"), GP64())
+	weights := f.weights(grid)
+	sixtyFour := dwordsConst("iqSixtyFour", 0x42800000, 0x42800000, 0x42800000, 0x42800000,
+		0x42800000, 0x42800000, 0x42800000, 0x42800000)
+	odd := AllocLocal(32)         // 2s_j+1 per 32, as int32
+	scl := AllocLocal(32)         // 2s_j+1 in both words of dword j
+	accm := AllocLocal(32 * rows) // per row r: its float accumulator
+	z := YMM()
+	VXORPS(z, z, z)
+	for r := range rows {
+		VMOVUPS(z, accm.Offset(32*r))
+	}
+	emit.Loop(fmt.Sprintf("%s_%dk", strings.ToLower(f.name), rows), n, func() {
+		prefetchLines(p, f.size)
+		s := f.scales32(p)
+		VPADDD(s, s, s)
+		VPSUBD(iqMinusOne(), s, s) // 2s+1
+		VMOVDQU(s, odd)
+		t := YMM()
+		VPSLLD(U8(16), s, t)
+		VPOR(t, s, t)
+		VMOVDQU(t, scl)
+		iacc := make([]reg.VecVirtual, rows)
+		for ib := range 8 {
+			u, sg := weights(p, ib)
+			VPSIGNB(sg, u, u)
+			VPADDB(iqConst("iqSixtyFourB", bytesOf(32, func(int) byte { return 64 })), u, u)
+			sc := YMM()
+			VPBROADCASTD(scl.Offset(4*ib), sc)
+			for r := range rows {
+				x := YMM()
+				VPMADDUBSW(rowQ(r, 32*ib), u, x)
+				VPMADDWD(sc, x, x)
+				if ib == 0 {
+					iacc[r] = x
+				} else {
+					VPADDD(x, iacc[r], iacc[r])
+				}
+			}
+		}
+		dwy := iqBlockD(f, p)
+		off := YMM() // 64·d_w·mul·(2s_j+1) per 32
+		VCVTDQ2PS(odd, off)
+		VMULPS(dwy, off, off)
+		VMULPS(sixtyFour, off, off)
+		dk, sk := GP64(), GP64() // row r's scales and sums
+		MOVQ(d, dk)
+		MOVQ(sums, sk)
+		for r := range rows {
+			a := YMM()
+			VMOVUPS(accm.Offset(32*r), a)
+			VFNMADD231PS(Mem{Base: sk}, off, a)
+			fr := YMM()
+			VBROADCASTSS(Mem{Base: dk}, fr)
+			VMULPS(dwy, fr, fr)
+			VCVTDQ2PS(iacc[r], iacc[r])
+			VFMADD231PS(fr, iacc[r], a)
+			VMOVUPS(a, accm.Offset(32*r))
+			if r < rows-1 {
+				ADDQ(ds, dk)
+				ADDQ(ds, sk)
+			}
+		}
+		ADDQ(U32(uint32(f.size)), p)
+		ADDQ(U32(256), q)
+		if q4 != nil {
+			ADDQ(U32(256), q4)
+		}
+		ADDQ(U32(32), d)
+		ADDQ(U32(32), sums)
+	})
+	acc := make([]reg.VecVirtual, rows)
+	for r := range acc {
+		acc[r] = YMM()
+		VMOVUPS(accm.Offset(32*r), acc[r])
+	}
+	storeOut(acc)
+}
+
+// iqRows is iqRows8 for rows rows (2, 4 or 8); q4 nil below eight.
+func iqRows(q, qs reg.Register, rows int) (func(r, disp int) Mem, reg.Register) {
+	if rows == 8 {
+		return iqRows8(q, qs)
+	}
+	q3 := GP64()
+	if rows == 4 {
+		LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+	}
+	return func(r, disp int) Mem {
+		m, _ := act8Row4(q, q, qs, qs, q3, q3, r, disp, 0)
+		return m
+	}, nil
+}
+
+// iqRows8 addresses the eight-row kernels' activation rows: rowQ(r, disp)
+// is row r's levels at disp (q + r·qs), rows 4-7 from q4 (which the
+// kernel steps beside q).
+func iqRows8(q, qs reg.Register) (rowQ func(r, disp int) Mem, q4 reg.Register) {
+	q3 := GP64()
+	LEAQ(Mem{Base: qs, Index: qs, Scale: 2}, q3)
+	// rows 4-7 four strides on
+	r4 := GP64()
+	LEAQ(Mem{Base: q, Index: qs, Scale: 4}, r4)
+	return func(r, disp int) Mem {
+		base := q
+		if r >= 4 {
+			base, r = r4, r-4
+		}
+		m, _ := act8Row4(base, base, qs, qs, q3, q3, r, disp, 0)
+		return m
+	}, r4
+}
+
 // iqBlockD returns the block at p's d_w·mul in every lane.
 func iqBlockD(f iqGrid, p reg.Register) reg.VecVirtual {
 	var dw reg.VecVirtual
@@ -685,5 +804,10 @@ func iqKernels() {
 		dotIQ(f, 2)
 		dotIQ(f, 4)
 		dotIQx8(f)
+		if f.scales32 != nil {
+			for _, rows := range []int{2, 4, 8} {
+				dotIQK(f, rows)
+			}
+		}
 	}
 }

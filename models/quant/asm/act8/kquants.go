@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -343,6 +344,87 @@ func dotK32(f k32, rows int) {
 		ADDQ(U32(32), s)
 	})
 	a.endRow(acc)
+}
+
+// dotK32K emits f's kernel of rows rows (2, 4 or 8) for activations with one scale per
+// 256 values (quant.Act8.Quantize256): per row and 32 values VPMADDUBSW of
+// the levels, VPMADDWD by the sub-block's 6-bit scale (in both words of
+// every dword) and an integer add, the block's eight sub-blocks summed in
+// int32 (|Σ| ≤ 8·63·2·2·31·127 for q5_K), then converted and multiplied
+// by d_w·D_r once per block and row (D_r the row's scale of the 256,
+// d_r[0] of the block), where dotK32 converts and multiplies per 32. The
+// mins meet the sums per 32 as in dotK32. The float accumulators live in
+// the frame, as dotIQx8K's.
+func dotK32K(f k32, rows int) {
+	name := fmt.Sprintf("dot%sQ8Kx%dAVX2", f.name, rows)
+	TEXT(name, NOSPLIT, strings.Replace(k32x4Sig, "*[4]float32", fmt.Sprintf("*[%d]float32", rows), 1))
+	Doc(name + ": out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk " + f.desc + " blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride, s_r = s + r·dstride bytes (s[j] = d[j]·Σ q of block j), each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).")
+	p, q, d, s := Load(Param("blk"), GP64()), Load(Param("q"), GP64()), Load(Param("d"), GP64()), Load(Param("s"), GP64())
+	qs, ds := Load(Param("qstride"), GP64()), Load(Param("dstride"), GP64())
+	rs := newRowSet(rows, q, qs, ds)
+	n := Load(Param("nblk"), GP64())
+	levels := f.levels()
+	scl := AllocLocal(32)         // the 6-bit scale of sub-block j in both words of dword j
+	accm := AllocLocal(32 * rows) // per row r: its float accumulator
+	z := YMM()
+	VXORPS(z, z, z)
+	for r := range rows {
+		VMOVUPS(z, accm.Offset(32*r))
+	}
+	emit.Loop(fmt.Sprintf("%s_%dk", strings.ToLower(f.name), rows), n, func() {
+		prefetchLines(p, f.size)
+		sc, _ := q4kScaleInts(p, true, false)
+		t := YMM()
+		VPSLLD(U8(16), sc, t)
+		VPOR(t, sc, t)
+		VMOVDQU(t, scl)
+		level := levels(p)
+		iacc := make([]reg.VecVirtual, rows)
+		for sb := range 8 {
+			u := level(sb)
+			bc := YMM()
+			VPBROADCASTD(scl.Offset(4*sb), bc)
+			for r := range rows {
+				x := YMM()
+				VPMADDUBSW(rs.level(r, 32*sb), u, x)
+				VPMADDWD(bc, x, x)
+				if sb == 0 {
+					iacc[r] = x
+				} else {
+					VPADDD(x, iacc[r], iacc[r])
+				}
+			}
+		}
+		_, mn := q4kScaleInts(p, false, true)
+		VCVTDQ2PS(mn, mn)
+		dmy := YMM()
+		VBROADCASTSS(emit.F16Scalar(Mem{Base: p, Disp: 2}), dmy)
+		VMULPS(dmy, mn, mn) // mins·dmin
+		dwy := YMM()
+		VBROADCASTSS(emit.F16Scalar(Mem{Base: p}), dwy)
+		rs.each([]rowArray{{d, 1}, {s, 1}}, func(r int, m []Mem) {
+			a := YMM()
+			VMOVUPS(accm.Offset(32*r), a)
+			VFNMADD231PS(m[1], mn, a) // a −= Σ_j mins[j]·s[j]
+			fr := YMM()
+			VBROADCASTSS(m[0], fr)
+			VMULPS(dwy, fr, fr)
+			VCVTDQ2PS(iacc[r], iacc[r])
+			VFMADD231PS(fr, iacc[r], a)
+			VMOVUPS(a, accm.Offset(32*r))
+		})
+		ADDQ(U32(uint32(f.size)), p)
+		ADDQ(U32(256), q)
+		rs.advance(256)
+		ADDQ(U32(32), d)
+		ADDQ(U32(32), s)
+	})
+	acc := make([]reg.VecVirtual, rows)
+	for r := range acc {
+		acc[r] = YMM()
+		VMOVUPS(accm.Offset(32*r), acc[r])
+	}
+	storeOut(acc)
 }
 
 // Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit

@@ -15,41 +15,66 @@ import (
 // nothing, where amax is not finite or below 2^-119 (zero, or so small
 // that 127/amax nears overflow): the Go code's special cases, and the
 // Go conversion of an infinite x·id, left to the Go code.
-func quantizeAct8() {
-	name := "quantizeAct8AVX2"
-	TEXT(name, NOSPLIT, "func(x *float32, q *int8, d, s, h *float32, g16 *int16) bool")
-	Doc(name + " quantizes the 32 values at x as quantizeAct8Block does; false (nothing stored) where max|x| is 0 or not finite.")
+func quantizeAct8() { quantizeAct8With(false) }
+
+// quantizeAct8Max emits quantizeAct8 with the largest |x| given (as
+// float32 bits: the max over the block's 256 values, Quantize256) rather
+// than found.
+func quantizeAct8Max() { quantizeAct8With(true) }
+
+func quantizeAct8With(given bool) {
+	name, sig := "quantizeAct8AVX2", "func(x *float32, q *int8, d, s, h *float32, g16 *int16) bool"
+	if given {
+		name, sig = "quantizeAct8MaxAVX2", "func(x *float32, q *int8, d, s, h *float32, g16 *int16, amax uint32) bool"
+	}
+	TEXT(name, NOSPLIT, sig)
+	if given {
+		Doc(name + " quantizes the 32 values at x as quantizeAct8BlockMax does with amax their scale's max|x| (float32 bits); false (nothing stored) where amax is 0 or not finite.")
+	} else {
+		Doc(name + " quantizes the 32 values at x as quantizeAct8Block does; false (nothing stored) where max|x| is 0 or not finite.")
+	}
 	xp, qp := Load(Param("x"), GP64()), Load(Param("q"), GP64())
 	c := quantizeConsts()
-	abs := YMM()
-	VBROADCASTSS(c, abs) // 0x7fffffff
 	var v [4]reg.VecVirtual
-	m := YMM()
-	for i := range v {
-		v[i] = YMM()
-		VMOVUPS(Mem{Base: xp, Disp: 32 * i}, v[i])
-		if i == 0 {
-			VANDPS(abs, v[i], m)
-			continue
-		}
-		t := YMM()
-		VANDPS(abs, v[i], t)
-		VPMAXUD(t, m, m)
-	}
-	hi := XMM()
-	VEXTRACTI128(U8(1), m, hi)
-	mx := m.AsX()
-	VPMAXUD(hi, mx, mx)
-	VPSHUFD(U8(0x4e), mx, hi)
-	VPMAXUD(hi, mx, mx)
-	VPSHUFD(U8(0xb1), mx, hi)
-	VPMAXUD(hi, mx, mx)
+	var mx reg.Register
 	bits := GP32()
-	VMOVD(mx, bits)
+	if given {
+		for i := range v {
+			v[i] = YMM()
+			VMOVUPS(Mem{Base: xp, Disp: 32 * i}, v[i])
+		}
+		Load(Param("amax"), bits)
+		mx = XMM()
+		VMOVD(bits, mx)
+	} else {
+		abs := YMM()
+		VBROADCASTSS(c, abs) // 0x7fffffff
+		m := YMM()
+		for i := range v {
+			v[i] = YMM()
+			VMOVUPS(Mem{Base: xp, Disp: 32 * i}, v[i])
+			if i == 0 {
+				VANDPS(abs, v[i], m)
+				continue
+			}
+			t := YMM()
+			VANDPS(abs, v[i], t)
+			VPMAXUD(t, m, m)
+		}
+		hi := XMM()
+		VEXTRACTI128(U8(1), m, hi)
+		mx = m.AsX()
+		VPMAXUD(hi, mx, mx)
+		VPSHUFD(U8(0x4e), mx, hi)
+		VPMAXUD(hi, mx, mx)
+		VPSHUFD(U8(0xb1), mx, hi)
+		VPMAXUD(hi, mx, mx)
+		VMOVD(mx, bits)
+	}
 	CMPL(bits, U32(0x04000000)) // below 2^-119 (zero, or 127/amax near overflow)
-	JB(LabelRef("q8_special"))
+	JB(LabelRef(name + "_special"))
 	CMPL(bits, U32(0x7f800000))
-	JAE(LabelRef("q8_special"))
+	JAE(LabelRef(name + "_special"))
 	// d = amax/127, id = 127/amax
 	c127 := XMM()
 	VMOVSS(c.Offset(4), c127)
@@ -118,7 +143,7 @@ func quantizeAct8() {
 	MOVB(U8(1), ok)
 	Store(ok, ReturnIndex(0))
 	RET()
-	Label("q8_special")
+	Label(name + "_special")
 	VZEROUPPER()
 	no := GP8()
 	MOVB(U8(0), no)
@@ -126,10 +151,55 @@ func quantizeAct8() {
 	RET()
 }
 
+// absMax256 emits absMax256AVX2: the largest |x| of the 256 values at x
+// as float32 bits (for finite values and +Inf they order as the values;
+// any NaN gives bits above +Inf's).
+func absMax256() {
+	name := "absMax256AVX2"
+	TEXT(name, NOSPLIT, "func(x *float32) uint32")
+	Doc(name + " is the largest |x[i]|, i < 256, as float32 bits (a NaN gives bits above +Inf's).")
+	xp := Load(Param("x"), GP64())
+	c := quantizeConsts()
+	abs := YMM()
+	VBROADCASTSS(c, abs) // 0x7fffffff
+	m := [4]reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	for i := range 32 {
+		if i < 4 {
+			VANDPS(Mem{Base: xp, Disp: 32 * i}, abs, m[i])
+			continue
+		}
+		t := YMM()
+		VANDPS(Mem{Base: xp, Disp: 32 * i}, abs, t)
+		VPMAXUD(t, m[i%4], m[i%4])
+	}
+	VPMAXUD(m[1], m[0], m[0])
+	VPMAXUD(m[3], m[2], m[2])
+	VPMAXUD(m[2], m[0], m[0])
+	hi := XMM()
+	VEXTRACTI128(U8(1), m[0], hi)
+	mx := m[0].AsX()
+	VPMAXUD(hi, mx, mx)
+	VPSHUFD(U8(0x4e), mx, hi)
+	VPMAXUD(hi, mx, mx)
+	VPSHUFD(U8(0xb1), mx, hi)
+	VPMAXUD(hi, mx, mx)
+	bits := GP32()
+	VMOVD(mx, bits)
+	VZEROUPPER()
+	Store(bits, ReturnIndex(0))
+	RET()
+}
+
+var quantConsts *Mem
+
 // quantizeConsts: |x| mask, 127.0, 0.5, the sign bit, int32 127 and −127,
 // then (at 32) the VPERMD order that undoes the packs' lane interleaving.
 func quantizeConsts() Mem {
+	if quantConsts != nil {
+		return *quantConsts
+	}
 	m := GLOBL("act8QuantConsts", RODATA|NOPTR)
+	quantConsts = &m
 	DATA(0, U32(0x7fffffff))
 	DATA(4, U32(0x42fe0000)) // 127.0
 	DATA(8, U32(0x3f000000)) // 0.5
