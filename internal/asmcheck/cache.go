@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/strata-llm/strata/internal/testcache"
 )
 
 // CacheEnv names the folder where Regenerate keeps the assembly each
@@ -36,16 +38,9 @@ var cacheBase struct {
 // cacheDir is the cache folder, "" when there is none.
 func cacheDir() string {
 	cacheBase.once.Do(func() {
-		base := os.Getenv(CacheEnv)
-		if base == "off" {
+		base, err := testcache.Root(CacheEnv, "asmcheck")
+		if err != nil || base == "" {
 			return
-		}
-		if base == "" {
-			d, err := os.UserCacheDir()
-			if err != nil {
-				return
-			}
-			base = filepath.Join(d, "strata", "asmcheck")
 		}
 		if err := os.MkdirAll(base, 0o755); err != nil {
 			return

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/strata-llm/strata/internal/gentest"
+	"github.com/strata-llm/strata/internal/testcache"
 	"github.com/strata-llm/strata/runtime/tools/convert"
 )
 
@@ -35,16 +36,9 @@ var convCache struct {
 // convertOracleTo ("" when off or unusable: then every binary converts).
 func convCacheDir() string {
 	convCache.once.Do(func() {
-		base := os.Getenv(ConvertCacheEnv)
-		if base == "off" {
+		base, err := testcache.Root(ConvertCacheEnv, "conversions")
+		if err != nil || base == "" {
 			return
-		}
-		if base == "" {
-			d, err := os.UserCacheDir()
-			if err != nil {
-				return
-			}
-			base = filepath.Join(d, "strata", "conversions")
 		}
 		root := Path()
 		h, err := gentest.PackagesHash(root, converterPackages...)

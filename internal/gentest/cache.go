@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/strata-llm/strata/artifact"
+	"github.com/strata-llm/strata/internal/testcache"
 	"github.com/strata-llm/strata/models"
 )
 
@@ -67,17 +68,10 @@ var where struct {
 // a hash of the generator's sources ("" when the cache is off).
 func cacheDir() (string, error) {
 	where.once.Do(func() {
-		base := os.Getenv(CacheEnv)
-		if base == "off" {
+		base, err := testcache.Root(CacheEnv, "gentest")
+		if err != nil || base == "" {
+			where.err = err
 			return
-		}
-		if base == "" {
-			d, err := os.UserCacheDir()
-			if err != nil {
-				where.err = err
-				return
-			}
-			base = filepath.Join(d, "strata", "gentest")
 		}
 		root, err := ModuleRoot()
 		if err != nil {
