@@ -77,7 +77,7 @@ func under(pkg string, roots ...string) bool {
 
 // testHelper packages serve tests only: no other code may import them.
 func testHelper(pkg string) bool {
-	return under(pkg, "internal/gentest", "internal/e2e", "internal/reftensor", "internal/bytemodel", "internal/asmcheck", "internal/testcache")
+	return under(pkg, "internal/gentest", "internal/e2e", "internal/reftensor", "internal/bytemodel", "internal/asmcheck", "internal/testcache", "internal/sharedrefs")
 }
 
 // leaf packages depend on nothing of strata's but other leaves.

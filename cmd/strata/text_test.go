@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/strata-llm/strata/internal/bytemodel"
+	"github.com/strata-llm/strata/internal/sharedrefs"
 	"github.com/strata-llm/strata/runtime/engine"
 	"github.com/strata-llm/strata/runtime/engine/sample"
 	"github.com/strata-llm/strata/runtime/format/gguf"
@@ -25,7 +26,7 @@ import (
 const refsDir = "../../testdata/tokenizer-refs"
 
 var (
-	qwenTokenizer = filepath.Join(refsDir, "qwen3", "tokenizer.json.gz")
+	qwenTokenizer = sharedrefs.Qwen3Tokenizer()
 	tinyTokenizer = "../../models/tiny-go/tokenizer.json"
 )
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/sharedrefs"
 	"github.com/strata-llm/strata/runtime/text/chat"
 )
 
@@ -13,7 +14,7 @@ import (
 // (tokenizer.EncodeText) while the template's markup stays control tokens;
 // with parseSpecial the message's text is control tokens too.
 func TestRenderKeepsMessagesPlain(t *testing.T) {
-	m, err := FromTokenizerFile("../../testdata/tokenizer-refs/qwen3/tokenizer.json.gz")
+	m, err := FromTokenizerFile(sharedrefs.Qwen3Tokenizer())
 	if err != nil {
 		t.Fatal(err)
 	}

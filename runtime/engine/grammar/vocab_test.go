@@ -8,11 +8,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/sharedrefs"
 	"github.com/strata-llm/strata/runtime/text/tokenizer"
 )
 
 var qwen3 = sync.OnceValues(func() (*tokenizer.Tokenizer, error) {
-	return tokenizer.Load("../../../testdata/tokenizer-refs/qwen3/tokenizer.json.gz")
+	return tokenizer.Load(sharedrefs.Qwen3Tokenizer())
 })
 
 // vocabs are the Qwen3 vocabulary (151,669 ids) and a 248K one made from it

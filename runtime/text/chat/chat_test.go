@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-llm/strata/internal/sharedrefs"
 	"github.com/strata-llm/strata/runtime/text/tokenizer"
 )
 
@@ -28,7 +29,7 @@ type chatCase struct {
 // reference conversation to transformers' string, and both tokenizers encode
 // it to transformers' ids.
 func TestReferenceConversations(t *testing.T) {
-	qwen, err := tokenizer.Load(filepath.Join(testdata, "tokenizer-refs", "qwen3", "tokenizer.json.gz"))
+	qwen, err := tokenizer.Load(sharedrefs.Qwen3Tokenizer())
 	if err != nil {
 		t.Fatal(err)
 	}

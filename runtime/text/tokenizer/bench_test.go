@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/strata-llm/strata/internal/sharedrefs"
 )
 
 // TestHeapMergeMatchesReferences runs every reference case through the heap
@@ -133,7 +135,7 @@ func BenchmarkEncode(b *testing.B) {
 // BenchmarkLoad reads Qwen3's gzipped tokenizer.json (151,643 tokens, 151,387 merges).
 func BenchmarkLoad(b *testing.B) {
 	for b.Loop() {
-		if _, err := Load(filepath.Join(refs, "qwen3", "tokenizer.json.gz")); err != nil {
+		if _, err := Load(sharedrefs.Qwen3Tokenizer()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/strata-llm/strata/internal/sharedrefs"
 )
 
 // withoutSpecial is the Qwen3 tokenizer with its special added tokens
@@ -31,7 +32,7 @@ var (
 )
 
 func loadWithoutSpecial(t *testing.T) *Tokenizer {
-	f, err := os.Open(filepath.Join(refs, "qwen3", "tokenizer.json.gz"))
+	f, err := os.Open(sharedrefs.Qwen3Tokenizer())
 	if err != nil {
 		t.Fatal(err)
 	}

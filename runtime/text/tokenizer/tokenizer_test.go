@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/strata-llm/strata/internal/sharedrefs"
 )
 
 var refs = filepath.Join("..", "..", "..", "testdata", "tokenizer-refs")
@@ -24,7 +26,7 @@ func testTokenizers(t testing.TB) map[string]*Tokenizer {
 	loadOnce.Do(func() {
 		loaded = map[string]*Tokenizer{}
 		for name, path := range map[string]string{
-			"qwen3":   filepath.Join(refs, "qwen3", "tokenizer.json.gz"),
+			"qwen3":   sharedrefs.Qwen3Tokenizer(),
 			"tiny-go": filepath.Join("..", "..", "..", "models", "tiny-go", "tokenizer.json"),
 		} {
 			tok, err := Load(path)
