@@ -360,7 +360,9 @@ func printStreamTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool,
 
 // printPrefillStreamTable gives each streamed configuration's reads per
 // prompt (pp): experts routed (hits + misses, summed over windows and
-// layers), the misses, bytes read and the time layers stalled on reads.
+// layers), the misses, bytes read, the time layers stalled on reads, and
+// the rows a layer's routed experts ran for at once (layer-major batches:
+// the prompt's rows, where a window's own experts see only its rows).
 func printPrefillStreamTable(stdout io.Writer, runs []*bench.Run, vary map[string]bool) {
 	var streamed []*bench.Run
 	for _, r := range runs {
@@ -372,13 +374,17 @@ func printPrefillStreamTable(stdout io.Writer, runs []*bench.Run, vary map[strin
 		return
 	}
 	fmt.Fprintf(stdout, "\nstreamed prefill, per prompt (pp of the measured repetitions):\n")
-	fmt.Fprintf(stdout, "%-40s %9s %9s %9s %9s %9s %10s\n", "configuration", "routed", "hits", "misses", "MB read", "stall s", "pp tok/s")
+	fmt.Fprintf(stdout, "%-40s %9s %9s %9s %9s %9s %10s %10s\n", "configuration", "routed", "hits", "misses", "MB read", "stall s", "rows/batch", "pp tok/s")
 	for _, r := range streamed {
 		st, n := r.PPStream, float64(r.Prompts)
 		per := func(x int) float64 { return float64(x) / n }
 		pp, _ := r.Speeds()
-		fmt.Fprintf(stdout, "%-40s %9.0f %9.0f %9.0f %9.1f %9.2f %10.1f\n", benchLabel(r.Config, vary)+fmt.Sprintf(" (%d slots)", r.Loaded.ArenaExperts),
-			per(st.Hits+st.Misses), per(st.Hits), per(st.Misses), float64(st.BytesRead)/1e6/n, st.Stall.Seconds()/n, pp.Mean)
+		batch := "-" // windows ran their own experts
+		if st.Batches > 0 {
+			batch = fmt.Sprintf("%.0f", float64(st.BatchRows)/float64(st.Batches))
+		}
+		fmt.Fprintf(stdout, "%-40s %9.0f %9.0f %9.0f %9.1f %9.2f %10s %10.1f\n", benchLabel(r.Config, vary)+fmt.Sprintf(" (%d slots)", r.Loaded.ArenaExperts),
+			per(st.Hits+st.Misses), per(st.Hits), per(st.Misses), float64(st.BytesRead)/1e6/n, st.Stall.Seconds()/n, batch, pp.Mean)
 	}
 }
 

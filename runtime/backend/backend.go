@@ -94,6 +94,45 @@ type SegmentedProgram interface {
 	RunSegment(k int, host func(graph.HostPoint) error) error
 }
 
+// RoutedBatch is the routed experts of one MoE layer for the rows of
+// several windows, taken out of their segments (RoutedBatcher): each
+// window's rows one after another.
+type RoutedBatch struct {
+	Rows int       // all the windows' live rows
+	TopK int       // choices a row
+	X    []float32 // Rows × hidden: the rows the experts take
+	IDs  []uint32  // Rows × TopK: the router's choices
+	// Vals is Rows × TopK × hidden: down_e(silu(gate_e x) ⊙ up_e x) of
+	// each row's choice e, unweighted; Done marks the choices computed.
+	Vals []float32
+	Done []bool
+}
+
+// RoutedBatcher is a SegmentedProgram whose segments' routed experts can
+// run outside the window, for the rows of many windows at once: layer-major
+// prefill reads each expert of a layer once for the whole prompt and
+// multiplies it by all the prompt's rows routed to it, through an arena
+// smaller than the layer, a group of experts at a time. The windows'
+// programs share the expert arena and its smap.
+type RoutedBatcher interface {
+	SegmentedProgram
+	// Routed says whether segment k runs routed experts the batch can take.
+	Routed(k int) bool
+	// ReadRouted appends segment k's routed-expert inputs (the rows and
+	// the router's choices, as the window's earlier segments left them in
+	// memory) to b and returns the window's first row in b; ok is false
+	// when segment k runs no routed experts the batch can take.
+	ReadRouted(k int, b *RoutedBatch) (row0 int, ok bool, err error)
+	// RunRouted computes the choices of b whose expert is in only (by
+	// expert; the host has made them resident), with the expert weights of
+	// this program's segment k.
+	RunRouted(k int, b *RoutedBatch, only []bool) error
+	// RunSegmentRouted is RunSegment with segment k's routed experts taken
+	// from b's rows from row0 on: their dispatches do not run, the values
+	// are weighed and written where the down dispatch writes them.
+	RunSegmentRouted(k int, b *RoutedBatch, row0 int, host func(graph.HostPoint) error) error
+}
+
 // SegmentBounds is segment k's dispatch range [lo, hi) in a window of n
 // dispatches with host points hps (see SegmentedProgram).
 func SegmentBounds(hps []graph.HostPoint, k, n int) (lo, hi int, err error) {

@@ -190,12 +190,44 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 
 	hps := wins[0].w.g.HostPoints
 	logits := make([][][]float32, len(wins))
+	batchers := routedBatchers(wins)
 	for k := 0; k <= len(hps); k++ {
 		if k > 0 && turn != nil {
 			if err := turn(); err != nil {
 				return nil, err
 			}
 			mem = s.mem() // another lane's window may have swapped the state
+		}
+		// finish runs window i's segment k (run, given the host point's
+		// callback) and keeps what it yields: the router's choices, the
+		// logits after the last segment, what it carries to the next.
+		finish := func(i int, run func(host func(graph.HostPoint) error) error) error {
+			lw := wins[i]
+			err := run(func(hp graph.HostPoint) error {
+				ids, _, err := m.routed(lw.w.g, hp)
+				lw.ids = ids
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("model %s, window of %d rows at position %d: %w", m.Config.Name, len(lw.tokens), lw.pos, err)
+			}
+			if k == len(hps) {
+				logits[i], err = s.logits(mem, lw.w, len(lw.tokens), lw.pos, false)
+				return err
+			}
+			save(lw, k+1)
+			if batchers != nil && batchers[i].Routed(k+1) {
+				// The next layer's experts run batched once every window
+				// reached them: read this window's ahead into spare slots.
+				m.stream.PrefetchSpare(hps[k].Layer, lw.ids, hps[k].Layer, nil)
+			}
+			return nil
+		}
+		if k > 0 && batchers != nil && batchers[0].Routed(k) {
+			if err := s.routedPass(wins, batchers, k, restore, finish); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		var uses *nextUses
 		if k > 0 {
@@ -214,32 +246,163 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 				switch {
 				case i+1 < len(wins):
 					m.stream.PrefetchSpare(hps[k-1].Layer, wins[i+1].ids, hps[k-1].Layer, hot)
-				case k < len(hps) && i > 0:
+				case k < len(hps) && i > 0 && batchers == nil:
 					// The first window's at the next layer (its router ran
 					// in this pass: it is not this window).
 					m.stream.PrefetchSpare(hps[k].Layer, wins[0].ids, hps[k-1].Layer, nil)
 				}
 			}
-			err := lw.seg.RunSegment(k, func(hp graph.HostPoint) error {
-				ids, _, err := m.routed(lw.w.g, hp)
-				lw.ids = ids
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("model %s, window of %d rows at position %d: %w", m.Config.Name, len(lw.tokens), lw.pos, err)
+			if err := finish(i, func(host func(graph.HostPoint) error) error { return lw.seg.RunSegment(k, host) }); err != nil {
+				return nil, err
 			}
-			if k == len(hps) {
-				if logits[i], err = s.logits(mem, lw.w, len(lw.tokens), lw.pos, false); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			save(lw, k+1)
 		}
 	}
 	s.pos = pos
 	s.history = next
 	return logits, nil
+}
+
+// routedBatchers is the windows' programs as backend.RoutedBatchers, nil
+// unless every one is (their routed experts then run batched over the
+// windows: routedPass).
+func routedBatchers(wins []*lmWindow) []backend.RoutedBatcher {
+	out := make([]backend.RoutedBatcher, len(wins))
+	for i, lw := range wins {
+		rb, ok := lw.seg.(backend.RoutedBatcher)
+		if !ok {
+			return nil
+		}
+		out[i] = rb
+	}
+	return out
+}
+
+// maxRouted bounds the bytes of one routed batch's expert values (a row's
+// top-k outputs, kept until its window's segment runs): a longer prompt's
+// windows run a layer's experts in several batches.
+var maxRouted int64 = 64 << 20
+
+// routedPass is pass k (k > 0) of a layer-major prefill with the routed
+// experts of the layer whose router ended segment k-1 taken out of the
+// windows' segments: their rows gathered in batches (as many windows as
+// maxRouted allows, the whole prompt mostly), each batch's experts read
+// through the arena a half-arena group at a time (the next group read
+// while one group's experts run) and run for all the batch's rows routed
+// to them, then each window's segment k run with those values. Each
+// expert is read once a batch and meets all of its rows at once, where a
+// window's segment gives it about one (multi-row kernels instead of
+// single-row ones); the sums within an expert's dot may then group
+// differently than in a window's own dispatch (float32 rounding; exact
+// formats such as float weights give the same bits).
+func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k int, restore func(*lmWindow, int), finish func(int, func(func(graph.HostPoint) error) error) error) error {
+	m := s.m
+	perChoice := int64(m.Config.Architecture.HiddenSize) * 4 // bytes of one choice's values
+	layer := wins[0].w.g.HostPoints[k-1].Layer
+	for lo := 0; lo < len(wins); {
+		var b backend.RoutedBatch
+		row0 := []int{}
+		hi, bytes := lo, int64(0)
+		for ; hi < len(wins); hi++ {
+			lw := wins[hi]
+			need := int64(len(lw.ids)) * perChoice
+			if hi > lo && bytes+need > maxRouted {
+				break
+			}
+			if !rbs[hi].Routed(k) {
+				return fmt.Errorf("model %s, window of %d rows at position %d: segment %d runs no routed experts, the prompt's first window's does", m.Config.Name, len(lw.tokens), lw.pos, k)
+			}
+			bytes += need
+			restore(lw, k)
+			r0, _, err := rbs[hi].ReadRouted(k, &b)
+			if err != nil {
+				return fmt.Errorf("model %s, window of %d rows at position %d, layer %d: %w", m.Config.Name, len(lw.tokens), lw.pos, layer, err)
+			}
+			row0 = append(row0, r0)
+		}
+		m.stream.batches++
+		m.stream.batchRows += b.Rows
+		chunks := m.routedChunks(layer, b.IDs)
+		only := make([]bool, m.stream.arena.Experts)
+		for c, chunk := range chunks {
+			var later []int
+			for _, rest := range chunks[c+1:] {
+				later = append(later, rest...)
+			}
+			if err := m.ensureChunk(layer, chunk, later); err != nil {
+				return fmt.Errorf("model %s, layer %d: %w", m.Config.Name, layer, err)
+			}
+			if c+1 < len(chunks) {
+				m.stream.PrefetchSpare(layer, chunks[c+1], layer, later)
+			}
+			clear(only)
+			for _, e := range chunk {
+				only[e] = true
+			}
+			if err := rbs[lo].RunRouted(k, &b, only); err != nil {
+				return fmt.Errorf("model %s, layer %d: %w", m.Config.Name, layer, err)
+			}
+		}
+		for i := lo; i < hi; i++ {
+			restore(wins[i], k)
+			err := finish(i, func(host func(graph.HostPoint) error) error {
+				return rbs[i].RunSegmentRouted(k, &b, row0[i-lo], host)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// routedChunks cuts the experts ids route to at layer (in the layer's
+// range) into the groups a routed batch makes resident in turn: those
+// resident now (or being read) first, then the rest, each by expert, at most half the
+// arena a group, so the next group is read while one runs.
+func (m *Model) routedChunks(layer int, ids []uint32) [][]int {
+	E := m.stream.arena.Experts
+	seen := make([]bool, E)
+	var resident, missing []int
+	for _, id := range ids {
+		e := int(id)
+		if e >= E || seen[e] {
+			continue
+		}
+		seen[e] = true
+		if m.stream.Held(layer, e) {
+			resident = append(resident, e)
+		} else {
+			missing = append(missing, e)
+		}
+	}
+	slices.Sort(resident)
+	slices.Sort(missing)
+	all := append(resident, missing...)
+	size := max(m.stream.arena.Capacity()/2, 1)
+	var out [][]int
+	for len(all) > 0 {
+		n := min(size, len(all))
+		out = append(out, all[:n:n])
+		all = all[n:]
+	}
+	return out
+}
+
+// ensureChunk makes a group of a layer's experts resident for a routed
+// batch and ranks the layer's experts for eviction: the group's own first
+// once unpinned (the batch is done with them), later groups' last.
+func (m *Model) ensureChunk(layer int, chunk, later []int) error {
+	start := time.Now()
+	defer func() {
+		m.stream.hostPoints++
+		m.stream.hostTime += time.Since(start)
+	}()
+	if err := m.stream.Ensure(layer, chunk); err != nil {
+		return err
+	}
+	m.stream.Rank(layer, chunk, later)
+	return nil
 }
 
 // nextUses knows, during a pass over one layer, which window of the group

@@ -53,6 +53,9 @@ type streamer struct {
 	hostPoints int
 	hostTime   time.Duration
 	ranOn      int // host points a checked window passed without waiting
+	// batches and batchRows count the routed batches of layer-major
+	// prefill (Stats.Batches) and the rows they ran for.
+	batches, batchRows int
 	// everyLayer keeps windows unchecked (Streaming.EveryLayer); checks
 	// are the host points' checks by graph.
 	everyLayer  bool
@@ -154,6 +157,7 @@ func (m *Model) StreamStats() stream.Stats {
 	}
 	st := m.stream.Stats()
 	st.HostPoints, st.HostTime, st.RanOn = m.stream.hostPoints, m.stream.hostTime, m.stream.ranOn
+	st.Batches, st.BatchRows = m.stream.batches, m.stream.batchRows
 	return st
 }
 

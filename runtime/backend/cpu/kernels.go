@@ -885,61 +885,78 @@ func moeGateUp(d *graph.Dispatch, a *args) (func(), error) {
 	K := a.int(graph.ConstTopK)
 	H, I := eb.hidden, eb.inter
 	x, ids, h := a.f32n("x", p.max*H), a.u32("ids"), a.f32n("h", p.max*K*I)
-	base := int(a.expertBase[a.d.Layer])
-	names := []string{a.tensorName("experts", base+eb.gateOff), a.tensorName("experts", base+eb.upOff)}
+	names := a.gateUpNames(eb)
+	pl := a.pool
 	var groups []expertGroup
 	return func() {
 		n := p.rows()
 		groups = groupByExpert(ids[:n*K], eb.experts, groups)
-		if o := currentObserver(); o != nil {
-			for _, g := range groups {
-				observeGroup(o, names, g.e, eb.experts, H, K, x, g.tjs, false)
+		gateUpGroups(pl, eb, K, x, n, groups, names, h)
+	}, a.err
+}
+
+// gateUpNames are the gate and up tensors' names, for an Observer.
+func (a *args) gateUpNames(eb expertBlock) []string {
+	base := int(a.expertBase[a.d.Layer])
+	return []string{a.tensorName("experts", base+eb.gateOff), a.tensorName("experts", base+eb.upOff)}
+}
+
+// gateUpGroups computes h[tj] = silu(gate_e x[tj/K]) ⊙ (up_e x[tj/K]) for
+// the pairs tj of each group (expert e), x holding n rows.
+func gateUpGroups(pl *pool, eb expertBlock, K int, x []float32, n int, groups []expertGroup, names []string, h []float32) {
+	H, I := eb.hidden, eb.inter
+	pairs := 0
+	for _, g := range groups {
+		pairs += len(g.tjs)
+	}
+	if o := currentObserver(); o != nil {
+		for _, g := range groups {
+			observeGroup(o, names, g.e, eb.experts, H, K, x, g.tjs, false)
+		}
+	}
+	xs := newActRows(x, n, H, eb.gate, eb.up)
+	defer xs.release()
+	pl.parallel(len(groups), 2*I*H*pairs/max(len(groups), 1), func(lo, hi int) {
+		gu := make([]float32, 2*I) // one row's gate and up values
+		var ga *quant.Act8Rows     // a group's rows, gathered at one stride
+		var sel, yoff []int
+		for _, g := range groups[lo:hi] {
+			gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
+			up, ok2 := eb.matrix(g.e, eb.upOff, eb.up, I)
+			if !ok1 || !ok2 {
+				continue
+			}
+			if xs.ar != nil && len(g.tjs) >= tileRows {
+				// the expert's weights meet its rows four at a time
+				if ga == nil {
+					ga = act8Rows.Get().(*quant.Act8Rows)
+					defer act8Rows.Put(ga)
+				}
+				sel, yoff = sel[:0], yoff[:0]
+				for t, tj := range g.tjs {
+					sel, yoff = append(sel, tj/K), append(yoff, 2*I*t)
+				}
+				for range tileSpare(len(sel), xs.k8...) { // rows for the tail's kernel to borrow
+					sel = append(sel, sel[len(sel)-1])
+				}
+				ga.Gather(xs.ar, sel)
+				if need := 2 * I * len(g.tjs); cap(gu) < need {
+					gu = make([]float32, need)
+				}
+				act8Tile(xs.k8[0], gate, 0, I, ga, 0, gu, yoff)
+				act8Tile(xs.k8[1], up, 0, I, ga, 0, gu[I:], yoff)
+				for t, tj := range g.tjs {
+					siluMul(h[tj*I:(tj+1)*I], gu[2*I*t:2*I*t+I], gu[2*I*t+I:2*I*(t+1)])
+				}
+				continue
+			}
+			for _, tj := range g.tjs {
+				xs.dotRows(gate, 0, 0, tj/K, gu[:I])
+				xs.dotRows(up, 1, 0, tj/K, gu[I:2*I])
+				siluMul(h[tj*I:(tj+1)*I], gu[:I], gu[I:2*I])
 			}
 		}
-		xs := newActRows(x, n, H, eb.gate, eb.up)
-		defer xs.release()
-		a.pool.parallel(len(groups), 2*I*H*n*K/max(len(groups), 1), func(lo, hi int) {
-			gu := make([]float32, 2*I) // one row's gate and up values
-			var ga *quant.Act8Rows     // a group's rows, gathered at one stride
-			var sel, yoff []int
-			for _, g := range groups[lo:hi] {
-				gate, ok1 := eb.matrix(g.e, eb.gateOff, eb.gate, I)
-				up, ok2 := eb.matrix(g.e, eb.upOff, eb.up, I)
-				if !ok1 || !ok2 {
-					continue
-				}
-				if xs.ar != nil && len(g.tjs) >= tileRows {
-					// the expert's weights meet its rows four at a time
-					if ga == nil {
-						ga = act8Rows.Get().(*quant.Act8Rows)
-						defer act8Rows.Put(ga)
-					}
-					sel, yoff = sel[:0], yoff[:0]
-					for t, tj := range g.tjs {
-						sel, yoff = append(sel, tj/K), append(yoff, 2*I*t)
-					}
-					for range tileSpare(len(sel), xs.k8...) { // rows for the tail's kernel to borrow
-						sel = append(sel, sel[len(sel)-1])
-					}
-					ga.Gather(xs.ar, sel)
-					if need := 2 * I * len(g.tjs); cap(gu) < need {
-						gu = make([]float32, need)
-					}
-					act8Tile(xs.k8[0], gate, 0, I, ga, 0, gu, yoff)
-					act8Tile(xs.k8[1], up, 0, I, ga, 0, gu[I:], yoff)
-					for t, tj := range g.tjs {
-						siluMul(h[tj*I:(tj+1)*I], gu[2*I*t:2*I*t+I], gu[2*I*t+I:2*I*(t+1)])
-					}
-					continue
-				}
-				for _, tj := range g.tjs {
-					xs.dotRows(gate, 0, 0, tj/K, gu[:I])
-					xs.dotRows(up, 1, 0, tj/K, gu[I:2*I])
-					siluMul(h[tj*I:(tj+1)*I], gu[:I], gu[I:2*I])
-				}
-			}
-		})
-	}, a.err
+	})
 }
 
 // scratch holds the window-sized buffers kernels need only while they run.
@@ -958,79 +975,122 @@ func moeDown(d *graph.Dispatch, a *args) (func(), error) {
 	// is expert j's weighted output, summed by moe_combine.
 	parts := a.int(graph.ConstParts)
 	h, ids, w, y := a.f32n("h", p.max*K*I), a.u32("ids"), a.f32n("weights", p.max*K), a.f32n("y", p.max*parts*H)
-	names := []string{a.tensorName("experts", int(a.expertBase[a.d.Layer])+eb.downOff)}
+	names := a.downNames(eb)
+	pl := a.pool
 	var groups []expertGroup
-	var order, starts []int
+	var ds downScratch
 	return func() {
 		n := p.rows()
 		groups = groupByExpert(ids[:n*K], eb.experts, groups)
-		if o := currentObserver(); o != nil {
-			for _, g := range groups {
-				observeGroup(o, names, g.e, eb.experts, I, K, h, g.tjs, true)
-			}
-		}
 		buf := scratch.Get().(*[]float32)
 		if cap(*buf) < n*K*H {
 			*buf = make([]float32, n*K*H)
 		}
 		vals := (*buf)[:n*K*H] // down_e h[t, j], by tj
 		defer scratch.Put(buf)
-		// the rows in expert order: each expert's rows at one stride
-		order, starts = order[:0], starts[:0]
-		for _, g := range groups {
-			starts = append(starts, len(order))
-			order = append(order, g.tjs...)
-		}
-		hs := newActRowsSel(h, order, I, eb.down)
-		defer hs.release()
-		a.pool.parallel(H, n*K*I, func(lo, hi int) {
-			resident := make([]bool, n*K)
-			var yoff []int
-			for gi, g := range groups {
-				down, ok := eb.matrix(g.e, eb.downOff, eb.down, H)
-				if !ok {
-					continue
-				}
-				for _, tj := range g.tjs {
-					resident[tj] = true
-				}
-				if hs.ar != nil && len(g.tjs) >= tileRows {
-					yoff = yoff[:0]
-					for _, tj := range g.tjs {
-						yoff = append(yoff, tj*H)
-					}
-					act8Tile(hs.k8[0], down, lo, hi, hs.ar, starts[gi], vals, yoff)
-					continue
-				}
-				for t, tj := range g.tjs {
-					hs.dotRows(down, 0, lo, starts[gi]+t, vals[tj*H+lo:tj*H+hi])
-				}
-			}
-			if parts > 1 {
-				for tj := 0; tj < n*K; tj++ {
-					for o := lo; o < hi; o++ {
-						v := 0.0
-						if resident[tj] {
-							v = float64(w[tj]) * float64(vals[tj*H+o])
-						}
-						y[tj*H+o] = float32(v)
-					}
-				}
-				return
-			}
-			for t := 0; t < n; t++ {
-				for o := lo; o < hi; o++ {
-					var acc float64
-					for j := 0; j < K; j++ {
-						if resident[t*K+j] {
-							acc += float64(w[t*K+j]) * float64(vals[(t*K+j)*H+o])
-						}
-					}
-					y[t*H+o] = float32(acc)
-				}
-			}
-		})
+		done := ds.done(n * K)
+		downGroups(pl, eb, K, h, groups, names, vals, done, &ds)
+		weighDown(pl, parts, K, H, n, w, vals, done, y)
 	}, a.err
+}
+
+// downNames is the down tensor's name, for an Observer.
+func (a *args) downNames(eb expertBlock) []string {
+	return []string{a.tensorName("experts", int(a.expertBase[a.d.Layer])+eb.downOff)}
+}
+
+// downScratch is what downGroups reuses from call to call.
+type downScratch struct {
+	order, starts []int
+	resident      []bool
+}
+
+// done is a cleared flag per pair, n of them.
+func (ds *downScratch) done(n int) []bool {
+	if cap(ds.resident) < n {
+		ds.resident = make([]bool, n)
+	}
+	ds.resident = ds.resident[:n]
+	clear(ds.resident)
+	return ds.resident
+}
+
+// downGroups computes vals[tj] = down_e h[tj] for the pairs of each group
+// (expert e) and marks them in done; a group whose expert smap says is
+// not resident is skipped (a guard: the host makes them resident).
+func downGroups(pl *pool, eb expertBlock, K int, h []float32, groups []expertGroup, names []string, vals []float32, done []bool, ds *downScratch) {
+	H, I := eb.hidden, eb.inter
+	if o := currentObserver(); o != nil {
+		for _, g := range groups {
+			observeGroup(o, names, g.e, eb.experts, I, K, h, g.tjs, true)
+		}
+	}
+	// the rows in expert order: each expert's rows at one stride
+	order, starts := ds.order[:0], ds.starts[:0]
+	for _, g := range groups {
+		starts = append(starts, len(order))
+		order = append(order, g.tjs...)
+		if _, ok := eb.matrix(g.e, eb.downOff, eb.down, H); ok {
+			for _, tj := range g.tjs {
+				done[tj] = true
+			}
+		}
+	}
+	ds.order, ds.starts = order, starts
+	hs := newActRowsSel(h, order, I, eb.down)
+	defer hs.release()
+	pl.parallel(H, len(order)*I, func(lo, hi int) {
+		var yoff []int
+		for gi, g := range groups {
+			down, ok := eb.matrix(g.e, eb.downOff, eb.down, H)
+			if !ok {
+				continue
+			}
+			if hs.ar != nil && len(g.tjs) >= tileRows {
+				yoff = yoff[:0]
+				for _, tj := range g.tjs {
+					yoff = append(yoff, tj*H)
+				}
+				act8Tile(hs.k8[0], down, lo, hi, hs.ar, starts[gi], vals, yoff)
+				continue
+			}
+			for t, tj := range g.tjs {
+				hs.dotRows(down, 0, lo, starts[gi]+t, vals[tj*H+lo:tj*H+hi])
+			}
+		}
+	})
+}
+
+// weighDown writes y from the n rows' values (vals, done as downGroups
+// left them) and weights w: parts 1, y[t] = Σ_j w[t, j]·vals[t, j] in j
+// order; parts top-k, y[t, j] = w[t, j]·vals[t, j]. A pair not done
+// counts zero.
+func weighDown(pl *pool, parts, K, H, n int, w, vals []float32, done []bool, y []float32) {
+	pl.parallel(H, n*K, func(lo, hi int) {
+		if parts > 1 {
+			for tj := 0; tj < n*K; tj++ {
+				for o := lo; o < hi; o++ {
+					v := 0.0
+					if done[tj] {
+						v = float64(w[tj]) * float64(vals[tj*H+o])
+					}
+					y[tj*H+o] = float32(v)
+				}
+			}
+			return
+		}
+		for t := 0; t < n; t++ {
+			for o := lo; o < hi; o++ {
+				var acc float64
+				for j := 0; j < K; j++ {
+					if done[t*K+j] {
+						acc += float64(w[t*K+j]) * float64(vals[(t*K+j)*H+o])
+					}
+				}
+				y[t*H+o] = float32(acc)
+			}
+		}
+	})
 }
 
 // moeCombine: x (+)= routed + sigmoid(shared_gate)·shared; added to x for a

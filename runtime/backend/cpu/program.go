@@ -24,6 +24,10 @@ type Program struct {
 	steps  []func()
 	groups [][]int
 	rng    *rand.Rand
+	// routed is each MoE layer's routed experts (routed.go); swap, while
+	// set, replaces some steps (a segment whose experts ran batched).
+	routed map[int]*routedStep
+	swap   map[int]func()
 }
 
 // kernelFunc prepares a dispatch: it resolves bindings and constants once and
@@ -78,6 +82,9 @@ func (h *Host) CompileHost(g *graph.Graph, mem *backend.HostMemory) (*Program, e
 	for _, t := range g.Tensors {
 		tensors[tensorKey{t.Buffer, t.Offset}] = t
 	}
+	newArgs := func(d *graph.Dispatch) *args {
+		return &args{d: d, mem: mem, tensors: tensors, expertBase: expertBase, pool: h.pool}
+	}
 	for i := range g.Dispatches {
 		d := &g.Dispatches[i]
 		if off, chunked := d.GridOffset(); chunked && off != [3]int{} {
@@ -90,12 +97,17 @@ func (h *Host) CompileHost(g *graph.Graph, mem *backend.HostMemory) (*Program, e
 		if !ok {
 			return nil, fmt.Errorf("dispatch %d: the cpu backend has no kernel family %q", i, d.Family)
 		}
-		step, err := fam(d, &args{d: d, mem: mem, tensors: tensors, expertBase: expertBase, pool: h.pool})
+		step, err := fam(d, newArgs(d))
 		if err != nil {
 			return nil, fmt.Errorf("dispatch %d (%s, layer %d): %w", i, d.Kernel, d.Layer, err)
 		}
 		p.steps = append(p.steps, step)
 	}
+	routed, err := routedSteps(g, newArgs)
+	if err != nil {
+		return nil, err
+	}
+	p.routed = routed
 	return p, nil
 }
 
@@ -179,19 +191,27 @@ func (p *Program) runGroup(grp []int) {
 		var wg sync.WaitGroup
 		for _, i := range grp {
 			wg.Add(1)
-			go func() { defer wg.Done(); p.steps[i]() }()
+			go func() { defer wg.Done(); p.step(i)() }()
 		}
 		wg.Wait()
 	case p.order == backend.Shuffled:
 		perm := p.rng.Perm(len(grp))
 		for _, j := range perm {
-			p.steps[grp[j]]()
+			p.step(grp[j])()
 		}
 	default:
 		for _, i := range grp {
-			p.steps[i]()
+			p.step(i)()
 		}
 	}
+}
+
+// step is dispatch i's closure, or what swap puts in its place.
+func (p *Program) step(i int) func() {
+	if f, ok := p.swap[i]; ok {
+		return f
+	}
+	return p.steps[i]
 }
 
 // args resolves a dispatch's bindings and constants, collecting the first error.

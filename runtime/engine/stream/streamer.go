@@ -54,6 +54,11 @@ type Stats struct {
 	// checked the routed experts against smap itself and found them all
 	// resident (backend.CheckedProgram; the engine fills it too).
 	RanOn int
+	// Batches is how many times a layer's routed experts ran for the rows
+	// of several windows at once (layer-major prefill on a backend that
+	// batches them), BatchRows the rows they ran for: each expert then
+	// meets all of its rows in one pass (the engine fills both).
+	Batches, BatchRows int
 }
 
 // Add is s plus t: the telemetry of two stretches of work together.
@@ -61,7 +66,8 @@ func (s Stats) Add(t Stats) Stats {
 	return Stats{Hits: s.Hits + t.Hits, Misses: s.Misses + t.Misses, Late: s.Late + t.Late,
 		Prefetched: s.Prefetched + t.Prefetched, Used: s.Used + t.Used, BytesRead: s.BytesRead + t.BytesRead,
 		Stall: s.Stall + t.Stall, ReadTime: s.ReadTime + t.ReadTime, ReadBusy: s.ReadBusy + t.ReadBusy,
-		HostPoints: s.HostPoints + t.HostPoints, HostTime: s.HostTime + t.HostTime, RanOn: s.RanOn + t.RanOn}
+		HostPoints: s.HostPoints + t.HostPoints, HostTime: s.HostTime + t.HostTime, RanOn: s.RanOn + t.RanOn,
+		Batches: s.Batches + t.Batches, BatchRows: s.BatchRows + t.BatchRows}
 }
 
 // Sub is s less t: the telemetry of the work between two readings.
@@ -69,7 +75,8 @@ func (s Stats) Sub(t Stats) Stats {
 	return Stats{Hits: s.Hits - t.Hits, Misses: s.Misses - t.Misses, Late: s.Late - t.Late,
 		Prefetched: s.Prefetched - t.Prefetched, Used: s.Used - t.Used, BytesRead: s.BytesRead - t.BytesRead,
 		Stall: s.Stall - t.Stall, ReadTime: s.ReadTime - t.ReadTime, ReadBusy: s.ReadBusy - t.ReadBusy,
-		HostPoints: s.HostPoints - t.HostPoints, HostTime: s.HostTime - t.HostTime, RanOn: s.RanOn - t.RanOn}
+		HostPoints: s.HostPoints - t.HostPoints, HostTime: s.HostTime - t.HostTime, RanOn: s.RanOn - t.RanOn,
+		Batches: s.Batches - t.Batches, BatchRows: s.BatchRows - t.BatchRows}
 }
 
 // request is one expert read, possibly split into parts.
@@ -411,6 +418,14 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Held reports whether an expert of a layer has a slot: resident, or
+// claimed by a read still in flight (which does not depend on timing).
+func (s *Streamer) Held(layer, expert int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return expert >= 0 && expert < s.a.Experts && s.a.where[layer*s.a.Experts+expert] >= 0
 }
 
 // Rank reorders a layer's resident experts in the eviction order without

@@ -214,3 +214,56 @@ func TestLayerMajorPrefillIsExact(t *testing.T) {
 		})
 	}
 }
+
+// Layer-major prefill runs a layer's routed experts for the rows of every
+// window at once (a routed batch): with quantized experts (q8_0: integer
+// dots whose multi-row kernels may round a dot's partial sums in another
+// order than the one-row kernel) the streamed prompt's logits stay within
+// float32 rounding of the resident run's and the greedy tokens the same
+// (the distance to HF's float64 logits, the quantization's, is logged). The
+// batch must hold more rows than one window (the point of it), and read
+// fewer experts than window-major prefill.
+func TestRoutedBatchQuantized(t *testing.T) {
+	ref := e2e.Ref(t, "tiny-k512")
+	prompt := ref.Greedy[:16]
+	path, _ := e2e.ConvertOracle(t, "tiny-k512", "experts=q8_0", t.TempDir())
+	if err := e2e.PackFile(path); err != nil {
+		t.Fatal(err)
+	}
+	open := func(slots int, windowMajor bool) *load.Loaded {
+		return e2e.GGUF(t, path, load.GGUFOptions{Options: load.Options{AllLogits: true, PrefillRows: 4, ArenaExperts: slots, WindowMajor: windowMajor}})
+	}
+	wantT, wantL := e2e.DecodeAll(t, open(0, false), prompt, 4)
+	small := 4 * 512 * 5 / 100
+	var read [2]int64
+	for i, wm := range []bool{false, true} {
+		l := open(small, wm)
+		gotT, gotL := e2e.DecodeAll(t, l, prompt, 4)
+		st := l.Model.StreamStats()
+		read[i] = st.BytesRead
+		worst, hf := 0.0, 0.0
+		for r := range gotL {
+			worst = max(worst, e2e.RelL2(gotL[r], wantL[r]))
+			if r < len(prompt) { // HF's rows of the prompt (its greedy path)
+				hf = max(hf, e2e.RelL2(gotL[r], ref.GreedyLogits[r]))
+			}
+		}
+		t.Logf("window-major %v: %d batches of %d rows; worst rel L2 %.2g against the resident run, %.2g against HF; %d bytes read",
+			wm, st.Batches, st.BatchRows/max(st.Batches, 1), worst, hf, st.BytesRead)
+		if !slices.Equal(gotT, wantT) {
+			t.Errorf("window-major %v: tokens %v, the resident run's %v", wm, gotT, wantT)
+		}
+		if worst > 1e-5 {
+			t.Errorf("window-major %v: logits %.2g (rel L2) from the resident run's", wm, worst)
+		}
+		switch {
+		case wm && st.Batches != 0:
+			t.Errorf("window-major prefill ran %d routed batches", st.Batches)
+		case !wm && st.BatchRows <= 4*st.Batches:
+			t.Errorf("layer-major prefill ran %d routed batches of %d rows in all: no more than a window's", st.Batches, st.BatchRows)
+		}
+	}
+	if read[0] >= read[1] {
+		t.Errorf("layer-major prefill read %d bytes of experts, window-major %d", read[0], read[1])
+	}
+}
