@@ -342,6 +342,7 @@ func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k in
 				return fmt.Errorf("model %s, layer %d: %w", m.Config.Name, layer, err)
 			}
 		}
+		m.stream.Release() // the batch's values hold what the windows need of the layer's experts
 		for i := lo; i < hi; i++ {
 			restore(wins[i], k)
 			err := finish(i, func(host func(graph.HostPoint) error) error {
@@ -358,7 +359,9 @@ func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k in
 
 // routedChunks cuts the experts ids route to at layer (in the layer's
 // range) into the groups a routed batch makes resident in turn: those
-// resident now (or being read) first, then the rest, each by expert, at most half the
+// resident now (or being read) first, then the rest, each in the order the
+// windows' routers chose them (the order the windows' read-aheads were
+// issued in, so the first group's reads land first), at most half the
 // arena a group, so the next group is read while one runs.
 func (m *Model) routedChunks(layer int, ids []uint32) [][]int {
 	E := m.stream.arena.Experts
@@ -376,8 +379,6 @@ func (m *Model) routedChunks(layer int, ids []uint32) [][]int {
 			missing = append(missing, e)
 		}
 	}
-	slices.Sort(resident)
-	slices.Sort(missing)
 	all := append(resident, missing...)
 	size := max(m.stream.arena.Capacity()/2, 1)
 	var out [][]int

@@ -397,6 +397,16 @@ func (s *Streamer) forgetLayerPin(sl int) {
 	}
 }
 
+// Release unpins the experts the last Ensure pinned, before the next
+// Ensure would: a routed batch is done with its layer's experts once they
+// ran, so their slots may take the next layer's read-aheads while the
+// windows' segments run.
+func (s *Streamer) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unpinLayer()
+}
+
 func (s *Streamer) unpinLayer() {
 	for _, sl := range s.layerPin {
 		s.a.slots[sl].pins--
