@@ -108,6 +108,12 @@ type RoutedBatch struct {
 	Done []bool
 }
 
+// Reset empties b for the next batch, keeping its memory.
+func (b *RoutedBatch) Reset() {
+	b.Rows, b.TopK = 0, 0
+	b.X, b.IDs, b.Vals, b.Done = b.X[:0], b.IDs[:0], b.Vals[:0], b.Done[:0]
+}
+
 // RoutedBatcher is a SegmentedProgram whose segments' routed experts can
 // run outside the window, for the rows of many windows at once: layer-major
 // prefill reads each expert of a layer once for the whole prompt and

@@ -191,6 +191,7 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 	hps := wins[0].w.g.HostPoints
 	logits := make([][][]float32, len(wins))
 	batchers := routedBatchers(wins)
+	var batch backend.RoutedBatch // every pass's, reused
 	for k := 0; k <= len(hps); k++ {
 		if k > 0 && turn != nil {
 			if err := turn(); err != nil {
@@ -224,7 +225,7 @@ func (s *Session) layerMajorRun(chunks [][]int, turn func() error) ([][][]float3
 			return nil
 		}
 		if k > 0 && batchers != nil && batchers[0].Routed(k) {
-			if err := s.routedPass(wins, batchers, k, restore, finish); err != nil {
+			if err := s.routedPass(wins, batchers, k, &batch, restore, finish); err != nil {
 				return nil, err
 			}
 			continue
@@ -294,12 +295,12 @@ var maxRouted int64 = 64 << 20
 // single-row ones); the sums within an expert's dot may then group
 // differently than in a window's own dispatch (float32 rounding; exact
 // formats such as float weights give the same bits).
-func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k int, restore func(*lmWindow, int), finish func(int, func(func(graph.HostPoint) error) error) error) error {
+func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k int, b *backend.RoutedBatch, restore func(*lmWindow, int), finish func(int, func(func(graph.HostPoint) error) error) error) error {
 	m := s.m
 	perChoice := int64(m.Config.Architecture.HiddenSize) * 4 // bytes of one choice's values
 	layer := wins[0].w.g.HostPoints[k-1].Layer
 	for lo := 0; lo < len(wins); {
-		var b backend.RoutedBatch
+		b.Reset()
 		row0 := []int{}
 		hi, bytes := lo, int64(0)
 		for ; hi < len(wins); hi++ {
@@ -313,7 +314,7 @@ func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k in
 			}
 			bytes += need
 			restore(lw, k)
-			r0, _, err := rbs[hi].ReadRouted(k, &b)
+			r0, _, err := rbs[hi].ReadRouted(k, b)
 			if err != nil {
 				return fmt.Errorf("model %s, window of %d rows at position %d, layer %d: %w", m.Config.Name, len(lw.tokens), lw.pos, layer, err)
 			}
@@ -338,7 +339,7 @@ func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k in
 			for _, e := range chunk {
 				only[e] = true
 			}
-			if err := rbs[lo].RunRouted(k, &b, only); err != nil {
+			if err := rbs[lo].RunRouted(k, b, only); err != nil {
 				return fmt.Errorf("model %s, layer %d: %w", m.Config.Name, layer, err)
 			}
 		}
@@ -346,7 +347,7 @@ func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k in
 		for i := lo; i < hi; i++ {
 			restore(wins[i], k)
 			err := finish(i, func(host func(graph.HostPoint) error) error {
-				return rbs[i].RunSegmentRouted(k, &b, row0[i-lo], host)
+				return rbs[i].RunSegmentRouted(k, b, row0[i-lo], host)
 			})
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/strata-llm/strata/graph"
 	"github.com/strata-llm/strata/runtime/backend"
@@ -38,7 +39,6 @@ func newRoutedStep(gi, di int, gu, dn *args) (*routedStep, error) {
 		return nil, fmt.Errorf("layer %d: moe_gate_up and moe_down disagree on the expert shapes", gu.d.Layer)
 	}
 	pl := gu.pool
-	var h []float32
 	var ds downScratch
 	var masked []uint32
 	var groups []expertGroup
@@ -62,8 +62,12 @@ func newRoutedStep(gi, di int, gu, dn *args) (*routedStep, error) {
 				return fmt.Errorf("layer %d: a batch of %d rows with %d values and %d choices, and %d experts to run of %d",
 					gu.d.Layer, b.Rows, len(b.X), len(b.IDs), len(only), egu.experts)
 			}
-			if len(b.Vals) != b.Rows*K*H {
-				b.Vals, b.Done = make([]float32, b.Rows*K*H), make([]bool, b.Rows*K)
+			if len(b.Vals) != b.Rows*K*H || len(b.Done) != b.Rows*K {
+				// A batch's first group: the values of every choice, none
+				// done yet (a reused batch keeps its capacity).
+				b.Vals = slices.Grow(b.Vals[:0], b.Rows*K*H)[:b.Rows*K*H]
+				b.Done = slices.Grow(b.Done[:0], b.Rows*K)[:b.Rows*K]
+				clear(b.Done)
 			}
 			// The choices of other experts are left out as ids past the
 			// layer's experts (groupByExpert skips those).
@@ -74,10 +78,12 @@ func newRoutedStep(gi, di int, gu, dn *args) (*routedStep, error) {
 				}
 			}
 			groups = groupByExpert(masked, egu.experts, groups)
-			if cap(h) < b.Rows*K*I {
-				h = make([]float32, b.Rows*K*I)
+			buf := scratch.Get().(*[]float32) // h: the batch's gate/up products
+			defer scratch.Put(buf)
+			if cap(*buf) < b.Rows*K*I {
+				*buf = make([]float32, b.Rows*K*I)
 			}
-			h = h[:b.Rows*K*I]
+			h := (*buf)[:b.Rows*K*I]
 			gateUpGroups(pl, egu, K, b.X, b.Rows, groups, guNames, h)
 			done := ds.done(b.Rows * K)
 			downGroups(pl, edn, K, h, groups, dnNames, b.Vals, done, &ds)
