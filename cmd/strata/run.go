@@ -378,6 +378,10 @@ func printRunStats(stderr io.Writer, l *load.Loaded, gguf bool, st *engine.SpecS
 			l.ArenaExperts, ss.Hits, ss.Misses, 100*float64(ss.Hits)/float64(max(ss.Hits+ss.Misses, 1)), ss.Prefetched, ss.Used,
 			float64(ss.BytesRead)/1e6, ss.Stall.Round(time.Millisecond), ioPath,
 			float64(ss.BytesRead)/1e6/max(ss.ReadTime.Seconds(), 1e-9), float64(ss.BytesRead)/1e6/max(ss.ReadBusy.Seconds(), 1e-9))
+		if ss.Batches > 0 {
+			fmt.Fprintf(stderr, "strata: streaming: the prompt's routed experts ran in %d layer batches of %.0f rows on average (each expert read once a batch, for all of its rows)\n",
+				ss.Batches, float64(ss.BatchRows)/float64(ss.Batches))
+		}
 	}
 }
 
