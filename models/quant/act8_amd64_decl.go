@@ -196,6 +196,12 @@ func dotIQ3SQ8Kx4AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int
 // dotIQ3SQ8Kx8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq3_s blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + r·dstride (d_r[j]·Σq_r over 32 j, Act8.S) bytes, each row with one scale per 256 values (d_r[8k] … d_r[8k+7] equal; d_r[8k] is read).
 func dotIQ3SQ8Kx8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
 
+// dotIQ2XSGridQ8x2AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride bytes.
+func dotIQ2XSGridQ8x2AVX2(blk *byte, q *int8, d *float32, qstride int, dstride int, nblk int, out *[2]float32, grid *byte)
+
+// dotIQ2XSGridQ8x8AVX2: out[r] = Σ decode(blk)[i]·(d_r[i/32]·q_r[i]) over nblk iq2_xs blocks for the rows q_r = q + r·qstride, d_r = d + r·dstride and sums_r = sums + 2r·dstride (d_r[j]·Σq_r over 16 j, Act8.H) bytes.
+func dotIQ2XSGridQ8x8AVX2(blk *byte, q *int8, d *float32, sums *float32, qstride int, dstride int, nblk int, out *[8]float32, grid *byte)
+
 // dotIQ1SQ8AVX2 is Σ decode(blk)[i]·(d[i/32]·q[i]) over nblk iq1_s blocks, in integers per 32 values.
 func dotIQ1SQ8AVX2(blk *byte, q *int8, d *float32, nblk int, grid *byte) float32
 

@@ -198,6 +198,21 @@ var brokenAct8Kernels = []struct {
 		want: iqWant("iq3_xxs"),
 	},
 	{
+		what: "iq2_xs two and eight rows: the grid index loses its top bit",
+		file: "iq.go", from: "ANDL(U32(511), i.As32())", to: "ANDL(U32(255), i.As32())",
+		want: []string{"iq2_xs ggml-quantized prefix, eight rows", "iq2_xs ggml-decoded random, two rows", "iq2_xs eight rows"},
+	},
+	{
+		what: "iq2_xs two and eight rows: the sign index shifted one bit short",
+		file: "iq.go", from: "SHRL(U8(9), i.As32())", to: "SHRL(U8(8), i.As32())",
+		want: []string{"iq2_xs ggml-quantized prefix, two rows", "iq2_xs ggml-decoded random, eight rows", "iq2_xs eight rows"},
+	},
+	{
+		what: "iq2_xs two and eight rows: the scales one byte early",
+		file: "iq.go", from: "nibbles16(Mem{Base: p, Disp: 66})", to: "nibbles16(Mem{Base: p, Disp: 65})",
+		want: []string{"iq2_xs ggml-quantized prefix, two rows", "iq2_xs ggml-quantized prefix, eight rows", "iq2_xs eight rows"},
+	},
+	{
 		what: "iq2_s: the high index bits of the last two 8s swapped",
 		file: "iq.go", from: "shifts: []uint32{0, 2, 4, 6}, mask: 0x300}", to: "shifts: []uint32{0, 2, 6, 4}, mask: 0x300}",
 		want: iqWant("iq2_s"),

@@ -16,6 +16,21 @@ func init() {
 			registerWide(registry[name], *k.wide)
 		}
 	}
+	// iq2_xs keeps its one- and four-row kernels (archAct8's: one table of
+	// every qs word's signed levels); its two- and eight-row ones are the
+	// grid kernels'.
+	if f, ok := registry["iq2_xs"]; ok && act8Dots4[f] != nil {
+		g := (*byte)(unsafe.Pointer(&iq2xsGridTable))
+		one := func(b *byte, a *Act8, nb int) float32 {
+			return dotIQ2XSQ8AVX2(b, &a.Q[0], &a.D[0], nb, &iq2Signed()[0])
+		}
+		act8Dots2[f] = act8x2(256, iq2xsBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[2]float32) {
+			dotIQ2XSGridQ8x2AVX2(b, &a.Q[0], &a.D[0], qs, ds, nb, out, g)
+		}, one)
+		act8Dots8[f] = act8x8(256, iq2xsBytes, func(b *byte, a *Act8, qs, ds, nb int, out *[8]float32) {
+			dotIQ2XSGridQ8x8AVX2(b, &a.Q[0], &a.D[0], sums16(a), qs, ds, nb, out, g)
+		}, act8Dots4[f])
+	}
 }
 
 type iqAct8Kernel struct {
@@ -109,10 +124,15 @@ func iq1sGrid8() *[iq1sNGrid]uint64 {
 	return t
 }
 
-// iq2xxsTable and iq3xxsTable are the iq2_xxs and iq3_xxs kernels' grid
-// tables: ggml's grid, then ksigns as ±1 bytes (iq2SignBytes) where the
-// kernels look up each 8 values' signs.
+// iq2xsGridTable, iq2xxsTable and iq3xxsTable are the iq2_xs (two and
+// eight rows), iq2_xxs and iq3_xxs kernels' grid tables: ggml's grid, then
+// ksigns as ±1 bytes (iq2SignBytes) where the kernels look up each 8
+// values' signs.
 var (
+	iq2xsGridTable = struct {
+		grid  [512]uint64
+		signs [128]uint64
+	}{tables.iq2xsGrid, iq2SignBytes}
 	iq2xxsTable = struct {
 		grid  [256]uint64
 		signs [128]uint64

@@ -13,7 +13,8 @@ import (
 )
 
 // iqGrid is an IQ format whose 256-value blocks pick their magnitudes
-// from a grid by index (iq2_xxs, iq3_xxs, iq2_s, iq3_s, iq1_s, iq1_m):
+// from a grid by index (iq2_xxs, iq3_xxs, iq2_s, iq3_s, iq1_s, iq1_m, and
+// iq2_xs's two- and eight-row kernels):
 // y = d_w·mul·(2s+1)·w, s a scale code per 32 or per 16 values and w a
 // grid point with its signs (or, for iq1, 8·grid ± 1 with mul folding
 // the 1/8). Per activation block of 32 the kernel loads the 32 grid
@@ -37,6 +38,9 @@ type iqGrid struct {
 	// activation block ib's 32 magnitudes u (unsigned bytes) and signs sg
 	// (bytes whose sign is the weight's, never zero).
 	weights func(grid reg.Register) func(p reg.Register, ib int) (u, sg reg.VecVirtual)
+	// rows lists the kernels to emit by activation rows (nil: 1, 2, 4
+	// and 8): a format whose other kernels are written apart names its own.
+	rows []int
 }
 
 // iqConst is a read-only vector constant of the IQ kernels, declared once
@@ -137,6 +141,17 @@ func byteIndices(m Mem) func(k int) reg.GPVirtual {
 	return func(k int) reg.GPVirtual {
 		i := GP64()
 		MOVBQZX(m.Offset(k), i)
+		return i
+	}
+}
+
+// wordIndices9 are the low 9 bits of the words at m as grid indices
+// (iq2_xs: index k from word k).
+func wordIndices9(m Mem) func(k int) reg.GPVirtual {
+	return func(k int) reg.GPVirtual {
+		i := GP64()
+		MOVWQZX(m.Offset(2*k), i)
+		ANDL(U32(511), i.As32())
 		return i
 	}
 }
@@ -244,6 +259,26 @@ func ksignsLookup(m Mem, table reg.Register, disp int) reg.VecVirtual {
 	return y
 }
 
+// ksignsWords is ksignsLookup for iq2_xs: the ksigns index of each of
+// the four words at m is its top 7 bits.
+func ksignsWords(m Mem, table reg.Register, disp int) reg.VecVirtual {
+	h := [2]reg.VecVirtual{XMM(), XMM()}
+	for l := range 4 {
+		i := GP64()
+		MOVWQZX(m.Offset(2*l), i)
+		SHRL(U8(9), i.As32())
+		e := Mem{Base: table, Index: i, Scale: 8, Disp: disp}
+		if l%2 == 0 {
+			VMOVQ(e, h[l/2])
+		} else {
+			VPINSRQ(U8(1), e, h[l/2], h[l/2])
+		}
+	}
+	y := YMM()
+	VINSERTI128(U8(1), h[1], h[0].AsY(), y)
+	return y
+}
+
 // trits returns iq1's 32 weights 8·grid + δ (δ the ±1 bytes) as
 // magnitudes and signs.
 func trits(g, delta reg.VecVirtual) (reg.VecVirtual, reg.VecVirtual) {
@@ -330,6 +365,22 @@ var iqFormats = []iqGrid{
 				h := &hiBits{name: "iq3sHi", m: Mem{Base: p, Disp: 66 + ib}, width: 1, shifts: []uint32{0, 1, 2, 3, 4, 5, 6, 7}, mask: 0x100}
 				u := loadGrid(grid, 4, vecIndices(gridIndex(&lo, h, 8), 8))
 				return u, signBits(Mem{Base: p, Disp: 74 + 4*ib})
+			}
+		},
+	},
+	// IQ2_XS: 74-byte blocks: d f16 @0, per 8 values a word @2+2l (a
+	// 9-bit grid index, then a 7-bit ksigns index), scales @66 (nibbles,
+	// per 16, as IQ2_S); y = d·(2s+1)/8·grid·sign. Its one- and four-row
+	// kernels are rows4.go's (one table of every word's signed levels);
+	// these are its two- and eight-row ones, on the grid.
+	{
+		name: "IQ2XSGrid", desc: "iq2_xs", size: 74, mul: 0.125, rows: []int{2, 8},
+		scales16: func(p reg.Register) reg.VecVirtual { return nibbles16(Mem{Base: p, Disp: 66}) },
+		weights: func(grid reg.Register) func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
+			return func(p reg.Register, ib int) (reg.VecVirtual, reg.VecVirtual) {
+				m := Mem{Base: p, Disp: 2 + 8*ib}
+				u := loadGrid(grid, 8, wordIndices9(m))
+				return u, ksignsWords(m, grid, 512*8)
 			}
 		},
 	},
@@ -800,10 +851,17 @@ func iqMinusOne() reg.VecVirtual {
 // iqGrid format.
 func iqKernels() {
 	for _, f := range iqFormats {
-		dotIQ(f, 1)
-		dotIQ(f, 2)
-		dotIQ(f, 4)
-		dotIQx8(f)
+		rows := f.rows
+		if rows == nil {
+			rows = []int{1, 2, 4, 8}
+		}
+		for _, rows := range rows {
+			if rows == 8 {
+				dotIQx8(f)
+			} else {
+				dotIQ(f, rows)
+			}
+		}
 		if f.scales32 != nil {
 			for _, rows := range []int{2, 4, 8} {
 				dotIQK(f, rows)
