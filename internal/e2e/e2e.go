@@ -70,9 +70,13 @@ func GGUF(t testing.TB, path string, opt load.GGUFOptions) *load.Loaded {
 }
 
 // Main runs a package's tests and removes what the suites left for the
-// whole run (ConvertOracle's files): func TestMain(m *testing.M) { e2e.Main(m) }.
-func Main(m *testing.M) {
+// whole run (ConvertOracle's files), then runs the package's own cleanups:
+// func TestMain(m *testing.M) { e2e.Main(m) }.
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
 	removeConversions()
+	for _, c := range cleanups {
+		c()
+	}
 	os.Exit(code)
 }

@@ -20,12 +20,13 @@ import (
 const tinyAOracle = "../../testdata/oracles/tiny-a"
 
 // buildStratagen builds cmd/stratagen into a temporary folder, once per
-// test binary.
+// test binary (RemoveStratagen removes it after the run).
 var buildStratagen = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "strata-stratagen-")
 	if err != nil {
 		return "", err
 	}
+	stratagenDir = dir
 	exe := filepath.Join(dir, StratagenName)
 	out, err := exec.Command("go", "build", "-o", exe, "github.com/strata-llm/strata/cmd/stratagen").CombinedOutput()
 	if err != nil {
@@ -33,6 +34,17 @@ var buildStratagen = sync.OnceValues(func() (string, error) {
 	}
 	return exe, nil
 })
+
+// stratagenDir is the folder buildStratagen made, "" before.
+var stratagenDir string
+
+// RemoveStratagen removes the stratagen the tests built (TestMain calls
+// it once every test has run).
+func RemoveStratagen() {
+	if stratagenDir != "" {
+		os.RemoveAll(stratagenDir)
+	}
+}
 
 // stratagenExe is the built stratagen (these tests set no in-process
 // Options.Generate, so the step under test runs).
