@@ -239,35 +239,34 @@ func signBits(m Mem) reg.VecVirtual {
 func ksignsLookup(m Mem, table reg.Register, disp int) reg.VecVirtual {
 	w := GP32()
 	MOVL(m, w)
-	h := [2]reg.VecVirtual{XMM(), XMM()}
-	for l := range 4 {
+	return ksignsLoad(table, disp, func(l int) reg.GPVirtual {
 		i := GP64()
 		MOVL(w, i.As32())
 		if l > 0 {
 			SHRL(U8(7*l), i.As32())
 		}
 		ANDL(U32(127), i.As32())
-		e := Mem{Base: table, Index: i, Scale: 8, Disp: disp}
-		if l%2 == 0 {
-			VMOVQ(e, h[l/2])
-		} else {
-			VPINSRQ(U8(1), e, h[l/2], h[l/2])
-		}
-	}
-	y := YMM()
-	VINSERTI128(U8(1), h[1], h[0].AsY(), y)
-	return y
+		return i
+	})
 }
 
 // ksignsWords is ksignsLookup for iq2_xs: the ksigns index of each of
 // the four words at m is its top 7 bits.
 func ksignsWords(m Mem, table reg.Register, disp int) reg.VecVirtual {
-	h := [2]reg.VecVirtual{XMM(), XMM()}
-	for l := range 4 {
+	return ksignsLoad(table, disp, func(l int) reg.GPVirtual {
 		i := GP64()
 		MOVWQZX(m.Offset(2*l), i)
 		SHRL(U8(9), i.As32())
-		e := Mem{Base: table, Index: i, Scale: 8, Disp: disp}
+		return i
+	})
+}
+
+// ksignsLoad loads the ksigns patterns index(0) … index(3) of the table at
+// table+disp into a ymm, pattern l at byte 8l.
+func ksignsLoad(table reg.Register, disp int, index func(l int) reg.GPVirtual) reg.VecVirtual {
+	h := [2]reg.VecVirtual{XMM(), XMM()}
+	for l := range 4 {
+		e := Mem{Base: table, Index: index(l), Scale: 8, Disp: disp}
 		if l%2 == 0 {
 			VMOVQ(e, h[l/2])
 		} else {
