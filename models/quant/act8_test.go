@@ -184,6 +184,14 @@ func TestAct8Kernels(t *testing.T) {
 	}
 }
 
+// firstEight is ar's rows 0-7, as the eight-row kernels take them.
+func firstEight(ar *Act8Rows) (eight [8]*Act8) {
+	for i := range eight {
+		eight[i] = ar.Row(i)
+	}
+	return eight
+}
+
 // TestAct8Rows: four rows at once (Act8Rows, the four-row kernel where the
 // format has one) and padded rows (rows not whole blocks), each against
 // the references.
@@ -246,10 +254,7 @@ func TestAct8Rows(t *testing.T) {
 				xrow := func(i int) []float32 { return xs[i%5*n : (i%5+1)*n] }
 				var rows8 Act8Rows
 				rows8.Quantize(slices.Concat(xs[:4*n], xs[n:5*n]), 8, n)
-				var eight [8]*Act8
-				for i := range eight {
-					eight[i] = rows8.Row(i)
-				}
+				eight := firstEight(&rows8)
 				var o8 [8]float32
 				k.Dot8(row, &eight, &o8)
 				two8 := make([][8]float32, 2)
@@ -260,10 +265,7 @@ func TestAct8Rows(t *testing.T) {
 				// the same rows with one scale per 256 (Quantize256)
 				var wide8 Act8Rows
 				wide8.Quantize256(slices.Concat(xs[:4*n], xs[n:5*n]), 8, n)
-				var wideRows [8]*Act8
-				for i := range wideRows {
-					wideRows[i] = wide8.Row(i)
-				}
+				wideRows := firstEight(&wide8)
 				var ow [8]float32
 				k.Dot8(row, &wideRows, &ow)
 				for i := range 8 {

@@ -389,6 +389,18 @@ func act8Row4(q, d, qs, ds, q3, d3 reg.Register, r, qdisp, ddisp int) (Mem, Mem)
 	return Mem{Base: q, Disp: qdisp}, Mem{Base: d, Disp: ddisp}
 }
 
+// storeFrameOut is storeOut of the rows float accumulators kept in the
+// frame at accm (32 bytes a row), as the kernels whose rows do not fit the
+// registers keep them.
+func storeFrameOut(accm Mem, rows int) {
+	acc := make([]reg.VecVirtual, rows)
+	for r := range acc {
+		acc[r] = YMM()
+		VMOVUPS(accm.Offset(32*r), acc[r])
+	}
+	storeOut(acc)
+}
+
 // storeOut writes the accumulators' sums to out[0..len(acc)).
 func storeOut(acc []reg.VecVirtual) {
 	out := Load(Param("out"), GP64())

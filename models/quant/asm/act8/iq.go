@@ -758,12 +758,7 @@ func dotIQK(f iqGrid, rows int) {
 		ADDQ(U32(32), d)
 		ADDQ(U32(32), sums)
 	})
-	acc := make([]reg.VecVirtual, rows)
-	for r := range acc {
-		acc[r] = YMM()
-		VMOVUPS(accm.Offset(32*r), acc[r])
-	}
-	storeOut(acc)
+	storeFrameOut(accm, rows)
 }
 
 // iqRows is iqRows8 for rows rows (2, 4 or 8); q4 nil below eight.

@@ -419,12 +419,7 @@ func dotK32K(f k32, rows int) {
 		ADDQ(U32(32), d)
 		ADDQ(U32(32), s)
 	})
-	acc := make([]reg.VecVirtual, rows)
-	for r := range acc {
-		acc[r] = YMM()
-		VMOVUPS(accm.Offset(32*r), acc[r])
-	}
-	storeOut(acc)
+	storeFrameOut(accm, rows)
 }
 
 // Q4_K: 144-byte blocks of 256: d f16 @0, dmin f16 @2, 12 bytes of 6-bit
