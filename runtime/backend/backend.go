@@ -126,9 +126,8 @@ type RoutedBatcher interface {
 	Routed(k int) bool
 	// ReadRouted appends segment k's routed-expert inputs (the rows and
 	// the router's choices, as the window's earlier segments left them in
-	// memory) to b and returns the window's first row in b; ok is false
-	// when segment k runs no routed experts the batch can take.
-	ReadRouted(k int, b *RoutedBatch) (row0 int, ok bool, err error)
+	// memory) to b and returns the window's first row in b.
+	ReadRouted(k int, b *RoutedBatch) (row0 int, err error)
 	// RunRouted computes the choices of b whose expert is in only (by
 	// expert; the host has made them resident), with the expert weights of
 	// this program's segment k.

@@ -309,12 +309,9 @@ func (s *Session) routedPass(wins []*lmWindow, rbs []backend.RoutedBatcher, k in
 			if hi > lo && bytes+need > maxRouted {
 				break
 			}
-			if !rbs[hi].Routed(k) {
-				return fmt.Errorf("model %s, window of %d rows at position %d: segment %d runs no routed experts, the prompt's first window's does", m.Config.Name, len(lw.tokens), lw.pos, k)
-			}
 			bytes += need
 			restore(lw, k)
-			r0, _, err := rbs[hi].ReadRouted(k, b)
+			r0, err := rbs[hi].ReadRouted(k, b)
 			if err != nil {
 				return fmt.Errorf("model %s, window of %d rows at position %d, layer %d: %w", m.Config.Name, len(lw.tokens), lw.pos, layer, err)
 			}

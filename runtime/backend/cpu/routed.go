@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -32,7 +33,7 @@ func newRoutedStep(gi, di int, gu, dn *args) (*routedStep, error) {
 	parts := dn.int(graph.ConstParts)
 	w, y := dn.f32n("weights", pd.max*K), dn.f32n("y", pd.max*parts*H)
 	guNames, dnNames := gu.gateUpNames(egu), dn.downNames(edn)
-	if err := firstErr(gu.err, dn.err); err != nil {
+	if err := cmp.Or(gu.err, dn.err); err != nil {
 		return nil, err
 	}
 	if dn.int(graph.ConstTopK) != K || edn.hidden != H || edn.inter != I || edn.experts != egu.experts {
@@ -103,15 +104,6 @@ func newRoutedStep(gi, di int, gu, dn *args) (*routedStep, error) {
 	}, nil
 }
 
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // routedSteps prepares every MoE layer's routed experts of g (the first
 // dispatch of each family and layer: a chunked dispatch's other chunks do
 // nothing here). A layer with more than one of either is left out.
@@ -179,13 +171,12 @@ func (p *Program) Routed(k int) bool {
 }
 
 // ReadRouted appends segment k's routed-expert inputs to b.
-func (p *Program) ReadRouted(k int, b *backend.RoutedBatch) (int, bool, error) {
+func (p *Program) ReadRouted(k int, b *backend.RoutedBatch) (int, error) {
 	rs, ok := p.routedIn(k)
 	if !ok {
-		return 0, false, nil
+		return 0, fmt.Errorf("segment %d runs no routed experts", k)
 	}
-	row0, err := rs.read(b)
-	return row0, err == nil, err
+	return rs.read(b)
 }
 
 // RunRouted computes b's choices of the experts in only.
