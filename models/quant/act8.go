@@ -139,7 +139,7 @@ func absMaxBits(xs []float32) uint32 {
 	return amax
 }
 
-// size sizes a for a row of n values (padded to whole 256s) and returns
+// size sizes a for a row of k values (padded to whole 256s) and returns
 // its number of blocks.
 func (a *Act8) size(k int) int {
 	a.n = k
